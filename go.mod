@@ -1,0 +1,3 @@
+module github.com/softnic/softnic
+
+go 1.26

@@ -1,0 +1,49 @@
+package nic
+
+import (
+	"errors"
+	"net/netip"
+
+	"github.com/softnic/softnic/wire"
+)
+
+// MaxDatagram is the largest RoCEv2 UDP payload softnic sends or accepts:
+// BTH and the longest header set, a 4096-byte PMTU, pad and ICRC.
+const MaxDatagram = 4096 + 128
+
+// ErrLinkClosed is returned by a Link's methods after Close.
+var ErrLinkClosed = errors.New("link closed")
+
+// Datagram is one RoCEv2 UDP datagram crossing a Link.
+type Datagram struct {
+	// Encap is the IP/UDP header: on transmit, what the sender asks the
+	// link to put on the wire (the ICRC in Buf was computed over it); on
+	// receive, what arrived.
+	Encap wire.Encap
+	// Buf is the UDP payload, BTH through ICRC. On receive the caller
+	// provides buffers of capacity MaxDatagram and the link reslices them.
+	Buf []byte
+	// ICRCUnverifiable is set on receive when the link could not see every
+	// IP header field the ICRC covers (an IPv4 datagram from a plain UDP
+	// socket hides the IP identification); the engine counts such packets
+	// instead of checking their ICRC.
+	ICRCUnverifiable bool
+}
+
+// Link moves RoCEv2 datagrams for one NIC address: the in-memory fabric
+// in tests, a UDP socket on port 4791 on a real network (STYLE.md 11).
+type Link interface {
+	// ReadBatch blocks until at least one datagram is available, fills
+	// msgs[:n] (reslicing each Buf within its capacity) and returns n.
+	// It returns ErrLinkClosed once the link is closed.
+	ReadBatch(msgs []Datagram) (n int, err error)
+	// WriteBatch sends msgs and returns how many were accepted. A link
+	// never blocks indefinitely: what it cannot queue it drops and counts.
+	WriteBatch(msgs []Datagram) (n int, err error)
+	// BatchSize is the number of datagrams worth passing per call.
+	BatchSize() int
+	// LocalAddr is the IP address the link sends from and receives on.
+	LocalAddr() netip.Addr
+	// Close unblocks ReadBatch and releases the link.
+	Close() error
+}

@@ -112,8 +112,9 @@ func ipv4Checksum(h []byte) uint16 {
 // ParseEncap parses an IPv4 or IPv6 datagram carrying UDP and returns its
 // Encap and UDP payload (trimmed to the lengths the headers state, so
 // link-layer padding is dropped). It refuses IPv4 options, IPv6 extension
-// headers, fragments and non-UDP protocols with an error wrapping
-// ErrNotRoCE: rxe handles none of them (rxe_net.c uses a bare iphdr).
+// headers, IPv4-mapped addresses in an IPv6 header, fragments and non-UDP
+// protocols with an error wrapping ErrNotRoCE: rxe handles none of them
+// (rxe_net.c uses a bare iphdr).
 // It does not check the UDP port.
 func ParseEncap(b []byte) (Encap, []byte, error) {
 	var e Encap
@@ -163,6 +164,12 @@ func ParseEncap(b []byte) (Encap, []byte, error) {
 		e.HopLimit = b[7]
 		e.Src = netip.AddrFrom16([16]byte(b[8:24]))
 		e.Dst = netip.AddrFrom16([16]byte(b[24:40]))
+		if e.Src.Is4In6() || e.Dst.Is4In6() {
+			// An Encap with a mapped address means IPv4 (IsIPv4), so the
+			// ICRC would be computed over the wrong header; such
+			// addresses never appear on the wire (RFC 4291 2.5.5.2).
+			return Encap{}, nil, fmt.Errorf("%w: IPv4-mapped address in an IPv6 header", ErrNotRoCE)
+		}
 		rest = b[IPv6HeaderLen : IPv6HeaderLen+plen]
 	default:
 		return e, nil, fmt.Errorf("%w: IP version %d", ErrNotRoCE, b[0]>>4)

@@ -32,6 +32,7 @@ type Datagram struct {
 // a frame shorter than its link header). Reading can go on after it.
 type FrameError struct {
 	Index int // 1-based frame number
+	Time  time.Time
 	// DstPort is the UDP destination port when the UDP header was captured,
 	// else 0; wire.UDPPort marks a broken RoCEv2 packet.
 	DstPort uint16
@@ -133,7 +134,7 @@ func (r *Reader) Next() (Datagram, error) {
 			continue
 		}
 		if err != nil {
-			return Datagram{}, &FrameError{Index: r.frames, Err: err}
+			return Datagram{}, &FrameError{Index: r.frames, Time: ci.Timestamp, Err: err}
 		}
 		e, payload, err := wire.ParseEncap(ip)
 		if err != nil {
@@ -144,7 +145,7 @@ func (r *Reader) Next() (Datagram, error) {
 			if ci.CaptureLength < ci.Length {
 				err = fmt.Errorf("frame cut at %d of %d bytes by the capture: %w", ci.CaptureLength, ci.Length, err)
 			}
-			return Datagram{}, &FrameError{Index: r.frames, DstPort: udpDstPort(ip), Err: err}
+			return Datagram{}, &FrameError{Index: r.frames, Time: ci.Timestamp, DstPort: udpDstPort(ip), Err: err}
 		}
 		return Datagram{Index: r.frames, Time: ci.Timestamp, Encap: e, Payload: payload}, nil
 	}

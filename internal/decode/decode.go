@@ -1,0 +1,382 @@
+// Package decode is the logic of "softnic decode": it reads pcap files,
+// picks out the RoCEv2 packets (UDP destination port 4791), decodes each
+// with package wire through the capture package's gopacket layer, checks
+// its ICRC and prints one line (or one JSON object) per packet, then a
+// summary. The command in cmd/softnic only parses flags and calls [Run].
+package decode
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/gopacket/gopacket"
+
+	"github.com/softnic/softnic/capture"
+	"github.com/softnic/softnic/wire"
+)
+
+// Options select the output form.
+type Options struct {
+	// JSON prints one JSON object per packet ([Record]) and a final
+	// summary object ([Summary]) instead of text lines.
+	JSON bool
+}
+
+// Summary counts what Run saw across all files.
+type Summary struct {
+	Type  string `json:"type"` // always "summary" in JSON output
+	Files int    `json:"files"`
+	// Packets counts RoCEv2 packets: UDP datagrams to port 4791, and frames
+	// that break off before their UDP port can be read. Every one is
+	// counted once in ICRCOK, ICRCBad or Malformed.
+	Packets int `json:"packets"`
+	ICRCOK  int `json:"icrc_ok"`
+	ICRCBad int `json:"icrc_bad"`
+	// Malformed counts RoCEv2 packets that do not parse (wire.Parse or the
+	// IP/UDP headers fail), so have no ICRC verdict.
+	Malformed int `json:"malformed"`
+	// Skipped counts frames that are not RoCEv2: non-IP, non-UDP, UDP to
+	// other ports.
+	Skipped int `json:"other_skipped"`
+	// UnreadableFiles counts files that could not be opened or read to the
+	// end (their packets before the fault are counted).
+	UnreadableFiles int `json:"unreadable_files"`
+}
+
+// OK reports whether every RoCEv2 packet parsed with a good ICRC and
+// every file was read to its end.
+func (s Summary) OK() bool { return s.ICRCBad == 0 && s.Malformed == 0 && s.UnreadableFiles == 0 }
+
+// Line returns the text summary line: "N packets, N icrc ok, N icrc bad".
+func (s Summary) Line() string {
+	return fmt.Sprintf("%d packets, %d icrc ok, %d icrc bad", s.Packets, s.ICRCOK, s.ICRCBad)
+}
+
+// Record is one RoCEv2 packet in JSON output. A packet that does not
+// parse has no header fields (Packet is nil) and says why in Error.
+type Record struct {
+	Type  string    `json:"type"` // always "packet"
+	File  string    `json:"file"`
+	Index int       `json:"index"` // 1-based frame number in the file, as Wireshark counts
+	Time  time.Time `json:"time"`
+	// Addresses and ports; empty or 0 when the frame broke off before them.
+	Src     string `json:"src,omitempty"`
+	Dst     string `json:"dst,omitempty"`
+	SrcPort uint16 `json:"src_port,omitempty"`
+	DstPort uint16 `json:"dst_port,omitempty"`
+	*Packet
+	Error string `json:"error,omitempty"`
+}
+
+// Packet holds the decoded fields of a RoCEv2 packet that parsed.
+// Extension headers the opcode does not carry are nil.
+type Packet struct {
+	Opcode       string        `json:"opcode"`
+	OpcodeValue  uint8         `json:"opcode_value"`
+	DestQP       uint32        `json:"dest_qp"`
+	PSN          uint32        `json:"psn"`
+	AckReq       bool          `json:"ack_req"`
+	SE           bool          `json:"se"`
+	MigReq       bool          `json:"mig_req"`
+	FECN         bool          `json:"fecn"`
+	BECN         bool          `json:"becn"`
+	PKey         uint16        `json:"pkey"`
+	Pad          int           `json:"pad"`
+	RDETH        *RDETH        `json:"rdeth,omitempty"`
+	DETH         *DETH         `json:"deth,omitempty"`
+	XRCETH       *XRCETH       `json:"xrceth,omitempty"`
+	FETH         *FETH         `json:"feth,omitempty"`
+	RETH         *RETH         `json:"reth,omitempty"`
+	AtomicETH    *AtomicETH    `json:"atomic_eth,omitempty"`
+	AETH         *AETH         `json:"aeth,omitempty"`
+	AtomicAckETH *AtomicAckETH `json:"atomic_ack_eth,omitempty"`
+	ImmDt        *uint32       `json:"imm_dt,omitempty"`
+	IETH         *IETH         `json:"ieth,omitempty"`
+	PayloadLen   int           `json:"payload_len"`
+	// ICRCOK is the verdict; ICRC is the value the packet carries and
+	// ICRCWant the value computed over it (IBTA A17.3.3).
+	ICRCOK   bool   `json:"icrc_ok"`
+	ICRC     uint32 `json:"icrc"`
+	ICRCWant uint32 `json:"icrc_want"`
+}
+
+// RDETH is the reliable datagram header (IBTA 9.3.1).
+type RDETH struct {
+	EEContext uint32 `json:"ee_context"`
+}
+
+// DETH is the datagram header (IBTA 9.3.2).
+type DETH struct {
+	QKey  uint32 `json:"qkey"`
+	SrcQP uint32 `json:"src_qp"`
+}
+
+// XRCETH is the XRC header (IBTA 9.3.7).
+type XRCETH struct {
+	XRCSRQ uint32 `json:"xrc_srq"`
+}
+
+// FETH is the FLUSH header (IBA A19.4.4).
+type FETH struct {
+	PlacementType uint8 `json:"placement_type"`
+	Selectivity   uint8 `json:"selectivity"`
+}
+
+// RETH is the RDMA header (IBTA 9.3.3).
+type RETH struct {
+	VA     uint64 `json:"va"`
+	RKey   uint32 `json:"rkey"`
+	DMALen uint32 `json:"dma_len"`
+}
+
+// AtomicETH is the atomic request header (IBTA 9.3.4); SwapAdd is the swap
+// value of COMPARE_SWAP and the addend of FETCH_ADD.
+type AtomicETH struct {
+	VA      uint64 `json:"va"`
+	RKey    uint32 `json:"rkey"`
+	SwapAdd uint64 `json:"swap_add"`
+	Compare uint64 `json:"compare"`
+}
+
+// AETH is the ACK header (IBTA 9.3.5). Syndrome is the named form
+// ("ACK(credits=31)", "NAK_PSN_SEQ_ERR", "RNR_NAK(timer=14)").
+type AETH struct {
+	Syndrome      string `json:"syndrome"`
+	SyndromeValue uint8  `json:"syndrome_value"`
+	MSN           uint32 `json:"msn"`
+}
+
+// AtomicAckETH is the atomic ACK header (IBTA 9.3.6).
+type AtomicAckETH struct {
+	Orig uint64 `json:"orig"`
+}
+
+// IETH is the invalidate header (IBTA 9.3.9).
+type IETH struct {
+	RKey uint32 `json:"rkey"`
+}
+
+// Decoder decodes captures one after another into one output and keeps a
+// running Summary. Run is the usual entry point.
+type Decoder struct {
+	w    *errWriter
+	opts Options
+	sum  Summary
+	enc  *json.Encoder
+	roce capture.RoCE
+}
+
+// NewDecoder returns a Decoder writing to w.
+func NewDecoder(w io.Writer, opts Options) *Decoder {
+	ew := &errWriter{w: w}
+	d := &Decoder{w: ew, opts: opts, sum: Summary{Type: "summary"}}
+	if opts.JSON {
+		d.enc = json.NewEncoder(ew)
+	}
+	return d
+}
+
+// Run decodes each file in turn, writing to w, and ends with the summary:
+// in text, a line "N malformed, N other skipped, N unreadable files" and
+// then exactly the line "N packets, N icrc ok, N icrc bad"; in JSON, a
+// summary object. A file that cannot be read is reported in the returned
+// error (all such errors joined) and counted, and Run goes on with the
+// next. The caller should fail when the error is non-nil or !Summary.OK().
+func Run(w io.Writer, files []string, opts Options) (Summary, error) {
+	d := NewDecoder(w, opts)
+	var errs []error
+	for _, name := range files {
+		if err := d.DecodeFile(name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	sum, err := d.Finish()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	return sum, errors.Join(errs...)
+}
+
+// DecodeFile decodes the capture file name.
+func (d *Decoder) DecodeFile(name string) error {
+	f, err := os.Open(name)
+	if err != nil {
+		d.sum.Files++
+		d.sum.UnreadableFiles++
+		return err
+	}
+	defer f.Close()
+	return d.Decode(name, f)
+}
+
+// Decode decodes a capture read from r, naming it name in the output.
+func (d *Decoder) Decode(name string, r io.Reader) error {
+	d.sum.Files++
+	cr, err := capture.NewReader(r)
+	if err != nil {
+		d.sum.UnreadableFiles++
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if !d.opts.JSON {
+		d.printf("== %s\n", name)
+	}
+	defer func() { d.sum.Skipped += cr.Skipped() }()
+	for {
+		dg, err := cr.Next()
+		if err == io.EOF {
+			return d.w.err
+		}
+		var fe *capture.FrameError
+		if errors.As(err, &fe) {
+			if fe.DstPort != 0 && fe.DstPort != wire.UDPPort {
+				d.sum.Skipped++
+				continue
+			}
+			d.malformed(Record{File: name, Index: fe.Index, Time: fe.Time}, "", fe.Err)
+			continue
+		}
+		if err != nil {
+			d.sum.UnreadableFiles++
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if dg.Encap.DstPort != wire.UDPPort {
+			d.sum.Skipped++
+			continue
+		}
+		d.packet(name, &dg)
+		if d.w.err != nil {
+			return d.w.err
+		}
+	}
+}
+
+// Finish writes the summary and returns it, with the first error met
+// writing the output.
+func (d *Decoder) Finish() (Summary, error) {
+	s := d.sum
+	if d.opts.JSON {
+		d.enc.Encode(s)
+	} else {
+		d.printf("%d malformed, %d other skipped, %d unreadable files\n", s.Malformed, s.Skipped, s.UnreadableFiles)
+		d.printf("%s\n", s.Line())
+	}
+	return s, d.w.err
+}
+
+// packet decodes and prints one RoCEv2 datagram.
+func (d *Decoder) packet(file string, dg *capture.Datagram) {
+	addrs := fmt.Sprintf("%s > %s",
+		netip.AddrPortFrom(dg.Encap.Src, dg.Encap.SrcPort), netip.AddrPortFrom(dg.Encap.Dst, dg.Encap.DstPort))
+	rec := Record{
+		File: file, Index: dg.Index, Time: dg.Time,
+		Src: dg.Encap.Src.String(), Dst: dg.Encap.Dst.String(),
+		SrcPort: dg.Encap.SrcPort, DstPort: dg.Encap.DstPort,
+	}
+	r := &d.roce
+	if err := r.DecodeFromBytes(dg.Payload, gopacket.NilDecodeFeedback); err != nil {
+		d.malformed(rec, addrs, err)
+		return
+	}
+	rec.Packet = newPacket(r)
+	rec.ICRC = wire.StoredICRC(dg.Payload)
+	rec.ICRCWant = wire.ComputeICRC(&dg.Encap, dg.Payload)
+	rec.ICRCOK = rec.ICRC == rec.ICRCWant
+	d.sum.Packets++
+	verdict := "icrc ok"
+	if rec.ICRCOK {
+		d.sum.ICRCOK++
+	} else {
+		d.sum.ICRCBad++
+		verdict = fmt.Sprintf("icrc BAD (got 0x%08x want 0x%08x)", rec.ICRC, rec.ICRCWant)
+	}
+	if d.opts.JSON {
+		rec.Type = "packet"
+		d.enc.Encode(&rec)
+		return
+	}
+	d.printf("%d %s %s %s\n", dg.Index, addrs, r.String(), verdict)
+}
+
+// malformed counts and prints a RoCEv2 packet that does not parse; addrs
+// is its "src > dst" when known.
+func (d *Decoder) malformed(rec Record, addrs string, err error) {
+	d.sum.Packets++
+	d.sum.Malformed++
+	if d.opts.JSON {
+		rec.Type = "packet"
+		rec.Error = err.Error()
+		d.enc.Encode(&rec)
+		return
+	}
+	where := ""
+	if addrs != "" {
+		where = " (" + addrs + ")"
+	}
+	d.printf("error: %s packet %d%s: %v\n", rec.File, rec.Index, where, err)
+}
+
+func (d *Decoder) printf(format string, args ...any) { fmt.Fprintf(d.w, format, args...) }
+
+// newPacket converts a decoded layer into its JSON form.
+func newPacket(r *capture.RoCE) *Packet {
+	b := r.BTH
+	p := &Packet{
+		Opcode: r.Opcode.String(), OpcodeValue: uint8(r.Opcode),
+		DestQP: b.DestQP(), PSN: uint32(b.PSN()), AckReq: b.AckReq(), SE: b.SE(),
+		MigReq: b.MigReq(), FECN: b.FECN(), BECN: b.BECN(), PKey: b.PKey(), Pad: r.Pad,
+		PayloadLen: len(r.LayerPayload()),
+	}
+	if h := r.RDETH; h != nil {
+		p.RDETH = &RDETH{EEContext: h.EECnxt()}
+	}
+	if h := r.DETH; h != nil {
+		p.DETH = &DETH{QKey: h.QKey(), SrcQP: h.SrcQP()}
+	}
+	if h := r.XRCETH; h != nil {
+		p.XRCETH = &XRCETH{XRCSRQ: h.XRCSRQ()}
+	}
+	if h := r.FETH; h != nil {
+		p.FETH = &FETH{PlacementType: h.PlacementType(), Selectivity: h.Selectivity()}
+	}
+	if h := r.RETH; h != nil {
+		p.RETH = &RETH{VA: h.VA(), RKey: h.RKey(), DMALen: h.DMALen()}
+	}
+	if h := r.AtomicETH; h != nil {
+		p.AtomicETH = &AtomicETH{VA: h.VA(), RKey: h.RKey(), SwapAdd: h.SwapAdd(), Compare: h.Compare()}
+	}
+	if h := r.AETH; h != nil {
+		p.AETH = &AETH{Syndrome: h.Syndrome().String(), SyndromeValue: uint8(h.Syndrome()), MSN: h.MSN()}
+	}
+	if h := r.AtomicAckETH; h != nil {
+		p.AtomicAckETH = &AtomicAckETH{Orig: h.Orig()}
+	}
+	if h := r.ImmDt; h != nil {
+		v := h.Imm()
+		p.ImmDt = &v
+	}
+	if h := r.IETH; h != nil {
+		p.IETH = &IETH{RKey: h.RKey()}
+	}
+	return p
+}
+
+// errWriter remembers the first write error, so printing code can ignore
+// errors and the caller sees one at the end.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}

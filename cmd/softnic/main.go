@@ -1,0 +1,150 @@
+// Command softnic is the softnic tool. Each subcommand is one entry in
+// commandList and one file holding its run function; the logic lives in
+// packages that tests call directly, so this package only parses flags,
+// wires and prints (STYLE.md §23).
+//
+// Usage:
+//
+//	softnic decode [--json] FILE.pcap...
+//	softnic help [COMMAND]
+//	softnic version
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitFail  = 1 // the command ran and found a problem
+	exitUsage = 2 // bad command line
+)
+
+// command is one subcommand. run gets the arguments after the command
+// name and returns the exit status; given -h it prints its usage to stderr
+// and returns exitOK.
+type command struct {
+	name    string
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) int
+}
+
+// commandList returns the subcommands in the order help lists them. To add
+// one, add a line here.
+func commandList() []command {
+	return []command{
+		{"decode", "decode and check the RoCEv2 packets in pcap files", runDecode},
+		{"help", "show usage of softnic or of one command", runHelp},
+		{"version", "print the version", runVersion},
+	}
+}
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// run dispatches to the subcommand named by args[0].
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		usage(stdout)
+		return exitOK
+	}
+	c, ok := lookup(args[0])
+	if !ok {
+		fmt.Fprintf(stderr, "softnic: unknown command %q\nRun 'softnic help' for usage.\n", args[0])
+		return exitUsage
+	}
+	return c.run(args[1:], stdout, stderr)
+}
+
+func lookup(name string) (command, bool) {
+	for _, c := range commandList() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+// usage prints the list of commands.
+func usage(w io.Writer) {
+	var b strings.Builder
+	b.WriteString("softnic is a software RoCEv2 RDMA NIC.\n\nUsage:\n\n\tsoftnic <command> [arguments]\n\nCommands:\n\n")
+	for _, c := range commandList() {
+		fmt.Fprintf(&b, "\t%-10s %s\n", c.name, c.summary)
+	}
+	b.WriteString("\nRun 'softnic help <command>' for a command's usage.\n")
+	io.WriteString(w, b.String())
+}
+
+// runHelp implements "softnic help [COMMAND]".
+func runHelp(args []string, stdout, stderr io.Writer) int {
+	switch {
+	case len(args) == 0:
+		usage(stdout)
+		return exitOK
+	case len(args) > 1:
+		fmt.Fprintln(stderr, "usage: softnic help [COMMAND]")
+		return exitUsage
+	}
+	c, ok := lookup(args[0])
+	if !ok {
+		fmt.Fprintf(stderr, "softnic help: unknown command %q\nRun 'softnic help' for usage.\n", args[0])
+		return exitUsage
+	}
+	if c.name == "help" {
+		fmt.Fprintln(stdout, "usage: softnic help [COMMAND]\n\nShows usage of softnic or of COMMAND.")
+		return exitOK
+	}
+	return c.run([]string{"-h"}, stdout, stdout)
+}
+
+// newFlagSet returns a flag set for command name whose usage message is
+// synopsis followed by the flag defaults.
+func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("softnic "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: softnic %s\n", synopsis)
+		hasFlags := false
+		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+		if hasFlags {
+			fmt.Fprintln(fs.Output(), "\nFlags:")
+			fs.PrintDefaults()
+		}
+	}
+	return fs
+}
+
+// parseArgs parses args with fs, allowing flags after positional
+// arguments ("decode a.pcap --json"); "--" ends the flags. It returns the
+// positional arguments, and the exit status to use when parsing failed or
+// help was asked for (ok false).
+func parseArgs(fs *flag.FlagSet, args []string) (pos []string, status int, ok bool) {
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, exitOK, false
+			}
+			return nil, exitUsage, false
+		}
+		rest := fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), exitOK, true
+		}
+		if len(rest) == 0 {
+			return pos, exitOK, true
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}

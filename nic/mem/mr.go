@@ -1,0 +1,522 @@
+package mem
+
+import (
+	"sort"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/softnic/softnic/transport"
+)
+
+// Access-flag sets (rxe_verbs.h RXE_ACCESS_*).
+const (
+	// RemoteAccess is rxe's RXE_ACCESS_REMOTE.
+	RemoteAccess = transport.AccessRemoteRead | transport.AccessRemoteWrite | transport.AccessRemoteAtomic
+	// FlushAccess is the two FLUSH placement rights (IBA A19).
+	FlushAccess = transport.AccessFlushGlobal | transport.AccessFlushPersistent
+
+	// SupportedMRAccess is what RegMR and RegFast accept: rxe's
+	// RXE_ACCESS_SUPPORTED_MR plus ZERO_BASED (which RegMR honours by
+	// starting addresses at 0) and libibverbs' HUGETLB and RELAXED_ORDERING
+	// hints, which change nothing here.
+	SupportedMRAccess = RemoteAccess | transport.AccessLocalWrite | transport.AccessMWBind |
+		transport.AccessZeroBased | transport.AccessOnDemand | transport.AccessHugeTLB |
+		FlushAccess | transport.AccessRelaxedOrdering
+	// SupportedMWAccess is what BindMW accepts (RXE_ACCESS_SUPPORTED_MW:
+	// the MR set plus ZERO_BASED).
+	SupportedMWAccess = SupportedMRAccess
+)
+
+type mrState uint8
+
+const (
+	// mrInvalid: deregistered (RXE_MR_STATE_INVALID).
+	mrInvalid mrState = iota
+	// mrFree: a fast-registration MR not registered, or invalidated
+	// (RXE_MR_STATE_FREE).
+	mrFree
+	// mrValid: usable (RXE_MR_STATE_VALID).
+	mrValid
+)
+
+// chunk is one contiguous piece of an MR's memory at byte offset off from
+// the MR's first byte.
+type chunk struct {
+	off uint64
+	b   []byte
+}
+
+// mrView is an immutable snapshot of an MR's mutable state; lookups load
+// it with one atomic load and never see a half-made change.
+type mrView struct {
+	key    uint32
+	state  mrState
+	access transport.Access
+	iova   uint64
+	length uint64
+	chunks []chunk // one for RegMR; one per mapped element for fast reg
+}
+
+// contains reports whether [iova, iova+n) lies inside the view
+// (mr_check_range), without overflowing.
+func (v *mrView) contains(iova, n uint64) bool {
+	return iova >= v.iova && n <= v.length && iova-v.iova <= v.length-n
+}
+
+// slice returns the n bytes at iova, which contains has accepted; n > 0.
+func (v *mrView) slice(iova, n uint64) ([]byte, error) {
+	off := iova - v.iova
+	c := &v.chunks[0]
+	if len(v.chunks) > 1 {
+		c = &v.chunks[v.chunkAt(off)]
+		off -= c.off
+		if n > uint64(len(c.b))-off {
+			return nil, ErrDiscontiguous
+		}
+	}
+	return c.b[off : off+n : off+n], nil
+}
+
+// chunkAt returns the index of the chunk holding byte offset off.
+func (v *mrView) chunkAt(off uint64) int {
+	// Largest i with chunks[i].off <= off; chunks[0].off == 0.
+	return sort.Search(len(v.chunks), func(i int) bool { return v.chunks[i].off > off }) - 1
+}
+
+// appendSlices appends the pieces of [iova, iova+n) to dst.
+func (v *mrView) appendSlices(dst [][]byte, iova, n uint64) [][]byte {
+	off := iova - v.iova
+	i := 0
+	if len(v.chunks) > 1 {
+		i = v.chunkAt(off)
+	}
+	for n > 0 {
+		c := &v.chunks[i]
+		o := off - c.off
+		m := min(n, uint64(len(c.b))-o)
+		dst = append(dst, c.b[o:o+m:o+m])
+		n -= m
+		off += m
+		i++
+	}
+	return dst
+}
+
+// MR is a memory region: memory registered with RegMR, or a
+// fast-registration MR from AllocMR whose memory RegFast sets.
+type MR struct {
+	t     *Table
+	pd    *PD
+	index uint32
+	fast  bool
+	buf   []byte // RegMR's buffer; nil for fast reg
+	v     atomic.Pointer[mrView]
+
+	nMW       int     // guarded by t.mu; windows bound to this MR (rxe mr->num_mw)
+	maxPages  int     // fast reg: AllocMR's max_num_sg
+	mapped    []chunk // guarded by t.mu; fast reg: MapMRSG's result
+	mappedVA  uint64  // guarded by t.mu; address of the first mapped byte
+	mappedLen uint64  // guarded by t.mu
+	pageSize  int     // guarded by t.mu
+}
+
+// LKey returns the MR's local key. It equals RKey: rxe gives both the same
+// value (rxe_mr_init).
+func (mr *MR) LKey() uint32 { return mr.v.Load().key }
+
+// RKey returns the MR's remote key (the same value as LKey).
+func (mr *MR) RKey() uint32 { return mr.v.Load().key }
+
+// PD returns the MR's protection domain.
+func (mr *MR) PD() *PD { return mr.pd }
+
+// Addr returns the IOVA of the MR's first byte: 0 for a zero-based MR; for
+// a fast-reg MR, the iova of its last RegFast.
+func (mr *MR) Addr() uint64 { return mr.v.Load().iova }
+
+// Len returns the MR's length in bytes.
+func (mr *MR) Len() uint64 { return mr.v.Load().length }
+
+// Access returns the MR's access flags.
+func (mr *MR) Access() transport.Access { return mr.v.Load().access }
+
+// Valid reports whether the MR is registered and usable (not deregistered,
+// and for a fast-reg MR, registered and not invalidated).
+func (mr *MR) Valid() bool { return mr.v.Load().state == mrValid }
+
+// Fast reports whether mr came from AllocMR.
+func (mr *MR) Fast() bool { return mr.fast }
+
+// Bytes returns the registered memory of an MR from RegMR. For a fast-reg
+// MR it returns the memory only when RegFast mapped it as one chunk, and
+// nil otherwise; see Chunks.
+func (mr *MR) Bytes() []byte {
+	if !mr.fast {
+		return mr.buf
+	}
+	v := mr.v.Load()
+	if len(v.chunks) == 1 {
+		return v.chunks[0].b
+	}
+	return nil
+}
+
+// Chunks returns the MR's memory as it lies in the IOVA space: the pieces,
+// in order, whose concatenation is [Addr, Addr+Len).
+func (mr *MR) Chunks() [][]byte {
+	v := mr.v.Load()
+	out := make([][]byte, len(v.chunks))
+	for i, c := range v.chunks {
+		out[i] = c.b
+	}
+	return out
+}
+
+func addrOf(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }
+
+// checkMRAccess applies the registration access rules (ib_check_mr_access,
+// ibv_reg_mr(3)): only supported flags; REMOTE_WRITE or REMOTE_ATOMIC need
+// LOCAL_WRITE. FLUSH_GLOBAL and FLUSH_PERSISTENT do not need LOCAL_WRITE
+// (ib_check_mr_access requires it only for remote write and atomic).
+// FLUSH_PERSISTENT needs persistent memory (rxe_mr_fill_pages_from_sgt).
+func (t *Table) checkMRAccess(access transport.Access) error {
+	if access&^SupportedMRAccess != 0 {
+		return errAccessFlags
+	}
+	if access&(transport.AccessRemoteWrite|transport.AccessRemoteAtomic) != 0 &&
+		access&transport.AccessLocalWrite == 0 {
+		return errRegAccess
+	}
+	if access&transport.AccessFlushPersistent != 0 && !t.lim.PersistentMemory {
+		return errPersistent
+	}
+	return nil
+}
+
+// newMRLocked allocates an index and a key for a new MR of pd.
+func (t *Table) newMRLocked(pd *PD) (*MR, error) {
+	if err := t.checkPDLocked(pd); err != nil {
+		return nil, err
+	}
+	if t.nMR >= t.lim.MaxMR {
+		return nil, ErrNoMemory
+	}
+	idx := allocIndexLocked(&t.mrs, MinMRIndex, MaxMRIndex, &t.mrNext)
+	if idx == 0 {
+		return nil, ErrNoMemory
+	}
+	t.nMR++
+	pd.refs.Add(1)
+	return &MR{t: t, pd: pd, index: idx}, nil
+}
+
+// RegMR registers buf in pd (ibv_reg_mr / ibv_reg_mr_iova, rxe_reg_user_mr)
+// and returns it VALID with lkey == rkey == index<<8 | random key byte
+// (rxe_mr_init).
+//
+// iova is the address keys see for buf[0]; when useIOVA is false it is
+// buf's own address, as ibv_reg_mr passes (uintptr_t)addr. With
+// AccessZeroBased the iova is 0 whatever the other arguments say.
+//
+// Refusals: zero-length buf (ErrInvalid; ib_umem_get refuses an empty
+// page-aligned range, and a Go slice of length 0 has no address);
+// unsupported flags, REMOTE_WRITE or REMOTE_ATOMIC without LOCAL_WRITE,
+// FLUSH_PERSISTENT without Limits.PersistentMemory (ErrInvalid); iova+len
+// overflowing (ErrInvalid; ib_umem_get); a freed or foreign PD (ErrInvalid);
+// a full table (ErrNoMemory).
+//
+// Unlike ib_uverbs_reg_mr, RegMR does not require iova and buf's address to
+// share their offset within a 4 KiB page: softnic maps no pages, so any
+// iova simply names buf[0].
+func (t *Table) RegMR(pd *PD, buf []byte, iova uint64, useIOVA bool, access transport.Access) (*MR, error) {
+	if len(buf) == 0 {
+		return nil, errZeroLen
+	}
+	if err := t.checkMRAccess(access); err != nil {
+		return nil, err
+	}
+	switch {
+	case access&transport.AccessZeroBased != 0:
+		iova = 0
+	case !useIOVA:
+		iova = addrOf(buf)
+	}
+	if iova+uint64(len(buf)) < iova {
+		return nil, errIOVAOverflow
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	mr, err := t.newMRLocked(pd)
+	if err != nil {
+		return nil, err
+	}
+	mr.buf = buf
+	mr.v.Store(&mrView{
+		key:    mr.index<<8 | t.keyByteLocked(-1),
+		state:  mrValid,
+		access: access,
+		iova:   iova,
+		length: uint64(len(buf)),
+		chunks: []chunk{{b: buf}},
+	})
+	t.mrs.storeLocked(mr.index, mr)
+	return mr, nil
+}
+
+// DeregMR deregisters mr (ibv_dereg_mr, rxe_dereg_mr): its key stops
+// working at once. It fails with ErrBusy while memory windows are bound to
+// it ("Attempt to deregister an MR while bound to MWs"), and with
+// ErrInvalid for an MR already deregistered or of another table.
+func (t *Table) DeregMR(mr *MR) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.checkMRLocked(mr); err != nil {
+		return err
+	}
+	if mr.nMW > 0 {
+		return ErrBusy
+	}
+	v := *mr.v.Load()
+	v.state = mrInvalid
+	mr.v.Store(&v)
+	t.mrs.storeLocked(mr.index, nil)
+	t.nMR--
+	mr.pd.refs.Add(-1)
+	mr.mapped = nil
+	return nil
+}
+
+func (t *Table) checkMRLocked(mr *MR) error {
+	if mr == nil || mr.t != t {
+		return errForeignMR
+	}
+	if t.mrs.load(mr.index) != mr {
+		return errDeadMR
+	}
+	return nil
+}
+
+// MRByKey returns the live MR whose current key is key, in any state but
+// deregistered: the requester resolves a REG_MR or BIND_MW work request's
+// MR key with it.
+func (t *Table) MRByKey(key uint32) (*MR, error) {
+	i := key >> 8
+	if i < MinMRIndex || i > MaxMRIndex {
+		return nil, errNoIndex
+	}
+	mr := t.mrs.load(i)
+	if mr == nil {
+		return nil, errNoIndex
+	}
+	if mr.v.Load().key != key {
+		return nil, errKeyByte
+	}
+	return mr, nil
+}
+
+// AllocMR allocates a fast-registration MR of pd able to map maxPages
+// pages (ib_alloc_mr(IB_MR_TYPE_MEM_REG), rxe_mr_init_fast). It starts
+// FREE: its key works for nothing until MapMRSG and RegFast. maxPages must
+// be 1..Limits.MaxFastRegPages (ErrInvalid).
+func (t *Table) AllocMR(pd *PD, maxPages int) (*MR, error) {
+	if maxPages <= 0 || maxPages > t.lim.MaxFastRegPages {
+		return nil, ErrInvalid
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	mr, err := t.newMRLocked(pd)
+	if err != nil {
+		return nil, err
+	}
+	mr.fast = true
+	mr.maxPages = maxPages
+	mr.v.Store(&mrView{
+		key:    mr.index<<8 | t.keyByteLocked(-1),
+		state:  mrFree,
+		access: RemoteAccess, // rxe_mr_init_fast: "always allow remote access for FMRs"
+	})
+	t.mrs.storeLocked(mr.index, mr)
+	return mr, nil
+}
+
+// MinPageSize and MaxPageSize bound MapMRSG's page size (rxe's
+// page_size_cap 0xfffff000: 4 KiB .. 2 GiB powers of two).
+const (
+	MinPageSize = 1 << 12
+	MaxPageSize = 1 << 31
+)
+
+// MapMRSG maps memory into the fast-reg MR mr, the way ib_map_mr_sg /
+// ib_sg_to_pages build a page list, treating each element's Go address as
+// its DMA address:
+//
+//   - the first element may start anywhere inside a page;
+//   - every later element must start on a page boundary, and the element
+//     before it must end on one — unless the later element starts exactly
+//     where the earlier ended in memory, in which case it continues it;
+//   - the last element may end anywhere.
+//
+// MapMRSG maps the longest prefix of sg that obeys these rules and fits in
+// the MR's maxPages pages, and returns how many elements it mapped (the
+// kernel's return value; fewer than len(sg) means the element at n broke a
+// rule or did not fit). Unlike ib_sg_to_pages it never maps part of an
+// element. A zero-length element stops the mapping. The mapped IOVA
+// becomes the first element's address and the mapped length the sum of the
+// mapped elements; RegFast may name another iova. Each element stays its
+// own chunk: in the IOVA space the elements follow each other without gaps.
+//
+// Errors: not a fast-reg MR, a page size not a power of two in
+// [MinPageSize, MaxPageSize], or a zero-length first element (ErrInvalid);
+// the MR VALID (ErrBusy: invalidate it first); the first element alone
+// needs more than maxPages pages (ErrNoMemory). An empty sg maps nothing
+// and returns 0, nil.
+func (t *Table) MapMRSG(mr *MR, sg [][]byte, pageSize int) (int, error) {
+	if pageSize < MinPageSize || pageSize > MaxPageSize || pageSize&(pageSize-1) != 0 {
+		return 0, ErrInvalid
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.checkMRLocked(mr); err != nil {
+		return 0, err
+	}
+	if !mr.fast {
+		return 0, errNotFast
+	}
+	if mr.v.Load().state == mrValid {
+		return 0, ErrBusy
+	}
+	if len(sg) > 0 && len(sg[0]) == 0 {
+		return 0, errZeroLen
+	}
+	ps := uint64(pageSize)
+	mask := ^(ps - 1)
+	// pagesFrom counts the pages the kernel's set_page loop adds for
+	// page addresses p, p+ps, ... below end.
+	pagesFrom := func(p, end uint64) int {
+		if p >= end {
+			return 0
+		}
+		return int((end - p + ps - 1) / ps)
+	}
+	var (
+		chunks  []chunk
+		total   uint64
+		pages   int
+		lastEnd uint64
+		lastOff uint64
+		n       int
+	)
+	for i, b := range sg {
+		if len(b) == 0 {
+			break
+		}
+		start := addrOf(b)
+		end := start + uint64(len(b))
+		pageAddr := start & mask
+		var need int
+		if i > 0 && (lastOff != 0 || pageAddr != start) {
+			if lastEnd != start {
+				break // a gap: stop mapping
+			}
+			need = pagesFrom(pageAddr+ps, end) // continues the last page
+		} else {
+			need = pagesFrom(pageAddr, end)
+		}
+		if pages+need > mr.maxPages {
+			if i == 0 {
+				return 0, ErrNoMemory
+			}
+			break
+		}
+		pages += need
+		chunks = append(chunks, chunk{off: total, b: b})
+		total += uint64(len(b))
+		lastEnd = end
+		lastOff = end &^ mask
+		n++
+	}
+	mr.mapped = chunks
+	mr.mappedLen = total
+	mr.pageSize = pageSize
+	if n > 0 {
+		mr.mappedVA = addrOf(sg[0])
+	} else {
+		mr.mappedVA = 0
+	}
+	return n, nil
+}
+
+// Mapped returns what the last MapMRSG mapped: the IOVA of the first byte
+// (the first element's address) and the length.
+func (mr *MR) Mapped() (iova, length uint64) {
+	mr.t.mu.Lock()
+	defer mr.t.mu.Unlock()
+	return mr.mappedVA, mr.mappedLen
+}
+
+// RegFast executes a REG_MR work request posted on a QP of pd
+// (rxe_reg_fast_mr): the fast-reg MR mr, FREE, becomes VALID with key
+// newKey, access and the first length bytes of its mapped memory at iova.
+//
+// Refusals: mr not fast-reg, deregistered or foreign (ErrInvalid); mr not
+// FREE (ErrBusy; "not free"); pd not mr's PD (ErrWrongPD; "qp->pd and
+// mr->pd don't match"); newKey changing more than the low 8 bits
+// (ErrInvalid; "has wrong index"); access failing RegMR's rules, or
+// ZERO_BASED (ErrInvalid); nothing mapped or length 0 (ErrInvalid); length
+// beyond the mapped length (ErrRange); iova+length overflowing
+// (ErrInvalid). rxe applies no access rule to REG_MR; softnic applies
+// ibv_reg_mr's, since IBA's rule for writable regions is the same.
+func (t *Table) RegFast(pd *PD, mr *MR, newKey uint32, iova uint64, length uint64, access transport.Access) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.checkMRLocked(mr); err != nil {
+		return err
+	}
+	if !mr.fast {
+		return errNotFast
+	}
+	old := mr.v.Load()
+	if old.state != mrFree {
+		return ErrBusy
+	}
+	if pd != mr.pd {
+		return errPD
+	}
+	if newKey>>8 != mr.index {
+		return ErrInvalid
+	}
+	if err := t.checkMRAccess(access); err != nil {
+		return err
+	}
+	if access&transport.AccessZeroBased != 0 {
+		return errAccessFlags
+	}
+	if length == 0 || mr.mappedLen == 0 {
+		return errZeroLen
+	}
+	if length > mr.mappedLen {
+		return errOutOfRegion
+	}
+	if iova+length < iova {
+		return errIOVAOverflow
+	}
+	var chunks []chunk
+	for _, c := range mr.mapped {
+		if c.off >= length {
+			break
+		}
+		if end := c.off + uint64(len(c.b)); end > length {
+			c.b = c.b[:length-c.off]
+		}
+		chunks = append(chunks, c)
+	}
+	mr.v.Store(&mrView{
+		key:    newKey,
+		state:  mrValid,
+		access: access,
+		iova:   iova,
+		length: length,
+		chunks: chunks,
+	})
+	return nil
+}

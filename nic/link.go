@@ -4,12 +4,13 @@ import (
 	"errors"
 	"net/netip"
 
+	"github.com/softnic/softnic/transport"
 	"github.com/softnic/softnic/wire"
 )
 
 // MaxDatagram is the largest RoCEv2 UDP payload softnic sends or accepts:
 // BTH and the longest header set, a 4096-byte PMTU, pad and ICRC.
-const MaxDatagram = 4096 + 128
+const MaxDatagram = transport.MaxDatagram
 
 // ErrLinkClosed is returned by a Link's methods after Close.
 var ErrLinkClosed = errors.New("link closed")

@@ -277,9 +277,11 @@ type SendWR struct {
 	RemoteQPN  uint32
 	RemoteQKey uint32
 
-	// FLUSH (ibv_wr_flush): placement type and selectivity level.
+	// FLUSH (ibv_wr_flush): placement type, selectivity level and the
+	// length of the range (a FLUSH carries no local data).
 	FlushType  uint8
 	FlushLevel uint8
+	FlushLen   uint32
 
 	// InlineData, when non-nil with SendInline, is the payload (copied at post).
 	InlineData []byte

@@ -1,0 +1,499 @@
+// Package nic is softnic's engine: a NIC bound to one address on a Link,
+// its resource tables (QPs, memory, queues), the receive path that parses
+// each datagram once and hands it to its QP, and a fixed pool of
+// processors that run the QPs' transport work (STYLE.md 8).
+//
+// Applications use package verbs; nic is what verbs drives.
+package nic
+
+import (
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"net/netip"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/softnic/softnic/clock"
+	"github.com/softnic/softnic/nic/mem"
+	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/wire"
+)
+
+// Errors, each an errno-like sentinel the verbs API wraps.
+var (
+	ErrInvalid  = transport.ErrInvalid // EINVAL
+	ErrNoMemory = errors.New("out of resources")
+	ErrBusy     = errors.New("resource busy") // EBUSY
+	ErrClosed   = errors.New("device closed")
+	ErrNotFound = errors.New("no such object") // ENOENT
+)
+
+// Config configures a NIC.
+type Config struct {
+	// Link carries the NIC's datagrams; its LocalAddr is the NIC's address
+	// and GID.
+	Link Link
+	// Clock drives timers; nil means the wall clock.
+	Clock clock.Clock
+	// Processors is the number of goroutines running QP work; 0 means
+	// GOMAXPROCS (at most 4).
+	Processors int
+	// PeerPort is the UDP port peers listen on (wire.UDPPort by default;
+	// tests on one host may use others).
+	PeerPort uint16
+	// Name names the device ("softnic0" by default).
+	Name string
+}
+
+// Handler is a QP's transport as the engine drives it.
+type Handler interface {
+	Deliver(p *transport.RxPacket) bool
+	Process(out transport.Output) bool
+	Close()
+}
+
+// qpEntry is a QP in the NIC's table: its transport and its scheduling.
+type qpEntry struct {
+	qpn       uint32
+	typ       transport.QPType
+	h         Handler
+	proc      *processor
+	scheduled atomic.Bool
+}
+
+// wake schedules the QP on its processor unless it already is (a
+// coalesced wake-up per QP, STYLE.md 8).
+func (e *qpEntry) wake() {
+	if e.scheduled.CompareAndSwap(false, true) {
+		e.proc.push(e)
+	}
+}
+
+// NIC is one software RDMA NIC.
+type NIC struct {
+	cfg   Config
+	addr  netip.Addr
+	clock clock.Clock
+	mem   *mem.Table
+	ctr   transport.Counters
+
+	qpMu    sync.RWMutex
+	qps     map[uint32]*qpEntry // guarded by qpMu
+	nextQPN uint32              // guarded by qpMu
+
+	procs  []*processor
+	seed   maphash.Seed
+	rxPool sync.Pool
+	wg     sync.WaitGroup
+	closed atomic.Bool
+
+	asyncMu sync.Mutex
+	async   []AsyncEvent // guarded by asyncMu
+	asyncC  chan struct{}
+}
+
+// AsyncEvent is an asynchronous event (struct ibv_async_event).
+type AsyncEvent struct {
+	Type  AsyncEventType
+	QPN   uint32 // for QP events
+	Other any    // the CQ or SRQ for their events
+}
+
+// AsyncEventType is enum ibv_event_type.
+type AsyncEventType uint8
+
+const (
+	EventCQErr            AsyncEventType = 0
+	EventQPFatal          AsyncEventType = 1
+	EventQPReqErr         AsyncEventType = 2
+	EventQPAccessErr      AsyncEventType = 3
+	EventCommEst          AsyncEventType = 4
+	EventSQDrained        AsyncEventType = 5
+	EventPathMig          AsyncEventType = 6
+	EventPathMigErr       AsyncEventType = 7
+	EventDeviceFatal      AsyncEventType = 8
+	EventPortActive       AsyncEventType = 9
+	EventPortErr          AsyncEventType = 10
+	EventLIDChange        AsyncEventType = 11
+	EventPKeyChange       AsyncEventType = 12
+	EventSMChange         AsyncEventType = 13
+	EventSRQErr           AsyncEventType = 14
+	EventSRQLimitReached  AsyncEventType = 15
+	EventQPLastWQEReached AsyncEventType = 16
+	EventClientReregister AsyncEventType = 17
+	EventGIDChange        AsyncEventType = 18
+	EventWQFatal          AsyncEventType = 19
+)
+
+// New starts a NIC on cfg.Link.
+func New(cfg Config) (*NIC, error) {
+	if cfg.Link == nil {
+		return nil, fmt.Errorf("%w: no link", ErrInvalid)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Processors <= 0 {
+		cfg.Processors = min(runtime.GOMAXPROCS(0), 4)
+	}
+	if cfg.PeerPort == 0 {
+		cfg.PeerPort = wire.UDPPort
+	}
+	if cfg.Name == "" {
+		cfg.Name = "softnic0"
+	}
+	n := &NIC{
+		cfg:     cfg,
+		addr:    cfg.Link.LocalAddr(),
+		clock:   cfg.Clock,
+		mem:     mem.NewTable(mem.Limits{}),
+		qps:     make(map[uint32]*qpEntry),
+		nextQPN: firstQPN,
+		seed:    maphash.MakeSeed(),
+		asyncC:  make(chan struct{}, 1),
+	}
+	n.rxPool.New = func() any {
+		p := new(transport.RxPacket)
+		p.SetPool(&n.rxPool)
+		return p
+	}
+	for range cfg.Processors {
+		p := newProcessor(cfg.Link)
+		n.procs = append(n.procs, p)
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			p.run()
+		}()
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.rxLoop()
+	}()
+	n.postAsync(AsyncEvent{Type: EventPortActive})
+	return n, nil
+}
+
+// firstQPN is the first QPN handed out: 0 and 1 are the special QPs and
+// rxe starts its pool at 16 (RXE_MIN_QP_INDEX).
+const firstQPN = 0x11
+
+// Addr returns the NIC's IP address.
+func (n *NIC) Addr() netip.Addr { return n.addr }
+
+// GID returns the NIC's RoCEv2 GID: the IPv6 address, or the IPv4-mapped
+// address for IPv4 (rxe-interop-facts.md §2.2).
+func (n *NIC) GID() [16]byte {
+	return netip.AddrFrom16(n.addr.As16()).As16()
+}
+
+// Name returns the device name.
+func (n *NIC) Name() string { return n.cfg.Name }
+
+// Mem returns the NIC's memory table.
+func (n *NIC) Mem() *mem.Table { return n.mem }
+
+// Counters returns the NIC's counters.
+func (n *NIC) Counters() *transport.Counters { return &n.ctr }
+
+// Clock returns the NIC's clock.
+func (n *NIC) Clock() clock.Clock { return n.clock }
+
+// Close stops the NIC: it closes the link, stops the processors and
+// waits for every engine goroutine to exit. QPs still registered are
+// closed.
+func (n *NIC) Close() error {
+	if n.closed.Swap(true) {
+		return nil
+	}
+	err := n.cfg.Link.Close()
+	for _, p := range n.procs {
+		p.close()
+	}
+	n.wg.Wait()
+	n.qpMu.Lock()
+	for _, e := range n.qps {
+		e.h.Close()
+	}
+	n.qps = nil
+	n.qpMu.Unlock()
+	return err
+}
+
+// RegisterQP allocates a QPN and registers a transport built by mk for it.
+// mk receives the QPN and the wake function the transport must call when
+// it has work.
+func (n *NIC) RegisterQP(typ transport.QPType, mk func(qpn uint32, wake func()) (Handler, error)) (uint32, error) {
+	if n.closed.Load() {
+		return 0, ErrClosed
+	}
+	n.qpMu.Lock()
+	defer n.qpMu.Unlock()
+	qpn := n.nextQPN
+	for i := 0; ; i++ {
+		if i > wire.QPNMask {
+			return 0, fmt.Errorf("%w: no free QPN", ErrNoMemory)
+		}
+		if _, used := n.qps[qpn]; !used && qpn > 1 {
+			break
+		}
+		qpn = (qpn + 1) & wire.QPNMask
+	}
+	n.nextQPN = (qpn + 1) & wire.QPNMask
+	e := &qpEntry{qpn: qpn, typ: typ}
+	e.proc = n.procs[int(maphash.Comparable(n.seed, qpn)%uint64(len(n.procs)))]
+	h, err := mk(qpn, e.wake)
+	if err != nil {
+		return 0, err
+	}
+	e.h = h
+	n.qps[qpn] = e
+	return qpn, nil
+}
+
+// UnregisterQP removes a QP; its transport is closed.
+func (n *NIC) UnregisterQP(qpn uint32) {
+	n.qpMu.Lock()
+	e := n.qps[qpn]
+	delete(n.qps, qpn)
+	n.qpMu.Unlock()
+	if e != nil {
+		e.h.Close()
+	}
+}
+
+func (n *NIC) lookup(qpn uint32) *qpEntry {
+	n.qpMu.RLock()
+	e := n.qps[qpn]
+	n.qpMu.RUnlock()
+	return e
+}
+
+// Wake schedules QP qpn (used by verbs after posting).
+func (n *NIC) Wake(qpn uint32) {
+	if e := n.lookup(qpn); e != nil {
+		e.wake()
+	}
+}
+
+// rxLoop reads datagrams in batches and hands each to its QP: parse once,
+// check, deliver, wake (rxe_recv.c rxe_rcv).
+func (n *NIC) rxLoop() {
+	link := n.cfg.Link
+	bs := max(link.BatchSize(), 1)
+	msgs := make([]Datagram, bs)
+	pkts := make([]*transport.RxPacket, bs)
+	for {
+		for i := range msgs {
+			if pkts[i] == nil {
+				pkts[i] = n.rxPool.Get().(*transport.RxPacket)
+			}
+			msgs[i].Buf = pkts[i].Buffer()
+		}
+		cnt, err := link.ReadBatch(msgs)
+		if err != nil {
+			for _, p := range pkts {
+				if p != nil {
+					p.Release()
+				}
+			}
+			return
+		}
+		for i := 0; i < cnt; i++ {
+			p := pkts[i]
+			p.Encap = msgs[i].Encap
+			p.Data = msgs[i].Buf
+			if n.receive(p, msgs[i].ICRCUnverifiable) {
+				pkts[i] = nil // the QP owns it now
+			}
+		}
+	}
+}
+
+// receive checks one datagram and delivers it; it reports whether a QP
+// took the packet. Every refusal is counted and dropped, never returned
+// (STYLE.md 15).
+func (n *NIC) receive(p *transport.RxPacket, unverifiable bool) bool {
+	c := &n.ctr
+	c.RcvdPkts.Add(1)
+	c.RcvdBytes.Add(uint64(len(p.Data)))
+	if err := wire.Parse(p.Data, &p.Pkt); err != nil {
+		c.DropMalformed.Add(1)
+		return false
+	}
+	if unverifiable {
+		c.ICRCUnverified.Add(1)
+	} else if wire.CheckICRC(&p.Encap, p.Data) != nil {
+		c.ICRCErr.Add(1)
+		return false
+	}
+	// rxe_recv.c rxe_chk_dgid: the destination must be our GID.
+	if p.Encap.Dst.Unmap() != n.addr.Unmap() {
+		c.DropAddr.Add(1)
+		return false
+	}
+	// rxe_recv.c check_keys: P_Key must match the default full-member key
+	// in its low 15 bits (pkey_match with 0xffff).
+	if pk := p.Pkt.BTH().PKey(); pk&0x7FFF != wire.DefaultPKey&0x7FFF {
+		c.DropPKey.Add(1)
+		return false
+	}
+	qpn := p.Pkt.DestQP()
+	e := n.lookup(qpn)
+	if e == nil || !classMatches(p.Pkt.Opcode, e.typ) {
+		c.DropNoQP.Add(1)
+		return false
+	}
+	if !e.h.Deliver(p) {
+		c.DropQueueFull.Add(1)
+		return false
+	}
+	e.wake()
+	return true
+}
+
+// classMatches reports whether opcode's transport class fits the QP type
+// (rxe_recv.c check_type_state).
+func classMatches(op wire.Opcode, t transport.QPType) bool {
+	switch t {
+	case transport.QPTypeRC:
+		return op.Class() == wire.ClassRC
+	case transport.QPTypeUC:
+		return op.Class() == wire.ClassUC
+	case transport.QPTypeUD:
+		return op.Class() == wire.ClassUD
+	}
+	return false
+}
+
+// postAsync queues an asynchronous event.
+func (n *NIC) postAsync(ev AsyncEvent) {
+	n.asyncMu.Lock()
+	if len(n.async) < 4096 {
+		n.async = append(n.async, ev)
+	}
+	n.asyncMu.Unlock()
+	select {
+	case n.asyncC <- struct{}{}:
+	default:
+	}
+}
+
+// PostAsync queues an asynchronous event from another part of the engine.
+func (n *NIC) PostAsync(ev AsyncEvent) { n.postAsync(ev) }
+
+// AsyncEvents returns and clears the queued asynchronous events.
+func (n *NIC) AsyncEvents() []AsyncEvent {
+	n.asyncMu.Lock()
+	defer n.asyncMu.Unlock()
+	evs := n.async
+	n.async = nil
+	return evs
+}
+
+// AsyncReady is signalled when events are queued.
+func (n *NIC) AsyncReady() <-chan struct{} { return n.asyncC }
+
+// processor is one of the NIC's fixed pool of goroutines running QP work.
+type processor struct {
+	mu     sync.Mutex
+	cond   sync.Cond
+	queue  []*qpEntry // guarded by mu
+	spare  []*qpEntry
+	closed bool // guarded by mu
+	out    txBatch
+}
+
+func newProcessor(link Link) *processor {
+	p := &processor{}
+	p.cond.L = &p.mu
+	p.out.init(link)
+	return p
+}
+
+func (p *processor) push(e *qpEntry) {
+	p.mu.Lock()
+	p.queue = append(p.queue, e)
+	p.mu.Unlock()
+	p.cond.Signal()
+}
+
+func (p *processor) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.cond.Signal()
+}
+
+func (p *processor) run() {
+	for {
+		p.mu.Lock()
+		for len(p.queue) == 0 && !p.closed {
+			p.cond.Wait()
+		}
+		if p.closed {
+			p.mu.Unlock()
+			return
+		}
+		batch := p.queue
+		p.queue = p.spare[:0]
+		p.mu.Unlock()
+		for _, e := range batch {
+			// Clear before processing: a wake during Process re-queues.
+			e.scheduled.Store(false)
+			if e.h.Process(&p.out) {
+				e.wake()
+			}
+		}
+		p.out.flush()
+		clear(batch)
+		p.spare = batch
+	}
+}
+
+// txBatch is a processor's output: datagrams built in place in
+// preallocated buffers and written to the link in batches.
+type txBatch struct {
+	link Link
+	dgs  []Datagram
+	bufs [][]byte
+	n    int
+}
+
+var _ transport.Output = (*txBatch)(nil)
+
+func (t *txBatch) init(link Link) {
+	t.link = link
+	bs := max(link.BatchSize(), 1)
+	t.dgs = make([]Datagram, bs)
+	t.bufs = make([][]byte, bs)
+	for i := range t.bufs {
+		t.bufs[i] = make([]byte, MaxDatagram)
+	}
+}
+
+// Buf returns the buffer for the next datagram, flushing a full batch.
+func (t *txBatch) Buf() []byte {
+	if t.n == len(t.dgs) {
+		t.flush()
+	}
+	return t.bufs[t.n]
+}
+
+// Send queues Buf()[:n].
+func (t *txBatch) Send(n int, e *wire.Encap) {
+	t.dgs[t.n].Encap = *e
+	t.dgs[t.n].Buf = t.bufs[t.n][:n]
+	t.n++
+}
+
+func (t *txBatch) flush() {
+	if t.n == 0 {
+		return
+	}
+	t.link.WriteBatch(t.dgs[:t.n])
+	t.n = 0
+}

@@ -1,0 +1,282 @@
+package nic
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/softnic/softnic/nic/cq"
+	"github.com/softnic/softnic/nic/mem"
+	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/transport/rc"
+)
+
+// DeviceAttr is the device's capabilities (struct ibv_device_attr), with
+// rxe's limits (rxe_param.h; rxe-interop-facts.md §1).
+type DeviceAttr struct {
+	FWVer             string
+	NodeGUID          uint64
+	SysImageGUID      uint64
+	MaxMRSize         uint64
+	PageSizeCap       uint64
+	VendorID          uint32
+	VendorPartID      uint32
+	HWVer             uint32
+	MaxQP             int
+	MaxQPWR           int
+	DeviceCapFlags    uint64
+	MaxSGE            int
+	MaxSGERd          int
+	MaxCQ             int
+	MaxCQE            int
+	MaxMR             int
+	MaxPD             int
+	MaxQPRdAtom       int
+	MaxEERdAtom       int
+	MaxResRdAtom      int
+	MaxQPInitRdAtom   int
+	MaxEEInitRdAtom   int
+	AtomicCap         int
+	MaxMW             int
+	MaxAH             int
+	MaxFMR            int
+	MaxSRQ            int
+	MaxSRQWR          int
+	MaxSRQSGE         int
+	MaxPKeys          int
+	LocalCAAckDelay   uint8
+	PhysPortCnt       uint8
+	MaxInlineData     int
+	MaxMsgSize        uint64
+	MaxFastRegPageLen int
+}
+
+// Limits used for validation.
+const (
+	maxQPWR    = 1 << 14
+	maxSGE     = 32
+	maxInline  = 512
+	maxRdAtom  = 128
+	maxCQE     = 32767
+	maxSRQWR   = 1 << 14
+	maxSRQSGE  = 27
+	maxPortMTU = transport.MTU4096
+	pkeyTblLen = 1
+	atomicHCA  = 1 // IBV_ATOMIC_HCA
+)
+
+// QueryDevice returns the device attributes.
+func (n *NIC) QueryDevice() DeviceAttr {
+	guid := n.nodeGUID()
+	return DeviceAttr{
+		FWVer:             "softnic 0.1",
+		NodeGUID:          guid,
+		SysImageGUID:      guid,
+		MaxMRSize:         ^uint64(0),
+		PageSizeCap:       0xfffff000,
+		VendorID:          0xFFFFFF, // IBTA v1.4 A3.3.1, as newer rxe
+		MaxQP:             1 << 16,
+		MaxQPWR:           maxQPWR,
+		MaxSGE:            maxSGE,
+		MaxSGERd:          maxSGE,
+		MaxCQ:             1 << 14,
+		MaxCQE:            maxCQE,
+		MaxMR:             1<<19 - 1,
+		MaxPD:             1 << 20,
+		MaxQPRdAtom:       maxRdAtom,
+		MaxResRdAtom:      0x3f000,
+		MaxQPInitRdAtom:   maxRdAtom,
+		AtomicCap:         atomicHCA,
+		MaxMW:             1 << 19,
+		MaxAH:             32767,
+		MaxSRQ:            1 << 14,
+		MaxSRQWR:          maxSRQWR,
+		MaxSRQSGE:         maxSRQSGE,
+		MaxPKeys:          64,
+		LocalCAAckDelay:   15,
+		PhysPortCnt:       1,
+		MaxInlineData:     maxInline,
+		MaxMsgSize:        rc.MaxMsgSize,
+		MaxFastRegPageLen: 512,
+	}
+}
+
+// nodeGUID is an EUI-64 made from the address, as rxe makes one from the
+// MAC (stable per address).
+func (n *NIC) nodeGUID() uint64 {
+	b := n.addr.As16()
+	g := uint64(0x02) << 56 // locally administered
+	for i := 10; i < 16; i++ {
+		g |= uint64(b[i]) << (8 * (15 - i))
+	}
+	return g
+}
+
+// QPInitAttr describes a QP to create (struct ibv_qp_init_attr).
+type QPInitAttr struct {
+	Type   transport.QPType
+	PD     *mem.PD
+	SendCQ *cq.CQ
+	RecvCQ *cq.CQ
+	Cap    transport.QPCap
+	SigAll bool
+}
+
+// QP is a queue pair of the NIC.
+type QP struct {
+	n      *NIC
+	qpn    uint32
+	typ    transport.QPType
+	pd     *mem.PD
+	sendCQ *cq.CQ
+	recvCQ *cq.CQ
+	rq     *transport.RecvQueue
+	t      *rc.QP
+
+	mu        sync.Mutex // serialises Modify
+	destroyed bool       // guarded by mu
+}
+
+// CreateQP creates a QP in the RESET state (ibv_create_qp).
+func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
+	if a.PD == nil || a.SendCQ == nil || a.RecvCQ == nil {
+		return nil, fmt.Errorf("%w: QP needs a PD and both CQs", ErrInvalid)
+	}
+	c := a.Cap
+	switch {
+	case c.MaxSendWR > maxQPWR || c.MaxRecvWR > maxQPWR:
+		return nil, fmt.Errorf("%w: max WR %d/%d exceeds %d", ErrInvalid, c.MaxSendWR, c.MaxRecvWR, maxQPWR)
+	case c.MaxSendSGE > maxSGE || c.MaxRecvSGE > maxSGE:
+		return nil, fmt.Errorf("%w: max SGE %d/%d exceeds %d", ErrInvalid, c.MaxSendSGE, c.MaxRecvSGE, maxSGE)
+	case c.MaxInlineData > maxInline:
+		return nil, fmt.Errorf("%w: max inline %d exceeds %d", ErrInvalid, c.MaxInlineData, maxInline)
+	}
+	// Report what the QP really got, as rxe does (at least one of each).
+	c.MaxSendWR = max(c.MaxSendWR, 1)
+	c.MaxRecvWR = max(c.MaxRecvWR, 1)
+	c.MaxSendSGE = max(c.MaxSendSGE, 1)
+	c.MaxRecvSGE = max(c.MaxRecvSGE, 1)
+	switch a.Type {
+	case transport.QPTypeRC, transport.QPTypeUC:
+	default:
+		return nil, fmt.Errorf("%w: QP type %v not supported", ErrInvalid, a.Type)
+	}
+	qp := &QP{n: n, typ: a.Type, pd: a.PD, sendCQ: a.SendCQ, recvCQ: a.RecvCQ}
+	qp.rq = transport.NewRecvQueue(int(c.MaxRecvWR), int(c.MaxRecvSGE))
+	qpn, err := n.RegisterQP(a.Type, func(qpn uint32, wake func()) (Handler, error) {
+		t, err := rc.New(rc.Config{
+			QPN: qpn, Type: a.Type, PD: a.PD, Mem: n.mem,
+			SendCQ: a.SendCQ, RecvCQ: a.RecvCQ, RQ: qp.rq, Cap: c, SigAll: a.SigAll,
+			LocalAddr: n.addr, DstPort: n.cfg.PeerPort, Clock: n.clock, Counters: &n.ctr,
+			Wake:    wake,
+			OnAsync: func(ev rc.AsyncEvent) { n.qpEvent(qpn, ev) },
+		})
+		qp.t = t
+		return t, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	qp.qpn = qpn
+	a.PD.Ref()
+	a.SendCQ.Ref()
+	a.RecvCQ.Ref()
+	return qp, nil
+}
+
+func (n *NIC) qpEvent(qpn uint32, ev rc.AsyncEvent) {
+	var t AsyncEventType
+	switch ev {
+	case rc.EventQPFatal:
+		t = EventQPFatal
+	case rc.EventSQDrained:
+		t = EventSQDrained
+	case rc.EventReqErr:
+		t = EventQPReqErr
+	case rc.EventAccessErr:
+		t = EventQPAccessErr
+	default:
+		return
+	}
+	n.postAsync(AsyncEvent{Type: t, QPN: qpn})
+}
+
+// QPN returns the QP number.
+func (qp *QP) QPN() uint32 { return qp.qpn }
+
+// Type returns the QP's transport type.
+func (qp *QP) Type() transport.QPType { return qp.typ }
+
+// Limits returns the limits modify checks values against.
+func (n *NIC) qpLimits() transport.Limits {
+	return transport.Limits{
+		MaxQPRdAtom: maxRdAtom, MaxQPInitRdAtom: maxRdAtom, MaxMTU: maxPortMTU,
+		PortCount: 1, PKeyTableLen: pkeyTblLen,
+		MaxSendWR: maxQPWR, MaxRecvWR: maxQPWR, MaxSGE: maxSGE, MaxInline: maxInline,
+	}
+}
+
+// Modify changes the QP's attributes and state (ibv_modify_qp), after
+// checking the transition and the attribute mask against the IBTA state
+// table and the values against the device limits.
+func (qp *QP) Modify(attr *transport.QPAttr, mask transport.AttrMask) error {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.destroyed {
+		return fmt.Errorf("%w: QP destroyed", ErrInvalid)
+	}
+	cur := qp.t.State()
+	next := cur
+	if mask&transport.AttrState != 0 {
+		next = attr.State
+	}
+	if err := transport.CheckModify(qp.typ, cur, next, mask); err != nil {
+		return err
+	}
+	if err := transport.CheckAttrValues(qp.typ, cur, attr, mask, qp.n.qpLimits()); err != nil {
+		return err
+	}
+	return qp.t.Modify(attr, mask)
+}
+
+// Query returns the QP's attributes and its creation attributes.
+func (qp *QP) Query() transport.QPAttr { return qp.t.Query() }
+
+// State returns the QP's current state.
+func (qp *QP) State() transport.QPState { return qp.t.State() }
+
+// PostSend posts send work requests (ibv_post_send); on error it returns
+// the index of the first WR not posted.
+func (qp *QP) PostSend(wrs []transport.SendWR) (int, error) { return qp.t.PostSend(wrs) }
+
+// PostSendAll posts every WR of wrs or, if any is refused or the queue
+// cannot take them all, none (ibv_wr_complete).
+func (qp *QP) PostSendAll(wrs []transport.SendWR) error { return qp.t.PostSendAll(wrs) }
+
+// PostRecv posts receive work requests (ibv_post_recv).
+func (qp *QP) PostRecv(wrs []transport.RecvWR) (int, error) {
+	if s := qp.t.State(); s == transport.QPStateReset {
+		return 0, fmt.Errorf("%w: post receive in state %v", transport.ErrState, s)
+	}
+	i, err := qp.rq.Post(wrs)
+	if qp.t.State() == transport.QPStateErr {
+		// Receives posted in ERR are flushed at once.
+		qp.t.FlushRecv()
+	}
+	return i, err
+}
+
+// Destroy destroys the QP (ibv_destroy_qp): outstanding work is dropped
+// without completions.
+func (qp *QP) Destroy() error {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.destroyed {
+		return fmt.Errorf("%w: QP already destroyed", ErrInvalid)
+	}
+	qp.destroyed = true
+	qp.n.UnregisterQP(qp.qpn)
+	qp.pd.Unref()
+	qp.sendCQ.Unref()
+	qp.recvCQ.Unref()
+	return nil
+}

@@ -1,0 +1,66 @@
+package transport
+
+import (
+	"sync/atomic"
+
+	"github.com/softnic/softnic/wire"
+)
+
+// Output is where a transport puts the packets it builds: a batch owned by
+// the goroutine running the transport, flushed to the link when full and
+// at the end of each processing pass (STYLE.md 8, 12).
+type Output interface {
+	// Buf returns the buffer to build the next packet in; it has room for
+	// the largest datagram.
+	Buf() []byte
+	// Send queues Buf()[:n], whose ICRC was computed for e, for transmission.
+	Send(n int, e *wire.Encap)
+}
+
+// CQ receives a QP's completions.
+type CQ interface {
+	// Push adds wc; solicited marks a completion that satisfies a
+	// solicited-only notification request. It returns false when the CQ
+	// overflowed (the QP then moves to the error state).
+	Push(wc *WorkCompletion, solicited bool) bool
+}
+
+// Counters are a NIC's protocol counters, named after rxe's hw_counters
+// (rxe_hw_counters.h), plus softnic's own. The hot path only increments
+// them; a Prometheus collector reads them.
+type Counters struct {
+	SentPkts            atomic.Uint64 // sent_pkts
+	RcvdPkts            atomic.Uint64 // rcvd_pkts
+	SentBytes           atomic.Uint64
+	RcvdBytes           atomic.Uint64
+	DuplicateRequest    atomic.Uint64 // duplicate_request
+	OutOfSequence       atomic.Uint64 // out_of_sequence
+	RcvdRNRErr          atomic.Uint64 // rcvd_rnr_err
+	SendRNRErr          atomic.Uint64 // send_rnr_err
+	RcvdSeqErr          atomic.Uint64 // rcvd_seq_err
+	AckDeferred         atomic.Uint64 // ack_deferred
+	RetryExceededErr    atomic.Uint64 // retry_exceeded_err
+	RetryRNRExceededErr atomic.Uint64 // retry_rnr_exceeded_err
+	CompleterRetryErr   atomic.Uint64 // completer_retry_err
+	SendErr             atomic.Uint64 // send_err
+	LinkDowned          atomic.Uint64 // link_downed
+	RDMASends           atomic.Uint64 // rdma_sends
+	RDMARecvs           atomic.Uint64 // rdma_recvs
+	ICRCErr             atomic.Uint64 // bad ICRC, dropped
+	ICRCUnverified      atomic.Uint64 // accepted without an ICRC check (link hid the IP header)
+	DropMalformed       atomic.Uint64 // failed wire.Parse
+	DropNoQP            atomic.Uint64 // no such QP, or wrong class for the QP
+	DropState           atomic.Uint64 // QP not in a state that accepts the packet
+	DropAddr            atomic.Uint64 // source/destination do not match the QP's path
+	DropPKey            atomic.Uint64 // bad_pkey_cntr
+	DropQKey            atomic.Uint64 // qkey_viol_cntr
+	DropQueueFull       atomic.Uint64 // QP inbox full
+	DropLength          atomic.Uint64 // UC/UD length errors, silently dropped
+	DropUCMessage       atomic.Uint64 // UC packets dropped until the next FIRST/ONLY
+	DropResponse        atomic.Uint64 // unexpected or stale responses
+	RemoteAccessErr     atomic.Uint64 // NAKs sent for remote access errors
+	InvalidRequestErr   atomic.Uint64 // NAKs sent for invalid requests
+	RemoteOpErr         atomic.Uint64 // NAKs sent for remote operational errors
+	Retransmits         atomic.Uint64 // packets sent again by go-back-N
+	Timeouts            atomic.Uint64 // retransmit timer expiries
+}

@@ -1,0 +1,389 @@
+package rc
+
+import (
+	"time"
+
+	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/wire"
+)
+
+// completer handles acknowledgements and responses (rxe_comp.c).
+type completer struct {
+	psn      wire.PSN // oldest PSN not yet acknowledged or answered
+	retryCnt uint8    // retries left (7 = infinite)
+	rnrRetry uint8    // RNR retries left (7 = infinite)
+	// retrying is set when a retry was started and nothing progressed
+	// since; further NAKs then start no new retry (rxe comp.started_retry).
+	retrying bool
+}
+
+// rnrTimeout is the RNR NAK timer table of IBTA 9.7.5.2.8 (Table 45):
+// the delay a requester waits after an RNR NAK whose timer field is i.
+// rxe's rnrnak_usec has 61410 for entry 25, a typo for 61440.
+var rnrTimeout = [32]time.Duration{
+	655360 * time.Microsecond, 10 * time.Microsecond, 20 * time.Microsecond, 30 * time.Microsecond,
+	40 * time.Microsecond, 60 * time.Microsecond, 80 * time.Microsecond, 120 * time.Microsecond,
+	160 * time.Microsecond, 240 * time.Microsecond, 320 * time.Microsecond, 480 * time.Microsecond,
+	640 * time.Microsecond, 960 * time.Microsecond, 1280 * time.Microsecond, 1920 * time.Microsecond,
+	2560 * time.Microsecond, 3840 * time.Microsecond, 5120 * time.Microsecond, 7680 * time.Microsecond,
+	10240 * time.Microsecond, 15360 * time.Microsecond, 20480 * time.Microsecond, 30720 * time.Microsecond,
+	40960 * time.Microsecond, 61440 * time.Microsecond, 81920 * time.Microsecond, 122880 * time.Microsecond,
+	163840 * time.Microsecond, 245760 * time.Microsecond, 327680 * time.Microsecond, 491520 * time.Microsecond,
+}
+
+// RNRTimeout returns the delay of RNR timer index i (0..31).
+func RNRTimeout(i uint8) time.Duration { return rnrTimeout[i&31] }
+
+// responseLocked processes one response packet: ACK, NAK, READ response
+// or atomic ACK.
+func (c *completer) responseLocked(qp *QP, p *wire.Packet) {
+	ctr := qp.cfg.Counters
+	psn := p.PSN()
+	// Only PSNs sent and not yet answered can be answered now; anything
+	// else is a stale duplicate or a ghost (rxe_comp.c check_psn).
+	if psn.Before(c.psn) || !psn.Before(qp.req.highPSN) {
+		ctr.DropResponse.Add(1)
+		return
+	}
+	syn := wire.AckUnlimited
+	if a := p.AETH(); a != nil {
+		syn = a.Syndrome()
+	}
+	if p.Opcode == wire.RCAck && !syn.IsACK() {
+		c.nakLocked(qp, psn, syn)
+		return
+	}
+	if p.Is(wire.MaskRead) && !syn.IsACK() {
+		qp.failLocked(qp.sq.headIdx, transport.WCBadRespErr)
+		return
+	}
+	isAck := p.Opcode == wire.RCAck
+	progress := false
+	for i := qp.sq.headIdx; i < qp.req.maxIdx && qp.sq.valid(i); i++ {
+		w := qp.sq.at(i)
+		if w.state == wqeDone {
+			continue
+		}
+		if !w.needsResponse() {
+			// A SEND or WRITE is acknowledged by an ACK of its last PSN or
+			// beyond, and implicitly by any response to a later PSN
+			// (coalesced ACKs, IBTA 9.7.5.1.3).
+			if w.lastPSN.Before(psn) || (isAck && w.lastPSN == psn) {
+				c.completeLocked(qp, i, w)
+				progress = true
+				continue
+			}
+			if isAck && !psn.Before(w.firstPSN) {
+				c.psn = psn.Next() // part of a multi-packet message
+				qp.req.catchUp(qp, i, w, c.psn)
+				progress = true
+			}
+			break
+		}
+		// READ or atomic: only its own response completes it. An ACK or
+		// a response beyond it means its response was lost: retry
+		// (rxe_comp.c: COMPST_ERROR_RETRY from check_psn).
+		if isAck || w.lastPSN.Before(psn) {
+			if !psn.Before(w.firstPSN) {
+				c.triggerRetryLocked(qp, false)
+			}
+			break
+		}
+		if psn != c.psn {
+			if psn.After(c.psn) {
+				c.triggerRetryLocked(qp, false) // a read response went missing
+			}
+			break
+		}
+		if c.answerLocked(qp, i, w, p) {
+			progress = true
+		}
+		break
+	}
+	if progress {
+		c.progressLocked(qp)
+	}
+}
+
+// answerLocked applies a READ response or atomic ACK at the expected PSN
+// to w (rxe_comp.c check_ack, do_read, do_atomic).
+func (c *completer) answerLocked(qp *QP, i uint64, w *sendWQE, p *wire.Packet) bool {
+	switch w.kind {
+	case kindAtomic:
+		ack := p.AtomicAckETH()
+		if ack == nil {
+			qp.failLocked(i, transport.WCBadRespErr)
+			return false
+		}
+		w.orig = ack.Orig()
+		if err := qp.putAtomicResult(w); err != nil {
+			qp.failLocked(i, transport.WCLocProtErr)
+			return false
+		}
+		c.psn = c.psn.Next()
+		c.completeLocked(qp, i, w)
+		return true
+	case kindRead:
+		if !p.Is(wire.MaskRead | wire.MaskResponse) {
+			qp.failLocked(i, transport.WCBadRespErr)
+			return false
+		}
+		off := uint32(p.PSN().Diff(w.firstPSN)) * uint32(qp.pmtu)
+		want := min(uint32(qp.pmtu), w.length-off)
+		end := off+want == w.length
+		if uint32(len(p.Payload)) != want || p.Is(wire.MaskEnd) != end {
+			qp.failLocked(i, transport.WCBadRespErr)
+			return false
+		}
+		if err := scatter(qp, w.sgl, uint64(off), p.Payload); err != nil {
+			qp.failLocked(i, transport.WCLocProtErr)
+			return false
+		}
+		w.recvOff = off + want
+		c.psn = c.psn.Next()
+		if end {
+			c.completeLocked(qp, i, w)
+		}
+		return true
+	}
+	return false
+}
+
+// completeLocked completes WQE i successfully and moves the acknowledged
+// PSN past it.
+func (c *completer) completeLocked(qp *QP, i uint64, w *sendWQE) {
+	if next := w.lastPSN.Next(); next.After(c.psn) {
+		c.psn = next
+	}
+	qp.req.catchUp(qp, i+1, nil, c.psn)
+	w.status = transport.WCSuccess
+	qp.completeSendLocked(w, false)
+}
+
+// catchUp moves the requester forward when acknowledgements cover what a
+// retry rewound it to send again: WQE index i at PSN psn.
+func (r *requester) catchUp(qp *QP, i uint64, w *sendWQE, psn wire.PSN) {
+	if r.idx > i || (r.idx == i && !psn.After(r.psn)) {
+		return
+	}
+	r.idx, r.psn = i, psn
+	if w != nil {
+		w.state = wqeInFlight
+		w.sendOff = uint32(psn.Diff(w.firstPSN)) * uint32(qp.pmtu)
+	}
+}
+
+// progressLocked runs after an acknowledgement moved the completer
+// forward: retry counters are restored, completed WQEs retired, and the
+// retransmit timer pushed out or stopped.
+func (c *completer) progressLocked(qp *QP) {
+	c.retrying = false
+	c.retryCnt = qp.attr.RetryCnt
+	c.rnrRetry = qp.attr.RNRRetry
+	qp.retireLocked()
+	if qp.outstandingLocked() {
+		qp.retryDeadline = qp.cfg.Clock.Now().Add(qp.timeout)
+	} else {
+		qp.stopRetryLocked()
+	}
+	qp.checkDrainedLocked()
+}
+
+// nakLocked handles an RNR NAK or a NAK (rxe_comp.c check_ack, AETH cases).
+func (c *completer) nakLocked(qp *QP, psn wire.PSN, syn wire.Syndrome) {
+	ctr := qp.cfg.Counters
+	// A NAK acknowledges every packet before its PSN (IBTA 9.7.5.1.3).
+	progress := false
+	target := qp.sq.tailIdx
+	for i := qp.sq.headIdx; i < qp.req.maxIdx && qp.sq.valid(i); i++ {
+		w := qp.sq.at(i)
+		if w.state == wqeDone {
+			continue
+		}
+		if !w.needsResponse() && w.lastPSN.Before(psn) {
+			c.completeLocked(qp, i, w)
+			progress = true
+			continue
+		}
+		if !w.needsResponse() && psn.After(c.psn) {
+			c.psn = psn
+			qp.req.catchUp(qp, i, w, psn)
+			progress = true
+		}
+		target = i
+		break
+	}
+	if progress {
+		c.progressLocked(qp)
+	}
+	switch syn.Type() {
+	case wire.SyndromeRNRNAK:
+		ctr.RcvdRNRErr.Add(1)
+		if c.rnrRetry == 0 {
+			ctr.RetryRNRExceededErr.Add(1)
+			qp.failLocked(target, transport.WCRNRRetryExcErr)
+			return
+		}
+		if c.rnrRetry != 7 { // 7 means retry forever (IBTA 9.7.5.2.8)
+			c.rnrRetry--
+		}
+		qp.req.rnrWait = true
+		qp.stopRetryLocked()
+		qp.armRNRLocked(RNRTimeout(syn.Value()))
+	case wire.SyndromeNAK:
+		switch syn {
+		case wire.NakPSNSequence:
+			ctr.RcvdSeqErr.Add(1)
+			c.triggerRetryLocked(qp, false)
+		case wire.NakInvalidRequest:
+			qp.failLocked(target, transport.WCRemInvReqErr)
+		case wire.NakRemoteAccess:
+			qp.failLocked(target, transport.WCRemAccessErr)
+		default: // remote operational error, invalid RD request, reserved codes
+			qp.failLocked(target, transport.WCRemOpErr)
+		}
+	default:
+		ctr.DropResponse.Add(1) // reserved syndrome type
+	}
+}
+
+// triggerRetryLocked asks the requester to go back to the oldest
+// unacknowledged PSN, spending one retry (rxe_comp.c COMPST_ERROR_RETRY).
+func (c *completer) triggerRetryLocked(qp *QP, timeout bool) {
+	if !timeout && c.retrying {
+		return // a retry is already under way
+	}
+	if !qp.outstandingLocked() {
+		return
+	}
+	if c.retryCnt == 0 {
+		qp.cfg.Counters.RetryExceededErr.Add(1)
+		qp.failLocked(qp.sq.headIdx, transport.WCRetryExcErr)
+		return
+	}
+	if c.retryCnt != 7 { // 7 means retry forever
+		c.retryCnt--
+	}
+	qp.cfg.Counters.CompleterRetryErr.Add(1)
+	c.retrying = true
+	qp.req.needRetry = true
+}
+
+// failLocked completes WQE i (or the oldest incomplete one) with st, moves
+// the QP to ERR and flushes the rest.
+func (qp *QP) failLocked(i uint64, st transport.WCStatus) {
+	for ; qp.sq.valid(i); i++ {
+		if w := qp.sq.at(i); w.state != wqeDone {
+			w.status = st
+			qp.completeSendLocked(w, true)
+			break
+		}
+	}
+	qp.toErrorLocked()
+}
+
+// retryLocked rewinds the requester to the oldest unacknowledged PSN:
+// go-back-N that resumes a partly acknowledged SEND or WRITE in its
+// middle and re-asks a partly answered READ for the rest (rxe_req.c
+// req_retry, retry_first_write_send).
+func (qp *QP) retryLocked() {
+	r := &qp.req
+	r.needRetry, r.rnrWait = false, false
+	r.noack = 0
+	first := true
+	for i := qp.sq.headIdx; i < r.maxIdx && qp.sq.valid(i); i++ {
+		w := qp.sq.at(i)
+		if w.state == wqeDone {
+			continue
+		}
+		if !first {
+			w.state = wqePosted
+			continue
+		}
+		first = false
+		r.idx = i
+		r.psn = qp.comp.psn
+		w.state = wqeInFlight
+		switch w.kind {
+		case kindSend, kindWrite:
+			w.sendOff = uint32(r.psn.Diff(w.firstPSN)) * uint32(qp.pmtu)
+		case kindRead:
+			r.psn = w.firstPSN.Add(w.recvOff / uint32(qp.pmtu))
+		default:
+			r.psn = w.firstPSN
+		}
+	}
+	if !first {
+		qp.cfg.Counters.Retransmits.Add(1)
+	}
+}
+
+// outstandingLocked reports whether sent packets await acknowledgement.
+func (qp *QP) outstandingLocked() bool { return qp.comp.psn.Before(qp.req.highPSN) }
+
+// armRetryLocked starts the retransmit timer if it is not running
+// (rxe_req.c: mod_timer when not pending). Progress only pushes the
+// deadline; the timer re-arms itself for the remainder when it fires
+// early, so the common path never touches the timer.
+func (qp *QP) armRetryLocked() {
+	if qp.timeout == 0 {
+		return // timeout 0: no retransmit timer at all (rxe_qp.c)
+	}
+	qp.retryDeadline = qp.cfg.Clock.Now().Add(qp.timeout)
+	if qp.retryArmed {
+		return
+	}
+	qp.retryArmed = true
+	if qp.retryTimer == nil {
+		qp.retryTimer = qp.cfg.Clock.AfterFunc(qp.timeout, qp.onRetryTimer)
+	} else {
+		qp.retryTimer.Reset(qp.timeout)
+	}
+}
+
+func (qp *QP) stopRetryLocked() {
+	if qp.retryArmed {
+		qp.retryArmed = false
+		qp.retryTimer.Stop()
+	}
+}
+
+func (qp *QP) armRNRLocked(d time.Duration) {
+	if qp.rnrTimer == nil {
+		qp.rnrTimer = qp.cfg.Clock.AfterFunc(d, qp.onRNRTimer)
+	} else {
+		qp.rnrTimer.Reset(d)
+	}
+}
+
+func (qp *QP) stopTimersLocked() {
+	qp.stopRetryLocked()
+	if qp.rnrTimer != nil {
+		qp.rnrTimer.Stop()
+	}
+	qp.req.rnrWait = false
+}
+
+// Timer callbacks only set a flag and wake the QP (STYLE.md 9).
+func (qp *QP) onRetryTimer() { qp.timerFired.Store(true); qp.cfg.Wake() }
+func (qp *QP) onRNRTimer()   { qp.rnrFired.Store(true); qp.cfg.Wake() }
+
+// timersLocked acts on fired timers.
+func (qp *QP) timersLocked() {
+	if qp.timerFired.Swap(false) && qp.retryArmed {
+		now := qp.cfg.Clock.Now()
+		if left := qp.retryDeadline.Sub(now); left > 0 {
+			qp.retryTimer.Reset(left) // progress pushed the deadline out
+		} else {
+			qp.retryArmed = false
+			if qp.isRC() && (qp.state == transport.QPStateRTS || qp.state == transport.QPStateSQD) && !qp.req.rnrWait {
+				qp.cfg.Counters.Timeouts.Add(1)
+				qp.comp.triggerRetryLocked(qp, true)
+			}
+		}
+	}
+	if qp.rnrFired.Swap(false) && qp.req.rnrWait {
+		qp.req.rnrWait = false
+		qp.req.needRetry = true
+	}
+}

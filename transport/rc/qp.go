@@ -1,0 +1,501 @@
+// Package rc implements softnic's connected transports, RC and UC: the
+// requester (requester.go), the responder (responder.go) and the completer
+// (completer.go) of IBTA chapter 9, structured as rxe's rxe_req.c,
+// rxe_resp.c and rxe_comp.c.
+//
+// A QP is driven by one goroutine at a time: the engine's processor calls
+// Process, which drains the packets Deliver queued, runs the completer and
+// the responder on them, then runs the requester, each within a budget.
+// Timers only set a flag and wake the QP (STYLE.md 9). Application calls
+// (PostSend, PostRecv, Modify, Query) take the QP lock briefly.
+package rc
+
+import (
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/softnic/softnic/clock"
+	"github.com/softnic/softnic/nic/mem"
+	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/wire"
+)
+
+// Flow-control constants (rxe_param.h).
+const (
+	// maxUnackedPSNs bounds the requester's window (RXE_MAX_UNACKED_PSNS).
+	maxUnackedPSNs = 128
+	// maxPktPerAck forces AckReq on one in this many middle packets
+	// (RXE_MAX_PKT_PER_ACK).
+	maxPktPerAck = 64
+	// inboxLen bounds the packets queued for one QP.
+	inboxLen = 1024
+	// budget bounds the packets one Process pass handles or sends, so one
+	// busy QP cannot starve the others on its processor.
+	budget = 64
+)
+
+// Config is what the engine gives a QP at creation.
+type Config struct {
+	QPN       uint32
+	Type      transport.QPType // QPTypeRC or QPTypeUC
+	PD        *mem.PD
+	Mem       *mem.Table
+	SendCQ    transport.CQ
+	RecvCQ    transport.CQ
+	RQ        *transport.RecvQueue // the QP's own RQ or its SRQ
+	SRQ       bool                 // RQ is shared: not flushed or reset with the QP
+	Cap       transport.QPCap
+	SigAll    bool
+	LocalAddr netip.Addr
+	DstPort   uint16 // UDP destination port of peers (wire.UDPPort)
+	Clock     clock.Clock
+	Counters  *transport.Counters
+	// Wake asks the engine to run Process soon; it must not block.
+	Wake func()
+	// OnAsync reports asynchronous events (QP fatal, SQ drained, last WQE
+	// reached); it runs without the QP lock held.
+	OnAsync func(ev AsyncEvent)
+}
+
+// AsyncEvent is an affiliated asynchronous event of a QP.
+type AsyncEvent uint8
+
+const (
+	EventQPFatal AsyncEvent = iota + 1
+	EventSQDrained
+	EventReqErr    // IBV_EVENT_QP_REQ_ERR
+	EventAccessErr // IBV_EVENT_QP_ACCESS_ERR
+)
+
+// QP is an RC or UC queue pair's transport state.
+type QP struct {
+	cfg Config
+
+	inMu  sync.Mutex
+	inbox []*transport.RxPacket // guarded by inMu
+
+	mu    sync.Mutex
+	state transport.QPState // guarded by mu
+	attr  transport.QPAttr  // guarded by mu
+	pmtu  int               // guarded by mu
+	encap wire.Encap        // guarded by mu: headers of everything this QP sends
+
+	sq   sendQueue // guarded by mu
+	req  requester // guarded by mu
+	comp completer // guarded by mu
+	resp responder // guarded by mu
+
+	timeout       time.Duration // guarded by mu; 0 = no retransmit timer
+	retryTimer    clock.Timer   // guarded by mu
+	retryArmed    bool          // guarded by mu
+	retryDeadline time.Time     // guarded by mu
+	rnrTimer      clock.Timer   // guarded by mu
+	timerFired    atomic.Bool   // set by the retransmit timer
+	rnrFired      atomic.Bool   // set by the RNR timer
+	sqDrained     bool          // guarded by mu: SQ-drained event sent for this SQD
+
+	events []AsyncEvent // guarded by mu; delivered after unlock
+	batch  []*transport.RxPacket
+}
+
+// New makes a QP in the RESET state.
+func New(cfg Config) (*QP, error) {
+	if cfg.Type != transport.QPTypeRC && cfg.Type != transport.QPTypeUC {
+		return nil, fmt.Errorf("%w: rc.New for a %v QP", transport.ErrInvalid, cfg.Type)
+	}
+	if cfg.DstPort == 0 {
+		cfg.DstPort = wire.UDPPort
+	}
+	qp := &QP{cfg: cfg}
+	qp.sq.init(int(cfg.Cap.MaxSendWR), int(cfg.Cap.MaxSendSGE), int(cfg.Cap.MaxInlineData))
+	qp.attr.Cap = cfg.Cap
+	qp.attr.PathMTU = transport.MTU256 // rxe: path_mtu defaults to 256 until modified
+	qp.pmtu = 256
+	return qp, nil
+}
+
+// QPN returns the QP number.
+func (qp *QP) QPN() uint32 { return qp.cfg.QPN }
+
+// Type returns RC or UC.
+func (qp *QP) Type() transport.QPType { return qp.cfg.Type }
+
+// State returns the current state.
+func (qp *QP) State() transport.QPState {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	return qp.state
+}
+
+func (qp *QP) isRC() bool { return qp.cfg.Type == transport.QPTypeRC }
+
+// Query returns the QP's attributes (ibv_query_qp).
+func (qp *QP) Query() transport.QPAttr {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	a := qp.attr
+	a.State = qp.state
+	a.CurState = qp.state
+	a.SQDraining = qp.state == transport.QPStateSQD && !qp.sqDrained
+	a.SQPSN = uint32(qp.req.psn)
+	a.RQPSN = uint32(qp.resp.psn)
+	return a
+}
+
+// Modify applies attr under mask. The engine has already validated the
+// transition and the values (transport.CheckModify, CheckAttrValues).
+func (qp *QP) Modify(attr *transport.QPAttr, mask transport.AttrMask) error {
+	qp.mu.Lock()
+	qp.modifyLocked(attr, mask)
+	qp.mu.Unlock()
+	qp.flushEvents()
+	qp.cfg.Wake()
+	return nil
+}
+
+func (qp *QP) modifyLocked(attr *transport.QPAttr, mask transport.AttrMask) {
+	a := &qp.attr
+	if mask&transport.AttrAccessFlags != 0 {
+		a.AccessFlags = attr.AccessFlags
+	}
+	if mask&transport.AttrPKeyIndex != 0 {
+		a.PKeyIndex = attr.PKeyIndex
+	}
+	if mask&transport.AttrPort != 0 {
+		a.PortNum = attr.PortNum
+	}
+	if mask&transport.AttrAV != 0 {
+		a.AHAttr = attr.AHAttr
+	}
+	if mask&transport.AttrPathMTU != 0 {
+		a.PathMTU = attr.PathMTU
+		qp.pmtu = attr.PathMTU.Bytes()
+	}
+	if mask&transport.AttrTimeout != 0 {
+		a.Timeout = attr.Timeout
+		qp.timeout = 0
+		if attr.Timeout != 0 {
+			// 4.096 µs × 2^timeout (IBTA 9.7.6.1.3; rxe_qp.c IB_QP_TIMEOUT).
+			qp.timeout = time.Duration(4096<<attr.Timeout) * time.Nanosecond
+		}
+	}
+	if mask&transport.AttrRetryCnt != 0 {
+		a.RetryCnt = attr.RetryCnt
+		qp.comp.retryCnt = attr.RetryCnt
+	}
+	if mask&transport.AttrRNRRetry != 0 {
+		a.RNRRetry = attr.RNRRetry
+		qp.comp.rnrRetry = attr.RNRRetry
+	}
+	if mask&transport.AttrRQPSN != 0 {
+		a.RQPSN = attr.RQPSN
+		qp.resp.psn = wire.PSN(attr.RQPSN & wire.PSNMask)
+	}
+	if mask&transport.AttrMaxQPRdAtomic != 0 {
+		a.MaxRdAtomic = roundUpPow2(attr.MaxRdAtomic)
+	}
+	if mask&transport.AttrMinRNRTimer != 0 {
+		a.MinRNRTimer = attr.MinRNRTimer
+	}
+	if mask&transport.AttrSQPSN != 0 {
+		a.SQPSN = attr.SQPSN
+		psn := wire.PSN(attr.SQPSN & wire.PSNMask)
+		qp.req.psn, qp.comp.psn, qp.req.highPSN = psn, psn, psn
+	}
+	if mask&transport.AttrMaxDestRdAtomic != 0 {
+		a.MaxDestRdAtomic = roundUpPow2(attr.MaxDestRdAtomic)
+		qp.resp.resources = make([]resource, a.MaxDestRdAtomic)
+		qp.resp.nextRes = 0
+	}
+	if mask&transport.AttrDestQPN != 0 {
+		a.DestQPN = attr.DestQPN & wire.QPNMask
+	}
+	if mask&transport.AttrEnSQDAsyncNotify != 0 {
+		a.EnSQDAsyncNotify = attr.EnSQDAsyncNotify
+	}
+	if mask&(transport.AttrAV|transport.AttrDestQPN) != 0 {
+		qp.setPathLocked()
+	}
+	if mask&transport.AttrState == 0 {
+		return
+	}
+	prev := qp.state
+	qp.state = attr.State
+	switch attr.State {
+	case transport.QPStateReset:
+		qp.resetLocked()
+	case transport.QPStateSQD:
+		qp.sqDrained = false
+	case transport.QPStateErr:
+		if prev != transport.QPStateErr {
+			qp.state = prev
+			qp.toErrorLocked()
+		}
+	}
+}
+
+// setPathLocked computes the IP/UDP header of everything the QP sends
+// (rxe_net.c prepare4/prepare6; rxe-interop-facts.md §2.1, §3).
+func (qp *QP) setPathLocked() {
+	g := &qp.attr.AHAttr.GRH
+	e := wire.Encap{
+		Src:          qp.cfg.LocalAddr,
+		Dst:          g.DGID,
+		DstPort:      qp.cfg.DstPort,
+		TrafficClass: g.TrafficClass,
+		HopLimit:     g.HopLimit,
+		FragOff:      wire.IPv4DF,
+	}
+	if e.Dst.Unmap().Is4() {
+		e.Src, e.Dst = e.Src.Unmap(), e.Dst.Unmap()
+	}
+	if e.HopLimit == 0 {
+		e.HopLimit = 64
+	}
+	// A flow label gives the source port (rdma_flow_label_to_udp_sport);
+	// without one rxe derives it from both QPNs, symmetric, so both ends
+	// of a connection use the same port (captures/FACTS.md).
+	if g.FlowLabel != 0 {
+		e.SrcPort = wire.FlowLabelSrcPort(g.FlowLabel)
+	} else {
+		e.SrcPort = wire.ConnectedSrcPort(qp.cfg.QPN, qp.attr.DestQPN)
+	}
+	qp.encap = e
+}
+
+// resetLocked returns the QP to its state after creation (IBTA 10.3.1:
+// RESET discards every WR without completions).
+func (qp *QP) resetLocked() {
+	qp.stopTimersLocked()
+	qp.sq.reset()
+	if !qp.cfg.SRQ {
+		qp.cfg.RQ.Drain(func(*transport.RecvWQE) {})
+	}
+	qp.req = requester{}
+	qp.comp = completer{retryCnt: qp.attr.RetryCnt, rnrRetry: qp.attr.RNRRetry}
+	res := qp.resp.resources
+	clear(res)
+	qp.resp = responder{resources: res}
+	qp.timerFired.Store(false)
+	qp.rnrFired.Store(false)
+	qp.inMu.Lock()
+	for _, p := range qp.inbox {
+		p.Release()
+	}
+	qp.inbox = qp.inbox[:0]
+	qp.inMu.Unlock()
+}
+
+// Deliver queues a received packet for the QP; the QP releases it. It
+// returns false (and the caller keeps the packet) when the inbox is full.
+func (qp *QP) Deliver(p *transport.RxPacket) bool {
+	qp.inMu.Lock()
+	if len(qp.inbox) >= inboxLen {
+		qp.inMu.Unlock()
+		return false
+	}
+	qp.inbox = append(qp.inbox, p)
+	qp.inMu.Unlock()
+	return true
+}
+
+// Process runs the QP's protocol work: received packets, timers, and the
+// requester, each within a budget. It reports whether work remains (the
+// engine then runs it again).
+func (qp *QP) Process(out transport.Output) (more bool) {
+	qp.inMu.Lock()
+	n := min(len(qp.inbox), budget)
+	qp.batch = append(qp.batch[:0], qp.inbox[:n]...)
+	rest := copy(qp.inbox, qp.inbox[n:])
+	clear(qp.inbox[rest:])
+	qp.inbox = qp.inbox[:rest]
+	qp.inMu.Unlock()
+
+	qp.mu.Lock()
+	// A read reply in progress goes first: later requests wait behind it
+	// so responses leave in PSN order (rxe_resp.c read_reply).
+	more = qp.resp.readReplyLocked(qp, out)
+	for i, p := range qp.batch {
+		if qp.resp.reading() {
+			// Put the rest back at the front of the inbox.
+			qp.requeue(qp.batch[i:])
+			more = true
+			break
+		}
+		qp.receiveLocked(p, out)
+		p.Release()
+	}
+	clear(qp.batch)
+	qp.resp.flushAckLocked(qp, out)
+	if qp.resp.reading() {
+		more = qp.resp.readReplyLocked(qp, out) || more
+	}
+	qp.timersLocked()
+	if qp.requesterLocked(out) {
+		more = true
+	}
+	qp.mu.Unlock()
+	qp.flushEvents()
+
+	qp.inMu.Lock()
+	more = more || len(qp.inbox) > 0
+	qp.inMu.Unlock()
+	return more
+}
+
+func (qp *QP) requeue(ps []*transport.RxPacket) {
+	qp.inMu.Lock()
+	qp.inbox = append(ps, qp.inbox...)
+	qp.inMu.Unlock()
+	qp.batch = nil // ps now belongs to the inbox
+}
+
+// receiveLocked routes one packet to the responder or the completer
+// (rxe_recv.c rxe_rcv_pkt: requests to the responder, responses to the
+// completer), after the per-QP state checks of hdr_check.
+func (qp *QP) receiveLocked(p *transport.RxPacket, out transport.Output) {
+	c := qp.cfg.Counters
+	pkt := &p.Pkt
+	// rxe_recv.c check_addr: a connected QP takes packets only from its
+	// peer's address.
+	if p.Encap.Src.Unmap() != qp.encap.Dst.Unmap() {
+		c.DropAddr.Add(1)
+		return
+	}
+	switch {
+	case pkt.Is(wire.MaskRequest):
+		// Requests need RTR or later (rxe_recv.c check_type_state).
+		if qp.state < transport.QPStateRTR || qp.state == transport.QPStateErr {
+			c.DropState.Add(1)
+			return
+		}
+		qp.resp.requestLocked(qp, p, out)
+	case pkt.Is(wire.MaskResponse):
+		if !qp.isRC() || qp.state < transport.QPStateRTS || qp.state == transport.QPStateErr {
+			c.DropState.Add(1)
+			return
+		}
+		qp.comp.responseLocked(qp, pkt)
+	default:
+		c.DropNoQP.Add(1)
+	}
+}
+
+// toErrorLocked moves the QP to ERR and flushes every outstanding WR with
+// WR_FLUSH_ERR (IBTA 10.3.1, 11.4.2.1; rxe_comp.c flush_send_queue).
+func (qp *QP) toErrorLocked() {
+	if qp.state == transport.QPStateErr {
+		return
+	}
+	qp.state = transport.QPStateErr
+	qp.stopTimersLocked()
+	qp.flushLocked()
+	qp.events = append(qp.events, EventQPFatal)
+}
+
+// flushLocked completes every WQE still queued with WR_FLUSH_ERR.
+func (qp *QP) flushLocked() {
+	for !qp.sq.empty() {
+		w := qp.sq.head()
+		if w.state != wqeDone {
+			w.status = transport.WCWRFlushErr
+			qp.completeSendLocked(w, true)
+		}
+		qp.sq.pop()
+	}
+	qp.req.idx = qp.sq.headIdx
+	if !qp.cfg.SRQ {
+		qp.cfg.RQ.Drain(func(r *transport.RecvWQE) {
+			wc := transport.WorkCompletion{WRID: r.WRID, Status: transport.WCWRFlushErr,
+				Opcode: transport.WCRecv, QPNum: qp.cfg.QPN}
+			qp.cfg.RecvCQ.Push(&wc, false)
+		})
+	}
+	if qp.resp.haveWQE {
+		qp.resp.haveWQE = false
+		wc := transport.WorkCompletion{WRID: qp.resp.wqe.WRID, Status: transport.WCWRFlushErr,
+			Opcode: transport.WCRecv, QPNum: qp.cfg.QPN}
+		qp.cfg.RecvCQ.Push(&wc, false)
+	}
+}
+
+// FlushRecv completes every posted receive with WR_FLUSH_ERR if the QP is
+// in ERR (receives posted in ERR are flushed, IBTA 10.8.3.3).
+func (qp *QP) FlushRecv() {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.state != transport.QPStateErr || qp.cfg.SRQ {
+		return
+	}
+	qp.cfg.RQ.Drain(func(r *transport.RecvWQE) {
+		wc := transport.WorkCompletion{WRID: r.WRID, Status: transport.WCWRFlushErr,
+			Opcode: transport.WCRecv, QPNum: qp.cfg.QPN}
+		qp.cfg.RecvCQ.Push(&wc, false)
+	})
+}
+
+func (qp *QP) flushEvents() {
+	qp.mu.Lock()
+	evs := qp.events
+	qp.events = nil
+	qp.mu.Unlock()
+	if qp.cfg.OnAsync != nil {
+		for _, ev := range evs {
+			qp.cfg.OnAsync(ev)
+		}
+	}
+}
+
+// Close stops the QP's timers and releases queued packets (destroy).
+func (qp *QP) Close() {
+	qp.mu.Lock()
+	qp.stopTimersLocked()
+	qp.mu.Unlock()
+	qp.inMu.Lock()
+	for _, p := range qp.inbox {
+		p.Release()
+	}
+	qp.inbox = nil
+	qp.inMu.Unlock()
+}
+
+// sendHeaders starts a packet in out's buffer: the BTH for opcode op with
+// the QP's destination and P_Key.
+func (qp *QP) startPacket(out transport.Output, h *wire.Headers) ([]byte, int) {
+	b := out.Buf()
+	h.BTH.PKey = wire.DefaultPKey
+	h.BTH.DestQP = qp.attr.DestQPN
+	n, err := wire.PutHeaders(b, h)
+	if err != nil {
+		panic(err) // opcodes come from the table: unreachable
+	}
+	return b, n
+}
+
+// finishPacket pads, checksums and queues a packet whose headers are at
+// b[:hdr] and whose payload of n bytes follows them.
+func (qp *QP) finishPacket(out transport.Output, b []byte, hdr, n int) {
+	total, err := wire.Finish(b, &qp.encap, hdr, n)
+	if err != nil {
+		panic(err) // sizes are bounded by the PMTU: unreachable
+	}
+	out.Send(total, &qp.encap)
+	qp.cfg.Counters.SentPkts.Add(1)
+	qp.cfg.Counters.SentBytes.Add(uint64(total))
+}
+
+// roundUpPow2 rounds n up to a power of two, as rxe_qp_from_attr does for
+// max_rd_atomic and max_dest_rd_atomic (0 stays 0).
+func roundUpPow2(n uint8) uint8 {
+	if n == 0 {
+		return 0
+	}
+	p := 1
+	for p < int(n) {
+		p <<= 1
+	}
+	return uint8(min(p, 255))
+}

@@ -1,0 +1,614 @@
+package rc
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/wire"
+)
+
+// wqeState is a send WQE's progress (rxe_verbs.h enum wqe_state).
+type wqeState uint8
+
+const (
+	wqePosted   wqeState = iota // not started (or rewound by a retry)
+	wqeInFlight                 // some packets sent
+	wqePending                  // every packet sent, awaiting acknowledgement
+	wqeDone                     // completed
+)
+
+// wrKind groups work-request opcodes by how the transport treats them.
+type wrKind uint8
+
+const (
+	kindSend wrKind = iota
+	kindWrite
+	kindRead
+	kindAtomic
+)
+
+// sendWQE is a posted send work request with its transport progress.
+type sendWQE struct {
+	wr       transport.SendWR // SGList aliases sgl, InlineData aliases inline
+	sgl      []transport.SGE
+	inline   []byte
+	kind     wrKind
+	length   uint32 // message length in bytes
+	signaled bool
+	state    wqeState
+	status   transport.WCStatus
+	firstPSN wire.PSN
+	lastPSN  wire.PSN
+	sendOff  uint32 // next byte the requester sends (SEND/WRITE), or READ resume offset
+	recvOff  uint32 // READ: bytes received
+	orig     uint64 // atomic: original remote value
+}
+
+// needsResponse reports whether the WQE completes only on an explicit
+// response (READ data, atomic ACK) rather than a coalescable ACK.
+func (w *sendWQE) needsResponse() bool { return w.kind == kindRead || w.kind == kindAtomic }
+
+// sendQueue is a ring of send WQEs indexed by ever-increasing positions.
+type sendQueue struct {
+	ring    []sendWQE
+	headIdx uint64 // oldest not yet retired
+	tailIdx uint64 // next free
+}
+
+func (q *sendQueue) init(n, maxSGE, maxInline int) {
+	if n < 1 {
+		n = 1
+	}
+	q.ring = make([]sendWQE, n)
+	for i := range q.ring {
+		q.ring[i].sgl = make([]transport.SGE, 0, maxSGE)
+		q.ring[i].inline = make([]byte, 0, maxInline)
+	}
+}
+
+func (q *sendQueue) reset()                 { q.headIdx, q.tailIdx = 0, 0 }
+func (q *sendQueue) empty() bool            { return q.headIdx == q.tailIdx }
+func (q *sendQueue) full() bool             { return q.tailIdx-q.headIdx == uint64(len(q.ring)) }
+func (q *sendQueue) at(i uint64) *sendWQE   { return &q.ring[i%uint64(len(q.ring))] }
+func (q *sendQueue) head() *sendWQE         { return q.at(q.headIdx) }
+func (q *sendQueue) pop()                   { q.headIdx++ }
+func (q *sendQueue) count() int             { return int(q.tailIdx - q.headIdx) }
+func (q *sendQueue) valid(i uint64) bool    { return i >= q.headIdx && i < q.tailIdx }
+func (q *sendQueue) inFlight(i uint64) bool { return q.valid(i) && q.at(i).state != wqePosted }
+
+// requester is the send side (rxe_req.c).
+type requester struct {
+	idx       uint64   // next WQE to send from
+	psn       wire.PSN // next PSN to send
+	maxIdx    uint64   // one past the last WQE ever started (PSNs assigned)
+	highPSN   wire.PSN // one past the highest PSN ever sent
+	noack     int      // packets sent since the last AckReq
+	rnrWait   bool     // waiting for the RNR timer
+	rdAtomic  int      // outstanding READ/atomic WQEs (initiator depth)
+	needRetry bool
+}
+
+// kindOf classifies op for qp's type; ok is false for opcodes the QP type
+// does not support (ibv_post_send(3) opcode table).
+func kindOf(t transport.QPType, op transport.WROpcode) (wrKind, bool) {
+	rc := t == transport.QPTypeRC
+	switch op {
+	case transport.WRSend, transport.WRSendWithImm:
+		return kindSend, true
+	case transport.WRRDMAWrite, transport.WRRDMAWriteWithImm:
+		return kindWrite, true
+	case transport.WRRDMARead:
+		return kindRead, rc
+	case transport.WRAtomicCmpAndSwp, transport.WRAtomicFetchAndAdd:
+		return kindAtomic, rc
+	}
+	return 0, false
+}
+
+// PostSend queues wrs in order (ibv_post_send). It stops at the first WR
+// it refuses and returns its index with an error wrapping
+// transport.ErrInvalid, ErrFull or ErrState; the WRs before it are posted.
+func (qp *QP) PostSend(wrs []transport.SendWR) (int, error) {
+	qp.mu.Lock()
+	i, err := qp.postSendLocked(wrs)
+	qp.mu.Unlock()
+	qp.flushEvents()
+	if i > 0 {
+		qp.cfg.Wake()
+	}
+	return i, err
+}
+
+// PostSendAll posts every WR of wrs, or none if any is refused or the
+// send queue has no room for all of them (ibv_wr_complete semantics: a
+// full queue there is ENOSPC, rxe provider wr_complete).
+func (qp *QP) PostSendAll(wrs []transport.SendWR) error {
+	qp.mu.Lock()
+	err := qp.checkAllLocked(wrs)
+	if err == nil {
+		_, err = qp.postSendLocked(wrs)
+	}
+	qp.mu.Unlock()
+	qp.flushEvents()
+	if err == nil && len(wrs) > 0 {
+		qp.cfg.Wake()
+	}
+	return err
+}
+
+func (qp *QP) checkAllLocked(wrs []transport.SendWR) error {
+	for i := range wrs {
+		if err := qp.checkSendWR(&wrs[i]); err != nil {
+			return fmt.Errorf("WR %d: %w", i, err)
+		}
+	}
+	if free := len(qp.sq.ring) - qp.sq.count(); len(wrs) > free {
+		return fmt.Errorf("%w: %d WRs, room for %d", transport.ErrFull, len(wrs), free)
+	}
+	return nil
+}
+
+func (qp *QP) postSendLocked(wrs []transport.SendWR) (int, error) {
+	switch qp.state {
+	case transport.QPStateReset, transport.QPStateInit, transport.QPStateRTR:
+		return 0, fmt.Errorf("%w: post send in state %v", transport.ErrState, qp.state)
+	}
+	for i := range wrs {
+		if err := qp.checkSendWR(&wrs[i]); err != nil {
+			return i, err
+		}
+		if qp.sq.full() {
+			return i, fmt.Errorf("%w: send queue holds %d WRs", transport.ErrFull, len(qp.sq.ring))
+		}
+		qp.enqueueLocked(&wrs[i])
+		if qp.state == transport.QPStateErr {
+			// WRs posted in ERR complete with a flush error (IBTA 10.8.3.3;
+			// the kernel's ib_drain_qp relies on it).
+			qp.flushLocked()
+		}
+	}
+	return len(wrs), nil
+}
+
+// checkSendWR validates a WR against the QP (ibv_post_send(3); rxe
+// provider validate_send_wr).
+func (qp *QP) checkSendWR(wr *transport.SendWR) error {
+	kind, ok := kindOf(qp.cfg.Type, wr.Opcode)
+	if !ok {
+		return fmt.Errorf("%w: opcode %v not supported on %v QPs", transport.ErrInvalid, wr.Opcode, qp.cfg.Type)
+	}
+	if len(wr.SGList) > int(qp.cfg.Cap.MaxSendSGE) {
+		return fmt.Errorf("%w: %d SGEs, QP max_send_sge %d", transport.ErrInvalid, len(wr.SGList), qp.cfg.Cap.MaxSendSGE)
+	}
+	length := uint64(0)
+	for _, s := range wr.SGList {
+		length += uint64(s.Length)
+	}
+	if wr.Flags&transport.SendInline != 0 {
+		if kind == kindRead || kind == kindAtomic {
+			return fmt.Errorf("%w: IBV_SEND_INLINE on %v", transport.ErrInvalid, wr.Opcode)
+		}
+		if wr.InlineData != nil {
+			length = uint64(len(wr.InlineData))
+		}
+		if length > uint64(qp.cfg.Cap.MaxInlineData) {
+			return fmt.Errorf("%w: %d inline bytes, QP max_inline_data %d", transport.ErrInvalid, length, qp.cfg.Cap.MaxInlineData)
+		}
+	}
+	if length > MaxMsgSize {
+		return fmt.Errorf("%w: message of %d bytes exceeds max_msg_sz %d", transport.ErrInvalid, length, MaxMsgSize)
+	}
+	if kind == kindAtomic {
+		if length < 8 {
+			return fmt.Errorf("%w: atomic needs an 8-byte local buffer, got %d", transport.ErrInvalid, length)
+		}
+		if wr.RemoteAddr&7 != 0 {
+			return fmt.Errorf("%w: atomic remote address %#x not 8-byte aligned", transport.ErrInvalid, wr.RemoteAddr)
+		}
+	}
+	return nil
+}
+
+// MaxMsgSize is the largest message (ibv_device_attr max_msg_sz; rxe 2^31).
+const MaxMsgSize = 1 << 31
+
+func (qp *QP) enqueueLocked(wr *transport.SendWR) {
+	w := qp.sq.at(qp.sq.tailIdx)
+	sgl, inline := w.sgl[:0], w.inline[:0]
+	*w = sendWQE{wr: *wr, sgl: sgl, inline: inline}
+	w.kind, _ = kindOf(qp.cfg.Type, wr.Opcode)
+	w.sgl = append(w.sgl, wr.SGList...)
+	w.wr.SGList = w.sgl
+	w.wr.InlineData = nil
+	if wr.Flags&transport.SendInline != 0 {
+		if wr.InlineData != nil {
+			w.inline = append(w.inline, wr.InlineData...)
+		} else {
+			// The data sits at the SGE addresses; softnic reads it through
+			// the MR table (a Go program has no raw pointers to give).
+			w.inline = qp.gatherInline(w.inline, wr.SGList)
+		}
+		w.wr.InlineData = w.inline
+		w.length = uint32(len(w.inline))
+	} else {
+		for _, s := range w.sgl {
+			w.length += s.Length
+		}
+	}
+	if w.kind == kindAtomic {
+		w.length = 8
+	}
+	w.signaled = qp.cfg.SigAll || wr.Flags&transport.SendSignaled != 0
+	qp.sq.tailIdx++
+}
+
+func (qp *QP) gatherInline(dst []byte, sgl []transport.SGE) []byte {
+	for _, s := range sgl {
+		b, err := qp.cfg.Mem.Local(qp.cfg.PD, s, false)
+		if err != nil {
+			// Leave zeros; the length still matches what was asked.
+			dst = append(dst, make([]byte, s.Length)...)
+			continue
+		}
+		dst = append(dst, b...)
+	}
+	return dst
+}
+
+// packets returns how many PSNs the WQE occupies: one per PMTU of data
+// for SEND, WRITE and READ (a READ request reserves its responses' PSNs,
+// rxe_req.c update_wqe_psn), one otherwise.
+func (qp *QP) packets(w *sendWQE) uint32 {
+	switch w.kind {
+	case kindSend, kindWrite, kindRead:
+		n := (w.length + uint32(qp.pmtu) - 1) / uint32(qp.pmtu)
+		return max(n, 1)
+	}
+	return 1
+}
+
+// requesterLocked sends what the window, the initiator depth and fences
+// allow, at most budget packets (rxe_req.c rxe_requester). It reports
+// whether it stopped with sendable work left.
+func (qp *QP) requesterLocked(out transport.Output) bool {
+	if qp.state != transport.QPStateRTS && qp.state != transport.QPStateSQD {
+		return false
+	}
+	r := &qp.req
+	if r.needRetry {
+		qp.retryLocked()
+	}
+	if r.rnrWait {
+		return false
+	}
+	for sent := 0; sent < budget; sent++ {
+		if !qp.sq.valid(r.idx) {
+			qp.checkDrainedLocked()
+			return false
+		}
+		w := qp.sq.at(r.idx)
+		if !qp.canStartLocked(w) {
+			return false
+		}
+		if qp.isRC() && r.psn.Diff(qp.comp.psn) >= maxUnackedPSNs {
+			return false // window full (RXE_MAX_UNACKED_PSNS)
+		}
+		qp.sendPacketLocked(w, out)
+	}
+	return qp.sq.valid(r.idx)
+}
+
+// canStartLocked decides whether WQE w may start now and assigns its PSNs.
+func (qp *QP) canStartLocked(w *sendWQE) bool {
+	r := &qp.req
+	if w.state == wqePosted {
+		if qp.state == transport.QPStateSQD {
+			qp.checkDrainedLocked()
+			return false // SQD: finish what started, start nothing new
+		}
+		if w.wr.Flags&transport.SendFence != 0 && qp.outstandingRdAtomicLocked() > 0 {
+			return false // IBV_SEND_FENCE waits for prior READs and atomics
+		}
+		if w.needsResponse() && qp.outstandingRdAtomicLocked() >= max(int(qp.attr.MaxRdAtomic), 1) {
+			return false // initiator depth (rxe_req.c check_init_depth)
+		}
+		w.firstPSN = r.psn
+		w.lastPSN = r.psn.Add(qp.packets(w) - 1)
+		w.sendOff, w.recvOff = 0, 0
+		w.state = wqeInFlight
+		if r.idx >= r.maxIdx {
+			r.maxIdx = r.idx + 1
+		}
+	}
+	return true
+}
+
+// outstandingRdAtomicLocked counts READ/atomic WQEs sent but not completed.
+func (qp *QP) outstandingRdAtomicLocked() int {
+	n := 0
+	for i := qp.sq.headIdx; i < qp.req.idx; i++ {
+		w := qp.sq.at(i)
+		if w.needsResponse() && w.state != wqeDone {
+			n++
+		}
+	}
+	return n
+}
+
+// checkDrainedLocked reports the SQ-drained event once the QP is in SQD
+// and nothing it started is outstanding (IBTA 10.3.1 SQD; IBV_EVENT_SQ_DRAINED).
+func (qp *QP) checkDrainedLocked() {
+	if qp.state != transport.QPStateSQD || qp.sqDrained {
+		return
+	}
+	for i := qp.sq.headIdx; i < qp.sq.tailIdx; i++ {
+		if qp.sq.at(i).state == wqeInFlight || qp.sq.at(i).state == wqePending {
+			return
+		}
+	}
+	qp.sqDrained = true
+	if qp.attr.EnSQDAsyncNotify {
+		qp.events = append(qp.events, EventSQDrained)
+	}
+}
+
+// opcodeFor picks the packet opcode of a SEND or WRITE packet from its
+// place in the message (rxe_req.c next_opcode_rc/uc).
+func opcodeFor(class wire.Opcode, op transport.WROpcode, first, last bool) wire.Opcode {
+	var o wire.Opcode
+	switch op {
+	case transport.WRSend, transport.WRSendWithImm, transport.WRSendWithInv:
+		switch {
+		case first && last:
+			o = wire.RCSendOnly
+		case first:
+			o = wire.RCSendFirst
+		case last:
+			o = wire.RCSendLast
+		default:
+			o = wire.RCSendMiddle
+		}
+		if last && op == transport.WRSendWithImm {
+			o++ // SEND_LAST → SEND_LAST_WITH_IMMEDIATE, ONLY → ONLY_WITH_IMMEDIATE
+		}
+		if last && op == transport.WRSendWithInv {
+			if first {
+				o = wire.RCSendOnlyInv
+			} else {
+				o = wire.RCSendLastInv
+			}
+		}
+	default: // WRITE, WRITE_WITH_IMM
+		switch {
+		case first && last:
+			o = wire.RCWriteOnly
+		case first:
+			o = wire.RCWriteFirst
+		case last:
+			o = wire.RCWriteLast
+		default:
+			o = wire.RCWriteMiddle
+		}
+		if last && op == transport.WRRDMAWriteWithImm {
+			o++
+		}
+	}
+	return class | o.Op()
+}
+
+// sendPacketLocked sends the next packet of w and advances the requester.
+func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output) {
+	r := &qp.req
+	class := wire.ClassRC
+	if !qp.isRC() {
+		class = wire.ClassUC
+	}
+	var h wire.Headers
+	h.BTH.PSN = r.psn
+	payload := uint32(0)
+	last := true
+	switch w.kind {
+	case kindSend, kindWrite:
+		first := w.sendOff == 0
+		payload = min(w.length-w.sendOff, uint32(qp.pmtu))
+		last = w.sendOff+payload == w.length
+		h.BTH.Opcode = opcodeFor(class, w.wr.Opcode, first, last)
+		if w.kind == kindWrite && first {
+			h.RETH = wire.RETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, DMALen: w.length}
+		}
+		if last {
+			h.Imm = w.wr.Imm
+			h.InvRKey = w.wr.InvRKey
+			// SE only on the last packet of a SEND or WRITE_WITH_IMM (IBTA 9.2.3).
+			h.BTH.SE = w.wr.Flags&transport.SendSolicited != 0 && h.BTH.Opcode.Is(wire.MaskSolicited)
+		}
+	case kindRead:
+		// A first READ or one resumed after a partial response: ask for
+		// the bytes not yet received (rxe_req.c req_retry).
+		off := w.recvOff
+		h.BTH.Opcode = wire.RCReadRequest
+		h.RETH = wire.RETHFields{VA: w.wr.RemoteAddr + uint64(off), RKey: w.wr.RKey, DMALen: w.length - off}
+	case kindAtomic:
+		h.AtomicETH = wire.AtomicETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey}
+		if w.wr.Opcode == transport.WRAtomicCmpAndSwp {
+			h.BTH.Opcode = wire.RCCompareSwap
+			h.AtomicETH.SwapAdd, h.AtomicETH.Compare = w.wr.Swap, w.wr.CompareAdd
+		} else {
+			h.BTH.Opcode = wire.RCFetchAdd
+			h.AtomicETH.SwapAdd = w.wr.CompareAdd
+		}
+	}
+	// AckReq on the last packet of every RC message and periodically in
+	// long ones (rxe_req.c: RXE_MAX_PKT_PER_ACK); never on UC.
+	if qp.isRC() {
+		r.noack++
+		if last || r.noack > maxPktPerAck {
+			h.BTH.AckReq = true
+			r.noack = 0
+		}
+	}
+	b, hdr := qp.startPacket(out, &h)
+	if payload > 0 {
+		if err := qp.gather(w, b[hdr:hdr+int(payload)], w.sendOff); err != nil {
+			qp.localErrorLocked(w, transport.WCLocProtErr)
+			return
+		}
+	}
+	qp.finishPacket(out, b, hdr, int(payload))
+
+	switch w.kind {
+	case kindSend, kindWrite:
+		w.sendOff += payload
+		r.psn = r.psn.Next()
+	case kindRead:
+		r.psn = w.lastPSN.Next()
+	default:
+		r.psn = r.psn.Next()
+	}
+	if r.psn.After(r.highPSN) {
+		r.highPSN = r.psn
+	}
+	if !last {
+		return
+	}
+	w.state = wqePending
+	r.idx++
+	if w.kind == kindSend {
+		qp.cfg.Counters.RDMASends.Add(1)
+	}
+	if !qp.isRC() {
+		// UC has no acknowledgements: a WQE completes once sent (rxe_comp.c
+		// handles UC/UD WQEs at send time).
+		qp.completeSendLocked(w, false)
+		qp.retireLocked()
+		return
+	}
+	qp.armRetryLocked()
+}
+
+// gather copies the WQE's message bytes [off, off+len(dst)) into dst from
+// its inline data or its SGEs, checking each SGE against the MR table.
+func (qp *QP) gather(w *sendWQE, dst []byte, off uint32) error {
+	if w.wr.InlineData != nil {
+		copy(dst, w.inline[off:])
+		return nil
+	}
+	for _, s := range w.sgl {
+		if len(dst) == 0 {
+			break
+		}
+		if off >= s.Length {
+			off -= s.Length
+			continue
+		}
+		src, err := qp.cfg.Mem.Local(qp.cfg.PD, s, false)
+		if err != nil {
+			return err
+		}
+		n := copy(dst, src[off:])
+		dst = dst[n:]
+		off = 0
+	}
+	return nil
+}
+
+// scatter copies src into the SGE list at byte offset off, checking each
+// SGE for local write access.
+func scatter(qp *QP, sgl []transport.SGE, off uint64, src []byte) error {
+	for _, s := range sgl {
+		if len(src) == 0 {
+			break
+		}
+		if off >= uint64(s.Length) {
+			off -= uint64(s.Length)
+			continue
+		}
+		dst, err := qp.cfg.Mem.Local(qp.cfg.PD, s, true)
+		if err != nil {
+			return err
+		}
+		n := copy(dst[off:], src)
+		src = src[n:]
+		off = 0
+	}
+	if len(src) > 0 {
+		return errShortSGL
+	}
+	return nil
+}
+
+var errShortSGL = fmt.Errorf("%w: scatter list too short", transport.ErrInvalid)
+
+// putAtomicResult stores an atomic's original value in the WQE's local
+// buffer in CPU byte order (rxe_comp.c do_atomic: atmack_orig → host order).
+func (qp *QP) putAtomicResult(w *sendWQE) error {
+	var v [8]byte
+	binary.NativeEndian.PutUint64(v[:], w.orig)
+	return scatter(qp, w.sgl, 0, v[:])
+}
+
+// localErrorLocked fails w with a local error status and moves the QP to
+// ERR (rxe_req.c req_error).
+func (qp *QP) localErrorLocked(w *sendWQE, st transport.WCStatus) {
+	w.status = st
+	w.state = wqePending
+	qp.cfg.Counters.SendErr.Add(1)
+	qp.completeSendLocked(w, true)
+	qp.toErrorLocked()
+}
+
+// completeSendLocked posts w's completion if it is signaled or failed
+// (errors always complete, IBTA 10.7.3.1) and marks it done.
+func (qp *QP) completeSendLocked(w *sendWQE, force bool) {
+	if w.state == wqeDone {
+		return
+	}
+	w.state = wqeDone
+	if !(w.signaled || force || w.status != transport.WCSuccess) {
+		return
+	}
+	wc := transport.WorkCompletion{
+		WRID:   w.wr.WRID,
+		Status: w.status,
+		Opcode: wcOpcode(w.wr.Opcode),
+		QPNum:  qp.cfg.QPN,
+	}
+	if w.status == transport.WCSuccess {
+		wc.ByteLen = w.length
+	}
+	if !qp.cfg.SendCQ.Push(&wc, false) {
+		qp.toErrorLocked() // CQ overrun: the QP goes to error (IBTA 11.4.2.1)
+	}
+}
+
+// retireLocked pops completed WQEs off the head of the SQ.
+func (qp *QP) retireLocked() {
+	for !qp.sq.empty() && qp.sq.head().state == wqeDone && qp.sq.headIdx < qp.req.idx {
+		qp.sq.pop()
+	}
+}
+
+func wcOpcode(op transport.WROpcode) transport.WCOpcode {
+	switch op {
+	case transport.WRRDMAWrite, transport.WRRDMAWriteWithImm:
+		return transport.WCRDMAWrite
+	case transport.WRRDMARead:
+		return transport.WCRDMARead
+	case transport.WRAtomicCmpAndSwp:
+		return transport.WCCompSwap
+	case transport.WRAtomicFetchAndAdd:
+		return transport.WCFetchAdd
+	case transport.WRLocalInv:
+		return transport.WCLocalInv
+	case transport.WRBindMW:
+		return transport.WCBindMW
+	case transport.WRFlush:
+		return transport.WCFlush
+	case transport.WRAtomicWrite:
+		return transport.WCAtomicWrite
+	case transport.WRRegMR:
+		return transport.WCRegMR
+	}
+	return transport.WCSend
+}

@@ -1,0 +1,580 @@
+package rc
+
+import (
+	"errors"
+
+	"github.com/softnic/softnic/nic/mem"
+	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/wire"
+)
+
+// resKind is what a responder resource remembers.
+type resKind uint8
+
+const (
+	resNone resKind = iota
+	resRead
+	resAtomic
+)
+
+// resource is one entry of the responder-resource ring that lets a
+// duplicate READ or atomic be answered again without re-executing it
+// (IBTA 9.7.5.1.5 C9-105..C9-111; rxe_resp.c duplicate_request).
+type resource struct {
+	kind     resKind
+	firstPSN wire.PSN
+	lastPSN  wire.PSN
+	va       uint64
+	rkey     uint32
+	length   uint32
+	orig     uint64 // atomic: the value returned the first time
+	opcode   wire.Opcode
+}
+
+// readReply is a READ response being sent (possibly a replay).
+type readReply struct {
+	active bool
+	psn    wire.PSN // next response PSN
+	data   []byte   // the bytes still to send
+	first  bool     // the next packet is the first of this reply
+}
+
+// responder is the receive side of the QP (rxe_resp.c).
+type responder struct {
+	psn     wire.PSN // expected PSN (ePSN)
+	msn     uint32   // message sequence number (AETH MSN)
+	sentNak bool     // a PSN sequence NAK went out for this gap (send it once)
+
+	// The message in progress.
+	inMsg   bool
+	msgKind wire.Mask // MaskSend or MaskWrite
+	drop    bool      // UC: drop until the next FIRST/ONLY
+
+	haveWQE bool
+	wqe     transport.RecvWQE
+	recvOff uint64 // SEND: bytes placed into wqe
+
+	wrData []byte // WRITE: remaining target bytes
+	wrLen  uint32 // WRITE: RETH DMA length (byte_len of WRITE_WITH_IMM)
+
+	resources []resource
+	nextRes   int
+	reply     readReply
+
+	ackPending bool
+	ackPSN     wire.PSN
+}
+
+func (r *responder) reading() bool { return r.reply.active }
+
+// requestLocked runs one request packet through the responder's checks
+// and executes it: CHK_PSN, CHK_OP_SEQ, CHK_OP_VALID, CHK_RESOURCE,
+// CHK_LENGTH, CHK_RKEY, EXECUTE, ACKNOWLEDGE (rxe_resp.c rxe_responder).
+func (r *responder) requestLocked(qp *QP, rx *transport.RxPacket, out transport.Output) {
+	p := &rx.Pkt
+	ctr := qp.cfg.Counters
+	if !qp.isRC() {
+		r.ucRequestLocked(qp, p)
+		return
+	}
+	psn := p.PSN()
+	switch d := psn.Compare(r.psn); {
+	case d > 0:
+		// A gap: NAK once with the expected PSN (C9-109; rxe check_psn).
+		ctr.OutOfSequence.Add(1)
+		if !r.sentNak {
+			r.sentNak = true
+			r.nakLocked(qp, out, wire.NakPSNSequence, r.psn)
+		}
+		return
+	case d < 0:
+		ctr.DuplicateRequest.Add(1)
+		r.duplicateLocked(qp, p, out)
+		return
+	}
+	r.sentNak = false
+
+	// CHK_OP_SEQ: MIDDLE/LAST continue an open message of the same kind;
+	// FIRST/ONLY may not interrupt one (C9-92; rxe check_op_seq).
+	if !r.opSeqOK(p) {
+		r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
+		return
+	}
+	// CHK_OP_VALID: the QP must allow the remote operation (C9-93; rxe
+	// check_op_valid).
+	need := transport.Access(0)
+	switch {
+	case p.Is(wire.MaskWrite):
+		need = transport.AccessRemoteWrite
+	case p.Is(wire.MaskRead):
+		need = transport.AccessRemoteRead
+	case p.Is(wire.MaskAtomic):
+		need = transport.AccessRemoteAtomic
+	}
+	if qp.attr.AccessFlags&need != need {
+		r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
+		return
+	}
+	// CHK_LENGTH (C9-89..C9-92; rxe_resp_check_length).
+	if p.CheckPMTU(qp.pmtu) != nil {
+		r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
+		return
+	}
+	switch {
+	case p.Is(wire.MaskSend):
+		r.sendLocked(qp, p, out)
+	case p.Is(wire.MaskWrite):
+		r.writeLocked(qp, p, out)
+	case p.Is(wire.MaskRead):
+		r.readLocked(qp, p, out)
+	case p.Is(wire.MaskAtomic):
+		r.atomicLocked(qp, p, out)
+	default:
+		r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
+	}
+}
+
+func (r *responder) opSeqOK(p *wire.Packet) bool {
+	if r.inMsg {
+		return p.Is(r.msgKind) && !p.Is(wire.MaskStart)
+	}
+	return p.Is(wire.MaskStart)
+}
+
+// takeWQELocked gets the receive WQE a SEND or WRITE_WITH_IMM consumes.
+func (r *responder) takeWQELocked(qp *QP) bool {
+	if r.haveWQE {
+		return true
+	}
+	if !qp.cfg.RQ.Take(&r.wqe) {
+		return false
+	}
+	r.haveWQE, r.recvOff = true, 0
+	return true
+}
+
+func (r *responder) sendLocked(qp *QP, p *wire.Packet, out transport.Output) {
+	psn := p.PSN()
+	if p.Is(wire.MaskStart) && !r.takeWQELocked(qp) {
+		// No receive WQE: RNR NAK with the failed PSN (C9-133; rxe
+		// check_resource).
+		qp.cfg.Counters.SendRNRErr.Add(1)
+		r.nakLocked(qp, out, wire.RNRNAK(qp.attr.MinRNRTimer), psn)
+		return
+	}
+	if r.recvOff+uint64(len(p.Payload)) > r.wqe.Length {
+		// The message overruns the receive buffer: invalid request to the
+		// requester, local length error here (rxe: RESPST_ERR_LENGTH).
+		r.completeRecvLocked(qp, transport.WCLocLenErr, p)
+		r.classCLocked(qp, out, wire.NakInvalidRequest, psn, 0)
+		return
+	}
+	if err := scatter(qp, r.wqe.SGList, r.recvOff, p.Payload); err != nil {
+		// A receive WQE the MR table refuses: remote operational error
+		// (rxe: RESPST_ERR_MALFORMED_WQE → NAK 0x63, local protection error).
+		r.completeRecvLocked(qp, transport.WCLocProtErr, p)
+		r.classCLocked(qp, out, wire.NakRemoteOp, psn, 0)
+		return
+	}
+	r.recvOff += uint64(len(p.Payload))
+	r.inMsg, r.msgKind = !p.Is(wire.MaskEnd), wire.MaskSend
+	if p.Is(wire.MaskEnd) {
+		qp.cfg.Counters.RDMARecvs.Add(1)
+		r.completeRecvLocked(qp, transport.WCSuccess, p)
+	}
+	r.acceptLocked(qp, p, out)
+}
+
+func (r *responder) writeLocked(qp *QP, p *wire.Packet, out transport.Output) {
+	psn := p.PSN()
+	if reth := p.RETH(); reth != nil {
+		// CHK_RKEY for the whole DMA range at the first packet (C9-88:
+		// zero-length writes skip the key check; mem.Remote does that).
+		if reth.DMALen() > MaxMsgSize {
+			r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
+			return
+		}
+		data, err := qp.cfg.Mem.Remote(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), reth.DMALen(), transport.AccessRemoteWrite)
+		if err != nil {
+			r.classCLocked(qp, out, wire.NakRemoteAccess, psn, transport.WCRemAccessErr)
+			return
+		}
+		r.wrData, r.wrLen = data, reth.DMALen()
+	}
+	// The payload must fit what the RETH announced and the last packet
+	// must end it exactly (rxe_resp_check_length).
+	n := len(p.Payload)
+	if n > len(r.wrData) || (p.Is(wire.MaskEnd) && n != len(r.wrData)) {
+		r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
+		return
+	}
+	if p.Is(wire.MaskImmediate) && !r.takeWQELocked(qp) {
+		qp.cfg.Counters.SendRNRErr.Add(1)
+		r.nakLocked(qp, out, wire.RNRNAK(qp.attr.MinRNRTimer), psn)
+		return
+	}
+	copy(r.wrData, p.Payload)
+	r.wrData = r.wrData[n:]
+	r.inMsg, r.msgKind = !p.Is(wire.MaskEnd), wire.MaskWrite
+	if p.Is(wire.MaskImmediate) {
+		r.completeRecvLocked(qp, transport.WCSuccess, p)
+	}
+	r.acceptLocked(qp, p, out)
+}
+
+func (r *responder) readLocked(qp *QP, p *wire.Packet, out transport.Output) {
+	psn := p.PSN()
+	if len(r.resources) == 0 {
+		// max_dest_rd_atomic 0: no READ may be accepted (rxe check_resource).
+		r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
+		return
+	}
+	reth := p.RETH()
+	if reth.DMALen() > MaxMsgSize {
+		r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
+		return
+	}
+	data, err := qp.cfg.Mem.Remote(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), reth.DMALen(), transport.AccessRemoteRead)
+	if err != nil {
+		r.classCLocked(qp, out, wire.NakRemoteAccess, psn, transport.WCRemAccessErr)
+		return
+	}
+	npkts := max((reth.DMALen()+uint32(qp.pmtu)-1)/uint32(qp.pmtu), 1)
+	res := r.newResource()
+	*res = resource{kind: resRead, firstPSN: psn, lastPSN: psn.Add(npkts - 1),
+		va: reth.VA(), rkey: reth.RKey(), length: reth.DMALen()}
+	r.flushAckLocked(qp, out)
+	r.reply = readReply{active: true, psn: psn, data: data, first: true}
+	r.msn++ // at execution of a READ (C9-148)
+	r.psn = psn.Add(npkts)
+}
+
+func (r *responder) atomicLocked(qp *QP, p *wire.Packet, out transport.Output) {
+	psn := p.PSN()
+	if len(r.resources) == 0 {
+		r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
+		return
+	}
+	a := p.AtomicETH()
+	if a.VA()&7 != 0 {
+		// Misaligned atomic: invalid request (C9-128; rxe
+		// RESPST_ERR_MISALIGNED_ATOMIC).
+		r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
+		return
+	}
+	b, err := qp.cfg.Mem.Remote(qp.cfg.PD, qp.cfg.QPN, a.RKey(), a.VA(), 8, transport.AccessRemoteAtomic)
+	if err != nil {
+		syn, st := wire.NakRemoteAccess, transport.WCRemAccessErr
+		if errors.Is(err, mem.ErrAlign) {
+			syn, st = wire.NakInvalidRequest, transport.WCRemInvReqErr
+		}
+		r.classCLocked(qp, out, syn, psn, st)
+		return
+	}
+	var orig uint64
+	if p.Opcode.Op() == wire.RCCompareSwap.Op() {
+		orig = qp.cfg.Mem.CompareSwap(b, a.Compare(), a.SwapAdd())
+	} else {
+		orig = qp.cfg.Mem.FetchAdd(b, a.SwapAdd())
+	}
+	res := r.newResource()
+	*res = resource{kind: resAtomic, firstPSN: psn, lastPSN: psn, va: a.VA(), rkey: a.RKey(), orig: orig, opcode: p.Opcode}
+	r.msn++
+	r.psn = psn.Next()
+	r.flushAckLocked(qp, out)
+	r.sendAtomicAckLocked(qp, out, psn, orig)
+}
+
+func (r *responder) newResource() *resource {
+	res := &r.resources[r.nextRes]
+	r.nextRes = (r.nextRes + 1) % len(r.resources)
+	return res
+}
+
+// acceptLocked finishes an executed SEND or WRITE packet: the expected
+// PSN moves on, MSN counts completed messages, and an AckReq packet is
+// acknowledged (coalesced with later ones of the same pass).
+func (r *responder) acceptLocked(qp *QP, p *wire.Packet, out transport.Output) {
+	if p.Is(wire.MaskEnd) {
+		r.msn++
+	}
+	r.psn = p.PSN().Next()
+	if !qp.isRC() || !p.AckReq() {
+		return
+	}
+	if r.ackPending {
+		qp.cfg.Counters.AckDeferred.Add(1)
+	}
+	r.ackPending, r.ackPSN = true, p.PSN()
+}
+
+// flushAckLocked sends the pending coalesced ACK, if any.
+func (r *responder) flushAckLocked(qp *QP, out transport.Output) {
+	if !r.ackPending {
+		return
+	}
+	r.ackPending = false
+	r.sendAckLocked(qp, out, wire.AckUnlimited, r.ackPSN)
+}
+
+func (r *responder) sendAckLocked(qp *QP, out transport.Output, syn wire.Syndrome, psn wire.PSN) {
+	h := wire.Headers{}
+	h.BTH.Opcode = wire.RCAck
+	h.BTH.PSN = psn
+	h.AETH = wire.AETHFields{Syndrome: syn, MSN: r.msn & wire.QPNMask}
+	b, n := qp.startPacket(out, &h)
+	qp.finishPacket(out, b, n, 0)
+}
+
+func (r *responder) sendAtomicAckLocked(qp *QP, out transport.Output, psn wire.PSN, orig uint64) {
+	h := wire.Headers{}
+	h.BTH.Opcode = wire.RCAtomicAck
+	h.BTH.PSN = psn
+	h.AETH = wire.AETHFields{Syndrome: wire.AckUnlimited, MSN: r.msn & wire.QPNMask}
+	h.AtomicAckETH.Orig = orig
+	b, n := qp.startPacket(out, &h)
+	qp.finishPacket(out, b, n, 0)
+}
+
+// nakLocked sends a NAK or RNR NAK now, after any pending ACK.
+func (r *responder) nakLocked(qp *QP, out transport.Output, syn wire.Syndrome, psn wire.PSN) {
+	r.flushAckLocked(qp, out)
+	r.sendAckLocked(qp, out, syn, psn)
+}
+
+// classCLocked handles a fatal request error (IBTA 9.9.2.4 class C
+// errors; rxe do_class_ac_error): NAK the packet and move the QP to
+// ERR. st, when not success, completes the receive WQE in use.
+func (r *responder) classCLocked(qp *QP, out transport.Output, syn wire.Syndrome, psn wire.PSN, st transport.WCStatus) {
+	ctr := qp.cfg.Counters
+	switch syn {
+	case wire.NakRemoteAccess:
+		ctr.RemoteAccessErr.Add(1)
+	case wire.NakInvalidRequest:
+		ctr.InvalidRequestErr.Add(1)
+	case wire.NakRemoteOp:
+		ctr.RemoteOpErr.Add(1)
+	}
+	r.nakLocked(qp, out, syn, psn)
+	if st != transport.WCSuccess && r.haveWQE {
+		r.completeRecvLocked(qp, st, nil)
+	}
+	switch syn {
+	case wire.NakRemoteAccess:
+		qp.events = append(qp.events, EventAccessErr)
+	default:
+		qp.events = append(qp.events, EventReqErr)
+	}
+	qp.toErrorLocked()
+}
+
+// completeRecvLocked completes the receive WQE in use. p is the packet
+// that ended the message (for immediate data, invalidation and SE).
+func (r *responder) completeRecvLocked(qp *QP, st transport.WCStatus, p *wire.Packet) {
+	if !r.haveWQE {
+		return
+	}
+	r.haveWQE = false
+	wc := transport.WorkCompletion{
+		WRID:   r.wqe.WRID,
+		Status: st,
+		Opcode: transport.WCRecv,
+		QPNum:  qp.cfg.QPN,
+		SrcQP:  qp.attr.DestQPN,
+	}
+	solicited := false
+	if st == transport.WCSuccess && p != nil {
+		wc.ByteLen = uint32(r.recvOff)
+		if p.Is(wire.MaskWrite) {
+			// RECV_RDMA_WITH_IMM reports the WRITE's length (rxe do_complete).
+			wc.Opcode = transport.WCRecvRDMAWithImm
+			wc.ByteLen = r.wrLen
+		}
+		if im := p.ImmDt(); im != nil {
+			wc.Flags |= transport.WCWithImm
+			wc.Imm = im.Imm()
+		}
+		if ie := p.IETH(); ie != nil {
+			wc.Flags |= transport.WCWithInv
+			wc.Imm = ie.RKey()
+		}
+		solicited = p.SE()
+	}
+	if !qp.cfg.RecvCQ.Push(&wc, solicited) {
+		qp.toErrorLocked()
+	}
+}
+
+// duplicateLocked answers a request whose PSN is before the expected one
+// (IBTA 9.7.5.1.5; rxe_resp.c duplicate_request): SEND and WRITE are
+// acknowledged again without re-execution (C9-105), READ is replayed from
+// the responder resource, an atomic's stored result is sent again
+// without executing it twice.
+func (r *responder) duplicateLocked(qp *QP, p *wire.Packet, out transport.Output) {
+	psn := p.PSN()
+	switch {
+	case p.Is(wire.MaskSend) || p.Is(wire.MaskWrite):
+		r.nakLocked(qp, out, wire.AckUnlimited, r.psn.Sub(1))
+	case p.Is(wire.MaskRead):
+		res := r.findResource(resRead, psn)
+		if res == nil {
+			return // not found: silently dropped (class D)
+		}
+		reth := p.RETH()
+		off := reth.VA() - res.va
+		if reth.VA() < res.va || reth.RKey() != res.rkey || off+uint64(reth.DMALen()) > uint64(res.length) ||
+			off != uint64(psn.Diff(res.firstPSN))*uint64(qp.pmtu) {
+			return // not the same READ or a sub-range of it
+		}
+		data, err := qp.cfg.Mem.Remote(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), reth.DMALen(), transport.AccessRemoteRead)
+		if err != nil {
+			return
+		}
+		r.flushAckLocked(qp, out)
+		r.reply = readReply{active: true, psn: psn, data: data, first: true}
+	case p.Is(wire.MaskAtomic):
+		res := r.findResource(resAtomic, psn)
+		if res == nil || res.firstPSN != psn {
+			return
+		}
+		r.flushAckLocked(qp, out)
+		r.sendAtomicAckLocked(qp, out, psn, res.orig)
+	}
+}
+
+func (r *responder) findResource(k resKind, psn wire.PSN) *resource {
+	for i := range r.resources {
+		res := &r.resources[i]
+		if res.kind == k && !psn.Before(res.firstPSN) && !psn.After(res.lastPSN) {
+			return res
+		}
+	}
+	return nil
+}
+
+// readReplyLocked sends up to budget packets of the READ reply in
+// progress and reports whether any remain (rxe_resp.c read_reply).
+func (r *responder) readReplyLocked(qp *QP, out transport.Output) bool {
+	rp := &r.reply
+	for sent := 0; rp.active && sent < budget; sent++ {
+		n := min(len(rp.data), qp.pmtu)
+		last := n == len(rp.data)
+		h := wire.Headers{}
+		switch {
+		case rp.first && last:
+			h.BTH.Opcode = wire.RCReadResponseOnly
+		case rp.first:
+			h.BTH.Opcode = wire.RCReadResponseFirst
+		case last:
+			h.BTH.Opcode = wire.RCReadResponseLast
+		default:
+			h.BTH.Opcode = wire.RCReadResponseMiddle
+		}
+		h.BTH.PSN = rp.psn
+		h.AETH = wire.AETHFields{Syndrome: wire.AckUnlimited, MSN: r.msn & wire.QPNMask}
+		b, hdr := qp.startPacket(out, &h)
+		copy(b[hdr:], rp.data[:n])
+		qp.finishPacket(out, b, hdr, n)
+		rp.data = rp.data[n:]
+		rp.psn = rp.psn.Next()
+		rp.first = false
+		if last {
+			*rp = readReply{}
+		}
+	}
+	return rp.active
+}
+
+// ucRequestLocked is the UC responder: no ACKs or NAKs; a PSN gap or an
+// out-of-sequence opcode drops the message in progress and everything up
+// to the next FIRST/ONLY, and a dropped message consumes no receive WQE
+// (IBTA 9.8.3; rxe_resp.c check_psn / check_op_seq for UC).
+func (r *responder) ucRequestLocked(qp *QP, p *wire.Packet) {
+	ctr := qp.cfg.Counters
+	psn := p.PSN()
+	if p.Is(wire.MaskStart) {
+		r.abortUCLocked()
+		r.psn = psn
+	} else if r.drop || !r.inMsg || psn != r.psn || !p.Is(r.msgKind) {
+		ctr.DropUCMessage.Add(1)
+		r.abortUCLocked()
+		r.drop = true
+		r.psn = psn.Next()
+		return
+	}
+	if p.CheckPMTU(qp.pmtu) != nil {
+		ctr.DropLength.Add(1)
+		r.abortUCLocked()
+		r.drop = true
+		return
+	}
+	var discard nopOutput
+	switch {
+	case p.Is(wire.MaskSend):
+		if p.Is(wire.MaskStart) && !r.takeWQELocked(qp) {
+			ctr.DropUCMessage.Add(1) // no receive WQE: the message is dropped
+			r.drop = true
+			return
+		}
+		if r.recvOff+uint64(len(p.Payload)) > r.wqe.Length || scatter(qp, r.wqe.SGList, r.recvOff, p.Payload) != nil {
+			ctr.DropLength.Add(1)
+			r.abortUCLocked()
+			r.drop = true
+			return
+		}
+		r.recvOff += uint64(len(p.Payload))
+		r.inMsg, r.msgKind = !p.Is(wire.MaskEnd), wire.MaskSend
+		if p.Is(wire.MaskEnd) {
+			ctr.RDMARecvs.Add(1)
+			r.completeRecvLocked(qp, transport.WCSuccess, p)
+		}
+	case p.Is(wire.MaskWrite):
+		if reth := p.RETH(); reth != nil {
+			data, err := qp.cfg.Mem.Remote(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), reth.DMALen(), transport.AccessRemoteWrite)
+			if err != nil || qp.attr.AccessFlags&transport.AccessRemoteWrite == 0 {
+				ctr.DropUCMessage.Add(1)
+				r.drop = true
+				return
+			}
+			r.wrData, r.wrLen = data, reth.DMALen()
+		}
+		n := len(p.Payload)
+		if n > len(r.wrData) || (p.Is(wire.MaskEnd) && n != len(r.wrData)) {
+			ctr.DropLength.Add(1)
+			r.abortUCLocked()
+			r.drop = true
+			return
+		}
+		if p.Is(wire.MaskImmediate) && !r.takeWQELocked(qp) {
+			ctr.DropUCMessage.Add(1)
+			r.abortUCLocked()
+			r.drop = true
+			return
+		}
+		copy(r.wrData, p.Payload)
+		r.wrData = r.wrData[n:]
+		r.inMsg, r.msgKind = !p.Is(wire.MaskEnd), wire.MaskWrite
+		if p.Is(wire.MaskImmediate) {
+			r.completeRecvLocked(qp, transport.WCSuccess, p)
+		}
+	default:
+		ctr.DropNoQP.Add(1)
+		return
+	}
+	r.drop = false
+	r.acceptLocked(qp, p, &discard)
+}
+
+// abortUCLocked abandons a partly received UC message; its receive WQE
+// stays with the QP for the next message.
+func (r *responder) abortUCLocked() {
+	r.inMsg = false
+	r.recvOff = 0
+	r.wrData = nil
+}
+
+// nopOutput is an Output for paths that never send.
+type nopOutput struct{}
+
+func (nopOutput) Buf() []byte           { return nil }
+func (nopOutput) Send(int, *wire.Encap) {}

@@ -1,0 +1,151 @@
+package verbs_test
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/verbs"
+)
+
+// end is one side of a connected test pair.
+type end struct {
+	dev *verbs.Device
+	pd  *verbs.PD
+	cq  *verbs.CQ
+	qp  *verbs.QP
+	buf []byte
+	mr  *verbs.MR
+}
+
+type pairOpts struct {
+	typ     verbs.QPType
+	mtu     verbs.MTU
+	bufSize int
+	access  verbs.Access
+	timeout uint8
+	retry   uint8
+	rnr     uint8
+	sqPSN   uint32
+	rqPSN   uint32
+	cqe     int
+	maxWR   uint32
+}
+
+func (o *pairOpts) defaults() {
+	if o.typ == 0 {
+		o.typ = verbs.QPTypeRC
+	}
+	if o.mtu == 0 {
+		o.mtu = verbs.MTU1024
+	}
+	if o.bufSize == 0 {
+		o.bufSize = 1 << 16
+	}
+	if o.access == 0 {
+		o.access = verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic
+	}
+	if o.cqe == 0 {
+		o.cqe = 1024
+	}
+	if o.maxWR == 0 {
+		o.maxWR = 256
+	}
+}
+
+// newPair makes two devices on f at 10.0.0.1 and 10.0.0.2 with connected
+// QPs in RTS; it registers cleanup that closes both devices.
+func newPair(t testing.TB, f *fabric.Fabric, o pairOpts) (a, b *end) {
+	t.Helper()
+	o.defaults()
+	a = newEnd(t, f, netip.MustParseAddr("10.0.0.1"), o)
+	b = newEnd(t, f, netip.MustParseAddr("10.0.0.2"), o)
+	connect(t, a, b, o, o.sqPSN, o.rqPSN)
+	connect(t, b, a, o, o.rqPSN, o.sqPSN)
+	return a, b
+}
+
+func newEnd(t testing.TB, f *fabric.Fabric, addr netip.Addr, o pairOpts) *end {
+	t.Helper()
+	ep, err := f.Attach(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := verbs.Open(verbs.Config{Link: ep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	e := &end{dev: dev, buf: make([]byte, o.bufSize)}
+	if e.pd, err = dev.AllocPD(); err != nil {
+		t.Fatal(err)
+	}
+	if e.cq, err = dev.CreateCQ(o.cqe, nil); err != nil {
+		t.Fatal(err)
+	}
+	if e.mr, err = e.pd.RegMR(e.buf, o.access); err != nil {
+		t.Fatal(err)
+	}
+	e.qp, err = e.pd.CreateQP(verbs.QPInitAttr{Type: o.typ, SendCQ: e.cq, RecvCQ: e.cq,
+		Cap: verbs.QPCap{MaxSendWR: o.maxWR, MaxRecvWR: o.maxWR, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// connect moves e's QP to RTS towards peer, the way ibv_rc_pingpong does.
+func connect(t testing.TB, e, peer *end, o pairOpts, sqPSN, rqPSN uint32) {
+	t.Helper()
+	access := verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic
+	if o.typ == verbs.QPTypeUC {
+		access = verbs.AccessRemoteWrite
+	}
+	must(t, e.qp.Modify(&verbs.QPAttr{State: verbs.QPStateInit, PKeyIndex: 0, PortNum: 1, AccessFlags: access},
+		verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags))
+	rtr := verbs.QPAttr{State: verbs.QPStateRTR, PathMTU: o.mtu, DestQPN: peer.qp.QPN(), RQPSN: rqPSN,
+		AHAttr: verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GlobalRoute{DGID: peer.dev.Addr(), HopLimit: 1}}}
+	mask := verbs.QPAttrState | verbs.QPAttrAV | verbs.QPAttrPathMTU | verbs.QPAttrDestQPN | verbs.QPAttrRQPSN
+	if o.typ == verbs.QPTypeRC {
+		rtr.MaxDestRdAtomic, rtr.MinRNRTimer = 16, 12
+		mask |= verbs.QPAttrMaxDestRdAtomic | verbs.QPAttrMinRNRTimer
+	}
+	must(t, e.qp.Modify(&rtr, mask))
+	rts := verbs.QPAttr{State: verbs.QPStateRTS, SQPSN: sqPSN}
+	mask = verbs.QPAttrState | verbs.QPAttrSQPSN
+	if o.typ == verbs.QPTypeRC {
+		rts.Timeout, rts.RetryCnt, rts.RNRRetry, rts.MaxRdAtomic = o.timeout, o.retry, o.rnr, 16
+		mask |= verbs.QPAttrTimeout | verbs.QPAttrRetryCnt | verbs.QPAttrRNRRetry | verbs.QPAttrMaxQPRdAtomic
+	}
+	must(t, e.qp.Modify(&rts, mask))
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitWC polls cq until n completions arrived. Tests run in a
+// testing/synctest bubble, so the sleeps are on fake time: the loop
+// advances only when every engine goroutine is idle, and the bound of a
+// minute of fake time covers every retransmission the tests provoke.
+func waitWC(t testing.TB, cq *verbs.CQ, n int) []verbs.WorkCompletion {
+	t.Helper()
+	var got []verbs.WorkCompletion
+	buf := make([]verbs.WorkCompletion, 16)
+	deadline := time.Now().Add(time.Minute)
+	for len(got) < n {
+		k := cq.Poll(buf)
+		got = append(got, buf[:k]...)
+		if k == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("got %d completions, want %d: %+v", len(got), n, got)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return got
+}

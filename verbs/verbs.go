@@ -1,0 +1,324 @@
+// Package verbs is softnic's public RDMA API: libibverbs in Go. Each type
+// and method maps one-to-one to a libibverbs object or call, so its man
+// pages apply: Device (ibv_context), PD, MR, CQ, CompChannel, QP and the
+// work-request and completion types.
+//
+// A Device is a software NIC bound to one address on a link: the
+// in-memory fabric (package fabric) for tests, or a UDP socket on port
+// 4791 to talk to any RoCEv2 peer. Errors wrap the errno values
+// libibverbs returns (EINVAL, ENOMEM, EBUSY, ...): test them with
+// errors.Is.
+package verbs
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/softnic/softnic/clock"
+	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/nic/mem"
+	"github.com/softnic/softnic/transport"
+)
+
+// The verbs value types are libibverbs' structs and enums.
+type (
+	QPType         = transport.QPType
+	QPState        = transport.QPState
+	AttrMask       = transport.AttrMask
+	QPAttr         = transport.QPAttr
+	QPCap          = transport.QPCap
+	AHAttr         = transport.AHAttr
+	GlobalRoute    = transport.GRH
+	MTU            = transport.MTU
+	Access         = transport.Access
+	SGE            = transport.SGE
+	SendWR         = transport.SendWR
+	RecvWR         = transport.RecvWR
+	WROpcode       = transport.WROpcode
+	SendFlags      = transport.SendFlags
+	WorkCompletion = transport.WorkCompletion
+	WCStatus       = transport.WCStatus
+	WCOpcode       = transport.WCOpcode
+	WCFlags        = transport.WCFlags
+	DeviceAttr     = nic.DeviceAttr
+	AsyncEvent     = nic.AsyncEvent
+	Counters       = transport.Counters
+)
+
+// Constants re-exported from package transport, with libibverbs' names.
+const (
+	QPTypeRC = transport.QPTypeRC
+	QPTypeUC = transport.QPTypeUC
+	QPTypeUD = transport.QPTypeUD
+
+	QPStateReset = transport.QPStateReset
+	QPStateInit  = transport.QPStateInit
+	QPStateRTR   = transport.QPStateRTR
+	QPStateRTS   = transport.QPStateRTS
+	QPStateSQD   = transport.QPStateSQD
+	QPStateSQE   = transport.QPStateSQE
+	QPStateErr   = transport.QPStateErr
+
+	QPAttrState            = transport.AttrState
+	QPAttrCurState         = transport.AttrCurState
+	QPAttrEnSQDAsyncNotify = transport.AttrEnSQDAsyncNotify
+	QPAttrAccessFlags      = transport.AttrAccessFlags
+	QPAttrPKeyIndex        = transport.AttrPKeyIndex
+	QPAttrPort             = transport.AttrPort
+	QPAttrQKey             = transport.AttrQKey
+	QPAttrAV               = transport.AttrAV
+	QPAttrPathMTU          = transport.AttrPathMTU
+	QPAttrTimeout          = transport.AttrTimeout
+	QPAttrRetryCnt         = transport.AttrRetryCnt
+	QPAttrRNRRetry         = transport.AttrRNRRetry
+	QPAttrRQPSN            = transport.AttrRQPSN
+	QPAttrMaxQPRdAtomic    = transport.AttrMaxQPRdAtomic
+	QPAttrMinRNRTimer      = transport.AttrMinRNRTimer
+	QPAttrSQPSN            = transport.AttrSQPSN
+	QPAttrMaxDestRdAtomic  = transport.AttrMaxDestRdAtomic
+	QPAttrDestQPN          = transport.AttrDestQPN
+
+	MTU256  = transport.MTU256
+	MTU512  = transport.MTU512
+	MTU1024 = transport.MTU1024
+	MTU2048 = transport.MTU2048
+	MTU4096 = transport.MTU4096
+
+	AccessLocalWrite      = transport.AccessLocalWrite
+	AccessRemoteWrite     = transport.AccessRemoteWrite
+	AccessRemoteRead      = transport.AccessRemoteRead
+	AccessRemoteAtomic    = transport.AccessRemoteAtomic
+	AccessMWBind          = transport.AccessMWBind
+	AccessZeroBased       = transport.AccessZeroBased
+	AccessFlushGlobal     = transport.AccessFlushGlobal
+	AccessFlushPersistent = transport.AccessFlushPersistent
+
+	WRRDMAWrite         = transport.WRRDMAWrite
+	WRRDMAWriteWithImm  = transport.WRRDMAWriteWithImm
+	WRSend              = transport.WRSend
+	WRSendWithImm       = transport.WRSendWithImm
+	WRRDMARead          = transport.WRRDMARead
+	WRAtomicCmpAndSwp   = transport.WRAtomicCmpAndSwp
+	WRAtomicFetchAndAdd = transport.WRAtomicFetchAndAdd
+	WRLocalInv          = transport.WRLocalInv
+	WRBindMW            = transport.WRBindMW
+	WRSendWithInv       = transport.WRSendWithInv
+	WRFlush             = transport.WRFlush
+	WRAtomicWrite       = transport.WRAtomicWrite
+
+	SendFence     = transport.SendFence
+	SendSignaled  = transport.SendSignaled
+	SendSolicited = transport.SendSolicited
+	SendInline    = transport.SendInline
+
+	WCSuccess        = transport.WCSuccess
+	WCLocLenErr      = transport.WCLocLenErr
+	WCLocQPOpErr     = transport.WCLocQPOpErr
+	WCLocProtErr     = transport.WCLocProtErr
+	WCWRFlushErr     = transport.WCWRFlushErr
+	WCMWBindErr      = transport.WCMWBindErr
+	WCBadRespErr     = transport.WCBadRespErr
+	WCLocAccessErr   = transport.WCLocAccessErr
+	WCRemInvReqErr   = transport.WCRemInvReqErr
+	WCRemAccessErr   = transport.WCRemAccessErr
+	WCRemOpErr       = transport.WCRemOpErr
+	WCRetryExcErr    = transport.WCRetryExcErr
+	WCRNRRetryExcErr = transport.WCRNRRetryExcErr
+	WCFatalErr       = transport.WCFatalErr
+	WCGeneralErr     = transport.WCGeneralErr
+
+	WCSend            = transport.WCSend
+	WCRDMAWrite       = transport.WCRDMAWrite
+	WCRDMARead        = transport.WCRDMARead
+	WCCompSwap        = transport.WCCompSwap
+	WCFetchAdd        = transport.WCFetchAdd
+	WCRecv            = transport.WCRecv
+	WCRecvRDMAWithImm = transport.WCRecvRDMAWithImm
+
+	WCWithImm = transport.WCWithImm
+	WCWithInv = transport.WCWithInv
+	WCGRH     = transport.WCGRH
+)
+
+// Config configures a Device.
+type Config struct {
+	// Link carries the device's packets: a fabric endpoint or a UDP link.
+	Link nic.Link
+	// Clock drives the transport's timers; nil means the wall clock.
+	Clock clock.Clock
+	// Processors is the number of engine goroutines (0: GOMAXPROCS, ≤ 4).
+	Processors int
+	// PeerPort is the UDP port peers receive on (default 4791).
+	PeerPort uint16
+	// Name is the device name (default "softnic0").
+	Name string
+}
+
+// Device is an open RDMA device: ibv_context of one softnic NIC.
+type Device struct {
+	n *nic.NIC
+}
+
+// Open starts a device on cfg.Link (ibv_open_device).
+func Open(cfg Config) (*Device, error) {
+	n, err := nic.New(nic.Config{Link: cfg.Link, Clock: cfg.Clock, Processors: cfg.Processors,
+		PeerPort: cfg.PeerPort, Name: cfg.Name})
+	if err != nil {
+		return nil, errno(err)
+	}
+	return &Device{n: n}, nil
+}
+
+// Close stops the device and its engine goroutines (ibv_close_device).
+func (d *Device) Close() error { return d.n.Close() }
+
+// Name returns the device name (ibv_get_device_name).
+func (d *Device) Name() string { return d.n.Name() }
+
+// Addr returns the IP address the device is bound to.
+func (d *Device) Addr() netip.Addr { return d.n.Addr() }
+
+// QueryDevice returns the device attributes (ibv_query_device).
+func (d *Device) QueryDevice() DeviceAttr { return d.n.QueryDevice() }
+
+// Counters returns the device's live protocol counters (rxe hw_counters).
+func (d *Device) Counters() *Counters { return d.n.Counters() }
+
+// PortAttr is a port's attributes (struct ibv_port_attr), as rxe reports
+// them (rxe.c rxe_init_port_param).
+type PortAttr struct {
+	State        uint8 // 4 = IBV_PORT_ACTIVE
+	MaxMTU       MTU
+	ActiveMTU    MTU
+	GIDTblLen    int
+	PortCapFlags uint32
+	MaxMsgSz     uint64
+	PKeyTblLen   uint16
+	LID          uint16
+	SMLID        uint16
+	LMC          uint8
+	MaxVLNum     uint8
+	ActiveWidth  uint8 // 1 = 1X
+	ActiveSpeed  uint8 // 1 = SDR (2.5 Gb/s)
+	PhysState    uint8 // 5 = LinkUp
+	LinkLayer    uint8 // 2 = IBV_LINK_LAYER_ETHERNET
+}
+
+// Port state and link-layer values.
+const (
+	PortActive        = 4
+	LinkLayerEthernet = 2
+	PortCapCMSup      = 1 << 16 // IB_PORT_CM_SUP
+)
+
+// QueryPort returns port 1's attributes (ibv_query_port). The active MTU
+// is 4096: softnic has no netdev MTU; a QP's path MTU is what bounds it.
+func (d *Device) QueryPort(port uint8) (PortAttr, error) {
+	if port != 1 {
+		return PortAttr{}, fmt.Errorf("%w: port %d (the device has port 1)", EINVAL, port)
+	}
+	return PortAttr{
+		State: PortActive, MaxMTU: MTU4096, ActiveMTU: MTU4096, GIDTblLen: 1,
+		PortCapFlags: PortCapCMSup, MaxMsgSz: uint64(d.n.QueryDevice().MaxMsgSize), PKeyTblLen: 1,
+		MaxVLNum: 1, ActiveWidth: 1, ActiveSpeed: 1, PhysState: 5, LinkLayer: LinkLayerEthernet,
+	}, nil
+}
+
+// GID is a 16-byte global identifier; for RoCEv2 an IPv6 address or an
+// IPv4-mapped one.
+type GID [16]byte
+
+// Addr returns the GID as an address (IPv4 for IPv4-mapped GIDs).
+func (g GID) Addr() netip.Addr { return netip.AddrFrom16(g).Unmap() }
+
+// String formats the GID as ibv_devinfo does (an IPv6 address).
+func (g GID) String() string { return netip.AddrFrom16(g).String() }
+
+// GIDFromAddr returns the RoCEv2 GID of an IP address.
+func GIDFromAddr(a netip.Addr) GID { return GID(netip.AddrFrom16(a.As16()).As16()) }
+
+// QueryGID returns GID index of port 1 (ibv_query_gid). softnic's table
+// has one entry, the device address (a RoCEv2 GID).
+func (d *Device) QueryGID(port uint8, index int) (GID, error) {
+	if port != 1 || index != 0 {
+		return GID{}, fmt.Errorf("%w: GID %d/%d (the table has port 1 index 0)", EINVAL, port, index)
+	}
+	return GID(d.n.GID()), nil
+}
+
+// AsyncEvents returns the asynchronous events queued since the last call
+// (ibv_get_async_event without blocking) and a channel signalled when
+// more arrive.
+func (d *Device) AsyncEvents() ([]AsyncEvent, <-chan struct{}) {
+	return d.n.AsyncEvents(), d.n.AsyncReady()
+}
+
+// PD is a protection domain (ibv_pd).
+type PD struct {
+	d  *Device
+	pd *mem.PD
+}
+
+// AllocPD allocates a protection domain (ibv_alloc_pd).
+func (d *Device) AllocPD() (*PD, error) {
+	pd, err := d.n.Mem().AllocPD()
+	if err != nil {
+		return nil, errno(err)
+	}
+	return &PD{d: d, pd: pd}, nil
+}
+
+// Dealloc frees the PD (ibv_dealloc_pd); EBUSY while objects use it.
+func (pd *PD) Dealloc() error { return errno(pd.d.n.Mem().DeallocPD(pd.pd)) }
+
+// Handle returns the PD's handle.
+func (pd *PD) Handle() uint32 { return pd.pd.Handle() }
+
+// MR is a registered memory region (ibv_mr).
+type MR struct {
+	pd *PD
+	mr *mem.MR
+}
+
+// RegMR registers buf (ibv_reg_mr): its address for lkey/rkey access is
+// the buffer's own address, as for a C program.
+func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
+	mr, err := pd.d.n.Mem().RegMR(pd.pd, buf, 0, false, access)
+	if err != nil {
+		return nil, errno(err)
+	}
+	return &MR{pd: pd, mr: mr}, nil
+}
+
+// RegMRIOVA registers buf with iova as the address of its first byte
+// (ibv_reg_mr_iova).
+func (pd *PD) RegMRIOVA(buf []byte, iova uint64, access Access) (*MR, error) {
+	mr, err := pd.d.n.Mem().RegMR(pd.pd, buf, iova, true, access)
+	if err != nil {
+		return nil, errno(err)
+	}
+	return &MR{pd: pd, mr: mr}, nil
+}
+
+// Dereg deregisters the region (ibv_dereg_mr).
+func (mr *MR) Dereg() error { return errno(mr.pd.d.n.Mem().DeregMR(mr.mr)) }
+
+// LKey returns the local key.
+func (mr *MR) LKey() uint32 { return mr.mr.LKey() }
+
+// RKey returns the remote key.
+func (mr *MR) RKey() uint32 { return mr.mr.RKey() }
+
+// Addr returns the address of the region's first byte.
+func (mr *MR) Addr() uint64 { return mr.mr.Addr() }
+
+// Len returns the region's length.
+func (mr *MR) Len() uint64 { return mr.mr.Len() }
+
+// Buf returns the registered memory.
+func (mr *MR) Buf() []byte { return mr.mr.Bytes() }
+
+// SGE returns an SGE for bytes [off, off+n) of the region.
+func (mr *MR) SGE(off, n int) SGE {
+	return SGE{Addr: mr.Addr() + uint64(off), Length: uint32(n), LKey: mr.LKey()}
+}

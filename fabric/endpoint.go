@@ -1,0 +1,144 @@
+package fabric
+
+import (
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"github.com/softnic/softnic/nic"
+)
+
+// Endpoint is one address on a Fabric: a nic.Link whose datagrams travel
+// through the fabric. It is safe for concurrent use.
+type Endpoint struct {
+	f      *Fabric
+	addr   netip.Addr // as attached
+	key    netip.Addr // canonical
+	stats  counters
+	closed atomic.Bool // mirrors qclosed for the lock-free check in WriteBatch
+
+	mu      sync.Mutex
+	cond    sync.Cond // L is &mu; signalled when the queue gains frames or closes
+	q       []*frame  // receive ring of QueueLen frames; guarded by mu
+	head    int       // guarded by mu
+	n       int       // guarded by mu
+	qclosed bool      // guarded by mu
+}
+
+var _ nic.Link = (*Endpoint)(nil)
+
+// LocalAddr returns the address the endpoint was attached at.
+func (e *Endpoint) LocalAddr() netip.Addr { return e.addr }
+
+// BatchSize returns Config.BatchSize.
+func (e *Endpoint) BatchSize() int { return e.f.batchSize }
+
+// Stats returns the endpoint's counters: Sent and the drops of what it
+// sent (no route, impairment, filter, oversize) and what the fabric did to
+// it (duplicated, corrupted, reordered, delayed) on the sending side;
+// Delivered and DropQueueFull on the receiving side.
+func (e *Endpoint) Stats() Stats { return e.stats.snapshot() }
+
+// WriteBatch offers msgs to the fabric and returns len(msgs): every
+// datagram is accepted, then delivered or dropped and counted. Each Buf is
+// copied, so the caller may reuse it at once. A datagram whose Encap.Src is
+// unset is sent from the endpoint's address; it is routed to the endpoint
+// at Encap.Dst. WriteBatch never blocks; after Close it returns
+// nic.ErrLinkClosed.
+func (e *Endpoint) WriteBatch(msgs []nic.Datagram) (int, error) {
+	if e.closed.Load() {
+		return 0, nic.ErrLinkClosed
+	}
+	h := e.f.hooks.Load()
+	for i := range msgs {
+		e.f.send(e, &msgs[i], h)
+	}
+	return len(msgs), nil
+}
+
+// ReadBatch blocks until at least one datagram has arrived, then fills
+// msgs[:n] with up to len(msgs) datagrams in arrival order: Encap as sent
+// (Src filled in if the sender left it unset), Buf resliced within its
+// capacity to the datagram (a datagram longer than cap(Buf) is
+// truncated), ICRCUnverifiable false. It waits on a sync.Cond, so a reader
+// blocked here is durably blocked for testing/synctest. After Close it
+// returns nic.ErrLinkClosed.
+func (e *Endpoint) ReadBatch(msgs []nic.Datagram) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for e.n == 0 && !e.qclosed && len(msgs) > 0 {
+		e.cond.Wait()
+	}
+	if e.qclosed {
+		return 0, nic.ErrLinkClosed
+	}
+	n := 0
+	for n < len(msgs) && e.n > 0 {
+		fr := e.q[e.head]
+		e.q[e.head] = nil
+		e.head++
+		if e.head == len(e.q) {
+			e.head = 0
+		}
+		e.n--
+		m := &msgs[n]
+		m.Encap = fr.enc
+		m.Buf = m.Buf[:copy(m.Buf[:cap(m.Buf)], fr.data)]
+		m.ICRCUnverifiable = false
+		e.f.pool.put(fr)
+		n++
+	}
+	if e.n > 0 {
+		e.cond.Signal() // another reader may take the rest
+	}
+	return n, nil
+}
+
+// Close detaches the endpoint, discards its queued datagrams and unblocks
+// ReadBatch. It is idempotent and always returns nil.
+func (e *Endpoint) Close() error {
+	e.f.detach(e)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.qclosed {
+		return nil
+	}
+	e.qclosed = true
+	e.closed.Store(true)
+	for e.n > 0 {
+		e.f.pool.put(e.q[e.head])
+		e.q[e.head] = nil
+		e.head = (e.head + 1) % len(e.q)
+		e.n--
+	}
+	e.cond.Broadcast()
+	return nil
+}
+
+type enqueueResult uint8
+
+const (
+	enqueued enqueueResult = iota
+	queueFull
+	endpointClosed
+)
+
+// enqueue appends fr to the receive queue and wakes a reader.
+func (e *Endpoint) enqueue(fr *frame) enqueueResult {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.qclosed:
+		return endpointClosed
+	case e.n == len(e.q):
+		return queueFull
+	}
+	i := e.head + e.n
+	if i >= len(e.q) {
+		i -= len(e.q)
+	}
+	e.q[i] = fr
+	e.n++
+	e.cond.Signal()
+	return enqueued
+}

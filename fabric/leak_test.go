@@ -1,0 +1,71 @@
+package fabric
+
+import (
+	"errors"
+	"runtime"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/softnic/softnic/clock"
+	"github.com/softnic/softnic/nic"
+)
+
+// runTraffic exchanges impaired traffic between two endpoints with a
+// reader goroutine each, then closes the fabric and waits for the readers.
+func runTraffic(t *testing.T, f *Fabric, advance func()) {
+	a, _ := f.Attach(addrA)
+	b, _ := f.Attach(addrB)
+	f.SetImpairment(Impairment{Loss: 0.1, Duplicate: 0.1, Reorder: 0.2, Delay: time.Millisecond, Jitter: time.Millisecond})
+	var wg sync.WaitGroup
+	for _, ep := range []*Endpoint{a, b} {
+		wg.Go(func() {
+			msgs := make([]nic.Datagram, 8)
+			for i := range msgs {
+				msgs[i].Buf = make([]byte, 0, nic.MaxDatagram)
+			}
+			for {
+				if _, err := ep.ReadBatch(msgs); err != nil {
+					if !errors.Is(err, nic.ErrLinkClosed) {
+						t.Errorf("ReadBatch: %v", err)
+					}
+					return
+				}
+			}
+		})
+	}
+	sendSeq(t, a, addrB, 200)
+	sendSeq(t, b, addrA, 200)
+	advance()
+	sendSeq(t, a, addrB, 50) // some still in flight at Close
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+}
+
+// TestNoGoroutineLeakSynctest fails (synctest.Test panics) if any goroutine
+// or timer callback of the bubble outlives Close.
+func TestNoGoroutineLeakSynctest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := New(Config{Seed: 7}) // clock.Real: fake time in the bubble
+		runTraffic(t, f, func() { time.Sleep(10 * time.Millisecond) })
+		if got := f.Stats().Delivered.Packets; got == 0 {
+			t.Error("nothing delivered")
+		}
+	})
+}
+
+func TestNoGoroutineLeakManual(t *testing.T) {
+	before := runtime.NumGoroutine()
+	mc := clock.NewManual(t0)
+	f := New(Config{Seed: 7, Clock: mc})
+	runTraffic(t, f, func() { mc.Advance(10 * time.Millisecond) })
+	if after := runtime.NumGoroutine(); after > before {
+		t.Errorf("%d goroutines before, %d after Close", before, after)
+	}
+	if got := mc.Pending(); got != 0 {
+		t.Errorf("%d timers pending after Close", got)
+	}
+}

@@ -19,6 +19,12 @@ import (
 // packet (a 4096-byte PMTU plus headers) and for 64 KiB UDP datagrams.
 const Snaplen = 262144
 
+// DefaultLinkType is the link type tools should write: Ethernet, the
+// link type of rxe's own tcpdump captures and the one every pcap reader
+// handles. tshark 4.0 dissects LinkTypeRaw records as RoCEv2 just as well
+// (TestTsharkDissectsWriter checks both).
+const DefaultLinkType = layers.LinkTypeEthernet
+
 // maxIPPayload is the most an IPv4 total length or IPv6 payload length
 // field can state.
 const maxIPPayload = 0xFFFF

@@ -157,8 +157,9 @@ const (
 // qpStateTable is the kernel's qp_state_table, cell for cell (SMI and GSI
 // columns left out: verbs has no such QP types). A cell that is valid
 // holds for every QP type, with the masks of its column; a type without a
-// column entry takes IBV_QP_STATE only. Note that RESET->ERR is not in the
-// table (the kernel dropped it; IBTA Table 99 has no Reset->Error row).
+// column entry takes IBV_QP_STATE only. RESET->ERR is not in the table:
+// older kernels (v4.x) had the cell, the current one refuses it, and so
+// does softnic.
 var qpStateTable = [QPStateErr + 1][QPStateErr + 1]modifyRule{
 	QPStateReset: {
 		QPStateReset: {valid: true},

@@ -73,7 +73,7 @@ func (e *Encap) putIP(b []byte, payloadLen int) int {
 		b[8] = e.HopLimit
 		b[9] = ipProtoUDP
 		b[10], b[11] = 0, 0
-		src, dst := e.Src.Unmap().As4(), e.Dst.Unmap().As4()
+		src, dst := as4(e.Src), as4(e.Dst)
 		copy(b[12:16], src[:])
 		copy(b[16:20], dst[:])
 		binary.BigEndian.PutUint16(b[10:], ipv4Checksum(b[:IPv4HeaderLen]))
@@ -88,6 +88,15 @@ func (e *Encap) putIP(b []byte, payloadLen int) int {
 	copy(b[8:24], src[:])
 	copy(b[24:40], dst[:])
 	return IPv6HeaderLen
+}
+
+// as4 returns a's IPv4 bytes, or zeros when a is not IPv4: a mixed-family
+// Encap is a caller's bug, and building its header must not panic.
+func as4(a netip.Addr) [4]byte {
+	if a = a.Unmap(); a.Is4() {
+		return a.As4()
+	}
+	return [4]byte{}
 }
 
 func putUDP(b []byte, sport, dport uint16, payloadLen int, csum uint16) {

@@ -235,6 +235,13 @@ func (qp *QP) Modify(attr *transport.QPAttr, mask transport.AttrMask) error {
 	if err := transport.CheckAttrValues(qp.typ, cur, attr, mask, qp.n.qpLimits()); err != nil {
 		return err
 	}
+	if mask&transport.AttrAV != 0 {
+		// The path's GID must be of the NIC's address family: RoCEv2 sends
+		// IPv4 from an IPv4 GID and IPv6 from an IPv6 one.
+		if d := attr.AHAttr.GRH.DGID; !d.IsValid() || d.Unmap().Is4() != qp.n.addr.Unmap().Is4() {
+			return fmt.Errorf("%w: destination GID %v does not match the device address %v", ErrInvalid, d, qp.n.addr)
+		}
+	}
 	return qp.t.Modify(attr, mask)
 }
 

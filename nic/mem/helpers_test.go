@@ -109,3 +109,9 @@ func same(a, b []byte) bool {
 }
 
 func isErr(got, want error) bool { return errors.Is(got, want) }
+
+func accessOf(a uint32) transport.Access { return transport.Access(a) }
+
+func sge(addr uint64, length uint32, key uint32) transport.SGE {
+	return transport.SGE{Addr: addr, Length: length, LKey: key}
+}

@@ -182,7 +182,11 @@ func (c *completer) progressLocked(qp *QP) {
 	c.rnrRetry = qp.attr.RNRRetry
 	qp.retireLocked()
 	if qp.outstandingLocked() {
-		qp.retryDeadline = qp.cfg.Clock.Now().Add(qp.timeout)
+		if qp.retryArmed {
+			qp.retryDeadline = qp.cfg.Clock.Now().Add(qp.timeout)
+		} else {
+			qp.armRetryLocked()
+		}
 	} else {
 		qp.stopRetryLocked()
 	}
@@ -329,10 +333,10 @@ func (qp *QP) armRetryLocked() {
 	if qp.timeout == 0 {
 		return // timeout 0: no retransmit timer at all (rxe_qp.c)
 	}
-	qp.retryDeadline = qp.cfg.Clock.Now().Add(qp.timeout)
 	if qp.retryArmed {
 		return
 	}
+	qp.retryDeadline = qp.cfg.Clock.Now().Add(qp.timeout)
 	qp.retryArmed = true
 	if qp.retryTimer == nil {
 		qp.retryTimer = qp.cfg.Clock.AfterFunc(qp.timeout, qp.onRetryTimer)

@@ -469,6 +469,12 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output) {
 	if r.psn.After(r.highPSN) {
 		r.highPSN = r.psn
 	}
+	if qp.isRC() {
+		// Every request arms the retransmit timer if it is not running
+		// (rxe_req.c: mod_timer when !timer_pending); only progress pushes
+		// its deadline out.
+		qp.armRetryLocked()
+	}
 	if !last {
 		return
 	}
@@ -482,9 +488,7 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output) {
 		// handles UC/UD WQEs at send time).
 		qp.completeSendLocked(w, false)
 		qp.retireLocked()
-		return
 	}
-	qp.armRetryLocked()
 }
 
 // gather copies the WQE's message bytes [off, off+len(dst)) into dst from

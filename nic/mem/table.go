@@ -185,7 +185,8 @@ type PD struct {
 func (pd *PD) Handle() uint32 { return pd.handle }
 
 // Ref records one more user of the PD (a QP, SRQ or AH); DeallocPD fails
-// with ErrBusy until each Ref is matched by Unref.
+// with ErrBusy until each Ref is matched by Unref. Taking a Ref on a PD
+// that DeallocPD has already freed is a caller bug that goes undetected.
 func (pd *PD) Ref() { pd.refs.Add(1) }
 
 // Unref drops a reference taken with Ref. It panics if the count would go

@@ -275,3 +275,30 @@ func TestSourcePorts(t *testing.T) {
 		}
 	}
 }
+
+// TestPutHeadersMixedFamily checks that a mixed-family Encap (a caller's
+// bug) builds an IPv4 header with zeros for the non-IPv4 address instead
+// of panicking.
+func TestPutHeadersMixedFamily(t *testing.T) {
+	tests := []struct {
+		name     string
+		src, dst netip.Addr
+		want     []byte // IPv4 bytes 12..19
+	}{
+		{"IPv6 destination", netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("fe80::1"), []byte{10, 0, 0, 1, 0, 0, 0, 0}},
+		{"zero destination", netip.MustParseAddr("10.0.0.1"), netip.Addr{}, []byte{10, 0, 0, 1, 0, 0, 0, 0}},
+		{"mapped source", netip.MustParseAddr("::ffff:10.0.0.1"), netip.MustParseAddr("10.0.0.2"), []byte{10, 0, 0, 1, 10, 0, 0, 2}},
+	}
+	for _, tt := range tests {
+		e := wire.Encap{Src: tt.src, Dst: tt.dst, SrcPort: 0xC000, DstPort: wire.UDPPort}
+		b := make([]byte, e.HeaderLen())
+		if n := e.PutHeaders(b, 16); n != wire.IPv4HeaderLen+wire.UDPHeaderLen {
+			t.Errorf("%s: PutHeaders = %d, want %d", tt.name, n, wire.IPv4HeaderLen+wire.UDPHeaderLen)
+		}
+		if got := b[12:20]; !bytes.Equal(got, tt.want) {
+			t.Errorf("%s: addresses % x, want % x", tt.name, got, tt.want)
+		}
+		pkt := make([]byte, 16)
+		wire.SetICRC(&e, pkt) // must not panic either
+	}
+}

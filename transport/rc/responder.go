@@ -431,7 +431,12 @@ func (r *responder) duplicateLocked(qp *QP, p *wire.Packet, out transport.Output
 			return
 		}
 		r.flushAckLocked(qp, out)
-		r.reply = readReply{active: true, psn: psn, data: data, first: true}
+		// A replay from the READ's first PSN is a new reply (FIRST/ONLY);
+		// one from inside it continues the original reply with
+		// MIDDLE/LAST, as rxe's read_reply does in
+		// rdatm_res_state_replay and as an rxe requester demands (its
+		// check_ack takes a FIRST only at the WQE's first PSN).
+		r.reply = readReply{active: true, psn: psn, data: data, first: psn == res.firstPSN}
 	case p.Is(wire.MaskAtomic):
 		res := r.findResource(resAtomic, psn)
 		if res == nil || res.firstPSN != psn {

@@ -238,8 +238,13 @@ func (h Header) String() string {
 	return fmt.Sprintf("Header(%d)", uint8(h))
 }
 
-// Len returns the header's length in bytes.
-func (h Header) Len() int { return headerLen[h] }
+// Len returns the header's length in bytes (0 for an undefined header).
+func (h Header) Len() int {
+	if h >= numHeaders {
+		return 0
+	}
+	return headerLen[h]
+}
 
 // Bit returns the presence bit of h in an opcode Mask.
 func (h Header) Bit() Mask { return 1 << h }

@@ -45,6 +45,10 @@ type Config struct {
 	PeerPort uint16
 	// Name names the device ("softnic0" by default).
 	Name string
+	// PortMTU is the port's active MTU (ibv_port_attr.active_mtu), the
+	// largest UD message; 0 means DefaultPortMTU (4096). rxe derives it
+	// from the netdev MTU (1500 gives 1024); set it to match such a peer.
+	PortMTU transport.MTU
 }
 
 // Handler is a QP's transport as the engine drives it.
@@ -82,6 +86,9 @@ type NIC struct {
 	qpMu    sync.RWMutex
 	qps     map[uint32]*qpEntry // guarded by qpMu
 	nextQPN uint32              // guarded by qpMu
+
+	srqs atomic.Int32 // SRQs in existence
+	ahs  atomic.Int32 // address handles in existence
 
 	procs  []*processor
 	seed   maphash.Seed
@@ -144,6 +151,11 @@ func New(cfg Config) (*NIC, error) {
 	if cfg.Name == "" {
 		cfg.Name = "softnic0"
 	}
+	if cfg.PortMTU == 0 {
+		cfg.PortMTU = DefaultPortMTU
+	} else if cfg.PortMTU.Bytes() == 0 {
+		return nil, fmt.Errorf("%w: port MTU enum %d", ErrInvalid, cfg.PortMTU)
+	}
 	n := &NIC{
 		cfg:     cfg,
 		addr:    cfg.Link.LocalAddr(),
@@ -201,6 +213,10 @@ func (n *NIC) Counters() *transport.Counters { return &n.ctr }
 
 // Clock returns the NIC's clock.
 func (n *NIC) Clock() clock.Clock { return n.clock }
+
+// Closed reports whether Close was called: the NIC then refuses new
+// objects, posts and modifies with ErrClosed.
+func (n *NIC) Closed() bool { return n.closed.Load() }
 
 // Close stops the NIC: it closes the link, stops the processors and
 // waits for every engine goroutine to exit. QPs still registered are

@@ -3,6 +3,7 @@ package nic
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/softnic/softnic/nic/cq"
 	"github.com/softnic/softnic/nic/mem"
@@ -132,8 +133,8 @@ type QP struct {
 	rq     *transport.RecvQueue
 	t      *rc.QP
 
-	mu        sync.Mutex // serialises Modify
-	destroyed bool       // guarded by mu
+	mu   sync.Mutex  // serialises Modify and Destroy
+	dead atomic.Bool // destroyed; read without mu by the post paths
 }
 
 // CreateQP creates a QP in the RESET state (ibv_create_qp).
@@ -221,8 +222,11 @@ func (n *NIC) qpLimits() transport.Limits {
 func (qp *QP) Modify(attr *transport.QPAttr, mask transport.AttrMask) error {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
-	if qp.destroyed {
-		return fmt.Errorf("%w: QP destroyed", ErrInvalid)
+	if err := qp.usable(); err != nil {
+		return err
+	}
+	if attr == nil && mask != 0 {
+		return fmt.Errorf("%w: modify QP %#x with mask %v but no attributes", ErrInvalid, qp.qpn, mask)
 	}
 	cur := qp.t.State()
 	next := cur
@@ -239,7 +243,8 @@ func (qp *QP) Modify(attr *transport.QPAttr, mask transport.AttrMask) error {
 		// The path's GID must be of the NIC's address family: RoCEv2 sends
 		// IPv4 from an IPv4 GID and IPv6 from an IPv6 one.
 		if d := attr.AHAttr.GRH.DGID; !d.IsValid() || d.Unmap().Is4() != qp.n.addr.Unmap().Is4() {
-			return fmt.Errorf("%w: destination GID %v does not match the device address %v", ErrInvalid, d, qp.n.addr)
+			return fmt.Errorf("%w: %v: destination GID %v is not of the family of the device address %v",
+				ErrInvalid, transport.AttrAV, d, qp.n.addr)
 		}
 	}
 	return qp.t.Modify(attr, mask)
@@ -251,16 +256,40 @@ func (qp *QP) Query() transport.QPAttr { return qp.t.Query() }
 // State returns the QP's current state.
 func (qp *QP) State() transport.QPState { return qp.t.State() }
 
+// usable reports why the QP cannot be used: destroyed, or its NIC closed.
+func (qp *QP) usable() error {
+	switch {
+	case qp.dead.Load():
+		return fmt.Errorf("%w: QP %#x destroyed", ErrInvalid, qp.qpn)
+	case qp.n.Closed():
+		return fmt.Errorf("%w: QP %#x", ErrClosed, qp.qpn)
+	}
+	return nil
+}
+
 // PostSend posts send work requests (ibv_post_send); on error it returns
 // the index of the first WR not posted.
-func (qp *QP) PostSend(wrs []transport.SendWR) (int, error) { return qp.t.PostSend(wrs) }
+func (qp *QP) PostSend(wrs []transport.SendWR) (int, error) {
+	if err := qp.usable(); err != nil {
+		return 0, err
+	}
+	return qp.t.PostSend(wrs)
+}
 
 // PostSendAll posts every WR of wrs or, if any is refused or the queue
 // cannot take them all, none (ibv_wr_complete).
-func (qp *QP) PostSendAll(wrs []transport.SendWR) error { return qp.t.PostSendAll(wrs) }
+func (qp *QP) PostSendAll(wrs []transport.SendWR) error {
+	if err := qp.usable(); err != nil {
+		return err
+	}
+	return qp.t.PostSendAll(wrs)
+}
 
 // PostRecv posts receive work requests (ibv_post_recv).
 func (qp *QP) PostRecv(wrs []transport.RecvWR) (int, error) {
+	if err := qp.usable(); err != nil {
+		return 0, err
+	}
 	if s := qp.t.State(); s == transport.QPStateReset {
 		return 0, fmt.Errorf("%w: post receive in state %v", transport.ErrState, s)
 	}
@@ -277,10 +306,10 @@ func (qp *QP) PostRecv(wrs []transport.RecvWR) (int, error) {
 func (qp *QP) Destroy() error {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
-	if qp.destroyed {
-		return fmt.Errorf("%w: QP already destroyed", ErrInvalid)
+	if qp.dead.Load() {
+		return fmt.Errorf("%w: QP %#x already destroyed", ErrInvalid, qp.qpn)
 	}
-	qp.destroyed = true
+	qp.dead.Store(true)
 	qp.n.UnregisterQP(qp.qpn)
 	qp.pd.Unref()
 	qp.sendCQ.Unref()

@@ -2,6 +2,9 @@ package verbs
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
 
 	"github.com/softnic/softnic/nic/cq"
 )
@@ -15,23 +18,40 @@ type CompChannel struct {
 // CreateCompChannel makes a completion channel (ibv_create_comp_channel).
 func (d *Device) CreateCompChannel() *CompChannel { return &CompChannel{ch: cq.NewChannel()} }
 
+func (c *CompChannel) ok() bool { return c != nil && c.ch != nil }
+
 // GetEvent blocks until a CQ attached to the channel has a notification
-// and returns it (ibv_get_cq_event); ctx bounds the wait.
+// and returns it (ibv_get_cq_event); ctx bounds the wait, and its error
+// is returned as is when it ends first. Each event must be acknowledged
+// with CQ.AckEvents before the CQ can be destroyed.
 func (c *CompChannel) GetEvent(ctx context.Context) (*CQ, error) {
+	if !c.ok() {
+		return nil, errNil("CompChannel")
+	}
 	q, err := c.ch.Get(ctx)
 	if err != nil {
-		return nil, err
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return nil, err
+		}
+		return nil, errno(err)
 	}
 	return cqOf(q), nil
 }
 
-// Close destroys the channel (ibv_destroy_comp_channel).
-func (c *CompChannel) Close() error { return c.ch.Close() }
+// Close destroys the channel (ibv_destroy_comp_channel): EBUSY while CQs
+// are attached to it, EINVAL when it is already closed.
+func (c *CompChannel) Close() error {
+	if !c.ok() {
+		return errNil("CompChannel")
+	}
+	return errno(c.ch.Close())
+}
 
 // CQ is a completion queue (ibv_cq).
 type CQ struct {
-	d *Device
-	q *cq.CQ
+	d    *Device
+	q    *cq.CQ
+	dead atomic.Bool // destroyed
 }
 
 // cqs maps engine CQs back to their verbs wrappers for GetEvent.
@@ -39,16 +59,27 @@ var cqs = newRegistry[*cq.CQ, *CQ]()
 
 func cqOf(q *cq.CQ) *CQ { c, _ := cqs.get(q); return c }
 
+func (c *CQ) ok() bool { return c != nil && c.q != nil }
+
 // CreateCQ creates a completion queue of at least cqe entries, attached to
-// ch when ch is not nil (ibv_create_cq).
+// ch when ch is not nil (ibv_create_cq). The capacity is rounded up as
+// rxe rounds it (to a power of two minus one); Cap reports it. When the
+// CQ overruns, the device reports EventCQErr with the CQ in
+// AsyncEvent.Other, and the QP whose completion was lost moves to ERR.
 func (d *Device) CreateCQ(cqe int, ch *CompChannel) (*CQ, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	if ch != nil && !ch.ok() {
+		return nil, errNil("CompChannel")
+	}
 	q, err := cq.New(cqe, d.QueryDevice().MaxCQE)
 	if err != nil {
 		return nil, errno(err)
 	}
 	c := &CQ{d: d, q: q}
 	q.SetOverflowHandler(func() {
-		d.n.PostAsync(AsyncEvent{Type: 0 /* IBV_EVENT_CQ_ERR */, Other: c})
+		d.n.PostAsync(AsyncEvent{Type: EventCQErr, Other: c})
 	})
 	if ch != nil {
 		ch.ch.Attach(q)
@@ -59,23 +90,68 @@ func (d *Device) CreateCQ(cqe int, ch *CompChannel) (*CQ, error) {
 
 // Poll copies up to len(wc) completions into wc and returns how many
 // (ibv_poll_cq). It does not allocate.
-func (c *CQ) Poll(wc []WorkCompletion) int { return c.q.Poll(wc) }
+func (c *CQ) Poll(wc []WorkCompletion) int {
+	if !c.ok() {
+		return 0
+	}
+	return c.q.Poll(wc)
+}
 
 // ReqNotify arms the CQ to notify its channel on the next completion, or
 // with solicitedOnly on the next solicited or failed one (ibv_req_notify_cq).
-func (c *CQ) ReqNotify(solicitedOnly bool) error { return errno(c.q.ReqNotify(solicitedOnly)) }
+// An overrun or destroyed CQ cannot be armed (EINVAL).
+func (c *CQ) ReqNotify(solicitedOnly bool) error {
+	if !c.ok() {
+		return errNil("CQ")
+	}
+	return errno(c.q.ReqNotify(solicitedOnly))
+}
 
-// Resize changes the CQ's capacity (ibv_resize_cq).
-func (c *CQ) Resize(cqe int) error { return errno(c.q.Resize(cqe)) }
+// AckEvents acknowledges n completion events GetEvent returned for this
+// CQ (ibv_ack_cq_events); Destroy refuses a CQ with events not
+// acknowledged. Acknowledging more than were returned is EINVAL.
+func (c *CQ) AckEvents(n int) error {
+	if !c.ok() {
+		return errNil("CQ")
+	}
+	ch := c.q.Channel()
+	if ch == nil {
+		if n == 0 {
+			return nil
+		}
+		return fmt.Errorf("%w: ack of %d events on a CQ without a completion channel", EINVAL, n)
+	}
+	return errno(ch.Ack(c.q, n))
+}
+
+// Resize changes the CQ's capacity to at least cqe entries, keeping the
+// completions queued (ibv_resize_cq); EINVAL when cqe is below the number
+// queued or above the device's max_cqe.
+func (c *CQ) Resize(cqe int) error {
+	if !c.ok() {
+		return errNil("CQ")
+	}
+	return errno(c.q.Resize(cqe))
+}
 
 // Cap returns the CQ's capacity.
-func (c *CQ) Cap() int { return c.q.Cap() }
+func (c *CQ) Cap() int {
+	if !c.ok() {
+		return 0
+	}
+	return c.q.Cap()
+}
 
-// Destroy destroys the CQ (ibv_destroy_cq); EBUSY while QPs use it.
+// Destroy destroys the CQ (ibv_destroy_cq): EBUSY while QPs use it or
+// completion events are not acknowledged, EINVAL when it already was.
 func (c *CQ) Destroy() error {
+	if !c.ok() {
+		return errNil("CQ")
+	}
 	if err := c.q.Destroy(); err != nil {
 		return errno(err)
 	}
+	c.dead.Store(true)
 	cqs.del(c.q)
 	return nil
 }

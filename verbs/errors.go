@@ -51,3 +51,9 @@ func errno(err error) error {
 	}
 	return fmt.Errorf("%w: %w", e, err)
 }
+
+// errNil is the error of a method called on a nil or zero-value object:
+// only this package's constructors make usable ones.
+func errNil(what string) error {
+	return fmt.Errorf("%w: %s is nil or was not made by this package", EINVAL, what)
+}

@@ -1,6 +1,7 @@
 package verbs
 
 import (
+	"fmt"
 	"sync"
 
 	"github.com/softnic/softnic/nic"
@@ -8,14 +9,21 @@ import (
 
 // QPInitAttr describes a QP to create (struct ibv_qp_init_attr).
 type QPInitAttr struct {
-	Type   QPType
+	// Type is the transport service: QPTypeRC or QPTypeUC.
+	Type QPType
+	// SendCQ and RecvCQ receive the QP's send and receive completions;
+	// they may be the same CQ.
 	SendCQ *CQ
 	RecvCQ *CQ
-	Cap    QPCap
+	// Cap are the queue sizes asked for; CreateQP refuses sizes above the
+	// device limits and QP.Query reports the sizes the QP got.
+	Cap QPCap
 	// SigAll makes every send WR signaled (sq_sig_all).
 	SigAll bool
 	// SendOpsFlags enables the extended send interface (QP.Ex) for these
 	// operations (ibv_create_qp_ex with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS).
+	// Operations the QP type cannot carry are refused with EOPNOTSUPP, as
+	// rxe refuses them.
 	SendOpsFlags SendOpsFlags
 }
 
@@ -28,10 +36,49 @@ type QP struct {
 	postMu sync.Mutex // serialises PostSend with WrStart..WrComplete
 }
 
-// CreateQP creates a QP in the RESET state (ibv_create_qp).
+func (qp *QP) ok() bool { return qp != nil && qp.qp != nil }
+
+// Send operations the extended interface accepts per QP type (rxe
+// provider RXE_SUP_RC_QP_SEND_OPS_FLAGS, RXE_SUP_UC_QP_SEND_OPS_FLAGS).
+const (
+	rcSendOps = SendOpsRDMAWrite | SendOpsRDMAWriteWithImm | SendOpsSend | SendOpsSendWithImm |
+		SendOpsRDMARead | SendOpsAtomicCmpAndSwp | SendOpsAtomicFetchAdd | SendOpsLocalInv |
+		SendOpsBindMW | SendOpsSendWithInv | SendOpsFlush | SendOpsAtomicWrite
+	ucSendOps = SendOpsRDMAWrite | SendOpsRDMAWriteWithImm | SendOpsSend | SendOpsSendWithImm |
+		SendOpsBindMW | SendOpsSendWithInv
+)
+
+// CreateQP creates a QP in the RESET state (ibv_create_qp). Both CQs must
+// be live CQs of this package; capacities above the device limits are
+// EINVAL.
 func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
-	if attr.SendCQ == nil || attr.RecvCQ == nil {
-		return nil, errno(nic.ErrInvalid)
+	if !pd.ok() {
+		return nil, errNil("PD")
+	}
+	if err := pd.d.check(); err != nil {
+		return nil, err
+	}
+	for _, c := range []struct {
+		name string
+		cq   *CQ
+	}{{"SendCQ", attr.SendCQ}, {"RecvCQ", attr.RecvCQ}} {
+		switch {
+		case c.cq == nil:
+			return nil, fmt.Errorf("%w: QPInitAttr.%s is nil", EINVAL, c.name)
+		case !c.cq.ok():
+			return nil, fmt.Errorf("%w: QPInitAttr.%s: %w", EINVAL, c.name, errNil("CQ"))
+		case c.cq.dead.Load():
+			return nil, fmt.Errorf("%w: QPInitAttr.%s is destroyed", EINVAL, c.name)
+		}
+	}
+	if attr.SendOpsFlags != 0 {
+		allowed := rcSendOps
+		if attr.Type == QPTypeUC {
+			allowed = ucSendOps
+		}
+		if extra := attr.SendOpsFlags &^ allowed; extra != 0 {
+			return nil, fmt.Errorf("%w: send_ops_flags %#x not supported on %v QPs", EOPNOTSUPP, uint64(extra), attr.Type)
+		}
 	}
 	q, err := pd.d.n.CreateQP(&nic.QPInitAttr{
 		Type: attr.Type, PD: pd.pd, SendCQ: attr.SendCQ.q, RecvCQ: attr.RecvCQ.q,
@@ -49,23 +96,52 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 }
 
 // QPN returns the QP number.
-func (qp *QP) QPN() uint32 { return qp.qp.QPN() }
+func (qp *QP) QPN() uint32 {
+	if !qp.ok() {
+		return 0
+	}
+	return qp.qp.QPN()
+}
 
 // Modify changes attributes and state (ibv_modify_qp). The transition and
 // mask are checked against the IBTA QP state table as the kernel's
-// ib_modify_qp_is_ok does.
-func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error { return errno(qp.qp.Modify(attr, mask)) }
+// ib_modify_qp_is_ok does, and the values against the device limits; a
+// refusal wraps EINVAL, names the attribute in question and leaves the QP
+// as it was.
+func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
+	if !qp.ok() {
+		return errNil("QP")
+	}
+	return errno(qp.qp.Modify(attr, mask))
+}
 
 // Query returns the QP's attributes and creation attributes (ibv_query_qp).
-func (qp *QP) Query() (QPAttr, QPInitAttr) { return qp.qp.Query(), qp.init }
+func (qp *QP) Query() (QPAttr, QPInitAttr) {
+	if !qp.ok() {
+		return QPAttr{State: QPStateUnknown, CurState: QPStateUnknown}, QPInitAttr{}
+	}
+	return qp.qp.Query(), qp.init
+}
 
-// State returns the QP's current state.
-func (qp *QP) State() QPState { return qp.qp.State() }
+// State returns the QP's current state (QPStateUnknown for a QP not made
+// by CreateQP).
+func (qp *QP) State() QPState {
+	if !qp.ok() {
+		return QPStateUnknown
+	}
+	return qp.qp.State()
+}
 
 // PostSend posts wrs in order (ibv_post_send). It stops at the first WR it
 // refuses: the returned count is the number posted, which is also the
-// index of the bad WR (bad_wr), and err says why.
+// index of the bad WR (bad_wr), and err says why: EINVAL for a WR the QP
+// cannot carry or a QP in RESET, INIT or RTR, ENOMEM (also matching
+// ENOSPC) for a full send queue. WRs posted in ERR complete with
+// WCWRFlushErr.
 func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
+	if !qp.ok() {
+		return 0, errNil("QP")
+	}
 	qp.postMu.Lock()
 	n, err := qp.qp.PostSend(wrs)
 	qp.postMu.Unlock()
@@ -73,11 +149,22 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 }
 
 // PostRecv posts receive WRs (ibv_post_recv), with bad-WR reporting as
-// PostSend.
+// PostSend: EINVAL for too many SGEs or a QP in RESET, ENOMEM (and
+// ENOSPC) for a full receive queue.
 func (qp *QP) PostRecv(wrs ...RecvWR) (int, error) {
+	if !qp.ok() {
+		return 0, errNil("QP")
+	}
 	n, err := qp.qp.PostRecv(wrs)
 	return n, errno(err)
 }
 
-// Destroy destroys the QP (ibv_destroy_qp).
-func (qp *QP) Destroy() error { return errno(qp.qp.Destroy()) }
+// Destroy destroys the QP (ibv_destroy_qp): its outstanding work is
+// dropped without completions, and it no longer holds its PD and CQs.
+// Destroying it again is EINVAL.
+func (qp *QP) Destroy() error {
+	if !qp.ok() {
+		return errNil("QP")
+	}
+	return errno(qp.qp.Destroy())
+}

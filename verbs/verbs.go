@@ -42,7 +42,34 @@ type (
 	WCFlags        = transport.WCFlags
 	DeviceAttr     = nic.DeviceAttr
 	AsyncEvent     = nic.AsyncEvent
+	AsyncEventType = nic.AsyncEventType
 	Counters       = transport.Counters
+)
+
+// Asynchronous event types (enum ibv_event_type), as Device.AsyncEvents
+// reports them. For EventCQErr, AsyncEvent.Other is the *CQ that
+// overran; QP events carry the QP's number in AsyncEvent.QPN.
+const (
+	EventCQErr            = nic.EventCQErr
+	EventQPFatal          = nic.EventQPFatal
+	EventQPReqErr         = nic.EventQPReqErr
+	EventQPAccessErr      = nic.EventQPAccessErr
+	EventCommEst          = nic.EventCommEst
+	EventSQDrained        = nic.EventSQDrained
+	EventPathMig          = nic.EventPathMig
+	EventPathMigErr       = nic.EventPathMigErr
+	EventDeviceFatal      = nic.EventDeviceFatal
+	EventPortActive       = nic.EventPortActive
+	EventPortErr          = nic.EventPortErr
+	EventLIDChange        = nic.EventLIDChange
+	EventPKeyChange       = nic.EventPKeyChange
+	EventSMChange         = nic.EventSMChange
+	EventSRQErr           = nic.EventSRQErr
+	EventSRQLimitReached  = nic.EventSRQLimitReached
+	EventQPLastWQEReached = nic.EventQPLastWQEReached
+	EventClientReregister = nic.EventClientReregister
+	EventGIDChange        = nic.EventGIDChange
+	EventWQFatal          = nic.EventWQFatal
 )
 
 // Constants re-exported from package transport, with libibverbs' names.
@@ -58,6 +85,8 @@ const (
 	QPStateSQD   = transport.QPStateSQD
 	QPStateSQE   = transport.QPStateSQE
 	QPStateErr   = transport.QPStateErr
+	// QPStateUnknown is what State reports for a QP not made by CreateQP.
+	QPStateUnknown = transport.QPStateUnknown
 
 	QPAttrState            = transport.AttrState
 	QPAttrCurState         = transport.AttrCurState
@@ -154,7 +183,11 @@ type Config struct {
 	Name string
 }
 
-// Device is an open RDMA device: ibv_context of one softnic NIC.
+// Device is an open RDMA device: ibv_context of one softnic NIC. Only
+// Open makes a usable one: methods of a nil or zero Device return EINVAL
+// (or zero values), and after Close every call that would create an
+// object, post or modify fails with ENODEV, while destroy calls still
+// release what they hold.
 type Device struct {
 	n *nic.NIC
 }
@@ -169,20 +202,60 @@ func Open(cfg Config) (*Device, error) {
 	return &Device{n: n}, nil
 }
 
+func (d *Device) ok() bool { return d != nil && d.n != nil }
+
+// check reports why d cannot make objects: not opened, or closed.
+func (d *Device) check() error {
+	if !d.ok() {
+		return errNil("Device")
+	}
+	if d.n.Closed() {
+		return fmt.Errorf("%w: device %s is closed", ENODEV, d.n.Name())
+	}
+	return nil
+}
+
 // Close stops the device and its engine goroutines (ibv_close_device).
-func (d *Device) Close() error { return d.n.Close() }
+// Closing a closed device does nothing.
+func (d *Device) Close() error {
+	if !d.ok() {
+		return errNil("Device")
+	}
+	return d.n.Close()
+}
 
 // Name returns the device name (ibv_get_device_name).
-func (d *Device) Name() string { return d.n.Name() }
+func (d *Device) Name() string {
+	if !d.ok() {
+		return ""
+	}
+	return d.n.Name()
+}
 
 // Addr returns the IP address the device is bound to.
-func (d *Device) Addr() netip.Addr { return d.n.Addr() }
+func (d *Device) Addr() netip.Addr {
+	if !d.ok() {
+		return netip.Addr{}
+	}
+	return d.n.Addr()
+}
 
 // QueryDevice returns the device attributes (ibv_query_device).
-func (d *Device) QueryDevice() DeviceAttr { return d.n.QueryDevice() }
+func (d *Device) QueryDevice() DeviceAttr {
+	if !d.ok() {
+		return DeviceAttr{}
+	}
+	return d.n.QueryDevice()
+}
 
-// Counters returns the device's live protocol counters (rxe hw_counters).
-func (d *Device) Counters() *Counters { return d.n.Counters() }
+// Counters returns the device's live protocol counters (rxe hw_counters);
+// a Device not made by Open has a set of zero counters of its own.
+func (d *Device) Counters() *Counters {
+	if !d.ok() {
+		return new(Counters)
+	}
+	return d.n.Counters()
+}
 
 // PortAttr is a port's attributes (struct ibv_port_attr), as rxe reports
 // them (rxe.c rxe_init_port_param).
@@ -214,6 +287,9 @@ const (
 // QueryPort returns port 1's attributes (ibv_query_port). The active MTU
 // is 4096: softnic has no netdev MTU; a QP's path MTU is what bounds it.
 func (d *Device) QueryPort(port uint8) (PortAttr, error) {
+	if !d.ok() {
+		return PortAttr{}, errNil("Device")
+	}
 	if port != 1 {
 		return PortAttr{}, fmt.Errorf("%w: port %d (the device has port 1)", EINVAL, port)
 	}
@@ -240,6 +316,9 @@ func GIDFromAddr(a netip.Addr) GID { return GID(netip.AddrFrom16(a.As16()).As16(
 // QueryGID returns GID index of port 1 (ibv_query_gid). softnic's table
 // has one entry, the device address (a RoCEv2 GID).
 func (d *Device) QueryGID(port uint8, index int) (GID, error) {
+	if !d.ok() {
+		return GID{}, errNil("Device")
+	}
 	if port != 1 || index != 0 {
 		return GID{}, fmt.Errorf("%w: GID %d/%d (the table has port 1 index 0)", EINVAL, port, index)
 	}
@@ -248,8 +327,11 @@ func (d *Device) QueryGID(port uint8, index int) (GID, error) {
 
 // AsyncEvents returns the asynchronous events queued since the last call
 // (ibv_get_async_event without blocking) and a channel signalled when
-// more arrive.
+// more arrive (a nil channel for a Device not made by Open).
 func (d *Device) AsyncEvents() ([]AsyncEvent, <-chan struct{}) {
+	if !d.ok() {
+		return nil, nil
+	}
 	return d.n.AsyncEvents(), d.n.AsyncReady()
 }
 
@@ -259,8 +341,13 @@ type PD struct {
 	pd *mem.PD
 }
 
+func (pd *PD) ok() bool { return pd != nil && pd.pd != nil && pd.d.ok() }
+
 // AllocPD allocates a protection domain (ibv_alloc_pd).
 func (d *Device) AllocPD() (*PD, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
 	pd, err := d.n.Mem().AllocPD()
 	if err != nil {
 		return nil, errno(err)
@@ -268,11 +355,22 @@ func (d *Device) AllocPD() (*PD, error) {
 	return &PD{d: d, pd: pd}, nil
 }
 
-// Dealloc frees the PD (ibv_dealloc_pd); EBUSY while objects use it.
-func (pd *PD) Dealloc() error { return errno(pd.d.n.Mem().DeallocPD(pd.pd)) }
+// Dealloc frees the PD (ibv_dealloc_pd); EBUSY while MRs or QPs use it,
+// EINVAL when it was already freed.
+func (pd *PD) Dealloc() error {
+	if !pd.ok() {
+		return errNil("PD")
+	}
+	return errno(pd.d.n.Mem().DeallocPD(pd.pd))
+}
 
 // Handle returns the PD's handle.
-func (pd *PD) Handle() uint32 { return pd.pd.Handle() }
+func (pd *PD) Handle() uint32 {
+	if !pd.ok() {
+		return 0
+	}
+	return pd.pd.Handle()
+}
 
 // MR is a registered memory region (ibv_mr).
 type MR struct {
@@ -280,45 +378,86 @@ type MR struct {
 	mr *mem.MR
 }
 
+func (mr *MR) ok() bool { return mr != nil && mr.mr != nil && mr.pd.ok() }
+
 // RegMR registers buf (ibv_reg_mr): its address for lkey/rkey access is
-// the buffer's own address, as for a C program.
+// the buffer's own address, as for a C program. REMOTE_WRITE or
+// REMOTE_ATOMIC without LOCAL_WRITE is refused with EINVAL, as the
+// kernel's ib_check_mr_access refuses it.
 func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
-	mr, err := pd.d.n.Mem().RegMR(pd.pd, buf, 0, false, access)
-	if err != nil {
-		return nil, errno(err)
-	}
-	return &MR{pd: pd, mr: mr}, nil
+	return pd.regMR(buf, 0, false, access)
 }
 
 // RegMRIOVA registers buf with iova as the address of its first byte
-// (ibv_reg_mr_iova).
+// (ibv_reg_mr_iova), with RegMR's access rules.
 func (pd *PD) RegMRIOVA(buf []byte, iova uint64, access Access) (*MR, error) {
-	mr, err := pd.d.n.Mem().RegMR(pd.pd, buf, iova, true, access)
+	return pd.regMR(buf, iova, true, access)
+}
+
+func (pd *PD) regMR(buf []byte, iova uint64, useIOVA bool, access Access) (*MR, error) {
+	if !pd.ok() {
+		return nil, errNil("PD")
+	}
+	if err := pd.d.check(); err != nil {
+		return nil, err
+	}
+	mr, err := pd.d.n.Mem().RegMR(pd.pd, buf, iova, useIOVA, access)
 	if err != nil {
 		return nil, errno(err)
 	}
 	return &MR{pd: pd, mr: mr}, nil
 }
 
-// Dereg deregisters the region (ibv_dereg_mr).
-func (mr *MR) Dereg() error { return errno(mr.pd.d.n.Mem().DeregMR(mr.mr)) }
+// Dereg deregisters the region (ibv_dereg_mr); EINVAL when it already was.
+func (mr *MR) Dereg() error {
+	if !mr.ok() {
+		return errNil("MR")
+	}
+	return errno(mr.pd.d.n.Mem().DeregMR(mr.mr))
+}
 
 // LKey returns the local key.
-func (mr *MR) LKey() uint32 { return mr.mr.LKey() }
+func (mr *MR) LKey() uint32 {
+	if !mr.ok() {
+		return 0
+	}
+	return mr.mr.LKey()
+}
 
 // RKey returns the remote key.
-func (mr *MR) RKey() uint32 { return mr.mr.RKey() }
+func (mr *MR) RKey() uint32 {
+	if !mr.ok() {
+		return 0
+	}
+	return mr.mr.RKey()
+}
 
 // Addr returns the address of the region's first byte.
-func (mr *MR) Addr() uint64 { return mr.mr.Addr() }
+func (mr *MR) Addr() uint64 {
+	if !mr.ok() {
+		return 0
+	}
+	return mr.mr.Addr()
+}
 
 // Len returns the region's length.
-func (mr *MR) Len() uint64 { return mr.mr.Len() }
+func (mr *MR) Len() uint64 {
+	if !mr.ok() {
+		return 0
+	}
+	return mr.mr.Len()
+}
 
 // Buf returns the registered memory.
-func (mr *MR) Buf() []byte { return mr.mr.Bytes() }
+func (mr *MR) Buf() []byte {
+	if !mr.ok() {
+		return nil
+	}
+	return mr.mr.Bytes()
+}
 
-// SGE returns an SGE for bytes [off, off+n) of the region.
+// SGE returns an SGE for bytes [off, off+n) of the region. It does not
+// check the range: the transport does when the SGE is used.
 func (mr *MR) SGE(off, n int) SGE {
 	return SGE{Addr: mr.Addr() + uint64(off), Length: uint32(n), LKey: mr.LKey()}
 }

@@ -2,27 +2,28 @@ package verbs
 
 import (
 	"fmt"
-	"sync"
+	"sync/atomic"
 )
 
 // SendOpsFlags selects the work-request builders a QP's extended interface
 // accepts (enum ibv_qp_create_send_ops_flags); set at QP creation.
 type SendOpsFlags uint64
 
+// The send_ops_flags bits, one per QPEx builder (IBV_QP_EX_WITH_*).
 const (
-	SendOpsRDMAWrite        SendOpsFlags = 1 << 0
-	SendOpsRDMAWriteWithImm SendOpsFlags = 1 << 1
-	SendOpsSend             SendOpsFlags = 1 << 2
-	SendOpsSendWithImm      SendOpsFlags = 1 << 3
-	SendOpsRDMARead         SendOpsFlags = 1 << 4
-	SendOpsAtomicCmpAndSwp  SendOpsFlags = 1 << 5
-	SendOpsAtomicFetchAdd   SendOpsFlags = 1 << 6
-	SendOpsLocalInv         SendOpsFlags = 1 << 7
-	SendOpsBindMW           SendOpsFlags = 1 << 8
-	SendOpsSendWithInv      SendOpsFlags = 1 << 9
-	SendOpsTSO              SendOpsFlags = 1 << 10
-	SendOpsFlush            SendOpsFlags = 1 << 11
-	SendOpsAtomicWrite      SendOpsFlags = 1 << 12
+	SendOpsRDMAWrite        SendOpsFlags = 1 << 0  // WrRDMAWrite
+	SendOpsRDMAWriteWithImm SendOpsFlags = 1 << 1  // WrRDMAWriteImm
+	SendOpsSend             SendOpsFlags = 1 << 2  // WrSend
+	SendOpsSendWithImm      SendOpsFlags = 1 << 3  // WrSendImm
+	SendOpsRDMARead         SendOpsFlags = 1 << 4  // WrRDMARead
+	SendOpsAtomicCmpAndSwp  SendOpsFlags = 1 << 5  // WrAtomicCmpSwp
+	SendOpsAtomicFetchAdd   SendOpsFlags = 1 << 6  // WrAtomicFetchAdd
+	SendOpsLocalInv         SendOpsFlags = 1 << 7  // WrLocalInv
+	SendOpsBindMW           SendOpsFlags = 1 << 8  // ibv_wr_bind_mw (no builder yet: verbs has no MW object)
+	SendOpsSendWithInv      SendOpsFlags = 1 << 9  // WrSendInv
+	SendOpsTSO              SendOpsFlags = 1 << 10 // UD TSO, not supported on RC/UC
+	SendOpsFlush            SendOpsFlags = 1 << 11 // WrFlush
+	SendOpsAtomicWrite      SendOpsFlags = 1 << 12 // WrAtomicWrite
 )
 
 // QPEx is a QP's extended send interface (ibv_qp_ex): work requests are
@@ -31,9 +32,19 @@ const (
 // together by WrComplete or dropped by WrAbort (ibv_wr_post(3)).
 //
 // Between WrStart and WrComplete/WrAbort the QP's send queue is held by
-// the builder (the per-QP critical section of ibv_wr_start): PostSend on
-// the same QP waits until then. An error in any builder or setter is
-// remembered and reported by WrComplete, which then posts nothing.
+// the builder (the per-QP critical section of ibv_wr_start): PostSend and
+// WrStart on the same QP wait until then, so one goroutine must not call
+// WrStart twice without ending the batch. Builders and setters belong to
+// the goroutine that called WrStart; outside a batch they do nothing.
+//
+// An error in any builder or setter is remembered and reported by
+// WrComplete, which then posts nothing: a builder whose operation is not
+// in the QP's SendOpsFlags is EOPNOTSUPP; more SGEs than max_send_sge or
+// more inline bytes than max_inline_data are ENOSPC, as the rxe provider
+// reports them (the error matches EINVAL too). WrComplete also posts
+// nothing when the send queue cannot take every WR (ENOSPC, also
+// matching ENOMEM) or the transport refuses one of them, such as an
+// operation the engine does not implement (EINVAL).
 type QPEx struct {
 	// WRID is the wr_id the next builder gives its WR.
 	WRID uint64
@@ -42,8 +53,7 @@ type QPEx struct {
 
 	qp   *QP
 	ops  SendOpsFlags
-	mu   sync.Mutex // held from WrStart to WrComplete/WrAbort
-	busy bool       // guarded by the QP's post lock
+	busy atomic.Bool // between WrStart and WrComplete/WrAbort
 	wrs  []SendWR
 	meta []wrMeta // where each WR's SGEs and inline data are stored
 	sges []SGE    // backing store for the WRs' SGE lists
@@ -60,26 +70,37 @@ type wrMeta struct {
 }
 
 // Ex returns the QP's extended send interface (ibv_qp_to_qp_ex). The QP
-// must have been created with SendOpsFlags.
+// must have been created with SendOpsFlags (EOPNOTSUPP otherwise).
 func (qp *QP) Ex() (*QPEx, error) {
+	if !qp.ok() {
+		return nil, errNil("QP")
+	}
 	if qp.ex == nil {
-		return nil, fmt.Errorf("%w: QP created without send_ops_flags", EOPNOTSUPP)
+		return nil, fmt.Errorf("%w: QP %#x created without send_ops_flags", EOPNOTSUPP, qp.QPN())
 	}
 	return qp.ex, nil
 }
 
+func (x *QPEx) ok() bool { return x != nil && x.qp.ok() }
+
 // WrStart begins a batch of work requests (ibv_wr_start).
 func (x *QPEx) WrStart() {
+	if !x.ok() {
+		return
+	}
 	x.qp.postMu.Lock()
-	x.busy = true
+	x.busy.Store(true)
 	x.wrs, x.meta, x.sges, x.data, x.err = x.wrs[:0], x.meta[:0], x.sges[:0], x.data[:0], nil
 }
 
 // WrComplete posts every WR built since WrStart, or none if a builder or
 // setter failed or the queue cannot take them all, and ends the batch
-// (ibv_wr_complete).
+// (ibv_wr_complete). Without WrStart it is EINVAL.
 func (x *QPEx) WrComplete() error {
-	if !x.busy {
+	if !x.ok() {
+		return errNil("QPEx")
+	}
+	if !x.busy.Load() {
 		return fmt.Errorf("%w: ibv_wr_complete without ibv_wr_start", EINVAL)
 	}
 	defer x.end()
@@ -91,15 +112,15 @@ func (x *QPEx) WrComplete() error {
 }
 
 // WrAbort drops every WR built since WrStart and ends the batch
-// (ibv_wr_abort).
+// (ibv_wr_abort); without WrStart it does nothing.
 func (x *QPEx) WrAbort() {
-	if x.busy {
+	if x.ok() && x.busy.Load() {
 		x.end()
 	}
 }
 
 func (x *QPEx) end() {
-	x.busy = false
+	x.busy.Store(false)
 	clear(x.wrs)
 	x.qp.postMu.Unlock()
 }
@@ -123,11 +144,19 @@ func (x *QPEx) fail(err error) {
 	}
 }
 
-// build starts a new WR of opcode op, if the QP enabled it.
+// errSpace is a setter's error for data that does not fit the WR: rxe's
+// provider reports ENOSPC; it matches EINVAL as well.
+func errSpace(format string, args ...any) error {
+	return fmt.Errorf("%w: %w: %s", ENOSPC, EINVAL, fmt.Sprintf(format, args...))
+}
+
+// build starts a new WR of opcode op, if the QP enabled it; it returns
+// nil outside a batch.
 func (x *QPEx) build(op WROpcode, flag SendOpsFlags) *SendWR {
-	if !x.busy {
-		x.fail(fmt.Errorf("%w: builder called outside ibv_wr_start", EINVAL))
-	} else if x.ops&flag == 0 {
+	if !x.ok() || !x.busy.Load() {
+		return nil
+	}
+	if x.ops&flag == 0 {
 		x.fail(fmt.Errorf("%w: %v not in the QP's send_ops_flags", EOPNOTSUPP, op))
 	}
 	x.wrs = append(x.wrs, SendWR{WRID: x.WRID, Flags: x.WRFlags, Opcode: op})
@@ -135,72 +164,100 @@ func (x *QPEx) build(op WROpcode, flag SendOpsFlags) *SendWR {
 	return &x.wrs[len(x.wrs)-1]
 }
 
-// cur returns the WR the last builder made, for setters.
-func (x *QPEx) cur() *SendWR {
+// cur returns the WR the last builder made and its storage, for setters;
+// nil outside a batch.
+func (x *QPEx) cur() (*SendWR, *wrMeta) {
+	if !x.ok() || !x.busy.Load() {
+		return nil, nil
+	}
 	if len(x.wrs) == 0 {
 		x.fail(fmt.Errorf("%w: setter called before a builder", EINVAL))
 		x.wrs = append(x.wrs, SendWR{})
 		x.meta = append(x.meta, wrMeta{})
 	}
-	return &x.wrs[len(x.wrs)-1]
+	return &x.wrs[len(x.wrs)-1], &x.meta[len(x.meta)-1]
 }
-
-func (x *QPEx) curMeta() *wrMeta { x.cur(); return &x.meta[len(x.meta)-1] }
 
 // WrSend builds a SEND (ibv_wr_send).
 func (x *QPEx) WrSend() { x.build(WRSend, SendOpsSend) }
 
 // WrSendImm builds a SEND with immediate data (ibv_wr_send_imm).
-func (x *QPEx) WrSendImm(imm uint32) { x.build(WRSendWithImm, SendOpsSendWithImm).Imm = imm }
+func (x *QPEx) WrSendImm(imm uint32) {
+	if w := x.build(WRSendWithImm, SendOpsSendWithImm); w != nil {
+		w.Imm = imm
+	}
+}
 
 // WrSendInv builds a SEND that invalidates rkey at the responder (ibv_wr_send_inv).
-func (x *QPEx) WrSendInv(rkey uint32) { x.build(WRSendWithInv, SendOpsSendWithInv).InvRKey = rkey }
+func (x *QPEx) WrSendInv(rkey uint32) {
+	if w := x.build(WRSendWithInv, SendOpsSendWithInv); w != nil {
+		w.InvRKey = rkey
+	}
+}
 
 // WrRDMAWrite builds an RDMA WRITE (ibv_wr_rdma_write).
 func (x *QPEx) WrRDMAWrite(rkey uint32, addr uint64) {
-	w := x.build(WRRDMAWrite, SendOpsRDMAWrite)
-	w.RKey, w.RemoteAddr = rkey, addr
+	if w := x.build(WRRDMAWrite, SendOpsRDMAWrite); w != nil {
+		w.RKey, w.RemoteAddr = rkey, addr
+	}
 }
 
 // WrRDMAWriteImm builds an RDMA WRITE with immediate (ibv_wr_rdma_write_imm).
 func (x *QPEx) WrRDMAWriteImm(rkey uint32, addr uint64, imm uint32) {
-	w := x.build(WRRDMAWriteWithImm, SendOpsRDMAWriteWithImm)
-	w.RKey, w.RemoteAddr, w.Imm = rkey, addr, imm
+	if w := x.build(WRRDMAWriteWithImm, SendOpsRDMAWriteWithImm); w != nil {
+		w.RKey, w.RemoteAddr, w.Imm = rkey, addr, imm
+	}
 }
 
 // WrRDMARead builds an RDMA READ (ibv_wr_rdma_read).
 func (x *QPEx) WrRDMARead(rkey uint32, addr uint64) {
-	w := x.build(WRRDMARead, SendOpsRDMARead)
-	w.RKey, w.RemoteAddr = rkey, addr
+	if w := x.build(WRRDMARead, SendOpsRDMARead); w != nil {
+		w.RKey, w.RemoteAddr = rkey, addr
+	}
 }
 
 // WrAtomicCmpSwp builds a compare-and-swap (ibv_wr_atomic_cmp_swp).
 func (x *QPEx) WrAtomicCmpSwp(rkey uint32, addr, compare, swap uint64) {
-	w := x.build(WRAtomicCmpAndSwp, SendOpsAtomicCmpAndSwp)
-	w.RKey, w.RemoteAddr, w.CompareAdd, w.Swap = rkey, addr, compare, swap
+	if w := x.build(WRAtomicCmpAndSwp, SendOpsAtomicCmpAndSwp); w != nil {
+		w.RKey, w.RemoteAddr, w.CompareAdd, w.Swap = rkey, addr, compare, swap
+	}
 }
 
 // WrAtomicFetchAdd builds a fetch-and-add (ibv_wr_atomic_fetch_add).
 func (x *QPEx) WrAtomicFetchAdd(rkey uint32, addr, add uint64) {
-	w := x.build(WRAtomicFetchAndAdd, SendOpsAtomicFetchAdd)
-	w.RKey, w.RemoteAddr, w.CompareAdd = rkey, addr, add
+	if w := x.build(WRAtomicFetchAndAdd, SendOpsAtomicFetchAdd); w != nil {
+		w.RKey, w.RemoteAddr, w.CompareAdd = rkey, addr, add
+	}
 }
 
 // WrLocalInv builds a local invalidate of rkey (ibv_wr_local_inv).
-func (x *QPEx) WrLocalInv(rkey uint32) { x.build(WRLocalInv, SendOpsLocalInv).InvRKey = rkey }
+func (x *QPEx) WrLocalInv(rkey uint32) {
+	if w := x.build(WRLocalInv, SendOpsLocalInv); w != nil {
+		w.InvRKey = rkey
+	}
+}
 
 // WrFlush builds a FLUSH of [addr, addr+length) under rkey with placement
 // type typ and selectivity level (ibv_wr_flush).
 func (x *QPEx) WrFlush(rkey uint32, addr uint64, length uint32, typ, level uint8) {
-	w := x.build(WRFlush, SendOpsFlush)
-	w.RKey, w.RemoteAddr, w.FlushType, w.FlushLevel, w.FlushLen = rkey, addr, typ, level, length
+	if w := x.build(WRFlush, SendOpsFlush); w != nil {
+		w.RKey, w.RemoteAddr, w.FlushType, w.FlushLevel, w.FlushLen = rkey, addr, typ, level, length
+	}
 }
 
-// WrAtomicWrite builds an 8-byte ATOMIC WRITE of value (ibv_wr_atomic_write).
+// WrAtomicWrite builds an 8-byte ATOMIC WRITE of value (ibv_wr_atomic_write);
+// the value is copied now and, as in rxe, does not count against
+// max_inline_data.
 func (x *QPEx) WrAtomicWrite(rkey uint32, addr uint64, value [8]byte) {
 	w := x.build(WRAtomicWrite, SendOpsAtomicWrite)
+	if w == nil {
+		return
+	}
 	w.RKey, w.RemoteAddr = rkey, addr
-	x.WrSetInlineData(value[:])
+	m := &x.meta[len(x.meta)-1]
+	m.dataOff, m.dataN, m.inline = len(x.data), len(value), true
+	x.data = append(x.data, value[:]...)
+	w.Flags |= SendInline
 }
 
 // WrSetSGE gives the last WR one scatter/gather element (ibv_wr_set_sge).
@@ -208,11 +265,15 @@ func (x *QPEx) WrSetSGE(lkey uint32, addr uint64, length uint32) {
 	x.WrSetSGEList([]SGE{{Addr: addr, Length: length, LKey: lkey}})
 }
 
-// WrSetSGEList gives the last WR a list of SGEs, copied (ibv_wr_set_sge_list).
+// WrSetSGEList gives the last WR a list of SGEs, copied now; the WR's
+// length is the sum of theirs (ibv_wr_set_sge_list).
 func (x *QPEx) WrSetSGEList(sges []SGE) {
-	w, m := x.cur(), x.curMeta()
-	if len(sges) > int(x.qp.init.Cap.MaxSendSGE) {
-		x.fail(fmt.Errorf("%w: %d SGEs, QP max_send_sge %d", EINVAL, len(sges), x.qp.init.Cap.MaxSendSGE))
+	w, m := x.cur()
+	if w == nil {
+		return
+	}
+	if lim := x.qp.init.Cap.MaxSendSGE; len(sges) > int(lim) {
+		x.fail(errSpace("%d SGEs, QP max_send_sge %d", len(sges), lim))
 	}
 	m.sgeOff, m.sgeN, m.inline = len(x.sges), len(sges), false
 	x.sges = append(x.sges, sges...)
@@ -226,14 +287,17 @@ func (x *QPEx) WrSetInlineData(b []byte) { x.WrSetInlineDataList([][]byte{b}) }
 // WrSetInlineDataList gives the last WR the concatenation of bufs as
 // inline data, copied now (ibv_wr_set_inline_data_list).
 func (x *QPEx) WrSetInlineDataList(bufs [][]byte) {
-	w, m := x.cur(), x.curMeta()
+	w, m := x.cur()
+	if w == nil {
+		return
+	}
 	start := len(x.data)
 	for _, b := range bufs {
 		x.data = append(x.data, b...)
 	}
 	n := len(x.data) - start
-	if n > int(x.qp.init.Cap.MaxInlineData) {
-		x.fail(fmt.Errorf("%w: %d inline bytes, QP max_inline_data %d", EINVAL, n, x.qp.init.Cap.MaxInlineData))
+	if lim := x.qp.init.Cap.MaxInlineData; n > int(lim) {
+		x.fail(errSpace("%d inline bytes, QP max_inline_data %d", n, lim))
 	}
 	m.dataOff, m.dataN, m.inline, m.sgeN = start, n, true, 0
 	w.Flags |= SendInline

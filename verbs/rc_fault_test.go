@@ -7,6 +7,7 @@ package verbs_test
 // retransmit and RNR timers run on fake time.
 
 import (
+	"encoding/binary"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -292,3 +293,103 @@ func TestRCLostAck(t *testing.T) {
 		}
 	})
 }
+
+// Every request duplicated on the wire (a fabric Duplicate action): the
+// responder executes each exactly once and answers the copy as a
+// duplicate: SEND and WRITE are re-ACKed, READ is replayed from its
+// responder resource, an atomic's first result is sent again without a
+// second execution (IBTA 9.7.5.1.5; rxe duplicate_request).
+func TestRCDuplicatedRequests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 1})
+		defer f.Close()
+		a, b := newPair(t, f, rcOpts)
+		rec := record(t, f)
+		f.AddFilter(fabric.OnMatch(fabric.And(from(a), fabric.MaskIs(wire.MaskRequest)), fabric.Duplicate))
+
+		// SEND: one receive WQE consumed of two.
+		fill(a.buf[:3000], 5)
+		postRecv(t, b, recvWR(b, 300, 0, 4096), recvWR(b, 301, 4096, 4096))
+		post(t, a, sendWR(a, 1, verbs.WRSend, 0, 3000))
+		wantWC(t, waitWC(t, a.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCSend)
+		got := waitWC(t, b.cq, 1)
+		noWC(t, b.cq, time.Millisecond)
+		wantWC(t, got[0], 300, verbs.WCSuccess, verbs.WCRecv)
+		checkBytes(t, "SEND data", b.buf[:3000], a.buf[:3000])
+
+		// WRITE WITH IMMEDIATE: completes once, consuming WQE 301.
+		fill(a.buf[8192:8192+2500], 6)
+		w := rdmaWR(a, b, 2, verbs.WRRDMAWriteWithImm, 8192, 16384, 2500)
+		w.Imm = 7
+		post(t, a, w)
+		wantWC(t, waitWC(t, a.cq, 1)[0], 2, verbs.WCSuccess, verbs.WCRDMAWrite)
+		got = waitWC(t, b.cq, 1)
+		noWC(t, b.cq, time.Millisecond)
+		wantWC(t, got[0], 301, verbs.WCSuccess, verbs.WCRecvRDMAWithImm)
+		checkBytes(t, "WRITE data", b.buf[16384:16384+2500], a.buf[8192:8192+2500])
+
+		// READ: the copy is answered again, the requester drops the stale
+		// second reply.
+		readSetup(t, a, b, 3, 20000, 24000, 2100)
+		wantWC(t, waitWC(t, a.cq, 1)[0], 3, verbs.WCSuccess, verbs.WCRDMARead)
+		checkBytes(t, "READ data", a.buf[20000:22100], b.buf[24000:26100])
+		if got := rec.count(ops(b, wire.RCReadResponseLast)); got != 2 {
+			t.Errorf("%d READ_RESPONSE_LASTs, want 2 (original and replay)", got)
+		}
+
+		// 100 FETCH_ADDs of 1: exactly +100, every original distinct.
+		const nfa, cnt, res = 100, 40000, 48000 // counter in b; results in a
+		b.buf[cnt] = 0
+		var wrs []verbs.SendWR
+		for i := range nfa {
+			w := rdmaWR(a, b, uint64(1000+i), verbs.WRAtomicFetchAndAdd, res+8*i, cnt, 8)
+			w.CompareAdd = 1
+			wrs = append(wrs, w)
+		}
+		post(t, a, wrs...)
+		wcs := waitWC(t, a.cq, nfa)
+		seenOrig := make(map[uint64]bool)
+		for i, wc := range wcs {
+			wantWC(t, wc, uint64(1000+i), verbs.WCSuccess, verbs.WCFetchAdd)
+			orig := u64(a.buf[res+8*i:])
+			if orig != uint64(i) || seenOrig[orig] {
+				t.Errorf("fetch-add %d returned %d, want %d", i, orig, i)
+			}
+			seenOrig[orig] = true
+		}
+		if got := u64(b.buf[cnt:]); got != nfa {
+			t.Errorf("counter %d after %d fetch-adds of 1", got, nfa)
+		}
+
+		// CMP_SWAP chain: each swaps i for i+1 and must see i.
+		const ncas = 30
+		wrs = wrs[:0]
+		for i := range ncas {
+			w := rdmaWR(a, b, uint64(2000+i), verbs.WRAtomicCmpAndSwp, res+8*i, cnt, 8)
+			w.CompareAdd, w.Swap = uint64(nfa+i), uint64(nfa+i+1)
+			wrs = append(wrs, w)
+		}
+		post(t, a, wrs...)
+		for i, wc := range waitWC(t, a.cq, ncas) {
+			wantWC(t, wc, uint64(2000+i), verbs.WCSuccess, verbs.WCCompSwap)
+			if orig := u64(a.buf[res+8*i:]); orig != uint64(nfa+i) {
+				t.Errorf("cmp-swap %d returned %d, want %d", i, orig, nfa+i)
+			}
+		}
+		if got := u64(b.buf[cnt:]); got != nfa+ncas {
+			t.Errorf("value %d after the cmp-swap chain, want %d", got, nfa+ncas)
+		}
+
+		reqs := rec.count(fabric.And(from(a), fabric.MaskIs(wire.MaskRequest)))
+		dup := b.dev.Counters().DuplicateRequest.Load()
+		// The tap sees each request once, before the fabric copies it.
+		if uint64(reqs) != dup {
+			t.Errorf("%d requests sent, each delivered twice, but the responder saw %d duplicates", reqs, dup)
+		}
+		wantState(t, "requester", a, verbs.QPStateRTS)
+		wantState(t, "responder", b, verbs.QPStateRTS)
+	})
+}
+
+// le64 reads the native-endian u64 at b (atomics use CPU byte order).
+func u64(b []byte) uint64 { return binary.NativeEndian.Uint64(b) }

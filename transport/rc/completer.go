@@ -292,7 +292,7 @@ func (qp *QP) failLocked(i uint64, st transport.WCStatus) {
 // req_retry, retry_first_write_send).
 func (qp *QP) retryLocked() {
 	r := &qp.req
-	r.needRetry, r.rnrWait = false, false
+	r.needRetry = false
 	r.noack = 0
 	first := true
 	for i := qp.sq.headIdx; i < r.maxIdx && qp.sq.valid(i); i++ {

@@ -276,11 +276,14 @@ func (qp *QP) requesterLocked(out transport.Output) bool {
 		return false
 	}
 	r := &qp.req
+	if r.rnrWait {
+		// Nothing goes out before the RNR timer fires, not even a retry a
+		// PSN sequence NAK asked for meanwhile: it waits for the timer too
+		// (IBTA 9.7.5.2.8; rxe_req.c: need_retry && !wait_for_rnr_timer).
+		return false
+	}
 	if r.needRetry {
 		qp.retryLocked()
-	}
-	if r.rnrWait {
-		return false
 	}
 	for sent := 0; sent < budget; sent++ {
 		if !qp.sq.valid(r.idx) {

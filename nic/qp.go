@@ -120,6 +120,10 @@ type QPInitAttr struct {
 	RecvCQ *cq.CQ
 	Cap    transport.QPCap
 	SigAll bool
+	// SRQ, when set, is the shared receive queue the QP takes its receive
+	// WQEs from instead of an RQ of its own (ibv_qp_init_attr.srq); the
+	// receive capacities of Cap are then ignored and reported as 0.
+	SRQ *SRQ
 }
 
 // QP is a queue pair of the NIC.
@@ -131,7 +135,11 @@ type QP struct {
 	sendCQ *cq.CQ
 	recvCQ *cq.CQ
 	rq     *transport.RecvQueue
-	t      *rc.QP
+	t      qpTransport
+	srq    *SRQ
+	// lastWQE is set once IBV_EVENT_QP_LAST_WQE_REACHED went out for the
+	// current stay in ERR.
+	lastWQE atomic.Bool
 
 	mu   sync.Mutex  // serialises Modify and Destroy
 	dead atomic.Bool // destroyed; read without mu by the post paths
@@ -157,24 +165,45 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 	c.MaxSendSGE = max(c.MaxSendSGE, 1)
 	c.MaxRecvSGE = max(c.MaxRecvSGE, 1)
 	switch a.Type {
-	case transport.QPTypeRC, transport.QPTypeUC:
+	case transport.QPTypeRC, transport.QPTypeUC, transport.QPTypeUD:
 	default:
 		return nil, fmt.Errorf("%w: QP type %v not supported", ErrInvalid, a.Type)
 	}
-	qp := &QP{n: n, typ: a.Type, pd: a.PD, sendCQ: a.SendCQ, recvCQ: a.RecvCQ}
-	qp.rq = transport.NewRecvQueue(int(c.MaxRecvWR), int(c.MaxRecvSGE))
+	qp := &QP{n: n, typ: a.Type, pd: a.PD, sendCQ: a.SendCQ, recvCQ: a.RecvCQ, srq: a.SRQ}
+	if a.SRQ != nil {
+		if err := a.SRQ.attach(); err != nil {
+			return nil, err
+		}
+		qp.rq = a.SRQ.rq
+		c.MaxRecvWR, c.MaxRecvSGE = 0, 0
+	} else {
+		qp.rq = transport.NewRecvQueue(int(c.MaxRecvWR), int(c.MaxRecvSGE))
+	}
 	qpn, err := n.RegisterQP(a.Type, func(qpn uint32, wake func()) (Handler, error) {
+		if a.Type == transport.QPTypeUD {
+			t, err := n.newUD(qp, qpn, wake, a, c)
+			qp.t = t
+			return t, err
+		}
 		t, err := rc.New(rc.Config{
 			QPN: qpn, Type: a.Type, PD: a.PD, Mem: n.mem,
-			SendCQ: a.SendCQ, RecvCQ: a.RecvCQ, RQ: qp.rq, Cap: c, SigAll: a.SigAll,
+			SendCQ: a.SendCQ, RecvCQ: a.RecvCQ, RQ: qp.rq, SRQ: a.SRQ != nil, Cap: c, SigAll: a.SigAll,
 			LocalAddr: n.addr, DstPort: n.cfg.PeerPort, Clock: n.clock, Counters: &n.ctr,
-			Wake:    wake,
-			OnAsync: func(ev rc.AsyncEvent) { n.qpEvent(qpn, ev) },
+			Wake: wake,
+			OnAsync: func(ev rc.AsyncEvent) {
+				n.qpEvent(qpn, ev)
+				if ev == rc.EventQPFatal {
+					qp.lastWQEReached()
+				}
+			},
 		})
 		qp.t = t
 		return t, err
 	})
 	if err != nil {
+		if a.SRQ != nil {
+			a.SRQ.detach()
+		}
 		return nil, err
 	}
 	qp.qpn = qpn
@@ -247,7 +276,11 @@ func (qp *QP) Modify(attr *transport.QPAttr, mask transport.AttrMask) error {
 				ErrInvalid, transport.AttrAV, d, qp.n.addr)
 		}
 	}
-	return qp.t.Modify(attr, mask)
+	if err := qp.t.Modify(attr, mask); err != nil {
+		return err
+	}
+	qp.afterModify()
+	return nil
 }
 
 // Query returns the QP's attributes and its creation attributes.
@@ -290,6 +323,11 @@ func (qp *QP) PostRecv(wrs []transport.RecvWR) (int, error) {
 	if err := qp.usable(); err != nil {
 		return 0, err
 	}
+	if qp.srq != nil {
+		// A QP on an SRQ has no receive queue of its own (rxe post_recv:
+		// EINVAL; ibv_post_recv(3): use ibv_post_srq_recv).
+		return 0, fmt.Errorf("%w: QP %#x takes its receives from an SRQ", ErrInvalid, qp.qpn)
+	}
 	if s := qp.t.State(); s == transport.QPStateReset {
 		return 0, fmt.Errorf("%w: post receive in state %v", transport.ErrState, s)
 	}
@@ -314,5 +352,8 @@ func (qp *QP) Destroy() error {
 	qp.pd.Unref()
 	qp.sendCQ.Unref()
 	qp.recvCQ.Unref()
+	if qp.srq != nil {
+		qp.srq.detach()
+	}
 	return nil
 }

@@ -57,6 +57,7 @@ type Counters struct {
 	DropQueueFull       atomic.Uint64 // QP inbox full
 	DropLength          atomic.Uint64 // UC/UD length errors, silently dropped
 	DropUCMessage       atomic.Uint64 // UC packets dropped until the next FIRST/ONLY
+	DropNoRecvWQE       atomic.Uint64 // UD datagrams dropped for want of a receive WQE
 	DropResponse        atomic.Uint64 // unexpected or stale responses
 	RemoteAccessErr     atomic.Uint64 // NAKs sent for remote access errors
 	InvalidRequestErr   atomic.Uint64 // NAKs sent for invalid requests

@@ -156,6 +156,19 @@ type AHAttr struct {
 	PortNum     uint8
 }
 
+// AddressHandle is the destination of a UD send (the ibv_ah of
+// wr.ud.ah): an address handle made by verbs PD.CreateAH, or a bare
+// *AHAttr for a one-off destination.
+type AddressHandle interface {
+	// AddressVector returns the handle's address vector and the handle of
+	// the protection domain it belongs to (0 for a bare *AHAttr, which a
+	// QP of any PD may use); ok is false once the handle is destroyed.
+	AddressVector() (av *AHAttr, pd uint32, ok bool)
+}
+
+// AddressVector makes a bare address vector a UD destination.
+func (a *AHAttr) AddressVector() (*AHAttr, uint32, bool) { return a, 0, a != nil }
+
 // QPCap holds a QP's queue sizes (struct ibv_qp_cap).
 type QPCap struct {
 	MaxSendWR     uint32
@@ -272,8 +285,10 @@ type SendWR struct {
 	CompareAdd uint64
 	Swap       uint64
 
-	// UD.
-	AH         *AHAttr
+	// UD (wr.ud): the destination's address handle, QP number and Q_Key.
+	// A RemoteQKey with the high-order bit set stands for the sending QP's
+	// own Q_Key (IBTA 10.2.5; rxe sends it verbatim instead).
+	AH         AddressHandle
 	RemoteQPN  uint32
 	RemoteQKey uint32
 

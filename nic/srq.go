@@ -1,0 +1,232 @@
+package nic
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/softnic/softnic/nic/mem"
+	"github.com/softnic/softnic/transport"
+)
+
+// SRQAttr holds a shared receive queue's attributes (struct ibv_srq_attr).
+type SRQAttr struct {
+	MaxWR    uint32 // capacity in receive WRs
+	MaxSGE   uint32 // SGEs per WR
+	SRQLimit uint32 // the armed limit; 0 when disarmed
+}
+
+// SRQAttrMask selects the SRQAttr fields ModifySRQ changes (enum
+// ibv_srq_attr_mask).
+type SRQAttrMask uint32
+
+const (
+	// SRQAttrMaxWR resizes the SRQ (IBV_SRQ_MAX_WR; rxe advertises
+	// IBV_DEVICE_SRQ_RESIZE).
+	SRQAttrMaxWR SRQAttrMask = 1 << 0
+	// SRQAttrLimit arms the limit event at SRQLimit, or disarms it with 0
+	// (IBV_SRQ_LIMIT).
+	SRQAttrLimit SRQAttrMask = 1 << 1
+)
+
+// SRQInitAttr describes a shared receive queue to create (struct
+// ibv_srq_init_attr).
+type SRQInitAttr struct {
+	MaxWR  uint32
+	MaxSGE uint32
+	// SRQLimit is ignored, as ibv_create_srq(3) says ("irrelevant for
+	// ibv_create_srq"): an SRQ starts disarmed and Modify arms it. (rxe
+	// arms it at creation when the value is not zero.)
+	SRQLimit uint32
+	// Context is what the SRQ's asynchronous events carry in
+	// AsyncEvent.Other (the verbs object wrapping the SRQ).
+	Context any
+}
+
+// SRQ is a shared receive queue (ibv_srq): one receive queue that any
+// number of RC, UC and UD QPs take their receive WQEs from, in posting
+// order (ibv_create_srq(3)). Receive WQEs are checked against the PD of
+// the QP that takes them, as rxe's responder does (copy_data(qp->pd)).
+
+type SRQ struct {
+	n   *NIC
+	pd  *mem.PD
+	rq  *transport.RecvQueue
+	ctx any
+
+	mu        sync.Mutex
+	limit     uint32 // guarded by mu: the armed limit, 0 when disarmed
+	gen       uint64 // guarded by mu: bumped by every arming
+	users     int    // guarded by mu: QPs attached
+	destroyed bool   // guarded by mu
+}
+
+const (
+	// minSRQWR is the smallest SRQ rxe makes (RXE_MIN_SRQ_WR).
+	minSRQWR = 1
+	// maxSRQ is the number of SRQs a NIC makes (QueryDevice MaxSRQ).
+	maxSRQ = 1 << 14
+)
+
+// CreateSRQ creates a shared receive queue in pd (ibv_create_srq; rxe
+// rxe_srq_chk_attr): MaxWR in 1..MaxSRQWR, MaxSGE up to MaxSRQSGE (at
+// least one SGE is always granted), at most MaxSRQ SRQs per NIC.
+func (n *NIC) CreateSRQ(pd *mem.PD, a SRQInitAttr) (*SRQ, error) {
+	switch {
+	case n.closed.Load():
+		return nil, ErrClosed
+	case pd == nil:
+		return nil, fmt.Errorf("%w: SRQ needs a PD", ErrInvalid)
+	case a.MaxWR == 0 || a.MaxWR > maxSRQWR:
+		return nil, fmt.Errorf("%w: SRQ max_wr %d not in 1..%d", ErrInvalid, a.MaxWR, maxSRQWR)
+	case a.MaxSGE > maxSRQSGE:
+		return nil, fmt.Errorf("%w: SRQ max_sge %d exceeds %d", ErrInvalid, a.MaxSGE, maxSRQSGE)
+	}
+	if int(n.srqs.Add(1)) > maxSRQ {
+		n.srqs.Add(-1)
+		return nil, fmt.Errorf("%w: %d SRQs exist", ErrNoMemory, maxSRQ)
+	}
+	s := &SRQ{n: n, pd: pd, ctx: a.Context,
+		rq: transport.NewRecvQueue(int(max(a.MaxWR, minSRQWR)), int(max(a.MaxSGE, 1)))}
+	pd.Ref()
+	return s, nil
+}
+
+// Query returns the SRQ's attributes (ibv_query_srq): its capacity, its
+// SGEs per WR and the armed limit (0 once the limit event fired).
+func (s *SRQ) Query() (SRQAttr, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.destroyed {
+		return SRQAttr{}, fmt.Errorf("%w: SRQ destroyed", ErrInvalid)
+	}
+	return SRQAttr{MaxWR: uint32(s.rq.Cap()), MaxSGE: uint32(s.rq.MaxSGE()), SRQLimit: s.limit}, nil
+}
+
+// Modify resizes the SRQ and/or arms its limit (ibv_modify_srq; rxe
+// rxe_srq_chk_attr, rxe_srq_from_attr):
+//
+//   - SRQAttrMaxWR: a new capacity in 1..MaxSRQWR, not below the armed
+//     limit nor below the number of WRs posted;
+//   - SRQAttrLimit: SRQLimit up to the capacity arms the one-shot
+//     IBV_EVENT_SRQ_LIMIT_REACHED, raised when taking a WQE leaves fewer
+//     than SRQLimit posted; 0 disarms it. Each arming fires at most once.
+func (s *SRQ) Modify(attr *SRQAttr, mask SRQAttrMask) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.destroyed:
+		return fmt.Errorf("%w: SRQ destroyed", ErrInvalid)
+	case s.n.closed.Load():
+		return ErrClosed
+	case attr == nil || mask&^(SRQAttrMaxWR|SRQAttrLimit) != 0:
+		return fmt.Errorf("%w: SRQ attribute mask %#x", ErrInvalid, uint32(mask))
+	}
+	if mask&SRQAttrMaxWR != 0 {
+		switch {
+		case attr.MaxWR == 0 || attr.MaxWR > maxSRQWR:
+			return fmt.Errorf("%w: SRQ max_wr %d not in 1..%d", ErrInvalid, attr.MaxWR, maxSRQWR)
+		case mask&SRQAttrLimit == 0 && s.limit != 0 && attr.MaxWR < s.limit:
+			return fmt.Errorf("%w: SRQ max_wr %d below the armed limit %d", ErrInvalid, attr.MaxWR, s.limit)
+		}
+	}
+	if mask&SRQAttrLimit != 0 {
+		capWR := uint32(s.rq.Cap())
+		if mask&SRQAttrMaxWR != 0 {
+			capWR = attr.MaxWR
+		}
+		if attr.SRQLimit > capWR {
+			return fmt.Errorf("%w: SRQ limit %d exceeds max_wr %d", ErrInvalid, attr.SRQLimit, capWR)
+		}
+	}
+	if mask&SRQAttrMaxWR != 0 {
+		if err := s.rq.Resize(int(max(attr.MaxWR, minSRQWR))); err != nil {
+			return err
+		}
+	}
+	if mask&SRQAttrLimit != 0 {
+		s.armLocked(attr.SRQLimit)
+	}
+	return nil
+}
+
+// armLocked arms (or with 0 disarms) the limit event.
+func (s *SRQ) armLocked(limit uint32) {
+	s.gen++
+	s.limit = limit
+	if limit == 0 {
+		s.rq.ArmLimit(0, nil)
+		return
+	}
+	gen := s.gen
+	s.rq.ArmLimit(int(limit), func() { s.limitReached(gen) })
+}
+
+// limitReached runs once per arming when a QP's take leaves the SRQ below
+// its limit: it posts IBV_EVENT_SRQ_LIMIT_REACHED and shows the SRQ
+// disarmed (rxe_resp.c get_srq_wqe: srq->limit = 0, then the event).
+func (s *SRQ) limitReached(gen uint64) {
+	s.mu.Lock()
+	if s.gen == gen {
+		s.limit = 0
+	}
+	s.mu.Unlock()
+	s.n.postAsync(AsyncEvent{Type: EventSRQLimitReached, Other: s.ctx})
+}
+
+// PostRecv posts receive WRs to the SRQ (ibv_post_srq_recv); on error it
+// returns the index of the first WR not posted.
+func (s *SRQ) PostRecv(wrs []transport.RecvWR) (int, error) {
+	s.mu.Lock()
+	dead := s.destroyed
+	s.mu.Unlock()
+	switch {
+	case dead:
+		return 0, fmt.Errorf("%w: SRQ destroyed", ErrInvalid)
+	case s.n.closed.Load():
+		return 0, ErrClosed
+	}
+	return s.rq.Post(wrs)
+}
+
+// Len returns the number of WRs posted and not yet taken.
+func (s *SRQ) Len() int { return s.rq.Len() }
+
+// attach records a QP taking its receive WQEs from the SRQ.
+func (s *SRQ) attach() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.destroyed {
+		return fmt.Errorf("%w: SRQ destroyed", ErrInvalid)
+	}
+	s.users++
+	return nil
+}
+
+// detach drops a QP recorded by attach.
+func (s *SRQ) detach() {
+	s.mu.Lock()
+	s.users--
+	s.mu.Unlock()
+}
+
+// Destroy destroys the SRQ (ibv_destroy_srq). It fails with ErrBusy while
+// QPs are attached (the kernel's ib_destroy_srq_user: srq->usecnt), and
+// drops the WRs still posted without completions.
+func (s *SRQ) Destroy() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.destroyed:
+		return fmt.Errorf("%w: SRQ already destroyed", ErrInvalid)
+	case s.users > 0:
+		return fmt.Errorf("%w: SRQ used by %d QPs", ErrBusy, s.users)
+	}
+	s.destroyed = true
+	s.gen++
+	s.limit = 0
+	s.rq.ArmLimit(0, nil)
+	s.rq.Drain(func(*transport.RecvWQE) {})
+	s.pd.Unref()
+	s.n.srqs.Add(-1)
+	return nil
+}

@@ -1,0 +1,80 @@
+package nic
+
+import (
+	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/transport/rc"
+	"github.com/softnic/softnic/transport/ud"
+)
+
+// qpTransport is the transport behind a QP as nic.QP drives it: an RC/UC
+// QP of package rc or a UD QP of package ud.
+type qpTransport interface {
+	Handler
+	State() transport.QPState
+	Query() transport.QPAttr
+	Modify(attr *transport.QPAttr, mask transport.AttrMask) error
+	PostSend(wrs []transport.SendWR) (int, error)
+	PostSendAll(wrs []transport.SendWR) error
+	FlushRecv()
+}
+
+var (
+	_ qpTransport = (*rc.QP)(nil)
+	_ qpTransport = (*ud.QP)(nil)
+)
+
+// DefaultPortMTU is the port MTU of a NIC whose Config leaves it unset:
+// the largest IB MTU, which rxe reports as max_mtu and, on a netdev of
+// 4200 bytes or more, as active_mtu (rxe-interop-facts.md §2.10).
+const DefaultPortMTU = transport.MTU4096
+
+// PortMTU returns the port's active MTU (ibv_port_attr.active_mtu). It
+// bounds UD messages: rxe sizes UD packets by the port MTU (port.mtu_cap),
+// not by a path MTU, and a UD message longer than it is completed without
+// being sent (IBTA C10-93.1.1). RC and UC QPs use their own path MTU.
+func (n *NIC) PortMTU() transport.MTU {
+	if m := n.cfg.PortMTU; m >= transport.MTU256 && m <= transport.MTU4096 {
+		return m
+	}
+	return DefaultPortMTU
+}
+
+// newUD makes the UD transport of qp.
+func (n *NIC) newUD(qp *QP, qpn uint32, wake func(), a *QPInitAttr, c transport.QPCap) (*ud.QP, error) {
+	return ud.New(ud.Config{
+		QPN: qpn, PD: a.PD, Mem: n.mem, SendCQ: a.SendCQ, RecvCQ: a.RecvCQ,
+		RQ: qp.rq, SRQ: a.SRQ != nil, Cap: c, SigAll: a.SigAll,
+		LocalAddr: n.addr, DstPort: n.cfg.PeerPort, MTU: n.PortMTU().Bytes(),
+		Counters: &n.ctr, Wake: wake,
+		OnAsync: func(ev ud.AsyncEvent) {
+			switch ev {
+			case ud.EventQPFatal:
+				n.postAsync(AsyncEvent{Type: EventQPFatal, QPN: qpn})
+				qp.lastWQEReached()
+			case ud.EventSQDrained:
+				n.postAsync(AsyncEvent{Type: EventSQDrained, QPN: qpn})
+			}
+		},
+	})
+}
+
+// lastWQEReached posts IBV_EVENT_QP_LAST_WQE_REACHED for a QP attached to
+// an SRQ that has entered ERR, once per entry: in ERR the QP takes no more
+// WQEs from the SRQ, so the application may now reclaim the ones it still
+// owns (IBTA 11.6.3.1, ibv_get_async_event(3)).
+func (qp *QP) lastWQEReached() {
+	if qp.srq != nil && qp.lastWQE.CompareAndSwap(false, true) {
+		qp.n.postAsync(AsyncEvent{Type: EventQPLastWQEReached, QPN: qp.qpn})
+	}
+}
+
+// afterModify runs the QP's bookkeeping after a successful modify: the
+// last-WQE event on entering ERR, its re-arming on RESET.
+func (qp *QP) afterModify() {
+	switch qp.t.State() {
+	case transport.QPStateErr:
+		qp.lastWQEReached()
+	case transport.QPStateReset:
+		qp.lastWQE.Store(false)
+	}
+}

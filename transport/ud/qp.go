@@ -1,0 +1,344 @@
+// Package ud implements softnic's Unreliable Datagram transport (IBTA
+// chapters 9 and 10 for UD QPs): SEND and SEND_WITH_IMM of at most one port
+// MTU per message, addressed per work request by an address handle, a
+// destination QP number and a Q_Key carried in the DETH; no
+// acknowledgements and no PSN checks, as in rxe (rxe_req.c, rxe_resp.c
+// for IB_QPT_UD).
+//
+// A QP is driven the way package rc drives RC and UC QPs: the engine's
+// processor calls Process, which drains the datagrams Deliver queued and
+// then sends what the send queue holds, each within a budget (STYLE.md
+// 8). Application calls (PostSend, Modify, Query) take the QP lock
+// briefly; receives are posted straight into the RecvQueue the engine
+// gave the QP (its own or a shared one).
+package ud
+
+import (
+	"fmt"
+	"net/netip"
+	"sync"
+
+	"github.com/softnic/softnic/nic/mem"
+	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/wire"
+)
+
+const (
+	// inboxLen bounds the datagrams queued for one QP.
+	inboxLen = 1024
+	// budget bounds the datagrams one Process pass receives or sends, so
+	// one busy QP cannot starve the others on its processor.
+	budget = 64
+	// GRHLen is the size of the area at the front of every UD receive
+	// buffer that holds the packet's global route header: for RoCEv2 its
+	// IP header, as rxe copies a union rdma_network_hdr there
+	// (ibv_post_recv(3) NOTES; rxe_resp.c send_data_in callers).
+	GRHLen = 40
+	// defaultHopLimit is the IP TTL when the address handle gives none
+	// (rxe sends the route's default, 64; rxe-interop-facts.md §3).
+	defaultHopLimit = 64
+	// qkeyUseQP is the Q_Key bit that, set in a send WR's Q_Key, stands
+	// for the QP's own Q_Key (IBTA 10.2.5).
+	qkeyUseQP = 1 << 31
+)
+
+// Config is what the engine gives a UD QP at creation.
+type Config struct {
+	QPN    uint32
+	PD     *mem.PD
+	Mem    *mem.Table
+	SendCQ transport.CQ
+	RecvCQ transport.CQ
+	// RQ is the QP's own receive queue or its SRQ's.
+	RQ *transport.RecvQueue
+	// SRQ says RQ is shared: it is neither flushed nor reset with the QP.
+	SRQ bool
+	Cap transport.QPCap
+	// SigAll makes every send WR signaled (sq_sig_all).
+	SigAll bool
+	// LocalAddr is the NIC's address, the source of every datagram.
+	LocalAddr netip.Addr
+	// DstPort is the UDP destination port of peers (wire.UDPPort).
+	DstPort uint16
+	// MTU is the port MTU in bytes, the largest UD message (rxe uses
+	// port.mtu_cap for UD, not a path MTU). Zero means 4096.
+	MTU      int
+	Counters *transport.Counters
+	// Wake asks the engine to run Process soon; it must not block.
+	Wake func()
+	// OnAsync reports affiliated asynchronous events; it runs without the
+	// QP lock held.
+	OnAsync func(ev AsyncEvent)
+}
+
+// AsyncEvent is an affiliated asynchronous event of a UD QP.
+type AsyncEvent uint8
+
+const (
+	// EventQPFatal: the QP moved to ERR on its own (a CQ overrun or a
+	// receive WQE the memory table refused), IBV_EVENT_QP_FATAL.
+	EventQPFatal AsyncEvent = iota + 1
+	// EventSQDrained: the QP entered SQD with EnSQDAsyncNotify and its
+	// send queue has nothing in flight (IBV_EVENT_SQ_DRAINED).
+	EventSQDrained
+)
+
+// QP is a UD queue pair's transport state.
+type QP struct {
+	cfg     Config
+	srcPort uint16 // UDP source port of everything the QP sends
+
+	inMu  sync.Mutex
+	inbox []*transport.RxPacket // guarded by inMu
+	batch []*transport.RxPacket // owned by Process
+
+	mu      sync.Mutex
+	state   transport.QPState // guarded by mu
+	attr    transport.QPAttr  // guarded by mu
+	psn     wire.PSN          // guarded by mu: next send PSN
+	sq      sendQueue         // guarded by mu
+	haveWQE bool              // guarded by mu: wqe holds the RQ's head
+	wqe     transport.RecvWQE // guarded by mu
+	pieces  [][]byte          // guarded by mu: scratch for mem.LocalV
+	events  []AsyncEvent      // guarded by mu; delivered after unlock
+}
+
+// New makes a UD QP in the RESET state.
+func New(cfg Config) (*QP, error) {
+	if cfg.RQ == nil || cfg.SendCQ == nil || cfg.RecvCQ == nil || cfg.PD == nil || cfg.Mem == nil {
+		return nil, fmt.Errorf("%w: UD QP needs a PD, both CQs and a receive queue", transport.ErrInvalid)
+	}
+	if cfg.DstPort == 0 {
+		cfg.DstPort = wire.UDPPort
+	}
+	if cfg.MTU <= 0 {
+		cfg.MTU = transport.MTU4096.Bytes()
+	}
+	if cfg.Counters == nil {
+		cfg.Counters = new(transport.Counters)
+	}
+	if cfg.Wake == nil {
+		cfg.Wake = func() {}
+	}
+	qp := &QP{cfg: cfg, srcPort: wire.RxeSrcPort(cfg.QPN)}
+	qp.sq.init(int(cfg.Cap.MaxSendWR), int(cfg.Cap.MaxSendSGE), int(cfg.Cap.MaxInlineData))
+	qp.attr.Cap = cfg.Cap
+	qp.attr.PathMTU = transport.MTUFromBytes(cfg.MTU)
+	return qp, nil
+}
+
+// QPN returns the QP number.
+func (qp *QP) QPN() uint32 { return qp.cfg.QPN }
+
+// SrcPort returns the UDP source port of the QP's datagrams:
+// 0xC000 + hash_32(QPN, 14), as rxe gives UD QPs (rxe_qp.c rxe_qp_init_req).
+func (qp *QP) SrcPort() uint16 { return qp.srcPort }
+
+// State returns the current state.
+func (qp *QP) State() transport.QPState {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	return qp.state
+}
+
+// Query returns the QP's attributes (ibv_query_qp).
+func (qp *QP) Query() transport.QPAttr {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	a := qp.attr
+	a.State, a.CurState = qp.state, qp.state
+	a.SQPSN = uint32(qp.psn)
+	return a
+}
+
+// Modify applies attr under mask. The engine has already checked the
+// transition and the values (transport.CheckModify, CheckAttrValues).
+func (qp *QP) Modify(attr *transport.QPAttr, mask transport.AttrMask) error {
+	qp.mu.Lock()
+	qp.modifyLocked(attr, mask)
+	qp.mu.Unlock()
+	qp.flushEvents()
+	qp.cfg.Wake()
+	return nil
+}
+
+func (qp *QP) modifyLocked(attr *transport.QPAttr, mask transport.AttrMask) {
+	a := &qp.attr
+	if mask&transport.AttrQKey != 0 {
+		a.QKey = attr.QKey
+	}
+	if mask&transport.AttrPKeyIndex != 0 {
+		a.PKeyIndex = attr.PKeyIndex
+	}
+	if mask&transport.AttrPort != 0 {
+		a.PortNum = attr.PortNum
+	}
+	if mask&transport.AttrSQPSN != 0 {
+		a.SQPSN = attr.SQPSN
+		qp.psn = wire.PSN(attr.SQPSN & wire.PSNMask)
+	}
+	if mask&transport.AttrEnSQDAsyncNotify != 0 {
+		a.EnSQDAsyncNotify = attr.EnSQDAsyncNotify
+	}
+	if mask&transport.AttrState == 0 {
+		return
+	}
+	prev := qp.state
+	switch attr.State {
+	case transport.QPStateReset:
+		qp.state = attr.State
+		qp.resetLocked()
+	case transport.QPStateErr:
+		if prev != transport.QPStateErr {
+			qp.toErrorLocked(false)
+		}
+	case transport.QPStateSQD:
+		qp.state = attr.State
+		// A UD WQE leaves in one datagram and completes as it leaves, so
+		// the send queue has nothing in flight once the processor stops
+		// starting new WQEs: it is drained at once (IBTA 10.3.1, SQD).
+		if a.EnSQDAsyncNotify {
+			qp.events = append(qp.events, EventSQDrained)
+		}
+	default:
+		qp.state = attr.State
+	}
+}
+
+// resetLocked returns the QP to its state after creation: every WR is
+// discarded without a completion (IBTA 10.3.1, RESET).
+func (qp *QP) resetLocked() {
+	qp.sq.reset()
+	qp.haveWQE = false
+	if !qp.cfg.SRQ {
+		qp.cfg.RQ.Drain(func(*transport.RecvWQE) {})
+	}
+	qp.psn = 0
+	qp.inMu.Lock()
+	for _, p := range qp.inbox {
+		p.Release()
+	}
+	clear(qp.inbox)
+	qp.inbox = qp.inbox[:0]
+	qp.inMu.Unlock()
+}
+
+// toErrorLocked moves the QP to ERR and completes every outstanding WR
+// with WR_FLUSH_ERR (IBTA 10.3.1, ERR). fatal reports
+// IBV_EVENT_QP_FATAL (the QP went there on its own, not by a modify).
+func (qp *QP) toErrorLocked(fatal bool) {
+	qp.state = transport.QPStateErr
+	qp.flushSendLocked()
+	qp.flushRecvLocked()
+	if fatal {
+		qp.events = append(qp.events, EventQPFatal)
+	}
+}
+
+// toSQELocked moves the QP to the Send Queue Error state after a send WR
+// completed in error: the remaining send WRs are flushed, receives go on,
+// and a modify to RTS resumes sending (IBTA 10.3.1: SQE is the send
+// queue error state of the unreliable services; ibv_modify_qp(3)
+// IBV_QPS_SQE). rxe has no SQE and moves the QP to ERR instead.
+func (qp *QP) toSQELocked() {
+	qp.state = transport.QPStateSQE
+	qp.flushSendLocked()
+}
+
+// flushSendLocked completes every queued send WR with WR_FLUSH_ERR.
+func (qp *QP) flushSendLocked() {
+	for !qp.sq.empty() {
+		w := qp.sq.pop()
+		w.status = transport.WCWRFlushErr
+		qp.completeSendLocked(w)
+	}
+}
+
+// flushRecvLocked completes the QP's receive WRs with WR_FLUSH_ERR: the
+// one it holds and, without an SRQ, every one still posted.
+func (qp *QP) flushRecvLocked() {
+	if qp.haveWQE {
+		qp.haveWQE = false
+		qp.flushRecvWQE(&qp.wqe)
+	}
+	if !qp.cfg.SRQ {
+		qp.cfg.RQ.Drain(qp.flushRecvWQE)
+	}
+}
+
+func (qp *QP) flushRecvWQE(r *transport.RecvWQE) {
+	wc := transport.WorkCompletion{WRID: r.WRID, Status: transport.WCWRFlushErr,
+		Opcode: transport.WCRecv, QPNum: qp.cfg.QPN}
+	qp.cfg.RecvCQ.Push(&wc, false)
+}
+
+// FlushRecv completes every posted receive with WR_FLUSH_ERR if the QP is
+// in ERR (receives posted in ERR are flushed, IBTA 10.8.3.3).
+func (qp *QP) FlushRecv() {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.state == transport.QPStateErr {
+		qp.flushRecvLocked()
+	}
+}
+
+func (qp *QP) flushEvents() {
+	qp.mu.Lock()
+	evs := qp.events
+	qp.events = nil
+	qp.mu.Unlock()
+	if qp.cfg.OnAsync != nil {
+		for _, ev := range evs {
+			qp.cfg.OnAsync(ev)
+		}
+	}
+}
+
+// Deliver queues a received datagram for the QP, which releases it. It
+// returns false (the caller keeps the packet) when the inbox is full.
+func (qp *QP) Deliver(p *transport.RxPacket) bool {
+	qp.inMu.Lock()
+	defer qp.inMu.Unlock()
+	if len(qp.inbox) >= inboxLen {
+		return false
+	}
+	qp.inbox = append(qp.inbox, p)
+	return true
+}
+
+// Process receives the queued datagrams and sends from the send queue,
+// each within a budget. It reports whether work remains.
+func (qp *QP) Process(out transport.Output) (more bool) {
+	qp.inMu.Lock()
+	n := min(len(qp.inbox), budget)
+	qp.batch = append(qp.batch[:0], qp.inbox[:n]...)
+	rest := copy(qp.inbox, qp.inbox[n:])
+	clear(qp.inbox[rest:])
+	qp.inbox = qp.inbox[:rest]
+	qp.inMu.Unlock()
+
+	qp.mu.Lock()
+	for _, p := range qp.batch {
+		qp.receiveLocked(p)
+		p.Release()
+	}
+	clear(qp.batch)
+	more = qp.sendLocked(out)
+	qp.mu.Unlock()
+	qp.flushEvents()
+
+	qp.inMu.Lock()
+	more = more || len(qp.inbox) > 0
+	qp.inMu.Unlock()
+	return more
+}
+
+// Close releases queued datagrams (destroy).
+func (qp *QP) Close() {
+	qp.inMu.Lock()
+	defer qp.inMu.Unlock()
+	for _, p := range qp.inbox {
+		p.Release()
+	}
+	qp.inbox = nil
+}

@@ -1,0 +1,145 @@
+package ud
+
+import (
+	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/wire"
+)
+
+// receiveLocked runs one datagram through the UD responder (rxe_resp.c
+// for IB_QPT_UD: no PSN or opcode-sequence checks, no acknowledgement).
+// The engine has checked the ICRC, the destination GID, the P_Key and
+// that the opcode is a UD one. Every refusal is counted and dropped.
+func (qp *QP) receiveLocked(p *transport.RxPacket) {
+	c := qp.cfg.Counters
+	pkt := &p.Pkt
+	// Requests need RTR or later (rxe_recv.c check_type_state); SQD and
+	// SQE still receive.
+	if qp.state < transport.QPStateRTR || qp.state == transport.QPStateErr {
+		c.DropState.Add(1)
+		return
+	}
+	// The DETH Q_Key must be the QP's (IBTA 10.2.5; rxe_recv.c
+	// check_keys: qkey_viol_cntr).
+	deth := pkt.DETH()
+	if deth == nil || !pkt.Is(wire.MaskSend) {
+		c.DropMalformed.Add(1)
+		return
+	}
+	if deth.QKey() != qp.attr.QKey {
+		c.DropQKey.Add(1)
+		return
+	}
+	// CHK_RESOURCE: a UD datagram without a receive WQE is dropped, never
+	// RNR-NAKed (rxe_resp.c check_resource: RESPST_ERR_RNR → drop for UD).
+	if !qp.haveWQE {
+		if !qp.cfg.RQ.Take(&qp.wqe) {
+			c.DropNoRecvWQE.Add(1)
+			return
+		}
+		qp.haveWQE = true
+	}
+	// CHK_LENGTH: the GRH area and the payload must fit the receive
+	// buffer (rxe_resp_check_length). Without an SRQ the datagram is
+	// dropped and the WQE stays for the next one (rxe: class D, drop_msg,
+	// the WQE not consumed); with an SRQ the WQE was taken from the shared
+	// queue and completes in error (rxe: class E, IB_WC_REM_INV_REQ_ERR).
+	n := GRHLen + len(pkt.Payload)
+	if uint64(n) > qp.wqe.Length {
+		c.DropLength.Add(1)
+		if qp.cfg.SRQ {
+			qp.completeRecvLocked(transport.WCRemInvReqErr, p, 0)
+		}
+		return
+	}
+	var grh [GRHLen]byte
+	PutGRH(grh[:], &p.Encap, len(p.Data))
+	if err := qp.scatter(grh[:], 0); err != nil {
+		qp.malformedWQELocked(p)
+		return
+	}
+	if err := qp.scatter(pkt.Payload, GRHLen); err != nil {
+		qp.malformedWQELocked(p)
+		return
+	}
+	c.RDMARecvs.Add(1)
+	qp.completeRecvLocked(transport.WCSuccess, p, uint32(n))
+}
+
+// malformedWQELocked handles a receive WQE the MR table refuses: the WQE
+// completes with a local protection error and the QP moves to ERR (rxe:
+// RESPST_ERR_MALFORMED_WQE, class A, for every QP type).
+func (qp *QP) malformedWQELocked(p *transport.RxPacket) {
+	qp.completeRecvLocked(transport.WCLocProtErr, p, 0)
+	if qp.state != transport.QPStateErr {
+		qp.toErrorLocked(true)
+	}
+}
+
+// scatter copies src into the held WQE's SGE list at byte offset off,
+// checking each SGE for local write access.
+func (qp *QP) scatter(src []byte, off uint64) error {
+	for _, s := range qp.wqe.SGList {
+		if len(src) == 0 {
+			break
+		}
+		if off >= uint64(s.Length) {
+			off -= uint64(s.Length)
+			continue
+		}
+		var err error
+		qp.pieces, err = qp.cfg.Mem.LocalV(qp.cfg.PD, s, true, qp.pieces[:0])
+		if err != nil {
+			return err
+		}
+		for _, piece := range qp.pieces {
+			if off >= uint64(len(piece)) {
+				off -= uint64(len(piece))
+				continue
+			}
+			k := copy(piece[off:], src)
+			src = src[k:]
+			off = 0
+		}
+	}
+	clear(qp.pieces)
+	return nil
+}
+
+// completeRecvLocked completes the held receive WQE with st (rxe_resp.c
+// do_complete for UD): the source QP from the DETH, IBV_WC_GRH, and a
+// byte count that includes the 40 GRH bytes (rxe-interop-facts.md §2.11).
+// A CQ overrun moves the QP to ERR.
+func (qp *QP) completeRecvLocked(st transport.WCStatus, p *transport.RxPacket, byteLen uint32) {
+	qp.haveWQE = false
+	pkt := &p.Pkt
+	wc := transport.WorkCompletion{
+		WRID:   qp.wqe.WRID,
+		Status: st,
+		Opcode: transport.WCRecv,
+		QPNum:  qp.cfg.QPN,
+		SrcQP:  pkt.DETH().SrcQP(),
+	}
+	if st == transport.WCSuccess {
+		wc.ByteLen = byteLen
+		wc.Flags = transport.WCGRH
+		if im := pkt.ImmDt(); im != nil {
+			wc.Flags |= transport.WCWithImm
+			wc.Imm = im.Imm()
+		}
+	}
+	if !qp.cfg.RecvCQ.Push(&wc, pkt.SE()) && qp.state != transport.QPStateErr {
+		qp.toErrorLocked(true)
+	}
+}
+
+// PutGRH writes into dst (at least GRHLen bytes) the GRH area rxe puts
+// before a UD payload, a union rdma_network_hdr rebuilt from the
+// datagram's headers: for IPv4, 20 zero bytes and then the 20-byte IPv4
+// header; for IPv6, the 40-byte IPv6 header. udpPayload is the length of
+// the UDP payload (BTH through ICRC), from which the IP lengths follow.
+func PutGRH(dst []byte, e *wire.Encap, udpPayload int) {
+	var hdr [wire.IPv6HeaderLen + wire.UDPHeaderLen]byte
+	n := e.PutHeaders(hdr[:], udpPayload) - wire.UDPHeaderLen
+	clear(dst[:GRHLen-n])
+	copy(dst[GRHLen-n:GRHLen], hdr[:n])
+}

@@ -1,0 +1,410 @@
+package ud
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/softnic/softnic/nic/mem"
+	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/wire"
+)
+
+// sendWQE is a posted UD send work request: the WR's fields the requester
+// needs, with its own copies of the SGE list, the inline data and the
+// address vector (resolved from the address handle at post time, so the
+// handle may be destroyed once the WR is posted).
+type sendWQE struct {
+	wrid      uint64
+	opcode    transport.WROpcode
+	flags     transport.SendFlags
+	imm       uint32
+	sgl       []transport.SGE
+	inline    []byte
+	isInline  bool
+	length    uint64
+	signaled  bool
+	av        transport.AHAttr
+	remoteQPN uint32
+	qkey      uint32
+	// status is not success when the WR is known to fail before it is
+	// sent: its address handle was destroyed or belongs to another PD.
+	status transport.WCStatus
+}
+
+// sendQueue is a ring of send WQEs.
+type sendQueue struct {
+	ring       []sendWQE
+	head, tail uint64 // ever-increasing positions
+}
+
+func (q *sendQueue) init(n, maxSGE, maxInline int) {
+	q.ring = make([]sendWQE, max(n, 1))
+	for i := range q.ring {
+		q.ring[i].sgl = make([]transport.SGE, 0, maxSGE)
+		q.ring[i].inline = make([]byte, 0, maxInline)
+	}
+}
+
+func (q *sendQueue) reset()               { q.head, q.tail = 0, 0 }
+func (q *sendQueue) empty() bool          { return q.head == q.tail }
+func (q *sendQueue) free() int            { return len(q.ring) - int(q.tail-q.head) }
+func (q *sendQueue) at(i uint64) *sendWQE { return &q.ring[i%uint64(len(q.ring))] }
+
+// pop removes the oldest WQE and returns it; its slot stays intact until
+// a later post reuses it.
+func (q *sendQueue) pop() *sendWQE {
+	w := q.at(q.head)
+	q.head++
+	return w
+}
+
+// PostSend queues wrs in order (ibv_post_send). It stops at the first WR
+// it refuses and returns its index with an error wrapping
+// transport.ErrInvalid, ErrFull or ErrState; the WRs before it are posted.
+func (qp *QP) PostSend(wrs []transport.SendWR) (int, error) {
+	qp.mu.Lock()
+	i, err := qp.postSendLocked(wrs)
+	qp.mu.Unlock()
+	qp.flushEvents()
+	if i > 0 {
+		qp.cfg.Wake()
+	}
+	return i, err
+}
+
+// PostSendAll posts every WR of wrs, or none if any is refused or the
+// send queue has no room for all of them (ibv_wr_complete).
+func (qp *QP) PostSendAll(wrs []transport.SendWR) error {
+	qp.mu.Lock()
+	err := qp.checkAllLocked(wrs)
+	if err == nil {
+		_, err = qp.postSendLocked(wrs)
+	}
+	qp.mu.Unlock()
+	qp.flushEvents()
+	if err == nil && len(wrs) > 0 {
+		qp.cfg.Wake()
+	}
+	return err
+}
+
+func (qp *QP) checkAllLocked(wrs []transport.SendWR) error {
+	if err := qp.checkPostStateLocked(); err != nil {
+		return err
+	}
+	for i := range wrs {
+		if err := qp.checkSendWR(&wrs[i]); err != nil {
+			return fmt.Errorf("WR %d: %w", i, err)
+		}
+	}
+	if free := qp.sq.free(); len(wrs) > free {
+		return fmt.Errorf("%w: %d WRs, room for %d", transport.ErrFull, len(wrs), free)
+	}
+	return nil
+}
+
+// checkPostStateLocked refuses sends before RTS (ibv_post_send(3): the QP
+// must be in RTS, or a later state whose WRs are queued or flushed).
+func (qp *QP) checkPostStateLocked() error {
+	switch qp.state {
+	case transport.QPStateReset, transport.QPStateInit, transport.QPStateRTR:
+		return fmt.Errorf("%w: post send in state %v", transport.ErrState, qp.state)
+	}
+	return nil
+}
+
+func (qp *QP) postSendLocked(wrs []transport.SendWR) (int, error) {
+	if err := qp.checkPostStateLocked(); err != nil {
+		return 0, err
+	}
+	for i := range wrs {
+		if err := qp.checkSendWR(&wrs[i]); err != nil {
+			return i, err
+		}
+		if qp.sq.free() == 0 {
+			return i, fmt.Errorf("%w: send queue holds %d WRs", transport.ErrFull, len(qp.sq.ring))
+		}
+		qp.enqueueLocked(&wrs[i])
+		if qp.state == transport.QPStateErr || qp.state == transport.QPStateSQE {
+			// WRs posted in ERR or SQE complete at once with a flush
+			// error (IBTA 10.8.3.3; ibv_post_send(3)).
+			qp.flushSendLocked()
+		}
+	}
+	return len(wrs), nil
+}
+
+// checkSendWR validates a WR against the QP (ibv_post_send(3): a UD QP
+// takes SEND and SEND_WITH_IMM with an address handle; rxe provider
+// validate_send_wr).
+func (qp *QP) checkSendWR(wr *transport.SendWR) error {
+	switch wr.Opcode {
+	case transport.WRSend, transport.WRSendWithImm:
+	default:
+		return fmt.Errorf("%w: opcode %v not supported on UD QPs", transport.ErrInvalid, wr.Opcode)
+	}
+	if wr.AH == nil {
+		return fmt.Errorf("%w: UD send without an address handle", transport.ErrInvalid)
+	}
+	if av, pd, ok := wr.AH.AddressVector(); ok && pd == 0 {
+		// A bare address vector is checked here; an address handle was
+		// checked when it was created.
+		if err := CheckAV(av, qp.cfg.LocalAddr); err != nil {
+			return err
+		}
+	}
+	if wr.RemoteQPN > wire.QPNMask {
+		return fmt.Errorf("%w: remote QPN %#x does not fit 24 bits", transport.ErrInvalid, wr.RemoteQPN)
+	}
+	if len(wr.SGList) > int(qp.cfg.Cap.MaxSendSGE) {
+		return fmt.Errorf("%w: %d SGEs, QP max_send_sge %d", transport.ErrInvalid, len(wr.SGList), qp.cfg.Cap.MaxSendSGE)
+	}
+	if wr.Flags&transport.SendInline != 0 {
+		n := uint64(len(wr.InlineData))
+		if wr.InlineData == nil {
+			n = 0
+			for _, s := range wr.SGList {
+				n += uint64(s.Length)
+			}
+		}
+		if n > uint64(qp.cfg.Cap.MaxInlineData) {
+			return fmt.Errorf("%w: %d inline bytes, QP max_inline_data %d", transport.ErrInvalid, n, qp.cfg.Cap.MaxInlineData)
+		}
+	}
+	return nil
+}
+
+func (qp *QP) enqueueLocked(wr *transport.SendWR) {
+	w := qp.sq.at(qp.sq.tail)
+	sgl, inline := w.sgl[:0], w.inline[:0]
+	*w = sendWQE{
+		wrid: wr.WRID, opcode: wr.Opcode, flags: wr.Flags, imm: wr.Imm,
+		remoteQPN: wr.RemoteQPN, qkey: wr.RemoteQKey,
+		signaled: qp.cfg.SigAll || wr.Flags&transport.SendSignaled != 0,
+	}
+	w.sgl = append(sgl, wr.SGList...)
+	w.inline = inline
+	if wr.Flags&transport.SendInline != 0 {
+		w.isInline = true
+		if wr.InlineData != nil {
+			w.inline = append(w.inline, wr.InlineData...)
+		} else {
+			w.inline = qp.gatherInline(w.inline, wr.SGList)
+		}
+		w.length = uint64(len(w.inline))
+	} else {
+		for _, s := range w.sgl {
+			w.length += uint64(s.Length)
+		}
+	}
+	// Resolve the address handle now. One destroyed, or of another PD,
+	// fails the WR when its turn comes, as rxe_get_av does (local QP
+	// operation error).
+	av, pd, ok := wr.AH.AddressVector()
+	switch {
+	case !ok:
+		w.status = transport.WCLocQPOpErr
+	case pd != 0 && pd != qp.cfg.PD.Handle():
+		w.status = transport.WCLocQPOpErr
+	default:
+		w.av = *av
+	}
+	qp.sq.tail++
+}
+
+// gatherInline copies inline data given by SGEs: softnic reads it through
+// the MR table, a Go program having no raw pointers to hand over.
+func (qp *QP) gatherInline(dst []byte, sgl []transport.SGE) []byte {
+	for _, s := range sgl {
+		b, err := qp.cfg.Mem.Local(qp.cfg.PD, s, false)
+		if err != nil || len(b) != int(s.Length) {
+			dst = append(dst, make([]byte, s.Length)...)
+			continue
+		}
+		dst = append(dst, b...)
+	}
+	return dst
+}
+
+// CheckAV checks an address vector for a UD destination of a NIC at
+// local: RoCE needs a global route with a valid, specified destination
+// GID of the local address's family, GID index 0 (the GID table has one
+// entry) and port 1 (0 is taken as 1) (rdma_check_ah_attr,
+// rxe_av_chk_attr).
+func CheckAV(av *transport.AHAttr, local netip.Addr) error {
+	g := &av.GRH
+	switch {
+	case !av.IsGlobal:
+		return fmt.Errorf("%w: RoCE needs a global route (is_global = 0)", transport.ErrInvalid)
+	case !g.DGID.IsValid() || g.DGID.IsUnspecified():
+		return fmt.Errorf("%w: dgid %v is not a destination", transport.ErrInvalid, g.DGID)
+	case g.DGID.Unmap().Is4() != local.Unmap().Is4():
+		return fmt.Errorf("%w: dgid %v is not of the device address %v's family", transport.ErrInvalid, g.DGID, local)
+	case g.SGIDIndex != 0:
+		return fmt.Errorf("%w: sgid_index %d (the GID table has index 0)", transport.ErrInvalid, g.SGIDIndex)
+	case av.PortNum > 1:
+		return fmt.Errorf("%w: port_num %d (the device has port 1)", transport.ErrInvalid, av.PortNum)
+	}
+	return nil
+}
+
+// sendLocked sends up to budget queued WQEs, one datagram each, and
+// reports whether sendable work is left (rxe_req.c rxe_requester for
+// UD QPs: a single SEND_ONLY packet per WQE, completed once sent).
+func (qp *QP) sendLocked(out transport.Output) bool {
+	if qp.state != transport.QPStateRTS {
+		// SQD: nothing new starts; SQE, ERR: the queue was flushed.
+		return false
+	}
+	for sent := 0; sent < budget; sent++ {
+		if qp.sq.empty() {
+			return false
+		}
+		w := qp.sq.at(qp.sq.head)
+		switch {
+		case w.status != transport.WCSuccess:
+			qp.sendErrorLocked(w.status)
+			return false
+		case w.length > uint64(qp.cfg.MTU):
+			// C10-93.1.1: a UD message longer than the port MTU emits no
+			// packet and raises no error; rxe completes it successfully
+			// ("fake a successful UD send", and consumes a PSN), and so
+			// does softnic.
+			qp.psn = qp.psn.Next()
+		case !qp.sendPacketLocked(w, out):
+			qp.sendErrorLocked(transport.WCLocProtErr)
+			return false
+		}
+		qp.completeSendLocked(qp.sq.pop())
+		if qp.state != transport.QPStateRTS {
+			return false // the send CQ overflowed
+		}
+	}
+	return !qp.sq.empty()
+}
+
+// sendPacketLocked builds and queues the datagram of w. It reports false
+// when the WQE's memory cannot be read (its SGE fails the MR checks).
+func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output) bool {
+	var h wire.Headers
+	h.BTH.Opcode = wire.UDSendOnly
+	if w.opcode == transport.WRSendWithImm {
+		h.BTH.Opcode = wire.UDSendOnlyImm
+		h.Imm = w.imm
+	}
+	h.BTH.SE = w.flags&transport.SendSolicited != 0
+	h.BTH.PKey = wire.DefaultPKey
+	h.BTH.DestQP = w.remoteQPN
+	h.BTH.PSN = qp.psn
+	qkey := w.qkey
+	if qkey&qkeyUseQP != 0 {
+		// IBTA 10.2.5: a Q_Key with its high-order bit set in a send WR
+		// means "use the QP's Q_Key" (rxe deth_set_qkey sends the WR's
+		// value verbatim; softnic follows the spec).
+		qkey = qp.attr.QKey
+	}
+	h.DETH = wire.DETHFields{QKey: qkey, SrcQP: qp.cfg.QPN}
+
+	b := out.Buf()
+	hdr, err := wire.PutHeaders(b, &h)
+	if err != nil {
+		panic(err) // the two UD opcodes are in the table: unreachable
+	}
+	n := int(w.length)
+	if err := qp.gather(w, b[hdr:hdr+n]); err != nil {
+		return false
+	}
+	e := qp.encapFor(&w.av)
+	total, err := wire.Finish(b, &e, hdr, n)
+	if err != nil {
+		panic(err) // n is at most the port MTU: unreachable
+	}
+	out.Send(total, &e)
+	qp.psn = qp.psn.Next()
+	c := qp.cfg.Counters
+	c.SentPkts.Add(1)
+	c.SentBytes.Add(uint64(total))
+	c.RDMASends.Add(1)
+	return true
+}
+
+// encapFor returns the IP/UDP header of a datagram to av (rxe_net.c
+// prepare4/prepare6 with the AH's address vector): the AH's traffic
+// class and hop limit, its flow label on IPv6, DF on IPv4, and the QP's
+// fixed source port.
+func (qp *QP) encapFor(av *transport.AHAttr) wire.Encap {
+	g := &av.GRH
+	e := wire.Encap{
+		Src:          qp.cfg.LocalAddr,
+		Dst:          g.DGID,
+		SrcPort:      qp.srcPort,
+		DstPort:      qp.cfg.DstPort,
+		TrafficClass: g.TrafficClass,
+		HopLimit:     g.HopLimit,
+		FragOff:      wire.IPv4DF,
+	}
+	if e.Dst.Unmap().Is4() {
+		e.Src, e.Dst = e.Src.Unmap(), e.Dst.Unmap()
+	} else {
+		e.FlowLabel = g.FlowLabel & 0xFFFFF
+	}
+	if e.HopLimit == 0 {
+		e.HopLimit = defaultHopLimit
+	}
+	return e
+}
+
+// gather copies the WQE's message into dst from its inline data or its
+// SGEs, checking each SGE against the MR table.
+func (qp *QP) gather(w *sendWQE, dst []byte) error {
+	if w.isInline {
+		copy(dst, w.inline)
+		return nil
+	}
+	for _, s := range w.sgl {
+		if len(dst) == 0 {
+			break
+		}
+		var err error
+		qp.pieces, err = qp.cfg.Mem.LocalV(qp.cfg.PD, s, false, qp.pieces[:0])
+		if err != nil {
+			return err
+		}
+		dst = dst[mem.CopyOut(dst, qp.pieces):]
+	}
+	clear(qp.pieces)
+	return nil
+}
+
+// sendErrorLocked fails the head WQE with st and moves the QP to SQE,
+// flushing the rest of the send queue.
+func (qp *QP) sendErrorLocked(st transport.WCStatus) {
+	w := qp.sq.pop()
+	w.status = st
+	qp.cfg.Counters.SendErr.Add(1)
+	qp.completeSendLocked(w)
+	if qp.state == transport.QPStateRTS {
+		qp.toSQELocked()
+	}
+}
+
+// completeSendLocked posts w's completion if it is signaled or failed
+// (errors always complete, IBTA 10.7.3.1). A CQ overrun moves the QP to
+// ERR (IBTA 11.4.2.1).
+func (qp *QP) completeSendLocked(w *sendWQE) {
+	if w.status == transport.WCSuccess && !w.signaled {
+		return
+	}
+	wc := transport.WorkCompletion{
+		WRID:   w.wrid,
+		Status: w.status,
+		Opcode: transport.WCSend,
+		QPNum:  qp.cfg.QPN,
+	}
+	if w.status == transport.WCSuccess {
+		wc.ByteLen = uint32(w.length)
+	}
+	if !qp.cfg.SendCQ.Push(&wc, false) && qp.state != transport.QPStateErr {
+		qp.toErrorLocked(true)
+	}
+}

@@ -1,0 +1,345 @@
+package verbs_test
+
+// Responder errors and the NAKs that report them (IBTA 9.7.5.2, 9.9.2
+// classes A-C; rxe_resp.c RESPST_ERR_*; rxe_comp.c check_ack): the
+// requester completes the WR with the matching status and both QPs end in
+// ERR; nothing reaches the responder's memory.
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/wire"
+)
+
+// qpEvents returns the asynchronous event types e's device reported for
+// its QP so far.
+func qpEvents(e *end) []nic.AsyncEventType {
+	evs, _ := e.dev.AsyncEvents()
+	var out []nic.AsyncEventType
+	for _, ev := range evs {
+		if ev.QPN == e.qp.QPN() && ev.Type != nic.EventPortActive {
+			out = append(out, ev.Type)
+		}
+	}
+	return out
+}
+
+// wantEvents checks that e's QP reported every event of evs since the
+// last call (AsyncEvents consumes them).
+func wantEvents(t testing.TB, who string, e *end, evs ...nic.AsyncEventType) {
+	t.Helper()
+	got := qpEvents(e)
+	for _, ev := range evs {
+		if !slices.Contains(got, ev) {
+			t.Errorf("%s events %v, want %v among them", who, got, ev)
+		}
+	}
+}
+
+// nakCase is a request the responder refuses.
+type nakCase struct {
+	name string
+	// setup prepares b and returns the WR a posts.
+	setup func(t *testing.T, a, b *end) verbs.SendWR
+	// syn is the NAK the responder sends, st the requester's completion.
+	syn wire.Syndrome
+	st  verbs.WCStatus
+	// ev is the responder's affiliated asynchronous event (IBTA 11.6.3).
+	ev nic.AsyncEventType
+}
+
+// runNak posts c's WR followed by a SEND, and checks the NAK, both
+// completions, both QP states, the responder's flushed receive, that the
+// responder's memory is untouched and, for a READ or atomic, that the
+// requester's is too.
+func runNak(t *testing.T, c nakCase) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 1})
+		defer f.Close()
+		a, b := newPair(t, f, rcOpts)
+		rec := record(t, f)
+		wr := c.setup(t, a, b)
+		fill(a.buf, 11)
+		fill(b.buf, 12)
+		beforeA, beforeB := bytes.Clone(a.buf), bytes.Clone(b.buf)
+
+		postRecv(t, b, recvWR(b, 77, 0, 4096))
+		post(t, a, wr, sendWR(a, 2, verbs.WRSend, 0, 100))
+		wcs := waitWC(t, a.cq, 2)
+		wantWC(t, wcs[0], wr.WRID, c.st, wcs[0].Opcode)
+		wantWC(t, wcs[1], 2, verbs.WCWRFlushErr, verbs.WCSend)
+		rwc := waitWC(t, b.cq, 1)
+		wantWC(t, rwc[0], 77, verbs.WCWRFlushErr, verbs.WCRecv)
+		noWC(t, a.cq, 2*timeout14)
+		noWC(t, b.cq, 0)
+
+		checkSeq(t, "responses", rec.match(from(b)), fmt.Sprintf("ACKNOWLEDGE/0 %v", c.syn))
+		wantState(t, "requester", a, verbs.QPStateErr)
+		wantState(t, "responder", b, verbs.QPStateErr)
+		wantEvents(t, "responder", b, c.ev, nic.EventQPFatal)
+		checkBytes(t, "responder memory", b.buf, beforeB)
+		checkBytes(t, "requester memory", a.buf, beforeA)
+		if got := a.dev.Counters().Timeouts.Load(); got != 0 {
+			t.Errorf("requester timeouts %d, want 0", got)
+		}
+	})
+}
+
+// Requests the QP's access flags do not allow: Invalid Request
+// (C9-93; rxe check_op_valid → RESPST_ERR_UNSUPPORTED_OPCODE → NAK 0x61,
+// class C).
+func TestRCNakQPAccess(t *testing.T) {
+	all := verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic
+	for _, c := range []struct {
+		name   string
+		op     verbs.WROpcode
+		n      int
+		revoke verbs.Access
+	}{
+		{"WRITE", verbs.WRRDMAWrite, 3000, verbs.AccessRemoteWrite},
+		{"WRITE_WITH_IMM", verbs.WRRDMAWriteWithImm, 10, verbs.AccessRemoteWrite},
+		{"READ", verbs.WRRDMARead, 3000, verbs.AccessRemoteRead},
+		{"FETCH_ADD", verbs.WRAtomicFetchAndAdd, 8, verbs.AccessRemoteAtomic},
+		{"CMP_SWAP", verbs.WRAtomicCmpAndSwp, 8, verbs.AccessRemoteAtomic},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			runNak(t, nakCase{
+				setup: func(t *testing.T, a, b *end) verbs.SendWR {
+					modify(t, b, verbs.QPAttr{AccessFlags: all &^ c.revoke}, verbs.QPAttrAccessFlags)
+					return rdmaWR(a, b, 1, c.op, 8192, 16384, c.n)
+				},
+				syn: wire.NakInvalidRequest, st: verbs.WCRemInvReqErr, ev: nic.EventQPReqErr,
+			})
+		})
+	}
+}
+
+// rkeys and ranges the responder's memory table refuses: Remote Access
+// Error (C9-88.. ; rxe check_rkey → RESPST_ERR_RKEY_VIOLATION → NAK 0x62,
+// class C), checked for a multi-packet WRITE, a READ and an atomic.
+func TestRCNakRemoteAccess(t *testing.T) {
+	cases := []struct {
+		name string
+		// where returns the remote address and rkey to use for n bytes.
+		where func(t *testing.T, b *end, n int) (uint64, uint32)
+	}{
+		{"bad rkey index", func(t *testing.T, b *end, n int) (uint64, uint32) {
+			return b.mr.Addr(), b.mr.RKey() + 0x1000
+		}},
+		{"key byte mismatch", func(t *testing.T, b *end, n int) (uint64, uint32) {
+			return b.mr.Addr(), b.mr.RKey() ^ 0x5a
+		}},
+		{"past the end", func(t *testing.T, b *end, n int) (uint64, uint32) {
+			return b.mr.Addr() + b.mr.Len() - uint64(n) + 8, b.mr.RKey()
+		}},
+		{"before the start", func(t *testing.T, b *end, n int) (uint64, uint32) {
+			return b.mr.Addr() - 8, b.mr.RKey()
+		}},
+		{"other PD", func(t *testing.T, b *end, n int) (uint64, uint32) {
+			pd, err := b.dev.AllocPD()
+			must(t, err)
+			mr, err := pd.RegMR(make([]byte, 8192), verbs.AccessLocalWrite|verbs.AccessRemoteWrite|
+				verbs.AccessRemoteRead|verbs.AccessRemoteAtomic)
+			must(t, err)
+			return mr.Addr(), mr.RKey()
+		}},
+		{"MR without the right", func(t *testing.T, b *end, n int) (uint64, uint32) {
+			mr, err := b.pd.RegMR(make([]byte, 8192), verbs.AccessLocalWrite|verbs.AccessMWBind)
+			must(t, err)
+			return mr.Addr(), mr.RKey()
+		}},
+		{"deregistered MR", func(t *testing.T, b *end, n int) (uint64, uint32) {
+			mr, err := b.pd.RegMR(make([]byte, 8192), verbs.AccessLocalWrite|verbs.AccessRemoteWrite|
+				verbs.AccessRemoteRead|verbs.AccessRemoteAtomic)
+			must(t, err)
+			must(t, mr.Dereg())
+			return mr.Addr(), mr.RKey()
+		}},
+	}
+	for _, c := range cases {
+		for _, op := range []struct {
+			name string
+			op   verbs.WROpcode
+			n    int
+		}{
+			{"WRITE", verbs.WRRDMAWrite, 2500},
+			{"READ", verbs.WRRDMARead, 2500},
+			{"FETCH_ADD", verbs.WRAtomicFetchAndAdd, 8},
+		} {
+			t.Run(c.name+"/"+op.name, func(t *testing.T) {
+				runNak(t, nakCase{
+					setup: func(t *testing.T, a, b *end) verbs.SendWR {
+						addr, rkey := c.where(t, b, op.n)
+						w := sendWR(a, 1, op.op, 8192, op.n)
+						w.RemoteAddr, w.RKey = addr&^7, rkey
+						return w
+					},
+					syn: wire.NakRemoteAccess, st: verbs.WCRemAccessErr, ev: nic.EventQPAccessErr,
+				})
+			})
+		}
+	}
+}
+
+// A receive WQE whose SGE the memory table refuses: Remote Operational
+// Error to the requester (NAK 0x63; rxe RESPST_ERR_MALFORMED_WQE, class
+// A), a local protection error on the receive, both QPs in ERR and the
+// receives behind it flushed.
+func TestRCNakRemoteOp(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		sge  func(b *end) verbs.SGE
+	}{
+		{"bad lkey", func(b *end) verbs.SGE { s := b.mr.SGE(0, 4096); s.LKey ^= 0x33; return s }},
+		{"outside the MR", func(b *end) verbs.SGE { s := b.mr.SGE(len(b.buf)-100, 4096); return s }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := fabric.New(fabric.Config{Seed: 1})
+				defer f.Close()
+				a, b := newPair(t, f, rcOpts)
+				rec := record(t, f)
+				fill(a.buf, 13)
+				before := bytes.Clone(b.buf)
+
+				postRecv(t, b, verbs.RecvWR{WRID: 1, SGList: []verbs.SGE{c.sge(b)}}, recvWR(b, 2, 0, 4096))
+				post(t, a, sendWR(a, 10, verbs.WRSend, 0, 2000), sendWR(a, 11, verbs.WRSend, 0, 10))
+				wcs := waitWC(t, a.cq, 2)
+				wantWC(t, wcs[0], 10, verbs.WCRemOpErr, verbs.WCSend)
+				wantWC(t, wcs[1], 11, verbs.WCWRFlushErr, verbs.WCSend)
+				rwcs := waitWC(t, b.cq, 2)
+				wantWC(t, rwcs[0], 1, verbs.WCLocProtErr, verbs.WCRecv)
+				wantWC(t, rwcs[1], 2, verbs.WCWRFlushErr, verbs.WCRecv)
+				checkSeq(t, "responses", rec.match(from(b)), "ACKNOWLEDGE/0 NAK_REM_OP_ERR")
+				wantState(t, "requester", a, verbs.QPStateErr)
+				wantState(t, "responder", b, verbs.QPStateErr)
+				checkBytes(t, "responder memory", b.buf, before)
+				if got := b.dev.Counters().RemoteOpErr.Load(); got != 1 {
+					t.Errorf("responder remote op errors %d, want 1", got)
+				}
+			})
+		})
+	}
+}
+
+// A SEND longer than the receive buffer: Invalid Request to the requester
+// (rxe RESPST_ERR_LENGTH, class C) and a local length error on the
+// receive.
+func TestRCNakReceiveTooShort(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 1})
+		defer f.Close()
+		a, b := newPair(t, f, rcOpts)
+		rec := record(t, f)
+		postRecv(t, b, recvWR(b, 1, 0, 1500))
+		post(t, a, sendWR(a, 10, verbs.WRSend, 0, 3000))
+		wantWC(t, waitWC(t, a.cq, 1)[0], 10, verbs.WCRemInvReqErr, verbs.WCSend)
+		wantWC(t, waitWC(t, b.cq, 1)[0], 1, verbs.WCLocLenErr, verbs.WCRecv)
+		checkSeq(t, "NAKs", rec.match(isNak), "ACKNOWLEDGE/1 NAK_INVALID_REQ")
+		wantState(t, "requester", a, verbs.QPStateErr)
+		wantState(t, "responder", b, verbs.QPStateErr)
+	})
+}
+
+// rawCase is a request a verbs requester would refuse to build, sent by
+// a raw peer.
+type rawCase struct {
+	name    string
+	h       wire.Headers
+	payload []byte
+	syn     wire.Syndrome
+}
+
+// Requests only a broken or hostile requester sends, straight from a raw
+// endpoint: each is NAKed with the class C syndrome rxe uses, at the
+// request's PSN, and the responder QP goes to ERR with its memory
+// untouched.
+func TestRCNakRawRequests(t *testing.T) {
+	const mtu = 1024
+	reth := func(op wire.Opcode, va uint64, rkey, n uint32) wire.Headers {
+		return wire.Headers{BTH: wire.BTHFields{Opcode: op, AckReq: true},
+			RETH: wire.RETHFields{VA: va, RKey: rkey, DMALen: n}}
+	}
+	atomic := func(op wire.Opcode, va uint64, rkey uint32) wire.Headers {
+		return wire.Headers{BTH: wire.BTHFields{Opcode: op, AckReq: true},
+			AtomicETH: wire.AtomicETHFields{VA: va, RKey: rkey, SwapAdd: 1}}
+	}
+	cases := func(addr uint64, rkey uint32) []rawCase {
+		return []rawCase{
+			// IBTA C9-128 / rxe RESPST_ERR_MISALIGNED_ATOMIC.
+			{"misaligned FETCH_ADD", atomic(wire.RCFetchAdd, addr+4, rkey), nil, wire.NakInvalidRequest},
+			{"misaligned CMP_SWAP", atomic(wire.RCCompareSwap, addr+12, rkey), nil, wire.NakInvalidRequest},
+			// rxe check_length: RETH length above 2^31 is invalid...
+			{"READ of 2^31+1 bytes", reth(wire.RCReadRequest, addr, rkey, 1<<31+1), nil, wire.NakInvalidRequest},
+			{"WRITE of 2^32-1 bytes", reth(wire.RCWriteFirst, addr, rkey, 1<<32-1), make([]byte, mtu), wire.NakInvalidRequest},
+			// ...2^31 itself passes it and fails the range check.
+			{"READ of 2^31 bytes", reth(wire.RCReadRequest, addr, rkey, 1<<31), nil, wire.NakRemoteAccess},
+			// rxe check_op_seq: RESPST_ERR_MISSING_OPCODE_FIRST.
+			{"SEND_MIDDLE first", wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCSendMiddle}}, make([]byte, mtu), wire.NakInvalidRequest},
+			{"WRITE_LAST first", wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCWriteLast, AckReq: true}}, make([]byte, 8), wire.NakInvalidRequest},
+			// rxe check_length: FIRST must carry exactly one PMTU...
+			{"short SEND_FIRST", wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCSendFirst}}, make([]byte, mtu-4), wire.NakInvalidRequest},
+			// ...and ONLY at most one.
+			{"long WRITE_ONLY", reth(wire.RCWriteOnly, addr, rkey, mtu+4), make([]byte, mtu+4), wire.NakInvalidRequest},
+			// rxe check_rkey: the payload must match the RETH length.
+			{"WRITE_ONLY longer than its RETH", reth(wire.RCWriteOnly, addr, rkey, 16), make([]byte, 32), wire.NakInvalidRequest},
+			{"WRITE_ONLY shorter than its RETH", reth(wire.RCWriteOnly, addr, rkey, 64), make([]byte, 32), wire.NakInvalidRequest},
+		}
+	}
+	names := cases(0, 0)
+	for i := range names {
+		t.Run(names[i].name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := fabric.New(fabric.Config{Seed: 1})
+				defer f.Close()
+				b, raw := newRawPeer(t, f, pairOpts{}, 0)
+				rec := record(t, f)
+				c := cases(b.mr.Addr(), b.mr.RKey())[i]
+				fill(b.buf, 3)
+				before := bytes.Clone(b.buf)
+				raw.send(t, c.h, c.payload)
+				settle(time.Millisecond)
+				checkSeq(t, "responses", rec.match(from(b)), fmt.Sprintf("ACKNOWLEDGE/0 %v", c.syn))
+				wantState(t, "responder", b, verbs.QPStateErr)
+				checkBytes(t, "responder memory", b.buf, before)
+			})
+		})
+	}
+}
+
+// The responder NAKs a PSN gap once, with the PSN it expects, stays
+// silent on further out-of-sequence packets (rxe sent_psn_nak), and NAKs
+// a new gap once the expected PSN arrived.
+func TestRCNakSequenceOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 1})
+		defer f.Close()
+		b, raw := newRawPeer(t, f, pairOpts{}, 100)
+		rec := record(t, f)
+		postRecv(t, b, recvWR(b, 1, 0, 64), recvWR(b, 2, 64, 64))
+		send := func(psn wire.PSN) {
+			raw.send(t, wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCSendOnly, PSN: psn, AckReq: true}}, []byte("hello"))
+			settle(0)
+		}
+		for _, psn := range []wire.PSN{102, 103, 105, 100, 104, 101} {
+			send(psn)
+		}
+		checkSeq(t, "responses", rec.match(from(b)),
+			"ACKNOWLEDGE/100 NAK_PSN_SEQ_ERR", "ACKNOWLEDGE/100", "ACKNOWLEDGE/101 NAK_PSN_SEQ_ERR", "ACKNOWLEDGE/101")
+		wcs := waitWC(t, b.cq, 2)
+		wantWC(t, wcs[0], 1, verbs.WCSuccess, verbs.WCRecv)
+		wantWC(t, wcs[1], 2, verbs.WCSuccess, verbs.WCRecv)
+		if got := b.dev.Counters().OutOfSequence.Load(); got != 4 {
+			t.Errorf("out_of_sequence %d, want 4", got)
+		}
+		wantState(t, "responder", b, verbs.QPStateRTS)
+	})
+}

@@ -106,6 +106,10 @@ const (
 	QPAttrSQPSN            = transport.AttrSQPSN
 	QPAttrMaxDestRdAtomic  = transport.AttrMaxDestRdAtomic
 	QPAttrDestQPN          = transport.AttrDestQPN
+	QPAttrAltPath          = transport.AttrAltPath
+	QPAttrPathMigState     = transport.AttrPathMigState
+	QPAttrCap              = transport.AttrCap
+	QPAttrRateLimit        = transport.AttrRateLimit
 
 	MTU256  = transport.MTU256
 	MTU512  = transport.MTU512

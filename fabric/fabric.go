@@ -430,12 +430,15 @@ func (f *Fabric) forward(fr *frame, to *Endpoint, now time.Time, delay time.Dura
 	if reorder || p.holding.Load() {
 		p.mu.Lock()
 		if reorder && p.held == nil {
+			// Once p.mu is released another sender on the path may
+			// deliver fr and its reader recycle it: read it before.
+			from, n := fr.from, len(fr.data)
 			p.held = fr
 			p.holdGen++
 			gen := p.holdGen
 			p.holding.Store(true)
 			p.mu.Unlock()
-			f.count(fr.from, cReordered, len(fr.data))
+			f.count(from, cReordered, n)
 			f.sched.add(now.Add(delay+wait), nil, p, gen)
 			return
 		}

@@ -9,7 +9,7 @@ import (
 
 // QPInitAttr describes a QP to create (struct ibv_qp_init_attr).
 type QPInitAttr struct {
-	// Type is the transport service: QPTypeRC or QPTypeUC.
+	// Type is the transport service: QPTypeRC, QPTypeUC or QPTypeUD.
 	Type QPType
 	// SendCQ and RecvCQ receive the QP's send and receive completions;
 	// they may be the same CQ.
@@ -25,6 +25,10 @@ type QPInitAttr struct {
 	// Operations the QP type cannot carry are refused with EOPNOTSUPP, as
 	// rxe refuses them.
 	SendOpsFlags SendOpsFlags
+	// SRQ, when set, is the shared receive queue the QP takes its receive
+	// WQEs from (ibv_qp_init_attr.srq); Cap's receive sizes are then
+	// ignored (reported as 0) and QP.PostRecv is EINVAL: post to the SRQ.
+	SRQ *SRQ
 }
 
 // QP is a queue pair (ibv_qp).
@@ -46,6 +50,7 @@ const (
 		SendOpsBindMW | SendOpsSendWithInv | SendOpsFlush | SendOpsAtomicWrite
 	ucSendOps = SendOpsRDMAWrite | SendOpsRDMAWriteWithImm | SendOpsSend | SendOpsSendWithImm |
 		SendOpsBindMW | SendOpsSendWithInv
+	udSendOps = SendOpsSend | SendOpsSendWithImm // RXE_SUP_UD_QP_SEND_OPS_FLAGS
 )
 
 // CreateQP creates a QP in the RESET state (ibv_create_qp). Both CQs must
@@ -73,16 +78,23 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	}
 	if attr.SendOpsFlags != 0 {
 		allowed := rcSendOps
-		if attr.Type == QPTypeUC {
+		switch attr.Type {
+		case QPTypeUC:
 			allowed = ucSendOps
+		case QPTypeUD:
+			allowed = udSendOps
 		}
 		if extra := attr.SendOpsFlags &^ allowed; extra != 0 {
 			return nil, fmt.Errorf("%w: send_ops_flags %#x not supported on %v QPs", EOPNOTSUPP, uint64(extra), attr.Type)
 		}
 	}
+	srq, err := attr.SRQ.engine()
+	if err != nil {
+		return nil, err
+	}
 	q, err := pd.d.n.CreateQP(&nic.QPInitAttr{
 		Type: attr.Type, PD: pd.pd, SendCQ: attr.SendCQ.q, RecvCQ: attr.RecvCQ.q,
-		Cap: attr.Cap, SigAll: attr.SigAll,
+		Cap: attr.Cap, SigAll: attr.SigAll, SRQ: srq,
 	})
 	if err != nil {
 		return nil, errno(err)

@@ -185,6 +185,10 @@ type Config struct {
 	PeerPort uint16
 	// Name is the device name (default "softnic0").
 	Name string
+	// PortMTU is the port's active MTU (0: MTU4096), the largest UD
+	// message; rxe on a 1500-byte netdev has MTU1024. It does not bound
+	// RC and UC QPs, whose path MTU does.
+	PortMTU MTU
 }
 
 // Device is an open RDMA device: ibv_context of one softnic NIC. Only
@@ -199,7 +203,7 @@ type Device struct {
 // Open starts a device on cfg.Link (ibv_open_device).
 func Open(cfg Config) (*Device, error) {
 	n, err := nic.New(nic.Config{Link: cfg.Link, Clock: cfg.Clock, Processors: cfg.Processors,
-		PeerPort: cfg.PeerPort, Name: cfg.Name})
+		PeerPort: cfg.PeerPort, Name: cfg.Name, PortMTU: cfg.PortMTU})
 	if err != nil {
 		return nil, errno(err)
 	}
@@ -289,7 +293,8 @@ const (
 )
 
 // QueryPort returns port 1's attributes (ibv_query_port). The active MTU
-// is 4096: softnic has no netdev MTU; a QP's path MTU is what bounds it.
+// is Config.PortMTU (4096 unless set): softnic has no netdev MTU. It
+// bounds UD messages; an RC or UC QP's path MTU bounds its packets.
 func (d *Device) QueryPort(port uint8) (PortAttr, error) {
 	if !d.ok() {
 		return PortAttr{}, errNil("Device")
@@ -298,7 +303,7 @@ func (d *Device) QueryPort(port uint8) (PortAttr, error) {
 		return PortAttr{}, fmt.Errorf("%w: port %d (the device has port 1)", EINVAL, port)
 	}
 	return PortAttr{
-		State: PortActive, MaxMTU: MTU4096, ActiveMTU: MTU4096, GIDTblLen: 1,
+		State: PortActive, MaxMTU: MTU4096, ActiveMTU: d.n.PortMTU(), GIDTblLen: 1,
 		PortCapFlags: PortCapCMSup, MaxMsgSz: uint64(d.n.QueryDevice().MaxMsgSize), PKeyTblLen: 1,
 		MaxVLNum: 1, ActiveWidth: 1, ActiveSpeed: 1, PhysState: 5, LinkLayer: LinkLayerEthernet,
 	}, nil

@@ -146,7 +146,9 @@ func (qp *QP) checkSendWR(wr *transport.SendWR) error {
 	if wr.AH == nil {
 		return fmt.Errorf("%w: UD send without an address handle", transport.ErrInvalid)
 	}
-	if av, pd, ok := wr.AH.AddressVector(); ok && pd == 0 {
+	if av, pd, ok := wr.AH.AddressVector(); av == nil {
+		return fmt.Errorf("%w: UD send with a nil address handle", transport.ErrInvalid)
+	} else if ok && pd == 0 {
 		// A bare address vector is checked here; an address handle was
 		// checked when it was created.
 		if err := CheckAV(av, qp.cfg.LocalAddr); err != nil {
@@ -236,7 +238,7 @@ func CheckAV(av *transport.AHAttr, local netip.Addr) error {
 	switch {
 	case !av.IsGlobal:
 		return fmt.Errorf("%w: RoCE needs a global route (is_global = 0)", transport.ErrInvalid)
-	case !g.DGID.IsValid() || g.DGID.IsUnspecified():
+	case !g.DGID.IsValid() || g.DGID.Unmap().IsUnspecified():
 		return fmt.Errorf("%w: dgid %v is not a destination", transport.ErrInvalid, g.DGID)
 	case g.DGID.Unmap().Is4() != local.Unmap().Is4():
 		return fmt.Errorf("%w: dgid %v is not of the device address %v's family", transport.ErrInvalid, g.DGID, local)

@@ -1,0 +1,93 @@
+package verbs
+
+import (
+	"fmt"
+
+	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/transport"
+)
+
+// AddressHandle is the destination of a UD send, SendWR.AH (the ibv_ah
+// of wr.ud.ah): an *AH, or a bare *AHAttr for a one-off destination that
+// any QP may use. An *AH is checked when it is created, a bare *AHAttr
+// when the WR is posted.
+type AddressHandle = transport.AddressHandle
+
+// AH is an address handle (ibv_ah): a checked, immutable address vector
+// of a PD, the destination of UD send work requests. A WR copies the
+// handle's address vector when it is posted, so destroying the handle
+// afterwards does not affect it; posting with a destroyed handle, or one
+// of another PD than the QP's, completes the WR with WCLocQPOpErr and
+// moves the QP to SQE (rxe_get_av finds no AH).
+type AH struct {
+	pd *PD
+	ah *nic.AH
+}
+
+var _ AddressHandle = (*AH)(nil)
+
+func (ah *AH) ok() bool { return ah != nil && ah.ah != nil }
+
+// CreateAH creates an address handle (ibv_create_ah). RoCE needs a global
+// route: IsGlobal set, GRH.DGID a unicast or multicast address of the
+// device address's family (an IPv4 address or an IPv4-mapped GID for an
+// IPv4 device), GRH.SGIDIndex 0 (the GID table's one entry) and PortNum 1
+// (0 is taken as 1). GRH.TrafficClass becomes the IP TOS, GRH.HopLimit
+// the TTL (0: 64) and GRH.FlowLabel the IPv6 flow label. More than
+// MaxAH handles is ENOMEM.
+func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
+	if !pd.ok() {
+		return nil, errNil("PD")
+	}
+	if err := pd.d.check(); err != nil {
+		return nil, err
+	}
+	ah, err := pd.d.n.CreateAH(pd.pd, &attr)
+	if err != nil {
+		return nil, errno(err)
+	}
+	return &AH{pd: pd, ah: ah}, nil
+}
+
+// Destroy destroys the handle (ibv_destroy_ah); destroying it again is
+// EINVAL.
+func (ah *AH) Destroy() error {
+	if !ah.ok() {
+		return errNil("AH")
+	}
+	return errno(ah.ah.Destroy())
+}
+
+// Attr returns the handle's address vector (the kernel's rdma_query_ah).
+func (ah *AH) Attr() AHAttr {
+	if !ah.ok() {
+		return AHAttr{}
+	}
+	return ah.ah.Attr()
+}
+
+// PD returns the protection domain the handle belongs to.
+func (ah *AH) PD() *PD {
+	if !ah.ok() {
+		return nil
+	}
+	return ah.pd
+}
+
+// AddressVector implements AddressHandle for the engine: the handle's
+// address vector, its PD's handle, and whether it is still alive.
+func (ah *AH) AddressVector() (av *AHAttr, pd uint32, ok bool) {
+	if !ah.ok() {
+		return nil, 0, false
+	}
+	return ah.ah.AddressVector()
+}
+
+// String describes the handle.
+func (ah *AH) String() string {
+	if !ah.ok() {
+		return "AH(nil)"
+	}
+	a := ah.ah.Attr()
+	return fmt.Sprintf("AH(%v tc=%d hop=%d)", a.GRH.DGID, a.GRH.TrafficClass, a.GRH.HopLimit)
+}

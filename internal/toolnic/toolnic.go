@@ -1,0 +1,173 @@
+// Package toolnic opens and drives a softnic NIC for softnic's command-line
+// tools (rc_pingpong, write_bw, info, ...): it brings a device up on a link
+// made by an injectable LinkFunc (UDP on port 4791 by default, the
+// in-memory fabric in tests), optionally tees its traffic into a pcap file
+// and exports its counters, and waits for completions without burning a
+// CPU. The tools' logic lives in internal/pingpong and internal/perftest;
+// cmd/softnic only parses flags and calls them (STYLE.md 23).
+package toolnic
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"syscall"
+
+	"github.com/softnic/softnic/capture"
+	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/wire"
+)
+
+// LinkFunc opens the link a NIC at addr uses; port is the UDP port the
+// NIC receives on and sends to (wire.UDPPort unless a test moves it).
+type LinkFunc func(addr netip.Addr, port uint16) (nic.Link, error)
+
+// Config says where and how to open a NIC.
+type Config struct {
+	// Addr is the NIC's IP address (and so its GID).
+	Addr netip.Addr
+	// Port is the RoCEv2 UDP port; 0 means 4791.
+	Port uint16
+	// Link opens the link; nil means UDP (see UDP).
+	Link LinkFunc
+	// Pcap, when set, names a file that receives every datagram the NIC
+	// sends and receives.
+	Pcap string
+	// Metrics, when set, is the address to serve Prometheus metrics on.
+	Metrics string
+	// Name is the device name; "" means "softnic0".
+	Name string
+}
+
+// NIC is an open device and what was opened with it.
+type NIC struct {
+	Dev *verbs.Device
+
+	pcapFile *os.File
+	pcapBuf  *bufio.Writer
+	pcapLink *pcapLink
+	metrics  io.Closer
+}
+
+// UDP opens the UDP link of a NIC; cmd/softnic's default. It is a
+// variable so the UDP implementation can be plugged in where it lives.
+var UDP LinkFunc = noUDP
+
+// StartMetrics serves a device's counters on addr; nil until softnic has
+// a metrics exporter.
+var StartMetrics func(dev *verbs.Device, addr string) (io.Closer, error)
+
+// ErrNoUDP is returned by the default UDP link of a build without one.
+var ErrNoUDP = errors.New("this softnic build has no UDP link (nic.ListenUDP)")
+
+func noUDP(netip.Addr, uint16) (nic.Link, error) { return nil, ErrNoUDP }
+
+// ErrAddrInUse reports that the NIC's UDP port is taken.
+type ErrAddrInUse struct {
+	Addr netip.Addr
+	Port uint16
+	Err  error
+}
+
+func (e *ErrAddrInUse) Error() string {
+	return fmt.Sprintf("UDP port %d on %v is already in use (another softnic, or the kernel's rdma_rxe, holds it; pick another --addr): %v", e.Port, e.Addr, e.Err)
+}
+
+func (e *ErrAddrInUse) Unwrap() error { return e.Err }
+
+// Open brings a NIC up as cfg says.
+func Open(cfg Config) (*NIC, error) {
+	if !cfg.Addr.IsValid() {
+		return nil, errors.New("no NIC address (--addr)")
+	}
+	if cfg.Port == 0 {
+		cfg.Port = wire.UDPPort
+	}
+	mk := cfg.Link
+	if mk == nil {
+		mk = UDP
+	}
+	link, err := mk(cfg.Addr, cfg.Port)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, &ErrAddrInUse{Addr: cfg.Addr, Port: cfg.Port, Err: err}
+		}
+		if errors.Is(err, syscall.EADDRNOTAVAIL) {
+			return nil, fmt.Errorf("address %v is not an address of this host (%w)", cfg.Addr, err)
+		}
+		return nil, fmt.Errorf("opening the link on %v: %w", cfg.Addr, err)
+	}
+	n := &NIC{}
+	if cfg.Pcap != "" {
+		f, err := os.Create(cfg.Pcap)
+		if err != nil {
+			link.Close()
+			return nil, fmt.Errorf("pcap: %w", err)
+		}
+		buf := bufio.NewWriterSize(f, 1<<16)
+		w, err := capture.NewWriter(buf, capture.DefaultLinkType)
+		if err != nil {
+			f.Close()
+			link.Close()
+			return nil, fmt.Errorf("pcap: %w", err)
+		}
+		n.pcapFile, n.pcapBuf = f, buf
+		n.pcapLink = &pcapLink{Link: link, w: w}
+		link = n.pcapLink
+	}
+	dev, err := verbs.Open(verbs.Config{Link: link, PeerPort: cfg.Port, Name: cfg.Name})
+	if err != nil {
+		link.Close()
+		n.closePcap()
+		return nil, fmt.Errorf("opening the device: %w", err)
+	}
+	n.Dev = dev
+	if cfg.Metrics != "" {
+		if StartMetrics == nil {
+			n.Close()
+			return nil, errors.New("--metrics: this softnic build has no metrics exporter")
+		}
+		c, err := StartMetrics(dev, cfg.Metrics)
+		if err != nil {
+			n.Close()
+			return nil, fmt.Errorf("--metrics %s: %w", cfg.Metrics, err)
+		}
+		n.metrics = c
+	}
+	return n, nil
+}
+
+// Close stops the metrics server, the device and its link, and finishes
+// the pcap file. It returns the first error, including a pcap record that
+// could not be written.
+func (n *NIC) Close() error {
+	var errs []error
+	if n.metrics != nil {
+		errs = append(errs, n.metrics.Close())
+	}
+	if n.Dev != nil {
+		errs = append(errs, n.Dev.Close())
+	}
+	errs = append(errs, n.closePcap())
+	return errors.Join(errs...)
+}
+
+func (n *NIC) closePcap() error {
+	if n.pcapFile == nil {
+		return nil
+	}
+	var errs []error
+	if n.pcapLink != nil {
+		errs = append(errs, n.pcapLink.err())
+	}
+	errs = append(errs, n.pcapBuf.Flush(), n.pcapFile.Close())
+	n.pcapFile = nil
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("pcap: %w", err)
+	}
+	return nil
+}

@@ -31,6 +31,11 @@ type pairOpts struct {
 	rqPSN   uint32
 	cqe     int
 	maxWR   uint32
+	// maxRdAtomic is the requesters' max_rd_atomic (initiator depth);
+	// 0 means 16.
+	maxRdAtomic uint8
+	// sigAll creates the QPs with sq_sig_all.
+	sigAll bool
 }
 
 func (o *pairOpts) defaults() {
@@ -88,7 +93,8 @@ func newEnd(t testing.TB, f *fabric.Fabric, addr netip.Addr, o pairOpts) *end {
 		t.Fatal(err)
 	}
 	e.qp, err = e.pd.CreateQP(verbs.QPInitAttr{Type: o.typ, SendCQ: e.cq, RecvCQ: e.cq,
-		Cap: verbs.QPCap{MaxSendWR: o.maxWR, MaxRecvWR: o.maxWR, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64}})
+		Cap:    verbs.QPCap{MaxSendWR: o.maxWR, MaxRecvWR: o.maxWR, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64},
+		SigAll: o.sigAll})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +122,9 @@ func connect(t testing.TB, e, peer *end, o pairOpts, sqPSN, rqPSN uint32) {
 	mask = verbs.QPAttrState | verbs.QPAttrSQPSN
 	if o.typ == verbs.QPTypeRC {
 		rts.Timeout, rts.RetryCnt, rts.RNRRetry, rts.MaxRdAtomic = o.timeout, o.retry, o.rnr, 16
+		if o.maxRdAtomic != 0 {
+			rts.MaxRdAtomic = o.maxRdAtomic
+		}
 		mask |= verbs.QPAttrTimeout | verbs.QPAttrRetryCnt | verbs.QPAttrRNRRetry | verbs.QPAttrMaxQPRdAtomic
 	}
 	must(t, e.qp.Modify(&rts, mask))

@@ -306,7 +306,11 @@ func (qp *QP) requesterLocked(out transport.Output) bool {
 func (qp *QP) canStartLocked(w *sendWQE) bool {
 	r := &qp.req
 	if w.state == wqePosted {
-		if qp.state == transport.QPStateSQD {
+		// A WQE a retry rewound (index below maxIdx) is in flight, not
+		// new: SQD lets it go out again (IBTA 10.3.1: WRs in progress
+		// complete; rxe req_retry resets them to posted and sends them in
+		// SQD too).
+		if qp.state == transport.QPStateSQD && r.idx >= r.maxIdx {
 			qp.checkDrainedLocked()
 			return false // SQD: finish what started, start nothing new
 		}
@@ -341,12 +345,14 @@ func (qp *QP) outstandingRdAtomicLocked() int {
 
 // checkDrainedLocked reports the SQ-drained event once the QP is in SQD
 // and nothing it started is outstanding (IBTA 10.3.1 SQD; IBV_EVENT_SQ_DRAINED).
+// Every WQE below maxIdx was started, including those a retry rewound to
+// posted: they count until completed.
 func (qp *QP) checkDrainedLocked() {
 	if qp.state != transport.QPStateSQD || qp.sqDrained {
 		return
 	}
-	for i := qp.sq.headIdx; i < qp.sq.tailIdx; i++ {
-		if qp.sq.at(i).state == wqeInFlight || qp.sq.at(i).state == wqePending {
+	for i := qp.sq.headIdx; i < qp.sq.tailIdx && i < qp.req.maxIdx; i++ {
+		if qp.sq.at(i).state != wqeDone {
 			return
 		}
 	}

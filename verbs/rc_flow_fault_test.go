@@ -1,0 +1,541 @@
+package verbs_test
+
+// PSN wrap, PMTU segmentation and AckReq, fences, initiator depth,
+// completion signaling, SQD and the ERR flush (IBTA 9.5, 9.7, 10.3.1,
+// 10.7.3.1, 10.8.3; rxe_req.c; rxe-interop-facts.md §2.4-2.6).
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/wire"
+)
+
+// PSNs are 24-bit and wrap (IBTA 9.7.1; rxe psn_compare): messages,
+// a loss and its NAK, a READ and its re-issue, and an atomic, all across
+// 0xFFFFFF → 0.
+func TestRCPSNWrap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 1})
+		defer f.Close()
+		o := rcOpts
+		o.sqPSN, o.rqPSN = 0xFFFFFD, 0xFFFFFE
+		a, b := newPair(t, f, o)
+		rec := record(t, f)
+		f.AddFilter(fabric.DropNth(1, fabric.And(ops(a, wire.RCSendMiddle), fabric.PSNIs(1))))
+		f.AddFilter(fabric.DropNth(1, fabric.And(ops(a, wire.RCReadResponseMiddle), fabric.PSNIs(0))))
+
+		// a→b: a six-packet SEND over the wrap, PSN 1 lost once.
+		const n = 5*1024 + 10
+		fill(a.buf[:n], 21)
+		postRecv(t, b, recvWR(b, 1, 0, 8192))
+		post(t, a, sendWR(a, 1, verbs.WRSend, 0, n))
+		wantWC(t, waitWC(t, a.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCSend)
+		wantWC(t, waitWC(t, b.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCRecv)
+		checkBytes(t, "SEND over the wrap", b.buf[:n], a.buf[:n])
+		checkSeq(t, "a's requests", rec.match(from(a)),
+			"SEND_FIRST/16777213", "SEND_MIDDLE/16777214", "SEND_MIDDLE/16777215", "SEND_MIDDLE/0",
+			"SEND_MIDDLE/1", "SEND_LAST/2!", "SEND_MIDDLE/1", "SEND_LAST/2!")
+		checkSeq(t, "b's responses", rec.match(from(b)), "ACKNOWLEDGE/1 NAK_PSN_SEQ_ERR", "ACKNOWLEDGE/2")
+
+		// b→a: a five-packet READ over the wrap, the response at PSN 0
+		// lost: the re-issued READ asks from PSN 0 for the last three
+		// PMTUs.
+		rec.reset()
+		const rn, roff, loff = 4*1024 + 500, 20000, 40000
+		fill(a.buf[roff:roff+rn], 22)
+		post(t, b, rdmaWR(b, a, 2, verbs.WRRDMARead, loff, roff, rn))
+		wantWC(t, waitWC(t, b.cq, 1)[0], 2, verbs.WCSuccess, verbs.WCRDMARead)
+		checkBytes(t, "READ over the wrap", b.buf[loff:loff+rn], a.buf[roff:roff+rn])
+		reqs := rec.match(from(b))
+		checkSeq(t, "b's requests", reqs, "RDMA_READ_REQUEST/16777214!", "RDMA_READ_REQUEST/0!")
+		if len(reqs) == 2 {
+			want := wire.RETHFields{VA: a.mr.Addr() + roff + 2048, RKey: a.mr.RKey(), DMALen: rn - 2048}
+			if got := reqs[1].Wire.RETH().Fields(); got != want {
+				t.Errorf("re-issued READ RETH %+v, want %+v", got, want)
+			}
+		}
+		checkSeq(t, "a's responses", rec.match(from(a)),
+			"RDMA_READ_RESPONSE_FIRST/16777214", "RDMA_READ_RESPONSE_MIDDLE/16777215", "RDMA_READ_RESPONSE_MIDDLE/0",
+			"RDMA_READ_RESPONSE_MIDDLE/1", "RDMA_READ_RESPONSE_LAST/2",
+			"RDMA_READ_RESPONSE_MIDDLE/0", "RDMA_READ_RESPONSE_MIDDLE/1", "RDMA_READ_RESPONSE_LAST/2")
+
+		// And on: an atomic and a WRITE after the wrap.
+		rec.reset()
+		w := rdmaWR(b, a, 3, verbs.WRAtomicFetchAndAdd, 48000, 48000, 8)
+		w.CompareAdd = 5
+		post(t, b, w, rdmaWR(b, a, 4, verbs.WRRDMAWrite, 0, 50000, 1500))
+		wcs := waitWC(t, b.cq, 2)
+		wantWC(t, wcs[0], 3, verbs.WCSuccess, verbs.WCFetchAdd)
+		wantWC(t, wcs[1], 4, verbs.WCSuccess, verbs.WCRDMAWrite)
+		checkSeq(t, "b's last requests", rec.match(from(b)), "FETCH_ADD/3!", "RDMA_WRITE_FIRST/4", "RDMA_WRITE_LAST/5!")
+		if got, orig := u64(a.buf[48000:]), u64(b.buf[48000:]); got != 5 || orig != 0 {
+			t.Errorf("fetch-add of 5 on 0 left %d and returned %d", got, orig)
+		}
+	})
+}
+
+// Segmentation at every PMTU: FIRST and MIDDLE carry exactly one PMTU,
+// LAST the rest, a message of a whole number of PMTUs ends with a full
+// LAST; the RETH rides on the WRITE's FIRST only; AckReq is on the last
+// packet of each message; READ responses are cut the same way
+// (rxe_req.c next_opcode_rc, rxe_resp.c check_length; IBTA C9-89..C9-92).
+func TestRCSegmentation(t *testing.T) {
+	for _, mtu := range []verbs.MTU{verbs.MTU256, verbs.MTU512, verbs.MTU1024, verbs.MTU2048, verbs.MTU4096} {
+		t.Run(fmt.Sprint(mtu.Bytes()), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := fabric.New(fabric.Config{Seed: 1})
+				defer f.Close()
+				p := mtu.Bytes()
+				a, b := newPair(t, f, pairOpts{mtu: mtu, timeout: 14, retry: 7, rnr: 7, bufSize: 1 << 15})
+				rec := record(t, f)
+				type msg struct {
+					op    verbs.WROpcode
+					n     int
+					sizes []int
+				}
+				msgs := []msg{
+					{verbs.WRSend, 3*p + 17, []int{p, p, p, 17}},
+					{verbs.WRSend, 2 * p, []int{p, p}},
+					{verbs.WRSend, 0, []int{0}},
+					{verbs.WRSend, p, []int{p}},
+					{verbs.WRRDMAWrite, 2*p + 1, []int{p, p, 1}},
+					{verbs.WRRDMAWrite, p - 3, []int{p - 3}},
+					{verbs.WRRDMARead, 2*p + 3, []int{p, p, 3}},
+					{verbs.WRRDMARead, 4 * p, []int{p, p, p, p}},
+				}
+				for i, m := range msgs {
+					fill(a.buf[:m.n], i)
+					fill(b.buf[:m.n], 100+i)
+					rec.reset()
+					if m.op == verbs.WRSend {
+						postRecv(t, b, recvWR(b, uint64(i), 0, 4*p+64))
+					}
+					post(t, a, rdmaWR(a, b, uint64(i), m.op, 0, 0, m.n))
+					wantWC(t, waitWC(t, a.cq, 1)[0], uint64(i), verbs.WCSuccess, waitWCOpcode(m.op))
+					if m.op == verbs.WRSend {
+						waitWC(t, b.cq, 1)
+					}
+					checkBytes(t, "data", a.buf[:m.n], b.buf[:m.n])
+
+					data := rec.match(fabric.And(fabric.MaskIs(wire.MaskPayload), func(p *fabric.Packet) bool {
+						return !p.Wire.Is(wire.MaskAck)
+					}))
+					if m.op == verbs.WRRDMARead {
+						if reqs := rec.match(ops(a, wire.RCReadRequest)); len(reqs) != 1 || reqs[0].Wire.RETH().DMALen() != uint32(m.n) {
+							t.Errorf("message %d: READ requests %q", i, descs(reqs))
+						}
+					}
+					var sizes []int
+					for j, d := range data {
+						sizes = append(sizes, len(d.Wire.Payload))
+						first, last := j == 0, j == len(data)-1
+						if got := d.Wire.Is(wire.MaskStart); got != first {
+							t.Errorf("message %d packet %d (%s): start %v, want %v", i, j, d.desc(), got, first)
+						}
+						if got := d.Wire.Is(wire.MaskEnd); got != last {
+							t.Errorf("message %d packet %d (%s): end %v, want %v", i, j, d.desc(), got, last)
+						}
+						if d.Wire.Is(wire.MaskRequest) && d.Wire.AckReq() != last {
+							t.Errorf("message %d packet %d (%s): AckReq %v, want %v", i, j, d.desc(), d.Wire.AckReq(), last)
+						}
+						if hasReth := d.Wire.RETH() != nil; hasReth != (m.op == verbs.WRRDMAWrite && first) {
+							t.Errorf("message %d packet %d (%s): RETH present %v", i, j, d.desc(), hasReth)
+						}
+						if pad := d.Wire.BTH().Pad(); pad != wire.PadFor(len(d.Wire.Payload)) {
+							t.Errorf("message %d packet %d (%s): pad %d", i, j, d.desc(), pad)
+						}
+					}
+					if !slices.Equal(sizes, m.sizes) {
+						t.Errorf("message %d (%v of %d bytes): payloads %v, want %v", i, m.op, m.n, sizes, m.sizes)
+					}
+				}
+			})
+		})
+	}
+}
+
+func waitWCOpcode(op verbs.WROpcode) verbs.WCOpcode {
+	switch op {
+	case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm:
+		return verbs.WCRDMAWrite
+	case verbs.WRRDMARead:
+		return verbs.WCRDMARead
+	}
+	return verbs.WCSend
+}
+
+// In a long message AckReq is set on one packet in 65 as well as the
+// last (rxe_req.c: noack_pkts > RXE_MAX_PKT_PER_ACK), so the window of
+// 128 unacknowledged PSNs keeps moving; the WRITE arrives whole.
+func TestRCAckReqPeriodic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 1})
+		defer f.Close()
+		a, b := newPair(t, f, pairOpts{mtu: verbs.MTU256, timeout: 14, retry: 7, rnr: 7, bufSize: 1 << 16})
+		rec := record(t, f)
+		const pkts = 200
+		fill(a.buf[:pkts*256], 31)
+		post(t, a, rdmaWR(a, b, 1, verbs.WRRDMAWrite, 0, 0, pkts*256))
+		wantWC(t, waitWC(t, a.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCRDMAWrite)
+		checkBytes(t, "written", b.buf[:pkts*256], a.buf[:pkts*256])
+		reqs := rec.match(from(a))
+		if len(reqs) != pkts {
+			t.Fatalf("%d packets, want %d", len(reqs), pkts)
+		}
+		var acked []wire.PSN
+		for _, p := range reqs {
+			if p.Wire.AckReq() {
+				acked = append(acked, p.psn())
+			}
+		}
+		if want := []wire.PSN{64, 129, 194, 199}; !slices.Equal(acked, want) {
+			t.Errorf("AckReq on PSNs %v, want %v", acked, want)
+		}
+		if got := a.dev.Counters().Timeouts.Load(); got != 0 {
+			t.Errorf("timeouts %d, want 0", got)
+		}
+	})
+}
+
+// index returns the position of the first recorded packet m matches, or -1.
+func index(all []seen, m fabric.Matcher) int {
+	for i := range all {
+		if m(&all[i].Packet) {
+			return i
+		}
+	}
+	return -1
+}
+
+// IBV_SEND_FENCE holds a WR until every earlier READ and atomic has
+// completed (IBTA 10.8.3.3; rxe_req.c req_next_wqe wait_fence); it does
+// not wait for earlier SENDs and WRITEs, and unfenced WRs do not wait at
+// all.
+func TestRCFence(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		first  verbs.WROpcode
+		fence  bool
+		waits  bool
+		lastOf wire.Opcode // the response that completes the first WR
+	}{
+		{"READ then fenced SEND", verbs.WRRDMARead, true, true, wire.RCReadResponseLast},
+		{"READ then SEND", verbs.WRRDMARead, false, false, wire.RCReadResponseLast},
+		{"FETCH_ADD then fenced SEND", verbs.WRAtomicFetchAndAdd, true, true, wire.RCAtomicAck},
+		{"WRITE then fenced SEND", verbs.WRRDMAWrite, true, false, wire.RCAck},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := fabric.New(fabric.Config{Seed: 1})
+				defer f.Close()
+				a, b := newPair(t, f, rcOpts)
+				rec := record(t, f)
+				// The tap sees a datagram when it is sent, before the
+				// fabric delays it: with both directions slowed down,
+				// everything the requester sends in one pass is recorded
+				// before the responder can answer any of it.
+				f.AddFilter(fabric.OnMatch(nil, fabric.Delay(time.Millisecond)))
+
+				n := 8000
+				if c.first == verbs.WRAtomicFetchAndAdd {
+					n = 8
+				}
+				s := sendWR(a, 2, verbs.WRSend, 30000, 10)
+				if c.fence {
+					s.Flags |= verbs.SendFence
+				}
+				postRecv(t, b, recvWR(b, 1, 0, 64))
+				post(t, a, rdmaWR(a, b, 1, c.first, 8192, 8192, n), s)
+				wcs := waitWC(t, a.cq, 2)
+				wantWC(t, wcs[0], 1, verbs.WCSuccess, wcs[0].Opcode)
+				wantWC(t, wcs[1], 2, verbs.WCSuccess, verbs.WCSend)
+
+				all := rec.match(nil)
+				send := index(all, ops(a, wire.RCSendOnly))
+				done := index(all, ops(b, c.lastOf))
+				if send < 0 || done < 0 {
+					t.Fatalf("packets %q", descs(all))
+				}
+				if waited := send > done; waited != c.waits {
+					t.Errorf("SEND sent after the first WR's last response: %v, want %v\n%q", waited, c.waits, descs(all))
+				}
+			})
+		})
+	}
+}
+
+// max_rd_atomic bounds the READs and atomics on the wire at once (IBTA
+// 9.4.4 initiator depth; rxe check_init_depth), rounded up to a power of
+// two as rxe_qp_from_attr does; the WRs behind them wait, they are not
+// refused.
+func TestRCInitiatorDepth(t *testing.T) {
+	for _, c := range []struct{ set, want uint8 }{{1, 1}, {2, 2}, {3, 4}, {8, 8}} {
+		t.Run(fmt.Sprint(c.set), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := fabric.New(fabric.Config{Seed: 1})
+				defer f.Close()
+				a, b := newPair(t, f, pairOpts{timeout: 14, retry: 7, rnr: 7, maxRdAtomic: c.set})
+				if got, _ := a.qp.Query(); got.MaxRdAtomic != c.want {
+					t.Errorf("query max_rd_atomic %d, want %d", got.MaxRdAtomic, c.want)
+				}
+				rec := record(t, f)
+				// Requests are recorded when sent, before this delay: all
+				// those of one pass precede any response in the record.
+				f.AddFilter(fabric.OnMatch(from(a), fabric.Delay(time.Millisecond)))
+				var wrs []verbs.SendWR
+				for i := range 12 {
+					if i%3 == 2 {
+						w := rdmaWR(a, b, uint64(i), verbs.WRAtomicFetchAndAdd, 40000+8*i, 60000, 8)
+						w.CompareAdd = 1
+						wrs = append(wrs, w)
+						continue
+					}
+					wrs = append(wrs, rdmaWR(a, b, uint64(i), verbs.WRRDMARead, 3000*i, 3000*i, 2500))
+				}
+				// Plain SENDs in between are not limited.
+				wrs = slices.Insert(wrs, 1, sendWR(a, 100, verbs.WRSend, 0, 10))
+				postRecv(t, b, recvWR(b, 1, 0, 64))
+				post(t, a, wrs...)
+				waitWC(t, a.cq, len(wrs))
+
+				out, most := 0, 0
+				for _, p := range rec.match(nil) {
+					switch {
+					case p.Src == a.dev.Addr() && (p.op() == wire.RCReadRequest || p.Wire.Is(wire.MaskAtomic)):
+						out++
+					case p.Src == b.dev.Addr() && (p.Wire.Is(wire.MaskRead|wire.MaskEnd) || p.op() == wire.RCAtomicAck):
+						out--
+					}
+					most = max(most, out)
+				}
+				if most != int(c.want) {
+					t.Errorf("at most %d READs/atomics outstanding, want %d", most, c.want)
+				}
+				if got := u64(b.buf[60000:]); got != 4 {
+					t.Errorf("counter %d after 4 fetch-adds", got)
+				}
+			})
+		})
+	}
+}
+
+// Only signaled WRs complete, unless the QP signals all (sq_sig_all);
+// a WR that fails completes whether signaled or not, and so do the
+// flushed ones after it (IBTA 10.7.3.1; rxe do_complete).
+func TestRCSignaling(t *testing.T) {
+	for _, sigAll := range []bool{false, true} {
+		t.Run(fmt.Sprint("sq_sig_all=", sigAll), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := fabric.New(fabric.Config{Seed: 1})
+				defer f.Close()
+				a, b := newPair(t, f, pairOpts{timeout: 14, retry: 7, rnr: 7, sigAll: sigAll})
+				var wrs []verbs.SendWR
+				for i := range 6 {
+					w := rdmaWR(a, b, uint64(i), []verbs.WROpcode{verbs.WRSend, verbs.WRRDMAWrite, verbs.WRRDMARead}[i%3], 1000*i, 1000*i, 500)
+					if i != 1 && i != 4 {
+						w.Flags = 0
+					}
+					if w.Opcode == verbs.WRSend {
+						postRecv(t, b, recvWR(b, uint64(i), 0, 1000))
+					}
+					wrs = append(wrs, w)
+				}
+				post(t, a, wrs...)
+				want := []uint64{1, 4}
+				if sigAll {
+					want = []uint64{0, 1, 2, 3, 4, 5}
+				}
+				wcs := waitWC(t, a.cq, len(want))
+				noWC(t, a.cq, time.Second)
+				var got []uint64
+				for _, wc := range wcs {
+					got = append(got, wc.WRID)
+					if wc.Status != verbs.WCSuccess {
+						t.Errorf("completion %+v", wc)
+					}
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("completed WRs %v, want %v", got, want)
+				}
+
+				// An unsignaled WR that fails completes, and so do the
+				// unsignaled WRs flushed behind it.
+				bad := rdmaWR(a, b, 10, verbs.WRRDMAWrite, 0, 0, 100)
+				bad.RKey ^= 0x77
+				bad.Flags = 0
+				next := sendWR(a, 11, verbs.WRSend, 0, 10)
+				next.Flags = 0
+				post(t, a, bad, next)
+				wcs = waitWC(t, a.cq, 2)
+				wantWC(t, wcs[0], 10, verbs.WCRemAccessErr, verbs.WCRDMAWrite)
+				wantWC(t, wcs[1], 11, verbs.WCWRFlushErr, verbs.WCSend)
+			})
+		})
+	}
+}
+
+// SQD (IBTA 10.3.1, 11.2.4.2): messages the requester started before the
+// transition are finished, including a WRITE only partly on the wire
+// when it came; nothing new starts, though WRs may be posted; the
+// SQ-drained event comes once they are acknowledged when
+// EnSQDAsyncNotify was set; back in RTS the queue moves on.
+func TestRCSQD(t *testing.T) {
+	for _, notify := range []bool{true, false} {
+		t.Run(fmt.Sprint("notify=", notify), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := fabric.New(fabric.Config{Seed: 1})
+				defer f.Close()
+				a, b := newPair(t, f, pairOpts{mtu: verbs.MTU256, timeout: 14, retry: 7, rnr: 7, bufSize: 1 << 16})
+				rec := record(t, f)
+				f.AddFilter(fabric.OnMatch(from(b), fabric.Delay(time.Millisecond)))
+
+				const pkts = 200 // more than the window of 128 PSNs
+				fill(a.buf[:pkts*256], 41)
+				post(t, a, rdmaWR(a, b, 1, verbs.WRRDMAWrite, 0, 0, pkts*256))
+				settle(0)
+				if got := rec.count(from(a)); got != 128 {
+					t.Fatalf("%d packets before the first ACK, want a window of 128", got)
+				}
+				modify(t, a, verbs.QPAttr{State: verbs.QPStateSQD, EnSQDAsyncNotify: notify},
+					verbs.QPAttrState|verbs.QPAttrEnSQDAsyncNotify)
+				if q, _ := a.qp.Query(); q.State != verbs.QPStateSQD || !q.SQDraining {
+					t.Errorf("after RTS->SQD with a WRITE in flight: state %v draining %v", q.State, q.SQDraining)
+				}
+				postRecv(t, b, recvWR(b, 1, 0, 64))
+				post(t, a, sendWR(a, 2, verbs.WRSend, 0, 10))
+				wantWC(t, waitWC(t, a.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCRDMAWrite)
+				checkBytes(t, "written", b.buf[:pkts*256], a.buf[:pkts*256])
+				noWC(t, a.cq, 10*time.Millisecond)
+				if got := rec.count(ops(a, wire.RCSendOnly)); got != 0 {
+					t.Errorf("the SEND posted in SQD went out %d times", got)
+				}
+				q, _ := a.qp.Query()
+				if q.State != verbs.QPStateSQD || q.SQDraining {
+					t.Errorf("drained: state %v draining %v, want SQD false", q.State, q.SQDraining)
+				}
+				evs := qpEvents(a)
+				if want := notify; slices.Contains(evs, nic.EventSQDrained) != want || len(evs) > 1 {
+					t.Errorf("events %v, want SQ drained %v only", evs, want)
+				}
+
+				modify(t, a, verbs.QPAttr{State: verbs.QPStateRTS}, verbs.QPAttrState)
+				wantWC(t, waitWC(t, a.cq, 1)[0], 2, verbs.WCSuccess, verbs.WCSend)
+				wantWC(t, waitWC(t, b.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCRecv)
+			})
+		})
+	}
+}
+
+// A retry in SQD resends every message that had started, not only the
+// first: go-back-N rewinds the later ones, and in SQD they must still go
+// out again at once (they are in flight, not new), and the SQ is not
+// drained before they complete.
+func TestRCSQDRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 1})
+		defer f.Close()
+		a, b := newPair(t, f, rcOpts)
+		rec := record(t, f)
+		f.AddFilter(fabric.DropNth(1, fabric.And(ops(a, wire.RCSendMiddle), fabric.PSNIs(1))))
+		// ACKs take 10ms, READ responses 30ms.
+		f.AddFilter(fabric.OnMatch(ops(b, wire.RCAck), fabric.Delay(10*time.Millisecond)))
+		f.AddFilter(fabric.OnMatch(from(b), fabric.Delay(30*time.Millisecond)))
+
+		start := time.Now()
+		fill(a.buf[:3000], 51)
+		fill(b.buf[8192:8192+3000], 52)
+		postRecv(t, b, recvWR(b, 1, 0, 4096))
+		post(t, a, sendWR(a, 1, verbs.WRSend, 0, 3000), rdmaWR(a, b, 2, verbs.WRRDMARead, 8192, 8192, 3000))
+		settle(0)
+		modify(t, a, verbs.QPAttr{State: verbs.QPStateSQD, EnSQDAsyncNotify: true},
+			verbs.QPAttrState|verbs.QPAttrEnSQDAsyncNotify)
+
+		// t=10ms: the NAK of PSN 1 arrives, both WRs go out again;
+		// t=20ms: the SEND is acknowledged; t=40ms: the READ answered.
+		time.Sleep(25*time.Millisecond - time.Since(start))
+		wantWC(t, waitWC(t, a.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCSend)
+		if q, _ := a.qp.Query(); !q.SQDraining {
+			t.Errorf("SQ drained with the READ unanswered")
+		}
+		if evs := qpEvents(a); len(evs) != 0 {
+			t.Errorf("events %v with the READ unanswered", evs)
+		}
+		wantWC(t, waitWC(t, a.cq, 1)[0], 2, verbs.WCSuccess, verbs.WCRDMARead)
+		wantWC(t, waitWC(t, b.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCRecv)
+		checkBytes(t, "SEND", b.buf[:3000], a.buf[:3000])
+		checkBytes(t, "READ", a.buf[8192:8192+3000], b.buf[8192:8192+3000])
+		wantState(t, "requester", a, verbs.QPStateSQD)
+		reqs := rec.match(from(a))
+		checkSeq(t, "requests", reqs,
+			"SEND_FIRST/0", "SEND_MIDDLE/1", "SEND_LAST/2!", "RDMA_READ_REQUEST/3!",
+			"SEND_MIDDLE/1", "SEND_LAST/2!", "RDMA_READ_REQUEST/3!")
+		for _, p := range reqs[4:] {
+			if d := p.at.Sub(start); d != 10*time.Millisecond {
+				t.Errorf("%s resent at %v, want 10ms (on the NAK)", p.desc(), d)
+			}
+		}
+		if got := a.dev.Counters().Timeouts.Load(); got != 0 {
+			t.Errorf("timeouts %d, want 0", got)
+		}
+		if evs := qpEvents(a); !slices.Equal(evs, []nic.AsyncEventType{nic.EventSQDrained}) {
+			t.Errorf("events %v, want one SQ drained", evs)
+		}
+	})
+}
+
+// Moving a QP to ERR completes every outstanding send WR and every
+// posted receive with WR_FLUSH_ERR, in order, signaled or not, and sends
+// nothing more; WRs posted in ERR are flushed at once (IBTA 10.3.1,
+// 10.8.3.3; rxe flush_send_queue).
+func TestRCErrFlush(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 1})
+		defer f.Close()
+		a, b := newPair(t, f, rcOpts)
+		rec := record(t, f)
+		f.AddFilter(fabric.DropIf(from(b))) // nothing is ever acknowledged
+
+		unsig := rdmaWR(a, b, 3, verbs.WRRDMARead, 8192, 0, 3000)
+		unsig.Flags = 0
+		postRecv(t, a, recvWR(a, 100, 0, 64), recvWR(a, 101, 64, 64))
+		postRecv(t, b, recvWR(b, 200, 0, 4096), recvWR(b, 201, 4096, 64))
+		post(t, a, sendWR(a, 1, verbs.WRSend, 0, 3000), rdmaWR(a, b, 2, verbs.WRRDMAWrite, 0, 0, 100), unsig,
+			rdmaWR(a, b, 4, verbs.WRAtomicCmpAndSwp, 16384, 16384, 8))
+		settle(time.Millisecond)
+		sent := rec.count(from(a))
+		modify(t, a, verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
+		modify(t, b, verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
+		wcs := waitWC(t, a.cq, 6)
+		for i, want := range []struct {
+			wrid uint64
+			op   verbs.WCOpcode
+		}{{1, verbs.WCSend}, {2, verbs.WCRDMAWrite}, {3, verbs.WCRDMARead}, {4, verbs.WCCompSwap}} {
+			wantWC(t, wcs[i], want.wrid, verbs.WCWRFlushErr, want.op)
+		}
+		// Receives follow the sends here: the flush completes the SQ first.
+		wantWC(t, wcs[4], 100, verbs.WCWRFlushErr, verbs.WCRecv)
+		wantWC(t, wcs[5], 101, verbs.WCWRFlushErr, verbs.WCRecv)
+		// b took the SEND (only its ACKs are lost); its other receive is
+		// flushed.
+		rwcs := waitWC(t, b.cq, 2)
+		wantWC(t, rwcs[0], 200, verbs.WCSuccess, verbs.WCRecv)
+		wantWC(t, rwcs[1], 201, verbs.WCWRFlushErr, verbs.WCRecv)
+
+		post(t, a, sendWR(a, 5, verbs.WRSend, 0, 10))
+		postRecv(t, a, recvWR(a, 102, 0, 64))
+		wcs = waitWC(t, a.cq, 2)
+		wantWC(t, wcs[0], 5, verbs.WCWRFlushErr, verbs.WCSend)
+		wantWC(t, wcs[1], 102, verbs.WCWRFlushErr, verbs.WCRecv)
+		noWC(t, a.cq, 10*timeout14)
+		if got := rec.count(from(a)); got != sent {
+			t.Errorf("%d packets sent after ERR", got-sent)
+		}
+	})
+}

@@ -17,6 +17,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/softnic/softnic/internal/pingpong"
 )
 
 // Exit statuses.
@@ -40,6 +42,10 @@ type command struct {
 func commandList() []command {
 	return []command{
 		{"decode", "decode and check the RoCEv2 packets in pcap files", runDecode},
+		{"rc_pingpong", "RC SEND ping-pong, like rdma-core's ibv_rc_pingpong", runPingpong(pingpong.RC)},
+		{"uc_pingpong", "UC SEND ping-pong, like rdma-core's ibv_uc_pingpong", runPingpong(pingpong.UC)},
+		{"ud_pingpong", "UD SEND ping-pong, like rdma-core's ibv_ud_pingpong", runPingpong(pingpong.UD)},
+		{"srq_pingpong", "RC ping-pong over a shared receive queue, like ibv_srq_pingpong", runPingpong(pingpong.SRQ)},
 		{"help", "show usage of softnic or of one command", runHelp},
 		{"version", "print the version", runVersion},
 	}

@@ -121,27 +121,49 @@ func accept(ctx context.Context, ln net.Listener, timeout time.Duration) (net.Co
 	return c, nil
 }
 
-// dial connects to the server as pp_client_exch_dest does.
+// dial connects to the server as pp_client_exch_dest does; with
+// env.ConnectRetry it keeps trying a refused connection for that long.
 func dial(ctx context.Context, env *Env, host string, port int) (net.Conn, error) {
-	addr := net.JoinHostPort(host, strconv.Itoa(port))
-	d := env.Dial
-	if d == nil {
-		var nd net.Dialer
-		d = nd.DialContext
-	}
-	dctx, cancel := context.WithTimeout(ctx, env.Stall)
-	defer cancel()
-	c, err := d(dctx, "tcp", addr)
+	c, err := DialRetry(ctx, env.Dial, host, port, env.Stall, env.ConnectRetry)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if errors.Is(err, syscall.ECONNREFUSED) {
-			err = fmt.Errorf("%w (is the server running, on TCP port %d?)", err, port)
-		}
 		return nil, fail(err, "Couldn't connect to %s:%d", host, port)
 	}
 	return c, nil
+}
+
+// DialRetry connects to host:port with d (nil: a net.Dialer), each
+// attempt bounded by timeout; while the connection is refused it tries
+// again until retry has passed. A refused connection's error says that
+// no server listens.
+func DialRetry(ctx context.Context, d func(ctx context.Context, network, addr string) (net.Conn, error), host string, port int, timeout, retry time.Duration) (net.Conn, error) {
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	if d == nil {
+		var nd net.Dialer
+		d = nd.DialContext
+	}
+	until := time.Now().Add(retry)
+	for {
+		dctx, cancel := context.WithTimeout(ctx, timeout)
+		c, err := d(dctx, "tcp", addr)
+		cancel()
+		if err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) || ctx.Err() != nil {
+			return nil, err
+		}
+		if time.Now().After(until) {
+			return nil, fmt.Errorf("%w (is the server running, on TCP port %d?)", err, port)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // clientExchange sends n local addresses, reads n remote ones and sends

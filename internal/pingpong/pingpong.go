@@ -116,6 +116,9 @@ type Env struct {
 	Stall time.Duration
 	// AcceptTimeout bounds a server's wait for its client (0: no bound).
 	AcceptTimeout time.Duration
+	// ConnectRetry is how long a client keeps trying a server that
+	// refuses the connection (0: one try, as the C tools).
+	ConnectRetry time.Duration
 }
 
 // Result is what a run did.

@@ -23,15 +23,18 @@ import (
 )
 
 // LinkFunc opens the link a NIC at addr uses; port is the UDP port the
-// NIC receives on and sends to (wire.UDPPort unless a test moves it).
+// NIC receives on (wire.UDPPort unless a test moves it).
 type LinkFunc func(addr netip.Addr, port uint16) (nic.Link, error)
 
 // Config says where and how to open a NIC.
 type Config struct {
 	// Addr is the NIC's IP address (and so its GID).
 	Addr netip.Addr
-	// Port is the RoCEv2 UDP port; 0 means 4791.
+	// Port is the UDP port the NIC receives on; 0 means 4791.
 	Port uint16
+	// PeerPort is the UDP port the NIC sends to; 0 means Port. Two NICs
+	// on one address (IPv6 loopback) need two ports.
+	PeerPort uint16
 	// Link opens the link; nil means UDP (see UDP).
 	Link LinkFunc
 	// Pcap, when set, names a file that receives every datagram the NIC
@@ -87,6 +90,9 @@ func Open(cfg Config) (*NIC, error) {
 	if cfg.Port == 0 {
 		cfg.Port = wire.UDPPort
 	}
+	if cfg.PeerPort == 0 {
+		cfg.PeerPort = cfg.Port
+	}
 	mk := cfg.Link
 	if mk == nil {
 		mk = UDP
@@ -119,7 +125,7 @@ func Open(cfg Config) (*NIC, error) {
 		n.pcapLink = &pcapLink{Link: link, w: w}
 		link = n.pcapLink
 	}
-	dev, err := verbs.Open(verbs.Config{Link: link, PeerPort: cfg.Port, Name: cfg.Name})
+	dev, err := verbs.Open(verbs.Config{Link: link, PeerPort: cfg.PeerPort, Name: cfg.Name})
 	if err != nil {
 		link.Close()
 		n.closePcap()

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/softnic/softnic/internal/getopt"
+	"github.com/softnic/softnic/internal/pingpong"
+	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/verbs"
+)
+
+// pingpongOpts returns the options of rdma-core's example k, in its
+// getopt order, with its usage text.
+func pingpongOpts(k pingpong.Kind) []optSpec {
+	o := func(s rune, l string, a getopt.ArgKind, arg, help string) optSpec {
+		return optSpec{getopt.Option{Short: s, Long: l, Arg: a}, arg, help}
+	}
+	R, N := getopt.RequiredArg, getopt.NoArg
+	size := "size of message to exchange (default 4096)"
+	if k == pingpong.UD {
+		size = "size of message to exchange (default 1024)"
+	}
+	opts := []optSpec{
+		o('p', "port", R, "<port>", "listen on/connect to port <port> (default 18515)"),
+		o('d', "ib-dev", R, "<dev>", "use IB device <dev> (softnic: names the NIC; default softnic0)"),
+		o('i', "ib-port", R, "<port>", "use port <port> of IB device (default 1)"),
+		o('s', "size", R, "<size>", size),
+	}
+	if k != pingpong.UD {
+		opts = append(opts, o('m', "mtu", R, "<size>", "path MTU (default 1024)"))
+	}
+	if k == pingpong.SRQ {
+		opts = append(opts, o('q', "num-qp", R, "<num>", "number of QPs to use (default 16)"))
+	}
+	opts = append(opts,
+		o('r', "rx-depth", R, "<dep>", "number of receives to post at a time (default 500)"),
+		o('n', "iters", R, "<iters>", "number of exchanges (default 1000)"),
+		o('l', "sl", R, "<sl>", "service level value"),
+		o('e', "events", N, "", "sleep on CQ events (default poll)"),
+		o('g', "gid-idx", R, "<gid index>", "local port gid index (softnic: default 0)"),
+	)
+	switch k {
+	case pingpong.RC:
+		opts = append(opts,
+			o('o', "odp", N, "", "use on demand paging"),
+			o('O', "iodp", N, "", "use implicit on demand paging"),
+			o('P', "prefetch", N, "", "prefetch an ODP MR"),
+			o('t', "ts", N, "", "get CQE with timestamp"),
+			o('c', "chk", N, "", "validate received buffer"),
+			o('j', "dm", N, "", "use device memory"),
+			o('N', "new_send", N, "", "use new post send WR API"),
+			o('U', "allow-cc-unprotected", N, "", "allow allocation of unprotected/shared memory on CoCo guests"),
+		)
+	case pingpong.SRQ:
+		opts = append(opts,
+			o('o', "odp", N, "", "use on demand paging"),
+			o('c', "chk", N, "", "validate received buffer"))
+	default:
+		opts = append(opts, o('c', "chk", N, "", "validate received buffer"))
+	}
+	return opts
+}
+
+func pingpongUsage(k pingpong.Kind) func(io.Writer) {
+	return func(w io.Writer) {
+		n := k.String()
+		fmt.Fprintf(w, "usage: softnic %s [options] [host]\n\n", n)
+		fmt.Fprintf(w, "softnic's version of rdma-core's ibv_%s: it pairs with ibv_%s in either role.\n\n", n, n)
+		fmt.Fprintf(w, "  softnic %s            start a server and wait for connection\n", n)
+		fmt.Fprintf(w, "  softnic %s <host>     connect to server at <host>\n\nOptions:\n", n)
+		writeOpts(w, pingpongOpts(k))
+		fmt.Fprintln(w, "\nsoftnic options:")
+		writeOpts(w, nicOpts)
+		fmt.Fprintln(w, "\nThe output lines, the out-of-band exchange on TCP port -p and the exit status\n"+
+			"are rdma-core's. -c checks every byte; a failed check exits 1.")
+	}
+}
+
+// runPingpong returns the run function of softnic <k>.
+func runPingpong(k pingpong.Kind) func(args []string, stdout, stderr io.Writer) int {
+	return func(args []string, stdout, stderr io.Writer) int {
+		name := k.String()
+		opts := pingpongOpts(k)
+		r, status, ok := parseTool(name, opts, args, stdout, stderr, pingpongUsage(k))
+		if !ok {
+			return status
+		}
+		cfg, err := pingpongConfig(k, r)
+		if err == nil && len(r.Operands) > 1 {
+			err = fmt.Errorf("more than one host: %q", r.Operands)
+		}
+		nf, ferr := parseNICFlags(r)
+		if err == nil {
+			err = ferr
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "softnic %s: %v\nRun 'softnic help %s' for usage.\n", name, err, name)
+			return exitTool
+		}
+		if len(r.Operands) == 1 {
+			cfg.ServerName = r.Operands[0]
+		}
+		n, err := nf.open(cfg.IBDev, cfg.ServerName)
+		if err != nil {
+			return failTool(stderr, name, err)
+		}
+		ctx, cancel := toolContext()
+		defer cancel()
+		_, err = pingpong.Run(ctx, cfg, pingpong.Env{Dev: n.Dev, Out: stdout, Warn: stderr,
+			Stall: nf.stall, AcceptTimeout: nf.accept, ConnectRetry: nf.retry})
+		if cerr := n.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+		if err != nil {
+			return failTool(stderr, name, err)
+		}
+		return exitOK
+	}
+}
+
+// pingpongConfig turns the parsed options into a Config, refusing values
+// the C tools refuse (and garbage they would silently take as 0).
+func pingpongConfig(k pingpong.Kind, r *getopt.Result) (pingpong.Config, error) {
+	cfg := pingpong.Defaults(k)
+	num := func(name string, lo, hi int64, dst *int) error {
+		m, ok := r.Last(name)
+		if !ok {
+			return nil
+		}
+		v, err := getopt.Int(m.Value)
+		if err != nil || v < lo || v > hi {
+			return fmt.Errorf("invalid --%s %q (%d..%d)", name, m.Value, lo, hi)
+		}
+		*dst = int(v)
+		return nil
+	}
+	for _, n := range []struct {
+		name   string
+		lo, hi int64
+		dst    *int
+	}{
+		{"port", 0, 65535, &cfg.Port}, {"ib-port", 1, 255, &cfg.IBPort}, {"size", 0, 1 << 31, &cfg.Size},
+		{"rx-depth", 1, 1 << 14, &cfg.RxDepth}, {"iters", 1, 1<<31 - 1, &cfg.Iters}, {"sl", 0, 15, &cfg.SL},
+		{"gid-idx", -1, 255, &cfg.GIDIndex}, {"num-qp", 1, pingpong.MaxQP, &cfg.NumQP},
+	} {
+		if err := num(n.name, n.lo, n.hi, n.dst); err != nil {
+			return cfg, err
+		}
+	}
+	if m, ok := r.Last("mtu"); ok {
+		v, err := getopt.Int(m.Value)
+		cfg.MTU = verbs.MTU(0)
+		if err == nil {
+			cfg.MTU = mtuEnum(int(v))
+		}
+		if cfg.MTU == 0 {
+			return cfg, fmt.Errorf("invalid --mtu %q (256, 512, 1024, 2048 or 4096)", m.Value)
+		}
+	}
+	if m, ok := r.Last("ib-dev"); ok {
+		cfg.IBDev = m.Value
+	}
+	cfg.Events = r.Has("events")
+	cfg.Check = r.Has("chk")
+	cfg.NewSend = r.Has("new_send")
+	cfg.ODP = r.Has("odp") || r.Has("iodp")
+	cfg.ImplicitODP = r.Has("iodp")
+	cfg.Prefetch = r.Has("prefetch")
+	cfg.Timestamps = r.Has("ts")
+	cfg.DM = r.Has("dm")
+	cfg.CCUnprotected = r.Has("allow-cc-unprotected")
+	return cfg, nil
+}
+
+// mtuEnum is pp_mtu_to_enum: 0 for a size that is not an IB MTU.
+func mtuEnum(n int) verbs.MTU {
+	switch n {
+	case 256, 512, 1024, 2048, 4096:
+		return transport.MTUFromBytes(n)
+	}
+	return 0
+}

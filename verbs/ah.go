@@ -29,19 +29,20 @@ var _ AddressHandle = (*AH)(nil)
 func (ah *AH) ok() bool { return ah != nil && ah.ah != nil }
 
 // CreateAH creates an address handle (ibv_create_ah). RoCE needs a global
-// route: IsGlobal set, GRH.DGID a unicast or multicast address of the
-// device address's family (an IPv4 address or an IPv4-mapped GID for an
-// IPv4 device), GRH.SGIDIndex 0 (the GID table's one entry) and PortNum 1
-// (0 is taken as 1). GRH.TrafficClass becomes the IP TOS, GRH.HopLimit
-// the TTL (0: 64) and GRH.FlowLabel the IPv6 flow label. More than
+// route: IsGlobal set, GRH.DGID an address of the device address's
+// family (an IPv4 address or an IPv4-mapped GID for an IPv4 device),
+// GRH.SGIDIndex 0 (the GID table's one entry) and PortNum 1 (0 is taken
+// as 1). GRH.TrafficClass becomes the IP TOS, GRH.HopLimit the TTL (0:
+// 64) and GRH.FlowLabel the IPv6 flow label (rxe sends 0 there; the ICRC
+// masks it). A multicast DGID is accepted, but softnic has no multicast
+// groups (ibv_attach_mcast), so nobody receives such datagrams. More than
 // MaxAH handles is ENOMEM.
 func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
-	if !pd.ok() {
-		return nil, errNil("PD")
-	}
-	if err := pd.d.check(); err != nil {
+	release, err := pd.use()
+	if err != nil {
 		return nil, err
 	}
+	defer release()
 	ah, err := pd.d.n.CreateAH(pd.pd, &attr)
 	if err != nil {
 		return nil, errno(err)

@@ -523,3 +523,246 @@ func (l *lane) retire() {
 		l.ops = l.ops[1:]
 	}
 }
+
+// ucOpcodes are the UC soak's operations, drawn uniformly.
+var ucOpcodes = []verbs.WROpcode{verbs.WRSend, verbs.WRSendWithImm, verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm}
+
+// ucMsg is one message of a UC round.
+type ucMsg struct {
+	op     verbs.WROpcode
+	n      int
+	srcOff int
+	dstOff int // WRITE target in the responder's arena
+	imm    uint32
+}
+
+// ucLane is one UC QP pair: its workload goes in rounds, each sent and
+// then left to settle, so that whatever arrives of a round arrives before
+// the next one starts.
+type ucLane struct {
+	id        int
+	req, resp *soakSide
+	rng       *rand.Rand
+	src       []byte
+	mtu       int
+	maxSize   int
+	round     []ucMsg
+	times     []int // per message of the round: receives it completed
+	freeBufs  []int // receive buffers not posted
+	posted    int   // receives posted and not completed
+	seq       uint32
+	delivered map[verbs.WROpcode]int
+	sent      int
+}
+
+// ucRecvBufs is how many receive buffers a UC lane keeps: two per message
+// of a round (a duplicated SEND ONLY or WRITE ONLY with immediate is
+// delivered twice, as on rxe), plus one a dropped message can hold.
+func ucRecvBufs(round int) int { return 2*round + 1 }
+
+// TestSoakUC sends 10,000 UC SENDs and WRITEs, with and without
+// immediate data, 1 B to 16 KiB at a path MTU of 256 (up to 64 packets a
+// message), over the soak's lossy fabric on two QP pairs, one each way.
+// UC drops a message that misses, repeats or reorders a packet and
+// completes no receive for it; the test checks that every receive that
+// does complete holds a message of the round, intact: its length,
+// immediate data and bytes (in the receive buffer, or at the WRITE's
+// target) match it. Order is not checked: a SEND ONLY held back by the
+// fabric starts a message wherever it lands, so UC may deliver it after
+// its successor; nor is a message counted twice unless it is a
+// single packet the fabric duplicated.
+func TestSoakUC(t *testing.T) {
+	const (
+		total     = 10000
+		roundSize = 32
+	)
+	seed := seedFor(t)
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: int64(seed)})
+		defer f.Close()
+		f.SetImpairment(soakImpairment)
+
+		rng := rand.New(rand.NewPCG(seed, 0x0c))
+		src := make([]byte, 1<<20)
+		for i := 0; i < len(src); i += 8 {
+			binary.LittleEndian.PutUint64(src[i:], rng.Uint64())
+		}
+		devs := [2]*soakDev{
+			newSoakDev(t, f, netip.MustParseAddr("10.0.0.1"), src),
+			newSoakDev(t, f, netip.MustParseAddr("10.0.0.2"), src),
+		}
+		o := pairOpts{typ: verbs.QPTypeUC, mtu: verbs.MTU256}
+		o.defaults()
+		var ls [2]*ucLane
+		for i := range ls {
+			a, b := devs[i], devs[1-i]
+			l := &ucLane{id: i, rng: rand.New(rand.NewPCG(seed, uint64(i))), src: src,
+				mtu: o.mtu.Bytes(), maxSize: 16 << 10, delivered: map[verbs.WROpcode]int{}}
+			l.req = newSoakSide(t, a, o, 8)
+			l.resp = newSoakSide(t, b, o, 8)
+			if (ucRecvBufs(roundSize)+roundSize)*l.maxSize > soakArena {
+				t.Fatal("the arena cannot hold a round's buffers")
+			}
+			for k := range ucRecvBufs(roundSize) {
+				l.freeBufs = append(l.freeBufs, k)
+			}
+			connect(t, &end{dev: a.dev, qp: l.req.qp}, &end{dev: b.dev, qp: l.resp.qp}, o, 0, 0)
+			connect(t, &end{dev: b.dev, qp: l.resp.qp}, &end{dev: a.dev, qp: l.req.qp}, o, 0, 0)
+			ls[i] = l
+		}
+		for sent := 0; sent < total; sent += len(ls) * roundSize {
+			for _, l := range ls {
+				if err := l.post(roundSize); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// UC completes sends as they leave; what is still in the
+			// fabric (held back for reordering at most a millisecond)
+			// lands while the test sleeps.
+			time.Sleep(10 * time.Millisecond)
+			for _, l := range ls {
+				if err := l.check(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		all, byOp := 0, map[verbs.WROpcode]int{}
+		for _, l := range ls {
+			for op, n := range l.delivered {
+				all += n
+				byOp[op] += n
+			}
+		}
+		for _, op := range []verbs.WROpcode{verbs.WRSend, verbs.WRSendWithImm, verbs.WRRDMAWriteWithImm} {
+			if byOp[op] == 0 {
+				t.Errorf("no %v delivered", op)
+			}
+		}
+		// About a quarter of the packets are lost, reordered or
+		// duplicated, so most single-packet messages arrive.
+		if all < total/10 {
+			t.Errorf("%d of %d messages delivered, want at least a tenth", all, total)
+		}
+		st := f.Stats()
+		ca, cb := devs[0].dev.Counters(), devs[1].dev.Counters()
+		t.Logf("%d messages sent, %d receives completed and checked, by opcode %v", total, all, byOp)
+		t.Logf("fabric: sent %d, delivered %d, lost %d, reordered %d, duplicated %d; UC packets dropped %d",
+			st.Sent.Packets, st.Delivered.Packets, st.DropImpairment.Packets, st.Reordered.Packets, st.Duplicated.Packets,
+			ca.DropUCMessage.Load()+cb.DropUCMessage.Load())
+	})
+}
+
+// post tops up the receive queue and posts a round of n messages.
+func (l *ucLane) post(n int) error {
+	arena := l.resp.arena.Buf()
+	for l.posted < 2*n && len(l.freeBufs) > 0 {
+		k := l.freeBufs[len(l.freeBufs)-1]
+		l.freeBufs = l.freeBufs[:len(l.freeBufs)-1]
+		clear(arena[k*l.maxSize : (k+1)*l.maxSize])
+		if _, err := l.resp.qp.PostRecv(verbs.RecvWR{WRID: uint64(k), SGList: splitSGE(l.rng, l.resp.arena, k*l.maxSize, l.maxSize)}); err != nil {
+			return fmt.Errorf("UC lane %d: post receive: %w", l.id, err)
+		}
+		l.posted++
+	}
+	l.round = l.round[:0]
+	writes := ucRecvBufs(n) * l.maxSize
+	for i := range n {
+		m := ucMsg{op: ucOpcodes[l.rng.IntN(len(ucOpcodes))], n: soakSize(l.rng, l.mtu, l.maxSize)}
+		m.srcOff = l.rng.IntN(len(l.src) - m.n + 1)
+		m.dstOff = writes + i*l.maxSize
+		wr := verbs.SendWR{WRID: uint64(l.sent), Opcode: m.op, Flags: verbs.SendSignaled,
+			SGList: splitSGE(l.rng, l.req.d.src, m.srcOff, m.n)}
+		switch m.op {
+		case verbs.WRSendWithImm, verbs.WRRDMAWriteWithImm:
+			// The immediate names the message, so a WRITE's completion
+			// says which target to check.
+			m.imm = l.seq
+			wr.Imm = m.imm
+		}
+		l.seq++
+		if m.op == verbs.WRRDMAWrite || m.op == verbs.WRRDMAWriteWithImm {
+			clear(l.resp.arena.Buf()[m.dstOff : m.dstOff+m.n])
+			wr.RemoteAddr, wr.RKey = l.resp.arena.Addr()+uint64(m.dstOff), l.resp.arena.RKey()
+		}
+		if _, err := l.req.qp.PostSend(wr); err != nil {
+			return fmt.Errorf("UC lane %d: post %v: %w", l.id, m.op, err)
+		}
+		l.round = append(l.round, m)
+		l.sent++
+	}
+	return nil
+}
+
+// check takes the round's completions: every send completes successfully
+// and in order; every receive that completes matches a message of the
+// round, delivered at most once (twice for a single packet, which the
+// fabric may duplicate).
+func (l *ucLane) check() error {
+	wc := make([]verbs.WorkCompletion, 2*len(l.round)+8)
+	k := l.req.cq.Poll(wc)
+	if k != len(l.round) {
+		return fmt.Errorf("UC lane %d: %d send completions for %d sends", l.id, k, len(l.round))
+	}
+	first := uint64(l.sent - len(l.round))
+	for i, c := range wc[:k] {
+		if c.Status != verbs.WCSuccess || c.WRID != first+uint64(i) {
+			return fmt.Errorf("UC lane %d: send completion %+v, want WR %d to succeed", l.id, c, first+uint64(i))
+		}
+	}
+	k = l.resp.cq.Poll(wc)
+	if l.resp.cq.Poll(wc[k:]) != 0 {
+		return fmt.Errorf("UC lane %d: more than %d receive completions in a round", l.id, len(wc))
+	}
+	l.times = append(l.times[:0], make([]int, len(l.round))...)
+	for _, c := range wc[:k] {
+		if c.Status != verbs.WCSuccess {
+			return fmt.Errorf("UC lane %d: receive completion %+v", l.id, c)
+		}
+		l.posted--
+		l.freeBufs = append(l.freeBufs, int(c.WRID))
+		i, err := l.match(&c)
+		if err != nil {
+			return err
+		}
+		l.times[i]++
+		l.delivered[l.round[i].op]++
+	}
+	return nil
+}
+
+// match finds the message of the round that completion c delivered,
+// checking its bytes.
+func (l *ucLane) match(c *verbs.WorkCompletion) (int, error) {
+	arena := l.resp.arena.Buf()
+	for i := range l.round {
+		m := &l.round[i]
+		if l.times[i] > 0 && (m.n > l.mtu || l.times[i] > 1) {
+			continue // delivered as often as it can be
+		}
+		want := l.src[m.srcOff : m.srcOff+m.n]
+		switch m.op {
+		case verbs.WRSend, verbs.WRSendWithImm:
+			withImm := m.op == verbs.WRSendWithImm
+			if c.Opcode != verbs.WCRecv || int(c.ByteLen) != m.n || (c.Flags&verbs.WCWithImm != 0) != withImm ||
+				withImm && c.Imm != m.imm {
+				continue
+			}
+			buf := int(c.WRID) * l.maxSize
+			if bytes.Equal(arena[buf:buf+m.n], want) {
+				return i, nil
+			}
+		case verbs.WRRDMAWriteWithImm:
+			if c.Opcode != verbs.WCRecvRDMAWithImm || c.Flags&verbs.WCWithImm == 0 || c.Imm != m.imm {
+				continue
+			}
+			if int(c.ByteLen) != m.n {
+				return 0, fmt.Errorf("UC lane %d: WRITE with immediate %d of %d bytes completed with %+v", l.id, m.imm, m.n, *c)
+			}
+			if !bytes.Equal(arena[m.dstOff:m.dstOff+m.n], want) {
+				return 0, fmt.Errorf("UC lane %d: WRITE with immediate %d of %d bytes completed but its target differs", l.id, m.imm, m.n)
+			}
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("UC lane %d: receive completion %+v matches no message of the round left to deliver", l.id, *c)
+}

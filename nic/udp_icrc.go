@@ -1,0 +1,254 @@
+package nic
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"sync"
+
+	"github.com/softnic/softnic/wire"
+)
+
+// ICRC arithmetic for links that cannot put on the wire, or cannot see,
+// every header field the ICRC covers.
+//
+// The ICRC is a CRC-32, and a CRC is linear over GF(2): for two messages
+// of equal length, crc(a) ^ crc(b) = raw(a ^ b), the register left by
+// running a ^ b through the CRC from a zero register with no final
+// inversion (the seed and the final XOR cancel). When a and b differ only
+// in a few header bytes, a ^ b is those bytes followed by k zeros, and
+// running k zero bytes through the register multiplies it by x^(8k)
+// modulo the CRC polynomial. So:
+//
+//   - a sender that must change a covered header field after the ICRC was
+//     computed (the UDP link sends from its bound port, not the QP's
+//     source port; GSO segment i carries IPv4 identification i) patches
+//     the ICRC with a few table steps and one multiplication
+//     ([patchICRC]), instead of a pass over the whole packet;
+//   - a receiver that cannot see the IPv4 identification (a plain UDP
+//     socket) computes the ICRC with a guessed identification and, on a
+//     mismatch, solves for the identification that makes it right
+//     ([solveIPv4ID]): multiply the difference by x^(-8k), then undo two
+//     table steps. A 16-bit unknown in a 32-bit check leaves 16 bits of
+//     check: a corrupted packet passes with probability 2^-16.
+//
+// Multiplication is zlib's multmodp (crc32.c): reflected bit order, where
+// bit 31 is x^0.
+
+// crcPoly is the reflected IEEE polynomial.
+const crcPoly = 0xEDB88320
+
+// crcOne is the polynomial 1 in reflected bit order.
+const crcOne = 1 << 31
+
+// maxCRCZeros bounds the zero-run lengths the power tables cover: any
+// RoCEv2 datagram's payload plus the IP and UDP header bytes after a field.
+const maxCRCZeros = MaxDatagram + wire.IPv6HeaderLen + wire.UDPHeaderLen
+
+var crcTables struct {
+	once  sync.Once
+	tab   *crc32.Table            // crc32.IEEETable
+	top   [256]uint8              // top[tab[i]>>24] = i
+	ok    bool                    // the top bytes are a permutation (always, for IEEE)
+	pow8  [maxCRCZeros + 1]uint32 // x^(8k) mod P
+	ipow8 [maxCRCZeros + 1]uint32 // x^(-8k) mod P
+}
+
+// crcInit fills the tables once.
+func crcInit() {
+	t := &crcTables
+	t.once.Do(func() {
+		t.tab = crc32.IEEETable
+		var seen [256]bool
+		t.ok = true
+		for i := range 256 {
+			top := uint8(t.tab[i] >> 24)
+			if seen[top] {
+				t.ok = false
+			}
+			seen[top] = true
+			t.top[top] = uint8(i)
+		}
+		t.pow8[0], t.ipow8[0] = crcOne, crcOne
+		for k := 1; k <= maxCRCZeros; k++ {
+			t.pow8[k] = crcZeroStep(t.pow8[k-1])
+			t.ipow8[k] = crcZeroUnstep(t.ipow8[k-1])
+		}
+	})
+}
+
+// crcZeroStep runs one zero byte through register r: r·x^8 mod P.
+func crcZeroStep(r uint32) uint32 {
+	return crcTables.tab[byte(r)] ^ r>>8
+}
+
+// crcZeroUnstep undoes crcZeroStep: r·x^(-8) mod P. The top bytes of the
+// IEEE table's entries are all different, so the top byte of the result
+// of a step names the table entry it used.
+func crcZeroUnstep(r uint32) uint32 {
+	j := crcTables.top[r>>24]
+	return (r^crcTables.tab[j])<<8 | uint32(j)
+}
+
+// crcMul returns a·b mod P in reflected bit order (zlib multmodp).
+func crcMul(a, b uint32) uint32 {
+	if a == 0 {
+		return 0
+	}
+	var p uint32
+	for m := uint32(crcOne); ; m >>= 1 {
+		if a&m != 0 {
+			p ^= b
+			if a&(m-1) == 0 {
+				return p
+			}
+		}
+		if b&1 != 0 {
+			b = b>>1 ^ crcPoly
+		} else {
+			b >>= 1
+		}
+	}
+}
+
+// crcRaw runs p through the CRC from a zero register, without the final
+// inversion.
+func crcRaw(p []byte) uint32 {
+	tab := crcTables.tab
+	var r uint32
+	for _, v := range p {
+		r = tab[byte(r)^v] ^ r>>8
+	}
+	return r
+}
+
+// crcShift returns r·x^(8k) mod P: r followed by k zero bytes.
+func crcShift(r uint32, k int) uint32 {
+	if k <= maxCRCZeros {
+		return crcMul(crcTables.pow8[k], r)
+	}
+	for ; k > maxCRCZeros; k -= maxCRCZeros {
+		r = crcMul(crcTables.pow8[maxCRCZeros], r)
+	}
+	return crcMul(crcTables.pow8[k], r)
+}
+
+// icrcHeader writes the IP and UDP headers e describes for a UDP payload
+// of n bytes into b, as the ICRC sees them apart from the masked fields
+// (which the callers make equal), and returns their length.
+func icrcHeader(b *[wire.IPv6HeaderLen + wire.UDPHeaderLen]byte, e *wire.Encap, n int) int {
+	h := e.PutHeaders(b[:], n)
+	if e.IsIPv4() {
+		b[10], b[11] = 0, 0 // the header checksum is masked
+	}
+	return h
+}
+
+// patchICRC rewrites the ICRC of pkt (BTH through ICRC), computed for the
+// headers from, into the ICRC for the headers to. Fields the ICRC masks
+// may differ freely; from and to must be of one IP family.
+func patchICRC(pkt []byte, from, to *wire.Encap) {
+	if len(pkt) < wire.BTHLen+wire.ICRCLen {
+		return
+	}
+	crcInit()
+	a, b := *from, *to
+	// Masked fields do not matter; make them equal.
+	a.TrafficClass, a.HopLimit, a.FlowLabel, a.UDPChecksum = b.TrafficClass, b.HopLimit, b.FlowLabel, b.UDPChecksum
+	if a == b {
+		return
+	}
+	var ha, hb [wire.IPv6HeaderLen + wire.UDPHeaderLen]byte
+	n := icrcHeader(&ha, &a, len(pkt))
+	if icrcHeader(&hb, &b, len(pkt)) != n {
+		return // mixed families: a caller's bug, leave the packet alone
+	}
+	f := 0
+	for f < n && ha[f] == hb[f] {
+		f++
+	}
+	if f == n {
+		return
+	}
+	for i := f; i < n; i++ {
+		ha[i] ^= hb[i]
+	}
+	delta := crcShift(crcRaw(ha[f:n]), len(pkt)-wire.ICRCLen)
+	binary.LittleEndian.PutUint32(pkt[len(pkt)-wire.ICRCLen:], wire.StoredICRC(pkt)^delta)
+}
+
+// ipv4IDTail is the number of ICRC-covered bytes after the IPv4
+// identification field besides the UDP payload: the rest of the IPv4
+// header (bytes 6-19) and the UDP header.
+const ipv4IDTail = wire.IPv4HeaderLen - 6 + wire.UDPHeaderLen
+
+// solveIPv4ID returns the change x to the IPv4 identification for which
+// the ICRC of pkt, computed as got with the current identification,
+// becomes want: the ICRC is then right with identification id^x. It
+// reports false when no identification makes it right (the packet is
+// corrupt, or other covered fields are wrong).
+func solveIPv4ID(got, want uint32, pktLen int) (uint16, bool) {
+	if got == want {
+		return 0, true
+	}
+	crcInit()
+	if !crcTables.ok {
+		return 0, false
+	}
+	k := pktLen - wire.ICRCLen + ipv4IDTail
+	if k < 0 || k > maxCRCZeros {
+		return 0, false
+	}
+	// r = crcRaw([d0, d1]) where d is the change to the identification.
+	r := crcMul(crcTables.ipow8[k], got^want)
+	tab := crcTables.tab
+	// crcRaw([d0, d1]) = tab[tab[d0]&0xFF ^ d1] ^ tab[d0]>>8.
+	j := crcTables.top[r>>24]
+	t := r ^ tab[j] // tab[d0]>>8
+	if t>>24 != 0 {
+		return 0, false
+	}
+	d0 := crcTables.top[byte(t>>16)]
+	if tab[d0]>>8 != t {
+		return 0, false
+	}
+	d1 := j ^ byte(tab[d0])
+	return uint16(d0)<<8 | uint16(d1), true
+}
+
+// ipv4IDHider is implemented by links whose receive path cannot see the
+// IPv4 identification of the datagrams it returns (a plain UDP socket):
+// the Encap's ID is a guess the ICRC check may correct.
+type ipv4IDHider interface {
+	hidesIPv4ID() bool
+}
+
+// linkHidesIPv4ID reports whether l returns guessed IPv4 identifications.
+func linkHidesIPv4ID(l Link) bool {
+	h, ok := l.(ipv4IDHider)
+	return ok && h.hidesIPv4ID()
+}
+
+// verifyICRC reports whether pkt's ICRC is right for e, as the engine
+// checks every datagram a link could fully see (rxe_icrc.c rxe_icrc_check).
+// For an IPv4 datagram from a link that hides the identification, a
+// mismatch is resolved by solving for the identification (solveIPv4ID):
+// e.ID is corrected and the datagram passes if some identification makes
+// the ICRC right. The success path costs one CRC pass, like
+// wire.CheckICRC; the correction costs one multiplication.
+func verifyICRC(l Link, e *wire.Encap, pkt []byte) bool {
+	if len(pkt) < wire.BTHLen+wire.ICRCLen {
+		return false
+	}
+	got, want := wire.ComputeICRC(e, pkt), wire.StoredICRC(pkt)
+	if got == want {
+		return true
+	}
+	if !e.IsIPv4() || !linkHidesIPv4ID(l) {
+		return false
+	}
+	x, ok := solveIPv4ID(got, want, len(pkt))
+	if ok {
+		e.ID ^= x
+	}
+	return ok
+}

@@ -1,0 +1,787 @@
+package nic
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softnic/softnic/wire"
+)
+
+// UDP GSO limits: the kernel takes at most UDP_MAX_SEGMENTS segments (64
+// before Linux 6.1 raised it) and one IP datagram's worth of payload.
+const (
+	gsoMaxSegments = 64
+	gsoMaxBytes4   = 0xFFFF - wire.IPv4HeaderLen - wire.UDPHeaderLen
+	gsoMaxBytes6   = 0xFFFF - wire.UDPHeaderLen
+	// groBufferLen is the size of one GRO receive buffer: a coalesced
+	// packet holds at most 64 KiB.
+	groBufferLen = 1 << 16
+	// sockaddrLen is room for a sockaddr_in6 (or a sockaddr_in).
+	sockaddrLen = unix.SizeofSockaddrInet6
+)
+
+// Control-message room per message: receive PKTINFO, TOS/TCLASS, TTL/
+// HOPLIMIT, UDP_GRO and SO_RXQ_OVFL; send UDP_SEGMENT, TOS and TTL.
+var (
+	rxOOBLen = cmsgSpace(unix.SizeofInet6Pktinfo) + 4*cmsgSpace(4)
+	txOOBLen = 3 * cmsgSpace(4)
+)
+
+func cmsgSpace(n int) int { return unix.CmsgSpace(n) }
+
+// mmsghdr is struct mmsghdr; Go pads it to the C size (64 bytes on 64-bit).
+type mmsghdr struct {
+	hdr unix.Msghdr
+	len uint32
+}
+
+// UDPLink is a Link over a kernel UDP socket; see the UDP link section of
+// udp.go for the design. ReadBatch must be called by one goroutine at a
+// time (the engine has one receive loop; a mutex keeps others safe);
+// WriteBatch may be called concurrently.
+type UDPLink struct {
+	cfg    UDPConfig
+	addr   netip.Addr // bound address, IPv4 unmapped
+	port   uint16
+	v4     bool
+	conn   *net.UDPConn
+	raw    syscall.RawConn
+	bs     int
+	gro    bool
+	gso    atomic.Bool // cleared for good when the kernel refuses GSO
+	ttl    uint8       // the socket's default TTL / hop limit
+	scope  uint32      // IPv6 scope ID for link-local peers
+	sndbuf int
+	rcvbuf int
+	closed atomic.Bool
+	ctr    udpCounters
+
+	rxMu sync.Mutex
+	rx   udpRx // guarded by rxMu
+
+	txMu   sync.Mutex
+	txFree []*udpTx // guarded by txMu
+}
+
+var _ Link = (*UDPLink)(nil)
+
+// ListenUDP opens a UDP link on cfg.Addr and cfg.Port.
+func ListenUDP(cfg UDPConfig) (*UDPLink, error) {
+	if !cfg.Addr.IsValid() || cfg.Addr.IsUnspecified() || cfg.Addr.IsMulticast() {
+		return nil, fmt.Errorf("%w: UDP link needs a unicast local address, not %v", ErrInvalid, cfg.Addr)
+	}
+	if cfg.Port == 0 {
+		cfg.Port = wire.UDPPort
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = DefaultUDPBatch
+	}
+	if cfg.SocketBuffer <= 0 {
+		cfg.SocketBuffer = DefaultUDPSocketBuffer
+	}
+	if cfg.IPv4ICRC > IPv4ICRCSkip {
+		return nil, fmt.Errorf("%w: IPv4 ICRC mode %d", ErrInvalid, cfg.IPv4ICRC)
+	}
+	l := &UDPLink{cfg: cfg, addr: cfg.Addr.Unmap(), port: cfg.Port, bs: cfg.BatchSize}
+	l.v4 = l.addr.Is4()
+	network := "udp6"
+	if l.v4 {
+		network = "udp4"
+	}
+	ap := netip.AddrPortFrom(l.addr, l.port)
+	var setupErr error
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		if err := c.Control(func(fd uintptr) { setupErr = l.setup(int(fd)) }); err != nil {
+			return err
+		}
+		return setupErr
+	}}
+	pc, err := lc.ListenPacket(context.Background(), network, ap.String())
+	if err != nil {
+		if errors.Is(err, unix.EADDRINUSE) {
+			hint := ""
+			if l.port == wire.UDPPort {
+				hint = " (another softnic, or a kernel rxe device, which binds it on every address)"
+			}
+			return nil, fmt.Errorf("nic: UDP link: %v is already in use%s: %w", ap, hint, err)
+		}
+		return nil, fmt.Errorf("nic: UDP link on %v: %w", ap, err)
+	}
+	l.conn = pc.(*net.UDPConn)
+	if l.raw, err = l.conn.SyscallConn(); err != nil {
+		l.conn.Close()
+		return nil, err
+	}
+	if z := cfg.Addr.Zone(); z != "" {
+		if ifi, err := net.InterfaceByName(z); err == nil {
+			l.scope = uint32(ifi.Index)
+		}
+	}
+	// Probe the offloads now that the socket exists.
+	var probeErr error
+	err = l.raw.Control(func(fd uintptr) {
+		s := int(fd)
+		if !cfg.DisableGSO {
+			// quic-go's test: the option exists if it can be read.
+			if _, err := unix.GetsockoptInt(s, unix.IPPROTO_UDP, unix.UDP_SEGMENT); err == nil {
+				l.gso.Store(true)
+			}
+		}
+		if !cfg.DisableGRO {
+			l.gro = unix.SetsockoptInt(s, unix.IPPROTO_UDP, unix.UDP_GRO, 1) == nil
+		}
+		l.sndbuf, _ = unix.GetsockoptInt(s, unix.SOL_SOCKET, unix.SO_SNDBUF)
+		l.rcvbuf, _ = unix.GetsockoptInt(s, unix.SOL_SOCKET, unix.SO_RCVBUF)
+		var ttl int
+		if l.v4 {
+			ttl, probeErr = unix.GetsockoptInt(s, unix.IPPROTO_IP, unix.IP_TTL)
+		} else {
+			ttl, probeErr = unix.GetsockoptInt(s, unix.IPPROTO_IPV6, unix.IPV6_UNICAST_HOPS)
+		}
+		l.ttl = uint8(ttl)
+	})
+	if err == nil {
+		err = probeErr
+	}
+	if err != nil {
+		l.conn.Close()
+		return nil, fmt.Errorf("nic: UDP link on %v: %w", ap, err)
+	}
+	if l.ttl == 0 {
+		l.ttl = 64
+	}
+	l.rx.init(l)
+	return l, nil
+}
+
+// setup sets the socket options before bind.
+func (l *UDPLink) setup(fd int) error {
+	set := func(level, opt, v int, what string) error {
+		if err := unix.SetsockoptInt(fd, level, opt, v); err != nil {
+			return fmt.Errorf("setsockopt %s: %w", what, err)
+		}
+		return nil
+	}
+	// Buffers: forced when the process may (CAP_NET_ADMIN), else capped by
+	// net.core.{w,r}mem_max.
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, l.cfg.SocketBuffer) != nil {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, l.cfg.SocketBuffer)
+	}
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, l.cfg.SocketBuffer) != nil {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, l.cfg.SocketBuffer)
+	}
+	if err := set(unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1, "SO_RXQ_OVFL"); err != nil {
+		return err
+	}
+	if l.v4 {
+		for _, o := range []struct {
+			opt, v int
+			name   string
+		}{
+			{unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO, "IP_MTU_DISCOVER"},
+			{unix.IP_PKTINFO, 1, "IP_PKTINFO"},
+			{unix.IP_RECVTOS, 1, "IP_RECVTOS"},
+			{unix.IP_RECVTTL, 1, "IP_RECVTTL"},
+		} {
+			if err := set(unix.IPPROTO_IP, o.opt, o.v, o.name); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, o := range []struct {
+		opt, v int
+		name   string
+	}{
+		{unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_DO, "IPV6_MTU_DISCOVER"},
+		{unix.IPV6_RECVPKTINFO, 1, "IPV6_RECVPKTINFO"},
+		{unix.IPV6_RECVTCLASS, 1, "IPV6_RECVTCLASS"},
+		{unix.IPV6_RECVHOPLIMIT, 1, "IPV6_RECVHOPLIMIT"},
+	} {
+		if err := set(unix.IPPROTO_IPV6, o.opt, o.v, o.name); err != nil {
+			return err
+		}
+	}
+	// rxe sends IPv6 with UDP checksum 0 (rxe_net.c prepare_udp_hdr).
+	return set(unix.IPPROTO_UDP, unix.UDP_NO_CHECK6_RX, 1, "UDP_NO_CHECK6_RX")
+}
+
+// LocalAddr returns the bound address (IPv4 unmapped).
+func (l *UDPLink) LocalAddr() netip.Addr { return l.addr }
+
+// Port returns the bound UDP port, which is also the source port of
+// everything the link sends.
+func (l *UDPLink) Port() uint16 { return l.port }
+
+// BatchSize returns the configured batch size.
+func (l *UDPLink) BatchSize() int { return l.bs }
+
+// GSO reports whether sends use UDP GSO (false if disabled, unsupported
+// or refused by the kernel since).
+func (l *UDPLink) GSO() bool { return l.gso.Load() }
+
+// GRO reports whether the socket receives with UDP GRO.
+func (l *UDPLink) GRO() bool { return l.gro }
+
+// SocketBuffers returns the send and receive buffer sizes the kernel
+// reports (twice what was set, for its bookkeeping).
+func (l *UDPLink) SocketBuffers() (snd, rcv int) { return l.sndbuf, l.rcvbuf }
+
+// Stats returns the link's counters.
+func (l *UDPLink) Stats() UDPStats { return l.ctr.snapshot() }
+
+// hidesIPv4ID: an IPv4 link in the solve mode returns guessed
+// identifications for the engine to correct.
+func (l *UDPLink) hidesIPv4ID() bool { return l.v4 && l.cfg.IPv4ICRC == IPv4ICRCSolve }
+
+// Close closes the socket and unblocks ReadBatch; later calls return
+// ErrLinkClosed.
+func (l *UDPLink) Close() error {
+	if l.closed.Swap(true) {
+		return nil
+	}
+	return l.conn.Close()
+}
+
+// ---- receive ----
+
+// udpRxMeta is what the socket told about one received buffer.
+type udpRxMeta struct {
+	enc   wire.Encap
+	n     int  // bytes received
+	seg   int  // GRO segment size, 0 if not coalesced
+	trunc bool // longer than the buffer
+}
+
+// udpRx is the reader's preallocated state.
+type udpRx struct {
+	l     *UDPLink
+	hs    []mmsghdr
+	iov   []unix.Iovec
+	names []byte
+	oob   []byte
+	bufs  [][]byte // GRO buffers (nil without GRO)
+	meta  []udpRxMeta
+	fn    func(uintptr) bool
+
+	// recvmmsg call and result
+	vlen  int
+	got   int
+	errno unix.Errno
+
+	// GRO buffers not yet handed out: meta[cur:filled], from byte off of
+	// buffer cur, which is segment segIdx of it.
+	filled, cur, off, segIdx int
+}
+
+func (r *udpRx) init(l *UDPLink) {
+	r.l = l
+	n := l.bs
+	r.hs = make([]mmsghdr, n)
+	r.iov = make([]unix.Iovec, n)
+	r.names = make([]byte, n*sockaddrLen)
+	r.oob = make([]byte, n*rxOOBLen)
+	r.meta = make([]udpRxMeta, n)
+	if l.gro {
+		r.bufs = make([][]byte, n)
+		for i := range r.bufs {
+			r.bufs[i] = make([]byte, groBufferLen)
+		}
+	}
+	r.fn = r.recv
+}
+
+func (r *udpRx) recv(fd uintptr) bool {
+	n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hs[0])), uintptr(r.vlen),
+		unix.MSG_DONTWAIT, 0, 0)
+	if e == unix.EAGAIN || e == unix.EINTR {
+		return false // wait for the socket to become readable
+	}
+	r.got, r.errno = int(n), e
+	return true
+}
+
+// prepare points header i at buffer b.
+func (r *udpRx) prepare(i int, b []byte) {
+	h := &r.hs[i]
+	r.iov[i].Base = unsafe.SliceData(b)
+	r.iov[i].SetLen(len(b))
+	h.hdr.Iov = &r.iov[i]
+	h.hdr.SetIovlen(1)
+	h.hdr.Name = &r.names[i*sockaddrLen]
+	h.hdr.Namelen = sockaddrLen
+	h.hdr.Control = &r.oob[i*rxOOBLen]
+	h.hdr.SetControllen(rxOOBLen)
+	h.hdr.Flags = 0
+	h.len = 0
+}
+
+// call runs recvmmsg over the first vlen prepared headers until it
+// returns datagrams; it returns false when the link is closed.
+func (r *udpRx) call(vlen int) bool {
+	r.vlen = vlen
+	for {
+		r.got, r.errno = 0, 0
+		if err := r.l.raw.Read(r.fn); err != nil {
+			return false
+		}
+		if r.errno == 0 && r.got > 0 {
+			return true
+		}
+		if r.l.closed.Load() {
+			return false
+		}
+		r.l.ctr.rxErrors.Add(1)
+	}
+}
+
+// parse decodes header i's address and control messages into r.meta[i].
+func (r *udpRx) parse(i int) {
+	l := r.l
+	m := &r.meta[i]
+	h := &r.hs[i]
+	*m = udpRxMeta{n: int(h.len), trunc: h.hdr.Flags&unix.MSG_TRUNC != 0}
+	e := &m.enc
+	e.Dst, e.DstPort = l.addr, l.port
+	name := r.names[i*sockaddrLen : (i+1)*sockaddrLen]
+	switch binary.NativeEndian.Uint16(name) {
+	case unix.AF_INET:
+		e.Src = netip.AddrFrom4([4]byte(name[4:8]))
+	case unix.AF_INET6:
+		e.Src = netip.AddrFrom16([16]byte(name[8:24])).Unmap()
+	}
+	e.SrcPort = binary.BigEndian.Uint16(name[2:4])
+	if l.v4 {
+		e.FragOff = wire.IPv4DF
+	}
+	oob := r.oob[i*rxOOBLen : i*rxOOBLen+int(h.hdr.Controllen)]
+	for len(oob) >= unix.SizeofCmsghdr {
+		c := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+		cl := int(c.Len)
+		if cl < unix.SizeofCmsghdr || cl > len(oob) {
+			break
+		}
+		data := oob[unix.CmsgLen(0):cl]
+		switch {
+		case c.Level == unix.IPPROTO_IP && c.Type == unix.IP_PKTINFO && len(data) >= unix.SizeofInet4Pktinfo:
+			e.Dst = netip.AddrFrom4([4]byte(data[8:12])) // ipi_addr: the header's destination
+		case c.Level == unix.IPPROTO_IP && c.Type == unix.IP_TOS && len(data) >= 1:
+			e.TrafficClass = data[0]
+		case c.Level == unix.IPPROTO_IP && c.Type == unix.IP_TTL && len(data) >= 4:
+			e.HopLimit = uint8(binary.NativeEndian.Uint32(data))
+		case c.Level == unix.IPPROTO_IPV6 && c.Type == unix.IPV6_PKTINFO && len(data) >= unix.SizeofInet6Pktinfo:
+			e.Dst = netip.AddrFrom16([16]byte(data[0:16]))
+		case c.Level == unix.IPPROTO_IPV6 && c.Type == unix.IPV6_TCLASS && len(data) >= 4:
+			e.TrafficClass = uint8(binary.NativeEndian.Uint32(data))
+		case c.Level == unix.IPPROTO_IPV6 && c.Type == unix.IPV6_HOPLIMIT && len(data) >= 4:
+			e.HopLimit = uint8(binary.NativeEndian.Uint32(data))
+		case c.Level == unix.IPPROTO_UDP && c.Type == unix.UDP_GRO && len(data) >= 4:
+			m.seg = int(binary.NativeEndian.Uint32(data))
+		case c.Level == unix.SOL_SOCKET && c.Type == unix.SO_RXQ_OVFL && len(data) >= 4:
+			if d := uint64(binary.NativeEndian.Uint32(data)); d > l.ctr.rxDrops.Load() {
+				l.ctr.rxDrops.Store(d) // only the reader stores
+			}
+		}
+		sp := unix.CmsgSpace(cl - unix.CmsgLen(0))
+		if sp > len(oob) {
+			break
+		}
+		oob = oob[sp:]
+	}
+}
+
+// deliver fills d from meta m for a datagram whose bytes are already in
+// d.Buf[:n]; id is the guessed IPv4 identification.
+func (l *UDPLink) deliver(d *Datagram, m *udpRxMeta, n int, id uint16) {
+	d.Encap = m.enc
+	d.Buf = d.Buf[:n]
+	d.ICRCUnverifiable = false
+	if l.v4 {
+		d.Encap.ID = id
+		d.ICRCUnverifiable = l.cfg.IPv4ICRC == IPv4ICRCSkip
+	}
+	l.ctr.rxPackets.Add(1)
+	l.ctr.rxBytes.Add(uint64(n))
+}
+
+// ReadBatch blocks until datagrams arrive and fills msgs[:n]: each Buf
+// resliced within its capacity, Encap from the socket (see udp.go),
+// ICRCUnverifiable per the IPv4 mode. Datagrams longer than their buffer
+// are dropped and counted. After Close it returns ErrLinkClosed.
+func (l *UDPLink) ReadBatch(msgs []Datagram) (int, error) {
+	if len(msgs) == 0 {
+		return 0, nil
+	}
+	l.rxMu.Lock()
+	defer l.rxMu.Unlock()
+	for {
+		if l.closed.Load() {
+			return 0, ErrLinkClosed
+		}
+		var n int
+		var ok bool
+		if l.gro {
+			n, ok = l.readGRO(msgs)
+		} else {
+			n, ok = l.readPlain(msgs)
+		}
+		if !ok {
+			return 0, ErrLinkClosed
+		}
+		if n > 0 {
+			return n, nil
+		}
+	}
+}
+
+// readPlain receives straight into the callers' buffers.
+func (l *UDPLink) readPlain(msgs []Datagram) (int, bool) {
+	r := &l.rx
+	vlen := min(len(msgs), len(r.hs))
+	for i := range vlen {
+		r.prepare(i, msgs[i].Buf[:cap(msgs[i].Buf)])
+	}
+	if !r.call(vlen) {
+		return 0, false
+	}
+	out := 0
+	for i := range r.got {
+		r.parse(i)
+		m := &r.meta[i]
+		if m.trunc || m.seg != 0 {
+			l.ctr.rxTruncated.Add(1)
+			continue
+		}
+		if out != i {
+			// Keep each Buf in its own backing array: the caller maps
+			// buffers to msgs by index. Only after a drop (rare).
+			copy(msgs[out].Buf[:cap(msgs[out].Buf)], msgs[i].Buf[:m.n])
+		}
+		l.deliver(&msgs[out], m, m.n, 0)
+		out++
+	}
+	return out, true
+}
+
+// readGRO receives into the link's buffers and splits coalesced
+// datagrams into the callers' buffers, keeping what does not fit for the
+// next call.
+func (l *UDPLink) readGRO(msgs []Datagram) (int, bool) {
+	r := &l.rx
+	if r.cur >= r.filled {
+		vlen := min(len(msgs), len(r.hs))
+		for i := range vlen {
+			r.prepare(i, r.bufs[i])
+		}
+		if !r.call(vlen) {
+			return 0, false
+		}
+		r.filled, r.cur, r.off, r.segIdx = r.got, 0, 0, 0
+		for i := range r.got {
+			r.parse(i)
+			if m := &r.meta[i]; m.seg > 0 && m.seg < m.n {
+				l.ctr.rxGRO.Add(1)
+			}
+		}
+	}
+	out := 0
+	for out < len(msgs) && r.cur < r.filled {
+		m := &r.meta[r.cur]
+		if m.trunc {
+			l.ctr.rxTruncated.Add(1)
+			r.cur++
+			continue
+		}
+		seg := m.n - r.off
+		if m.seg > 0 {
+			seg = min(seg, m.seg)
+		}
+		d := &msgs[out]
+		id := uint16(r.segIdx)
+		if seg <= cap(d.Buf) {
+			copy(d.Buf[:seg], r.bufs[r.cur][r.off:r.off+seg])
+			l.deliver(d, m, seg, id)
+			out++
+		} else {
+			l.ctr.rxTruncated.Add(1)
+		}
+		r.off += seg
+		r.segIdx++
+		if r.off >= m.n {
+			r.cur, r.off, r.segIdx = r.cur+1, 0, 0
+		}
+	}
+	return out, true
+}
+
+// ---- transmit ----
+
+// udpTx is one writer's preallocated state.
+type udpTx struct {
+	l     *UDPLink
+	hs    []mmsghdr
+	iov   []unix.Iovec
+	names []byte
+	oob   []byte
+	first []int // first datagram of each message (group)
+	count []int // datagrams in each message
+
+	fn         func(uintptr) bool
+	start, end int
+	got        int
+	errno      unix.Errno
+}
+
+func (l *UDPLink) getTx() *udpTx {
+	l.txMu.Lock()
+	if n := len(l.txFree); n > 0 {
+		t := l.txFree[n-1]
+		l.txFree = l.txFree[:n-1]
+		l.txMu.Unlock()
+		return t
+	}
+	l.txMu.Unlock()
+	n := l.bs
+	t := &udpTx{l: l, hs: make([]mmsghdr, n), iov: make([]unix.Iovec, n), names: make([]byte, n*sockaddrLen),
+		oob: make([]byte, n*txOOBLen), first: make([]int, n), count: make([]int, n)}
+	t.fn = t.send
+	return t
+}
+
+func (l *UDPLink) putTx(t *udpTx) {
+	l.txMu.Lock()
+	l.txFree = append(l.txFree, t)
+	l.txMu.Unlock()
+}
+
+func (t *udpTx) send(fd uintptr) bool {
+	n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&t.hs[t.start])), uintptr(t.end-t.start),
+		unix.MSG_DONTWAIT, 0, 0)
+	if e == unix.EAGAIN || e == unix.EINTR {
+		return false // wait for send buffer space
+	}
+	t.got, t.errno = int(n), e
+	return true
+}
+
+// WriteBatch sends msgs and returns how many datagrams the kernel took.
+// Each datagram goes from the link's address and port with DF set; the
+// ICRC in its Buf is patched to the headers really sent, and its Encap is
+// rewritten to them (source, source port, identification, DF, hop
+// limit). Datagrams the link cannot send (another address family, no
+// destination, a send error) are dropped and counted. It waits only for
+// socket buffer space. After Close it returns ErrLinkClosed.
+func (l *UDPLink) WriteBatch(msgs []Datagram) (int, error) {
+	if l.closed.Load() {
+		return 0, ErrLinkClosed
+	}
+	t := l.getTx()
+	defer l.putTx(t)
+	sent := 0
+	for len(msgs) > 0 {
+		k := min(len(msgs), len(t.iov))
+		n, err := t.write(msgs[:k])
+		sent += n
+		if err != nil {
+			return sent, err
+		}
+		msgs = msgs[k:]
+	}
+	return sent, nil
+}
+
+// sendable reports whether the link can send e, counting it if not.
+func (l *UDPLink) sendable(e *wire.Encap) bool {
+	if !e.Dst.IsValid() || e.Dst.Unmap().Is4() != l.v4 || e.DstPort == 0 || e.Dst.IsUnspecified() {
+		l.ctr.txBadEncap.Add(1)
+		return false
+	}
+	return true
+}
+
+// wireEncap returns the headers the kernel will send for e, as segment
+// seg of its send.
+func (l *UDPLink) wireEncap(e *wire.Encap, seg int) wire.Encap {
+	w := wire.Encap{Src: l.addr, Dst: e.Dst, SrcPort: l.port, DstPort: e.DstPort,
+		TrafficClass: e.TrafficClass, HopLimit: e.HopLimit}
+	if w.HopLimit == 0 {
+		w.HopLimit = l.ttl
+	}
+	if l.v4 {
+		w.Dst = w.Dst.Unmap()
+		w.ID = uint16(seg)
+		w.FragOff = wire.IPv4DF
+	}
+	return w
+}
+
+// sameFlow reports whether b can follow a in one GSO send.
+func sameFlow(a, b *wire.Encap) bool {
+	return a.Dst == b.Dst && a.DstPort == b.DstPort && a.TrafficClass == b.TrafficClass && a.HopLimit == b.HopLimit
+}
+
+// write sends at most len(t.iov) datagrams.
+func (t *udpTx) write(msgs []Datagram) (int, error) {
+	l := t.l
+	gso := l.gso.Load()
+	maxBytes := gsoMaxBytes6
+	if l.v4 {
+		maxBytes = gsoMaxBytes4
+	}
+	// Group the datagrams into messages.
+	nm := 0
+	for i := range msgs {
+		d := &msgs[i]
+		if !l.sendable(&d.Encap) {
+			continue
+		}
+		if gso && nm > 0 {
+			g := nm - 1
+			f := &msgs[t.first[g]]
+			last := &msgs[t.first[g]+t.count[g]-1]
+			size := len(f.Buf)
+			if t.first[g]+t.count[g] == i && t.count[g] < gsoMaxSegments &&
+				len(last.Buf) == size && len(d.Buf) <= size && len(d.Buf) > 0 &&
+				(t.count[g]+1)*size <= maxBytes && sameFlow(&f.Encap, &d.Encap) {
+				t.count[g]++
+				continue
+			}
+		}
+		t.first[nm], t.count[nm] = i, 1
+		nm++
+	}
+	// Patch each datagram to its wire headers and build the messages.
+	for g := range nm {
+		for s := range t.count[g] {
+			d := &msgs[t.first[g]+s]
+			seg := 0
+			if t.count[g] > 1 {
+				seg = s
+			}
+			w := l.wireEncap(&d.Encap, seg)
+			patchICRC(d.Buf, &d.Encap, &w)
+			d.Encap = w
+		}
+		t.build(g, msgs)
+	}
+	sent := 0
+	t.start, t.end = 0, nm
+	for t.start < t.end {
+		t.got, t.errno = 0, 0
+		if err := l.raw.Write(t.fn); err != nil {
+			return sent, ErrLinkClosed
+		}
+		for g := t.start; g < t.start+t.got; g++ {
+			sent += t.count[g]
+			l.ctr.txPackets.Add(uint64(t.count[g]))
+			for s := range t.count[g] {
+				l.ctr.txBytes.Add(uint64(len(msgs[t.first[g]+s].Buf)))
+			}
+			if t.count[g] > 1 {
+				l.ctr.txGSOSends.Add(1)
+			}
+		}
+		t.start += t.got
+		if t.errno == 0 || t.start >= t.end {
+			continue
+		}
+		g := t.start
+		if t.errno == unix.EIO && t.count[g] > 1 {
+			// The route cannot segment (no checksum offload): stop using
+			// GSO and send the rest of the batch plainly.
+			l.gso.Store(false)
+			rest := msgs[t.first[g]:]
+			for i := range rest {
+				if w := l.wireEncap(&rest[i].Encap, 0); rest[i].Encap != w {
+					patchICRC(rest[i].Buf, &rest[i].Encap, &w)
+					rest[i].Encap = w
+				}
+			}
+			n, err := t.write(rest)
+			return sent + n, err
+		}
+		l.ctr.txErrors.Add(uint64(t.count[g]))
+		t.start++
+	}
+	return sent, nil
+}
+
+// build fills message g of t from its datagrams.
+func (t *udpTx) build(g int, msgs []Datagram) {
+	l := t.l
+	first, cnt := t.first[g], t.count[g]
+	for s := range cnt {
+		b := msgs[first+s].Buf
+		t.iov[first+s].Base = unsafe.SliceData(b)
+		t.iov[first+s].SetLen(len(b))
+	}
+	e := &msgs[first].Encap
+	h := &t.hs[g]
+	h.hdr = unix.Msghdr{}
+	h.len = 0
+	h.hdr.Iov = &t.iov[first]
+	h.hdr.SetIovlen(cnt)
+	name := t.names[g*sockaddrLen : (g+1)*sockaddrLen]
+	clear(name)
+	if l.v4 {
+		binary.NativeEndian.PutUint16(name[0:], unix.AF_INET)
+		binary.BigEndian.PutUint16(name[2:], e.DstPort)
+		a := e.Dst.As4()
+		copy(name[4:8], a[:])
+		h.hdr.Namelen = unix.SizeofSockaddrInet4
+	} else {
+		binary.NativeEndian.PutUint16(name[0:], unix.AF_INET6)
+		binary.BigEndian.PutUint16(name[2:], e.DstPort)
+		a := e.Dst.As16()
+		copy(name[8:24], a[:])
+		if e.Dst.IsLinkLocalUnicast() {
+			binary.NativeEndian.PutUint32(name[24:], l.scope)
+		}
+		h.hdr.Namelen = unix.SizeofSockaddrInet6
+	}
+	h.hdr.Name = &name[0]
+	oob := t.oob[g*txOOBLen : (g+1)*txOOBLen]
+	n := 0
+	if cnt > 1 {
+		n += putCmsg(oob[n:], unix.IPPROTO_UDP, unix.UDP_SEGMENT, 2, uint32(len(msgs[first].Buf)))
+	}
+	lvl, tos, ttl := unix.IPPROTO_IPV6, unix.IPV6_TCLASS, unix.IPV6_HOPLIMIT
+	if l.v4 {
+		lvl, tos, ttl = unix.IPPROTO_IP, unix.IP_TOS, unix.IP_TTL
+	}
+	if e.TrafficClass != 0 {
+		n += putCmsg(oob[n:], lvl, tos, 4, uint32(e.TrafficClass))
+	}
+	if e.HopLimit != l.ttl {
+		n += putCmsg(oob[n:], lvl, ttl, 4, uint32(e.HopLimit))
+	}
+	if n > 0 {
+		h.hdr.Control = &oob[0]
+		h.hdr.SetControllen(n)
+	}
+}
+
+// putCmsg writes a control message with a size-byte native-endian value
+// into b and returns its space.
+func putCmsg(b []byte, level, typ, size int, v uint32) int {
+	c := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
+	c.Level, c.Type = int32(level), int32(typ)
+	c.SetLen(unix.CmsgLen(size))
+	data := b[unix.CmsgLen(0):]
+	if size == 2 {
+		binary.NativeEndian.PutUint16(data, uint16(v))
+	} else {
+		binary.NativeEndian.PutUint32(data, v)
+	}
+	return unix.CmsgSpace(size)
+}

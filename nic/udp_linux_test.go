@@ -1,0 +1,391 @@
+package nic
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/softnic/softnic/wire"
+)
+
+var (
+	lo1  = netip.MustParseAddr("127.0.0.1")
+	lo2  = netip.MustParseAddr("127.0.0.2")
+	lo6  = netip.MustParseAddr("::1")
+	qpSP = uint16(0xC123) // an rxe-style per-QP source port
+)
+
+// listenPair opens two UDP links, on a and b, on a free port (b on the
+// next port when a == b).
+func listenPair(t testing.TB, a, b netip.Addr, cfg UDPConfig) (*UDPLink, *UDPLink) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	for range 100 {
+		p := uint16(20000 + r.IntN(30000))
+		pb := p
+		if a == b {
+			pb++
+		}
+		ca, cb := cfg, cfg
+		ca.Addr, ca.Port = a, p
+		cb.Addr, cb.Port = b, pb
+		la, err := ListenUDP(ca)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		lb, err := ListenUDP(cb)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			la.Close()
+			continue
+		}
+		if err != nil {
+			la.Close()
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { la.Close(); lb.Close() })
+		return la, lb
+	}
+	t.Fatal("no free UDP port pair")
+	return nil, nil
+}
+
+// hasIPv6Loopback reports whether ::1 can be bound.
+func hasIPv6Loopback() bool {
+	l, err := ListenUDP(UDPConfig{Addr: lo6, Port: 0xFFF0})
+	if err != nil {
+		return errors.Is(err, syscall.EADDRINUSE)
+	}
+	l.Close()
+	return true
+}
+
+// sample is a datagram the round-trip test sends.
+type sample struct {
+	tc, hop uint8
+	size    int // payload bytes
+}
+
+// buildDatagrams builds SEND packets from a to b over the Encap the engine
+// would use (a per-QP source port, identification 0, DF).
+func buildDatagrams(t testing.TB, r *rand.Rand, a, b *UDPLink, ss []sample) []Datagram {
+	t.Helper()
+	msgs := make([]Datagram, len(ss))
+	for i, s := range ss {
+		e := wire.Encap{Src: a.LocalAddr(), Dst: b.LocalAddr(), SrcPort: qpSP, DstPort: b.Port(),
+			TrafficClass: s.tc, HopLimit: s.hop}
+		if e.IsIPv4() {
+			e.FragOff = wire.IPv4DF
+		}
+		payload := make([]byte, s.size)
+		for j := range payload {
+			payload[j] = byte(r.Uint32())
+		}
+		h := wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCSendOnly, PKey: wire.DefaultPKey,
+			DestQP: 0x11, PSN: wire.PSN(i)}}
+		buf := make([]byte, MaxDatagram)
+		n, err := wire.Build(buf, &e, &h, payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs[i] = Datagram{Encap: e, Buf: buf[:n]}
+	}
+	return msgs
+}
+
+// readN reads n datagrams from l with buffers of cap MaxDatagram, failing
+// after a few seconds.
+func readN(t testing.TB, l *UDPLink, n int) []Datagram {
+	t.Helper()
+	var got []Datagram
+	done := make(chan error, 1)
+	go func() {
+		msgs := make([]Datagram, l.BatchSize())
+		for len(got) < n {
+			for i := range msgs {
+				msgs[i] = Datagram{Buf: make([]byte, 0, MaxDatagram)}
+			}
+			k, err := l.ReadBatch(msgs)
+			if err != nil {
+				done <- err
+				return
+			}
+			got = append(got, msgs[:k]...)
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("ReadBatch after %d of %d datagrams: %v", len(got), n, err)
+		}
+	case <-time.After(5 * time.Second):
+		l.Close()
+		<-done
+		t.Fatalf("received %d of %d datagrams (stats %+v)", len(got), n, l.Stats())
+	}
+	return got
+}
+
+// roundTripSamples has runs of equal sizes (GSO material), a shorter tail,
+// and changes of traffic class and hop limit that end runs.
+func roundTripSamples() []sample {
+	var ss []sample
+	for range 20 {
+		ss = append(ss, sample{size: 4096})
+	}
+	ss = append(ss, sample{size: 1000}, sample{size: 0})
+	for range 5 {
+		ss = append(ss, sample{tc: 0x68, hop: 7, size: 1024})
+	}
+	ss = append(ss, sample{tc: 2, hop: 1, size: 1024}, sample{size: 33}, sample{size: 33}, sample{size: 31})
+	return ss
+}
+
+func TestUDPRoundTrip(t *testing.T) {
+	modes := []struct {
+		name     string
+		gso, gro bool
+	}{{"gso+gro", true, true}, {"gso", true, false}, {"gro", false, true}, {"plain", false, false}}
+	fams := []struct {
+		name string
+		a, b netip.Addr
+	}{{"ipv4", lo1, lo2}, {"ipv6", lo6, lo6}}
+	for _, f := range fams {
+		for _, m := range modes {
+			t.Run(f.name+"/"+m.name, func(t *testing.T) {
+				if f.a.Is6() && !hasIPv6Loopback() {
+					t.Skip("no IPv6 loopback (::1) on this machine")
+				}
+				la, lb := listenPair(t, f.a, f.b, UDPConfig{DisableGSO: !m.gso, DisableGRO: !m.gro})
+				if m.gso && !la.GSO() {
+					t.Logf("kernel has no UDP GSO; testing the plain path")
+				}
+				if m.gro && !lb.GRO() {
+					t.Logf("kernel has no UDP GRO; testing the plain path")
+				}
+				r := newRand(t)
+				ss := roundTripSamples()
+				msgs := buildDatagrams(t, r, la, lb, ss)
+				sent := make([][]byte, len(msgs))
+				for i := range msgs {
+					sent[i] = bytes.Clone(msgs[i].Buf)
+				}
+				n, err := la.WriteBatch(msgs)
+				if err != nil || n != len(msgs) {
+					t.Fatalf("WriteBatch = %d, %v; want %d", n, err, len(msgs))
+				}
+				// The sender rewrote each Encap to the wire headers and
+				// patched the ICRC to match them.
+				for i := range msgs {
+					e := &msgs[i].Encap
+					if e.SrcPort != la.Port() || e.Src != la.LocalAddr() {
+						t.Errorf("datagram %d sent as %v:%d, want %v:%d", i, e.Src, e.SrcPort, la.LocalAddr(), la.Port())
+					}
+					if err := wire.CheckICRC(e, msgs[i].Buf); err != nil {
+						t.Errorf("datagram %d: ICRC for the wire headers %+v: %v", i, *e, err)
+					}
+				}
+				st := la.Stats()
+				if m.gso && la.GSO() && st.TxGSOSends == 0 {
+					t.Errorf("GSO on but no GSO sends: %+v", st)
+				}
+				if !la.GSO() && st.TxGSOSends != 0 {
+					t.Errorf("GSO off but %d GSO sends", st.TxGSOSends)
+				}
+				got := readN(t, lb, len(msgs))
+				for i, d := range got {
+					s := ss[i]
+					e := d.Encap
+					want := msgs[i].Encap
+					if e.Src != la.LocalAddr() || e.SrcPort != la.Port() || e.Dst != lb.LocalAddr() || e.DstPort != lb.Port() {
+						t.Errorf("datagram %d: %v:%d > %v:%d, want %v:%d > %v:%d", i, e.Src, e.SrcPort, e.Dst, e.DstPort,
+							la.LocalAddr(), la.Port(), lb.LocalAddr(), lb.Port())
+					}
+					if e.TrafficClass != s.tc || e.HopLimit != want.HopLimit {
+						t.Errorf("datagram %d: tc %#x hop %d, want %#x %d", i, e.TrafficClass, e.HopLimit, s.tc, want.HopLimit)
+					}
+					if d.ICRCUnverifiable {
+						t.Errorf("datagram %d: unverifiable", i)
+					}
+					if len(d.Buf) != len(sent[i]) || !bytes.Equal(d.Buf[:len(d.Buf)-4], sent[i][:len(sent[i])-4]) {
+						t.Fatalf("datagram %d: %d bytes, differ from the %d sent", i, len(d.Buf), len(sent[i]))
+					}
+					// The receiver guesses identification 0, or i for the
+					// i-th segment of a GRO buffer: exactly the sender's
+					// wire headers when every GSO send arrives coalesced
+					// (on loopback unless it segments in software).
+					exact := !e.IsIPv4() || !la.GSO() || lb.Stats().RxGRO == st.TxGSOSends
+					if err := wire.CheckICRC(&e, d.Buf); exact && err != nil {
+						t.Errorf("datagram %d: ICRC for the received headers %+v: %v", i, e, err)
+					}
+					// Either way the engine's check finds the identification.
+					if e.IsIPv4() {
+						e.ID ^= uint16(r.Uint32())
+						if !verifyICRC(lb, &e, d.Buf) || e.ID != want.ID {
+							t.Errorf("datagram %d: solved ID %#x, want %#x", i, e.ID, want.ID)
+						}
+					}
+				}
+				rs := lb.Stats()
+				if rs.RxPackets != uint64(len(msgs)) || rs.RxTruncated != 0 {
+					t.Errorf("receiver stats %+v", rs)
+				}
+				t.Logf("sender %+v receiver %+v", st, rs)
+			})
+		}
+	}
+}
+
+func TestUDPPortInUse(t *testing.T) {
+	la, _ := listenPair(t, lo1, lo2, UDPConfig{})
+	_, err := ListenUDP(UDPConfig{Addr: lo1, Port: la.Port()})
+	if err == nil {
+		t.Fatal("second link on the same address and port opened")
+	}
+	want := fmt.Sprintf("127.0.0.1:%d is already in use", la.Port())
+	if !strings.Contains(err.Error(), want) || !errors.Is(err, syscall.EADDRINUSE) {
+		t.Fatalf("error %q: want it to say %q and wrap EADDRINUSE", err, want)
+	}
+	for _, a := range []netip.Addr{{}, netip.IPv4Unspecified(), netip.IPv6Unspecified(), netip.MustParseAddr("224.0.0.1")} {
+		if l, err := ListenUDP(UDPConfig{Addr: a}); err == nil {
+			l.Close()
+			t.Errorf("ListenUDP(%v) succeeded", a)
+		}
+	}
+}
+
+func TestUDPCloseUnblocksRead(t *testing.T) {
+	la, _ := listenPair(t, lo1, lo2, UDPConfig{})
+	done := make(chan error, 1)
+	go func() {
+		msgs := []Datagram{{Buf: make([]byte, 0, MaxDatagram)}}
+		_, err := la.ReadBatch(msgs)
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // let it block; the test passes either way
+	la.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrLinkClosed) {
+			t.Fatalf("ReadBatch after Close: %v, want ErrLinkClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not unblock ReadBatch")
+	}
+	if _, err := la.WriteBatch([]Datagram{{}}); !errors.Is(err, ErrLinkClosed) {
+		t.Fatalf("WriteBatch after Close: %v", err)
+	}
+	if err := la.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+func TestUDPIPv4ICRCSkip(t *testing.T) {
+	la, lb := listenPair(t, lo1, lo2, UDPConfig{IPv4ICRC: IPv4ICRCSkip})
+	if lb.hidesIPv4ID() {
+		t.Fatal("skip mode claims to solve")
+	}
+	msgs := buildDatagrams(t, newRand(t), la, lb, []sample{{size: 8}})
+	if _, err := la.WriteBatch(msgs); err != nil {
+		t.Fatal(err)
+	}
+	if d := readN(t, lb, 1)[0]; !d.ICRCUnverifiable {
+		t.Fatal("IPv4 datagram in skip mode not marked unverifiable")
+	}
+}
+
+func TestUDPBadEncapDropped(t *testing.T) {
+	la, lb := listenPair(t, lo1, lo2, UDPConfig{})
+	msgs := buildDatagrams(t, newRand(t), la, lb, []sample{{size: 8}, {size: 8}, {size: 8}})
+	msgs[0].Encap.Dst = lo6 // wrong family
+	msgs[1].Encap.DstPort = 0
+	n, err := la.WriteBatch(msgs)
+	if err != nil || n != 1 {
+		t.Fatalf("WriteBatch = %d, %v; want 1", n, err)
+	}
+	if st := la.Stats(); st.TxBadEncap != 2 {
+		t.Fatalf("TxBadEncap = %d, want 2", st.TxBadEncap)
+	}
+	readN(t, lb, 1)
+}
+
+// TestUDPNoAllocs checks the datapath allocates nothing per batch.
+func TestUDPNoAllocs(t *testing.T) {
+	for _, gro := range []bool{false, true} {
+		la, lb := listenPair(t, lo1, lo2, UDPConfig{DisableGRO: !gro})
+		ss := make([]sample, 16)
+		for i := range ss {
+			ss[i].size = 1024
+		}
+		msgs := buildDatagrams(t, newRand(t), la, lb, ss)
+		rx := make([]Datagram, lb.BatchSize())
+		for i := range rx {
+			rx[i].Buf = make([]byte, 0, MaxDatagram)
+		}
+		allocs := testing.AllocsPerRun(50, func() {
+			if _, err := la.WriteBatch(msgs); err != nil {
+				t.Fatal(err)
+			}
+			for got := 0; got < len(msgs); {
+				n, err := lb.ReadBatch(rx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got += n
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("gro=%v: %.1f allocations per batch round trip, want 0", gro, allocs)
+		}
+	}
+}
+
+func BenchmarkUDPLink(b *testing.B) {
+	for _, m := range []struct {
+		name     string
+		gso, gro bool
+	}{{"plain", false, false}, {"gso", true, false}, {"gso+gro", true, true}} {
+		b.Run(m.name, func(b *testing.B) {
+			la, lb := listenPair(b, lo1, lo2, UDPConfig{DisableGSO: !m.gso, DisableGRO: !m.gro})
+			ss := make([]sample, 32)
+			for i := range ss {
+				ss[i].size = 4096
+			}
+			msgs := buildDatagrams(b, rand.New(rand.NewPCG(1, 2)), la, lb, ss)
+			rx := make([]Datagram, lb.BatchSize())
+			for i := range rx {
+				rx[i].Buf = make([]byte, 0, MaxDatagram)
+			}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for {
+					if _, err := lb.ReadBatch(rx); err != nil {
+						return
+					}
+				}
+			}()
+			b.SetBytes(int64(len(msgs) * len(msgs[0].Buf)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := la.WriteBatch(msgs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			lb.Close()
+			<-done
+			st := lb.Stats()
+			b.ReportMetric(float64(st.RxPackets)/float64(b.N*len(msgs))*100, "%delivered")
+		})
+	}
+}

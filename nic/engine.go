@@ -342,7 +342,7 @@ func (n *NIC) receive(p *transport.RxPacket, unverifiable bool) bool {
 	}
 	if unverifiable {
 		c.ICRCUnverified.Add(1)
-	} else if wire.CheckICRC(&p.Encap, p.Data) != nil {
+	} else if !verifyICRC(n.cfg.Link, &p.Encap, p.Data) {
 		c.ICRCErr.Add(1)
 		return false
 	}

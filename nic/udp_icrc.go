@@ -215,22 +215,24 @@ func solveIPv4ID(got, want uint32, pktLen int) (uint16, bool) {
 	return uint16(d0)<<8 | uint16(d1), true
 }
 
-// ipv4IDHider is implemented by links whose receive path cannot see the
-// IPv4 identification of the datagrams it returns (a plain UDP socket):
-// the Encap's ID is a guess the ICRC check may correct.
-type ipv4IDHider interface {
-	hidesIPv4ID() bool
+// IPv4IDGuesser is implemented by links whose receive path cannot see the
+// IPv4 identification (a plain UDP socket): when GuessesIPv4ID reports
+// true, the ID in the Encap of a received IPv4 datagram is a guess, which
+// the engine's ICRC check corrects (verifyICRC). Links that wrap another
+// link should forward it.
+type IPv4IDGuesser interface {
+	GuessesIPv4ID() bool
 }
 
-// linkHidesIPv4ID reports whether l returns guessed IPv4 identifications.
-func linkHidesIPv4ID(l Link) bool {
-	h, ok := l.(ipv4IDHider)
-	return ok && h.hidesIPv4ID()
+// linkGuessesIPv4ID reports whether l returns guessed IPv4 identifications.
+func linkGuessesIPv4ID(l Link) bool {
+	g, ok := l.(IPv4IDGuesser)
+	return ok && g.GuessesIPv4ID()
 }
 
 // verifyICRC reports whether pkt's ICRC is right for e, as the engine
 // checks every datagram a link could fully see (rxe_icrc.c rxe_icrc_check).
-// For an IPv4 datagram from a link that hides the identification, a
+// For an IPv4 datagram from a link that guesses the identification, a
 // mismatch is resolved by solving for the identification (solveIPv4ID):
 // e.ID is corrected and the datagram passes if some identification makes
 // the ICRC right. The success path costs one CRC pass, like
@@ -243,7 +245,7 @@ func verifyICRC(l Link, e *wire.Encap, pkt []byte) bool {
 	if got == want {
 		return true
 	}
-	if !e.IsIPv4() || !linkHidesIPv4ID(l) {
+	if !e.IsIPv4() || !linkGuessesIPv4ID(l) {
 		return false
 	}
 	x, ok := solveIPv4ID(got, want, len(pkt))

@@ -157,7 +157,7 @@ func TestSolveIPv4IDRejects(t *testing.T) {
 
 type hidingLink struct{ Link }
 
-func (hidingLink) hidesIPv4ID() bool { return true }
+func (hidingLink) GuessesIPv4ID() bool { return true }
 
 func TestVerifyICRC(t *testing.T) {
 	r := newRand(t)

@@ -240,9 +240,10 @@ func (l *UDPLink) SocketBuffers() (snd, rcv int) { return l.sndbuf, l.rcvbuf }
 // Stats returns the link's counters.
 func (l *UDPLink) Stats() UDPStats { return l.ctr.snapshot() }
 
-// hidesIPv4ID: an IPv4 link in the solve mode returns guessed
-// identifications for the engine to correct.
-func (l *UDPLink) hidesIPv4ID() bool { return l.v4 && l.cfg.IPv4ICRC == IPv4ICRCSolve }
+// GuessesIPv4ID reports whether received IPv4 Encaps carry a guessed
+// identification for the engine to correct: IPv4 in the IPv4ICRCSolve
+// mode (IPv4IDGuesser).
+func (l *UDPLink) GuessesIPv4ID() bool { return l.v4 && l.cfg.IPv4ICRC == IPv4ICRCSolve }
 
 // Close closes the socket and unblocks ReadBatch; later calls return
 // ErrLinkClosed.

@@ -291,7 +291,7 @@ func TestUDPCloseUnblocksRead(t *testing.T) {
 
 func TestUDPIPv4ICRCSkip(t *testing.T) {
 	la, lb := listenPair(t, lo1, lo2, UDPConfig{IPv4ICRC: IPv4ICRCSkip})
-	if lb.hidesIPv4ID() {
+	if lb.GuessesIPv4ID() {
 		t.Fatal("skip mode claims to solve")
 	}
 	msgs := buildDatagrams(t, newRand(t), la, lb, []sample{{size: 8}})

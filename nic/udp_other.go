@@ -45,3 +45,6 @@ func (*UDPLink) GSO() bool { return false }
 
 // GRO reports false.
 func (*UDPLink) GRO() bool { return false }
+
+// GuessesIPv4ID reports false.
+func (*UDPLink) GuessesIPv4ID() bool { return false }

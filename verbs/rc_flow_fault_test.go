@@ -539,3 +539,63 @@ func TestRCErrFlush(t *testing.T) {
 		}
 	})
 }
+
+// A QP that went to ERR can be reset and connected again (IBTA 10.3.1:
+// RESET clears everything): new PSNs, nothing left of the old
+// connection's WQEs, timers, responder resources or sequence state.
+func TestRCReuseAfterErr(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 1})
+		defer f.Close()
+		o := rcOpts
+		o.defaults()
+		a, b := newPair(t, f, o)
+		rec := record(t, f)
+
+		// Leave state behind: a READ and an atomic in the responder's
+		// resources, a SEND whose ACK never comes, then a fatal error.
+		readSetup(t, a, b, 1, 0, 0, 3000)
+		w := rdmaWR(a, b, 2, verbs.WRAtomicFetchAndAdd, 8192, 8192, 8)
+		w.CompareAdd = 1
+		post(t, a, w)
+		waitWC(t, a.cq, 2)
+		drop := f.AddFilter(fabric.DropIf(ops(b, wire.RCAck)))
+		postRecv(t, b, recvWR(b, 3, 0, 64))
+		post(t, a, sendWR(a, 3, verbs.WRSend, 0, 10))
+		settle(time.Millisecond)
+		bad := rdmaWR(a, b, 4, verbs.WRRDMAWrite, 0, 0, 10)
+		bad.RKey ^= 1
+		drop()
+		post(t, a, bad)
+		waitWCFor(t, a.cq, 2, 2*timeout14)
+		pollAll(b.cq)
+		wantState(t, "a", a, verbs.QPStateErr)
+		wantState(t, "b", b, verbs.QPStateErr)
+
+		for _, e := range []*end{a, b} {
+			modify(t, e, verbs.QPAttr{State: verbs.QPStateReset}, verbs.QPAttrState)
+		}
+		settle(10 * timeout14)
+		if got := pollAll(a.cq); len(got) != 0 {
+			t.Errorf("completions after RESET: %+v", got)
+		}
+		rec.reset()
+		connect(t, a, b, o, 5000, 9000)
+		connect(t, b, a, o, 9000, 5000)
+
+		fill(a.buf[:2500], 81)
+		postRecv(t, b, recvWR(b, 10, 0, 4096))
+		post(t, a, sendWR(a, 10, verbs.WRSend, 0, 2500))
+		readSetup(t, a, b, 11, 8192, 4096, 2000)
+		wcs := waitWC(t, a.cq, 2)
+		wantWC(t, wcs[0], 10, verbs.WCSuccess, verbs.WCSend)
+		wantWC(t, wcs[1], 11, verbs.WCSuccess, verbs.WCRDMARead)
+		wantWC(t, waitWC(t, b.cq, 1)[0], 10, verbs.WCSuccess, verbs.WCRecv)
+		checkBytes(t, "SEND", b.buf[:2500], a.buf[:2500])
+		checkBytes(t, "READ", a.buf[8192:8192+2000], b.buf[4096:4096+2000])
+		checkSeq(t, "requests", rec.match(from(a)),
+			"SEND_FIRST/5000", "SEND_MIDDLE/5001", "SEND_LAST/5002!", "RDMA_READ_REQUEST/5003!")
+		checkSeq(t, "responses", rec.match(from(b)), "ACKNOWLEDGE/5002",
+			"RDMA_READ_RESPONSE_FIRST/5003", "RDMA_READ_RESPONSE_LAST/5004")
+	})
+}

@@ -5,6 +5,8 @@ package verbs_test
 // IB_QP_TIMEOUT; rxe-interop-facts.md §2.7).
 
 import (
+	"encoding/binary"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -316,3 +318,79 @@ func TestRCTimeoutZero(t *testing.T) {
 		}
 	})
 }
+
+// A WRITE WITH IMMEDIATE needs its receive WQE only at its last packet
+// (rxe RXE_RWR_MASK on WRITE_LAST_WITH_IMMEDIATE): the RNR NAK carries
+// that packet's PSN, the payload before it is already placed, and the
+// retry resends the last packet alone.
+func TestRCRNRWriteWithImmLast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 1})
+		defer f.Close()
+		a, b := newPair(t, f, rcOpts)
+		rec := record(t, f)
+
+		const n = 2*1024 + 77
+		fill(a.buf[:n], 71)
+		w := rdmaWR(a, b, 1, verbs.WRRDMAWriteWithImm, 0, 9000, n)
+		w.Imm = 0xabcd
+		post(t, a, w)
+		waitUntil(t, time.Second, "an RNR NAK", func() bool { return rec.count(rnrNAK(b)) >= 2 })
+		postRecv(t, b, recvWR(b, 5, 0, 0))
+		wantWC(t, waitWC(t, a.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCRDMAWrite)
+		wc := waitWC(t, b.cq, 1)[0]
+		wantWC(t, wc, 5, verbs.WCSuccess, verbs.WCRecvRDMAWithImm)
+		if wc.Imm != 0xabcd || wc.ByteLen != n {
+			t.Errorf("completion %+v, want imm 0xabcd, byte_len %d", wc, n)
+		}
+		checkBytes(t, "written", b.buf[9000:9000+n], a.buf[:n])
+		reqs := descs(rec.match(from(a)))
+		if len(reqs) < 5 || !slices.Equal(reqs[:3], []string{"RDMA_WRITE_FIRST/0", "RDMA_WRITE_MIDDLE/1", "RDMA_WRITE_LAST_WITH_IMMEDIATE/2!"}) {
+			t.Fatalf("requests %q", reqs)
+		}
+		for _, r := range reqs[3:] {
+			if r != "RDMA_WRITE_LAST_WITH_IMMEDIATE/2!" {
+				t.Errorf("retry sent %s, want only the last packet again", r)
+			}
+		}
+		for _, nak := range rec.match(rnrNAK(b)) {
+			if nak.psn() != 2 {
+				t.Errorf("RNR NAK at PSN %d, want 2", nak.psn())
+			}
+		}
+	})
+}
+
+// A lost atomic ACK: the requester times out and sends the atomic
+// again; the responder answers the duplicate from its resource with the
+// original value, so the add happens once (C9-112; rxe duplicate_request).
+func TestRCLostAtomicAck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 1})
+		defer f.Close()
+		a, b := newPair(t, f, rcOpts)
+		rec := record(t, f)
+		f.AddFilter(fabric.DropNth(1, ops(b, wire.RCAtomicAck)))
+		f.AddFilter(fabric.DropNth(2, ops(b, wire.RCAtomicAck)))
+
+		binaryPut(b.buf[64:], 40)
+		fa := rdmaWR(a, b, 1, verbs.WRAtomicFetchAndAdd, 0, 64, 8)
+		fa.CompareAdd = 2
+		cs := rdmaWR(a, b, 2, verbs.WRAtomicCmpAndSwp, 8, 64, 8)
+		cs.CompareAdd, cs.Swap = 42, 1000
+		post(t, a, fa, cs)
+		wcs := waitWC(t, a.cq, 2)
+		wantWC(t, wcs[0], 1, verbs.WCSuccess, verbs.WCFetchAdd)
+		wantWC(t, wcs[1], 2, verbs.WCSuccess, verbs.WCCompSwap)
+		if got, got2, final := u64(a.buf[0:]), u64(a.buf[8:]), u64(b.buf[64:]); got != 40 || got2 != 42 || final != 1000 {
+			t.Errorf("fetch-add returned %d, cmp-swap %d, final %d; want 40, 42, 1000", got, got2, final)
+		}
+		checkSeq(t, "atomic ACKs", rec.match(ops(b, wire.RCAtomicAck)),
+			"ATOMIC_ACKNOWLEDGE/0", "ATOMIC_ACKNOWLEDGE/1", "ATOMIC_ACKNOWLEDGE/0", "ATOMIC_ACKNOWLEDGE/1")
+		if got := b.dev.Counters().DuplicateRequest.Load(); got != 2 {
+			t.Errorf("duplicate_request %d, want 2", got)
+		}
+	})
+}
+
+func binaryPut(b []byte, v uint64) { binary.NativeEndian.PutUint64(b, v) }

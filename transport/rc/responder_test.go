@@ -1,0 +1,238 @@
+package rc
+
+// Unit tests that drive one QP's Process pass by hand, so that which
+// packets one pass sees is exact rather than up to goroutine scheduling:
+// ACK coalescing and the ordering of ACKs, NAKs and read responses.
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/softnic/softnic/clock"
+	"github.com/softnic/softnic/nic/mem"
+	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/wire"
+)
+
+var (
+	localAddr = netip.MustParseAddr("10.0.0.2")
+	peerAddr  = netip.MustParseAddr("10.0.0.1")
+)
+
+const peerQPN = 0x99
+
+// sink is a transport.Output that keeps what the QP sends, parsed.
+type sink struct {
+	buf  [transport.MaxDatagram]byte
+	sent []wire.Packet
+}
+
+func (s *sink) Buf() []byte { return s.buf[:] }
+
+func (s *sink) Send(n int, _ *wire.Encap) {
+	var p wire.Packet
+	if err := wire.Parse(append([]byte(nil), s.buf[:n]...), &p); err != nil {
+		panic(err)
+	}
+	s.sent = append(s.sent, p)
+}
+
+// descs describes the packets sent: opcode, PSN and non-ACK syndromes.
+func (s *sink) descs() []string {
+	var out []string
+	for i := range s.sent {
+		p := &s.sent[i]
+		d := p.Opcode.String() + "/" + itoa(uint32(p.PSN()))
+		if a := p.AETH(); a != nil && !a.Syndrome().IsACK() {
+			d += " " + a.Syndrome().String()
+		}
+		out = append(out, d)
+	}
+	s.sent = nil
+	return out
+}
+
+func itoa(v uint32) string {
+	if v == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; v > 0; v /= 10 {
+		b = append([]byte{byte('0' + v%10)}, b...)
+	}
+	return string(b)
+}
+
+// cqs is a transport.CQ keeping completions.
+type cqs struct{ wcs []transport.WorkCompletion }
+
+func (c *cqs) Push(wc *transport.WorkCompletion, _ bool) bool {
+	c.wcs = append(c.wcs, *wc)
+	return true
+}
+
+// harness is one RC QP in RTS with a 64 KiB MR, fed packets by hand.
+type harness struct {
+	t    *testing.T
+	qp   *QP
+	mr   *mem.MR
+	buf  []byte
+	cq   cqs
+	rq   *transport.RecvQueue
+	ctr  transport.Counters
+	clk  *clock.Manual
+	out  sink
+	peer wire.Encap
+}
+
+func newHarness(t *testing.T) *harness {
+	h := &harness{t: t, clk: clock.NewManual(time.Unix(0, 0)), buf: make([]byte, 1<<16)}
+	tbl := mem.NewTable(mem.Limits{})
+	pd, err := tbl.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := transport.AccessLocalWrite | transport.AccessRemoteWrite | transport.AccessRemoteRead | transport.AccessRemoteAtomic
+	if h.mr, err = tbl.RegMR(pd, h.buf, 0x10000, true, all); err != nil {
+		t.Fatal(err)
+	}
+	h.rq = transport.NewRecvQueue(64, 4)
+	h.qp, err = New(Config{QPN: 0x11, Type: transport.QPTypeRC, PD: pd, Mem: tbl, SendCQ: &h.cq, RecvCQ: &h.cq,
+		RQ: h.rq, Cap: transport.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 4, MaxRecvSGE: 4},
+		LocalAddr: localAddr, Clock: h.clk, Counters: &h.ctr, Wake: func() {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		a    transport.QPAttr
+		mask transport.AttrMask
+	}{
+		{transport.QPAttr{State: transport.QPStateInit, AccessFlags: all}, transport.AttrState | transport.AttrAccessFlags},
+		{transport.QPAttr{State: transport.QPStateRTR, PathMTU: transport.MTU1024, DestQPN: peerQPN, MaxDestRdAtomic: 4,
+			AHAttr: transport.AHAttr{GRH: transport.GRH{DGID: peerAddr}}},
+			transport.AttrState | transport.AttrPathMTU | transport.AttrDestQPN | transport.AttrMaxDestRdAtomic |
+				transport.AttrAV | transport.AttrRQPSN},
+		{transport.QPAttr{State: transport.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4},
+			transport.AttrState | transport.AttrTimeout | transport.AttrRetryCnt | transport.AttrRNRRetry |
+				transport.AttrMaxQPRdAtomic | transport.AttrSQPSN},
+	} {
+		if err := h.qp.Modify(&step.a, step.mask); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.peer = wire.Encap{Src: peerAddr, Dst: localAddr, SrcPort: 0xC000, DstPort: wire.UDPPort, HopLimit: 64}
+	return h
+}
+
+// deliver queues a request from the peer without processing it.
+func (h *harness) deliver(hd wire.Headers, payload []byte) {
+	h.t.Helper()
+	hd.BTH.DestQP, hd.BTH.PKey = h.qp.QPN(), wire.DefaultPKey
+	p := new(transport.RxPacket)
+	n, err := wire.Build(p.Buffer(), &h.peer, &hd, payload)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	p.Encap, p.Data = h.peer, p.Buffer()[:n]
+	if err := wire.Parse(p.Data, &p.Pkt); err != nil {
+		h.t.Fatal(err)
+	}
+	if !h.qp.Deliver(p) {
+		h.t.Fatal("inbox full")
+	}
+}
+
+// process runs Process until it reports no more work and returns what
+// the QP sent.
+func (h *harness) process() []string {
+	for h.qp.Process(&h.out) {
+	}
+	return h.out.descs()
+}
+
+func sendOnly(psn wire.PSN, ackReq bool) wire.Headers {
+	return wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCSendOnly, PSN: psn, AckReq: ackReq}}
+}
+
+func (h *harness) postRecvs(n int) {
+	for i := range n {
+		if _, err := h.rq.Post([]transport.RecvWR{{WRID: uint64(i),
+			SGList: []transport.SGE{{Addr: 0x10000 + uint64(i)*256, Length: 256, LKey: h.mr.LKey()}}}}); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+}
+
+func check(t *testing.T, what string, got []string, want ...string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("%s:\n got  %q\n want %q", what, got, want)
+	}
+}
+
+// Several AckReq packets processed in one pass are acknowledged by one
+// ACK of the highest PSN (IBTA 9.7.5.1.3 coalesced ACKs; rxe counts the
+// ones it holds back as ack_deferred).
+func TestAckCoalescing(t *testing.T) {
+	h := newHarness(t)
+	h.postRecvs(8)
+	for psn := range wire.PSN(5) {
+		h.deliver(sendOnly(psn, true), []byte("x"))
+	}
+	check(t, "one pass of five AckReq SENDs", h.process(), "RC_ACKNOWLEDGE/4")
+	if got := h.ctr.AckDeferred.Load(); got != 4 {
+		t.Errorf("ack_deferred %d, want 4", got)
+	}
+	if len(h.cq.wcs) != 5 {
+		t.Errorf("%d receive completions, want 5", len(h.cq.wcs))
+	}
+
+	// Packets without AckReq are not acknowledged on their own.
+	h.deliver(sendOnly(5, false), nil)
+	h.deliver(sendOnly(6, false), nil)
+	check(t, "SENDs without AckReq", h.process())
+	h.deliver(sendOnly(7, true), nil)
+	check(t, "then one with AckReq", h.process(), "RC_ACKNOWLEDGE/7")
+	if got := h.ctr.AckDeferred.Load(); got != 4 {
+		t.Errorf("ack_deferred %d, want still 4", got)
+	}
+}
+
+// A pending coalesced ACK goes out before anything else the responder
+// sends in the pass: a NAK, a duplicate's re-ACK, a READ's responses and
+// an atomic ACK, so responses leave in PSN order.
+func TestAckBeforeOtherResponses(t *testing.T) {
+	h := newHarness(t)
+	h.postRecvs(8)
+
+	h.deliver(sendOnly(0, true), nil)
+	h.deliver(sendOnly(1, true), nil)
+	h.deliver(sendOnly(3, true), nil) // gap
+	check(t, "ACK then sequence NAK", h.process(), "RC_ACKNOWLEDGE/1", "RC_ACKNOWLEDGE/2 NAK_PSN_SEQ_ERR")
+
+	h.deliver(sendOnly(2, true), nil)
+	h.deliver(sendOnly(0, true), nil) // duplicate
+	check(t, "ACK then re-ACK of a duplicate", h.process(), "RC_ACKNOWLEDGE/2", "RC_ACKNOWLEDGE/2")
+
+	h.deliver(sendOnly(3, true), nil)
+	h.deliver(wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCReadRequest, PSN: 4},
+		RETH: wire.RETHFields{VA: 0x10000, RKey: h.mr.RKey(), DMALen: 1500}}, nil)
+	h.deliver(sendOnly(6, true), nil)
+	check(t, "ACK, READ responses, then the SEND after the READ", h.process(),
+		"RC_ACKNOWLEDGE/3", "RC_RDMA_READ_RESPONSE_FIRST/4", "RC_RDMA_READ_RESPONSE_LAST/5", "RC_ACKNOWLEDGE/6")
+
+	h.deliver(sendOnly(7, true), nil)
+	h.deliver(wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCFetchAdd, PSN: 8},
+		AtomicETH: wire.AtomicETHFields{VA: 0x10000 + 4096, RKey: h.mr.RKey(), SwapAdd: 3}}, nil)
+	check(t, "ACK then atomic ACK", h.process(), "RC_ACKNOWLEDGE/7", "RC_ATOMIC_ACKNOWLEDGE/8")
+
+	h.deliver(sendOnly(9, true), nil)
+	h.deliver(sendOnly(10, true), nil) // takes the last receive WQE
+	h.deliver(sendOnly(11, true), nil) // finds none
+	check(t, "ACK then RNR NAK", h.process(), "RC_ACKNOWLEDGE/10", "RC_ACKNOWLEDGE/11 RNR_NAK(timer=0)")
+	if s := h.qp.State(); s != transport.QPStateRTS {
+		t.Errorf("state %v, want RTS", s)
+	}
+}

@@ -1,0 +1,120 @@
+package nic
+
+import (
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/softnic/softnic/wire"
+)
+
+// DatagramWriter records RoCEv2 datagrams; *capture.Writer is one. It
+// must be safe for concurrent use (processors write concurrently).
+type DatagramWriter interface {
+	WriteDatagram(ts time.Time, e *wire.Encap, udpPayload []byte) error
+}
+
+// PcapLink is a Link that records every datagram another Link reads and
+// writes (the --pcap option of the command-line tools). It is for tools
+// and debugging, not the fast path: each record is written under the
+// writer's lock.
+//
+// Records show what was on the wire: a written datagram is recorded after
+// the inner link's WriteBatch, which for a UDP link has rewritten the
+// Encap to the headers the kernel sent and patched the ICRC to match (see
+// udp.go). A read IPv4 datagram from a link that guesses the
+// identification (IPv4IDGuesser) has it solved first, at the cost of a
+// CRC pass, so that every record's ICRC checks ("softnic decode"). A
+// datagram whose Encap has no source address (the fabric lets senders
+// leave it unset) is recorded from the link's address.
+type PcapLink struct {
+	l   Link
+	w   DatagramWriter
+	now func() time.Time
+
+	mu  sync.Mutex
+	err error // first write error; guarded by mu
+}
+
+var (
+	_ Link          = (*PcapLink)(nil)
+	_ IPv4IDGuesser = (*PcapLink)(nil)
+)
+
+// NewPcapLink returns l recording to w, timestamped with the wall clock.
+func NewPcapLink(l Link, w DatagramWriter) *PcapLink {
+	return &PcapLink{l: l, w: w, now: time.Now}
+}
+
+// Unwrap returns the inner link.
+func (p *PcapLink) Unwrap() Link { return p.l }
+
+// Err returns the first error the writer returned; recording goes on
+// after it (a tool reports it at exit).
+func (p *PcapLink) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+// ReadBatch reads from the inner link and records what it returns.
+func (p *PcapLink) ReadBatch(msgs []Datagram) (int, error) {
+	n, err := p.l.ReadBatch(msgs)
+	if n > 0 {
+		ts := p.now()
+		guess := linkGuessesIPv4ID(p.l)
+		for i := range msgs[:n] {
+			d := &msgs[i]
+			if guess && !d.ICRCUnverifiable && d.Encap.IsIPv4() {
+				verifyICRC(p.l, &d.Encap, d.Buf) // corrects ID if some ID fits
+			}
+			p.record(ts, d)
+		}
+	}
+	return n, err
+}
+
+// WriteBatch writes through the inner link, then records msgs as sent.
+func (p *PcapLink) WriteBatch(msgs []Datagram) (int, error) {
+	n, err := p.l.WriteBatch(msgs)
+	if err == nil {
+		ts := p.now()
+		for i := range msgs {
+			p.record(ts, &msgs[i])
+		}
+	}
+	return n, err
+}
+
+func (p *PcapLink) record(ts time.Time, d *Datagram) {
+	e := d.Encap
+	if !e.Src.IsValid() {
+		e.Src = p.l.LocalAddr()
+		if e.Dst.Unmap().Is4() {
+			e.Src = e.Src.Unmap()
+		}
+	}
+	if !e.Dst.IsValid() {
+		return // the link dropped it; nothing went on the wire
+	}
+	if err := p.w.WriteDatagram(ts, &e, d.Buf); err != nil {
+		p.mu.Lock()
+		if p.err == nil {
+			p.err = err
+		}
+		p.mu.Unlock()
+	}
+}
+
+// BatchSize returns the inner link's.
+func (p *PcapLink) BatchSize() int { return p.l.BatchSize() }
+
+// LocalAddr returns the inner link's.
+func (p *PcapLink) LocalAddr() netip.Addr { return p.l.LocalAddr() }
+
+// GuessesIPv4ID forwards the inner link's answer (IPv4IDGuesser).
+func (p *PcapLink) GuessesIPv4ID() bool { return linkGuessesIPv4ID(p.l) }
+
+// Close closes the inner link; the writer is the caller's to flush and
+// close.
+func (p *PcapLink) Close() error { return p.l.Close() }

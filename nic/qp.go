@@ -9,6 +9,7 @@ import (
 	"github.com/softnic/softnic/nic/mem"
 	"github.com/softnic/softnic/transport"
 	"github.com/softnic/softnic/transport/rc"
+	"github.com/softnic/softnic/transport/ud"
 )
 
 // DeviceAttr is the device's capabilities (struct ibv_device_attr), with
@@ -302,11 +303,22 @@ func (qp *QP) usable() error {
 
 // PostSend posts send work requests (ibv_post_send); on error it returns
 // the index of the first WR not posted.
+//
+// The post paths call the transport's concrete type: passed through the
+// qpTransport interface, wrs would escape, and the slice every
+// ibv_post_send builds (verbs.QP.PostSend's variadic WRs) would cost an
+// allocation per call.
 func (qp *QP) PostSend(wrs []transport.SendWR) (int, error) {
 	if err := qp.usable(); err != nil {
 		return 0, err
 	}
-	return qp.t.PostSend(wrs)
+	switch t := qp.t.(type) {
+	case *rc.QP:
+		return t.PostSend(wrs)
+	case *ud.QP:
+		return t.PostSend(wrs)
+	}
+	return 0, errNoTransport
 }
 
 // PostSendAll posts every WR of wrs or, if any is refused or the queue
@@ -315,8 +327,16 @@ func (qp *QP) PostSendAll(wrs []transport.SendWR) error {
 	if err := qp.usable(); err != nil {
 		return err
 	}
-	return qp.t.PostSendAll(wrs)
+	switch t := qp.t.(type) {
+	case *rc.QP:
+		return t.PostSendAll(wrs)
+	case *ud.QP:
+		return t.PostSendAll(wrs)
+	}
+	return errNoTransport
 }
+
+var errNoTransport = fmt.Errorf("%w: QP has no transport", ErrInvalid)
 
 // PostRecv posts receive work requests (ibv_post_recv).
 func (qp *QP) PostRecv(wrs []transport.RecvWR) (int, error) {

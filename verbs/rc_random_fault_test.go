@@ -90,7 +90,7 @@ func region(what string, got, want []byte) func(t *testing.T) {
 }
 
 // TestRCRandomImpairments runs mixed traffic both ways through random
-// loss, duplication, reordering and jitter: every WR completes
+// loss, duplication, reordering, corruption and jitter: every WR completes
 // successfully and in order, every SEND lands whole in its own receive,
 // WRITEs and READs move the right bytes, each fetch-add counts once.
 func TestRCRandomImpairments(t *testing.T) {
@@ -108,7 +108,8 @@ func runRandom(t *testing.T, seed int64) {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x50f7))
 	mtu := []verbs.MTU{verbs.MTU256, verbs.MTU1024, verbs.MTU4096}[rng.IntN(3)]
 	a, b := newPair(t, f, pairOpts{mtu: mtu, timeout: 10, retry: 7, rnr: 7, bufSize: 1 << 20, maxWR: 512, cqe: 4096})
-	f.SetImpairment(fabric.Impairment{Loss: 0.02, Duplicate: 0.02, Reorder: 0.02, Jitter: 20 * time.Microsecond})
+	f.SetImpairment(fabric.Impairment{Loss: 0.02, Duplicate: 0.02, Reorder: 0.02, Corrupt: 0.01,
+		Jitter: 20 * time.Microsecond})
 
 	const n = 150
 	flows := []*flow{newFlow(rng, a, b, n, 1000), newFlow(rng, b, a, n, 2000)}
@@ -165,7 +166,7 @@ func runRandom(t *testing.T, seed int64) {
 		wantState(t, "QP", fl.e, verbs.QPStateRTS)
 	}
 	ca, cb := a.dev.Counters(), b.dev.Counters()
-	t.Logf("seed %d: MTU %d, %d timeouts, %d sequence NAKs, %d duplicates, %d fabric drops",
+	t.Logf("seed %d: MTU %d, %d timeouts, %d sequence NAKs, %d duplicates, %d fabric drops, %d ICRC errors",
 		seed, mtu.Bytes(), ca.Timeouts.Load()+cb.Timeouts.Load(), ca.RcvdSeqErr.Load()+cb.RcvdSeqErr.Load(),
-		ca.DuplicateRequest.Load()+cb.DuplicateRequest.Load(), f.Stats().DropImpairment.Packets)
+		ca.DuplicateRequest.Load()+cb.DuplicateRequest.Load(), f.Stats().DropImpairment.Packets, ca.ICRCErr.Load()+cb.ICRCErr.Load())
 }

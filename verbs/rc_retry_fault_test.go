@@ -394,3 +394,36 @@ func TestRCLostAtomicAck(t *testing.T) {
 }
 
 func binaryPut(b []byte, v uint64) { binary.NativeEndian.PutUint64(b, v) }
+
+// A duplicated RNR NAK is one RNR NAK: the requester sends nothing while
+// it waits for the RNR timer, so any RNR NAK arriving during the wait
+// answers a transmission already counted, and must neither spend another
+// RNR retry nor restart the wait.
+func TestRCRNRNakDuplicated(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 1})
+		defer f.Close()
+		o := rcOpts
+		o.rnr = 1
+		a, b := newPair(t, f, o)
+		rec := record(t, f)
+		f.AddFilter(fabric.OnMatch(rnrNAK(b), fabric.Duplicate))
+
+		start := time.Now()
+		post(t, a, sendWR(a, 1, verbs.WRSend, 0, 64))
+		time.Sleep(100 * time.Microsecond)
+		postRecv(t, b, recvWR(b, 1, 0, 64))
+		wantWC(t, waitWC(t, a.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCSend)
+		wantWC(t, waitWC(t, b.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCRecv)
+		sends := rec.match(ops(a, wire.RCSendOnly))
+		if len(sends) != 2 {
+			t.Fatalf("SEND sent %d times, want 2", len(sends))
+		}
+		if d := sends[1].at.Sub(start); d != rnrDelay(12) {
+			t.Errorf("retried after %v, want the RNR delay %v", d, rnrDelay(12))
+		}
+		if got := a.dev.Counters().RcvdRNRErr.Load(); got != 1 {
+			t.Errorf("rcvd_rnr_err %d, want 1 (the copy is dropped)", got)
+		}
+	})
+}

@@ -196,6 +196,13 @@ func (c *completer) progressLocked(qp *QP) {
 // nakLocked handles an RNR NAK or a NAK (rxe_comp.c check_ack, AETH cases).
 func (c *completer) nakLocked(qp *QP, psn wire.PSN, syn wire.Syndrome) {
 	ctr := qp.cfg.Counters
+	if syn.Type() == wire.SyndromeRNRNAK && qp.req.rnrWait {
+		// Nothing was sent since the RNR NAK that started this wait, so
+		// this one is a duplicate of it (or older): it must not spend a
+		// second RNR retry nor restart the timer.
+		ctr.DropResponse.Add(1)
+		return
+	}
 	// A NAK acknowledges every packet before its PSN (IBTA 9.7.5.1.3).
 	progress := false
 	target := qp.sq.tailIdx

@@ -118,7 +118,7 @@ func TestRCSegmentation(t *testing.T) {
 						postRecv(t, b, recvWR(b, uint64(i), 0, 4*p+64))
 					}
 					post(t, a, rdmaWR(a, b, uint64(i), m.op, 0, 0, m.n))
-					wantWC(t, waitWC(t, a.cq, 1)[0], uint64(i), verbs.WCSuccess, waitWCOpcode(m.op))
+					wantWC(t, waitWC(t, a.cq, 1)[0], uint64(i), verbs.WCSuccess, wcOpcodeOf(m.op))
 					if m.op == verbs.WRSend {
 						waitWC(t, b.cq, 1)
 					}
@@ -161,12 +161,17 @@ func TestRCSegmentation(t *testing.T) {
 	}
 }
 
-func waitWCOpcode(op verbs.WROpcode) verbs.WCOpcode {
+// wcOpcodeOf is the completion opcode of a send WR's opcode.
+func wcOpcodeOf(op verbs.WROpcode) verbs.WCOpcode {
 	switch op {
 	case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm:
 		return verbs.WCRDMAWrite
 	case verbs.WRRDMARead:
 		return verbs.WCRDMARead
+	case verbs.WRAtomicFetchAndAdd:
+		return verbs.WCFetchAdd
+	case verbs.WRAtomicCmpAndSwp:
+		return verbs.WCCompSwap
 	}
 	return verbs.WCSend
 }
@@ -254,7 +259,7 @@ func TestRCFence(t *testing.T) {
 				postRecv(t, b, recvWR(b, 1, 0, 64))
 				post(t, a, rdmaWR(a, b, 1, c.first, 8192, 8192, n), s)
 				wcs := waitWC(t, a.cq, 2)
-				wantWC(t, wcs[0], 1, verbs.WCSuccess, wcs[0].Opcode)
+				wantWC(t, wcs[0], 1, verbs.WCSuccess, wcOpcodeOf(c.first))
 				wantWC(t, wcs[1], 2, verbs.WCSuccess, verbs.WCSend)
 
 				all := rec.match(nil)

@@ -74,7 +74,7 @@ func runNak(t *testing.T, c nakCase) {
 		postRecv(t, b, recvWR(b, 77, 0, 4096))
 		post(t, a, wr, sendWR(a, 2, verbs.WRSend, 0, 100))
 		wcs := waitWC(t, a.cq, 2)
-		wantWC(t, wcs[0], wr.WRID, c.st, wcs[0].Opcode)
+		wantWC(t, wcs[0], wr.WRID, c.st, wcOpcodeOf(wr.Opcode))
 		wantWC(t, wcs[1], 2, verbs.WCWRFlushErr, verbs.WCSend)
 		rwc := waitWC(t, b.cq, 1)
 		wantWC(t, rwc[0], 77, verbs.WCWRFlushErr, verbs.WCRecv)

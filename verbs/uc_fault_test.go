@@ -49,7 +49,7 @@ func TestUCLostPacket(t *testing.T) {
 				}
 				post(t, a, wr(10, 0), wr(11, n))
 				for i, wc := range waitWC(t, a.cq, 2) {
-					wantWC(t, wc, uint64(10+i), verbs.WCSuccess, waitWCOpcode(c.op))
+					wantWC(t, wc, uint64(10+i), verbs.WCSuccess, wcOpcodeOf(c.op))
 				}
 				// Only the second message completes, in the first WQE.
 				got := waitWC(t, b.cq, 1)
@@ -85,7 +85,7 @@ func TestUCLostPacket(t *testing.T) {
 
 				// The second receive WQE is still there for a third message.
 				post(t, a, wr(12, 2*n))
-				wantWC(t, waitWC(t, a.cq, 1)[0], 12, verbs.WCSuccess, waitWCOpcode(c.op))
+				wantWC(t, waitWC(t, a.cq, 1)[0], 12, verbs.WCSuccess, wcOpcodeOf(c.op))
 				wc := waitWC(t, b.cq, 1)[0]
 				wantWC(t, wc, 2, verbs.WCSuccess, wantOp)
 				if c.op == verbs.WRSend {

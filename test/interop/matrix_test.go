@@ -1,0 +1,277 @@
+//go:build interop
+
+package interop
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// kind is the family of tools a case runs.
+type kind int
+
+const (
+	pingpong  kind = iota // rdma-core's ibv_{rc,uc,ud,srq}_pingpong
+	perftest              // perftest's ib_{write,read,send,atomic}_{bw,lat}
+	selfCheck             // the bed's own UD peer (udpeer_test.go); no softnic tool
+)
+
+// role says which side listens for the out-of-band TCP exchange.
+type role int
+
+const (
+	softnicServer role = iota // softnic listens, rxe's tool connects
+	softnicClient             // rxe's tool listens, softnic connects
+)
+
+var roles = []role{softnicServer, softnicClient}
+
+func (r role) String() string {
+	if r == softnicServer {
+		return "sn_server"
+	}
+	return "sn_client"
+}
+
+// tcase is one row of the matrix: softnic's look-alike tool against rxe's
+// original over the bed, in one role, address family and path MTU.
+type tcase struct {
+	tool  string // softnic subcommand; rxe runs "ibv_"+tool (pingpong) or "ib_"+tool (perftest)
+	kind  kind
+	role  role
+	v6    bool     // RoCEv2 over IPv6 GIDs (fd77::/64) instead of IPv4
+	mtu   int      // path MTU: 1024 (bridge MTU 1500) or 4096 (bridge MTU 9000)
+	size  int      // message size in bytes; 0: the tool's own (atomics)
+	iters int      // -n
+	args  []string // more arguments to both tools, e.g. -A CMP_AND_SWAP
+	label string   // what args select, for the name, e.g. "cas"
+	netem string   // bed netem spec applied to both directions; "" none
+	// needs lists what softnic must have besides the tool and its --addr
+	// option (which every case needs); see suite.missingReason.
+	needs   []string
+	timeout time.Duration
+}
+
+func (c *tcase) name() string {
+	fam := "v4"
+	if c.v6 {
+		fam = "v6"
+	}
+	if c.kind == selfCheck {
+		return fmt.Sprintf("bed-udpeer-%s-mtu%d-%s", fam, c.mtu, sizeName(c.size))
+	}
+	n := fmt.Sprintf("%s-%s-mtu%d-%s-%s", c.tool, fam, c.mtu, sizeName(c.size), c.role)
+	if c.label != "" {
+		n += "-" + c.label
+	}
+	if c.netem != "" {
+		n += "-netem"
+	}
+	return n
+}
+
+func sizeName(n int) string {
+	switch {
+	case n == 0:
+		return "8B"
+	case n >= 1024 && n%1024 == 0 && n != 1024 && n != 4096:
+		return fmt.Sprintf("%dKiB", n/1024)
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+// bridgeMTU returns the Ethernet MTU of the bed for the case's path MTU and
+// the active MTU rxe reports with it.
+func (c *tcase) bridgeMTU() (bridge, active int) {
+	if c.mtu > 1024 {
+		return 9000, 4096
+	}
+	return 1500, 1024
+}
+
+// rxeCommand is the command line of rxe's tool in the guest. server is the
+// softnic server's out-of-band address, or invalid when rxe is the server.
+func (c *tcase) rxeCommand(gidIndex, port int, server netip.Addr) string {
+	a := []string{"-d", "rxe0", "-p", strconv.Itoa(port), "-n", strconv.Itoa(c.iters)}
+	switch c.kind {
+	case pingpong:
+		a = append([]string{"ibv_" + c.tool}, a...)
+		a = append(a, "-g", strconv.Itoa(gidIndex), "-s", strconv.Itoa(c.size), "-c")
+		if c.tool != "ud_pingpong" { // UD takes the port's active MTU
+			a = append(a, "-m", strconv.Itoa(c.mtu))
+		}
+	case perftest:
+		a = append([]string{"ib_" + c.tool}, a...)
+		a = append(a, "-x", strconv.Itoa(gidIndex), "-m", strconv.Itoa(c.mtu), "-F")
+		if c.size > 0 {
+			a = append(a, "-s", strconv.Itoa(c.size))
+		}
+	}
+	a = append(a, c.args...)
+	if server.IsValid() {
+		a = append(a, server.String())
+	}
+	return strings.Join(a, " ")
+}
+
+// softnicArgs is softnic's command line: the same tool options as rxe's
+// tool, the NIC's address instead of device and GID index, and bounds on
+// every wait. server is the rxe server's out-of-band address, or invalid
+// when softnic is the server.
+func (c *tcase) softnicArgs(addr netip.Addr, port int, server netip.Addr, opts map[string]bool, wait time.Duration) []string {
+	a := []string{c.tool, "--addr=" + addr.String(), "-p", strconv.Itoa(port), "-n", strconv.Itoa(c.iters)}
+	if c.size > 0 {
+		a = append(a, "-s", strconv.Itoa(c.size))
+	}
+	if c.tool != "ud_pingpong" {
+		a = append(a, "-m", strconv.Itoa(c.mtu))
+	}
+	if c.kind == pingpong {
+		a = append(a, "-c")
+	}
+	a = append(a, c.args...)
+	if opts["timeout"] {
+		a = append(a, "--timeout=20s")
+	}
+	if server.IsValid() {
+		if opts["connect-timeout"] {
+			a = append(a, "--connect-timeout=10s")
+		}
+		return append(a, server.String())
+	}
+	if opts["accept-timeout"] {
+		a = append(a, "--accept-timeout="+wait.Round(time.Second).String())
+	}
+	return a
+}
+
+// packetBudget bounds the packets one case sends each way: the guest is
+// emulated (TCG) and moves about 1-2 thousand RoCE packets a second, so
+// iteration counts shrink for messages of many packets (64 KiB at MTU 1024
+// runs 250 iterations, not 1000). INTEROP_FULL=1 lifts it.
+const packetBudget = 16000
+
+// itersFor returns the iteration count of a case: want, or fewer so that
+// iterations x packets per message stays within the budget; never below 50.
+func itersFor(size, mtu, want int, full bool) int {
+	if full {
+		return want
+	}
+	pkts := max(1, (size+mtu-1)/mtu)
+	return min(want, max(50, packetBudget/pkts))
+}
+
+// timeoutFor bounds a case: 30 s of set-up and slack plus 4 ms a packet
+// (both directions of a round trip counted), tripled under netem.
+func timeoutFor(c *tcase) time.Duration {
+	pkts := max(1, (max(c.size, 8)+c.mtu-1)/c.mtu) * c.iters * 2
+	d := 30*time.Second + time.Duration(pkts)*4*time.Millisecond
+	if c.netem != "" {
+		d = 3*d + 60*time.Second
+	}
+	return d
+}
+
+// lossSpec is the impairment of the loss runs, applied by the bed to RoCE
+// traffic in both directions: loss, duplication and (through the delay)
+// reordering.
+const lossSpec = "loss 2% duplicate 1% delay 1ms reorder 10%"
+
+// matrix returns every case, in the order they run: grouped by bridge MTU
+// so that the bed switches MTU once.
+func matrix(full bool) []*tcase {
+	var cs []*tcase
+	add := func(c tcase, rs ...role) {
+		if c.iters == 0 {
+			c.iters = itersFor(max(c.size, 8), c.mtu, 1000, full)
+		}
+		for _, r := range rs {
+			c := c
+			c.role = r
+			c.timeout = timeoutFor(&c)
+			cs = append(cs, &c)
+		}
+	}
+	srq := []string{"-q", "4"} // 4 QPs on the SRQ; -n counts exchanges per QP
+	srqCase := func(c tcase) tcase {
+		c.args = srq
+		c.iters = max(50, itersFor(c.size, c.mtu, 1000, full)/4)
+		return c
+	}
+
+	// The bed's self-check: package wire's UD packets against ibv_ud_pingpong.
+	add(tcase{kind: selfCheck, mtu: 1024, size: 1024, iters: 50}, softnicClient)
+	add(tcase{kind: selfCheck, v6: true, mtu: 1024, size: 1024, iters: 50}, softnicClient)
+	add(tcase{kind: selfCheck, mtu: 4096, size: 4096, iters: 50}, softnicClient)
+
+	// rdma-core's pingpongs: every size at both path MTUs, both roles, -c.
+	for _, mtu := range []int{1024, 4096} {
+		for _, tool := range []string{"rc_pingpong", "uc_pingpong"} {
+			for _, size := range []int{1, 4096, 65536} {
+				add(tcase{tool: tool, kind: pingpong, mtu: mtu, size: size}, roles...)
+			}
+		}
+		for _, size := range []int{1, 4096, 65536} {
+			add(srqCase(tcase{tool: "srq_pingpong", kind: pingpong, mtu: mtu, size: size}), roles...)
+		}
+		for _, size := range []int{1, mtu} { // UD: one packet, up to the MTU
+			add(tcase{tool: "ud_pingpong", kind: pingpong, mtu: mtu, size: size}, roles...)
+		}
+	}
+
+	// perftest: bandwidth and latency, several sizes.
+	for _, tool := range []string{"write_bw", "read_bw", "send_bw"} {
+		for _, size := range []int{64, 4096, 65536} {
+			add(tcase{tool: tool, kind: perftest, mtu: 1024, size: size}, roles...)
+		}
+		add(tcase{tool: tool, kind: perftest, mtu: 4096, size: 65536}, roles...)
+	}
+	for _, tool := range []string{"write_lat", "read_lat", "send_lat"} {
+		for _, size := range []int{8, 4096} {
+			add(tcase{tool: tool, kind: perftest, mtu: 1024, size: size}, roles...)
+		}
+		add(tcase{tool: tool, kind: perftest, mtu: 4096, size: 65536}, roles...)
+	}
+	for _, tool := range []string{"atomic_bw", "atomic_lat"} {
+		add(tcase{tool: tool, kind: perftest, mtu: 1024, args: []string{"-A", "FETCH_AND_ADD"}, label: "fadd"}, roles...)
+		add(tcase{tool: tool, kind: perftest, mtu: 1024, args: []string{"-A", "CMP_AND_SWAP"}, label: "cas"}, roles...)
+	}
+
+	// IPv6 GIDs.
+	for _, tool := range []string{"rc_pingpong", "uc_pingpong"} {
+		add(tcase{tool: tool, kind: pingpong, v6: true, mtu: 1024, size: 4096}, roles...)
+	}
+	add(tcase{tool: "rc_pingpong", kind: pingpong, v6: true, mtu: 4096, size: 65536}, roles...)
+	add(srqCase(tcase{tool: "srq_pingpong", kind: pingpong, v6: true, mtu: 1024, size: 4096}), roles...)
+	add(tcase{tool: "ud_pingpong", kind: pingpong, v6: true, mtu: 1024, size: 1024}, roles...)
+	for _, tool := range []string{"write_bw", "read_bw", "send_bw"} {
+		add(tcase{tool: tool, kind: perftest, v6: true, mtu: 1024, size: 4096}, roles...)
+	}
+	add(tcase{tool: "write_lat", kind: perftest, v6: true, mtu: 1024, size: 8}, roles...)
+	add(tcase{tool: "atomic_bw", kind: perftest, v6: true, mtu: 1024, args: []string{"-A", "FETCH_AND_ADD"}, label: "fadd"}, roles...)
+
+	// Loss, duplication and reordering both ways (reliable transports only:
+	// UC and UD tools stop at the first lost message).
+	for _, tool := range []string{"rc_pingpong", "srq_pingpong"} {
+		c := tcase{tool: tool, kind: pingpong, mtu: 1024, size: 4096, iters: 200, netem: lossSpec}
+		if tool == "srq_pingpong" {
+			c.args, c.iters = srq, 50
+		}
+		add(c, roles...)
+	}
+	for _, tool := range []string{"write_bw", "read_bw", "send_bw"} {
+		add(tcase{tool: tool, kind: perftest, mtu: 1024, size: 4096, iters: 200, netem: lossSpec}, roles...)
+	}
+	add(tcase{tool: "atomic_bw", kind: perftest, mtu: 1024, iters: 200, args: []string{"-A", "FETCH_AND_ADD"}, label: "fadd", netem: lossSpec}, roles...)
+
+	sort.SliceStable(cs, func(i, j int) bool {
+		bi, _ := cs[i].bridgeMTU()
+		bj, _ := cs[j].bridgeMTU()
+		return bi < bj
+	})
+	return cs
+}

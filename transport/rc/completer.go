@@ -196,7 +196,13 @@ func (c *completer) progressLocked(qp *QP) {
 // nakLocked handles an RNR NAK or a NAK (rxe_comp.c check_ack, AETH cases).
 func (c *completer) nakLocked(qp *QP, psn wire.PSN, syn wire.Syndrome) {
 	ctr := qp.cfg.Counters
-	if syn.Type() == wire.SyndromeRNRNAK && qp.req.rnrWait {
+	switch {
+	case syn.Type() == wire.SyndromeReserved:
+		// Not an ACK, RNR NAK or NAK: trust nothing in it, not even the
+		// acknowledgement its PSN would imply.
+		ctr.DropResponse.Add(1)
+		return
+	case syn.Type() == wire.SyndromeRNRNAK && qp.req.rnrWait:
 		// Nothing was sent since the RNR NAK that started this wait, so
 		// this one is a duplicate of it (or older): it must not spend a
 		// second RNR retry nor restart the timer.
@@ -253,8 +259,6 @@ func (c *completer) nakLocked(qp *QP, psn wire.PSN, syn wire.Syndrome) {
 		default: // remote operational error, invalid RD request, reserved codes
 			qp.failLocked(target, transport.WCRemOpErr)
 		}
-	default:
-		ctr.DropResponse.Add(1) // reserved syndrome type
 	}
 }
 

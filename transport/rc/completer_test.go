@@ -1,0 +1,193 @@
+package rc
+
+// Completer unit tests: responses built by hand and fed to a requester QP
+// one pass at a time (rxe_comp.c check_psn, check_ack).
+
+import (
+	"testing"
+
+	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/wire"
+)
+
+// post posts WRs on the harness QP, each of n bytes at off in its MR.
+func (h *harness) post(wrs ...transport.SendWR) {
+	h.t.Helper()
+	if _, err := h.qp.PostSend(wrs); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) wr(id uint64, op transport.WROpcode, off, n int) transport.SendWR {
+	return transport.SendWR{WRID: id, Opcode: op, Flags: transport.SendSignaled,
+		SGList:     []transport.SGE{{Addr: 0x10000 + uint64(off), Length: uint32(n), LKey: h.mr.LKey()}},
+		RemoteAddr: 0x9000000, RKey: 0x1234}
+}
+
+// respond delivers a response from the peer.
+func (h *harness) respond(op wire.Opcode, psn wire.PSN, syn wire.Syndrome, payload []byte) {
+	h.deliver(wire.Headers{BTH: wire.BTHFields{Opcode: op, PSN: psn}, AETH: wire.AETHFields{Syndrome: syn}}, payload)
+}
+
+// completions returns and forgets the completions so far.
+func (h *harness) completions() []transport.WorkCompletion {
+	wcs := h.cq.wcs
+	h.cq.wcs = nil
+	return wcs
+}
+
+func wantStatuses(t *testing.T, got []transport.WorkCompletion, want ...transport.WCStatus) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("completions %+v, want statuses %v", got, want)
+	}
+	for i := range want {
+		if got[i].Status != want[i] || got[i].WRID != uint64(i+1) && want[i] == transport.WCSuccess {
+			t.Errorf("completion %d: %+v, want status %v", i, got[i], want[i])
+		}
+	}
+}
+
+// One ACK of the last PSN completes every SEND and WRITE up to it
+// (coalesced ACKs, IBTA 9.7.5.1.3); responses for PSNs never sent and
+// repeated ones are dropped (rxe check_psn).
+func TestCompleterCoalescedAndStale(t *testing.T) {
+	h := newHarness(t)
+	h.post(h.wr(1, transport.WRSend, 0, 100), h.wr(2, transport.WRRDMAWrite, 0, 2000), h.wr(3, transport.WRSend, 0, 10))
+	check(t, "requests", h.process(),
+		"RC_SEND_ONLY/0", "RC_RDMA_WRITE_FIRST/1", "RC_RDMA_WRITE_LAST/2", "RC_SEND_ONLY/3")
+
+	h.respond(wire.RCAck, 7, wire.AckUnlimited, nil) // a PSN never sent
+	h.process()
+	if got := h.completions(); len(got) != 0 {
+		t.Fatalf("a ghost ACK completed %+v", got)
+	}
+	h.respond(wire.RCAck, 2, wire.AckUnlimited, nil)
+	h.process()
+	wantStatuses(t, h.completions(), transport.WCSuccess, transport.WCSuccess)
+	h.respond(wire.RCAck, 2, wire.AckUnlimited, nil) // again
+	h.respond(wire.RCAck, 3, wire.AckUnlimited, nil)
+	h.process()
+	if got := h.completions(); len(got) != 1 || got[0].WRID != 3 {
+		t.Fatalf("completions %+v, want WR 3 alone", got)
+	}
+	if got := h.ctr.DropResponse.Load(); got != 2 {
+		t.Errorf("drop_response %d, want 2 (the ghost and the repeat)", got)
+	}
+}
+
+// NAK codes: the three defined fatal ones map to their statuses, and the
+// others (0x64 Invalid RD Request, reserved codes) to Remote Operational
+// Error as rxe maps them (check_ack default); a reserved syndrome type is
+// dropped.
+func TestCompleterNakCodes(t *testing.T) {
+	for _, c := range []struct {
+		syn  wire.Syndrome
+		want transport.WCStatus
+	}{
+		{wire.NakInvalidRequest, transport.WCRemInvReqErr},
+		{wire.NakRemoteAccess, transport.WCRemAccessErr},
+		{wire.NakRemoteOp, transport.WCRemOpErr},
+		{wire.NakInvalidRDReq, transport.WCRemOpErr},
+		{0x6a, transport.WCRemOpErr},
+		{0x41, 0xff}, // reserved type: ignored
+	} {
+		t.Run(c.syn.String(), func(t *testing.T) {
+			h := newHarness(t)
+			h.post(h.wr(1, transport.WRSend, 0, 10), h.wr(2, transport.WRSend, 0, 10))
+			h.process()
+			h.respond(wire.RCAck, 1, c.syn, nil)
+			h.process()
+			got := h.completions()
+			if c.want == 0xff {
+				if len(got) != 0 || h.qp.State() != transport.QPStateRTS {
+					t.Fatalf("reserved syndrome: completions %+v, state %v", got, h.qp.State())
+				}
+				return
+			}
+			// The NAK acknowledges WR 1 and fails WR 2.
+			if len(got) != 2 || got[0].Status != transport.WCSuccess || got[1].WRID != 2 || got[1].Status != c.want {
+				t.Fatalf("completions %+v, want WR 1 success and WR 2 %v", got, c.want)
+			}
+			if s := h.qp.State(); s != transport.QPStateErr {
+				t.Errorf("state %v, want ERR", s)
+			}
+		})
+	}
+}
+
+// A READ response whose length or opcode disagrees with the READ fails it
+// with BAD_RESP_ERR (rxe check_ack → COMPST_ERROR).
+func TestCompleterBadResponse(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		op      wire.Opcode
+		payload int
+	}{
+		{"short ONLY", wire.RCReadResponseOnly, 99},
+		{"long ONLY", wire.RCReadResponseOnly, 101},
+		{"FIRST for a one-packet READ", wire.RCReadResponseFirst, 100},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.post(h.wr(1, transport.WRRDMARead, 0, 100))
+			check(t, "request", h.process(), "RC_RDMA_READ_REQUEST/0")
+			if c.op == wire.RCReadResponseFirst {
+				h.deliver(wire.Headers{BTH: wire.BTHFields{Opcode: c.op}, AETH: wire.AETHFields{Syndrome: wire.AckUnlimited}},
+					make([]byte, 1024))
+			} else {
+				h.respond(c.op, 0, wire.AckUnlimited, make([]byte, c.payload))
+			}
+			h.process()
+			got := h.completions()
+			if len(got) != 1 || got[0].Status != transport.WCBadRespErr {
+				t.Fatalf("completions %+v, want one BAD_RESP_ERR", got)
+			}
+		})
+	}
+}
+
+// A READ answered in part and then retried asks for the rest only, and a
+// replayed tail that starts with READ_RESPONSE_FIRST (as some HCAs send
+// it) is accepted as well as rxe's MIDDLE/LAST.
+func TestCompleterReadResumeFirstOrMiddle(t *testing.T) {
+	for _, op := range []wire.Opcode{wire.RCReadResponseFirst, wire.RCReadResponseMiddle} {
+		t.Run(op.String(), func(t *testing.T) {
+			h := newHarness(t)
+			for i := range h.buf[:8192] {
+				h.buf[i] = 0
+			}
+			h.post(h.wr(1, transport.WRRDMARead, 0, 3000))
+			check(t, "request", h.process(), "RC_RDMA_READ_REQUEST/0")
+			one := func(b byte, n int) []byte {
+				p := make([]byte, n)
+				for i := range p {
+					p[i] = b
+				}
+				return p
+			}
+			h.respond(wire.RCReadResponseFirst, 0, wire.AckUnlimited, one(1, 1024))
+			h.deliver(wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCReadResponseLast, PSN: 2},
+				AETH: wire.AETHFields{Syndrome: wire.AckUnlimited}}, one(3, 952)) // PSN 1 missing
+			reqs := h.process()
+			check(t, "re-issued READ", reqs, "RC_RDMA_READ_REQUEST/1")
+			// The replay of PSNs 1 and 2.
+			if op == wire.RCReadResponseFirst {
+				h.respond(op, 1, wire.AckUnlimited, one(2, 1024))
+			} else {
+				h.deliver(wire.Headers{BTH: wire.BTHFields{Opcode: op, PSN: 1}}, one(2, 1024))
+			}
+			h.respond(wire.RCReadResponseLast, 2, wire.AckUnlimited, one(3, 952))
+			h.process()
+			got := h.completions()
+			if len(got) != 1 || got[0].Status != transport.WCSuccess || got[0].ByteLen != 3000 {
+				t.Fatalf("completions %+v", got)
+			}
+			for i, b := range h.buf[:3000] {
+				if want := byte(1 + i/1024); b != want {
+					t.Fatalf("byte %d is %d, want %d", i, b, want)
+				}
+			}
+		})
+	}
+}

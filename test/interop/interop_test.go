@@ -595,7 +595,9 @@ func (s *suite) finish() {
 		len(rows), time.Since(s.start).Seconds(), n["PASS"], n["FAIL"], n["MISSING"])
 	fmt.Fprintf(&b, "interop: %d passed, %d failed, %d skipped\n", n["PASS"], n["FAIL"], n["MISSING"])
 	writeFile(filepath.Join(s.results, "summary.txt"), b.String())
-	fmt.Print("\n", b.String())
+	if !s.managed { // test/interop/run prints it last, after bed down
+		fmt.Print("\n", b.String())
+	}
 }
 
 func remaining(ctx context.Context) time.Duration {

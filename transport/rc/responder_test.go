@@ -27,6 +27,7 @@ const peerQPN = 0x99
 type sink struct {
 	buf  [transport.MaxDatagram]byte
 	sent []wire.Packet
+	last []wire.Packet // what the last descs call described
 }
 
 func (s *sink) Buf() []byte { return s.buf[:] }
@@ -41,6 +42,7 @@ func (s *sink) Send(n int, _ *wire.Encap) {
 
 // descs describes the packets sent: opcode, PSN and non-ACK syndromes.
 func (s *sink) descs() []string {
+	s.last = s.sent
 	var out []string
 	for i := range s.sent {
 		p := &s.sent[i]
@@ -232,6 +234,61 @@ func TestAckBeforeOtherResponses(t *testing.T) {
 	h.deliver(sendOnly(10, true), nil) // takes the last receive WQE
 	h.deliver(sendOnly(11, true), nil) // finds none
 	check(t, "ACK then RNR NAK", h.process(), "RC_ACKNOWLEDGE/10", "RC_ACKNOWLEDGE/11 RNR_NAK(timer=0)")
+	if s := h.qp.State(); s != transport.QPStateRTS {
+		t.Errorf("state %v, want RTS", s)
+	}
+}
+
+func readReq(psn wire.PSN, va uint64, rkey, n uint32) wire.Headers {
+	return wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCReadRequest, PSN: psn},
+		RETH: wire.RETHFields{VA: va, RKey: rkey, DMALen: n}}
+}
+
+// Duplicate READs are served from the responder-resource ring, which
+// holds the last max_dest_rd_atomic READs and atomics (recycled FIFO); a
+// duplicate whose resource is gone, or that asks for more than the
+// original or with another rkey, is silently dropped (class D; rxe
+// duplicate_request, find_resource). A duplicate atomic gets its first
+// result again without a second execution.
+func TestDuplicateReadResources(t *testing.T) {
+	h := newHarness(t) // max_dest_rd_atomic 4
+	rkey := h.mr.RKey()
+	for i := range wire.PSN(5) {
+		h.deliver(readReq(2*i, 0x10000+uint64(i)*4096, rkey, 2048), nil) // two PSNs each
+	}
+	if got := len(h.process()); got != 10 {
+		t.Fatalf("%d read responses, want 10", got)
+	}
+	h.deliver(readReq(0, 0x10000, rkey, 2048), nil) // its resource was recycled
+	check(t, "duplicate of the evicted READ", h.process())
+	h.deliver(readReq(2, 0x10000+4096, rkey, 2048), nil)
+	check(t, "duplicate of a kept READ", h.process(), "RC_RDMA_READ_RESPONSE_FIRST/2", "RC_RDMA_READ_RESPONSE_LAST/3")
+	h.deliver(readReq(5, 0x10000+2*4096+1024, rkey, 1024), nil)
+	check(t, "its second half", h.process(), "RC_RDMA_READ_RESPONSE_LAST/5")
+	h.deliver(readReq(6, 0x10000+3*4096, rkey^1, 2048), nil)
+	check(t, "another rkey", h.process())
+	h.deliver(readReq(6, 0x10000+3*4096, rkey, 4096), nil)
+	check(t, "more than the original", h.process())
+	h.deliver(readReq(7, 0x10000+3*4096+1024, rkey, 2048), nil)
+	check(t, "past the original's end", h.process())
+	if got := h.ctr.DuplicateRequest.Load(); got != 6 {
+		t.Errorf("duplicate_request %d, want 6", got)
+	}
+
+	fa := wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCFetchAdd, PSN: 10},
+		AtomicETH: wire.AtomicETHFields{VA: 0x10000 + 8192, RKey: rkey, SwapAdd: 5}}
+	h.buf[8192] = 7
+	h.deliver(fa, nil)
+	h.deliver(fa, nil)
+	check(t, "atomic and its duplicate", h.process(), "RC_ATOMIC_ACKNOWLEDGE/10", "RC_ATOMIC_ACKNOWLEDGE/10")
+	for i := range h.out.last {
+		if got := h.out.last[i].AtomicAckETH().Orig(); got != 7 {
+			t.Errorf("atomic ACK %d returns %d, want the original 7", i, got)
+		}
+	}
+	if got := h.buf[8192]; got != 12 {
+		t.Errorf("value %d after one fetch-add of 5 to 7 and its duplicate, want 12", got)
+	}
 	if s := h.qp.State(); s != transport.QPStateRTS {
 		t.Errorf("state %v, want RTS", s)
 	}

@@ -38,12 +38,11 @@ func (ah *AH) ok() bool { return ah != nil && ah.ah != nil }
 // groups (ibv_attach_mcast), so nobody receives such datagrams. More than
 // MaxAH handles is ENOMEM.
 func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
-	if !pd.ok() {
-		return nil, errNil("PD")
-	}
-	if err := pd.d.check(); err != nil {
+	release, err := pd.use()
+	if err != nil {
 		return nil, err
 	}
+	defer release()
 	ah, err := pd.d.n.CreateAH(pd.pd, &attr)
 	if err != nil {
 		return nil, errno(err)

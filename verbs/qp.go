@@ -57,12 +57,11 @@ const (
 // be live CQs of this package; capacities above the device limits are
 // EINVAL.
 func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
-	if !pd.ok() {
-		return nil, errNil("PD")
-	}
-	if err := pd.d.check(); err != nil {
+	release, err := pd.use()
+	if err != nil {
 		return nil, err
 	}
+	defer release()
 	for _, c := range []struct {
 		name string
 		cq   *CQ

@@ -67,12 +67,11 @@ func (s *SRQ) engine() (*nic.SRQ, error) {
 // MaxWR of 0 or above MaxSRQWR, or a MaxSGE above MaxSRQSGE, is EINVAL;
 // more than MaxSRQ SRQs is ENOMEM.
 func (pd *PD) CreateSRQ(attr SRQInitAttr) (*SRQ, error) {
-	if !pd.ok() {
-		return nil, errNil("PD")
-	}
-	if err := pd.d.check(); err != nil {
+	release, err := pd.use()
+	if err != nil {
 		return nil, err
 	}
+	defer release()
 	v := &SRQ{pd: pd}
 	s, err := pd.d.n.CreateSRQ(pd.pd, nic.SRQInitAttr{
 		MaxWR: attr.MaxWR, MaxSGE: attr.MaxSGE, SRQLimit: attr.SRQLimit, Context: v,

@@ -13,6 +13,7 @@ package verbs
 import (
 	"fmt"
 	"net/netip"
+	"sync"
 
 	"github.com/softnic/softnic/clock"
 	"github.com/softnic/softnic/nic"
@@ -348,9 +349,32 @@ func (d *Device) AsyncEvents() ([]AsyncEvent, <-chan struct{}) {
 type PD struct {
 	d  *Device
 	pd *mem.PD
+
+	// mu orders Dealloc after the creations that take a reference on the
+	// PD (QPs, SRQs, AHs): they hold it shared, Dealloc exclusively, so
+	// none can reference a freed PD (mem.PD.Ref does not check).
+	mu   sync.RWMutex
+	dead bool // guarded by mu
 }
 
 func (pd *PD) ok() bool { return pd != nil && pd.pd != nil && pd.d.ok() }
+
+// use checks that pd can hold a new object and keeps Dealloc away until
+// release is called.
+func (pd *PD) use() (release func(), err error) {
+	if !pd.ok() {
+		return nil, errNil("PD")
+	}
+	if err := pd.d.check(); err != nil {
+		return nil, err
+	}
+	pd.mu.RLock()
+	if pd.dead {
+		pd.mu.RUnlock()
+		return nil, fmt.Errorf("%w: PD %d was deallocated", EINVAL, pd.pd.Handle())
+	}
+	return pd.mu.RUnlock, nil
+}
 
 // AllocPD allocates a protection domain (ibv_alloc_pd).
 func (d *Device) AllocPD() (*PD, error) {
@@ -364,13 +388,19 @@ func (d *Device) AllocPD() (*PD, error) {
 	return &PD{d: d, pd: pd}, nil
 }
 
-// Dealloc frees the PD (ibv_dealloc_pd); EBUSY while MRs or QPs use it,
-// EINVAL when it was already freed.
+// Dealloc frees the PD (ibv_dealloc_pd); EBUSY while MRs, QPs, SRQs or
+// AHs use it, EINVAL when it was already freed.
 func (pd *PD) Dealloc() error {
 	if !pd.ok() {
 		return errNil("PD")
 	}
-	return errno(pd.d.n.Mem().DeallocPD(pd.pd))
+	pd.mu.Lock()
+	defer pd.mu.Unlock()
+	if err := pd.d.n.Mem().DeallocPD(pd.pd); err != nil {
+		return errno(err)
+	}
+	pd.dead = true
+	return nil
 }
 
 // Handle returns the PD's handle.

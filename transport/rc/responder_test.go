@@ -5,6 +5,7 @@ package rc
 // ACK coalescing and the ordering of ACKs, NAKs and read responses.
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"slices"
 	"testing"
@@ -277,7 +278,7 @@ func TestDuplicateReadResources(t *testing.T) {
 
 	fa := wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCFetchAdd, PSN: 10},
 		AtomicETH: wire.AtomicETHFields{VA: 0x10000 + 8192, RKey: rkey, SwapAdd: 5}}
-	h.buf[8192] = 7
+	binary.NativeEndian.PutUint64(h.buf[8192:], 7)
 	h.deliver(fa, nil)
 	h.deliver(fa, nil)
 	check(t, "atomic and its duplicate", h.process(), "RC_ATOMIC_ACKNOWLEDGE/10", "RC_ATOMIC_ACKNOWLEDGE/10")
@@ -286,7 +287,7 @@ func TestDuplicateReadResources(t *testing.T) {
 			t.Errorf("atomic ACK %d returns %d, want the original 7", i, got)
 		}
 	}
-	if got := h.buf[8192]; got != 12 {
+	if got := binary.NativeEndian.Uint64(h.buf[8192:]); got != 12 {
 		t.Errorf("value %d after one fetch-add of 5 to 7 and its duplicate, want 12", got)
 	}
 	if s := h.qp.State(); s != transport.QPStateRTS {

@@ -1,0 +1,109 @@
+package perftest
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/verbs"
+)
+
+type side struct {
+	out, errOut bytes.Buffer
+	res         *Result
+	err         error
+}
+
+// runPair runs a server and a client of cfg over an in-memory fabric.
+func runPair(t *testing.T, cfg Config, scfgMod func(*Config)) (srv, cli *side) {
+	t.Helper()
+	f := fabric.New(fabric.Config{Seed: 1})
+	t.Cleanup(func() { f.Close() })
+	open := func(a string) *verbs.Device {
+		ep, err := f.Attach(netip.MustParseAddr(a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := verbs.Open(verbs.Config{Link: ep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		return d
+	}
+	sdev, cdev := open("10.0.0.1"), open("10.0.0.2")
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv, cli = &side{}, &side{}
+	scfg, ccfg := cfg, cfg
+	if scfgMod != nil {
+		scfgMod(&scfg)
+	}
+	ccfg.ServerName, ccfg.Port = "127.0.0.1", ln.Addr().(*net.TCPAddr).Port
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		srv.res, srv.err = Run(ctx, scfg, Env{Dev: sdev, Out: &srv.out, Err: &srv.errOut, Listener: ln, Stall: 20 * time.Second})
+	}()
+	go func() {
+		defer wg.Done()
+		cli.res, cli.err = Run(ctx, ccfg, Env{Dev: cdev, Out: &cli.out, Err: &cli.errOut, Stall: 20 * time.Second, ConnectRetry: 10 * time.Second})
+	}()
+	wg.Wait()
+	return srv, cli
+}
+
+func TestPerftestPairs(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		verb Verb
+		test TestKind
+		mod  func(*Config)
+	}{
+		{"write_bw", Write, BW, func(c *Config) { c.Iters, c.Size = 50, 5000 }},
+		{"write_bw check 3 QPs", Write, BW, func(c *Config) { c.Iters, c.Size, c.NumQP, c.Check = 40, 300, 3, true }},
+		{"write_bw big check", Write, BW, func(c *Config) { c.Iters, c.Size, c.Check = 8, 1 << 20, true }},
+		{"write_bw UC", Write, BW, func(c *Config) { c.Iters, c.Size, c.Conn = 20, 4096, UC }},
+		{"read_bw check", Read, BW, func(c *Config) { c.Iters, c.Size, c.Check = 30, 100, true }},
+		{"read_bw mtu256", Read, BW, func(c *Config) { c.Iters, c.Size, c.MTU = 10, 70000, 256 }},
+		{"send_bw check", Send, BW, func(c *Config) { c.Iters, c.Size, c.Check = 60, 2000, true }},
+		{"send_bw UD", Send, BW, func(c *Config) { c.Iters, c.Size, c.Conn = 20, 1024, UD }},
+		{"atomic_bw fadd check", Atomic, BW, func(c *Config) { c.Iters, c.Check = 200, true }},
+		{"atomic_bw cas check", Atomic, BW, func(c *Config) { c.Iters, c.Atomic, c.Check = 50, CmpAndSwap, true }},
+		{"write_lat", Write, Lat, func(c *Config) { c.Iters, c.Size = 20, 64 }},
+		{"read_lat check", Read, Lat, func(c *Config) { c.Iters, c.Size, c.Check = 20, 1000, true }},
+		{"send_lat", Send, Lat, func(c *Config) { c.Iters, c.Size = 20, 100 }},
+		{"send_lat UC", Send, Lat, func(c *Config) { c.Iters, c.Size, c.Conn = 20, 100, UC }},
+		{"atomic_lat check", Atomic, Lat, func(c *Config) { c.Iters, c.Check = 20, true }},
+		{"write_bw gbits noPeak", Write, BW, func(c *Config) { c.Iters, c.ReportGbit, c.NoPeak = 20, true, true }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := Defaults(tt.verb, tt.test)
+			tt.mod(&cfg)
+			srv, cli := runPair(t, cfg, nil)
+			if srv.err != nil || cli.err != nil {
+				t.Fatalf("server: %v\n%s%s\nclient: %v\n%s%s", srv.err, srv.out.String(), srv.errOut.String(), cli.err, cli.out.String(), cli.errOut.String())
+			}
+			for _, s := range []*side{srv, cli} {
+				if !strings.Contains(s.out.String(), " Link type       : Ethernet\n") {
+					t.Errorf("no test info:\n%s", s.out.String())
+				}
+			}
+			if cfg.Check && !srv.res.Checked && !cli.res.Checked {
+				t.Errorf("--check checked nothing")
+			}
+			t.Logf("server:\n%s%s\nclient:\n%s%s", srv.out.String(), srv.errOut.String(), cli.out.String(), cli.errOut.String())
+		})
+	}
+}

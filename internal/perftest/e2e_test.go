@@ -73,7 +73,7 @@ func TestPerftestPairs(t *testing.T) {
 	}{
 		{"write_bw", Write, BW, func(c *Config) { c.Iters, c.Size = 50, 5000 }},
 		{"write_bw check 3 QPs", Write, BW, func(c *Config) { c.Iters, c.Size, c.NumQP, c.Check = 40, 300, 3, true }},
-		{"write_bw big check", Write, BW, func(c *Config) { c.Iters, c.Size, c.Check = 8, 1 << 20, true }},
+		{"write_bw big check", Write, BW, func(c *Config) { c.Iters, c.Size, c.Check = 8, 1<<20, true }},
 		{"write_bw UC", Write, BW, func(c *Config) { c.Iters, c.Size, c.Conn = 20, 4096, UC }},
 		{"read_bw check", Read, BW, func(c *Config) { c.Iters, c.Size, c.Check = 30, 100, true }},
 		{"read_bw mtu256", Read, BW, func(c *Config) { c.Iters, c.Size, c.MTU = 10, 70000, 256 }},

@@ -3,6 +3,7 @@ package nic
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"net/netip"
 	"sync"
 
 	"github.com/softnic/softnic/wire"
@@ -132,48 +133,62 @@ func crcShift(r uint32, k int) uint32 {
 	return crcMul(crcTables.pow8[k], r)
 }
 
-// icrcHeader writes the IP and UDP headers e describes for a UDP payload
-// of n bytes into b, as the ICRC sees them apart from the masked fields
-// (which the callers make equal), and returns their length.
-func icrcHeader(b *[wire.IPv6HeaderLen + wire.UDPHeaderLen]byte, e *wire.Encap, n int) int {
-	h := e.PutHeaders(b[:], n)
-	if e.IsIPv4() {
-		b[10], b[11] = 0, 0 // the header checksum is masked
-	}
-	return h
-}
-
 // patchICRC rewrites the ICRC of pkt (BTH through ICRC), computed for the
 // headers from, into the ICRC for the headers to. Fields the ICRC masks
-// may differ freely; from and to must be of one IP family.
+// may differ freely; from and to must be of one IP family (IPv4-mapped
+// addresses count as IPv4).
 func patchICRC(pkt []byte, from, to *wire.Encap) {
 	if len(pkt) < wire.BTHLen+wire.ICRCLen {
 		return
 	}
-	crcInit()
-	a, b := *from, *to
-	// Masked fields do not matter; make them equal.
-	a.TrafficClass, a.HopLimit, a.FlowLabel, a.UDPChecksum = b.TrafficClass, b.HopLimit, b.FlowLabel, b.UDPChecksum
-	if a == b {
-		return
-	}
-	var ha, hb [wire.IPv6HeaderLen + wire.UDPHeaderLen]byte
-	n := icrcHeader(&ha, &a, len(pkt))
-	if icrcHeader(&hb, &b, len(pkt)) != n {
+	// x is the XOR of the two IP and UDP headers as the ICRC sees them:
+	// only the covered fields that may differ are filled in; lengths,
+	// version and protocol are equal.
+	var x [wire.IPv6HeaderLen + wire.UDPHeaderLen]byte
+	var n int
+	if v4 := from.IsIPv4(); v4 != to.IsIPv4() {
 		return // mixed families: a caller's bug, leave the packet alone
+	} else if v4 {
+		binary.BigEndian.PutUint16(x[4:], from.ID^to.ID)
+		binary.BigEndian.PutUint16(x[6:], from.FragOff^to.FragOff)
+		xor4(x[12:16], from.Src, to.Src)
+		xor4(x[16:20], from.Dst, to.Dst)
+		n = wire.IPv4HeaderLen
+	} else {
+		xor16(x[8:24], from.Src, to.Src)
+		xor16(x[24:40], from.Dst, to.Dst)
+		n = wire.IPv6HeaderLen
 	}
+	binary.BigEndian.PutUint16(x[n:], from.SrcPort^to.SrcPort)
+	binary.BigEndian.PutUint16(x[n+2:], from.DstPort^to.DstPort)
+	n += wire.UDPHeaderLen
 	f := 0
-	for f < n && ha[f] == hb[f] {
+	for f < n && x[f] == 0 {
 		f++
 	}
 	if f == n {
 		return
 	}
-	for i := f; i < n; i++ {
-		ha[i] ^= hb[i]
-	}
-	delta := crcShift(crcRaw(ha[f:n]), len(pkt)-wire.ICRCLen)
+	crcInit()
+	delta := crcShift(crcRaw(x[f:n]), len(pkt)-wire.ICRCLen)
 	binary.LittleEndian.PutUint32(pkt[len(pkt)-wire.ICRCLen:], wire.StoredICRC(pkt)^delta)
+}
+
+func xor4(dst []byte, a, b netip.Addr) {
+	if !a.IsValid() || !b.IsValid() {
+		return
+	}
+	x, y := a.Unmap().As4(), b.Unmap().As4()
+	for i := range dst {
+		dst[i] = x[i] ^ y[i]
+	}
+}
+
+func xor16(dst []byte, a, b netip.Addr) {
+	x, y := a.As16(), b.As16()
+	for i := range dst {
+		dst[i] = x[i] ^ y[i]
+	}
 }
 
 // ipv4IDTail is the number of ICRC-covered bytes after the IPv4

@@ -1,0 +1,384 @@
+//go:build linux
+
+// Command udpbench measures how fast this machine moves RoCEv2-sized UDP
+// datagrams over loopback with the batching softnic's UDP link uses, so
+// softnic's throughput can be compared with the machine's limit:
+//
+//	go run ./cmd/udpbench                   # every mode, 4112-byte datagrams
+//	go run ./cmd/udpbench -size 1052 -d 5s  # 1 KiB PMTU, longer runs
+//
+// One sender goroutine and one receiver goroutine, each on its own OS
+// thread, send from 127.0.0.1 to 127.0.0.2 for -d per run; the table shows
+// the median of -runs runs of what was delivered. Modes:
+//
+//	raw/plain     sendmmsg of -batch datagrams -> recvmmsg of -batch
+//	raw/gso       sendmmsg of UDP GSO sends (up to 64 KiB each) -> recvmmsg
+//	raw/gso+gro   the same, received with UDP_GRO into 64 KiB buffers
+//	link/...      the same three through nic.UDPLink WriteBatch/ReadBatch
+//	              (ICRC patching, control messages, GRO splitting)
+//
+// The sender is not paced: what the receiver cannot take is lost in its
+// socket buffer (8 MiB) and counted as loss.
+package main
+
+import (
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/wire"
+)
+
+var (
+	size     = flag.Int("size", 4112, "UDP payload bytes per datagram (4112: a 4096-byte RoCEv2 WRITE_MIDDLE)")
+	batch    = flag.Int("batch", 64, "datagrams per sendmmsg/recvmmsg (the UDP link's default batch)")
+	duration = flag.Duration("d", 2*time.Second, "length of one run")
+	runs     = flag.Int("runs", 3, "runs per mode; the median is shown")
+	modes    = flag.String("modes", "raw/plain,raw/gso,raw/gso+gro,link/plain,link/gso,link/gso+gro", "modes to run")
+)
+
+func main() {
+	flag.Parse()
+	fmt.Printf("udpbench: %d-byte datagrams, batch %d, %v x %d runs, GOMAXPROCS %d, 127.0.0.1 -> 127.0.0.2\n",
+		*size, *batch, *duration, *runs, runtime.GOMAXPROCS(0))
+	fmt.Printf("%-14s %10s %10s %8s\n", "mode", "Gbit/s", "kpkt/s", "loss%")
+	for _, m := range splitComma(*modes) {
+		var res []result
+		for range *runs {
+			r, err := run(m)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "%s: %v\n", m, err)
+				os.Exit(1)
+			}
+			res = append(res, r)
+		}
+		slices.SortFunc(res, func(a, b result) int { return int(a.bytes - b.bytes) })
+		r := res[len(res)/2]
+		secs := r.elapsed.Seconds()
+		loss := 0.0
+		if r.sent > 0 {
+			loss = 100 * (1 - float64(r.pkts)/float64(r.sent))
+		}
+		fmt.Printf("%-14s %10.2f %10.0f %8.2f\n", m, float64(r.bytes)*8/secs/1e9, float64(r.pkts)/secs/1e3, loss)
+	}
+}
+
+func splitComma(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == ',' {
+			if i > start {
+				out = append(out, s[start:i])
+			}
+			start = i + 1
+		}
+	}
+	return out
+}
+
+type result struct {
+	bytes, pkts, sent int64
+	elapsed           time.Duration
+}
+
+// run measures one mode once.
+func run(mode string) (result, error) {
+	var link bool
+	var gso, gro bool
+	switch mode {
+	case "raw/plain":
+	case "raw/gso":
+		gso = true
+	case "raw/gso+gro":
+		gso, gro = true, true
+	case "link/plain":
+		link = true
+	case "link/gso":
+		link, gso = true, true
+	case "link/gso+gro":
+		link, gso, gro = true, true, true
+	default:
+		return result{}, fmt.Errorf("unknown mode %q", mode)
+	}
+	if link {
+		return runLink(gso, gro)
+	}
+	return runRaw(gso, gro)
+}
+
+// ---- through nic.UDPLink ----
+
+func runLink(gso, gro bool) (result, error) {
+	var la, lb *nic.UDPLink
+	var err error
+	for port := uint16(47910); ; port++ {
+		la, err = nic.ListenUDP(nic.UDPConfig{Addr: netip.MustParseAddr("127.0.0.1"), Port: port, BatchSize: *batch, DisableGSO: !gso})
+		if err != nil {
+			continue
+		}
+		lb, err = nic.ListenUDP(nic.UDPConfig{Addr: netip.MustParseAddr("127.0.0.2"), Port: port, BatchSize: *batch, DisableGRO: !gro})
+		if err != nil {
+			la.Close()
+			if port > 48000 {
+				return result{}, err
+			}
+			continue
+		}
+		break
+	}
+	defer la.Close()
+	// Engine-like datagrams: a per-QP source port the link must patch.
+	e := wire.Encap{Src: la.LocalAddr(), Dst: lb.LocalAddr(), SrcPort: 0xC123, DstPort: lb.Port(), HopLimit: 64, FragOff: wire.IPv4DF}
+	payload := make([]byte, *size-wire.BTHLen-wire.ICRCLen)
+	h := wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCWriteMiddle, PKey: wire.DefaultPKey, DestQP: 0x11}}
+	msgs := make([]nic.Datagram, *batch)
+	for i := range msgs {
+		b := make([]byte, nic.MaxDatagram)
+		n, err := wire.Build(b, &e, &h, payload)
+		if err != nil {
+			return result{}, err
+		}
+		msgs[i] = nic.Datagram{Buf: b[:n]}
+	}
+	var rxBytes, rxPkts atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		runtime.LockOSThread()
+		rx := make([]nic.Datagram, *batch)
+		for i := range rx {
+			rx[i].Buf = make([]byte, 0, nic.MaxDatagram)
+		}
+		for {
+			n, err := lb.ReadBatch(rx)
+			if err != nil {
+				return
+			}
+			var b int64
+			for _, d := range rx[:n] {
+				b += int64(len(d.Buf))
+			}
+			rxBytes.Add(b)
+			rxPkts.Add(int64(n))
+		}
+	}()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var sent int64
+	start := time.Now()
+	for time.Since(start) < *duration {
+		for i := range msgs {
+			msgs[i].Encap = e
+		}
+		n, err := la.WriteBatch(msgs)
+		if err != nil {
+			return result{}, err
+		}
+		sent += int64(n)
+	}
+	elapsed := time.Since(start)
+	time.Sleep(50 * time.Millisecond) // drain
+	lb.Close()
+	wg.Wait()
+	return result{bytes: rxBytes.Load(), pkts: rxPkts.Load(), sent: sent, elapsed: elapsed}, nil
+}
+
+// ---- raw sockets ----
+
+type mmsghdr struct {
+	hdr unix.Msghdr
+	len uint32
+}
+
+func listen(addr string, port int) (*net.UDPConn, syscall.RawConn, error) {
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(addr), Port: port})
+	if err != nil {
+		return nil, nil, err
+	}
+	rc, err := c.SyscallConn()
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	var serr error
+	rc.Control(func(fd uintptr) {
+		s := int(fd)
+		if unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 8<<20) != nil {
+			unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_SNDBUF, 8<<20)
+		}
+		if unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20) != nil {
+			unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_RCVBUF, 8<<20)
+		}
+		serr = unix.SetsockoptInt(s, unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO)
+	})
+	return c, rc, serr
+}
+
+func runRaw(gso, gro bool) (result, error) {
+	var ca, cb *net.UDPConn
+	var ra, rb syscall.RawConn
+	var err error
+	port := 0
+	for p := 48100; p < 48200; p++ {
+		if ca, ra, err = listen("127.0.0.1", p); err != nil {
+			continue
+		}
+		if cb, rb, err = listen("127.0.0.2", p); err != nil {
+			ca.Close()
+			continue
+		}
+		port = p
+		break
+	}
+	if port == 0 {
+		return result{}, fmt.Errorf("no free port: %v", err)
+	}
+	defer ca.Close()
+	sz := *size
+	segs := 1
+	if gso {
+		segs = min(64, (0xFFFF-28)/sz)
+	}
+	if gro {
+		var gerr error
+		rb.Control(func(fd uintptr) { gerr = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_GRO, 1) })
+		if gerr != nil {
+			return result{}, fmt.Errorf("UDP_GRO: %w", gerr)
+		}
+	}
+	// Sender: batch datagrams, grouped into messages of segs datagrams.
+	nmsg := (*batch + segs - 1) / segs
+	data := make([]byte, *batch*sz)
+	iov := make([]unix.Iovec, *batch)
+	for i := range iov {
+		iov[i].Base = &data[i*sz]
+		iov[i].SetLen(sz)
+	}
+	var to [unix.SizeofSockaddrInet4]byte
+	binary.NativeEndian.PutUint16(to[0:], unix.AF_INET)
+	binary.BigEndian.PutUint16(to[2:], uint16(port))
+	copy(to[4:], []byte{127, 0, 0, 2})
+	oob := make([]byte, unix.CmsgSpace(2))
+	if segs > 1 {
+		c := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+		c.Level, c.Type = unix.IPPROTO_UDP, unix.UDP_SEGMENT
+		c.SetLen(unix.CmsgLen(2))
+		binary.NativeEndian.PutUint16(oob[unix.CmsgLen(0):], uint16(sz))
+	}
+	hs := make([]mmsghdr, nmsg)
+	for m := range hs {
+		first := m * segs
+		cnt := min(segs, *batch-first)
+		hs[m].hdr.Name = &to[0]
+		hs[m].hdr.Namelen = unix.SizeofSockaddrInet4
+		hs[m].hdr.Iov = &iov[first]
+		hs[m].hdr.SetIovlen(cnt)
+		if cnt > 1 {
+			hs[m].hdr.Control = &oob[0]
+			hs[m].hdr.SetControllen(len(oob))
+		}
+	}
+	// Receiver.
+	rbuf := sz
+	if gro {
+		rbuf = 1 << 16
+	}
+	rdata := make([]byte, *batch*rbuf)
+	riov := make([]unix.Iovec, *batch)
+	roob := make([]byte, *batch*64)
+	rhs := make([]mmsghdr, *batch)
+	var rxBytes, rxPkts atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		runtime.LockOSThread()
+		var got int
+		fn := func(fd uintptr) bool {
+			for i := range rhs {
+				riov[i].Base = &rdata[i*rbuf]
+				riov[i].SetLen(rbuf)
+				rhs[i].hdr.Iov = &riov[i]
+				rhs[i].hdr.SetIovlen(1)
+				rhs[i].hdr.Control = &roob[i*64]
+				rhs[i].hdr.SetControllen(64)
+			}
+			n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&rhs[0])), uintptr(len(rhs)), unix.MSG_DONTWAIT, 0, 0)
+			if e == unix.EAGAIN {
+				return false
+			}
+			got = int(n)
+			if e != 0 {
+				got = 0
+			}
+			return true
+		}
+		for {
+			if err := rb.Read(fn); err != nil {
+				return
+			}
+			var b, p int64
+			for i := range got {
+				n := int64(rhs[i].len)
+				b += n
+				seg := int64(sz)
+				if gro {
+					// The GRO segment size is in the control message; the
+					// datagrams are all sz bytes here.
+					p += (n + seg - 1) / seg
+				} else {
+					p++
+				}
+			}
+			rxBytes.Add(b)
+			rxPkts.Add(p)
+		}
+	}()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var sent int64
+	var serr error
+	sendFn := func(fd uintptr) bool {
+		n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&hs[0])), uintptr(len(hs)), unix.MSG_DONTWAIT, 0, 0)
+		if e == unix.EAGAIN {
+			return false
+		}
+		if e != 0 {
+			serr = e
+			return true
+		}
+		for m := range int(n) {
+			sent += int64(hs[m].hdr.Iovlen)
+		}
+		return true
+	}
+	start := time.Now()
+	for time.Since(start) < *duration {
+		if err := ra.Write(sendFn); err != nil {
+			return result{}, err
+		}
+		if serr != nil {
+			return result{}, fmt.Errorf("sendmmsg: %w", serr)
+		}
+	}
+	elapsed := time.Since(start)
+	time.Sleep(50 * time.Millisecond)
+	cb.Close()
+	wg.Wait()
+	return result{bytes: rxBytes.Load(), pkts: rxPkts.Load(), sent: sent, elapsed: elapsed}, nil
+}

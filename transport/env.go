@@ -62,6 +62,6 @@ type Counters struct {
 	RemoteAccessErr     atomic.Uint64 // NAKs sent for remote access errors
 	InvalidRequestErr   atomic.Uint64 // NAKs sent for invalid requests
 	RemoteOpErr         atomic.Uint64 // NAKs sent for remote operational errors
-	Retransmits         atomic.Uint64 // packets sent again by go-back-N
+	Retransmits         atomic.Uint64 // go-back-N retries started (each resends from the oldest unacknowledged PSN)
 	Timeouts            atomic.Uint64 // retransmit timer expiries
 }

@@ -18,6 +18,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/softnic/softnic/internal/perftest"
 	"github.com/softnic/softnic/internal/pingpong"
 )
 
@@ -46,6 +47,14 @@ func commandList() []command {
 		{"uc_pingpong", "UC SEND ping-pong, like rdma-core's ibv_uc_pingpong", runPingpong(pingpong.UC)},
 		{"ud_pingpong", "UD SEND ping-pong, like rdma-core's ibv_ud_pingpong", runPingpong(pingpong.UD)},
 		{"srq_pingpong", "RC ping-pong over a shared receive queue, like ibv_srq_pingpong", runPingpong(pingpong.SRQ)},
+		{"write_bw", "RDMA WRITE bandwidth, like perftest's ib_write_bw", runPerftest(perftest.Write, perftest.BW)},
+		{"write_lat", "RDMA WRITE latency, like perftest's ib_write_lat", runPerftest(perftest.Write, perftest.Lat)},
+		{"read_bw", "RDMA READ bandwidth, like perftest's ib_read_bw", runPerftest(perftest.Read, perftest.BW)},
+		{"read_lat", "RDMA READ latency, like perftest's ib_read_lat", runPerftest(perftest.Read, perftest.Lat)},
+		{"send_bw", "SEND bandwidth, like perftest's ib_send_bw", runPerftest(perftest.Send, perftest.BW)},
+		{"send_lat", "SEND latency, like perftest's ib_send_lat", runPerftest(perftest.Send, perftest.Lat)},
+		{"atomic_bw", "atomic bandwidth, like perftest's ib_atomic_bw", runPerftest(perftest.Atomic, perftest.BW)},
+		{"atomic_lat", "atomic latency, like perftest's ib_atomic_lat", runPerftest(perftest.Atomic, perftest.Lat)},
 		{"help", "show usage of softnic or of one command", runHelp},
 		{"version", "print the version", runVersion},
 	}
@@ -86,7 +95,7 @@ func usage(w io.Writer) {
 	var b strings.Builder
 	b.WriteString("softnic is a software RoCEv2 RDMA NIC.\n\nUsage:\n\n\tsoftnic <command> [arguments]\n\nCommands:\n\n")
 	for _, c := range commandList() {
-		fmt.Fprintf(&b, "\t%-10s %s\n", c.name, c.summary)
+		fmt.Fprintf(&b, "\t%-13s %s\n", c.name, c.summary)
 	}
 	b.WriteString("\nRun 'softnic help <command>' for a command's usage.\n")
 	io.WriteString(w, b.String())

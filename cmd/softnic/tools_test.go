@@ -137,3 +137,77 @@ func TestPingpongCommandErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestPerftestCommands(t *testing.T) {
+	table := regexp.MustCompile(`(?m)^ #bytes .*\n( \d+ .*\n)+-{87}\n`)
+	for _, tt := range []struct {
+		tool string
+		args []string
+	}{
+		{"write_bw", []string{"-n", "20", "-s", "5000", "-m", "1024", "-F", "-x", "1", "--check"}},
+		{"write_bw", []string{"-n", "5", "-a"}},
+		{"write_bw", []string{"-n", "10", "-q", "3", "-s", "1000", "--check"}},
+		{"read_bw", []string{"-n", "10", "-s", "64K", "--report_gbits", "--check"}},
+		{"send_bw", []string{"-n", "30", "-s", "1000", "-c", "UC"}},
+		{"send_bw", []string{"-n", "30", "-s", "1000", "-c", "UD"}},
+		{"atomic_bw", []string{"-n", "50", "-A", "CMP_AND_SWAP", "--check"}},
+		{"write_lat", []string{"-n", "20", "-s", "64"}},
+		{"read_lat", []string{"-n", "20", "-s", "10000", "--check"}},
+		{"send_lat", []string{"-n", "20"}},
+		{"atomic_lat", []string{"-n", "20", "--check"}},
+	} {
+		t.Run(tt.tool+strings.Join(tt.args, ""), func(t *testing.T) {
+			srv, cli := runToolPair(t, tt.tool, tt.args, tt.args)
+			for _, r := range []struct {
+				who string
+				r   toolRun
+			}{{"server", srv}, {"client", cli}} {
+				if r.r.status != 0 {
+					t.Errorf("%s: status %d\nstdout:\n%s\nstderr:\n%s", r.who, r.r.status, r.r.out, r.r.errOut)
+					continue
+				}
+				if !strings.Contains(r.r.out, " Data ex. method : Ethernet\n") {
+					t.Errorf("%s: no test information:\n%s", r.who, r.r.out)
+				}
+			}
+			// read_lat and atomic_lat servers print no table.
+			if !table.MatchString(cli.out) {
+				t.Errorf("client: no result table:\n%s", cli.out)
+			}
+		})
+	}
+}
+
+func TestPerftestCommandErrors(t *testing.T) {
+	useFabric(t)
+	for _, tt := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"write_bw", "-e"}, "invalid option -- 'e'"},
+		{[]string{"write_bw", "-n", "3"}, "Iteration num should be between 5 and 100000000"},
+		{[]string{"write_bw", "-m", "1000"}, "Invalid MTU - 1000"},
+		{[]string{"write_bw", "-b"}, "-b is not supported by softnic"},
+		{[]string{"write_bw", "--run_infinitely"}, "--run_infinitely is not supported by softnic"},
+		{[]string{"write_bw", "-c", "UD"}, "UD connection only possible in SEND verb"},
+		{[]string{"read_bw", "-c", "XRC"}, "XRC connection is not supported"},
+		{[]string{"atomic_bw", "-A", "SWAP"}, "Invalid Atomic type"},
+		{[]string{"atomic_bw", "-s", "16", "--addr", "10.0.0.7"}, "Message size cannot be changed for Atomic tests"},
+		{[]string{"write_lat", "-q", "2"}, "invalid option -- 'q'"},
+		{[]string{"write_bw", "-s", "0"}, "Message Size should be between 1"},
+		{[]string{"send_bw", "--output", "latency"}, "Output verbosity level for BW"},
+		{[]string{"write_lat", "--check", "--addr", "10.0.0.8"}, "--check is for"},
+	} {
+		var o, e bytes.Buffer
+		if got := run(tt.args, &o, &e); got != exitTool {
+			t.Errorf("%q: got status %d, want %d", tt.args, got, exitTool)
+		}
+		if !strings.Contains(e.String(), tt.wantErr) {
+			t.Errorf("%q: stderr %q lacks %q", tt.args, e.String(), tt.wantErr)
+		}
+	}
+	var o, e bytes.Buffer
+	if got := run([]string{"write_bw", "-V"}, &o, &e); got != exitOK || o.String() != "Version: 6.06\n" {
+		t.Errorf("-V: got %d %q", got, o.String())
+	}
+}

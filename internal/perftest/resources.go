@@ -1,6 +1,7 @@
 package perftest
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"unsafe"
@@ -81,9 +82,9 @@ func newRes(cfg *Config, dev *verbs.Device, cycle, cacheLine int, mtu verbs.MTU,
 	pad := (cycle - int(uintptr(unsafe.Pointer(&raw[0]))%uintptr(cycle))) % cycle
 	r.buf = raw[pad : pad+n : pad+n]
 	if !(cfg.Verb == Write && cfg.Test == Lat) { // write_lat polls a zeroed buffer
-		for i := range r.buf {
-			r.buf[i] = byte(rand.Uint32())
-		}
+		var sd [32]byte
+		binary.LittleEndian.PutUint64(sd[:], rand.Uint64())
+		rand.NewChaCha8(sd).Read(r.buf) // srand(time(NULL)); rand() per byte
 	}
 	var err error
 	if r.pd, err = dev.AllocPD(); err != nil {

@@ -52,22 +52,19 @@ type NIC struct {
 
 	pcapFile *os.File
 	pcapBuf  *bufio.Writer
-	pcapLink *pcapLink
+	pcapLink *nic.PcapLink
 	metrics  io.Closer
 }
 
-// UDP opens the UDP link of a NIC; cmd/softnic's default. It is a
-// variable so the UDP implementation can be plugged in where it lives.
-var UDP LinkFunc = noUDP
+// UDP opens the UDP link of a NIC (nic.ListenUDP); cmd/softnic's
+// default.
+var UDP LinkFunc = func(addr netip.Addr, port uint16) (nic.Link, error) {
+	return nic.ListenUDP(nic.UDPConfig{Addr: addr, Port: port})
+}
 
 // StartMetrics serves a device's counters on addr; nil until softnic has
 // a metrics exporter.
 var StartMetrics func(dev *verbs.Device, addr string) (io.Closer, error)
-
-// ErrNoUDP is returned by the default UDP link of a build without one.
-var ErrNoUDP = errors.New("this softnic build has no UDP link (nic.ListenUDP)")
-
-func noUDP(netip.Addr, uint16) (nic.Link, error) { return nil, ErrNoUDP }
 
 // ErrAddrInUse reports that the NIC's UDP port is taken.
 type ErrAddrInUse struct {
@@ -122,7 +119,7 @@ func Open(cfg Config) (*NIC, error) {
 			return nil, fmt.Errorf("pcap: %w", err)
 		}
 		n.pcapFile, n.pcapBuf = f, buf
-		n.pcapLink = &pcapLink{Link: link, w: w}
+		n.pcapLink = nic.NewPcapLink(link, w)
 		link = n.pcapLink
 	}
 	dev, err := verbs.Open(verbs.Config{Link: link, PeerPort: cfg.PeerPort, Name: cfg.Name})
@@ -168,7 +165,7 @@ func (n *NIC) closePcap() error {
 	}
 	var errs []error
 	if n.pcapLink != nil {
-		errs = append(errs, n.pcapLink.err())
+		errs = append(errs, n.pcapLink.Err())
 	}
 	errs = append(errs, n.pcapBuf.Flush(), n.pcapFile.Close())
 	n.pcapFile = nil

@@ -65,6 +65,9 @@ type UDPLink struct {
 	rcvbuf int
 	closed atomic.Bool
 	ctr    udpCounters
+	// sendFault, set only by tests, makes sendmmsg fail with its result
+	// for the message at t.start.
+	sendFault func(t *udpTx) unix.Errno
 
 	rxMu sync.Mutex
 	rx   udpRx // guarded by rxMu
@@ -566,7 +569,15 @@ func (l *UDPLink) putTx(t *udpTx) {
 }
 
 func (t *udpTx) send(fd uintptr) bool {
-	n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&t.hs[t.start])), uintptr(t.end-t.start),
+	vlen := t.end - t.start
+	if f := t.l.sendFault; f != nil {
+		if e := f(t); e != 0 {
+			t.got, t.errno = 0, e
+			return true
+		}
+		vlen = 1 // one message per call, so a fault hits one message
+	}
+	n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&t.hs[t.start])), uintptr(vlen),
 		unix.MSG_DONTWAIT, 0, 0)
 	if e == unix.EAGAIN || e == unix.EINTR {
 		return false // wait for send buffer space
@@ -580,8 +591,9 @@ func (t *udpTx) send(fd uintptr) bool {
 // ICRC in its Buf is patched to the headers really sent, and its Encap is
 // rewritten to them (source, source port, identification, DF, hop
 // limit). Datagrams the link cannot send (another address family, no
-// destination, a send error) are dropped and counted. It waits only for
-// socket buffer space. After Close it returns ErrLinkClosed.
+// destination) are dropped, counted, and their Encap zeroed; datagrams a
+// send error drops are counted. It waits only for socket buffer space.
+// After Close it returns ErrLinkClosed.
 func (l *UDPLink) WriteBatch(msgs []Datagram) (int, error) {
 	if l.closed.Load() {
 		return 0, ErrLinkClosed
@@ -591,7 +603,7 @@ func (l *UDPLink) WriteBatch(msgs []Datagram) (int, error) {
 	sent := 0
 	for len(msgs) > 0 {
 		k := min(len(msgs), len(t.iov))
-		n, err := t.write(msgs[:k])
+		n, err := t.write(msgs[:k], false)
 		sent += n
 		if err != nil {
 			return sent, err
@@ -631,8 +643,9 @@ func sameFlow(a, b *wire.Encap) bool {
 	return a.Dst == b.Dst && a.DstPort == b.DstPort && a.TrafficClass == b.TrafficClass && a.HopLimit == b.HopLimit
 }
 
-// write sends at most len(t.iov) datagrams.
-func (t *udpTx) write(msgs []Datagram) (int, error) {
+// write sends at most len(t.iov) datagrams; resend marks a second pass
+// over datagrams already checked and counted.
+func (t *udpTx) write(msgs []Datagram, resend bool) (int, error) {
 	l := t.l
 	gso := l.gso.Load()
 	maxBytes := gsoMaxBytes6
@@ -643,7 +656,11 @@ func (t *udpTx) write(msgs []Datagram) (int, error) {
 	nm := 0
 	for i := range msgs {
 		d := &msgs[i]
+		if resend && !d.Encap.Dst.IsValid() {
+			continue // dropped and counted on the first pass
+		}
 		if !l.sendable(&d.Encap) {
+			d.Encap = wire.Encap{} // nothing of it went on the wire
 			continue
 		}
 		if gso && nm > 0 {
@@ -708,7 +725,7 @@ func (t *udpTx) write(msgs []Datagram) (int, error) {
 					rest[i].Encap = w
 				}
 			}
-			n, err := t.write(rest)
+			n, err := t.write(rest, true)
 			return sent + n, err
 		}
 		l.ctr.txErrors.Add(uint64(t.count[g]))

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/softnic/softnic/wire"
 )
 
@@ -315,6 +317,9 @@ func TestUDPBadEncapDropped(t *testing.T) {
 	if st := la.Stats(); st.TxBadEncap != 2 {
 		t.Fatalf("TxBadEncap = %d, want 2", st.TxBadEncap)
 	}
+	if msgs[0].Encap.Dst.IsValid() || msgs[1].Encap.Dst.IsValid() || msgs[2].Encap.SrcPort != la.Port() {
+		t.Fatalf("Encaps after the write: %+v", msgs)
+	}
 	readN(t, lb, 1)
 }
 
@@ -396,4 +401,61 @@ func BenchmarkUDPLink(b *testing.B) {
 			b.ReportMetric(float64(st.RxPackets)/float64(b.N*len(msgs))*100, "%delivered")
 		})
 	}
+}
+
+// TestUDPSendFaults drives the send error paths: a kernel refusing GSO
+// (EIO) turns GSO off and the batch goes out plainly, with every ICRC
+// patched to identification 0; any other error drops that message's
+// datagrams and counts them. Batches longer than BatchSize go out in
+// chunks.
+func TestUDPSendFaults(t *testing.T) {
+	la, lb := listenPair(t, lo1, lo2, UDPConfig{BatchSize: 16})
+	if !la.GSO() {
+		t.Skip("no UDP GSO on this kernel")
+	}
+	la.sendFault = func(tx *udpTx) unix.Errno {
+		if tx.count[tx.start] > 1 {
+			return unix.EIO
+		}
+		return 0
+	}
+	ss := make([]sample, 40)
+	for i := range ss {
+		ss[i].size = 1024
+	}
+	msgs := buildDatagrams(t, newRand(t), la, lb, ss)
+	n, err := la.WriteBatch(msgs)
+	if err != nil || n != len(msgs) {
+		t.Fatalf("WriteBatch = %d, %v; want %d", n, err, len(msgs))
+	}
+	if la.GSO() {
+		t.Fatal("GSO still on after EIO")
+	}
+	for i, d := range readN(t, lb, len(msgs)) {
+		if d.Encap.ID != 0 || wire.CheckICRC(&d.Encap, d.Buf) != nil {
+			t.Fatalf("datagram %d: ID %d, ICRC %v", i, d.Encap.ID, wire.CheckICRC(&d.Encap, d.Buf))
+		}
+	}
+	if st := la.Stats(); st.TxGSOSends != 0 || st.TxPackets != uint64(len(msgs)) {
+		t.Fatalf("stats after fallback %+v", st)
+	}
+
+	// Every third message fails with EMSGSIZE.
+	calls := 0
+	la.sendFault = func(*udpTx) unix.Errno {
+		calls++
+		if calls%3 == 0 {
+			return unix.EMSGSIZE
+		}
+		return 0
+	}
+	msgs = buildDatagrams(t, newRand(t), la, lb, ss[:6])
+	n, err = la.WriteBatch(msgs)
+	if err != nil || n >= len(msgs) || n == 0 {
+		t.Fatalf("WriteBatch = %d, %v; want some but not all", n, err)
+	}
+	if st := la.Stats(); st.TxErrors != uint64(len(msgs)-n) {
+		t.Fatalf("TxErrors = %d, want %d", st.TxErrors, len(msgs)-n)
+	}
+	readN(t, lb, n)
 }

@@ -223,8 +223,11 @@ func TestSoakRC(t *testing.T) {
 				mtu: o.mtu.Bytes(), maxSize: 1 << 20, window: 16, byOp: map[verbs.WROpcode]int{}}
 			l.req = newSoakSide(t, a, o, l.window*8)
 			l.resp = newSoakSide(t, b, o, 16)
-			connect(t, &end{dev: a.dev, qp: l.req.qp}, &end{dev: b.dev, qp: l.resp.qp}, o, 0, 0)
-			connect(t, &end{dev: b.dev, qp: l.resp.qp}, &end{dev: a.dev, qp: l.req.qp}, o, 0, 0)
+			// The requester's PSNs start just short of the 24-bit wrap,
+			// so every run crosses it.
+			reqPSN, respPSN := uint32(1<<24-1-l.rng.IntN(4096)), l.rng.Uint32()&(1<<24-1)
+			connect(t, &end{dev: a.dev, qp: l.req.qp}, &end{dev: b.dev, qp: l.resp.qp}, o, reqPSN, respPSN)
+			connect(t, &end{dev: b.dev, qp: l.resp.qp}, &end{dev: a.dev, qp: l.req.qp}, o, respPSN, reqPSN)
 			ls[i] = l
 		}
 
@@ -606,8 +609,11 @@ func TestSoakUC(t *testing.T) {
 			for k := range ucRecvBufs(roundSize) {
 				l.freeBufs = append(l.freeBufs, k)
 			}
-			connect(t, &end{dev: a.dev, qp: l.req.qp}, &end{dev: b.dev, qp: l.resp.qp}, o, 0, 0)
-			connect(t, &end{dev: b.dev, qp: l.resp.qp}, &end{dev: a.dev, qp: l.req.qp}, o, 0, 0)
+			// The requester's PSNs start just short of the 24-bit wrap,
+			// so every run crosses it.
+			reqPSN, respPSN := uint32(1<<24-1-l.rng.IntN(4096)), l.rng.Uint32()&(1<<24-1)
+			connect(t, &end{dev: a.dev, qp: l.req.qp}, &end{dev: b.dev, qp: l.resp.qp}, o, reqPSN, respPSN)
+			connect(t, &end{dev: b.dev, qp: l.resp.qp}, &end{dev: a.dev, qp: l.req.qp}, o, respPSN, reqPSN)
 			ls[i] = l
 		}
 		for sent := 0; sent < total; sent += len(ls) * roundSize {

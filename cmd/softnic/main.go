@@ -55,6 +55,7 @@ func commandList() []command {
 		{"send_lat", "SEND latency, like perftest's ib_send_lat", runPerftest(perftest.Send, perftest.Lat)},
 		{"atomic_bw", "atomic bandwidth, like perftest's ib_atomic_bw", runPerftest(perftest.Atomic, perftest.BW)},
 		{"atomic_lat", "atomic latency, like perftest's ib_atomic_lat", runPerftest(perftest.Atomic, perftest.Lat)},
+		{"info", "show a NIC's attributes, like rdma-core's ibv_devinfo -v", runInfo},
 		{"help", "show usage of softnic or of one command", runHelp},
 		{"version", "print the version", runVersion},
 	}

@@ -211,3 +211,24 @@ func TestPerftestCommandErrors(t *testing.T) {
 		t.Errorf("-V: got %d %q", got, o.String())
 	}
 }
+
+func TestInfoCommand(t *testing.T) {
+	for _, tt := range []struct {
+		args   []string
+		status int
+		want   string
+	}{
+		{[]string{"info", "--addr", "10.1.2.3"}, exitOK, "\t\t\tGID[  0]:\t\t::ffff:10.1.2.3, RoCE v2\n"},
+		{[]string{"info", "-d", "rxe0", "-v"}, exitOK, "hca_id:\trxe0\n"},
+		{[]string{"info", "--short"}, exitOK, "\t\t\tactive_mtu:\t\t4096 (5)\n"},
+		{[]string{"info", "-l"}, exitOK, "1 HCA found:\n\tsoftnic0\n"},
+		{[]string{"info", "-i", "2"}, exitTool, ""},
+		{[]string{"info", "--addr", "x"}, exitTool, ""},
+		{[]string{"info", "extra"}, exitTool, ""},
+	} {
+		var o, e bytes.Buffer
+		if got := run(tt.args, &o, &e); got != tt.status || !strings.Contains(o.String(), tt.want) {
+			t.Errorf("%q: got status %d, want %d; stdout lacks %q?\n%s%s", tt.args, got, tt.status, tt.want, o.String(), e.String())
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/softnic/softnic/capture"
+	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/nic"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/wire"
@@ -44,6 +45,10 @@ type Config struct {
 	Metrics string
 	// Name is the device name; "" means "softnic0".
 	Name string
+	// Detached brings the NIC up on a private in-memory link instead of
+	// the network: enough to query its attributes (softnic info) without
+	// binding a port.
+	Detached bool
 }
 
 // NIC is an open device and what was opened with it.
@@ -91,7 +96,10 @@ func Open(cfg Config) (*NIC, error) {
 		cfg.PeerPort = cfg.Port
 	}
 	mk := cfg.Link
-	if mk == nil {
+	if cfg.Detached {
+		f := fabric.New(fabric.Config{})
+		mk = func(a netip.Addr, _ uint16) (nic.Link, error) { return f.Attach(a) }
+	} else if mk == nil {
 		mk = UDP
 	}
 	link, err := mk(cfg.Addr, cfg.Port)

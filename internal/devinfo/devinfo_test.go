@@ -1,0 +1,113 @@
+package devinfo
+
+import (
+	"bytes"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/verbs"
+)
+
+func device(t *testing.T, addr string) *verbs.Device {
+	t.Helper()
+	f := fabric.New(fabric.Config{})
+	t.Cleanup(func() { f.Close() })
+	ep, err := f.Attach(netip.MustParseAddr(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := verbs.Open(verbs.Config{Link: ep, Name: "rxe0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// label returns the attribute name of a devinfo line, or "" for the
+// lines that list flags.
+func label(l string) string {
+	t := strings.TrimLeft(l, "\t")
+	if strings.HasPrefix(l, "\t\t\t\t\t") {
+		return ""
+	}
+	if i := strings.Index(t, ":"); i >= 0 {
+		t = t[:i]
+	}
+	if strings.HasPrefix(t, "GID[") {
+		return "GID"
+	}
+	return strings.Repeat(">", len(l)-len(strings.TrimLeft(l, "\t"))) + t
+}
+
+// TestLayoutMatchesRxe checks softnic info's lines against the
+// "ibv_devinfo -v" of an rxe device (rdma-core 44; rxe-peer capture):
+// the same attributes, in the same order, at the same indentation.
+func TestLayoutMatchesRxe(t *testing.T) {
+	want, err := os.ReadFile("testdata/rxe_devinfo_v.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	if err := Write(&got, device(t, "10.77.0.2"), Options{Verbose: true}); err != nil {
+		t.Fatal(err)
+	}
+	labels := func(s string) []string {
+		var z []string
+		for _, l := range strings.Split(s, "\n") {
+			if lb := label(l); lb != "" && (len(z) == 0 || z[len(z)-1] != lb) {
+				z = append(z, lb)
+			}
+		}
+		return z
+	}
+	g, w := labels(got.String()), labels(string(want))
+	if strings.Join(g, "|") != strings.Join(w, "|") {
+		t.Errorf("attribute lines differ\ngot:  %q\nwant: %q", g, w)
+	}
+	// Lines whose value softnic shares with rxe, verbatim.
+	for _, l := range []string{
+		"hca_id:\trxe0\n", "\ttransport:\t\t\tInfiniBand (0)\n", "\tvendor_id:\t\t\t0xffffff\n",
+		"\tmax_mr_size:\t\t\t0xffffffffffffffff\n", "\tpage_size_cap:\t\t\t0xfffff000\n", "\tmax_sge:\t\t\t32\n",
+		"\tmax_qp_rd_atom:\t\t\t128\n", "\tatomic_cap:\t\t\tATOMIC_HCA (1)\n", "\tlocal_ca_ack_delay:\t\t15\n",
+		"\t\tport:\t1\n", "\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n", "\t\t\tmax_mtu:\t\t4096 (5)\n",
+		"\t\t\tlink_layer:\t\tEthernet\n", "\t\t\tport_cap_flags:\t\t0x00010000\n", "\t\t\tactive_width:\t\t1X (1)\n",
+		"\t\t\tactive_speed:\t\t2.5 Gbps (1)\n", "\t\t\tphys_state:\t\tLINK_UP (5)\n",
+		"\t\t\tGID[  1]:\t\t::ffff:10.77.0.2, RoCE v2\n",
+	} {
+		l2 := strings.Replace(l, "GID[  1]", "GID[  0]", 1)
+		if !strings.Contains(string(want), l) {
+			t.Errorf("the rxe capture lacks %q", l)
+		}
+		if !strings.Contains(got.String(), l2) {
+			t.Errorf("softnic info lacks %q", l2)
+		}
+	}
+}
+
+func TestShortAndIPv6(t *testing.T) {
+	var b bytes.Buffer
+	if err := Write(&b, device(t, "fd00::7"), Options{}); err != nil {
+		t.Fatal(err)
+	}
+	s := b.String()
+	if strings.Contains(s, "max_qp:") || !strings.Contains(s, "\t\t\tlink_layer:\t\tEthernet\n") || strings.Contains(s, "GID[") {
+		t.Errorf("short output:\n%s", s)
+	}
+	b.Reset()
+	Write(&b, device(t, "fd00::8"), Options{Verbose: true, Port: 1})
+	if !strings.Contains(b.String(), "\t\t\tGID[  0]:\t\tfd00::8, RoCE v2\n") {
+		t.Errorf("IPv6 GID:\n%s", b.String())
+	}
+	b.Reset()
+	List(&b, []string{"softnic0"})
+	if b.String() != "1 HCA found:\n\tsoftnic0\n" {
+		t.Errorf("List: got %q", b.String())
+	}
+	if guid(0x505400fffe4d7702) != "5054:00ff:fe4d:7702" {
+		t.Error("guid")
+	}
+}

@@ -42,6 +42,7 @@ type command struct {
 // one, add a line here.
 func commandList() []command {
 	return []command{
+		{"demo", "run two softnic NICs against each other and check every byte", runDemo},
 		{"decode", "decode and check the RoCEv2 packets in pcap files", runDecode},
 		{"rc_pingpong", "RC SEND ping-pong, like rdma-core's ibv_rc_pingpong", runPingpong(pingpong.RC)},
 		{"uc_pingpong", "UC SEND ping-pong, like rdma-core's ibv_uc_pingpong", runPingpong(pingpong.UC)},

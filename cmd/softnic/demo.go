@@ -1,0 +1,51 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+
+	"github.com/softnic/softnic/internal/demo"
+)
+
+// runDemo implements "softnic demo".
+func runDemo(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("demo", "demo [-v] [--addr-a IP] [--addr-b IP] [--port-udp N]\n\n"+
+		"Starts two softnic processes, each with its own NIC (127.0.0.1 and 127.0.0.2 by\n"+
+		"default), and has them run an RC ping-pong, an RDMA WRITE bandwidth test, RDMA\n"+
+		"READs and atomics against each other over RoCEv2 (UDP), with the rc_pingpong\n"+
+		"and perftest look-alikes, every run checking its data. Exits 0 only if every\n"+
+		"run passed and every byte checked out.", stderr)
+	verbose := fs.Bool("v", false, "also print every tool's own output")
+	a := fs.String("addr-a", "127.0.0.1", "the first NIC's address (the servers')")
+	b := fs.String("addr-b", "127.0.0.2", "the second NIC's address (the clients')")
+	port := fs.Uint("port-udp", 4791, "the RoCEv2 UDP port of both NICs")
+	rest, status, ok := parseArgs(fs, args)
+	if !ok {
+		return status
+	}
+	if len(rest) > 0 {
+		fmt.Fprintf(stderr, "softnic demo: unexpected argument %q\n", rest[0])
+		return exitUsage
+	}
+	aa, err1 := netip.ParseAddr(*a)
+	ba, err2 := netip.ParseAddr(*b)
+	if err := errors.Join(err1, err2); err != nil || *port == 0 || *port > 65535 {
+		fmt.Fprintf(stderr, "softnic demo: bad address or port: %v\n", err)
+		return exitUsage
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "softnic demo: %v\n", err)
+		return exitFail
+	}
+	ctx, cancel := toolContext()
+	defer cancel()
+	if err := demo.Run(ctx, demo.Config{Exe: exe, A: aa.Unmap(), B: ba.Unmap(), UDPPort: uint16(*port), Verbose: *verbose}, stdout); err != nil {
+		fmt.Fprintf(stderr, "softnic demo: %v\n", err)
+		return exitFail
+	}
+	return exitOK
+}

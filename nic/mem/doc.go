@@ -59,9 +59,11 @@
 //   - BindMW requires the QP's PD to be the window's and the MR's for both
 //     window types (C10-72 and the rxe fix "Check PDs for memory window
 //     binds"), requires the MR to be VALID, and checks a zero-based
-//     window's address range, not just its length (C10-75). A type-1 bind
-//     picks a fresh key byte; a type-2 bind takes the caller's low 8 bits
-//     and ignores the rest, as rxe_do_bind_mw does.
+//     window's address range, not just its length (C10-75). A type-2 bind
+//     takes the caller's low 8 bits and ignores the rest, as rxe_do_bind_mw
+//     does; a type-1 bind takes them only from a whole new rkey of the
+//     window (what ibv_bind_mw's ibv_inc_rkey gives) and otherwise picks a
+//     fresh key byte.
 //   - Remote access through a window checks the window's bounds, then the
 //     MR's; rxe's check_rkey checks only the MR's.
 //   - MapMRSG maps whole elements only; ib_sg_to_pages may map part of the

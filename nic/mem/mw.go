@@ -153,8 +153,12 @@ func (t *Table) MWByKey(rkey uint32) (*MW, error) {
 // rxe_check_bind_mw, rxe_do_bind_mw). Type 1 comes from ibv_bind_mw, type 2
 // from a BIND_MW work request; either way qpn is the posting QP and qpPD
 // its PD. The new rkey keeps the window's index; its key byte is newKey's
-// low 8 bits for type 2 (the consumer owns it; rxe_do_bind_mw) and a fresh
-// random byte, different from the old one, for type 1 (newKey ignored).
+// low 8 bits for type 2 (the consumer owns it; rxe_do_bind_mw). For type 1
+// it is newKey's low 8 bits when newKey is a whole rkey of this window
+// (same index) with a key byte other than the current one: ibv_bind_mw's
+// provider picks ibv_inc_rkey(mw->rkey) and hands it to the caller before
+// the bind executes, and rxe_do_bind_mw installs it. Any other newKey makes
+// a type-1 bind pick a fresh random byte, different from the old one.
 //
 // The checks, each with its sentinel:
 //   - mw freed or foreign: ErrInvalid.
@@ -213,10 +217,13 @@ func (t *Table) BindMW(mw *MW, qpn uint32, qpPD *PD, mrKey uint32, addr, length 
 		}
 	}
 	var key uint32
-	if mw.typ == 1 {
-		key = t.keyByteLocked(int(old.rkey & KeyByteMask))
-	} else {
+	switch {
+	case mw.typ == 2:
 		key = newKey & KeyByteMask
+	case newKey>>8 == mw.index && newKey != old.rkey:
+		key = newKey & KeyByteMask // type 1 with the caller's (ibv_inc_rkey) key
+	default:
+		key = t.keyByteLocked(int(old.rkey & KeyByteMask))
 	}
 	nv := &mwView{
 		rkey:   old.rkey&^KeyByteMask | key,

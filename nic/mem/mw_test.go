@@ -364,3 +364,24 @@ func TestAccessAfterInvalidation(t *testing.T) {
 	wantErr(t, "Remote through a deallocated window", err, ErrInvalidKey)
 	wantErr(t, "DeregMR after the window is gone", f.tab.DeregMR(f.mr), nil)
 }
+
+// TestBindType1CallerKey: a type-1 bind given a whole new rkey of the
+// window installs its key byte (ibv_bind_mw hands out ibv_inc_rkey(rkey)
+// before the bind runs); a bare byte, or the current rkey, does not.
+func TestBindType1CallerKey(t *testing.T) {
+	f := newMWFixture(t, LW|MWB)
+	mw := f.allocMW(1)
+	old := mw.RKey()
+	want := old&^0xff | (old+1)&0xff
+	if got := f.bind(mw, 4, f.mr, mwBase, 64, RR, want); got != want {
+		t.Errorf("type-1 bind with rkey %#x: got %#x", want, got)
+	}
+	if got := f.bind(mw, 4, f.mr, mwBase, 64, RR, want); got == want || got>>8 != want>>8 {
+		t.Errorf("type-1 bind with the current rkey %#x: got %#x, want a fresh key byte", want, got)
+	}
+	cur := mw.RKey()
+	other := (mw.RKey()>>8+1)<<8 | 0x42 // another index: not this window's rkey
+	if got := f.bind(mw, 4, f.mr, mwBase, 64, RR, other); got == cur || got>>8 != cur>>8 {
+		t.Errorf("type-1 bind with a foreign rkey: got %#x (was %#x)", got, cur)
+	}
+}

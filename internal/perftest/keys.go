@@ -159,6 +159,9 @@ func ParseVersion(b []byte) (string, float64, error) {
 	if i := strings.IndexByte(s, 0); i >= 0 {
 		s = s[:i]
 	}
+	if len(s) > 4 && s[4] == ':' {
+		return s, 0, &ErrFormat{What: "version", Got: b, Hint: guessPeer(b)}
+	}
 	n := 0
 	for n < len(s) && (s[n] >= '0' && s[n] <= '9' || s[n] == '.') {
 		n++

@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/softnic/softnic/capture"
 	"github.com/softnic/softnic/fabric"
@@ -152,6 +153,9 @@ func Open(cfg Config) (*NIC, error) {
 	return n, nil
 }
 
+// CloseGrace is how long Close lets the NIC's last packets leave.
+const CloseGrace = 50 * time.Millisecond
+
 // Close stops the metrics server, the device and its link, and finishes
 // the pcap file. It returns the first error, including a pcap record that
 // could not be written.
@@ -161,6 +165,11 @@ func (n *NIC) Close() error {
 		errs = append(errs, n.metrics.Close())
 	}
 	if n.Dev != nil {
+		// The engine completes a UC or UD send once its packets are built,
+		// before its processor hands them to the link, and Close closes
+		// the link first: give the last packets time to leave, or a peer
+		// waiting for them would wait in vain.
+		time.Sleep(CloseGrace)
 		errs = append(errs, n.Dev.Close())
 	}
 	errs = append(errs, n.closePcap())

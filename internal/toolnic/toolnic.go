@@ -11,14 +11,16 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"os"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/softnic/softnic/capture"
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/metrics"
 	"github.com/softnic/softnic/nic"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/wire"
@@ -59,7 +61,7 @@ type NIC struct {
 	pcapFile *os.File
 	pcapBuf  *bufio.Writer
 	pcapLink *nic.PcapLink
-	metrics  io.Closer
+	metrics  func() // stops the metrics server
 }
 
 // UDP opens the UDP link of a NIC (nic.ListenUDP); cmd/softnic's
@@ -67,10 +69,6 @@ type NIC struct {
 var UDP LinkFunc = func(addr netip.Addr, port uint16) (nic.Link, error) {
 	return nic.ListenUDP(nic.UDPConfig{Addr: addr, Port: port})
 }
-
-// StartMetrics serves a device's counters on addr; nil until softnic has
-// a metrics exporter.
-var StartMetrics func(dev *verbs.Device, addr string) (io.Closer, error)
 
 // ErrAddrInUse reports that the NIC's UDP port is taken.
 type ErrAddrInUse struct {
@@ -104,6 +102,7 @@ func Open(cfg Config) (*NIC, error) {
 		mk = UDP
 	}
 	link, err := mk(cfg.Addr, cfg.Port)
+	inner := link
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
 			return nil, &ErrAddrInUse{Addr: cfg.Addr, Port: cfg.Port, Err: err}
@@ -139,16 +138,18 @@ func Open(cfg Config) (*NIC, error) {
 	}
 	n.Dev = dev
 	if cfg.Metrics != "" {
-		if StartMetrics == nil {
-			n.Close()
-			return nil, errors.New("--metrics: this softnic build has no metrics exporter")
+		reg := prometheus.NewRegistry()
+		err := metrics.Register(reg, dev)
+		if ls, ok := inner.(metrics.LinkStatser); ok && err == nil {
+			err = reg.Register(metrics.NewLinkCollector(dev.Name(), ls))
 		}
-		c, err := StartMetrics(dev, cfg.Metrics)
+		if err == nil {
+			n.metrics, err = metrics.Serve(cfg.Metrics, reg)
+		}
 		if err != nil {
 			n.Close()
 			return nil, fmt.Errorf("--metrics %s: %w", cfg.Metrics, err)
 		}
-		n.metrics = c
 	}
 	return n, nil
 }
@@ -162,7 +163,7 @@ const CloseGrace = 50 * time.Millisecond
 func (n *NIC) Close() error {
 	var errs []error
 	if n.metrics != nil {
-		errs = append(errs, n.metrics.Close())
+		n.metrics()
 	}
 	if n.Dev != nil {
 		// The engine completes a UC or UD send once its packets are built,

@@ -207,9 +207,21 @@ func (b *bed) captureStart(ctx context.Context, file string) error {
 	return err
 }
 
+// captureStop stops a capture and fails when tcpdump lost packets: then
+// not every packet of the run could be checked.
 func (b *bed) captureStop(ctx context.Context, file string) error {
-	_, err := b.run(ctx, "capture-stop", file)
-	return err
+	out, err := b.run(ctx, "capture-stop", file)
+	if err != nil {
+		return err
+	}
+	var captured, received, dropped int
+	if _, err := fmt.Sscanf(strings.TrimSpace(out), "captured=%d received=%d dropped=%d", &captured, &received, &dropped); err != nil {
+		return fmt.Errorf("capture-stop: %q: %w", out, err)
+	}
+	if dropped > 0 || captured < received {
+		return fmt.Errorf("capture incomplete: tcpdump captured %d of %d packets (%d dropped by the kernel)", captured, received, dropped)
+	}
+	return nil
 }
 
 func secs(d time.Duration) string { return strconv.Itoa(int((d + time.Second - 1) / time.Second)) }

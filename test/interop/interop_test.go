@@ -328,8 +328,9 @@ func (s *suite) exercise(t *testing.T, c *tcase, dir string, r *row) error {
 	if err := s.bed.captureStop(stopCtx, pcap); err != nil && runErr == nil {
 		runErr = err
 	}
-	if errors.Is(runErr, context.DeadlineExceeded) || (runErr == nil && ctx.Err() != nil) {
-		runErr = fmt.Errorf("timed out after %v: %w", c.timeout, context.DeadlineExceeded)
+	if ctx.Err() != nil && !errors.Is(runErr, context.DeadlineExceeded) {
+		// whatever failed first, the case ran out of time
+		runErr = errors.Join(fmt.Errorf("timed out after %v: %w", c.timeout, context.DeadlineExceeded), runErr)
 	}
 	snAddr := s.bed.env.hostAddr(c.v6)
 	dec, err := s.decode(stopCtx, pcap, filepath.Join(dir, "decode.jsonl"), snAddr)

@@ -318,9 +318,19 @@ type MWBind struct {
 
 // RegMR describes a fast-registration work request (the kernel's ib_reg_wr).
 type RegMR struct {
-	MRLKey uint32 // the MR's current key
+	// MR is the engine's fast-registration MR (the *mem.MR behind a verbs
+	// MR), named directly as ib_reg_wr.mr names it, so a REG_MR posted
+	// after an earlier one changed the key still finds it. When nil, MRLKey
+	// names it by its current key.
+	MR     any
+	MRLKey uint32
 	Key    uint32 // the key after registration (only the low 8 bits may differ)
 	Access Access
+	// IOVA and Length are the address of the region's first byte and its
+	// length (ib_mr.iova and .length, set by ib_map_mr_sg); Length must not
+	// exceed what the MR has mapped.
+	IOVA   uint64
+	Length uint64
 }
 
 // RecvWR is a receive work request (struct ibv_recv_wr without the chain).

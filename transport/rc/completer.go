@@ -64,6 +64,18 @@ func (c *completer) responseLocked(qp *QP, p *wire.Packet) {
 		if w.state == wqeDone {
 			continue
 		}
+		if w.kind == kindLocal {
+			// An executed local operation completes as soon as everything
+			// before it has, in order (rxe_comp.c: a done WQE completes
+			// when it reaches the head).
+			if w.state != wqePending {
+				break
+			}
+			if !qp.completeLocalLocked(w) {
+				return // it failed: the QP is in ERR
+			}
+			continue
+		}
 		if !w.needsResponse() {
 			// A SEND or WRITE is acknowledged by an ACK of its last PSN or
 			// beyond, and implicitly by any response to a later PSN
@@ -145,6 +157,17 @@ func (c *completer) answerLocked(qp *QP, i uint64, w *sendWQE, p *wire.Packet) b
 			c.completeLocked(qp, i, w)
 		}
 		return true
+	case kindFlush, kindAtomicWrite:
+		// Both are answered by a zero-length RDMA READ RESPONSE ONLY
+		// (IBA A19; rxe_comp.c check_ack completes FLUSH and ATOMIC_WRITE
+		// WQEs on it).
+		if p.Opcode != wire.RCReadResponseOnly || len(p.Payload) != 0 {
+			qp.failLocked(i, transport.WCBadRespErr)
+			return false
+		}
+		c.psn = c.psn.Next()
+		c.completeLocked(qp, i, w)
+		return true
 	}
 	return false
 }
@@ -216,6 +239,16 @@ func (c *completer) nakLocked(qp *QP, psn wire.PSN, syn wire.Syndrome) {
 		w := qp.sq.at(i)
 		if w.state == wqeDone {
 			continue
+		}
+		if w.kind == kindLocal && w.state == wqePending {
+			if !qp.completeLocalLocked(w) {
+				return
+			}
+			continue
+		}
+		if w.kind == kindLocal {
+			target = i
+			break
 		}
 		if !w.needsResponse() && w.lastPSN.Before(psn) {
 			c.completeLocked(qp, i, w)
@@ -308,7 +341,9 @@ func (qp *QP) retryLocked() {
 	first := true
 	for i := qp.sq.headIdx; i < r.maxIdx && qp.sq.valid(i); i++ {
 		w := qp.sq.at(i)
-		if w.state == wqeDone {
+		if w.state == wqeDone || w.kind == kindLocal {
+			// Local operations executed already are never executed
+			// again; the requester steps over them.
 			continue
 		}
 		if !first {

@@ -99,6 +99,7 @@ type QP struct {
 
 	events []AsyncEvent // guarded by mu; delivered after unlock
 	batch  []*transport.RxPacket
+	vec    iovec // guarded by mu: scratch of localVec
 }
 
 // New makes a QP in the RESET state.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/softnic/softnic/nic/mem"
 	"github.com/softnic/softnic/transport"
 	"github.com/softnic/softnic/wire"
 )
@@ -26,6 +27,16 @@ const (
 	kindWrite
 	kindRead
 	kindAtomic
+	// kindFlush is FLUSH (IBA A19): one request packet with FETH and RETH,
+	// answered by a zero-length RDMA READ response.
+	kindFlush
+	// kindAtomicWrite is ATOMIC WRITE (IBA A19): one request packet with
+	// RETH and 8 bytes, answered like FLUSH.
+	kindAtomicWrite
+	// kindLocal is LOCAL_INV, BIND_MW or REG_MR: memory operations the
+	// requester executes itself when they reach it, without a packet
+	// (rxe_req.c rxe_do_local_ops).
+	kindLocal
 )
 
 // sendWQE is a posted send work request with its transport progress.
@@ -40,14 +51,28 @@ type sendWQE struct {
 	status   transport.WCStatus
 	firstPSN wire.PSN
 	lastPSN  wire.PSN
-	sendOff  uint32 // next byte the requester sends (SEND/WRITE), or READ resume offset
-	recvOff  uint32 // READ: bytes received
-	orig     uint64 // atomic: original remote value
+	sendOff  uint32           // next byte the requester sends (SEND/WRITE), or READ resume offset
+	recvOff  uint32           // READ: bytes received
+	orig     uint64           // atomic: original remote value
+	bind     transport.MWBind // BIND_MW: a copy of wr.Bind
+	reg      transport.RegMR  // REG_MR: a copy of wr.Reg
 }
 
 // needsResponse reports whether the WQE completes only on an explicit
-// response (READ data, atomic ACK) rather than a coalescable ACK.
-func (w *sendWQE) needsResponse() bool { return w.kind == kindRead || w.kind == kindAtomic }
+// response (READ data, atomic ACK, the empty READ response to FLUSH and
+// ATOMIC WRITE) rather than a coalescable ACK. These are also the WQEs
+// the initiator depth counts: rxe's check_init_depth counts READ, atomics
+// and ATOMIC WRITE; softnic counts FLUSH too, because the responder spends
+// a responder resource on it (rxe_prepare_res) and a requester that sent
+// more than max_dest_rd_atomic of them could push an unanswered READ's
+// resource out of the ring.
+func (w *sendWQE) needsResponse() bool {
+	switch w.kind {
+	case kindRead, kindAtomic, kindFlush, kindAtomicWrite:
+		return true
+	}
+	return false
+}
 
 // sendQueue is a ring of send WQEs indexed by ever-increasing positions.
 type sendQueue struct {
@@ -90,18 +115,33 @@ type requester struct {
 }
 
 // kindOf classifies op for qp's type; ok is false for opcodes the QP type
-// does not support (ibv_post_send(3) opcode table).
+// does not support. RC takes every opcode of ibv_post_send(3) and
+// ibv_wr_post(3) but TSO; UC takes SEND, WRITE (with immediate) and the
+// local operations LOCAL_INV, BIND_MW and REG_MR, which need no transport
+// (the ibv_post_send(3) table; rdmavt and mlx5 allow all three on UC, rxe
+// BIND_MW only). UC refuses SEND_WITH_INV although that table marks it:
+// IBTA defines no UC SEND with Invalidate opcode (Table 38 has only the
+// RC and XRC ones, and package wire has none for UC), and rxe's
+// next_opcode_uc fails it too.
 func kindOf(t transport.QPType, op transport.WROpcode) (wrKind, bool) {
 	rc := t == transport.QPTypeRC
 	switch op {
 	case transport.WRSend, transport.WRSendWithImm:
 		return kindSend, true
+	case transport.WRSendWithInv:
+		return kindSend, rc
 	case transport.WRRDMAWrite, transport.WRRDMAWriteWithImm:
 		return kindWrite, true
 	case transport.WRRDMARead:
 		return kindRead, rc
 	case transport.WRAtomicCmpAndSwp, transport.WRAtomicFetchAndAdd:
 		return kindAtomic, rc
+	case transport.WRFlush:
+		return kindFlush, rc
+	case transport.WRAtomicWrite:
+		return kindAtomicWrite, rc
+	case transport.WRLocalInv, transport.WRBindMW, transport.WRRegMR:
+		return kindLocal, true
 	}
 	return 0, false
 }
@@ -176,6 +216,10 @@ func (qp *QP) postSendLocked(wrs []transport.SendWR) (int, error) {
 func (qp *QP) checkSendWR(wr *transport.SendWR) error {
 	kind, ok := kindOf(qp.cfg.Type, wr.Opcode)
 	if !ok {
+		if wr.Opcode == transport.WRSendWithInv {
+			return fmt.Errorf("%w: opcode %v not supported on %v QPs (IBTA defines no UC SEND with Invalidate)",
+				transport.ErrInvalid, wr.Opcode, qp.cfg.Type)
+		}
 		return fmt.Errorf("%w: opcode %v not supported on %v QPs", transport.ErrInvalid, wr.Opcode, qp.cfg.Type)
 	}
 	if len(wr.SGList) > int(qp.cfg.Cap.MaxSendSGE) {
@@ -186,25 +230,56 @@ func (qp *QP) checkSendWR(wr *transport.SendWR) error {
 		length += uint64(s.Length)
 	}
 	if wr.Flags&transport.SendInline != 0 {
-		if kind == kindRead || kind == kindAtomic {
+		switch kind {
+		case kindRead, kindAtomic, kindFlush, kindLocal:
 			return fmt.Errorf("%w: IBV_SEND_INLINE on %v", transport.ErrInvalid, wr.Opcode)
 		}
 		if wr.InlineData != nil {
 			length = uint64(len(wr.InlineData))
 		}
-		if length > uint64(qp.cfg.Cap.MaxInlineData) {
+		// ATOMIC WRITE's 8 bytes travel in the WQE and do not count
+		// against max_inline_data (rxe provider wr_atomic_write).
+		if length > uint64(qp.cfg.Cap.MaxInlineData) && kind != kindAtomicWrite {
 			return fmt.Errorf("%w: %d inline bytes, QP max_inline_data %d", transport.ErrInvalid, length, qp.cfg.Cap.MaxInlineData)
 		}
 	}
 	if length > MaxMsgSize {
 		return fmt.Errorf("%w: message of %d bytes exceeds max_msg_sz %d", transport.ErrInvalid, length, MaxMsgSize)
 	}
-	if kind == kindAtomic {
+	switch kind {
+	case kindAtomic:
 		if length < 8 {
 			return fmt.Errorf("%w: atomic needs an 8-byte local buffer, got %d", transport.ErrInvalid, length)
 		}
 		if wr.RemoteAddr&7 != 0 {
 			return fmt.Errorf("%w: atomic remote address %#x not 8-byte aligned", transport.ErrInvalid, wr.RemoteAddr)
+		}
+	case kindAtomicWrite:
+		// IBA A19.4.2: exactly 8 bytes to an 8-byte aligned address.
+		if length != 8 {
+			return fmt.Errorf("%w: ATOMIC_WRITE carries exactly 8 bytes, got %d", transport.ErrInvalid, length)
+		}
+		if wr.RemoteAddr&7 != 0 {
+			return fmt.Errorf("%w: ATOMIC_WRITE remote address %#x not 8-byte aligned", transport.ErrInvalid, wr.RemoteAddr)
+		}
+	case kindFlush:
+		// IBA A19.4.4: placement type global (1), persistent (2) or both;
+		// selectivity range (0) or whole MR (1).
+		if wr.FlushType == 0 || wr.FlushType&^(wire.FlushGlobal|wire.FlushPersistent) != 0 {
+			return fmt.Errorf("%w: FLUSH placement type %d (want IBV_FLUSH_GLOBAL and/or IBV_FLUSH_PERSISTENT)", transport.ErrInvalid, wr.FlushType)
+		}
+		if wr.FlushLevel > wire.FlushMR {
+			return fmt.Errorf("%w: FLUSH selectivity level %d (want IBV_FLUSH_RANGE or IBV_FLUSH_MR)", transport.ErrInvalid, wr.FlushLevel)
+		}
+		if wr.FlushLen > MaxMsgSize-1 {
+			return fmt.Errorf("%w: FLUSH length %d above 2^31-1", transport.ErrInvalid, wr.FlushLen)
+		}
+	case kindLocal:
+		switch {
+		case wr.Opcode == transport.WRBindMW && wr.Bind == nil:
+			return fmt.Errorf("%w: BIND_MW without bind information", transport.ErrInvalid)
+		case wr.Opcode == transport.WRRegMR && wr.Reg == nil:
+			return fmt.Errorf("%w: REG_MR without registration information", transport.ErrInvalid)
 		}
 	}
 	return nil
@@ -221,6 +296,13 @@ func (qp *QP) enqueueLocked(wr *transport.SendWR) {
 	w.sgl = append(w.sgl, wr.SGList...)
 	w.wr.SGList = w.sgl
 	w.wr.InlineData = nil
+	w.wr.Bind, w.wr.Reg = nil, nil
+	if wr.Bind != nil {
+		w.bind = *wr.Bind
+	}
+	if wr.Reg != nil {
+		w.reg = *wr.Reg
+	}
 	if wr.Flags&transport.SendInline != 0 {
 		if wr.InlineData != nil {
 			w.inline = append(w.inline, wr.InlineData...)
@@ -236,8 +318,13 @@ func (qp *QP) enqueueLocked(wr *transport.SendWR) {
 			w.length += s.Length
 		}
 	}
-	if w.kind == kindAtomic {
+	switch w.kind {
+	case kindAtomic:
 		w.length = 8
+	case kindFlush:
+		w.length = wr.FlushLen // no local data; the range's length (rxe wr_flush: dma.length)
+	case kindLocal:
+		w.length = 0
 	}
 	w.signaled = qp.cfg.SigAll || wr.Flags&transport.SendSignaled != 0
 	qp.sq.tailIdx++
@@ -245,13 +332,15 @@ func (qp *QP) enqueueLocked(wr *transport.SendWR) {
 
 func (qp *QP) gatherInline(dst []byte, sgl []transport.SGE) []byte {
 	for _, s := range sgl {
-		b, err := qp.cfg.Mem.Local(qp.cfg.PD, s, false)
+		v, err := qp.localVec(s, false)
 		if err != nil {
 			// Leave zeros; the length still matches what was asked.
 			dst = append(dst, make([]byte, s.Length)...)
 			continue
 		}
-		dst = append(dst, b...)
+		for _, b := range v {
+			dst = append(dst, b...)
+		}
 	}
 	return dst
 }
@@ -264,6 +353,8 @@ func (qp *QP) packets(w *sendWQE) uint32 {
 	case kindSend, kindWrite, kindRead:
 		n := (w.length + uint32(qp.pmtu) - 1) / uint32(qp.pmtu)
 		return max(n, 1)
+	case kindLocal:
+		return 0
 	}
 	return 1
 }
@@ -291,8 +382,22 @@ func (qp *QP) requesterLocked(out transport.Output) bool {
 			return false
 		}
 		w := qp.sq.at(r.idx)
+		if w.kind == kindLocal && w.state != wqePosted {
+			// Executed already (a retry rewound past it): never twice. A
+			// failed one stops the requester until the completer reaches it
+			// and moves the QP to ERR (rxe_req.c req_error).
+			if w.status != transport.WCSuccess {
+				return false
+			}
+			r.idx++
+			continue
+		}
 		if !qp.canStartLocked(w) {
 			return false
+		}
+		if w.kind == kindLocal {
+			qp.localOpLocked(w)
+			continue
 		}
 		if qp.isRC() && r.psn.Diff(qp.comp.psn) >= maxUnackedPSNs {
 			return false // window full (RXE_MAX_UNACKED_PSNS)
@@ -317,17 +422,106 @@ func (qp *QP) canStartLocked(w *sendWQE) bool {
 		if w.wr.Flags&transport.SendFence != 0 && qp.outstandingRdAtomicLocked() > 0 {
 			return false // IBV_SEND_FENCE waits for prior READs and atomics
 		}
+		if w.wr.Opcode == transport.WRLocalInv && !qp.allDoneBeforeLocked(r.idx) {
+			// LOCAL_INV is always fenced: every earlier WR must have
+			// completed (IBA 10.6.5.1 local invalidate fence; rxe_req.c
+			// rxe_wqe_is_fenced "Make mandatory for the rxe driver").
+			return false
+		}
 		if w.needsResponse() && qp.outstandingRdAtomicLocked() >= max(int(qp.attr.MaxRdAtomic), 1) {
 			return false // initiator depth (rxe_req.c check_init_depth)
 		}
-		w.firstPSN = r.psn
-		w.lastPSN = r.psn.Add(qp.packets(w) - 1)
+		if w.kind != kindLocal { // local operations take no PSN
+			w.firstPSN = r.psn
+			w.lastPSN = r.psn.Add(qp.packets(w) - 1)
+		}
 		w.sendOff, w.recvOff = 0, 0
 		w.state = wqeInFlight
 		if r.idx >= r.maxIdx {
 			r.maxIdx = r.idx + 1
 		}
 	}
+	return true
+}
+
+// allDoneBeforeLocked reports whether every WQE before index i completed.
+func (qp *QP) allDoneBeforeLocked(i uint64) bool {
+	for j := qp.sq.headIdx; j < i; j++ {
+		if qp.sq.at(j).state != wqeDone {
+			return false
+		}
+	}
+	return true
+}
+
+// localOpLocked executes the LOCAL_INV, BIND_MW or REG_MR WQE w at the
+// requester's position, in order with the WQEs around it (rxe_req.c
+// rxe_do_local_ops). It completes once every earlier WQE has (the
+// completer reports send completions in order); a failure completes it
+// with LOC_QP_OP_ERR (MW_BIND_ERR for BIND_MW) and then moves the QP to
+// ERR.
+func (qp *QP) localOpLocked(w *sendWQE) {
+	pd, qpn, tbl := qp.cfg.PD, qp.cfg.QPN, qp.cfg.Mem
+	var err error
+	fail := transport.WCLocQPOpErr
+	switch w.wr.Opcode {
+	case transport.WRLocalInv:
+		// An MR or a type-2 window, told apart by the key's index
+		// (rxe_invalidate_mr / rxe_invalidate_mw).
+		err = tbl.Invalidate(pd, qpn, w.wr.InvRKey)
+	case transport.WRRegMR:
+		mr, ok := w.reg.MR.(*mem.MR)
+		if !ok {
+			mr, err = tbl.MRByKey(w.reg.MRLKey)
+		}
+		if err == nil {
+			err = tbl.RegFast(pd, mr, w.reg.Key, w.reg.IOVA, w.reg.Length, w.reg.Access)
+		}
+	case transport.WRBindMW:
+		fail = transport.WCMWBindErr
+		var mw *mem.MW
+		if mw, err = tbl.MWByKey(w.bind.MWHandle); err == nil {
+			b := &w.bind
+			_, err = tbl.BindMW(mw, qpn, pd, b.MRLKey, b.Addr, b.Length, b.Access, b.NewRKey)
+		}
+	}
+	w.state = wqePending
+	w.status = transport.WCSuccess
+	if err != nil {
+		w.status = fail
+		qp.cfg.Counters.SendErr.Add(1)
+	} else {
+		qp.req.idx++
+	}
+	qp.completeLocalsLocked()
+}
+
+// completeLocalsLocked completes, in order, the executed local operations
+// that every earlier WQE has completed before; it stops at the first WQE
+// still outstanding.
+func (qp *QP) completeLocalsLocked() {
+	for i := qp.sq.headIdx; qp.sq.valid(i); i++ {
+		w := qp.sq.at(i)
+		if w.state == wqeDone {
+			continue
+		}
+		if w.kind != kindLocal || w.state != wqePending || !qp.completeLocalLocked(w) {
+			break
+		}
+	}
+	qp.retireLocked()
+}
+
+// completeLocalLocked completes the executed local operation w, all of
+// whose predecessors are done. It reports false when w failed: the QP is
+// then in ERR.
+func (qp *QP) completeLocalLocked(w *sendWQE) bool {
+	if w.status != transport.WCSuccess {
+		qp.completeSendLocked(w, true)
+		qp.toErrorLocked()
+		return false
+	}
+	qp.completeSendLocked(w, false)
 	return true
 }
 
@@ -447,6 +641,16 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output) {
 			h.BTH.Opcode = wire.RCFetchAdd
 			h.AtomicETH.SwapAdd = w.wr.CompareAdd
 		}
+	case kindFlush:
+		// FETH then RETH; no payload (oA19-2). rxe init_req_packet:
+		// feth_init(type, level), RETH VA = iova, len = resid.
+		h.BTH.Opcode = wire.RCFlush
+		h.FETH = wire.FETHFields{PlacementType: w.wr.FlushType, Selectivity: w.wr.FlushLevel}
+		h.RETH = wire.RETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, DMALen: w.wr.FlushLen}
+	case kindAtomicWrite:
+		h.BTH.Opcode = wire.RCAtomicWrite
+		h.RETH = wire.RETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, DMALen: 8}
+		payload = 8
 	}
 	// AckReq on the last packet of every RC message and periodically in
 	// long ones (rxe_req.c: RXE_MAX_PKT_PER_ACK); never on UC.
@@ -515,11 +719,11 @@ func (qp *QP) gather(w *sendWQE, dst []byte, off uint32) error {
 			off -= s.Length
 			continue
 		}
-		src, err := qp.cfg.Mem.Local(qp.cfg.PD, s, false)
+		src, err := qp.localVec(s, false)
 		if err != nil {
 			return err
 		}
-		n := copy(dst, src[off:])
+		n := src.readAt(int(off), dst)
 		dst = dst[n:]
 		off = 0
 	}
@@ -537,11 +741,11 @@ func scatter(qp *QP, sgl []transport.SGE, off uint64, src []byte) error {
 			off -= uint64(s.Length)
 			continue
 		}
-		dst, err := qp.cfg.Mem.Local(qp.cfg.PD, s, true)
+		dst, err := qp.localVec(s, true)
 		if err != nil {
 			return err
 		}
-		n := copy(dst[off:], src)
+		n := dst.writeAt(int(off), src)
 		src = src[n:]
 		off = 0
 	}

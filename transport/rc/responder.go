@@ -1,6 +1,7 @@
 package rc
 
 import (
+	"encoding/binary"
 	"errors"
 
 	"github.com/softnic/softnic/nic/mem"
@@ -15,11 +16,14 @@ const (
 	resNone resKind = iota
 	resRead
 	resAtomic
+	resFlush       // FLUSH: replayed by an empty READ response (oA19-28, oA19-29)
+	resAtomicWrite // ATOMIC WRITE: likewise, never written twice
 )
 
 // resource is one entry of the responder-resource ring that lets a
-// duplicate READ or atomic be answered again without re-executing it
-// (IBTA 9.7.5.1.5 C9-105..C9-111; rxe_resp.c duplicate_request).
+// duplicate READ, atomic, FLUSH or ATOMIC WRITE be answered again without
+// re-executing it (IBTA 9.7.5.1.5 C9-105..C9-111; rxe_resp.c
+// duplicate_request, rxe_prepare_res).
 type resource struct {
 	kind     resKind
 	firstPSN wire.PSN
@@ -35,7 +39,9 @@ type resource struct {
 type readReply struct {
 	active bool
 	psn    wire.PSN // next response PSN
-	data   []byte   // the bytes still to send
+	data   iovec    // the memory read
+	off    int      // bytes of data already sent
+	left   int      // bytes of data still to send
 	first  bool     // the next packet is the first of this reply
 }
 
@@ -54,12 +60,15 @@ type responder struct {
 	wqe     transport.RecvWQE
 	recvOff uint64 // SEND: bytes placed into wqe
 
-	wrData []byte // WRITE: remaining target bytes
+	wrData iovec  // WRITE: the target range
+	wrOff  int    // WRITE: bytes of wrData written
+	wrLeft int    // WRITE: bytes of wrData still to come
 	wrLen  uint32 // WRITE: RETH DMA length (byte_len of WRITE_WITH_IMM)
 
 	resources []resource
 	nextRes   int
 	reply     readReply
+	replyBuf  iovec // storage of reply.data, kept between replies
 
 	ackPending bool
 	ackPSN     wire.PSN
@@ -104,12 +113,16 @@ func (r *responder) requestLocked(qp *QP, rx *transport.RxPacket, out transport.
 	// check_op_valid).
 	need := transport.Access(0)
 	switch {
-	case p.Is(wire.MaskWrite):
+	case p.Is(wire.MaskWrite), p.Is(wire.MaskAtomicWrite):
 		need = transport.AccessRemoteWrite
 	case p.Is(wire.MaskRead):
 		need = transport.AccessRemoteRead
 	case p.Is(wire.MaskAtomic):
 		need = transport.AccessRemoteAtomic
+	case p.Is(wire.MaskFlush):
+		// The QP must allow each placement type asked for (rxe
+		// check_qp_attr_access: IB_ACCESS_FLUSH_GLOBAL / _PERSISTENT).
+		need = flushAccess(p.FETH().PlacementType())
 	}
 	if qp.attr.AccessFlags&need != need {
 		r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
@@ -129,9 +142,25 @@ func (r *responder) requestLocked(qp *QP, rx *transport.RxPacket, out transport.
 		r.readLocked(qp, p, out)
 	case p.Is(wire.MaskAtomic):
 		r.atomicLocked(qp, p, out)
+	case p.Is(wire.MaskFlush):
+		r.flushLocked(qp, p, out)
+	case p.Is(wire.MaskAtomicWrite):
+		r.atomicWriteLocked(qp, p, out)
 	default:
 		r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
 	}
+}
+
+// flushAccess returns the rights a FLUSH of placement type typ needs.
+func flushAccess(typ uint8) transport.Access {
+	var a transport.Access
+	if typ&wire.FlushGlobal != 0 {
+		a |= transport.AccessFlushGlobal
+	}
+	if typ&wire.FlushPersistent != 0 {
+		a |= transport.AccessFlushPersistent
+	}
+	return a
 }
 
 func (r *responder) opSeqOK(p *wire.Packet) bool {
@@ -178,11 +207,27 @@ func (r *responder) sendLocked(qp *QP, p *wire.Packet, out transport.Output) {
 	}
 	r.recvOff += uint64(len(p.Payload))
 	r.inMsg, r.msgKind = !p.Is(wire.MaskEnd), wire.MaskSend
+	invalFailed := false
 	if p.Is(wire.MaskEnd) {
 		qp.cfg.Counters.RDMARecvs.Add(1)
-		r.completeRecvLocked(qp, transport.WCSuccess, p)
+		st := transport.WCSuccess
+		if ie := p.IETH(); ie != nil {
+			// SEND with Invalidate: once the message is placed, invalidate
+			// the IETH's rkey, an MR or a type-2 window of this QP
+			// (IBTA 9.4.1.2 / 10.6.5; rxe_resp.c invalidate_rkey). A
+			// failure is a class J error: the message stays delivered and
+			// acknowledged, its receive completes with REM_INV_REQ_ERR and
+			// the QP goes to ERR (rxe RESPST_ERR_INVALIDATE_RKEY).
+			if err := qp.cfg.Mem.Invalidate(qp.cfg.PD, qp.cfg.QPN, ie.RKey()); err != nil {
+				st, invalFailed = transport.WCRemInvReqErr, true
+			}
+		}
+		r.completeRecvLocked(qp, st, p)
 	}
 	r.acceptLocked(qp, p, out)
+	if invalFailed {
+		qp.toErrorLocked()
+	}
 }
 
 func (r *responder) writeLocked(qp *QP, p *wire.Packet, out transport.Output) {
@@ -194,17 +239,17 @@ func (r *responder) writeLocked(qp *QP, p *wire.Packet, out transport.Output) {
 			r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
 			return
 		}
-		data, err := qp.cfg.Mem.Remote(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), reth.DMALen(), transport.AccessRemoteWrite)
+		data, err := qp.cfg.Mem.RemoteV(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), reth.DMALen(), transport.AccessRemoteWrite, r.wrData[:0])
 		if err != nil {
 			r.classCLocked(qp, out, wire.NakRemoteAccess, psn, transport.WCRemAccessErr)
 			return
 		}
-		r.wrData, r.wrLen = data, reth.DMALen()
+		r.wrData, r.wrOff, r.wrLeft, r.wrLen = data, 0, int(reth.DMALen()), reth.DMALen()
 	}
 	// The payload must fit what the RETH announced and the last packet
 	// must end it exactly (rxe_resp_check_length).
 	n := len(p.Payload)
-	if n > len(r.wrData) || (p.Is(wire.MaskEnd) && n != len(r.wrData)) {
+	if n > r.wrLeft || (p.Is(wire.MaskEnd) && n != r.wrLeft) {
 		r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
 		return
 	}
@@ -213,8 +258,9 @@ func (r *responder) writeLocked(qp *QP, p *wire.Packet, out transport.Output) {
 		r.nakLocked(qp, out, wire.RNRNAK(qp.attr.MinRNRTimer), psn)
 		return
 	}
-	copy(r.wrData, p.Payload)
-	r.wrData = r.wrData[n:]
+	r.wrData.writeAt(r.wrOff, p.Payload)
+	r.wrOff += n
+	r.wrLeft -= n
 	r.inMsg, r.msgKind = !p.Is(wire.MaskEnd), wire.MaskWrite
 	if p.Is(wire.MaskImmediate) {
 		r.completeRecvLocked(qp, transport.WCSuccess, p)
@@ -234,17 +280,18 @@ func (r *responder) readLocked(qp *QP, p *wire.Packet, out transport.Output) {
 		r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
 		return
 	}
-	data, err := qp.cfg.Mem.Remote(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), reth.DMALen(), transport.AccessRemoteRead)
+	data, err := qp.cfg.Mem.RemoteV(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), reth.DMALen(), transport.AccessRemoteRead, r.replyBuf[:0])
 	if err != nil {
 		r.classCLocked(qp, out, wire.NakRemoteAccess, psn, transport.WCRemAccessErr)
 		return
 	}
+	r.replyBuf = data
 	npkts := max((reth.DMALen()+uint32(qp.pmtu)-1)/uint32(qp.pmtu), 1)
 	res := r.newResource()
 	*res = resource{kind: resRead, firstPSN: psn, lastPSN: psn.Add(npkts - 1),
 		va: reth.VA(), rkey: reth.RKey(), length: reth.DMALen()}
 	r.flushAckLocked(qp, out)
-	r.reply = readReply{active: true, psn: psn, data: data, first: true}
+	r.reply = readReply{active: true, psn: psn, data: data, left: int(reth.DMALen()), first: true}
 	r.msn++ // at execution of a READ (C9-148)
 	r.psn = psn.Add(npkts)
 }
@@ -283,6 +330,90 @@ func (r *responder) atomicLocked(qp *QP, p *wire.Packet, out transport.Output) {
 	r.psn = psn.Next()
 	r.flushAckLocked(qp, out)
 	r.sendAtomicAckLocked(qp, out, psn, orig)
+}
+
+// flushLocked executes a FLUSH (IBA A19.4.4; rxe_resp.c process_flush):
+// the rkey must grant the placement types asked for, over the RETH range
+// or, with selectivity "MR", the whole region (mem.Table.Flush). softnic's
+// memory is ordinary memory, visible to every reader once written, so a
+// valid FLUSH has nothing further to do. It takes a responder resource
+// so that a duplicate is answered again without re-executing (oA19-28),
+// counts as a message (MSN), occupies one PSN, and is answered by a
+// zero-length RDMA READ RESPONSE ONLY.
+func (r *responder) flushLocked(qp *QP, p *wire.Packet, out transport.Output) {
+	psn := p.PSN()
+	if len(r.resources) == 0 {
+		r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
+		return
+	}
+	f, reth := p.FETH(), p.RETH()
+	err := qp.cfg.Mem.Flush(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), reth.DMALen(),
+		flushAccess(f.PlacementType()), f.Selectivity())
+	if err != nil {
+		// A placement type or selectivity the IBA does not define is an
+		// invalid request; a key that does not grant the flush a remote
+		// access error (rxe RESPST_ERR_RKEY_VIOLATION).
+		syn, st := wire.NakRemoteAccess, transport.WCRemAccessErr
+		if errors.Is(err, mem.ErrInvalid) {
+			syn, st = wire.NakInvalidRequest, transport.WCRemInvReqErr
+		}
+		r.classCLocked(qp, out, syn, psn, st)
+		return
+	}
+	res := r.newResource()
+	*res = resource{kind: resFlush, firstPSN: psn, lastPSN: psn, va: reth.VA(), rkey: reth.RKey(),
+		length: reth.DMALen(), opcode: p.Opcode}
+	r.msn++
+	r.psn = psn.Next()
+	r.flushAckLocked(qp, out)
+	r.sendReadRespAckLocked(qp, out, psn)
+}
+
+// atomicWriteLocked executes an ATOMIC WRITE (IBA A19.4.2; rxe_resp.c
+// atomic_write_reply): the RETH must announce exactly the 8 bytes carried
+// (rxe check_length: payload == resid), the rkey must grant REMOTE_WRITE
+// and the address be 8-byte aligned (else Invalid Request). The 8 bytes
+// are stored as one atomic store, a responder resource remembers the
+// request so a duplicate is answered without storing again, and the
+// answer is a zero-length RDMA READ RESPONSE ONLY.
+func (r *responder) atomicWriteLocked(qp *QP, p *wire.Packet, out transport.Output) {
+	psn := p.PSN()
+	reth := p.RETH()
+	if len(r.resources) == 0 || reth.DMALen() != 8 {
+		r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
+		return
+	}
+	b, err := qp.cfg.Mem.RemoteAtomic(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), transport.AccessRemoteWrite)
+	if err != nil {
+		syn, st := wire.NakRemoteAccess, transport.WCRemAccessErr
+		if errors.Is(err, mem.ErrAlign) {
+			syn, st = wire.NakInvalidRequest, transport.WCRemInvReqErr
+		}
+		r.classCLocked(qp, out, syn, psn, st)
+		return
+	}
+	// rxe stores the payload's u64 as loaded (native order): the memory
+	// receives the payload bytes unchanged.
+	qp.cfg.Mem.AtomicWrite(b, binary.NativeEndian.Uint64(p.Payload))
+	res := r.newResource()
+	*res = resource{kind: resAtomicWrite, firstPSN: psn, lastPSN: psn, va: reth.VA(), rkey: reth.RKey(),
+		length: 8, opcode: p.Opcode}
+	r.msn++
+	r.psn = psn.Next()
+	r.flushAckLocked(qp, out)
+	r.sendReadRespAckLocked(qp, out, psn)
+}
+
+// sendReadRespAckLocked answers a FLUSH or ATOMIC WRITE at psn with a
+// zero-length RDMA READ RESPONSE ONLY carrying an ACK AETH (rxe_resp.c
+// send_read_response_ack).
+func (r *responder) sendReadRespAckLocked(qp *QP, out transport.Output, psn wire.PSN) {
+	h := wire.Headers{}
+	h.BTH.Opcode = wire.RCReadResponseOnly
+	h.BTH.PSN = psn
+	h.AETH = wire.AETHFields{Syndrome: wire.AckUnlimited, MSN: r.msn & wire.QPNMask}
+	b, n := qp.startPacket(out, &h)
+	qp.finishPacket(out, b, n, 0)
 }
 
 func (r *responder) newResource() *resource {
@@ -426,17 +557,18 @@ func (r *responder) duplicateLocked(qp *QP, p *wire.Packet, out transport.Output
 			off != uint64(psn.Diff(res.firstPSN))*uint64(qp.pmtu) {
 			return // not the same READ or a sub-range of it
 		}
-		data, err := qp.cfg.Mem.Remote(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), reth.DMALen(), transport.AccessRemoteRead)
+		data, err := qp.cfg.Mem.RemoteV(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), reth.DMALen(), transport.AccessRemoteRead, r.replyBuf[:0])
 		if err != nil {
 			return
 		}
+		r.replyBuf = data
 		r.flushAckLocked(qp, out)
 		// A replay from the READ's first PSN is a new reply (FIRST/ONLY);
 		// one from inside it continues the original reply with
 		// MIDDLE/LAST, as rxe's read_reply does in
 		// rdatm_res_state_replay and as an rxe requester demands (its
 		// check_ack takes a FIRST only at the WQE's first PSN).
-		r.reply = readReply{active: true, psn: psn, data: data, first: psn == res.firstPSN}
+		r.reply = readReply{active: true, psn: psn, data: data, left: int(reth.DMALen()), first: psn == res.firstPSN}
 	case p.Is(wire.MaskAtomic):
 		res := r.findResource(resAtomic, psn)
 		if res == nil || res.firstPSN != psn {
@@ -444,6 +576,20 @@ func (r *responder) duplicateLocked(qp *QP, p *wire.Packet, out transport.Output
 		}
 		r.flushAckLocked(qp, out)
 		r.sendAtomicAckLocked(qp, out, psn, res.orig)
+	case p.Is(wire.MaskFlush), p.Is(wire.MaskAtomicWrite):
+		// Replayed from the resource, never executed again: a late copy
+		// of an ATOMIC WRITE must not overwrite what later requests
+		// stored (oA19-28, oA19-29; rxe duplicate_request res->replay).
+		k := resFlush
+		if p.Is(wire.MaskAtomicWrite) {
+			k = resAtomicWrite
+		}
+		res := r.findResource(k, psn)
+		if res == nil || res.firstPSN != psn || res.rkey != p.RETH().RKey() || res.va != p.RETH().VA() {
+			return // not found: silently dropped (class D)
+		}
+		r.flushAckLocked(qp, out)
+		r.sendReadRespAckLocked(qp, out, psn)
 	}
 }
 
@@ -462,8 +608,8 @@ func (r *responder) findResource(k resKind, psn wire.PSN) *resource {
 func (r *responder) readReplyLocked(qp *QP, out transport.Output) bool {
 	rp := &r.reply
 	for sent := 0; rp.active && sent < budget; sent++ {
-		n := min(len(rp.data), qp.pmtu)
-		last := n == len(rp.data)
+		n := min(rp.left, qp.pmtu)
+		last := n == rp.left
 		h := wire.Headers{}
 		switch {
 		case rp.first && last:
@@ -478,9 +624,10 @@ func (r *responder) readReplyLocked(qp *QP, out transport.Output) bool {
 		h.BTH.PSN = rp.psn
 		h.AETH = wire.AETHFields{Syndrome: wire.AckUnlimited, MSN: r.msn & wire.QPNMask}
 		b, hdr := qp.startPacket(out, &h)
-		copy(b[hdr:], rp.data[:n])
+		rp.data.readAt(rp.off, b[hdr:hdr+n])
 		qp.finishPacket(out, b, hdr, n)
-		rp.data = rp.data[n:]
+		rp.off += n
+		rp.left -= n
 		rp.psn = rp.psn.Next()
 		rp.first = false
 		if last {
@@ -535,16 +682,16 @@ func (r *responder) ucRequestLocked(qp *QP, p *wire.Packet) {
 		}
 	case p.Is(wire.MaskWrite):
 		if reth := p.RETH(); reth != nil {
-			data, err := qp.cfg.Mem.Remote(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), reth.DMALen(), transport.AccessRemoteWrite)
+			data, err := qp.cfg.Mem.RemoteV(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), reth.DMALen(), transport.AccessRemoteWrite, r.wrData[:0])
 			if err != nil || qp.attr.AccessFlags&transport.AccessRemoteWrite == 0 {
 				ctr.DropUCMessage.Add(1)
 				r.drop = true
 				return
 			}
-			r.wrData, r.wrLen = data, reth.DMALen()
+			r.wrData, r.wrOff, r.wrLeft, r.wrLen = data, 0, int(reth.DMALen()), reth.DMALen()
 		}
 		n := len(p.Payload)
-		if n > len(r.wrData) || (p.Is(wire.MaskEnd) && n != len(r.wrData)) {
+		if n > r.wrLeft || (p.Is(wire.MaskEnd) && n != r.wrLeft) {
 			ctr.DropLength.Add(1)
 			r.abortUCLocked()
 			r.drop = true
@@ -556,8 +703,9 @@ func (r *responder) ucRequestLocked(qp *QP, p *wire.Packet) {
 			r.drop = true
 			return
 		}
-		copy(r.wrData, p.Payload)
-		r.wrData = r.wrData[n:]
+		r.wrData.writeAt(r.wrOff, p.Payload)
+		r.wrOff += n
+		r.wrLeft -= n
 		r.inMsg, r.msgKind = !p.Is(wire.MaskEnd), wire.MaskWrite
 		if p.Is(wire.MaskImmediate) {
 			r.completeRecvLocked(qp, transport.WCSuccess, p)
@@ -575,7 +723,7 @@ func (r *responder) ucRequestLocked(qp *QP, p *wire.Packet) {
 func (r *responder) abortUCLocked() {
 	r.inMsg = false
 	r.recvOff = 0
-	r.wrData = nil
+	r.wrOff, r.wrLeft = 0, 0
 }
 
 // nopOutput is an Output for paths that never send.

@@ -479,11 +479,12 @@ func TestPostSendErrors(t *testing.T) {
 		}, "INLINE"},
 		{"atomic of 4 bytes", rc, remote(verbs.WRAtomicFetchAndAdd, 4, 0), "8-byte"},
 		{"atomic unaligned", rc, remote(verbs.WRAtomicCmpAndSwp, 8, 4), "aligned"},
-		{"LOCAL_INV", rc, remote(verbs.WRLocalInv, 0, 0), "not supported"},
-		{"BIND_MW", rc, remote(verbs.WRBindMW, 0, 0), "not supported"},
-		{"SEND_WITH_INV", rc, remote(verbs.WRSendWithInv, 8, 0), "not supported"},
-		{"FLUSH", rc, remote(verbs.WRFlush, 0, 0), "not supported"},
-		{"ATOMIC_WRITE", rc, remote(verbs.WRAtomicWrite, 8, 0), "not supported"},
+		{"BIND_MW without bind information", rc, remote(verbs.WRBindMW, 0, 0), "bind information"},
+		{"REG_MR without registration information", rc, remote(verbs.WRRegMR, 0, 0), "registration information"},
+		{"UC SEND_WITH_INV", uc, remote(verbs.WRSendWithInv, 8, 0), "not supported on UC"},
+		{"FLUSH of placement type 0", rc, remote(verbs.WRFlush, 0, 0), "placement type"},
+		{"ATOMIC_WRITE of 4 bytes", rc, remote(verbs.WRAtomicWrite, 4, 0), "exactly 8"},
+		{"ATOMIC_WRITE unaligned", rc, remote(verbs.WRAtomicWrite, 8, 4), "aligned"},
 		{"opcode 99", rc, remote(99, 8, 0), "not supported"},
 	}
 	// The inline-SGE case: 80 bytes gathered through SGEs exceed 64.

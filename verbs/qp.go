@@ -48,8 +48,11 @@ const (
 	rcSendOps = SendOpsRDMAWrite | SendOpsRDMAWriteWithImm | SendOpsSend | SendOpsSendWithImm |
 		SendOpsRDMARead | SendOpsAtomicCmpAndSwp | SendOpsAtomicFetchAdd | SendOpsLocalInv |
 		SendOpsBindMW | SendOpsSendWithInv | SendOpsFlush | SendOpsAtomicWrite
+	// UC also takes LOCAL_INV, as the ibv_post_send(3) table and mlx5 do
+	// (rxe's provider leaves it out); the engine still refuses
+	// SEND_WITH_INV on UC at WrComplete (no such UC opcode in IBTA).
 	ucSendOps = SendOpsRDMAWrite | SendOpsRDMAWriteWithImm | SendOpsSend | SendOpsSendWithImm |
-		SendOpsBindMW | SendOpsSendWithInv
+		SendOpsLocalInv | SendOpsBindMW | SendOpsSendWithInv
 	udSendOps = SendOpsSend | SendOpsSendWithImm // RXE_SUP_UD_QP_SEND_OPS_FLAGS
 )
 
@@ -154,8 +157,14 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 		return 0, errNil("QP")
 	}
 	qp.postMu.Lock()
+	defer qp.postMu.Unlock()
+	return qp.postLocked(wrs)
+}
+
+// postLocked posts wrs with postMu held and notes the binds posted.
+func (qp *QP) postLocked(wrs []SendWR) (int, error) {
 	n, err := qp.qp.PostSend(wrs)
-	qp.postMu.Unlock()
+	qp.noteBinds(wrs[:n])
 	return n, errno(err)
 }
 

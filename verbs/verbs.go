@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 
 	"github.com/softnic/softnic/clock"
 	"github.com/softnic/softnic/nic"
@@ -411,10 +412,15 @@ func (pd *PD) Handle() uint32 {
 	return pd.pd.Handle()
 }
 
-// MR is a registered memory region (ibv_mr).
+// MR is a registered memory region (ibv_mr), or a fast-registration
+// region from PD.AllocMR (fastreg.go).
 type MR struct {
 	pd *PD
 	mr *mem.MR
+	// key is a fast-registration MR's lkey and rkey as the application
+	// sees them (ib_mr.lkey/rkey): UpdateFastRegKey changes it before the
+	// REG_MR that installs it runs.
+	key atomic.Uint32
 }
 
 func (mr *MR) ok() bool { return mr != nil && mr.mr != nil && mr.pd.ok() }
@@ -455,34 +461,43 @@ func (mr *MR) Dereg() error {
 	return errno(mr.pd.d.n.Mem().DeregMR(mr.mr))
 }
 
-// LKey returns the local key.
+// LKey returns the local key. For a fast-registration MR it is the key
+// UpdateFastRegKey last set (ib_mr.lkey).
 func (mr *MR) LKey() uint32 {
 	if !mr.ok() {
 		return 0
 	}
+	if mr.mr.Fast() {
+		return mr.key.Load()
+	}
 	return mr.mr.LKey()
 }
 
-// RKey returns the remote key.
-func (mr *MR) RKey() uint32 {
-	if !mr.ok() {
-		return 0
-	}
-	return mr.mr.RKey()
-}
+// RKey returns the remote key (the same value as LKey).
+func (mr *MR) RKey() uint32 { return mr.LKey() }
 
-// Addr returns the address of the region's first byte.
+// Addr returns the address of the region's first byte; for a
+// fast-registration MR the address MapSG mapped (ib_mr.iova).
 func (mr *MR) Addr() uint64 {
 	if !mr.ok() {
 		return 0
 	}
+	if mr.mr.Fast() {
+		iova, _ := mr.mr.Mapped()
+		return iova
+	}
 	return mr.mr.Addr()
 }
 
-// Len returns the region's length.
+// Len returns the region's length; for a fast-registration MR the length
+// MapSG mapped (ib_mr.length).
 func (mr *MR) Len() uint64 {
 	if !mr.ok() {
 		return 0
+	}
+	if mr.mr.Fast() {
+		_, n := mr.mr.Mapped()
+		return n
 	}
 	return mr.mr.Len()
 }

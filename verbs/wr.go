@@ -19,7 +19,7 @@ const (
 	SendOpsAtomicCmpAndSwp  SendOpsFlags = 1 << 5  // WrAtomicCmpSwp
 	SendOpsAtomicFetchAdd   SendOpsFlags = 1 << 6  // WrAtomicFetchAdd
 	SendOpsLocalInv         SendOpsFlags = 1 << 7  // WrLocalInv
-	SendOpsBindMW           SendOpsFlags = 1 << 8  // ibv_wr_bind_mw (no builder yet: verbs has no MW object)
+	SendOpsBindMW           SendOpsFlags = 1 << 8  // WrBindMW
 	SendOpsSendWithInv      SendOpsFlags = 1 << 9  // WrSendInv
 	SendOpsTSO              SendOpsFlags = 1 << 10 // UD TSO, not supported on RC/UC
 	SendOpsFlush            SendOpsFlags = 1 << 11 // WrFlush
@@ -108,7 +108,11 @@ func (x *QPEx) WrComplete() error {
 		return x.err
 	}
 	x.fixup()
-	return errno(x.qp.qp.PostSendAll(x.wrs))
+	if err := x.qp.qp.PostSendAll(x.wrs); err != nil {
+		return errno(err)
+	}
+	x.qp.noteBinds(x.wrs)
+	return nil
 }
 
 // WrAbort drops every WR built since WrStart and ends the batch
@@ -234,6 +238,15 @@ func (x *QPEx) WrAtomicFetchAdd(rkey uint32, addr, add uint64) {
 func (x *QPEx) WrLocalInv(rkey uint32) {
 	if w := x.build(WRLocalInv, SendOpsLocalInv); w != nil {
 		w.InvRKey = rkey
+	}
+}
+
+// WrBindMW builds a BIND_MW of mw giving it rkey and the binding info
+// (ibv_wr_bind_mw); see BindMWWR. mw.RKey becomes rkey when WrComplete
+// posts it.
+func (x *QPEx) WrBindMW(mw *MW, rkey uint32, info MWBindInfo) {
+	if w := x.build(WRBindMW, SendOpsBindMW); w != nil {
+		w.Bind = BindMWWR(0, 0, mw, rkey, info).Bind
 	}
 }
 

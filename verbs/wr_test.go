@@ -257,16 +257,10 @@ func TestWrErrorPostsNothing(t *testing.T) {
 			e.x.WrRDMARead(e.b.mr.RKey(), e.b.mr.Addr())
 			e.x.WrSetInlineData([]byte("12345678"))
 		}, "INLINE", []error{verbs.EINVAL}},
-		// Builders the engine does not implement yet.
-		{"LOCAL_INV", 0, func(e *wrEnv) { e.x.WrLocalInv(e.b.mr.RKey()) }, "LOCAL_INV", []error{verbs.EINVAL}},
-		{"SEND_INV", 0, func(e *wrEnv) {
-			e.x.WrSendInv(e.b.mr.RKey())
-			e.x.WrSetSGE(e.a.mr.LKey(), e.a.mr.Addr(), 8)
-		}, "SEND_WITH_INV", []error{verbs.EINVAL}},
-		{"FLUSH", 0, func(e *wrEnv) { e.x.WrFlush(e.b.mr.RKey(), e.b.mr.Addr(), 64, 1, 0) }, "FLUSH", []error{verbs.EINVAL}},
-		{"ATOMIC_WRITE", 0, func(e *wrEnv) {
-			e.x.WrAtomicWrite(e.b.mr.RKey(), e.b.mr.Addr(), [8]byte{1, 2, 3, 4, 5, 6, 7, 8})
-		}, "ATOMIC_WRITE", []error{verbs.EINVAL}},
+		{"FLUSH of placement type 0", 0, func(e *wrEnv) { e.x.WrFlush(e.b.mr.RKey(), e.b.mr.Addr(), 64, 0, 0) }, "placement type", []error{verbs.EINVAL}},
+		{"ATOMIC_WRITE unaligned", 0, func(e *wrEnv) {
+			e.x.WrAtomicWrite(e.b.mr.RKey(), e.b.mr.Addr()+4, [8]byte{1, 2, 3, 4, 5, 6, 7, 8})
+		}, "aligned", []error{verbs.EINVAL}},
 		{"ATOMIC_WRITE not enabled", verbs.SendOpsSend, func(e *wrEnv) {
 			e.x.WrAtomicWrite(e.b.mr.RKey(), e.b.mr.Addr(), [8]byte{})
 		}, "send_ops_flags", []error{verbs.EOPNOTSUPP}},

@@ -73,6 +73,7 @@ func TestPerftestPairs(t *testing.T) {
 	}{
 		{"write_bw", Write, BW, func(c *Config) { c.Iters, c.Size = 50, 5000 }},
 		{"write_bw check 3 QPs", Write, BW, func(c *Config) { c.Iters, c.Size, c.NumQP, c.Check = 40, 300, 3, true }},
+		{"write_bw 2 QPs no moderation", Write, BW, func(c *Config) { c.Iters, c.Size, c.NumQP = 300, 65536, 2 }},
 		{"write_bw big check", Write, BW, func(c *Config) { c.Iters, c.Size, c.Check = 8, 1<<20, true }},
 		{"write_bw UC", Write, BW, func(c *Config) { c.Iters, c.Size, c.Conn = 20, 4096, UC }},
 		{"read_bw check", Read, BW, func(c *Config) { c.Iters, c.Size, c.Check = 30, 100, true }},

@@ -236,6 +236,7 @@ func (r *res) connect(my, rem []Dest) error {
 // wqe is one QP's send work request template (ctx->wr[i]): its SGE and
 // remote address move through the cycle buffer as it is posted.
 type wqe struct {
+	idx        int // the QP's index: the WRs' wr_id
 	qp         *verbs.QP
 	sge        [1]verbs.SGE
 	remoteAddr uint64
@@ -252,7 +253,7 @@ func (r *res) sendWQEs(rem []Dest) []*wqe {
 	cfg := r.cfg
 	w := make([]*wqe, len(r.qps))
 	for i, qp := range r.qps {
-		x := &wqe{qp: qp, localBase: r.addr(r.localBase(i)), remBase: rem[i].VAddr, remoteAddr: rem[i].VAddr, rkey: rem[i].RKey}
+		x := &wqe{idx: i, qp: qp, localBase: r.addr(r.localBase(i)), remBase: rem[i].VAddr, remoteAddr: rem[i].VAddr, rkey: rem[i].RKey}
 		x.sge[0] = verbs.SGE{Addr: x.localBase, Length: uint32(cfg.Size), LKey: r.mr.LKey()}
 		if cfg.CQMod == 1 {
 			x.flags = verbs.SendSignaled // (j+1) % cq_mod == 0 for j = 0
@@ -271,7 +272,7 @@ func (r *res) sendWQEs(rem []Dest) []*wqe {
 // post posts x once.
 func (r *res) post(x *wqe) error {
 	cfg := r.cfg
-	wr := verbs.SendWR{WRID: 0, Flags: x.flags, SGList: x.sge[:]}
+	wr := verbs.SendWR{WRID: uint64(x.idx), Flags: x.flags, SGList: x.sge[:]}
 	switch cfg.Verb {
 	case Send:
 		wr.Opcode = verbs.WRSend

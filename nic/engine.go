@@ -99,13 +99,16 @@ type NIC struct {
 	asyncMu sync.Mutex
 	async   []AsyncEvent // guarded by asyncMu
 	asyncC  chan struct{}
+	done    chan struct{} // closed by Close
 }
 
 // AsyncEvent is an asynchronous event (struct ibv_async_event).
 type AsyncEvent struct {
-	Type  AsyncEventType
-	QPN   uint32 // for QP events
-	Other any    // the CQ or SRQ for their events
+	Type AsyncEventType
+	QPN  uint32 // for QP events
+	// Other is the object the event is about, as its creator gave it
+	// (the verbs QP, CQ, SRQ or WQ); nil for port and device events.
+	Other any
 }
 
 // AsyncEventType is enum ibv_event_type.
@@ -165,6 +168,7 @@ func New(cfg Config) (*NIC, error) {
 		nextQPN: firstQPN,
 		seed:    maphash.MakeSeed(),
 		asyncC:  make(chan struct{}, 1),
+		done:    make(chan struct{}),
 	}
 	n.rxPool.New = func() any {
 		p := new(transport.RxPacket)
@@ -225,6 +229,7 @@ func (n *NIC) Close() error {
 	if n.closed.Swap(true) {
 		return nil
 	}
+	close(n.done)
 	err := n.cfg.Link.Close()
 	for _, p := range n.procs {
 		p.close()
@@ -392,10 +397,7 @@ func (n *NIC) postAsync(ev AsyncEvent) {
 		n.async = append(n.async, ev)
 	}
 	n.asyncMu.Unlock()
-	select {
-	case n.asyncC <- struct{}{}:
-	default:
-	}
+	n.signalAsync()
 }
 
 // PostAsync queues an asynchronous event from another part of the engine.

@@ -64,6 +64,9 @@ const (
 	maxPortMTU = transport.MTU4096
 	pkeyTblLen = 1
 	atomicHCA  = 1 // IBV_ATOMIC_HCA
+	// pathMigMigrated is IBV_MIG_MIGRATED, the only path_mig_state
+	// accepted (see QP.Modify).
+	pathMigMigrated = 0
 )
 
 // QueryDevice returns the device attributes.
@@ -125,6 +128,13 @@ type QPInitAttr struct {
 	// WQEs from instead of an RQ of its own (ibv_qp_init_attr.srq); the
 	// receive capacities of Cap are then ignored and reported as 0.
 	SRQ *SRQ
+	// WQ, when set, is the work queue the QP takes its receive WQEs from
+	// and completes them on (RecvCQ must then be nil or the WQ's CQ);
+	// Cap's receive capacities are ignored as with an SRQ.
+	WQ *WQ
+	// Context is what the QP's asynchronous events carry in
+	// AsyncEvent.Other.
+	Context any
 }
 
 // QP is a queue pair of the NIC.
@@ -138,9 +148,15 @@ type QP struct {
 	rq     *transport.RecvQueue
 	t      qpTransport
 	srq    *SRQ
+	wq     *WQ
+	ctx    any
+	dr     drainState
 	// lastWQE is set once IBV_EVENT_QP_LAST_WQE_REACHED went out for the
 	// current stay in ERR.
 	lastWQE atomic.Bool
+	// toErr is set while a Modify takes the QP to ERR: the transport's
+	// IBV_EVENT_QP_FATAL is for QPs that go there on their own.
+	toErr atomic.Bool
 
 	mu   sync.Mutex  // serialises Modify and Destroy
 	dead atomic.Bool // destroyed; read without mu by the post paths
@@ -148,7 +164,17 @@ type QP struct {
 
 // CreateQP creates a QP in the RESET state (ibv_create_qp).
 func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
-	if a.PD == nil || a.SendCQ == nil || a.RecvCQ == nil {
+	recvCQ := a.RecvCQ
+	if a.WQ != nil {
+		switch {
+		case a.SRQ != nil:
+			return nil, fmt.Errorf("%w: QP with both an SRQ and a WQ", ErrInvalid)
+		case recvCQ != nil && recvCQ != a.WQ.cq:
+			return nil, fmt.Errorf("%w: a QP on a WQ completes receives on the WQ's CQ", ErrInvalid)
+		}
+		recvCQ = a.WQ.cq
+	}
+	if a.PD == nil || a.SendCQ == nil || recvCQ == nil {
 		return nil, fmt.Errorf("%w: QP needs a PD and both CQs", ErrInvalid)
 	}
 	c := a.Cap
@@ -170,17 +196,27 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 	default:
 		return nil, fmt.Errorf("%w: QP type %v not supported", ErrInvalid, a.Type)
 	}
-	qp := &QP{n: n, typ: a.Type, pd: a.PD, sendCQ: a.SendCQ, recvCQ: a.RecvCQ, srq: a.SRQ}
-	if a.SRQ != nil {
+	qp := &QP{n: n, typ: a.Type, pd: a.PD, sendCQ: a.SendCQ, recvCQ: recvCQ, srq: a.SRQ, wq: a.WQ, ctx: a.Context}
+	qp.dr.init(a.SendCQ, recvCQ)
+	switch {
+	case a.SRQ != nil:
 		if err := a.SRQ.attach(); err != nil {
 			return nil, err
 		}
 		qp.rq = a.SRQ.rq
 		c.MaxRecvWR, c.MaxRecvSGE = 0, 0
-	} else {
+	case a.WQ != nil:
+		if err := a.WQ.attach(); err != nil {
+			return nil, err
+		}
+		qp.rq = a.WQ.rq
+		c.MaxRecvWR, c.MaxRecvSGE = 0, 0
+	default:
 		qp.rq = transport.NewRecvQueue(int(c.MaxRecvWR), int(c.MaxRecvSGE))
 	}
-	qpn, err := n.RegisterQP(a.Type, func(qpn uint32, wake func()) (Handler, error) {
+	shared := a.SRQ != nil || a.WQ != nil
+	_, err := n.RegisterQP(a.Type, func(qpn uint32, wake func()) (Handler, error) {
+		qp.qpn = qpn
 		if a.Type == transport.QPTypeUD {
 			t, err := n.newUD(qp, qpn, wake, a, c)
 			qp.t = t
@@ -188,47 +224,51 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 		}
 		t, err := rc.New(rc.Config{
 			QPN: qpn, Type: a.Type, PD: a.PD, Mem: n.mem,
-			SendCQ: a.SendCQ, RecvCQ: a.RecvCQ, RQ: qp.rq, SRQ: a.SRQ != nil, Cap: c, SigAll: a.SigAll,
+			SendCQ: qp.dr.send, RecvCQ: qp.dr.recv, RQ: qp.rq, SRQ: shared, Cap: c, SigAll: a.SigAll,
 			LocalAddr: n.addr, DstPort: n.cfg.PeerPort, Clock: n.clock, Counters: &n.ctr,
-			Wake: wake,
-			OnAsync: func(ev rc.AsyncEvent) {
-				n.qpEvent(qpn, ev)
-				if ev == rc.EventQPFatal {
-					qp.lastWQEReached()
-				}
-			},
+			Wake:    wake,
+			OnAsync: qp.rcEvent,
 		})
 		qp.t = t
 		return t, err
 	})
 	if err != nil {
-		if a.SRQ != nil {
+		switch {
+		case a.SRQ != nil:
 			a.SRQ.detach()
+		case a.WQ != nil:
+			a.WQ.detach()
 		}
 		return nil, err
 	}
-	qp.qpn = qpn
 	a.PD.Ref()
 	a.SendCQ.Ref()
-	a.RecvCQ.Ref()
+	recvCQ.Ref()
 	return qp, nil
 }
 
-func (n *NIC) qpEvent(qpn uint32, ev rc.AsyncEvent) {
-	var t AsyncEventType
+// rcEvent reports an RC or UC transport's asynchronous event.
+func (qp *QP) rcEvent(ev rc.AsyncEvent) {
 	switch ev {
 	case rc.EventQPFatal:
-		t = EventQPFatal
+		qp.fatal()
 	case rc.EventSQDrained:
-		t = EventSQDrained
+		qp.postEvent(EventSQDrained)
 	case rc.EventReqErr:
-		t = EventQPReqErr
+		qp.postEvent(EventQPReqErr)
 	case rc.EventAccessErr:
-		t = EventQPAccessErr
-	default:
-		return
+		qp.postEvent(EventQPAccessErr)
 	}
-	n.postAsync(AsyncEvent{Type: t, QPN: qpn})
+}
+
+// fatal reports a transport's move to ERR: IBV_EVENT_QP_FATAL when it
+// went there on its own (not while a Modify takes it there: rc reports
+// both), then LAST_WQE_REACHED for a QP on an SRQ.
+func (qp *QP) fatal() {
+	if !qp.toErr.Load() {
+		qp.postEvent(EventQPFatal)
+	}
+	qp.lastWQEReached()
 }
 
 // QPN returns the QP number.
@@ -269,6 +309,14 @@ func (qp *QP) Modify(attr *transport.QPAttr, mask transport.AttrMask) error {
 	if err := transport.CheckAttrValues(qp.typ, cur, attr, mask, qp.n.qpLimits()); err != nil {
 		return err
 	}
+	if mask&transport.AttrPathMigState != 0 && attr.PathMigState != pathMigMigrated {
+		// Only IBV_MIG_MIGRATED, "no migration armed", is accepted: with
+		// no alternate path (IBV_QP_ALT_PATH is refused) there is nothing
+		// to migrate to, so path migration is never armed and
+		// IBV_EVENT_PATH_MIG / PATH_MIG_ERR are never raised.
+		return fmt.Errorf("%w: %v: path_mig_state %d: path migration is not supported (only IBV_MIG_MIGRATED)",
+			ErrInvalid, transport.AttrPathMigState, attr.PathMigState)
+	}
 	if mask&transport.AttrAV != 0 {
 		// The path's GID must be of the NIC's address family: RoCEv2 sends
 		// IPv4 from an IPv4 GID and IPv6 from an IPv6 one.
@@ -276,6 +324,10 @@ func (qp *QP) Modify(attr *transport.QPAttr, mask transport.AttrMask) error {
 			return fmt.Errorf("%w: %v: destination GID %v is not of the family of the device address %v",
 				ErrInvalid, transport.AttrAV, d, qp.n.addr)
 		}
+	}
+	if next == transport.QPStateErr && cur != transport.QPStateErr {
+		qp.toErr.Store(true)
+		defer qp.toErr.Store(false)
 	}
 	if err := qp.t.Modify(attr, mask); err != nil {
 		return err
@@ -343,10 +395,10 @@ func (qp *QP) PostRecv(wrs []transport.RecvWR) (int, error) {
 	if err := qp.usable(); err != nil {
 		return 0, err
 	}
-	if qp.srq != nil {
+	if qp.srq != nil || qp.wq != nil {
 		// A QP on an SRQ has no receive queue of its own (rxe post_recv:
 		// EINVAL; ibv_post_recv(3): use ibv_post_srq_recv).
-		return 0, fmt.Errorf("%w: QP %#x takes its receives from an SRQ", ErrInvalid, qp.qpn)
+		return 0, fmt.Errorf("%w: QP %#x takes its receives from an SRQ or WQ", ErrInvalid, qp.qpn)
 	}
 	if s := qp.t.State(); s == transport.QPStateReset {
 		return 0, fmt.Errorf("%w: post receive in state %v", transport.ErrState, s)
@@ -375,5 +427,10 @@ func (qp *QP) Destroy() error {
 	if qp.srq != nil {
 		qp.srq.detach()
 	}
+	if qp.wq != nil {
+		qp.wq.detach()
+	}
+	// Events about the QP still queued go with it (its QPN may be reused).
+	qp.n.dropAsync(func(e *AsyncEvent) bool { return e.Type.IsQPEvent() && e.QPN == qp.qpn })
 	return nil
 }

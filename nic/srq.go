@@ -228,5 +228,6 @@ func (s *SRQ) Destroy() error {
 	s.rq.Drain(func(*transport.RecvWQE) {})
 	s.pd.Unref()
 	s.n.srqs.Add(-1)
+	s.n.DropAsyncFor(s.ctx) // its queued events go with it
 	return nil
 }

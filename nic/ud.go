@@ -42,17 +42,16 @@ func (n *NIC) PortMTU() transport.MTU {
 // newUD makes the UD transport of qp.
 func (n *NIC) newUD(qp *QP, qpn uint32, wake func(), a *QPInitAttr, c transport.QPCap) (*ud.QP, error) {
 	return ud.New(ud.Config{
-		QPN: qpn, PD: a.PD, Mem: n.mem, SendCQ: a.SendCQ, RecvCQ: a.RecvCQ,
-		RQ: qp.rq, SRQ: a.SRQ != nil, Cap: c, SigAll: a.SigAll,
+		QPN: qpn, PD: a.PD, Mem: n.mem, SendCQ: qp.dr.send, RecvCQ: qp.dr.recv,
+		RQ: qp.rq, SRQ: a.SRQ != nil || a.WQ != nil, Cap: c, SigAll: a.SigAll,
 		LocalAddr: n.addr, DstPort: n.cfg.PeerPort, MTU: n.PortMTU().Bytes(),
 		Counters: &n.ctr, Wake: wake,
 		OnAsync: func(ev ud.AsyncEvent) {
 			switch ev {
 			case ud.EventQPFatal:
-				n.postAsync(AsyncEvent{Type: EventQPFatal, QPN: qpn})
-				qp.lastWQEReached()
+				qp.fatal()
 			case ud.EventSQDrained:
-				n.postAsync(AsyncEvent{Type: EventSQDrained, QPN: qpn})
+				qp.postEvent(EventSQDrained)
 			}
 		},
 	})
@@ -64,7 +63,8 @@ func (n *NIC) newUD(qp *QP, qpn uint32, wake func(), a *QPInitAttr, c transport.
 // owns (IBTA 11.6.3.1, ibv_get_async_event(3)).
 func (qp *QP) lastWQEReached() {
 	if qp.srq != nil && qp.lastWQE.CompareAndSwap(false, true) {
-		qp.n.postAsync(AsyncEvent{Type: EventQPLastWQEReached, QPN: qp.qpn})
+		qp.dr.lastWQEFired()
+		qp.postEvent(EventQPLastWQEReached)
 	}
 }
 
@@ -76,5 +76,6 @@ func (qp *QP) afterModify() {
 		qp.lastWQEReached()
 	case transport.QPStateReset:
 		qp.lastWQE.Store(false)
+		qp.dr.lastWQERearm()
 	}
 }

@@ -1,0 +1,256 @@
+package nic
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/softnic/softnic/nic/cq"
+	"github.com/softnic/softnic/nic/mem"
+	"github.com/softnic/softnic/transport"
+)
+
+// WQState is a work queue's state (enum ibv_wq_state).
+type WQState uint8
+
+const (
+	WQStateReset   WQState = 0 // IBV_WQS_RESET
+	WQStateRdy     WQState = 1 // IBV_WQS_RDY
+	WQStateErr     WQState = 2 // IBV_WQS_ERR
+	WQStateUnknown WQState = 3 // IBV_WQS_UNKNOWN
+)
+
+var wqStateNames = [...]string{"RESET", "RDY", "ERR", "UNKNOWN"}
+
+func (s WQState) String() string {
+	if int(s) < len(wqStateNames) {
+		return wqStateNames[s]
+	}
+	return fmt.Sprintf("WQState(%d)", uint8(s))
+}
+
+// WQType is a work queue's type (enum ibv_wq_type); softnic has receive
+// queues only.
+type WQType uint8
+
+// WQTypeRQ is IBV_WQT_RQ, a receive work queue.
+const WQTypeRQ WQType = 0
+
+// WQAttrMask selects what WQ.Modify changes (enum ibv_wq_attr_mask).
+type WQAttrMask uint32
+
+const (
+	WQAttrState     WQAttrMask = 1 << 0 // IBV_WQ_ATTR_STATE
+	WQAttrCurrState WQAttrMask = 1 << 1 // IBV_WQ_ATTR_CURR_STATE
+	WQAttrFlags     WQAttrMask = 1 << 2 // IBV_WQ_ATTR_FLAGS
+)
+
+// WQAttr are the attributes of ibv_modify_wq (struct ibv_wq_attr).
+type WQAttr struct {
+	State     WQState
+	CurrState WQState // with WQAttrCurrState: what the caller believes the state is
+	Flags     uint32  // enum ibv_wq_flags: none supported
+	FlagsMask uint32
+}
+
+// WQInitAttr describes a work queue to create (struct ibv_wq_init_attr).
+type WQInitAttr struct {
+	Type   WQType
+	MaxWR  uint32
+	MaxSGE uint32
+	// CQ receives the completions of the WQ's receive WRs.
+	CQ *cq.CQ
+	// CreateFlags are enum ibv_wq_flags: none supported.
+	CreateFlags uint32
+	// Context is what the WQ's asynchronous events carry in
+	// AsyncEvent.Other.
+	Context any
+}
+
+// WQ is a receive work queue (ibv_wq; the kernel's ib_wq): a receive
+// queue with a state machine of its own, RESET, RDY and ERR. Receive WRs
+// may be posted in RDY, are refused in RESET and are flushed with
+// WR_FLUSH_ERR in ERR; entering ERR flushes the WRs posted, entering
+// RESET discards them without completions. RC, UC and UD QPs created with
+// QPInitAttr.WQ take their receive WQEs from it, and complete them on its
+// CQ; a WQ that is not RDY holds none to take (softnic has no receive
+// side scaling: a QP on a WQ is an indirection table of one WQ).
+type WQ struct {
+	n   *NIC
+	pd  *mem.PD
+	cq  *cq.CQ
+	rq  *transport.RecvQueue
+	num uint32
+	ctx any
+
+	mu        sync.Mutex
+	state     WQState // guarded by mu
+	users     int     // guarded by mu: QPs attached
+	destroyed bool    // guarded by mu
+}
+
+// wqNums hands out WQ numbers; softnic keeps them apart from QPNs, as
+// mlx5 does RQ numbers.
+var wqNums atomic.Uint32
+
+// CreateWQ creates a receive work queue in pd, in RESET (ibv_create_wq;
+// ib_create_wq): MaxWR in 1..MaxQPWR, MaxSGE up to MaxSGE, a CQ, no
+// create flags.
+func (n *NIC) CreateWQ(pd *mem.PD, a WQInitAttr) (*WQ, error) {
+	switch {
+	case n.closed.Load():
+		return nil, ErrClosed
+	case pd == nil || a.CQ == nil:
+		return nil, fmt.Errorf("%w: WQ needs a PD and a CQ", ErrInvalid)
+	case a.Type != WQTypeRQ:
+		return nil, fmt.Errorf("%w: WQ type %d (softnic has IBV_WQT_RQ)", ErrInvalid, a.Type)
+	case a.MaxWR == 0 || a.MaxWR > maxQPWR:
+		return nil, fmt.Errorf("%w: WQ max_wr %d not in 1..%d", ErrInvalid, a.MaxWR, maxQPWR)
+	case a.MaxSGE > maxSGE:
+		return nil, fmt.Errorf("%w: WQ max_sge %d exceeds %d", ErrInvalid, a.MaxSGE, maxSGE)
+	case a.CreateFlags != 0:
+		return nil, fmt.Errorf("%w: WQ create flags %#x not supported", ErrInvalid, a.CreateFlags)
+	}
+	w := &WQ{n: n, pd: pd, cq: a.CQ, ctx: a.Context, num: wqNums.Add(1),
+		rq: transport.NewRecvQueue(int(a.MaxWR), int(max(a.MaxSGE, 1)))}
+	pd.Ref()
+	a.CQ.Ref()
+	return w, nil
+}
+
+// Num returns the WQ number (ibv_wq.wq_num); flush completions carry it
+// as their QP number.
+func (w *WQ) Num() uint32 { return w.num }
+
+// State returns the WQ's state (ibv_wq.state).
+func (w *WQ) State() WQState {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.destroyed {
+		return WQStateUnknown
+	}
+	return w.state
+}
+
+// Cap returns the WQ's capacity in WRs and SGEs per WR.
+func (w *WQ) Cap() (maxWR, maxSGE int) { return w.rq.Cap(), w.rq.MaxSGE() }
+
+// Len returns the number of WRs posted and not yet taken.
+func (w *WQ) Len() int { return w.rq.Len() }
+
+// wqTransitionOK is the WQ state table: any state to RESET or ERR, RESET
+// to RDY, RDY to RDY (IBTA 10.3.1 applied to a lone receive queue, as for
+// QPs: ERR is left only through RESET).
+func wqTransitionOK(cur, next WQState) bool {
+	switch next {
+	case WQStateReset, WQStateErr:
+		return true
+	case WQStateRdy:
+		return cur == WQStateReset || cur == WQStateRdy
+	}
+	return false
+}
+
+// Modify changes the WQ's state (ibv_modify_wq): WQAttrState with the
+// next state, checked against the state table; WQAttrCurrState, if set,
+// must name the current state. Flags are not supported (EINVAL for any
+// flag in FlagsMask). Entering ERR completes every posted WR with
+// WR_FLUSH_ERR on the WQ's CQ; entering RESET discards them.
+func (w *WQ) Modify(attr *WQAttr, mask WQAttrMask) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.destroyed:
+		return fmt.Errorf("%w: WQ %#x destroyed", ErrInvalid, w.num)
+	case w.n.closed.Load():
+		return ErrClosed
+	case attr == nil || mask&^(WQAttrState|WQAttrCurrState|WQAttrFlags) != 0:
+		return fmt.Errorf("%w: WQ attribute mask %#x", ErrInvalid, uint32(mask))
+	case mask&WQAttrFlags != 0 && attr.FlagsMask != 0:
+		return fmt.Errorf("%w: WQ flags %#x not supported", ErrInvalid, attr.FlagsMask)
+	case mask&WQAttrCurrState != 0 && attr.CurrState != w.state:
+		return fmt.Errorf("%w: WQ %#x is %v, not %v (IBV_WQ_ATTR_CURR_STATE)", ErrInvalid, w.num, w.state, attr.CurrState)
+	}
+	if mask&WQAttrState == 0 {
+		return nil
+	}
+	if !wqTransitionOK(w.state, attr.State) {
+		return fmt.Errorf("%w: WQ %#x: %v->%v", ErrInvalid, w.num, w.state, attr.State)
+	}
+	prev := w.state
+	w.state = attr.State
+	switch {
+	case attr.State == WQStateReset:
+		w.rq.Drain(func(*transport.RecvWQE) {})
+	case attr.State == WQStateErr && prev != WQStateErr:
+		w.flushLocked()
+	}
+	return nil
+}
+
+// flushLocked completes every posted WR with WR_FLUSH_ERR.
+func (w *WQ) flushLocked() {
+	w.rq.Drain(func(r *transport.RecvWQE) {
+		wc := transport.WorkCompletion{WRID: r.WRID, Status: transport.WCWRFlushErr,
+			Opcode: transport.WCRecv, QPNum: w.num}
+		w.cq.Push(&wc, false)
+	})
+}
+
+// PostRecv posts receive WRs to the WQ (ibv_post_wq_recv); on error it
+// returns the index of the first WR not posted. Posting in RESET is
+// refused; WRs posted in ERR are flushed at once.
+func (w *WQ) PostRecv(wrs []transport.RecvWR) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.destroyed:
+		return 0, fmt.Errorf("%w: WQ %#x destroyed", ErrInvalid, w.num)
+	case w.n.closed.Load():
+		return 0, ErrClosed
+	case w.state == WQStateReset:
+		return 0, fmt.Errorf("%w: post receive to WQ %#x in RESET", transport.ErrState, w.num)
+	}
+	i, err := w.rq.Post(wrs)
+	if w.state == WQStateErr {
+		w.flushLocked()
+	}
+	return i, err
+}
+
+// attach records a QP taking its receive WQEs from the WQ.
+func (w *WQ) attach() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.destroyed {
+		return fmt.Errorf("%w: WQ %#x destroyed", ErrInvalid, w.num)
+	}
+	w.users++
+	return nil
+}
+
+func (w *WQ) detach() {
+	w.mu.Lock()
+	w.users--
+	w.mu.Unlock()
+}
+
+// Destroy destroys the WQ (ibv_destroy_wq): EBUSY while QPs use it; WRs
+// still posted are dropped without completions, and queued asynchronous
+// events about it are dropped too.
+func (w *WQ) Destroy() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.destroyed:
+		return fmt.Errorf("%w: WQ %#x already destroyed", ErrInvalid, w.num)
+	case w.users > 0:
+		return fmt.Errorf("%w: WQ %#x used by %d QPs", ErrBusy, w.num, w.users)
+	}
+	w.destroyed = true
+	w.rq.Drain(func(*transport.RecvWQE) {})
+	w.pd.Unref()
+	w.cq.Unref()
+	w.n.DropAsyncFor(w.ctx)
+	return nil
+}

@@ -148,10 +148,16 @@ func (c *CQ) Destroy() error {
 	if !c.ok() {
 		return errNil("CQ")
 	}
+	if err := c.d.asyncBusy(c); err != nil {
+		return fmt.Errorf("destroy CQ: %w", err)
+	}
 	if err := c.q.Destroy(); err != nil {
 		return errno(err)
 	}
 	c.dead.Store(true)
 	cqs.del(c.q)
+	if c.d.ok() {
+		c.d.n.DropAsyncFor(c)
+	}
 	return nil
 }

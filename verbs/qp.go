@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/nic/cq"
 )
 
 // QPInitAttr describes a QP to create (struct ibv_qp_init_attr).
@@ -29,6 +30,12 @@ type QPInitAttr struct {
 	// WQEs from (ibv_qp_init_attr.srq); Cap's receive sizes are then
 	// ignored (reported as 0) and QP.PostRecv is EINVAL: post to the SRQ.
 	SRQ *SRQ
+	// WQ, when set, is the work queue the QP takes its receive WQEs from
+	// (a softnic extension standing for an indirection table of one WQ,
+	// ibv_qp_init_attr_ex.rwq_ind_tbl): receives complete on the WQ's CQ,
+	// so RecvCQ must be nil or that CQ; Cap's receive sizes are ignored
+	// and QP.PostRecv is EINVAL, as with an SRQ. See WQ.
+	WQ *WQ
 }
 
 // QP is a queue pair (ibv_qp).
@@ -70,6 +77,8 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		cq   *CQ
 	}{{"SendCQ", attr.SendCQ}, {"RecvCQ", attr.RecvCQ}} {
 		switch {
+		case c.cq == nil && c.name == "RecvCQ" && attr.WQ != nil:
+			continue // the WQ's
 		case c.cq == nil:
 			return nil, fmt.Errorf("%w: QPInitAttr.%s is nil", EINVAL, c.name)
 		case !c.cq.ok():
@@ -94,15 +103,27 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if err != nil {
 		return nil, err
 	}
+	wq, err := attr.WQ.engine()
+	if err != nil {
+		return nil, err
+	}
+	var recvCQ *cq.CQ
+	if attr.RecvCQ != nil {
+		recvCQ = attr.RecvCQ.q
+	}
+	qp := &QP{pd: pd}
 	q, err := pd.d.n.CreateQP(&nic.QPInitAttr{
-		Type: attr.Type, PD: pd.pd, SendCQ: attr.SendCQ.q, RecvCQ: attr.RecvCQ.q,
-		Cap: attr.Cap, SigAll: attr.SigAll, SRQ: srq,
+		Type: attr.Type, PD: pd.pd, SendCQ: attr.SendCQ.q, RecvCQ: recvCQ,
+		Cap: attr.Cap, SigAll: attr.SigAll, SRQ: srq, WQ: wq, Context: qp,
 	})
 	if err != nil {
 		return nil, errno(err)
 	}
 	attr.Cap = q.Query().Cap
-	qp := &QP{pd: pd, qp: q, init: attr}
+	if attr.WQ != nil && attr.RecvCQ == nil {
+		attr.RecvCQ = attr.WQ.cq
+	}
+	qp.qp, qp.init = q, attr
 	if attr.SendOpsFlags != 0 {
 		qp.ex = &QPEx{qp: qp, ops: attr.SendOpsFlags}
 	}
@@ -185,6 +206,9 @@ func (qp *QP) PostRecv(wrs ...RecvWR) (int, error) {
 func (qp *QP) Destroy() error {
 	if !qp.ok() {
 		return errNil("QP")
+	}
+	if err := qp.pd.d.asyncBusy(qp); err != nil {
+		return fmt.Errorf("destroy QP %#x: %w", qp.QPN(), err)
 	}
 	return errno(qp.qp.Destroy())
 }

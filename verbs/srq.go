@@ -1,6 +1,8 @@
 package verbs
 
 import (
+	"fmt"
+
 	"github.com/softnic/softnic/nic"
 )
 
@@ -135,6 +137,9 @@ func (s *SRQ) PD() *PD {
 func (s *SRQ) Destroy() error {
 	if !s.ok() {
 		return errNil("SRQ")
+	}
+	if err := s.pd.d.asyncBusy(s); err != nil {
+		return fmt.Errorf("destroy SRQ: %w", err)
 	}
 	return errno(s.s.Destroy())
 }

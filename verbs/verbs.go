@@ -48,9 +48,11 @@ type (
 	Counters       = transport.Counters
 )
 
-// Asynchronous event types (enum ibv_event_type), as Device.AsyncEvents
-// reports them. For EventCQErr, AsyncEvent.Other is the *CQ that
-// overran; QP events carry the QP's number in AsyncEvent.QPN.
+// Asynchronous event types (enum ibv_event_type), as Device.GetAsyncEvent
+// and Device.AsyncEvents report them (async.go says which softnic raises
+// and when). For EventCQErr, AsyncEvent.Other is the *CQ that overran;
+// QP events carry the QP's number in AsyncEvent.QPN and the *QP in
+// AsyncEvent.Other.
 const (
 	EventCQErr            = nic.EventCQErr
 	EventQPFatal          = nic.EventQPFatal
@@ -199,7 +201,8 @@ type Config struct {
 // object, post or modify fails with ENODEV, while destroy calls still
 // release what they hold.
 type Device struct {
-	n *nic.NIC
+	n    *nic.NIC
+	acks asyncAcks
 }
 
 // Open starts a device on cfg.Link (ibv_open_device).
@@ -338,7 +341,8 @@ func (d *Device) QueryGID(port uint8, index int) (GID, error) {
 
 // AsyncEvents returns the asynchronous events queued since the last call
 // (ibv_get_async_event without blocking) and a channel signalled when
-// more arrive (a nil channel for a Device not made by Open).
+// more arrive (a nil channel for a Device not made by Open). It takes
+// them from GetAsyncEvent's queue, without acknowledgements.
 func (d *Device) AsyncEvents() ([]AsyncEvent, <-chan struct{}) {
 	if !d.ok() {
 		return nil, nil

@@ -69,9 +69,41 @@ const (
 	pathMigMigrated = 0
 )
 
+// Device capability flags (enum ib_uverbs_device_cap_flags).
+const (
+	CapBadPKeyCntr      = 1 << 1
+	CapBadQKeyCntr      = 1 << 2
+	CapAutoPathMig      = 1 << 4
+	CapChangePhyPort    = 1 << 5
+	CapUDAVPortEnforce  = 1 << 6
+	CapPortActiveEvent  = 1 << 10
+	CapSysImageGUID     = 1 << 11
+	CapRCRNRNakGen      = 1 << 12
+	CapSRQResize        = 1 << 13
+	CapMemWindow        = 1 << 17
+	CapMemMgtExtensions = 1 << 21
+	CapMemWindowType2B  = 1 << 24
+	CapFlushGlobal      = 1 << 38
+	CapFlushPersistent  = 1 << 39
+	CapAtomicWrite      = 1 << 40
+
+	// rxeCapFlags are the flags the newest rxe reports (rxe_param.h
+	// RXE_DEVICE_CAP_FLAGS; rxe-interop-facts.md §1): memory windows of
+	// types 1 and 2B, fast registration, FLUSH and ATOMIC WRITE among
+	// them. FLUSH_PERSISTENT is left to QueryDevice: softnic grants it
+	// only over persistent memory (mem.Limits.PersistentMemory).
+	rxeCapFlags = CapBadPKeyCntr | CapBadQKeyCntr | CapAutoPathMig | CapChangePhyPort |
+		CapUDAVPortEnforce | CapPortActiveEvent | CapSysImageGUID | CapRCRNRNakGen | CapSRQResize |
+		CapMemWindow | CapMemMgtExtensions | CapMemWindowType2B | CapFlushGlobal | CapAtomicWrite
+)
+
 // QueryDevice returns the device attributes.
 func (n *NIC) QueryDevice() DeviceAttr {
 	guid := n.nodeGUID()
+	caps := uint64(rxeCapFlags)
+	if n.mem.Limits().PersistentMemory {
+		caps |= CapFlushPersistent
+	}
 	return DeviceAttr{
 		FWVer:             "softnic 0.1",
 		NodeGUID:          guid,
@@ -79,6 +111,7 @@ func (n *NIC) QueryDevice() DeviceAttr {
 		MaxMRSize:         ^uint64(0),
 		PageSizeCap:       0xfffff000,
 		VendorID:          0xFFFFFF, // IBTA v1.4 A3.3.1, as newer rxe
+		DeviceCapFlags:    caps,
 		MaxQP:             1 << 16,
 		MaxQPWR:           maxQPWR,
 		MaxSGE:            maxSGE,

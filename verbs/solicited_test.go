@@ -257,4 +257,3 @@ func TestNotifyErrorsAndArming(t *testing.T) {
 		b.wantCQEvent(t, "flushed receive, solicited-only", b.rcq)
 	})
 }
-

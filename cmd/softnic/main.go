@@ -5,9 +5,17 @@
 //
 // Usage:
 //
+//	softnic demo [-v]
 //	softnic decode [--json] FILE.pcap...
+//	softnic rc_pingpong|uc_pingpong|ud_pingpong|srq_pingpong [options] [host]
+//	softnic write_bw|write_lat|read_bw|read_lat|send_bw|send_lat|atomic_bw|atomic_lat [options] [host]
+//	softnic info [--addr IP] [-d dev] [-i port] [-l]
 //	softnic help [COMMAND]
 //	softnic version
+//
+// The NIC tools take the options of the rdma-core and perftest tools they
+// are named after and pair with them in either role; see
+// internal/pingpong, internal/perftest and internal/devinfo.
 package main
 
 import (

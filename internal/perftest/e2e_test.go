@@ -3,6 +3,7 @@ package perftest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net"
 	"net/netip"
 	"strings"
@@ -106,5 +107,81 @@ func TestPerftestPairs(t *testing.T) {
 			}
 			t.Logf("server:\n%s%s\nclient:\n%s%s", srv.out.String(), srv.errOut.String(), cli.out.String(), cli.errOut.String())
 		})
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the progress goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestProgressAndJSON(t *testing.T) {
+	progressDelay, progressTick = 0, time.Millisecond
+	defer func() { progressDelay, progressTick = 2*time.Second, 500*time.Millisecond }()
+	f := fabric.New(fabric.Config{Seed: 1})
+	defer f.Close()
+	open := func(a string) *verbs.Device {
+		ep, _ := f.Attach(netip.MustParseAddr(a))
+		d, err := verbs.Open(verbs.Config{Link: ep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		return d
+	}
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Defaults(Write, BW)
+	cfg.Duration, cfg.Margin = 2*time.Second, 0
+	ccfg := cfg
+	ccfg.ServerName, ccfg.Port = "127.0.0.1", ln.Addr().(*net.TCPAddr).Port
+	var prog syncBuffer
+	var sout, cout bytes.Buffer
+	var serr, cerr error
+	var cres *Result
+	var wg sync.WaitGroup
+	wg.Add(2)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go func() {
+		defer wg.Done()
+		_, serr = Run(ctx, cfg, Env{Dev: open("10.0.0.1"), Out: &sout, Listener: ln, JSON: true})
+	}()
+	go func() {
+		defer wg.Done()
+		cres, cerr = Run(ctx, ccfg, Env{Dev: open("10.0.0.2"), Out: &cout, Progress: &prog, JSON: true, ConnectRetry: 5 * time.Second})
+	}()
+	wg.Wait()
+	if serr != nil || cerr != nil {
+		t.Fatalf("server %v, client %v", serr, cerr)
+	}
+	if p := prog.String(); !strings.Contains(p, "\rwrite_bw: ") || !strings.Contains(p, " of 2 s") || !strings.HasSuffix(p, "\r\x1b[K") {
+		t.Errorf("progress: got %q", p)
+	}
+	var got Result
+	if err := json.Unmarshal(cout.Bytes(), &got); err != nil {
+		t.Fatalf("client JSON: %v\n%s", err, cout.String())
+	}
+	if got.Tool != "write_bw" || got.Side != "client" || len(got.BW) != 1 || got.BW[0].Iters == 0 || got.BW[0].BWAvg <= 0 ||
+		got.Peer != Version || len(got.Local) != 1 || got.Local[0].QPN != cres.Local[0].QPN {
+		t.Errorf("client JSON: got %+v", got)
+	}
+	if err := json.Unmarshal(sout.Bytes(), &got); err != nil || got.Side != "server" || len(got.BW) != 1 {
+		t.Errorf("server JSON: %v %+v\n%s", err, got, sout.String())
 	}
 }

@@ -16,8 +16,12 @@ type progress struct {
 	shown bool // guarded by mu: a progress line is on the terminal
 }
 
-// progressDelay is how long a run lasts before the progress line shows.
-const progressDelay = 2 * time.Second
+// progressDelay is how long a run lasts before the progress line shows
+// (a variable for tests).
+var progressDelay = 2 * time.Second
+
+// progressTick is how often the progress line is refreshed.
+var progressTick = 500 * time.Millisecond
 
 // startProgress shows a progress line on env.Progress, refreshed twice a
 // second, while a run lasts longer than progressDelay. The returned
@@ -31,7 +35,7 @@ func (s *session) startProgress() func() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(500 * time.Millisecond)
+		t := time.NewTicker(progressTick)
 		defer t.Stop()
 		for {
 			select {

@@ -709,3 +709,47 @@ func TestMWUC(t *testing.T) {
 		}
 	})
 }
+
+// TestLocalOpsNotRepeatedOnRetry: a go-back-N retry resends the WRs
+// around an executed BIND_MW and REG_MR but never executes those again
+// (a second type-2 bind or registration would fail: the window is bound,
+// the region no longer free).
+func TestLocalOpsNotRepeatedOnRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{})
+		defer f.Close()
+		a, b := mpair(t, f, mopts{})
+		rec := record(t, f)
+		// Lose a's first WRITE: the second one draws a sequence NAK and a
+		// retry from the first.
+		f.AddFilter(fabric.DropNth(1, ops(&end{dev: a.dev}, wire.RCWriteOnly)))
+		mw := mallocMW(t, a, verbs.MWType2)
+		mr, err := a.pd.AllocMR(verbs.MRTypeMemReg, 1)
+		must(t, err)
+		chunk := pages(1, 4096, 0)
+		_, err = mr.MapSG(chunk, 4096)
+		must(t, err)
+		must(t, mr.UpdateFastRegKey(verbs.IncKey(mr.RKey())))
+		fill(a.buf[:64], 12)
+		wk := verbs.IncKey(mw.RKey())
+		mpost(t, a.qp, mwrite(a, 1, 0, 32, b.mr.RKey(), b.mr.Addr()),
+			verbs.BindMWWR(2, sig, mw, wk, verbs.MWBindInfo{MR: a.mr, Addr: a.mr.Addr() + 8192, Length: 64, Access: verbs.AccessRemoteWrite}),
+			mr.RegWR(3, sig, fastAccess),
+			mwrite(a, 4, 32, 32, b.mr.RKey(), b.mr.Addr()+32))
+		got := waitWC(t, a.cq, 4)
+		for i, op := range []verbs.WCOpcode{verbs.WCRDMAWrite, verbs.WCBindMW, verbs.WCRegMR, verbs.WCRDMAWrite} {
+			wantWC(t, got[i], uint64(i+1), verbs.WCSuccess, op)
+		}
+		if n := rec.count(ops(&end{dev: a.dev}, wire.RCWriteOnly)); n < 3 {
+			t.Errorf("%d WRITE_ONLY packets, want a retry", n)
+		}
+		checkBytes(t, "WRITEs after the retry", b.buf[:64], a.buf[:64])
+		fill(b.buf[:16], 13)
+		mpost(t, b.qp, mwrite(b, 5, 0, 8, wk, a.mr.Addr()+8192), mwrite(b, 6, 8, 8, mr.RKey(), mr.Addr()))
+		got = waitWC(t, b.cq, 2)
+		wantWC(t, got[0], 5, verbs.WCSuccess, verbs.WCRDMAWrite)
+		wantWC(t, got[1], 6, verbs.WCSuccess, verbs.WCRDMAWrite)
+		checkBytes(t, "through the window", a.buf[8192:8200], b.buf[:8])
+		checkBytes(t, "into the fast-reg MR", chunk[0][:8], b.buf[8:16])
+	})
+}

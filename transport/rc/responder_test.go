@@ -294,3 +294,60 @@ func TestDuplicateReadResources(t *testing.T) {
 		t.Errorf("state %v, want RTS", s)
 	}
 }
+
+func atomicWrite(psn wire.PSN, va uint64, rkey uint32) wire.Headers {
+	return wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCAtomicWrite, PSN: psn, AckReq: true},
+		RETH: wire.RETHFields{VA: va, RKey: rkey, DMALen: 8}}
+}
+
+// ATOMIC WRITE and FLUSH take responder resources like READ and atomics
+// (rxe_prepare_res): a duplicate is answered with an empty READ
+// RESPONSE ONLY and not executed again; once the ring recycled its entry,
+// or when it names another address or rkey, it is dropped (class D).
+func TestDuplicateAtomicWriteFlushResources(t *testing.T) {
+	h := newHarness(t) // max_dest_rd_atomic 4
+	rkey := h.mr.RKey()
+	all := transport.AccessRemoteWrite | transport.AccessRemoteRead | transport.AccessRemoteAtomic
+	if err := h.qp.Modify(&transport.QPAttr{AccessFlags: all | transport.AccessFlushGlobal}, transport.AttrAccessFlags); err != nil {
+		t.Fatal(err)
+	}
+	fmr, err := h.qp.cfg.Mem.RegMR(h.qp.cfg.PD, make([]byte, 64), 0x90000, true, transport.AccessFlushGlobal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.deliver(atomicWrite(0, 0x10000, rkey), []byte{1, 1, 1, 1, 1, 1, 1, 1})
+	flush := wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCFlush, PSN: 1, AckReq: true},
+		FETH: wire.FETHFields{PlacementType: wire.FlushGlobal, Selectivity: wire.FlushMR}, RETH: wire.RETHFields{RKey: fmr.RKey()}}
+	h.deliver(flush, nil)
+	check(t, "ATOMIC_WRITE then FLUSH", h.process(), "RC_RDMA_READ_RESPONSE_ONLY/0", "RC_RDMA_READ_RESPONSE_ONLY/1")
+	for i, want := range []uint32{1, 2} {
+		if got := h.out.last[i].AETH().MSN(); got != want {
+			t.Errorf("answer %d MSN %d, want %d", i, got, want)
+		}
+	}
+	copy(h.buf, []byte{2, 2, 2, 2, 2, 2, 2, 2})
+	h.deliver(atomicWrite(0, 0x10000, rkey), []byte{1, 1, 1, 1, 1, 1, 1, 1})
+	h.deliver(flush, nil)
+	check(t, "their duplicates", h.process(), "RC_RDMA_READ_RESPONSE_ONLY/0", "RC_RDMA_READ_RESPONSE_ONLY/1")
+	if h.buf[0] != 2 {
+		t.Errorf("a duplicate ATOMIC_WRITE wrote %d over the later 2", h.buf[0])
+	}
+	h.deliver(atomicWrite(0, 0x10008, rkey), []byte{3, 3, 3, 3, 3, 3, 3, 3})
+	h.deliver(atomicWrite(0, 0x10000, rkey^1), []byte{3, 3, 3, 3, 3, 3, 3, 3})
+	check(t, "duplicates naming another address or rkey", h.process())
+	for i := range wire.PSN(4) {
+		h.deliver(readReq(2+i, 0x10000, rkey, 8), nil)
+	}
+	if got := len(h.process()); got != 4 {
+		t.Fatalf("%d read responses, want 4", got)
+	}
+	h.deliver(atomicWrite(0, 0x10000, rkey), []byte{1, 1, 1, 1, 1, 1, 1, 1})
+	h.deliver(flush, nil)
+	check(t, "duplicates after the ring recycled their resources", h.process())
+	if h.buf[0] != 2 {
+		t.Errorf("an evicted duplicate ATOMIC_WRITE wrote")
+	}
+	if s := h.qp.State(); s != transport.QPStateRTS {
+		t.Errorf("state %v, want RTS", s)
+	}
+}

@@ -87,8 +87,9 @@ type NIC struct {
 	qps     map[uint32]*qpEntry // guarded by qpMu
 	nextQPN uint32              // guarded by qpMu
 
-	srqs atomic.Int32 // SRQs in existence
-	ahs  atomic.Int32 // address handles in existence
+	srqs  atomic.Int32  // SRQs in existence
+	ahs   atomic.Int32  // address handles in existence
+	wqNum atomic.Uint32 // the last WQ number handed out
 
 	procs  []*processor
 	seed   maphash.Seed

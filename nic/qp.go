@@ -202,6 +202,8 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 		switch {
 		case a.SRQ != nil:
 			return nil, fmt.Errorf("%w: QP with both an SRQ and a WQ", ErrInvalid)
+		case a.WQ.n != n:
+			return nil, fmt.Errorf("%w: the WQ is another device's", ErrInvalid)
 		case recvCQ != nil && recvCQ != a.WQ.cq:
 			return nil, fmt.Errorf("%w: a QP on a WQ completes receives on the WQ's CQ", ErrInvalid)
 		}

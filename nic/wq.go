@@ -3,7 +3,6 @@ package nic
 import (
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/softnic/softnic/nic/cq"
 	"github.com/softnic/softnic/nic/mem"
@@ -74,7 +73,9 @@ type WQInitAttr struct {
 // RESET discards them without completions. RC, UC and UD QPs created with
 // QPInitAttr.WQ take their receive WQEs from it, and complete them on its
 // CQ; a WQ that is not RDY holds none to take (softnic has no receive
-// side scaling: a QP on a WQ is an indirection table of one WQ).
+// side scaling: a QP on a WQ is an indirection table of one WQ). As with
+// an SRQ, a WQE's buffers are checked against the PD of the QP that takes
+// it.
 type WQ struct {
 	n   *NIC
 	pd  *mem.PD
@@ -88,10 +89,6 @@ type WQ struct {
 	users     int     // guarded by mu: QPs attached
 	destroyed bool    // guarded by mu
 }
-
-// wqNums hands out WQ numbers; softnic keeps them apart from QPNs, as
-// mlx5 does RQ numbers.
-var wqNums atomic.Uint32
 
 // CreateWQ creates a receive work queue in pd, in RESET (ibv_create_wq;
 // ib_create_wq): MaxWR in 1..MaxQPWR, MaxSGE up to MaxSGE, a CQ, no
@@ -111,7 +108,9 @@ func (n *NIC) CreateWQ(pd *mem.PD, a WQInitAttr) (*WQ, error) {
 	case a.CreateFlags != 0:
 		return nil, fmt.Errorf("%w: WQ create flags %#x not supported", ErrInvalid, a.CreateFlags)
 	}
-	w := &WQ{n: n, pd: pd, cq: a.CQ, ctx: a.Context, num: wqNums.Add(1),
+	// WQ numbers are a space of their own, apart from QPNs, as mlx5's RQ
+	// numbers are.
+	w := &WQ{n: n, pd: pd, cq: a.CQ, ctx: a.Context, num: n.wqNum.Add(1),
 		rq: transport.NewRecvQueue(int(a.MaxWR), int(max(a.MaxSGE, 1)))}
 	pd.Ref()
 	a.CQ.Ref()

@@ -28,10 +28,11 @@ const DrainWRID = nic.DrainWRID
 //
 // ctx bounds the wait: when it has already ended, DrainSQ returns its
 // error and leaves the QP alone; when it ends during the wait (softnic
-// flushes at once, so only a QP being reset or destroyed under the drain
-// can make it wait), the QP stays in ERR and the marker's completion is
-// still kept out of the CQ when it comes. The QP does not raise
-// EventQPFatal for the drain's modify.
+// flushes a WR posted in ERR at once, so in practice the wait ends at
+// once), the QP stays in ERR and the marker's completion is still kept
+// out of the CQ when it comes. The QP does not raise EventQPFatal for the
+// drain's modify. As ib_drain_sq, it needs a QP that may go to ERR: one
+// in RESET is refused (EINVAL, RESET→ERR is not a transition).
 func (qp *QP) DrainSQ(ctx context.Context) error {
 	if !qp.ok() {
 		return errNil("QP")

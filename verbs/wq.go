@@ -70,7 +70,8 @@ type WQInitAttr struct {
 // entering RESET discards the posted WRs without completions. Flush
 // completions carry the WQ number as their QPNum. The WQE a QP holds
 // while a message arrives is not the WQ's any more: it completes, or is
-// flushed with the QP's own move to ERR.
+// flushed with the QP's own move to ERR. As with an SRQ, a WQE's buffers
+// are checked against the PD of the QP that takes it.
 type WQ struct {
 	pd *PD
 	cq *CQ

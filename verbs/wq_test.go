@@ -134,7 +134,8 @@ func TestWQStates(t *testing.T) {
 	})
 }
 
-// TestWQCreateRules: bad creation attributes are EINVAL.
+// TestWQCreateRules: bad creation attributes are EINVAL, and so is a QP
+// on another device's WQ.
 func TestWQCreateRules(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := fabric.New(fabric.Config{})
@@ -161,6 +162,17 @@ func TestWQCreateRules(t *testing.T) {
 		var zero verbs.WQ
 		if err := zero.Modify(&verbs.WQAttr{}, verbs.WQAttrState); !errors.Is(err, verbs.EINVAL) {
 			t.Errorf("Modify on a zero WQ: %v", err)
+		}
+		// A QP cannot take its receives from another device's WQ.
+		wq, err := dev.CreateWQ(verbs.WQInitAttr{MaxWR: 8, PD: pd, CQ: cq})
+		must(t, err)
+		other := openDev(t, f, "10.0.0.2", 0)
+		opd, err := other.AllocPD()
+		must(t, err)
+		ocq, err := other.CreateCQ(8, nil)
+		must(t, err)
+		if _, err := opd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: ocq, WQ: wq}); !errors.Is(err, verbs.EINVAL) {
+			t.Errorf("QP on another device's WQ: %v, want EINVAL", err)
 		}
 	})
 }

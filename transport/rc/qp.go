@@ -13,6 +13,7 @@ package rc
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,7 +98,8 @@ type QP struct {
 	rnrFired      atomic.Bool   // set by the RNR timer
 	sqDrained     bool          // guarded by mu: SQ-drained event sent for this SQD
 
-	events []AsyncEvent // guarded by mu; delivered after unlock
+	events []AsyncEvent             // guarded by mu; delivered after unlock
+	wc     transport.WorkCompletion // guarded by mu; the completion being pushed
 	batch  []*transport.RxPacket
 	vec    iovec // guarded by mu: scratch of localVec
 }
@@ -349,9 +351,9 @@ func (qp *QP) Process(out transport.Output) (more bool) {
 
 func (qp *QP) requeue(ps []*transport.RxPacket) {
 	qp.inMu.Lock()
-	qp.inbox = append(ps, qp.inbox...)
+	qp.inbox = slices.Insert(qp.inbox, 0, ps...)
 	qp.inMu.Unlock()
-	qp.batch = nil // ps now belongs to the inbox
+	clear(ps) // the inbox holds them now
 }
 
 // receiveLocked routes one packet to the responder or the completer

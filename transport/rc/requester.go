@@ -291,12 +291,18 @@ const MaxMsgSize = 1 << 31
 func (qp *QP) enqueueLocked(wr *transport.SendWR) {
 	w := qp.sq.at(qp.sq.tailIdx)
 	sgl, inline := w.sgl[:0], w.inline[:0]
-	*w = sendWQE{wr: *wr, sgl: sgl, inline: inline}
+	*w = sendWQE{sgl: sgl, inline: inline}
+	// Copy the WR field by field: copying the whole struct would let the
+	// caller's SGE slice escape to the heap on every post.
+	w.wr.WRID, w.wr.Opcode, w.wr.Flags = wr.WRID, wr.Opcode, wr.Flags
+	w.wr.Imm, w.wr.InvRKey = wr.Imm, wr.InvRKey
+	w.wr.RemoteAddr, w.wr.RKey = wr.RemoteAddr, wr.RKey
+	w.wr.CompareAdd, w.wr.Swap = wr.CompareAdd, wr.Swap
+	w.wr.RemoteQPN, w.wr.RemoteQKey = wr.RemoteQPN, wr.RemoteQKey
+	w.wr.FlushType, w.wr.FlushLevel, w.wr.FlushLen = wr.FlushType, wr.FlushLevel, wr.FlushLen
 	w.kind, _ = kindOf(qp.cfg.Type, wr.Opcode)
 	w.sgl = append(w.sgl, wr.SGList...)
 	w.wr.SGList = w.sgl
-	w.wr.InlineData = nil
-	w.wr.Bind, w.wr.Reg = nil, nil
 	if wr.Bind != nil {
 		w.bind = *wr.Bind
 	}
@@ -785,7 +791,8 @@ func (qp *QP) completeSendLocked(w *sendWQE, force bool) {
 	if !(w.signaled || force || w.status != transport.WCSuccess) {
 		return
 	}
-	wc := transport.WorkCompletion{
+	wc := &qp.wc // a field, so the interface call does not move it to the heap
+	*wc = transport.WorkCompletion{
 		WRID:   w.wr.WRID,
 		Status: w.status,
 		Opcode: wcOpcode(w.wr.Opcode),
@@ -794,7 +801,7 @@ func (qp *QP) completeSendLocked(w *sendWQE, force bool) {
 	if w.status == transport.WCSuccess {
 		wc.ByteLen = w.length
 	}
-	if !qp.cfg.SendCQ.Push(&wc, false) {
+	if !qp.cfg.SendCQ.Push(wc, false) {
 		qp.toErrorLocked() // CQ overrun: the QP goes to error (IBTA 11.4.2.1)
 	}
 }

@@ -506,7 +506,8 @@ func (r *responder) completeRecvLocked(qp *QP, st transport.WCStatus, p *wire.Pa
 		return
 	}
 	r.haveWQE = false
-	wc := transport.WorkCompletion{
+	wc := &qp.wc // a field, so the interface call does not move it to the heap
+	*wc = transport.WorkCompletion{
 		WRID:   r.wqe.WRID,
 		Status: st,
 		Opcode: transport.WCRecv,
@@ -531,7 +532,7 @@ func (r *responder) completeRecvLocked(qp *QP, st transport.WCStatus, p *wire.Pa
 		}
 		solicited = p.SE()
 	}
-	if !qp.cfg.RecvCQ.Push(&wc, solicited) {
+	if !qp.cfg.RecvCQ.Push(wc, solicited) {
 		qp.toErrorLocked()
 	}
 }

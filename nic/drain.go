@@ -152,7 +152,7 @@ func (s *drainState) lastWQEChan() <-chan struct{} {
 // modify (a zero-length RDMA WRITE; a zero-length SEND to the NIC's own
 // address on a UD QP, which has no WRITE) and waits for its flush
 // completion, which comes after theirs and is taken out of the send CQ.
-// When it returns, their completions are in the send CQ. An ctx that has
+// When it returns, their completions are in the send CQ. A ctx that has
 // already ended leaves the QP alone; one that ends during the wait
 // returns its error with the QP in ERR (the marker's completion is still
 // taken out when it comes).

@@ -410,18 +410,20 @@ func (qp *QP) flushLocked() {
 		qp.sq.pop()
 	}
 	qp.req.idx = qp.sq.headIdx
+	// The receive in progress was posted first: flush it before the ones
+	// still queued behind it, so completions keep posting order.
+	if qp.resp.haveWQE {
+		qp.resp.haveWQE = false
+		wc := transport.WorkCompletion{WRID: qp.resp.wqe.WRID, Status: transport.WCWRFlushErr,
+			Opcode: transport.WCRecv, QPNum: qp.cfg.QPN}
+		qp.cfg.RecvCQ.Push(&wc, false)
+	}
 	if !qp.cfg.SRQ {
 		qp.cfg.RQ.Drain(func(r *transport.RecvWQE) {
 			wc := transport.WorkCompletion{WRID: r.WRID, Status: transport.WCWRFlushErr,
 				Opcode: transport.WCRecv, QPNum: qp.cfg.QPN}
 			qp.cfg.RecvCQ.Push(&wc, false)
 		})
-	}
-	if qp.resp.haveWQE {
-		qp.resp.haveWQE = false
-		wc := transport.WorkCompletion{WRID: qp.resp.wqe.WRID, Status: transport.WCWRFlushErr,
-			Opcode: transport.WCRecv, QPNum: qp.cfg.QPN}
-		qp.cfg.RecvCQ.Push(&wc, false)
 	}
 }
 

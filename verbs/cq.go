@@ -55,9 +55,9 @@ type CQ struct {
 }
 
 // cqs maps engine CQs back to their verbs wrappers for GetEvent.
-var cqs = newRegistry[*cq.CQ, *CQ]()
-
-func cqOf(q *cq.CQ) *CQ { c, _ := cqs.get(q); return c }
+// cqOf returns the verbs CQ of an engine CQ: its cq_context. (A global
+// map here would keep every device ever opened alive.)
+func cqOf(q *cq.CQ) *CQ { c, _ := q.Context().(*CQ); return c }
 
 func (c *CQ) ok() bool { return c != nil && c.q != nil }
 
@@ -84,7 +84,7 @@ func (d *Device) CreateCQ(cqe int, ch *CompChannel) (*CQ, error) {
 	if ch != nil {
 		ch.ch.Attach(q)
 	}
-	cqs.put(q, c)
+	q.SetContext(c)
 	return c, nil
 }
 
@@ -155,7 +155,6 @@ func (c *CQ) Destroy() error {
 		return errno(err)
 	}
 	c.dead.Store(true)
-	cqs.del(c.q)
 	if c.d.ok() {
 		c.d.n.DropAsyncFor(c)
 	}

@@ -42,7 +42,6 @@ type mwIndex struct {
 
 // mws maps windows to their verbs wrappers, so that posting a BIND_MW
 // work request, which names its window by rkey, updates the wrapper's rkey.
-var mws = newRegistry[mwIndex, *MW]()
 
 func (mw *MW) ok() bool { return mw != nil && mw.mw != nil && mw.pd.ok() }
 
@@ -64,7 +63,7 @@ func (pd *PD) AllocMW(typ MWType) (*MW, error) {
 	}
 	mw := &MW{pd: pd, mw: m, typ: typ}
 	mw.rkey.Store(m.RKey())
-	mws.put(mwIndex{pd.d.n.Mem(), m.RKey() >> 8}, mw)
+	pd.d.mws.put(mwIndex{pd.d.n.Mem(), m.RKey() >> 8}, mw)
 	return mw, nil
 }
 
@@ -79,7 +78,7 @@ func (mw *MW) Dealloc() error {
 	if err := t.DeallocMW(mw.mw); err != nil {
 		return errno(err)
 	}
-	mws.del(mwIndex{t, mw.mw.RKey() >> 8})
+	mw.pd.d.mws.del(mwIndex{t, mw.mw.RKey() >> 8})
 	return nil
 }
 
@@ -187,7 +186,7 @@ func (qp *QP) noteBinds(wrs []SendWR) {
 		if wrs[i].Opcode != WRBindMW || b == nil {
 			continue
 		}
-		mw, ok := mws.get(mwIndex{qp.pd.d.n.Mem(), b.MWHandle >> 8})
+		mw, ok := qp.pd.d.mws.get(mwIndex{qp.pd.d.n.Mem(), b.MWHandle >> 8})
 		if !ok {
 			continue
 		}

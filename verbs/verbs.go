@@ -203,6 +203,7 @@ type Config struct {
 type Device struct {
 	n    *nic.NIC
 	acks asyncAcks
+	mws  *registry[mwIndex, *MW] // the device's memory windows by key index
 }
 
 // Open starts a device on cfg.Link (ibv_open_device).
@@ -212,7 +213,7 @@ func Open(cfg Config) (*Device, error) {
 	if err != nil {
 		return nil, errno(err)
 	}
-	return &Device{n: n}, nil
+	return &Device{n: n, mws: newRegistry[mwIndex, *MW]()}, nil
 }
 
 func (d *Device) ok() bool { return d != nil && d.n != nil }

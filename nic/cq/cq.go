@@ -61,11 +61,20 @@ type CQ struct {
 	onOverflow func()                     // guarded by mu
 	ch         *Channel                   // guarded by mu
 
+	context atomic.Value // the creator's cq_context (ibv_create_cq), returned with events
+
 	dead   atomic.Bool  // destroyed, for the channel
 	refs   atomic.Int32 // QPs and SRQs using the CQ
 	events atomic.Int64 // completion events handed out by a channel
 	acked  atomic.Int64 // of which acknowledged (ibv_ack_cq_events)
 }
+
+// SetContext records the creator's context for the CQ (ibv_create_cq's
+// cq_context), which consumers of the CQ's events read back with Context.
+func (c *CQ) SetContext(v any) { c.context.Store(v) }
+
+// Context returns what SetContext stored, or nil.
+func (c *CQ) Context() any { return c.context.Load() }
 
 // ringLen is the ring length for a request of cqe entries: rxe_queue_init
 // rounds cqe+1 slots up to a power of two and reports one less, so

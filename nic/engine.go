@@ -94,7 +94,8 @@ type NIC struct {
 	procs  []*processor
 	seed   maphash.Seed
 	rxPool sync.Pool
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // the receive goroutine
+	procWG sync.WaitGroup // the processors
 	closed atomic.Bool
 
 	asyncMu sync.Mutex
@@ -179,9 +180,9 @@ func New(cfg Config) (*NIC, error) {
 	for range cfg.Processors {
 		p := newProcessor(cfg.Link)
 		n.procs = append(n.procs, p)
-		n.wg.Add(1)
+		n.procWG.Add(1)
 		go func() {
-			defer n.wg.Done()
+			defer n.procWG.Done()
 			p.run()
 		}()
 	}
@@ -223,18 +224,23 @@ func (n *NIC) Clock() clock.Clock { return n.clock }
 // objects, posts and modifies with ErrClosed.
 func (n *NIC) Closed() bool { return n.closed.Load() }
 
-// Close stops the NIC: it closes the link, stops the processors and
-// waits for every engine goroutine to exit. QPs still registered are
+// Close stops the NIC: it stops the processors, which finish the pass
+// they are in and flush what it built, then closes the link and waits for
+// every engine goroutine to exit. Stopping the processors first matters:
+// a UC or UD send completes as soon as its packets are built, so an
+// application may close the device right after its last completion, and
+// those packets must still reach the wire. QPs still registered are
 // closed.
 func (n *NIC) Close() error {
 	if n.closed.Swap(true) {
 		return nil
 	}
 	close(n.done)
-	err := n.cfg.Link.Close()
 	for _, p := range n.procs {
 		p.close()
 	}
+	n.procWG.Wait()
+	err := n.cfg.Link.Close()
 	n.wg.Wait()
 	n.qpMu.Lock()
 	for _, e := range n.qps {

@@ -14,7 +14,6 @@ import (
 	"net/netip"
 	"os"
 	"syscall"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -154,9 +153,6 @@ func Open(cfg Config) (*NIC, error) {
 	return n, nil
 }
 
-// CloseGrace is how long Close lets the NIC's last packets leave.
-const CloseGrace = 50 * time.Millisecond
-
 // Close stops the metrics server, the device and its link, and finishes
 // the pcap file. It returns the first error, including a pcap record that
 // could not be written.
@@ -166,11 +162,9 @@ func (n *NIC) Close() error {
 		n.metrics()
 	}
 	if n.Dev != nil {
-		// The engine completes a UC or UD send once its packets are built,
-		// before its processor hands them to the link, and Close closes
-		// the link first: give the last packets time to leave, or a peer
-		// waiting for them would wait in vain.
-		time.Sleep(CloseGrace)
+		// Device.Close flushes the packets its processors built before
+		// it closes the link, so a UC or UD send completed just before
+		// still reaches the peer.
 		errs = append(errs, n.Dev.Close())
 	}
 	errs = append(errs, n.closePcap())

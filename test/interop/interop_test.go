@@ -283,14 +283,14 @@ func (s *suite) runCase(t *testing.T, c *tcase) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	err := s.exercise(t, c, dir, &r)
+	err := s.exercise(c, dir, &r)
 	if errors.Is(err, context.DeadlineExceeded) {
 		s.stalled[key]++
 	} else {
 		s.stalled[key] = 0
 	}
 	if err != nil {
-		r.note = firstLine(err.Error())
+		r.note = gist(err.Error())
 		t.Fatalf("%v\n(outputs and capture in %s)", err, dir)
 	}
 	r.result = "PASS"
@@ -301,7 +301,7 @@ func (s *suite) runCase(t *testing.T, c *tcase) {
 }
 
 // exercise runs one case: bed settings, capture, both tools, the checks.
-func (s *suite) exercise(t *testing.T, c *tcase, dir string, r *row) error {
+func (s *suite) exercise(c *tcase, dir string, r *row) error {
 	ctx, cancel := context.WithTimeout(s.ctx, c.timeout)
 	defer cancel()
 	bridge, active := c.bridgeMTU()
@@ -626,7 +626,16 @@ func lastLines(s string, n int) string {
 	return strings.Join(l, "\n")
 }
 
-func firstLine(s string) string {
-	l, _, _ := strings.Cut(s, "\n")
-	return l
+// gist shortens an error for the summary: its first line and, when there
+// are more, its last (where the tools print why they stopped).
+func gist(s string) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	g := strings.TrimSpace(l[0])
+	if last := strings.TrimSpace(l[len(l)-1]); len(l) > 1 && last != "" {
+		g += " ... " + last
+	}
+	if len(g) > 240 {
+		g = g[:240] + "..."
+	}
+	return g
 }

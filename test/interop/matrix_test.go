@@ -166,7 +166,7 @@ func (c *tcase) softnicArgs(addr netip.Addr, port int, server netip.Addr, opts m
 }
 
 // packetBudget bounds the packets one case sends each way: the guest is
-// emulated (TCG) and moves about 1-2 thousand RoCE packets a second, so
+// emulated (TCG) and moves a few thousand RoCE packets a second, so
 // iteration counts shrink for messages of many packets (64 KiB at MTU 1024
 // runs 250 iterations, not 1000). INTEROP_FULL=1 lifts it.
 const packetBudget = 16000
@@ -182,7 +182,8 @@ func itersFor(size, mtu, want int, full bool) int {
 }
 
 // timeoutFor bounds a case: 30 s of set-up and slack plus 4 ms a packet
-// (both directions of a round trip counted), tripled under netem.
+// (both directions of a round trip counted); under netem three times that
+// plus a minute.
 func timeoutFor(c *tcase) time.Duration {
 	pkts := max(1, (max(c.size, 8)+c.mtu-1)/c.mtu) * c.iters * 2
 	d := 30*time.Second + time.Duration(pkts)*4*time.Millisecond

@@ -10,7 +10,7 @@
 // and run as root:
 //
 //	test/interop/run                                  # bed up, suite, bed down, summary
-//	go test -tags interop ./test/interop/ -run .      # the same, without the wrapper
+//	go test -tags interop -v ./test/interop/ -run .   # the same, without the wrapper
 //
 // README.md in this directory says how it works and how to add a case.
 package interop

@@ -6,6 +6,14 @@ import (
 	"github.com/softnic/softnic/wire"
 )
 
+// RouteHopLimit is the IP TTL / hop limit of everything softnic sends.
+// Linux's RoCE stack resolves an address vector through the route and
+// replaces the GRH hop limit the application asked for with the route's
+// (ib_resolve_eth_dmac → rdma_addr_find_l2_eth_by_grh), so rxe's packets
+// leave with TTL 64 whatever ibv_rc_pingpong (1) or perftest (255) set
+// (rxe-interop-facts.md §3). softnic does the same.
+const RouteHopLimit = 64
+
 // Output is where a transport puts the packets it builds: a batch owned by
 // the goroutine running the transport, flushed to the link when full and
 // at the end of each processing pass (STYLE.md 8, 12).

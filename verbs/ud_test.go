@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/transport"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/wire"
 )
@@ -189,6 +190,9 @@ func TestUDGRHIPv4(t *testing.T) {
 			t.Fatalf("%d datagrams on the wire, want 1", len(pkts))
 		}
 		p := pkts[0]
+		// The AH asks for hop limit 17; the wire carries the route's, as
+		// Linux RoCE stacks do (transport.RouteHopLimit).
+		const ttl = transport.RouteHopLimit
 		pad := -n & 3
 		udpLen := 12 + 8 + n + pad + 4 // BTH, DETH, payload, pad, ICRC
 		switch {
@@ -200,8 +204,8 @@ func TestUDGRHIPv4(t *testing.T) {
 			t.Errorf("BTH dest %#x ackreq %v", p.Wire.DestQP(), p.Wire.AckReq())
 		case p.Encap.SrcPort != wire.RxeSrcPort(a.qp.QPN()) || p.Encap.DstPort != wire.UDPPort:
 			t.Errorf("UDP ports %d->%d, want %d->%d", p.Encap.SrcPort, p.Encap.DstPort, wire.RxeSrcPort(a.qp.QPN()), wire.UDPPort)
-		case p.Encap.TrafficClass != 0x28 || p.Encap.HopLimit != 17 || p.Encap.FragOff != 0x4000:
-			t.Errorf("TOS %#x TTL %d frag %#x, want 0x28 17 DF", p.Encap.TrafficClass, p.Encap.HopLimit, p.Encap.FragOff)
+		case p.Encap.TrafficClass != 0x28 || p.Encap.HopLimit != ttl || p.Encap.FragOff != 0x4000:
+			t.Errorf("TOS %#x TTL %d frag %#x, want 0x28 %d DF", p.Encap.TrafficClass, p.Encap.HopLimit, p.Encap.FragOff, ttl)
 		case len(p.Data) != udpLen:
 			t.Errorf("UDP payload %d bytes, want %d", len(p.Data), udpLen)
 		}
@@ -213,7 +217,7 @@ func TestUDGRHIPv4(t *testing.T) {
 		binary.BigEndian.PutUint16(ip[2:], uint16(20+8+udpLen))
 		binary.BigEndian.PutUint16(ip[4:], p.Encap.ID)
 		binary.BigEndian.PutUint16(ip[6:], 0x4000)
-		ip[8] = 17
+		ip[8] = ttl
 		ip[9] = 17
 		copy(ip[12:], []byte{10, 0, 0, 1})
 		copy(ip[16:], []byte{10, 0, 0, 2})
@@ -225,7 +229,7 @@ func TestUDGRHIPv4(t *testing.T) {
 			t.Fatal("payload differs")
 		}
 		g, err := verbs.ParseGRH(b.buf[:40])
-		if err != nil || g.Src != a.dev.Addr() || g.Dst != b.dev.Addr() || g.TrafficClass != 0x28 || g.HopLimit != 17 {
+		if err != nil || g.Src != a.dev.Addr() || g.Dst != b.dev.Addr() || g.TrafficClass != 0x28 || g.HopLimit != ttl {
 			t.Fatalf("ParseGRH = %+v, %v", g, err)
 		}
 	})
@@ -253,15 +257,15 @@ func TestUDGRHIPv6(t *testing.T) {
 			t.Fatalf("recv completion %+v", w)
 		}
 		p := tp.all()[0]
-		if p.Encap.FlowLabel != 0x12345 || p.Encap.TrafficClass != 0x48 || p.Encap.HopLimit != 9 {
-			t.Errorf("IPv6 header tc %#x flow %#x hop %d, want 0x48 0x12345 9", p.Encap.TrafficClass, p.Encap.FlowLabel, p.Encap.HopLimit)
+		if p.Encap.FlowLabel != 0x12345 || p.Encap.TrafficClass != 0x48 || p.Encap.HopLimit != transport.RouteHopLimit {
+			t.Errorf("IPv6 header tc %#x flow %#x hop %d, want 0x48 0x12345 %d", p.Encap.TrafficClass, p.Encap.FlowLabel, p.Encap.HopLimit, transport.RouteHopLimit)
 		}
 		udpLen := 12 + 8 + n + 4
 		want := make([]byte, 40)
 		binary.BigEndian.PutUint32(want, 6<<28|0x48<<20|0x12345)
 		binary.BigEndian.PutUint16(want[4:], uint16(8+udpLen))
 		want[6] = 17
-		want[7] = 9
+		want[7] = transport.RouteHopLimit
 		src, dst := a.dev.Addr().As16(), b.dev.Addr().As16()
 		copy(want[8:], src[:])
 		copy(want[24:], dst[:])

@@ -249,14 +249,11 @@ func (qp *QP) setPathLocked() {
 		Dst:          g.DGID,
 		DstPort:      qp.cfg.DstPort,
 		TrafficClass: g.TrafficClass,
-		HopLimit:     g.HopLimit,
+		HopLimit:     transport.RouteHopLimit,
 		FragOff:      wire.IPv4DF,
 	}
 	if e.Dst.Unmap().Is4() {
 		e.Src, e.Dst = e.Src.Unmap(), e.Dst.Unmap()
-	}
-	if e.HopLimit == 0 {
-		e.HopLimit = 64
 	}
 	// A flow label gives the source port (rdma_flow_label_to_udp_sport);
 	// without one rxe derives it from both QPNs, symmetric, so both ends

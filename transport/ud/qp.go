@@ -34,9 +34,6 @@ const (
 	// IP header, as rxe copies a union rdma_network_hdr there
 	// (ibv_post_recv(3) NOTES; rxe_resp.c send_data_in callers).
 	GRHLen = 40
-	// defaultHopLimit is the IP TTL when the address handle gives none
-	// (rxe sends the route's default, 64; rxe-interop-facts.md §3).
-	defaultHopLimit = 64
 	// qkeyUseQP is the Q_Key bit that, set in a send WR's Q_Key, stands
 	// for the QP's own Q_Key (IBTA 10.2.5).
 	qkeyUseQP = 1 << 31

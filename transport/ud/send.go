@@ -342,16 +342,13 @@ func (qp *QP) encapFor(av *transport.AHAttr) wire.Encap {
 		SrcPort:      qp.srcPort,
 		DstPort:      qp.cfg.DstPort,
 		TrafficClass: g.TrafficClass,
-		HopLimit:     g.HopLimit,
+		HopLimit:     transport.RouteHopLimit,
 		FragOff:      wire.IPv4DF,
 	}
 	if e.Dst.Unmap().Is4() {
 		e.Src, e.Dst = e.Src.Unmap(), e.Dst.Unmap()
 	} else {
 		e.FlowLabel = g.FlowLabel & 0xFFFFF
-	}
-	if e.HopLimit == 0 {
-		e.HopLimit = defaultHopLimit
 	}
 	return e
 }

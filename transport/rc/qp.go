@@ -13,7 +13,6 @@ package rc
 import (
 	"fmt"
 	"net/netip"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,8 +30,6 @@ const (
 	// maxPktPerAck forces AckReq on one in this many middle packets
 	// (RXE_MAX_PKT_PER_ACK).
 	maxPktPerAck = 64
-	// inboxLen bounds the packets queued for one QP.
-	inboxLen = 1024
 	// budget bounds the packets one Process pass handles or sends, so one
 	// busy QP cannot starve the others on its processor.
 	budget = 64
@@ -75,8 +72,7 @@ const (
 type QP struct {
 	cfg Config
 
-	inMu  sync.Mutex
-	inbox []*transport.RxPacket // guarded by inMu
+	inbox transport.Inbox
 
 	mu    sync.Mutex
 	state transport.QPState // guarded by mu
@@ -281,38 +277,18 @@ func (qp *QP) resetLocked() {
 	qp.resp = responder{resources: res}
 	qp.timerFired.Store(false)
 	qp.rnrFired.Store(false)
-	qp.inMu.Lock()
-	for _, p := range qp.inbox {
-		p.Release()
-	}
-	qp.inbox = qp.inbox[:0]
-	qp.inMu.Unlock()
+	qp.inbox.Release()
 }
 
 // Deliver queues a received packet for the QP; the QP releases it. It
 // returns false (and the caller keeps the packet) when the inbox is full.
-func (qp *QP) Deliver(p *transport.RxPacket) bool {
-	qp.inMu.Lock()
-	if len(qp.inbox) >= inboxLen {
-		qp.inMu.Unlock()
-		return false
-	}
-	qp.inbox = append(qp.inbox, p)
-	qp.inMu.Unlock()
-	return true
-}
+func (qp *QP) Deliver(p *transport.RxPacket) bool { return qp.inbox.Add(p) }
 
 // Process runs the QP's protocol work: received packets, timers, and the
 // requester, each within a budget. It reports whether work remains (the
 // engine then runs it again).
 func (qp *QP) Process(out transport.Output) (more bool) {
-	qp.inMu.Lock()
-	n := min(len(qp.inbox), budget)
-	qp.batch = append(qp.batch[:0], qp.inbox[:n]...)
-	rest := copy(qp.inbox, qp.inbox[n:])
-	clear(qp.inbox[rest:])
-	qp.inbox = qp.inbox[:rest]
-	qp.inMu.Unlock()
+	qp.batch = qp.inbox.Take(qp.batch[:0], budget)
 
 	qp.mu.Lock()
 	// A read reply in progress goes first: later requests wait behind it
@@ -321,7 +297,7 @@ func (qp *QP) Process(out transport.Output) (more bool) {
 	for i, p := range qp.batch {
 		if qp.resp.reading() {
 			// Put the rest back at the front of the inbox.
-			qp.requeue(qp.batch[i:])
+			qp.inbox.PutBack(qp.batch[i:])
 			more = true
 			break
 		}
@@ -340,17 +316,7 @@ func (qp *QP) Process(out transport.Output) (more bool) {
 	qp.mu.Unlock()
 	qp.flushEvents()
 
-	qp.inMu.Lock()
-	more = more || len(qp.inbox) > 0
-	qp.inMu.Unlock()
-	return more
-}
-
-func (qp *QP) requeue(ps []*transport.RxPacket) {
-	qp.inMu.Lock()
-	qp.inbox = slices.Insert(qp.inbox, 0, ps...)
-	qp.inMu.Unlock()
-	clear(ps) // the inbox holds them now
+	return more || !qp.inbox.Empty()
 }
 
 // receiveLocked routes one packet to the responder or the completer
@@ -456,12 +422,7 @@ func (qp *QP) Close() {
 	qp.mu.Lock()
 	qp.stopTimersLocked()
 	qp.mu.Unlock()
-	qp.inMu.Lock()
-	for _, p := range qp.inbox {
-		p.Release()
-	}
-	qp.inbox = nil
-	qp.inMu.Unlock()
+	qp.inbox.Release()
 }
 
 // sendHeaders starts a packet in out's buffer: the BTH for opcode op with

@@ -110,7 +110,6 @@ type requester struct {
 	highPSN   wire.PSN // one past the highest PSN ever sent
 	noack     int      // packets sent since the last AckReq
 	rnrWait   bool     // waiting for the RNR timer
-	rdAtomic  int      // outstanding READ/atomic WQEs (initiator depth)
 	needRetry bool
 }
 

@@ -24,8 +24,6 @@ import (
 )
 
 const (
-	// inboxLen bounds the datagrams queued for one QP.
-	inboxLen = 1024
 	// budget bounds the datagrams one Process pass receives or sends, so
 	// one busy QP cannot starve the others on its processor.
 	budget = 64
@@ -85,8 +83,7 @@ type QP struct {
 	cfg     Config
 	srcPort uint16 // UDP source port of everything the QP sends
 
-	inMu  sync.Mutex
-	inbox []*transport.RxPacket // guarded by inMu
+	inbox transport.Inbox
 	batch []*transport.RxPacket // owned by Process
 
 	mu      sync.Mutex
@@ -211,13 +208,7 @@ func (qp *QP) resetLocked() {
 		qp.cfg.RQ.Drain(func(*transport.RecvWQE) {})
 	}
 	qp.psn = 0
-	qp.inMu.Lock()
-	for _, p := range qp.inbox {
-		p.Release()
-	}
-	clear(qp.inbox)
-	qp.inbox = qp.inbox[:0]
-	qp.inMu.Unlock()
+	qp.inbox.Release()
 }
 
 // toErrorLocked moves the QP to ERR and completes every outstanding WR
@@ -293,26 +284,12 @@ func (qp *QP) flushEvents() {
 
 // Deliver queues a received datagram for the QP, which releases it. It
 // returns false (the caller keeps the packet) when the inbox is full.
-func (qp *QP) Deliver(p *transport.RxPacket) bool {
-	qp.inMu.Lock()
-	defer qp.inMu.Unlock()
-	if len(qp.inbox) >= inboxLen {
-		return false
-	}
-	qp.inbox = append(qp.inbox, p)
-	return true
-}
+func (qp *QP) Deliver(p *transport.RxPacket) bool { return qp.inbox.Add(p) }
 
 // Process receives the queued datagrams and sends from the send queue,
 // each within a budget. It reports whether work remains.
 func (qp *QP) Process(out transport.Output) (more bool) {
-	qp.inMu.Lock()
-	n := min(len(qp.inbox), budget)
-	qp.batch = append(qp.batch[:0], qp.inbox[:n]...)
-	rest := copy(qp.inbox, qp.inbox[n:])
-	clear(qp.inbox[rest:])
-	qp.inbox = qp.inbox[:rest]
-	qp.inMu.Unlock()
+	qp.batch = qp.inbox.Take(qp.batch[:0], budget)
 
 	qp.mu.Lock()
 	for _, p := range qp.batch {
@@ -324,18 +301,10 @@ func (qp *QP) Process(out transport.Output) (more bool) {
 	qp.mu.Unlock()
 	qp.flushEvents()
 
-	qp.inMu.Lock()
-	more = more || len(qp.inbox) > 0
-	qp.inMu.Unlock()
-	return more
+	return more || !qp.inbox.Empty()
 }
 
 // Close releases queued datagrams (destroy).
 func (qp *QP) Close() {
-	qp.inMu.Lock()
-	defer qp.inMu.Unlock()
-	for _, p := range qp.inbox {
-		p.Release()
-	}
-	qp.inbox = nil
+	qp.inbox.Release()
 }

@@ -65,25 +65,74 @@ func FuzzNICReceive(f *testing.F) {
 			// Something of b's own in flight, so responses have a requester to reach.
 			post(t, b, rdmaWR(b, b, 7, verbs.WRRDMARead, 8192, 0, 3000))
 
-			var msgs []nic.Datagram
-			for len(in) >= 2 && len(msgs) < 8 {
-				n := int(binary.BigEndian.Uint16(in))
-				in = in[2:]
-				n = min(n, len(in), nic.MaxDatagram)
-				pkt := append([]byte(nil), in[:n]...)
-				in = in[n:]
-				if len(pkt) >= wire.BTHLen {
-					wire.BTH(pkt).SetDestQP(raw.dst)
-				}
-				wire.SetICRC(&raw.encap, pkt)
-				msgs = append(msgs, nic.Datagram{Encap: raw.encap, Buf: pkt})
-			}
-			if _, err := raw.ep.WriteBatch(msgs); err != nil {
+			if _, err := raw.ep.WriteBatch(hostile(in, raw.dst, &raw.encap)); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(5 * time.Second) // fake time: every timer the packets started fires
 			synctest.Wait()
 			_ = b.qp.State()
+			_ = pollAll(b.cq)
+		})
+	})
+}
+
+// hostile frames fuzz input as up to eight datagrams (a 2-byte length,
+// then the bytes), each aimed at QP dst with an ICRC made right for e, so
+// it reaches the transport.
+func hostile(in []byte, dst uint32, e *wire.Encap) []nic.Datagram {
+	var msgs []nic.Datagram
+	for len(in) >= 2 && len(msgs) < 8 {
+		n := int(binary.BigEndian.Uint16(in))
+		in = in[2:]
+		n = min(n, len(in), nic.MaxDatagram)
+		pkt := append([]byte(nil), in[:n]...)
+		in = in[n:]
+		if len(pkt) >= wire.BTHLen {
+			wire.BTH(pkt).SetDestQP(dst)
+		}
+		wire.SetICRC(e, pkt)
+		msgs = append(msgs, nic.Datagram{Encap: *e, Buf: pkt})
+	}
+	return msgs
+}
+
+// FuzzNICReceiveUD is FuzzNICReceive against a UD QP in RTS with
+// receives posted: hostile datagrams with valid ICRCs must be counted and
+// dropped or received, never crash the NIC.
+func FuzzNICReceiveUD(f *testing.F) {
+	ud := func(op wire.Opcode, qkey uint32, n int) []byte {
+		h := wire.Headers{BTH: wire.BTHFields{Opcode: op, PKey: wire.DefaultPKey},
+			DETH: wire.DETHFields{QKey: qkey, SrcQP: 0x99}, Imm: 7}
+		b := make([]byte, nic.MaxDatagram)
+		e := wire.Encap{Src: netipAddr("10.0.0.1"), Dst: netipAddr("10.0.0.2"), DstPort: wire.UDPPort}
+		m, err := wire.Build(b, &e, &h, make([]byte, n))
+		if err != nil {
+			f.Fatal(err)
+		}
+		return append(binary.BigEndian.AppendUint16(nil, uint16(m)), b[:m]...)
+	}
+	f.Add(ud(wire.UDSendOnly, 0x1111, 64))
+	f.Add(ud(wire.UDSendOnlyImm, 0x1111, 0))
+	f.Add(ud(wire.UDSendOnly, 0x2222, 4096))
+	f.Add(ud(wire.RCSendOnly, 0x1111, 8))
+
+	f.Fuzz(func(t *testing.T, in []byte) {
+		synctest.Test(t, func(t *testing.T) {
+			fab := fabric.New(fabric.Config{Seed: 1})
+			defer fab.Close()
+			ep, err := fab.Attach(netipAddr("10.0.0.1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := newUDEnd(t, fab, "10.0.0.2", udOpts{qkey: 0x1111})
+			b.postRecvs(t, 4, 0, 4200, 1)
+			e := wire.Encap{Src: netipAddr("10.0.0.1"), Dst: netipAddr("10.0.0.2"),
+				SrcPort: wire.RxeSrcPort(0x99), DstPort: wire.UDPPort, HopLimit: 64, FragOff: wire.IPv4DF}
+			if _, err := ep.WriteBatch(hostile(in, b.qp.QPN(), &e)); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Second)
+			synctest.Wait()
 			_ = pollAll(b.cq)
 		})
 	})

@@ -561,48 +561,41 @@ func (qp *QP) checkDrainedLocked() {
 	}
 }
 
+// Packet opcodes of a SEND or WRITE by place in the message: [kind][place]
+// with place = first/middle/last/only, and the last/only variants that
+// carry immediate data or an invalidate (rxe_req.c next_opcode_rc/uc).
+var (
+	sendOps     = [4]wire.Opcode{wire.RCSendFirst, wire.RCSendMiddle, wire.RCSendLast, wire.RCSendOnly}
+	sendImmOps  = [4]wire.Opcode{wire.RCSendFirst, wire.RCSendMiddle, wire.RCSendLastImm, wire.RCSendOnlyImm}
+	sendInvOps  = [4]wire.Opcode{wire.RCSendFirst, wire.RCSendMiddle, wire.RCSendLastInv, wire.RCSendOnlyInv}
+	writeOps    = [4]wire.Opcode{wire.RCWriteFirst, wire.RCWriteMiddle, wire.RCWriteLast, wire.RCWriteOnly}
+	writeImmOps = [4]wire.Opcode{wire.RCWriteFirst, wire.RCWriteMiddle, wire.RCWriteLastImm, wire.RCWriteOnlyImm}
+)
+
 // opcodeFor picks the packet opcode of a SEND or WRITE packet from its
-// place in the message (rxe_req.c next_opcode_rc/uc).
+// place in the message, in transport class class.
 func opcodeFor(class wire.Opcode, op transport.WROpcode, first, last bool) wire.Opcode {
-	var o wire.Opcode
+	ops := &writeOps
 	switch op {
-	case transport.WRSend, transport.WRSendWithImm, transport.WRSendWithInv:
-		switch {
-		case first && last:
-			o = wire.RCSendOnly
-		case first:
-			o = wire.RCSendFirst
-		case last:
-			o = wire.RCSendLast
-		default:
-			o = wire.RCSendMiddle
-		}
-		if last && op == transport.WRSendWithImm {
-			o++ // SEND_LAST → SEND_LAST_WITH_IMMEDIATE, ONLY → ONLY_WITH_IMMEDIATE
-		}
-		if last && op == transport.WRSendWithInv {
-			if first {
-				o = wire.RCSendOnlyInv
-			} else {
-				o = wire.RCSendLastInv
-			}
-		}
-	default: // WRITE, WRITE_WITH_IMM
-		switch {
-		case first && last:
-			o = wire.RCWriteOnly
-		case first:
-			o = wire.RCWriteFirst
-		case last:
-			o = wire.RCWriteLast
-		default:
-			o = wire.RCWriteMiddle
-		}
-		if last && op == transport.WRRDMAWriteWithImm {
-			o++
-		}
+	case transport.WRSend:
+		ops = &sendOps
+	case transport.WRSendWithImm:
+		ops = &sendImmOps
+	case transport.WRSendWithInv:
+		ops = &sendInvOps
+	case transport.WRRDMAWriteWithImm:
+		ops = &writeImmOps
 	}
-	return class | o.Op()
+	place := 1 // middle
+	switch {
+	case first && last:
+		place = 3
+	case first:
+		place = 0
+	case last:
+		place = 2
+	}
+	return class | ops[place].Op()
 }
 
 // sendPacketLocked sends the next packet of w and advances the requester.

@@ -1,6 +1,10 @@
 package mem
 
-import "github.com/softnic/softnic/transport"
+import (
+	"fmt"
+
+	"github.com/softnic/softnic/transport"
+)
 
 // lookupLocal resolves an lkey for QP pd's local access (rxe lookup_mr with
 // RXE_LOOKUP_LOCAL) and checks [addr, addr+n).
@@ -275,4 +279,38 @@ func CopyOut(dst []byte, src [][]byte) int {
 		n += copy(dst[n:], s)
 	}
 	return n
+}
+
+// Gather appends to dst the bytes the SGEs of sgl name, read locally by a
+// QP of pd: the data of a send posted with IBV_SEND_INLINE and SGEs,
+// which softnic copies when the WR is posted (a Go program has no raw
+// pointers to hand over, so the SGEs are resolved through the MR table,
+// lkey and bounds checked as Local checks them). A range spanning chunks
+// of a fast-registration MR is read piece by piece. On the first SGE
+// refused it returns dst as it was and the error, naming the SGE.
+func (t *Table) Gather(pd *PD, sgl []transport.SGE, dst []byte) ([]byte, error) {
+	n := len(dst)
+	for i, s := range sgl {
+		if s.Length == 0 {
+			continue
+		}
+		v, err := t.lookupLocal(pd, s, false)
+		if err != nil {
+			return dst[:n], fmt.Errorf("SGE %d (lkey %#x addr %#x length %d): %w", i, s.LKey, s.Addr, s.Length, err)
+		}
+		off := s.Addr - v.iova
+		c := 0
+		if len(v.chunks) > 1 {
+			c = v.chunkAt(off)
+		}
+		for rest := uint64(s.Length); rest > 0; c++ {
+			ch := &v.chunks[c]
+			o := off - ch.off
+			m := min(rest, uint64(len(ch.b))-o)
+			dst = append(dst, ch.b[o:o+m]...)
+			rest -= m
+			off += m
+		}
+	}
+	return dst, nil
 }

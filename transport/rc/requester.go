@@ -200,7 +200,9 @@ func (qp *QP) postSendLocked(wrs []transport.SendWR) (int, error) {
 		if qp.sq.full() {
 			return i, fmt.Errorf("%w: send queue holds %d WRs", transport.ErrFull, len(qp.sq.ring))
 		}
-		qp.enqueueLocked(&wrs[i])
+		if err := qp.enqueueLocked(&wrs[i]); err != nil {
+			return i, err
+		}
 		if qp.state == transport.QPStateErr {
 			// WRs posted in ERR complete with a flush error (IBTA 10.8.3.3;
 			// the kernel's ib_drain_qp relies on it).
@@ -287,7 +289,10 @@ func (qp *QP) checkSendWR(wr *transport.SendWR) error {
 // MaxMsgSize is the largest message (ibv_device_attr max_msg_sz; rxe 2^31).
 const MaxMsgSize = 1 << 31
 
-func (qp *QP) enqueueLocked(wr *transport.SendWR) {
+// enqueueLocked puts wr in the send queue. It fails only when inline data
+// given by SGEs cannot be read (see transport.InlineError); the queue is
+// then unchanged.
+func (qp *QP) enqueueLocked(wr *transport.SendWR) error {
 	w := qp.sq.at(qp.sq.tailIdx)
 	sgl, inline := w.sgl[:0], w.inline[:0]
 	*w = sendWQE{sgl: sgl, inline: inline}
@@ -312,9 +317,10 @@ func (qp *QP) enqueueLocked(wr *transport.SendWR) {
 		if wr.InlineData != nil {
 			w.inline = append(w.inline, wr.InlineData...)
 		} else {
-			// The data sits at the SGE addresses; softnic reads it through
-			// the MR table (a Go program has no raw pointers to give).
-			w.inline = qp.gatherInline(w.inline, wr.SGList)
+			var err error
+			if w.inline, err = qp.cfg.Mem.Gather(qp.cfg.PD, wr.SGList, w.inline); err != nil {
+				return transport.InlineError(err)
+			}
 		}
 		w.wr.InlineData = w.inline
 		w.length = uint32(len(w.inline))
@@ -333,21 +339,7 @@ func (qp *QP) enqueueLocked(wr *transport.SendWR) {
 	}
 	w.signaled = qp.cfg.SigAll || wr.Flags&transport.SendSignaled != 0
 	qp.sq.tailIdx++
-}
-
-func (qp *QP) gatherInline(dst []byte, sgl []transport.SGE) []byte {
-	for _, s := range sgl {
-		v, err := qp.localVec(s, false)
-		if err != nil {
-			// Leave zeros; the length still matches what was asked.
-			dst = append(dst, make([]byte, s.Length)...)
-			continue
-		}
-		for _, b := range v {
-			dst = append(dst, b...)
-		}
-	}
-	return dst
+	return nil
 }
 
 // packets returns how many PSNs the WQE occupies: one per PMTU of data

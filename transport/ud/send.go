@@ -124,7 +124,9 @@ func (qp *QP) postSendLocked(wrs []transport.SendWR) (int, error) {
 		if qp.sq.free() == 0 {
 			return i, fmt.Errorf("%w: send queue holds %d WRs", transport.ErrFull, len(qp.sq.ring))
 		}
-		qp.enqueueLocked(&wrs[i])
+		if err := qp.enqueueLocked(&wrs[i]); err != nil {
+			return i, err
+		}
 		if qp.state == transport.QPStateErr || qp.state == transport.QPStateSQE {
 			// WRs posted in ERR or SQE complete at once with a flush
 			// error (IBTA 10.8.3.3; ibv_post_send(3)).
@@ -176,7 +178,10 @@ func (qp *QP) checkSendWR(wr *transport.SendWR) error {
 	return nil
 }
 
-func (qp *QP) enqueueLocked(wr *transport.SendWR) {
+// enqueueLocked puts wr in the send queue. It fails only when inline data
+// given by SGEs cannot be read (see transport.InlineError); the queue is
+// then unchanged.
+func (qp *QP) enqueueLocked(wr *transport.SendWR) error {
 	w := qp.sq.at(qp.sq.tail)
 	sgl, inline := w.sgl[:0], w.inline[:0]
 	*w = sendWQE{
@@ -191,7 +196,10 @@ func (qp *QP) enqueueLocked(wr *transport.SendWR) {
 		if wr.InlineData != nil {
 			w.inline = append(w.inline, wr.InlineData...)
 		} else {
-			w.inline = qp.gatherInline(w.inline, wr.SGList)
+			var err error
+			if w.inline, err = qp.cfg.Mem.Gather(qp.cfg.PD, wr.SGList, w.inline); err != nil {
+				return transport.InlineError(err)
+			}
 		}
 		w.length = uint64(len(w.inline))
 	} else {
@@ -212,20 +220,7 @@ func (qp *QP) enqueueLocked(wr *transport.SendWR) {
 		w.av = *av
 	}
 	qp.sq.tail++
-}
-
-// gatherInline copies inline data given by SGEs: softnic reads it through
-// the MR table, a Go program having no raw pointers to hand over.
-func (qp *QP) gatherInline(dst []byte, sgl []transport.SGE) []byte {
-	for _, s := range sgl {
-		b, err := qp.cfg.Mem.Local(qp.cfg.PD, s, false)
-		if err != nil || len(b) != int(s.Length) {
-			dst = append(dst, make([]byte, s.Length)...)
-			continue
-		}
-		dst = append(dst, b...)
-	}
-	return dst
+	return nil
 }
 
 // CheckAV checks an address vector for a UD destination of a NIC at

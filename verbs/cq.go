@@ -12,11 +12,13 @@ import (
 // CompChannel is a completion event channel (ibv_comp_channel): CQs
 // attached to it report their notifications on it.
 type CompChannel struct {
+	d  *Device
 	ch *cq.Channel
 }
 
-// CreateCompChannel makes a completion channel (ibv_create_comp_channel).
-func (d *Device) CreateCompChannel() *CompChannel { return &CompChannel{ch: cq.NewChannel()} }
+// CreateCompChannel makes a completion channel (ibv_create_comp_channel)
+// of device d: CreateCQ on another device refuses it (EINVAL).
+func (d *Device) CreateCompChannel() *CompChannel { return &CompChannel{d: d, ch: cq.NewChannel()} }
 
 func (c *CompChannel) ok() bool { return c != nil && c.ch != nil }
 
@@ -72,6 +74,11 @@ func (d *Device) CreateCQ(cqe int, ch *CompChannel) (*CQ, error) {
 	}
 	if ch != nil && !ch.ok() {
 		return nil, errNil("CompChannel")
+	}
+	if ch != nil {
+		if err := d.sameDevice("the completion channel", ch.d); err != nil {
+			return nil, err
+		}
 	}
 	q, err := cq.New(cqe, d.QueryDevice().MaxCQE)
 	if err != nil {

@@ -57,3 +57,43 @@ func errno(err error) error {
 func errNil(what string) error {
 	return fmt.Errorf("%w: %s is nil or was not made by this package", EINVAL, what)
 }
+
+// String names the device in errors: its name and address (two devices
+// may share a name).
+func (d *Device) String() string {
+	if !d.ok() {
+		return "device(nil)"
+	}
+	return fmt.Sprintf("%s (%v)", d.n.Name(), d.n.Addr())
+}
+
+// sameDevice refuses an object of device other passed to a call on
+// device d: lkeys and rkeys are per device, but a typed object (a CQ, an
+// SRQ, an AH, ...) of another device would tie the two devices' lifetimes
+// together (completions landing in a CQ of a closed device) and is always
+// a mistake, which libibverbs cannot even express across contexts.
+func (d *Device) sameDevice(what string, other *Device) error {
+	if other == d {
+		return nil
+	}
+	return fmt.Errorf("%w: %s belongs to device %v, not %v", EINVAL, what, other, d)
+}
+
+// checkWRs returns the index of the first of wrs naming a typed object of
+// another device than d (an *AH, a fast-registration MR) and why, or
+// len(wrs) and nil.
+func (d *Device) checkWRs(wrs []SendWR) (int, error) {
+	for i := range wrs {
+		if ah, ok := wrs[i].AH.(*AH); ok && ah.ok() {
+			if err := d.sameDevice("SendWR.AH", ah.pd.d); err != nil {
+				return i, err
+			}
+		}
+		if r := wrs[i].Reg; r != nil {
+			if m, ok := r.MR.(*mem.MR); ok && !d.n.Mem().Owns(m) {
+				return i, fmt.Errorf("%w: SendWR.Reg.MR belongs to another device than %v", EINVAL, d)
+			}
+		}
+	}
+	return len(wrs), nil
+}

@@ -86,3 +86,87 @@ func TestInlineGather(t *testing.T) {
 		})
 	}
 }
+
+// TestForeignObjects: every typed object of another device passed to a
+// device's call is refused with EINVAL naming both devices, and nothing
+// is created or posted: CQs, SRQ and WQ of CreateQP, the completion
+// channel of CreateCQ, the PD and CQ of CreateWQ, an AH or a fast-reg MR
+// in a posted WR, a window or MR of BindMW and of the WrBindMW builder.
+func TestForeignObjects(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{})
+		defer f.Close()
+		a, b := mpair(t, f, mopts{ops: verbs.SendOpsBindMW | verbs.SendOpsSend})
+		const text = "belongs to device softnic0 (10.0.0.2), not softnic0 (10.0.0.1)"
+		qpCap := verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}
+		bsrq, err := b.pd.CreateSRQ(verbs.SRQInitAttr{MaxWR: 4, MaxSGE: 1})
+		must(t, err)
+		bwq, err := b.dev.CreateWQ(verbs.WQInitAttr{Type: verbs.WQTypeRQ, MaxWR: 4, MaxSGE: 1, PD: b.pd, CQ: b.cq})
+		must(t, err)
+		for _, tc := range []struct {
+			name string
+			attr verbs.QPInitAttr
+		}{
+			{"SendCQ", verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: b.cq, RecvCQ: a.cq, Cap: qpCap}},
+			{"RecvCQ", verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: a.cq, RecvCQ: b.cq, Cap: qpCap}},
+			{"SRQ", verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: a.cq, RecvCQ: a.cq, Cap: qpCap, SRQ: bsrq}},
+			{"WQ", verbs.QPInitAttr{Type: verbs.QPTypeUD, SendCQ: a.cq, Cap: qpCap, WQ: bwq}},
+		} {
+			qp, err := a.pd.CreateQP(tc.attr)
+			apiWantErr(t, "CreateQP with "+tc.name+" of another device", err, "QPInitAttr."+tc.name+" "+text, verbs.EINVAL)
+			if qp != nil {
+				t.Errorf("CreateQP with %s of another device returned a QP", tc.name)
+			}
+		}
+		ch := b.dev.CreateCompChannel()
+		_, err = a.dev.CreateCQ(4, ch)
+		apiWantErr(t, "CreateCQ with another device's channel", err, "channel "+text, verbs.EINVAL)
+		must(t, ch.Close()) // nothing attached to it
+		_, err = a.dev.CreateWQ(verbs.WQInitAttr{Type: verbs.WQTypeRQ, MaxWR: 4, MaxSGE: 1, PD: b.pd, CQ: a.cq})
+		apiWantErr(t, "CreateWQ with another device's PD", err, "WQInitAttr.PD "+text, verbs.EINVAL)
+		_, err = a.dev.CreateWQ(verbs.WQInitAttr{Type: verbs.WQTypeRQ, MaxWR: 4, MaxSGE: 1, PD: a.pd, CQ: b.cq})
+		apiWantErr(t, "CreateWQ with another device's CQ", err, "WQInitAttr.CQ "+text, verbs.EINVAL)
+
+		// Binds: a window or an MR of b's device on a's QP.
+		bmw, err := b.pd.AllocMW(verbs.MWType1)
+		must(t, err)
+		amw, err := a.pd.AllocMW(verbs.MWType1)
+		must(t, err)
+		_, err = a.qp.BindMW(bmw, verbs.MWBind{WRID: 1, BindInfo: verbs.MWBindInfo{MR: a.mr, Addr: a.mr.Addr(), Length: 64, Access: verbs.AccessRemoteRead}})
+		apiWantErr(t, "BindMW of another device's window", err, "memory window "+text, verbs.EINVAL)
+		_, err = a.qp.BindMW(amw, verbs.MWBind{WRID: 1, BindInfo: verbs.MWBindInfo{MR: b.mr, Addr: b.mr.Addr(), Length: 64, Access: verbs.AccessRemoteRead}})
+		apiWantErr(t, "BindMW over another device's MR", err, "MWBindInfo.MR "+text, verbs.EINVAL)
+		x, err := a.qp.Ex()
+		must(t, err)
+		x.WrStart()
+		x.WrBindMW(bmw, verbs.IncKey(bmw.RKey()), verbs.MWBindInfo{MR: a.mr, Addr: a.mr.Addr(), Length: 64, Access: verbs.AccessRemoteRead})
+		apiWantErr(t, "WrBindMW of another device's window", x.WrComplete(), "memory window "+text, verbs.EINVAL)
+
+		// A fast-registration MR of b's device in a REG_MR on a's QP.
+		fr, err := b.pd.AllocMR(verbs.MRTypeMemReg, 1)
+		must(t, err)
+		_, err = fr.MapSG(pages(1, 4096, 0), 4096)
+		must(t, err)
+		postRecvMS(t, b, 9, 0, 64)
+		n, err := a.qp.PostSend(verbs.SendWR{WRID: 2, Opcode: verbs.WRSend, Flags: sig, SGList: []verbs.SGE{a.mr.SGE(0, 0)}},
+			fr.RegWR(3, sig, fastAccess))
+		apiWantErr(t, "REG_MR of another device's MR", err, "WR 1: invalid argument: SendWR.Reg.MR belongs to another device", verbs.EINVAL)
+		if n != 1 {
+			t.Errorf("REG_MR of another device's MR: posted %d, want 1 (bad_wr is the REG_MR)", n)
+		}
+
+		// A UD send with an AH of b's device.
+		uqp, err := a.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeUD, SendCQ: a.cq, RecvCQ: a.cq, Cap: qpCap})
+		must(t, err)
+		udToRTS(t, uqp, 0x1111)
+		bah, err := b.pd.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GlobalRoute{DGID: a.dev.Addr()}})
+		must(t, err)
+		n, err = uqp.PostSend(verbs.SendWR{WRID: 4, Opcode: verbs.WRSend, Flags: sig, AH: bah, RemoteQPN: 1, RemoteQKey: 0x1111})
+		apiWantErr(t, "UD send with another device's AH", err, "SendWR.AH "+text, verbs.EINVAL)
+		if n != 0 {
+			t.Errorf("UD send with another device's AH: posted %d", n)
+		}
+		mone(t, a, 2, verbs.WCSuccess, verbs.WCSend)
+		noWC(t, a.cq, time.Millisecond)
+	})
+}

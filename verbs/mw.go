@@ -149,7 +149,7 @@ func BindMWWR(wrid uint64, flags SendFlags, mw *MW, rkey uint32, info MWBindInfo
 // work request: BindMWWR, QPEx.WrBindMW), ZERO_BASED access (a type-1
 // window cannot be zero-based, IBA o10-36.2.2; rxe's provider checks it
 // here), an MR missing with a length, and everything PostSend refuses (a
-// UD QP, a QP not yet in RTS). The other bind rules are the engine's and
+// UD QP, a QP not yet in RTS), and a window or MR of another device. The other bind rules are the engine's and
 // fail the completion: QP, window and MR in one PD (C10-72), MR with
 // MW_BIND access (C10-73), writable rights only over a locally writable
 // MR (C10-74), the range inside the MR (C10-75), no zero-based MR.
@@ -169,6 +169,9 @@ func (qp *QP) BindMW(mw *MW, bind MWBind) (uint32, error) {
 	case info.Length > 0 && !info.MR.ok():
 		return 0, fmt.Errorf("%w: bind of %d bytes without an MR", EINVAL, info.Length)
 	}
+	if err := qp.pd.d.checkBind(mw, info); err != nil {
+		return 0, err
+	}
 	qp.postMu.Lock()
 	defer qp.postMu.Unlock()
 	rkey := IncKey(mw.RKey())
@@ -177,6 +180,21 @@ func (qp *QP) BindMW(mw *MW, bind MWBind) (uint32, error) {
 		return 0, err
 	}
 	return rkey, nil
+}
+
+// checkBind refuses a window or MR of another device than d.
+func (d *Device) checkBind(mw *MW, info *MWBindInfo) error {
+	if mw.ok() {
+		if err := d.sameDevice("the memory window", mw.pd.d); err != nil {
+			return err
+		}
+	}
+	if info.MR.ok() {
+		if err := d.sameDevice("MWBindInfo.MR", info.MR.pd.d); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // noteBinds sets the rkey of the windows the posted wrs bind.

@@ -65,7 +65,7 @@ const (
 
 // CreateQP creates a QP in the RESET state (ibv_create_qp). Both CQs must
 // be live CQs of this package; capacities above the device limits are
-// EINVAL.
+// EINVAL, and so are CQs, an SRQ or a WQ of another device than the PD's.
 func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	release, err := pd.use()
 	if err != nil {
@@ -85,6 +85,19 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 			return nil, fmt.Errorf("%w: QPInitAttr.%s: %w", EINVAL, c.name, errNil("CQ"))
 		case c.cq.dead.Load():
 			return nil, fmt.Errorf("%w: QPInitAttr.%s is destroyed", EINVAL, c.name)
+		}
+		if err := pd.d.sameDevice("QPInitAttr."+c.name, c.cq.d); err != nil {
+			return nil, err
+		}
+	}
+	if attr.SRQ.ok() {
+		if err := pd.d.sameDevice("QPInitAttr.SRQ", attr.SRQ.pd.d); err != nil {
+			return nil, err
+		}
+	}
+	if attr.WQ.ok() {
+		if err := pd.d.sameDevice("QPInitAttr.WQ", attr.WQ.pd.d); err != nil {
+			return nil, err
 		}
 	}
 	if attr.SendOpsFlags != 0 {
@@ -170,8 +183,9 @@ func (qp *QP) State() QPState {
 // PostSend posts wrs in order (ibv_post_send). It stops at the first WR it
 // refuses: the returned count is the number posted, which is also the
 // index of the bad WR (bad_wr), and err says why: EINVAL for a WR the QP
-// cannot carry or a QP in RESET, INIT or RTR, ENOMEM (also matching
-// ENOSPC) for a full send queue. WRs posted in ERR complete with
+// cannot carry, an AH or fast-registration MR of another device, or a QP
+// in RESET, INIT or RTR, ENOMEM (also matching ENOSPC) for a full send
+// queue. WRs posted in ERR complete with
 // WCWRFlushErr.
 func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 	if !qp.ok() {
@@ -184,8 +198,12 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 
 // postLocked posts wrs with postMu held and notes the binds posted.
 func (qp *QP) postLocked(wrs []SendWR) (int, error) {
-	n, err := qp.qp.PostSend(wrs)
+	ok, foreign := qp.pd.d.checkWRs(wrs)
+	n, err := qp.qp.PostSend(wrs[:ok])
 	qp.noteBinds(wrs[:n])
+	if err == nil && foreign != nil {
+		return n, fmt.Errorf("WR %d: %w", n, foreign)
+	}
 	return n, errno(err)
 }
 

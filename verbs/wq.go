@@ -98,8 +98,11 @@ func (d *Device) CreateWQ(attr WQInitAttr) (*WQ, error) {
 	if err := d.check(); err != nil {
 		return nil, err
 	}
-	if attr.PD == nil || attr.PD.d != d {
+	if !attr.PD.ok() {
 		return nil, errNil("WQInitAttr.PD")
+	}
+	if err := d.sameDevice("WQInitAttr.PD", attr.PD.d); err != nil {
+		return nil, err
 	}
 	release, err := attr.PD.use()
 	if err != nil {
@@ -111,6 +114,9 @@ func (d *Device) CreateWQ(attr WQInitAttr) (*WQ, error) {
 		return nil, errNil("WQInitAttr.CQ")
 	case attr.CQ.dead.Load():
 		return nil, errNil("WQInitAttr.CQ (destroyed)")
+	}
+	if err := d.sameDevice("WQInitAttr.CQ", attr.CQ.d); err != nil {
+		return nil, err
 	}
 	v := &WQ{pd: attr.PD, cq: attr.CQ}
 	w, err := d.n.CreateWQ(attr.PD.pd, nic.WQInitAttr{Type: attr.Type, MaxWR: attr.MaxWR, MaxSGE: attr.MaxSGE,

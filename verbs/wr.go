@@ -108,6 +108,9 @@ func (x *QPEx) WrComplete() error {
 		return x.err
 	}
 	x.fixup()
+	if i, err := x.qp.pd.d.checkWRs(x.wrs); err != nil {
+		return fmt.Errorf("WR %d: %w", i, err)
+	}
 	if err := x.qp.qp.PostSendAll(x.wrs); err != nil {
 		return errno(err)
 	}
@@ -247,6 +250,9 @@ func (x *QPEx) WrLocalInv(rkey uint32) {
 func (x *QPEx) WrBindMW(mw *MW, rkey uint32, info MWBindInfo) {
 	if w := x.build(WRBindMW, SendOpsBindMW); w != nil {
 		w.Bind = BindMWWR(0, 0, mw, rkey, info).Bind
+		if err := x.qp.pd.d.checkBind(mw, &info); err != nil {
+			x.fail(err)
+		}
 	}
 }
 

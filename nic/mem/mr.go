@@ -520,3 +520,7 @@ func (t *Table) RegFast(pd *PD, mr *MR, newKey uint32, iova uint64, length uint6
 	})
 	return nil
 }
+
+// Owns reports whether mr was made by t (ib_reg_wr naming another
+// device's MR is a caller's mistake the verbs layer refuses at post).
+func (t *Table) Owns(mr *MR) bool { return mr != nil && mr.t == t }

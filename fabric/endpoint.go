@@ -27,6 +27,10 @@ type Endpoint struct {
 
 var _ nic.Link = (*Endpoint)(nil)
 
+// Closed reports whether Close was called (nic.LinkCloser): verbs.Open
+// refuses a closed endpoint.
+func (e *Endpoint) Closed() bool { return e.closed.Load() }
+
 // LocalAddr returns the address the endpoint was attached at.
 func (e *Endpoint) LocalAddr() netip.Addr { return e.addr }
 

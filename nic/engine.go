@@ -77,11 +77,12 @@ func (e *qpEntry) wake() {
 
 // NIC is one software RDMA NIC.
 type NIC struct {
-	cfg   Config
-	addr  netip.Addr
-	clock clock.Clock
-	mem   *mem.Table
-	ctr   transport.Counters
+	cfg     Config
+	release func() // gives the link back (claimLink)
+	addr    netip.Addr
+	clock   clock.Clock
+	mem     *mem.Table
+	ctr     transport.Counters
 
 	qpMu    sync.RWMutex
 	qps     map[uint32]*qpEntry // guarded by qpMu
@@ -161,7 +162,12 @@ func New(cfg Config) (*NIC, error) {
 	} else if cfg.PortMTU.Bytes() == 0 {
 		return nil, fmt.Errorf("%w: port MTU enum %d", ErrInvalid, cfg.PortMTU)
 	}
+	release, err := claimLink(cfg.Link, cfg.Name)
+	if err != nil {
+		return nil, err
+	}
 	n := &NIC{
+		release: release,
 		cfg:     cfg,
 		addr:    cfg.Link.LocalAddr(),
 		clock:   cfg.Clock,
@@ -242,6 +248,7 @@ func (n *NIC) Close() error {
 	n.procWG.Wait()
 	err := n.cfg.Link.Close()
 	n.wg.Wait()
+	n.release()
 	n.qpMu.Lock()
 	for _, e := range n.qps {
 		e.h.Close()

@@ -2,7 +2,10 @@ package nic
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
+	"reflect"
+	"sync"
 
 	"github.com/softnic/softnic/transport"
 	"github.com/softnic/softnic/wire"
@@ -47,4 +50,58 @@ type Link interface {
 	LocalAddr() netip.Addr
 	// Close unblocks ReadBatch and releases the link.
 	Close() error
+}
+
+// LinkCloser is implemented by links that report whether they were
+// closed; New refuses a closed one.
+type LinkCloser interface {
+	Closed() bool
+}
+
+// linkUsers maps the links of open NICs, unwrapped (PcapLink), to the
+// name of the NIC using them. A link carries one NIC's traffic: two NICs
+// on one would share every datagram and hand out the same QPNs. Close
+// removes the entry, so a closed NIC is not kept alive by it.
+var linkUsers struct {
+	mu sync.Mutex
+	m  map[any]string // guarded by mu
+}
+
+// innerLink returns l without the wrappers that say what they wrap
+// (Unwrap() Link).
+func innerLink(l Link) Link {
+	for {
+		u, ok := l.(interface{ Unwrap() Link })
+		if !ok {
+			return l
+		}
+		l = u.Unwrap()
+	}
+}
+
+// claimLink records that NIC name uses l, or fails with ErrBusy naming the
+// NIC that already does, or ErrClosed when l was closed (NIC.Close closes
+// its link). It returns the function that releases l.
+func claimLink(l Link, name string) (release func(), err error) {
+	in := innerLink(l)
+	if c, ok := in.(LinkCloser); ok && c.Closed() {
+		return nil, fmt.Errorf("%w: link %v is closed (closing a device closes its link; attach a new one)", ErrClosed, l.LocalAddr())
+	}
+	if !reflect.ValueOf(in).Comparable() {
+		return func() {}, nil // cannot be a map key: not tracked
+	}
+	linkUsers.mu.Lock()
+	defer linkUsers.mu.Unlock()
+	if user, ok := linkUsers.m[in]; ok {
+		return nil, fmt.Errorf("%w: link %v is already in use by device %s", ErrBusy, l.LocalAddr(), user)
+	}
+	if linkUsers.m == nil {
+		linkUsers.m = make(map[any]string)
+	}
+	linkUsers.m[in] = name
+	return func() {
+		linkUsers.mu.Lock()
+		delete(linkUsers.m, in)
+		linkUsers.mu.Unlock()
+	}, nil
 }

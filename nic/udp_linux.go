@@ -351,6 +351,9 @@ func (l *UDPLink) Stats() UDPStats { return l.ctr.snapshot() }
 // mode (IPv4IDGuesser).
 func (l *UDPLink) GuessesIPv4ID() bool { return l.v4 && l.cfg.IPv4ICRC == IPv4ICRCSolve }
 
+// Closed reports whether Close was called (LinkCloser).
+func (l *UDPLink) Closed() bool { return l.closed.Load() }
+
 // Close closes the socket and unblocks ReadBatch; later calls return
 // ErrLinkClosed.
 func (l *UDPLink) Close() error {

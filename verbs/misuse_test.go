@@ -170,3 +170,40 @@ func TestForeignObjects(t *testing.T) {
 		noWC(t, a.cq, time.Millisecond)
 	})
 }
+
+// TestOpenLinkInUse: a second Open on the link of an open device is EBUSY
+// naming the device that holds it (one link carries one NIC's traffic;
+// two would hand out the same QPNs); Close closes the link, so Open on it
+// afterwards is ENODEV, and a new endpoint at the same address opens.
+func TestOpenLinkInUse(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{})
+		defer f.Close()
+		ep, err := f.Attach(apiAddrA)
+		must(t, err)
+		d1, err := verbs.Open(verbs.Config{Link: ep, Name: "first"})
+		must(t, err)
+		d2, err := verbs.Open(verbs.Config{Link: ep, Name: "second"})
+		apiWantErr(t, "second Open on one link", err, "link 10.0.0.1 is already in use by device first", verbs.EBUSY)
+		if d2 != nil {
+			t.Errorf("second Open returned a device")
+		}
+		must(t, d1.Close())
+		_, err = verbs.Open(verbs.Config{Link: ep})
+		apiWantErr(t, "Open on a link Close closed", err, "link 10.0.0.1 is closed", verbs.ENODEV)
+		ep2, err := f.Attach(apiAddrA)
+		must(t, err)
+		d3, err := verbs.Open(verbs.Config{Link: ep2})
+		must(t, err)
+		defer d3.Close()
+		pd, err := d3.AllocPD()
+		must(t, err)
+		cq, err := d3.CreateCQ(4, nil)
+		must(t, err)
+		qp, err := pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		must(t, err)
+		if qp.QPN() != 0x11 {
+			t.Errorf("QPN %#x on the new device, want 0x11", qp.QPN())
+		}
+	})
+}

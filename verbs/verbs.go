@@ -206,7 +206,11 @@ type Device struct {
 	mws  *registry[mwIndex, *MW] // the device's memory windows by key index
 }
 
-// Open starts a device on cfg.Link (ibv_open_device).
+// Open starts a device on cfg.Link (ibv_open_device). A link carries one
+// device: Open on a link an open device uses is EBUSY, naming that
+// device. Close closes the device's link, so a link once used cannot be
+// opened again (ENODEV): attach a new fabric endpoint or UDP link at the
+// address.
 func Open(cfg Config) (*Device, error) {
 	n, err := nic.New(nic.Config{Link: cfg.Link, Clock: cfg.Clock, Processors: cfg.Processors,
 		PeerPort: cfg.PeerPort, Name: cfg.Name, PortMTU: cfg.PortMTU})

@@ -62,6 +62,9 @@ func (d *Device) GetAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 	if !d.ok() {
 		return AsyncEvent{}, errNil("Device")
 	}
+	if ctx == nil {
+		return AsyncEvent{}, errNilCtx
+	}
 	ev, err := d.n.GetAsyncEvent(ctx)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {

@@ -30,6 +30,9 @@ func (c *CompChannel) GetEvent(ctx context.Context) (*CQ, error) {
 	if !c.ok() {
 		return nil, errNil("CompChannel")
 	}
+	if ctx == nil {
+		return nil, errNilCtx
+	}
 	q, err := c.ch.Get(ctx)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {

@@ -37,6 +37,9 @@ func (qp *QP) DrainSQ(ctx context.Context) error {
 	if !qp.ok() {
 		return errNil("QP")
 	}
+	if ctx == nil {
+		return errNilCtx
+	}
 	return drainErr(ctx, qp.qp.DrainSQ(ctx))
 }
 
@@ -55,6 +58,9 @@ func (qp *QP) DrainSQ(ctx context.Context) error {
 func (qp *QP) DrainRQ(ctx context.Context) error {
 	if !qp.ok() {
 		return errNil("QP")
+	}
+	if ctx == nil {
+		return errNilCtx
 	}
 	return drainErr(ctx, qp.qp.DrainRQ(ctx))
 }

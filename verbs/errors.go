@@ -52,6 +52,10 @@ func errno(err error) error {
 	return fmt.Errorf("%w: %w", e, err)
 }
 
+// errNilCtx is the error of a blocking call given a nil context (use
+// context.Background to wait without a bound).
+var errNilCtx = fmt.Errorf("%w: nil context (pass context.Background() to wait without a bound)", EINVAL)
+
 // errNil is the error of a method called on a nil or zero-value object:
 // only this package's constructors make usable ones.
 func errNil(what string) error {

@@ -6,6 +6,7 @@ package verbs_test
 // a busy object.
 
 import (
+	"context"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -204,6 +205,55 @@ func TestOpenLinkInUse(t *testing.T) {
 		must(t, err)
 		if qp.QPN() != 0x11 {
 			t.Errorf("QPN %#x on the new device, want 0x11", qp.QPN())
+		}
+	})
+}
+
+// TestNilArguments: nil contexts, attribute pointers, completions and
+// objects given to exported methods are EINVAL, never a panic.
+func TestNilArguments(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{})
+		defer f.Close()
+		a, _ := mpair(t, f, mopts{})
+		a.dev.AsyncEvents() // the port event: GetAsyncEvent would wait now
+		srq, err := a.pd.CreateSRQ(verbs.SRQInitAttr{MaxWR: 4, MaxSGE: 1})
+		must(t, err)
+		wq, err := a.dev.CreateWQ(verbs.WQInitAttr{Type: verbs.WQTypeRQ, MaxWR: 4, MaxSGE: 1, PD: a.pd, CQ: a.cq})
+		must(t, err)
+		ch := a.dev.CreateCompChannel()
+		var nilCtx context.Context
+		for _, tc := range []struct {
+			name string
+			call func() error
+			text string
+		}{
+			{"GetAsyncEvent(nil)", func() error { _, err := a.dev.GetAsyncEvent(nilCtx); return err }, "nil context"},
+			{"CompChannel.GetEvent(nil)", func() error { _, err := ch.GetEvent(nilCtx); return err }, "nil context"},
+			{"DrainSQ(nil)", func() error { return a.qp.DrainSQ(nilCtx) }, "nil context"},
+			{"DrainRQ(nil)", func() error { return a.qp.DrainRQ(nilCtx) }, "nil context"},
+			{"DrainQP(nil)", func() error { return a.qp.DrainQP(nilCtx) }, "nil context"},
+			{"QP.Modify(nil)", func() error { return a.qp.Modify(nil, verbs.QPAttrState) }, "no attributes"},
+			{"SRQ.Modify(nil)", func() error { return srq.Modify(nil, verbs.SRQAttrLimit) }, ""},
+			{"WQ.Modify(nil)", func() error { return wq.Modify(nil, verbs.WQAttrState) }, ""},
+			{"InitAHFromWC(nil)", func() error { _, err := a.dev.InitAHFromWC(1, nil, make([]byte, 40)); return err }, ""},
+			{"CreateAHFromWC(nil)", func() error { _, err := a.pd.CreateAHFromWC(nil, make([]byte, 40), 1); return err }, ""},
+			{"MapMRSG(nil)", func() error { _, err := a.dev.MapMRSG(nil, nil, 4096); return err }, ""},
+			{"BindMW(nil)", func() error { _, err := a.qp.BindMW(nil, verbs.MWBind{}); return err }, "MW is nil"},
+			{"BIND_MW without Bind", func() error { _, err := a.qp.PostSend(verbs.SendWR{Opcode: verbs.WRBindMW}); return err }, "without bind information"},
+			{"REG_MR without Reg", func() error { _, err := a.qp.PostSend(verbs.SendWR{Opcode: verbs.WRRegMR}); return err }, "without registration information"},
+		} {
+			var err error
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Errorf("%s panics: %v", tc.name, r)
+						err = verbs.EINVAL
+					}
+				}()
+				err = tc.call()
+			}()
+			apiWantErr(t, tc.name, err, tc.text, verbs.EINVAL)
 		}
 	})
 }

@@ -7,7 +7,9 @@
 // in-memory fabric (package fabric) for tests, or a UDP socket on port
 // 4791 to talk to any RoCEv2 peer. Errors wrap the errno values
 // libibverbs returns (EINVAL, ENOMEM, EBUSY, ...): test them with
-// errors.Is.
+// errors.Is. Misuse is an error, never a panic: a nil or foreign object,
+// a nil attribute pointer or a nil context (the calls that wait take
+// one; context.Background waits without a bound) is EINVAL.
 package verbs
 
 import (

@@ -7,6 +7,8 @@ package verbs_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -254,6 +256,64 @@ func TestNilArguments(t *testing.T) {
 				err = tc.call()
 			}()
 			apiWantErr(t, tc.name, err, tc.text, verbs.EINVAL)
+		}
+	})
+}
+
+// TestPostSendInBatch: PostSend and BindMW on a QP with an open WrStart
+// batch return EBUSY at once (from the batch's own goroutine they used to
+// wait forever) and post nothing; after WrComplete, and after WrAbort,
+// PostSend works again.
+func TestPostSendInBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{})
+		defer f.Close()
+		a, b := mpair(t, f, mopts{ops: verbs.SendOpsSend | verbs.SendOpsBindMW})
+		x, err := a.qp.Ex()
+		must(t, err)
+		mw, err := a.pd.AllocMW(verbs.MWType1)
+		must(t, err)
+		send := func(id uint64) verbs.SendWR {
+			return verbs.SendWR{WRID: id, Opcode: verbs.WRSend, Flags: sig, SGList: []verbs.SGE{a.mr.SGE(0, 8)}}
+		}
+		for i, end := range []string{"WrComplete", "WrAbort"} {
+			id := uint64(10 * (i + 1))
+			postRecvMS(t, b, id, 0, 64)
+			postRecvMS(t, b, id+2, 0, 64)
+			x.WrStart()
+			x.WRID, x.WRFlags = id, sig
+			x.WrSend()
+			x.WrSetSGE(a.mr.LKey(), a.mr.Addr(), 8)
+			done := make(chan error, 2)
+			go func() {
+				n, err := a.qp.PostSend(send(id + 1))
+				if n != 0 {
+					err = fmt.Errorf("posted %d: %v", n, err)
+				}
+				done <- err
+				_, err = a.qp.BindMW(mw, verbs.MWBind{WRID: id + 9})
+				done <- err
+			}()
+			synctest.Wait()
+			select {
+			case err := <-done:
+				apiWantErr(t, "PostSend in an open batch", err, "open ibv_wr_start batch", verbs.EBUSY)
+				apiWantErr(t, "BindMW in an open batch", <-done, "open ibv_wr_start batch", verbs.EBUSY)
+			default:
+				t.Fatalf("PostSend in an open batch blocks")
+			}
+			if n, err := a.qp.PostSend(send(id + 1)); n != 0 || !errors.Is(err, verbs.EBUSY) {
+				t.Errorf("PostSend from the batch's goroutine: %d, %v; want 0, EBUSY", n, err)
+			}
+			if end == "WrComplete" {
+				must(t, x.WrComplete())
+				mone(t, a, id, verbs.WCSuccess, verbs.WCSend)
+			} else {
+				x.WrAbort()
+			}
+			mpost(t, a.qp, send(id+2))
+			mone(t, a, id+2, verbs.WCSuccess, verbs.WCSend)
+			noWC(t, a.cq, time.Millisecond)
 		}
 	})
 }

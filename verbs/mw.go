@@ -149,7 +149,8 @@ func BindMWWR(wrid uint64, flags SendFlags, mw *MW, rkey uint32, info MWBindInfo
 // work request: BindMWWR, QPEx.WrBindMW), ZERO_BASED access (a type-1
 // window cannot be zero-based, IBA o10-36.2.2; rxe's provider checks it
 // here), an MR missing with a length, and everything PostSend refuses (a
-// UD QP, a QP not yet in RTS), and a window or MR of another device. The other bind rules are the engine's and
+// UD QP, a QP not yet in RTS; EBUSY in an open WrStart batch), and a
+// window or MR of another device. The other bind rules are the engine's and
 // fail the completion: QP, window and MR in one PD (C10-72), MR with
 // MW_BIND access (C10-73), writable rights only over a locally writable
 // MR (C10-74), the range inside the MR (C10-75), no zero-based MR.
@@ -172,7 +173,9 @@ func (qp *QP) BindMW(mw *MW, bind MWBind) (uint32, error) {
 	if err := qp.pd.d.checkBind(mw, info); err != nil {
 		return 0, err
 	}
-	qp.postMu.Lock()
+	if err := qp.lockPost(); err != nil {
+		return 0, err
+	}
 	defer qp.postMu.Unlock()
 	rkey := IncKey(mw.RKey())
 	wr := BindMWWR(bind.WRID, bind.SendFlags, mw, rkey, *info)

@@ -187,13 +187,33 @@ func (qp *QP) State() QPState {
 // in RESET, INIT or RTR, ENOMEM (also matching ENOSPC) for a full send
 // queue. WRs posted in ERR complete with
 // WCWRFlushErr.
+//
+// While a WrStart batch of the QP's extended interface is open, PostSend
+// refuses at once with EBUSY, posting nothing: end the batch with
+// WrComplete or WrAbort first (a PostSend already waiting when a batch
+// starts still waits for it to end).
 func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 	if !qp.ok() {
 		return 0, errNil("QP")
 	}
-	qp.postMu.Lock()
+	if err := qp.lockPost(); err != nil {
+		return 0, err
+	}
 	defer qp.postMu.Unlock()
 	return qp.postLocked(wrs)
+}
+
+// lockPost takes postMu for a PostSend or BindMW, or refuses at once with
+// EBUSY while a WrStart batch is open on the QP: the goroutine holding
+// the batch would wait on itself forever (Go cannot tell it from
+// another), and libibverbs leaves PostSend inside an ibv_wr_start batch
+// undefined.
+func (qp *QP) lockPost() error {
+	if qp.ex != nil && qp.ex.busy.Load() {
+		return fmt.Errorf("%w: QP %#x has an open ibv_wr_start batch: complete it with WrComplete or drop it with WrAbort first", EBUSY, qp.QPN())
+	}
+	qp.postMu.Lock()
+	return nil
 }
 
 // postLocked posts wrs with postMu held and notes the binds posted.

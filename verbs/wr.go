@@ -32,9 +32,12 @@ const (
 // together by WrComplete or dropped by WrAbort (ibv_wr_post(3)).
 //
 // Between WrStart and WrComplete/WrAbort the QP's send queue is held by
-// the builder (the per-QP critical section of ibv_wr_start): PostSend and
-// WrStart on the same QP wait until then, so one goroutine must not call
-// WrStart twice without ending the batch. Builders and setters belong to
+// the builder (the per-QP critical section of ibv_wr_start): the ibv_wr_*
+// batch must be completed or aborted before the QP takes other sends.
+// PostSend and BindMW on the QP refuse at once with EBUSY while a batch
+// is open (from the goroutine holding it they would wait forever); a
+// WrStart on the same QP waits until the batch ends, so one goroutine
+// must not call WrStart twice without ending the batch. Builders and setters belong to
 // the goroutine that called WrStart; outside a batch they do nothing.
 //
 // An error in any builder or setter is remembered and reported by

@@ -317,3 +317,48 @@ func TestPostSendInBatch(t *testing.T) {
 		}
 	})
 }
+
+// TestErrorText: an error names its errno once, first, then the detail
+// (the engine's "invalid argument" or "resource busy" used to follow the
+// errno's own text), and still matches the errno with errors.Is.
+func TestErrorText(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{})
+		defer f.Close()
+		a, _ := mpair(t, f, mopts{})
+		srq, err := a.pd.CreateSRQ(verbs.SRQInitAttr{MaxWR: 4, MaxSGE: 1})
+		must(t, err)
+		mr, err := a.pd.RegMR(make([]byte, 64), verbs.AccessLocalWrite)
+		must(t, err)
+		must(t, mr.Dereg())
+		second := func(_ any, err error) error { return err }
+		for _, tc := range []struct {
+			name  string
+			err   error
+			errno error
+			want  string
+		}{
+			{"QP.Modify(nil)", a.qp.Modify(nil, verbs.QPAttrState), verbs.EINVAL,
+				"invalid argument: modify QP 0x11 with mask IBV_QP_STATE but no attributes"},
+			{"SRQ.Modify(nil)", srq.Modify(nil, verbs.SRQAttrLimit), verbs.EINVAL,
+				"invalid argument: SRQ attribute mask 0x2"},
+			{"inline over max", second(a.qp.PostSend(verbs.SendWR{Opcode: verbs.WRSend, Flags: verbs.SendInline, InlineData: make([]byte, 65)})),
+				verbs.EINVAL, "invalid argument: 65 inline bytes, QP max_inline_data 64"},
+			{"CreateCQ(0)", second(a.dev.CreateCQ(0, nil)), verbs.EINVAL, "invalid argument: cqe 0 not in 1..32767"},
+			{"Dereg twice", mr.Dereg(), verbs.EINVAL, "invalid argument: memory region deregistered"},
+			{"RegMR REMOTE_WRITE alone", second(a.pd.RegMR(make([]byte, 64), verbs.AccessRemoteWrite)), verbs.EINVAL,
+				"invalid argument: REMOTE_WRITE or REMOTE_ATOMIC without LOCAL_WRITE"},
+			{"illegal transition", a.qp.Modify(&verbs.QPAttr{State: verbs.QPStateRTR}, verbs.QPAttrState), verbs.EINVAL,
+				"invalid argument: invalid QP modify: RTS->RTR for RC is not a legal transition"},
+			{"full receive queue", second(a.qp.PostRecv(make([]verbs.RecvWR, 65)...)), verbs.ENOMEM,
+				"cannot allocate memory: no space left on device: queue full: receive queue holds 64 WRs"},
+		} {
+			if tc.err == nil || tc.err.Error() != tc.want {
+				t.Errorf("%s: got %q, want %q", tc.name, tc.err, tc.want)
+			}
+			if !errors.Is(tc.err, tc.errno) {
+				t.Errorf("%s: %v does not wrap %v", tc.name, tc.err, tc.errno)
+			}
+		}
+	})
+}

@@ -82,7 +82,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		case c.cq == nil:
 			return nil, fmt.Errorf("%w: QPInitAttr.%s is nil", EINVAL, c.name)
 		case !c.cq.ok():
-			return nil, fmt.Errorf("%w: QPInitAttr.%s: %w", EINVAL, c.name, errNil("CQ"))
+			return nil, errNil("QPInitAttr." + c.name)
 		case c.cq.dead.Load():
 			return nil, fmt.Errorf("%w: QPInitAttr.%s is destroyed", EINVAL, c.name)
 		}

@@ -47,7 +47,9 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 	if err != nil {
 		return nil, errno(err)
 	}
-	return &AH{pd: pd, ah: ah}, nil
+	h := &AH{pd: pd, ah: ah}
+	pd.d.objs.add(h)
+	return h, nil
 }
 
 // Destroy destroys the handle (ibv_destroy_ah); destroying it again is
@@ -56,7 +58,11 @@ func (ah *AH) Destroy() error {
 	if !ah.ok() {
 		return errNil("AH")
 	}
-	return errno(ah.ah.Destroy())
+	if err := ah.ah.Destroy(); err != nil {
+		return errno(err)
+	}
+	ah.pd.d.objs.del(ah)
+	return nil
 }
 
 // Attr returns the handle's address vector (the kernel's rdma_query_ah).

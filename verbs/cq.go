@@ -153,7 +153,8 @@ func (c *CQ) Cap() int {
 }
 
 // Destroy destroys the CQ (ibv_destroy_cq): EBUSY while QPs use it or
-// completion events are not acknowledged, EINVAL when it already was.
+// completion events are not acknowledged (the error names the QPs and WQs
+// using it, or the events), EINVAL when it already was.
 func (c *CQ) Destroy() error {
 	if !c.ok() {
 		return errNil("CQ")
@@ -162,7 +163,15 @@ func (c *CQ) Destroy() error {
 		return fmt.Errorf("destroy CQ: %w", err)
 	}
 	if err := c.q.Destroy(); err != nil {
-		return errno(err)
+		return c.d.busy(errno(err), "CQ", func(obj any) bool {
+			switch v := obj.(type) {
+			case *QP:
+				return v.init.SendCQ == c || v.init.RecvCQ == c
+			case *WQ:
+				return v.cq == c
+			}
+			return false
+		})
 	}
 	c.dead.Store(true)
 	if c.d.ok() {

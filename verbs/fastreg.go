@@ -65,6 +65,7 @@ func (pd *PD) AllocMR(typ MRType, maxNumSG int) (*MR, error) {
 	}
 	mr := &MR{pd: pd, mr: m}
 	mr.key.Store(m.LKey())
+	pd.d.objs.add(mr)
 	return mr, nil
 }
 

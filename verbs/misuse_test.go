@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -360,5 +361,67 @@ func TestErrorText(t *testing.T) {
 				t.Errorf("%s: %v does not wrap %v", tc.name, tc.err, tc.errno)
 			}
 		}
+	})
+}
+
+// TestBusyNamesHolders: EBUSY from destroying an object in use names
+// what holds it: the QPs (and WQs) on a CQ, everything in a PD, the QPs
+// on an SRQ or a WQ, the windows bound to an MR; once they are gone the
+// destroy succeeds.
+func TestBusyNamesHolders(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{})
+		defer f.Close()
+		a, b := mpair(t, f, mopts{})
+		qpCap := verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}
+		srq, err := a.pd.CreateSRQ(verbs.SRQInitAttr{MaxWR: 4, MaxSGE: 1})
+		must(t, err)
+		cq2, err := a.dev.CreateCQ(16, nil)
+		must(t, err)
+		q2, err := a.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: cq2, RecvCQ: cq2, Cap: qpCap, SRQ: srq})
+		must(t, err)
+		q3, err := a.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeUC, SendCQ: a.cq, RecvCQ: cq2, Cap: qpCap, SRQ: srq})
+		must(t, err)
+		wq, err := a.dev.CreateWQ(verbs.WQInitAttr{Type: verbs.WQTypeRQ, MaxWR: 4, MaxSGE: 1, PD: a.pd, CQ: cq2})
+		must(t, err)
+		q4, err := a.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeUD, SendCQ: a.cq, Cap: qpCap, WQ: wq})
+		must(t, err)
+		mw, err := a.pd.AllocMW(verbs.MWType1)
+		must(t, err)
+		mbind(t, a, mw, a.mr, 0, 64, verbs.AccessRemoteRead)
+		ah, err := a.pd.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GlobalRoute{DGID: b.dev.Addr()}})
+		must(t, err)
+		qpn := func(qp *verbs.QP) string { return fmt.Sprintf("%#x", qp.QPN()) }
+		for _, tc := range []struct {
+			name string
+			err  error
+			want string
+		}{
+			{"CQ of 3 QPs and a WQ", cq2.Destroy(), "device or resource busy: CQ in use by 3 QPs (QPN " +
+				qpn(q2) + ", " + qpn(q3) + ", " + qpn(q4) + "), 1 WQ (WQ " + fmt.Sprintf("%#x", wq.Num()) + ")"},
+			{"SRQ of 2 QPs", srq.Destroy(), "device or resource busy: SRQ in use by 2 QPs (QPN " + qpn(q2) + ", " + qpn(q3) + ")"},
+			{"WQ of a QP", wq.Destroy(), fmt.Sprintf("device or resource busy: WQ %#x in use by 1 QP (QPN %s)", wq.Num(), qpn(q4))},
+			{"MR with a window", a.mr.Dereg(), fmt.Sprintf("device or resource busy: MR %#x in use by 1 MW (rkey %#x)", a.mr.LKey(), mw.RKey())},
+			{"PD of everything", a.pd.Dealloc(), fmt.Sprintf("device or resource busy: PD %d in use by 4 QPs (QPN %s, %s, %s, %s), 1 SRQ, 1 WQ (WQ %#x), 1 AH, 1 MR (lkey %#x), 1 MW (rkey %#x)",
+				a.pd.Handle(), qpn(a.qp), qpn(q2), qpn(q3), qpn(q4), wq.Num(), a.mr.LKey(), mw.RKey())},
+		} {
+			if !errors.Is(tc.err, verbs.EBUSY) || tc.err.Error() != tc.want {
+				t.Errorf("%s: got %v, want EBUSY %q", tc.name, tc.err, tc.want)
+			}
+		}
+		must(t, mw.Dealloc())
+		must(t, a.mr.Dereg())
+		must(t, q4.Destroy())
+		must(t, wq.Destroy())
+		must(t, q3.Destroy())
+		if err := srq.Destroy(); !errors.Is(err, verbs.EBUSY) || !strings.HasSuffix(err.Error(), "SRQ in use by 1 QP (QPN "+qpn(q2)+")") {
+			t.Errorf("SRQ of 1 QP: got %v", err)
+		}
+		must(t, q2.Destroy())
+		must(t, srq.Destroy())
+		must(t, cq2.Destroy())
+		must(t, ah.Destroy())
+		must(t, a.qp.Destroy())
+		must(t, a.pd.Dealloc())
 	})
 }

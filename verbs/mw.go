@@ -64,6 +64,7 @@ func (pd *PD) AllocMW(typ MWType) (*MW, error) {
 	mw := &MW{pd: pd, mw: m, typ: typ}
 	mw.rkey.Store(m.RKey())
 	pd.d.mws.put(mwIndex{pd.d.n.Mem(), m.RKey() >> 8}, mw)
+	pd.d.objs.add(mw)
 	return mw, nil
 }
 
@@ -79,6 +80,7 @@ func (mw *MW) Dealloc() error {
 		return errno(err)
 	}
 	mw.pd.d.mws.del(mwIndex{t, mw.mw.RKey() >> 8})
+	mw.pd.d.objs.del(mw)
 	return nil
 }
 

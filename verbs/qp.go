@@ -140,6 +140,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if attr.SendOpsFlags != 0 {
 		qp.ex = &QPEx{qp: qp, ops: attr.SendOpsFlags}
 	}
+	pd.d.objs.add(qp)
 	return qp, nil
 }
 
@@ -248,5 +249,9 @@ func (qp *QP) Destroy() error {
 	if err := qp.pd.d.asyncBusy(qp); err != nil {
 		return fmt.Errorf("destroy QP %#x: %w", qp.QPN(), err)
 	}
-	return errno(qp.qp.Destroy())
+	if err := qp.qp.Destroy(); err != nil {
+		return errno(err)
+	}
+	qp.pd.d.objs.del(qp)
+	return nil
 }

@@ -82,6 +82,7 @@ func (pd *PD) CreateSRQ(attr SRQInitAttr) (*SRQ, error) {
 		return nil, errno(err)
 	}
 	v.s = s
+	pd.d.objs.add(v)
 	return v, nil
 }
 
@@ -132,7 +133,8 @@ func (s *SRQ) PD() *PD {
 	return s.pd
 }
 
-// Destroy destroys the SRQ (ibv_destroy_srq): EBUSY while QPs use it;
+// Destroy destroys the SRQ (ibv_destroy_srq): EBUSY while QPs use it (the
+// error names them);
 // WRs still posted are dropped without completions.
 func (s *SRQ) Destroy() error {
 	if !s.ok() {
@@ -141,5 +143,12 @@ func (s *SRQ) Destroy() error {
 	if err := s.pd.d.asyncBusy(s); err != nil {
 		return fmt.Errorf("destroy SRQ: %w", err)
 	}
-	return errno(s.s.Destroy())
+	if err := s.s.Destroy(); err != nil {
+		return s.pd.d.busy(errno(err), "SRQ", func(obj any) bool {
+			qp, ok := obj.(*QP)
+			return ok && qp.init.SRQ == s
+		})
+	}
+	s.pd.d.objs.del(s)
+	return nil
 }

@@ -206,6 +206,7 @@ type Device struct {
 	n    *nic.NIC
 	acks asyncAcks
 	mws  *registry[mwIndex, *MW] // the device's memory windows by key index
+	objs objects                 // live QPs, SRQs, WQs, AHs, MRs, MWs: who holds what
 }
 
 // Open starts a device on cfg.Link (ibv_open_device). A link carries one
@@ -400,8 +401,9 @@ func (d *Device) AllocPD() (*PD, error) {
 	return &PD{d: d, pd: pd}, nil
 }
 
-// Dealloc frees the PD (ibv_dealloc_pd); EBUSY while MRs, QPs, SRQs or
-// AHs use it, EINVAL when it was already freed.
+// Dealloc frees the PD (ibv_dealloc_pd); EBUSY while MRs, MWs, QPs,
+// SRQs, WQs or AHs use it (the error names them), EINVAL when it was
+// already freed.
 func (pd *PD) Dealloc() error {
 	if !pd.ok() {
 		return errNil("PD")
@@ -409,7 +411,23 @@ func (pd *PD) Dealloc() error {
 	pd.mu.Lock()
 	defer pd.mu.Unlock()
 	if err := pd.d.n.Mem().DeallocPD(pd.pd); err != nil {
-		return errno(err)
+		return pd.d.busy(errno(err), fmt.Sprintf("PD %d", pd.pd.Handle()), func(obj any) bool {
+			switch v := obj.(type) {
+			case *QP:
+				return v.pd == pd
+			case *SRQ:
+				return v.pd == pd
+			case *WQ:
+				return v.pd == pd
+			case *AH:
+				return v.pd == pd
+			case *MR:
+				return v.pd == pd
+			case *MW:
+				return v.pd == pd
+			}
+			return false
+		})
 	}
 	pd.dead = true
 	return nil
@@ -461,15 +479,26 @@ func (pd *PD) regMR(buf []byte, iova uint64, useIOVA bool, access Access) (*MR, 
 	if err != nil {
 		return nil, errno(err)
 	}
-	return &MR{pd: pd, mr: mr}, nil
+	m := &MR{pd: pd, mr: mr}
+	pd.d.objs.add(m)
+	return m, nil
 }
 
-// Dereg deregisters the region (ibv_dereg_mr); EINVAL when it already was.
+// Dereg deregisters the region (ibv_dereg_mr); EBUSY while memory windows
+// are bound to it (the error names them), EINVAL when it already was.
 func (mr *MR) Dereg() error {
 	if !mr.ok() {
 		return errNil("MR")
 	}
-	return errno(mr.pd.d.n.Mem().DeregMR(mr.mr))
+	d := mr.pd.d
+	if err := d.n.Mem().DeregMR(mr.mr); err != nil {
+		return d.busy(errno(err), fmt.Sprintf("MR %#x", mr.LKey()), func(obj any) bool {
+			mw, ok := obj.(*MW)
+			return ok && mw.mw.BoundTo(mr.mr)
+		})
+	}
+	d.objs.del(mr)
+	return nil
 }
 
 // LKey returns the local key. For a fast-registration MR it is the key

@@ -1,6 +1,8 @@
 package verbs
 
 import (
+	"fmt"
+
 	"github.com/softnic/softnic/nic"
 )
 
@@ -125,6 +127,7 @@ func (d *Device) CreateWQ(attr WQInitAttr) (*WQ, error) {
 		return nil, errno(err)
 	}
 	v.w = w
+	d.objs.add(v)
 	return v, nil
 }
 
@@ -184,12 +187,20 @@ func (w *WQ) PostRecv(wrs ...RecvWR) (int, error) {
 	return n, errno(err)
 }
 
-// Destroy destroys the WQ (ibv_destroy_wq): EBUSY while QPs use it;
+// Destroy destroys the WQ (ibv_destroy_wq): EBUSY while QPs use it (the
+// error names them);
 // posted WRs are dropped without completions. Destroying it again is
 // EINVAL.
 func (w *WQ) Destroy() error {
 	if !w.ok() {
 		return errNil("WQ")
 	}
-	return errno(w.w.Destroy())
+	if err := w.w.Destroy(); err != nil {
+		return w.pd.d.busy(errno(err), fmt.Sprintf("WQ %#x", w.Num()), func(obj any) bool {
+			qp, ok := obj.(*QP)
+			return ok && qp.init.WQ == w
+		})
+	}
+	w.pd.d.objs.del(w)
+	return nil
 }

@@ -368,3 +368,10 @@ func (t *Table) Invalidate(pd *PD, qpn uint32, rkey uint32) error {
 	}
 	return errNoIndex
 }
+
+// BoundTo reports whether the window is bound to mr (counted in the
+// ErrBusy of DeregMR).
+func (mw *MW) BoundTo(mr *MR) bool {
+	v := mw.v.Load()
+	return mr != nil && v.mr == mr
+}

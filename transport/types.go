@@ -139,7 +139,8 @@ const (
 
 // GRH is the global route of an address vector (struct ibv_global_route).
 // In RoCEv2 it becomes the IP header: DGID is the destination address
-// (IPv4-mapped for IPv4), TrafficClass the TOS, HopLimit the TTL.
+// (IPv4-mapped for IPv4) and TrafficClass the TOS. HopLimit is not sent:
+// packets carry RouteHopLimit, the route's, as Linux's do.
 type GRH struct {
 	DGID         netip.Addr
 	FlowLabel    uint32

@@ -18,7 +18,8 @@ type AddressHandle = transport.AddressHandle
 // handle's address vector when it is posted, so destroying the handle
 // afterwards does not affect it; posting with a destroyed handle, or one
 // of another PD than the QP's, completes the WR with WCLocQPOpErr and
-// moves the QP to SQE (rxe_get_av finds no AH).
+// moves the QP to SQE (rxe_get_av finds no AH). A handle of another
+// device is refused by PostSend (EINVAL).
 type AH struct {
 	pd *PD
 	ah *nic.AH
@@ -32,9 +33,12 @@ func (ah *AH) ok() bool { return ah != nil && ah.ah != nil }
 // route: IsGlobal set, GRH.DGID an address of the device address's
 // family (an IPv4 address or an IPv4-mapped GID for an IPv4 device),
 // GRH.SGIDIndex 0 (the GID table's one entry) and PortNum 1 (0 is taken
-// as 1). GRH.TrafficClass becomes the IP TOS, GRH.HopLimit the TTL (0:
-// 64) and GRH.FlowLabel the IPv6 flow label (rxe sends 0 there; the ICRC
-// masks it). A multicast DGID is accepted, but softnic has no multicast
+// as 1). GRH.TrafficClass becomes the IP TOS and GRH.FlowLabel the IPv6
+// flow label (rxe sends 0 there; the ICRC masks it). GRH.HopLimit is kept
+// (Attr reports it) but does not reach the wire: every packet leaves with
+// the route's hop limit, 64 (transport.RouteHopLimit), as Linux's RoCE
+// stack replaces the GRH hop limit with the route's
+// (ib_resolve_eth_dmac), so rxe sends TTL 64 whatever the AH says. A multicast DGID is accepted, but softnic has no multicast
 // groups (ibv_attach_mcast), so nobody receives such datagrams. More than
 // MaxAH handles is ENOMEM.
 func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {

@@ -263,7 +263,7 @@ func TestAtomicWriteNotReplayed(t *testing.T) {
 			if n := rec.count(ops(&end{dev: a.dev}, wire.RCAtomicWrite)); n != 2 {
 				t.Errorf("ATOMIC_WRITE sent %d times, want 2 (one retransmission)", n)
 			}
-			if n := b.dev.Counters().DuplicateRequest.Load(); n < 2 {
+			if n := b.dev.Counters().DuplicateRequest; n < 2 {
 				t.Errorf("responder saw %d duplicates, want the ATOMIC_WRITE and the WRITE", n)
 			}
 			checkBytes(t, "after the retransmitted ATOMIC_WRITE", b.buf[:8], v2)
@@ -286,7 +286,7 @@ func TestAtomicWriteNotReplayed(t *testing.T) {
 			if len(aw) != 1 {
 				t.Fatalf("%d ATOMIC_WRITE packets recorded", len(aw))
 			}
-			dropped := a.dev.Counters().DropResponse.Load()
+			dropped := a.dev.Counters().DropResponse
 			if _, err := a.ep.WriteBatch([]nic.Datagram{{Encap: aw[0].Encap, Buf: aw[0].Data}}); err != nil {
 				t.Fatal(err)
 			}
@@ -296,7 +296,7 @@ func TestAtomicWriteNotReplayed(t *testing.T) {
 			if len(resp) != 2 || resp[1].psn() != aw[0].psn() {
 				t.Errorf("responses %q, want the replayed answer at PSN %d", descs(resp), aw[0].psn())
 			}
-			if a.dev.Counters().DropResponse.Load() != dropped+1 {
+			if a.dev.Counters().DropResponse != dropped+1 {
 				t.Errorf("the requester did not drop the stale answer")
 			}
 			noWC(t, a.cq, time.Millisecond)
@@ -326,7 +326,7 @@ func TestFlushDuplicates(t *testing.T) {
 			if len(resp) != 2 || resp[0].psn() != resp[1].psn() || resp[0].Wire.AETH().MSN() != resp[1].Wire.AETH().MSN() {
 				t.Fatalf("answers %q, want two with the same PSN and MSN", descs(resp))
 			}
-			if got := b.dev.Counters().DuplicateRequest.Load(); got != 1 {
+			if got := b.dev.Counters().DuplicateRequest; got != 1 {
 				t.Errorf("duplicate_request %d, want 1", got)
 			}
 		})

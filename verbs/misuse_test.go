@@ -69,7 +69,7 @@ func TestInlineGather(t *testing.T) {
 					{"out of the MR", a.mr.SGE(len(a.buf)-8, 16), "inline data: SGE 1"},
 					{"out of the fast-reg MR", verbs.SGE{Addr: fr.Addr() + 8192 - 8, Length: 16, LKey: fr.LKey()}, "inline data: SGE 1"},
 				} {
-					sent := a.dev.Counters().SentPkts.Load()
+					sent := a.dev.Counters().SentPkts
 					good := e.ud(verbs.SendWR{WRID: 2, Opcode: verbs.WRSend, Flags: sig | verbs.SendInline, InlineData: []byte("ok")})
 					bad := e.ud(verbs.SendWR{WRID: 3, Opcode: verbs.WRSend, Flags: sig | verbs.SendInline,
 						SGList: []verbs.SGE{a.mr.SGE(0, 4), tc.sge}})
@@ -82,7 +82,7 @@ func TestInlineGather(t *testing.T) {
 					mone(t, a, 2, verbs.WCSuccess, verbs.WCSend)
 					mone(t, b, 2, verbs.WCSuccess, verbs.WCRecv)
 					noWC(t, a.cq, time.Millisecond)
-					if got := a.dev.Counters().SentPkts.Load() - sent; got != 1 {
+					if got := a.dev.Counters().SentPkts - sent; got != 1 {
 						t.Errorf("%s: %d packets sent, want 1 (the good WR's)", tc.name, got)
 					}
 				}
@@ -423,5 +423,29 @@ func TestBusyNamesHolders(t *testing.T) {
 		must(t, ah.Destroy())
 		must(t, a.qp.Destroy())
 		must(t, a.pd.Dealloc())
+	})
+}
+
+// TestCountersSnapshot: Device.Counters is a value read at the call:
+// writing into it changes nothing on the device, it does not move with
+// later traffic, and a new call sees that traffic.
+func TestCountersSnapshot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{})
+		defer f.Close()
+		a, b := mpair(t, f, mopts{})
+		before := a.dev.Counters()
+		scribbled := before
+		scribbled.SentPkts = 1 << 40
+		postRecvMS(t, b, 1, 0, 64)
+		mpost(t, a.qp, verbs.SendWR{WRID: 1, Opcode: verbs.WRSend, Flags: sig, SGList: []verbs.SGE{a.mr.SGE(0, 8)}})
+		mone(t, a, 1, verbs.WCSuccess, verbs.WCSend)
+		after := a.dev.Counters()
+		if before.SentPkts != 0 || after.SentPkts != 1 {
+			t.Errorf("sent_pkts: %d before the SEND, %d after; want 0 and 1", before.SentPkts, after.SentPkts)
+		}
+		if after.RcvdPkts != 1 {
+			t.Errorf("rcvd_pkts %d after the SEND's ACK, want 1", after.RcvdPkts)
+		}
 	})
 }

@@ -55,13 +55,13 @@ func TestRCLostSendMiddle(t *testing.T) {
 			"SEND_MIDDLE/2", "SEND_MIDDLE/3", "SEND_LAST/4!")
 		checkSeq(t, "responses", rec.match(from(b)), "ACKNOWLEDGE/2 NAK_PSN_SEQ_ERR", "ACKNOWLEDGE/4")
 		ca, cb := a.dev.Counters(), b.dev.Counters()
-		if got := cb.OutOfSequence.Load(); got != 2 {
+		if got := cb.OutOfSequence; got != 2 {
 			t.Errorf("responder out_of_sequence %d, want 2", got)
 		}
-		if got := ca.RcvdSeqErr.Load(); got != 1 {
+		if got := ca.RcvdSeqErr; got != 1 {
 			t.Errorf("requester rcvd_seq_err %d, want 1", got)
 		}
-		if got := ca.Timeouts.Load(); got != 0 {
+		if got := ca.Timeouts; got != 0 {
 			t.Errorf("requester timeouts %d, want 0", got)
 		}
 	})
@@ -156,10 +156,10 @@ func TestRCLostReadResponseMiddle(t *testing.T) {
 			"RDMA_READ_RESPONSE_FIRST/0", "RDMA_READ_RESPONSE_MIDDLE/1", "RDMA_READ_RESPONSE_MIDDLE/2",
 			"RDMA_READ_RESPONSE_MIDDLE/3", "RDMA_READ_RESPONSE_LAST/4",
 			"RDMA_READ_RESPONSE_MIDDLE/2", "RDMA_READ_RESPONSE_MIDDLE/3", "RDMA_READ_RESPONSE_LAST/4")
-		if got := b.dev.Counters().DuplicateRequest.Load(); got != 1 {
+		if got := b.dev.Counters().DuplicateRequest; got != 1 {
 			t.Errorf("responder duplicate_request %d, want 1", got)
 		}
-		if got := a.dev.Counters().Timeouts.Load(); got != 0 {
+		if got := a.dev.Counters().Timeouts; got != 0 {
 			t.Errorf("requester timeouts %d, want 0 (the gap alone triggers the retry)", got)
 		}
 	})
@@ -193,10 +193,10 @@ func TestRCLostReadRequest(t *testing.T) {
 		}
 		checkSeq(t, "responses", rec.match(from(b)),
 			"RDMA_READ_RESPONSE_FIRST/0", "RDMA_READ_RESPONSE_MIDDLE/1", "RDMA_READ_RESPONSE_LAST/2")
-		if got := a.dev.Counters().Timeouts.Load(); got != 1 {
+		if got := a.dev.Counters().Timeouts; got != 1 {
 			t.Errorf("requester timeouts %d, want 1", got)
 		}
-		if got := b.dev.Counters().DuplicateRequest.Load(); got != 0 {
+		if got := b.dev.Counters().DuplicateRequest; got != 0 {
 			t.Errorf("responder duplicate_request %d, want 0: the first request never arrived", got)
 		}
 	})
@@ -233,7 +233,7 @@ func TestRCLostReadResponseLast(t *testing.T) {
 		checkSeq(t, "responses", rec.match(from(b)),
 			"RDMA_READ_RESPONSE_FIRST/0", "RDMA_READ_RESPONSE_MIDDLE/1", "RDMA_READ_RESPONSE_MIDDLE/2",
 			"RDMA_READ_RESPONSE_MIDDLE/3", "RDMA_READ_RESPONSE_LAST/4", "RDMA_READ_RESPONSE_LAST/4")
-		if got := a.dev.Counters().Timeouts.Load(); got != 1 {
+		if got := a.dev.Counters().Timeouts; got != 1 {
 			t.Errorf("requester timeouts %d, want 1", got)
 		}
 	})
@@ -268,7 +268,7 @@ func TestRCLostAck(t *testing.T) {
 			"SEND_FIRST/0", "SEND_LAST/1!", "SEND_FIRST/0", "SEND_LAST/1!")
 		// Each duplicate is acknowledged again with the last PSN received.
 		checkSeq(t, "SEND responses", rec.match(from(b)), "ACKNOWLEDGE/1", "ACKNOWLEDGE/1", "ACKNOWLEDGE/1")
-		if got := b.dev.Counters().DuplicateRequest.Load(); got != 2 {
+		if got := b.dev.Counters().DuplicateRequest; got != 2 {
 			t.Errorf("responder duplicate_request %d, want 2", got)
 		}
 
@@ -288,7 +288,7 @@ func TestRCLostAck(t *testing.T) {
 		checkBytes(t, "written", b.buf[30000:30700], a.buf[8192:8892])
 		checkSeq(t, "WRITE requests", rec.match(from(a)), "RDMA_WRITE_ONLY_WITH_IMMEDIATE/2!", "RDMA_WRITE_ONLY_WITH_IMMEDIATE/2!")
 		checkSeq(t, "WRITE responses", rec.match(from(b)), "ACKNOWLEDGE/2", "ACKNOWLEDGE/2")
-		if got := a.dev.Counters().Timeouts.Load(); got != 2 {
+		if got := a.dev.Counters().Timeouts; got != 2 {
 			t.Errorf("requester timeouts %d, want 2", got)
 		}
 	})
@@ -381,7 +381,7 @@ func TestRCDuplicatedRequests(t *testing.T) {
 		}
 
 		reqs := rec.count(fabric.And(from(a), fabric.MaskIs(wire.MaskRequest)))
-		dup := b.dev.Counters().DuplicateRequest.Load()
+		dup := b.dev.Counters().DuplicateRequest
 		// The tap sees each request once, before the fabric copies it.
 		if uint64(reqs) != dup {
 			t.Errorf("%d requests sent, each delivered twice, but the responder saw %d duplicates", reqs, dup)

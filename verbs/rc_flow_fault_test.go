@@ -203,7 +203,7 @@ func TestRCAckReqPeriodic(t *testing.T) {
 		if want := []wire.PSN{64, 129, 194, 199}; !slices.Equal(acked, want) {
 			t.Errorf("AckReq on PSNs %v, want %v", acked, want)
 		}
-		if got := a.dev.Counters().Timeouts.Load(); got != 0 {
+		if got := a.dev.Counters().Timeouts; got != 0 {
 			t.Errorf("timeouts %d, want 0", got)
 		}
 	})
@@ -486,7 +486,7 @@ func TestRCSQDRetry(t *testing.T) {
 				t.Errorf("%s resent at %v, want 10ms (on the NAK)", p.desc(), d)
 			}
 		}
-		if got := a.dev.Counters().Timeouts.Load(); got != 0 {
+		if got := a.dev.Counters().Timeouts; got != 0 {
 			t.Errorf("timeouts %d, want 0", got)
 		}
 		if evs := qpEvents(a); !slices.Equal(evs, []nic.AsyncEventType{nic.EventSQDrained}) {

@@ -87,7 +87,7 @@ func runNak(t *testing.T, c nakCase) {
 		wantEvents(t, "responder", b, c.ev, nic.EventQPFatal)
 		checkBytes(t, "responder memory", b.buf, beforeB)
 		checkBytes(t, "requester memory", a.buf, beforeA)
-		if got := a.dev.Counters().Timeouts.Load(); got != 0 {
+		if got := a.dev.Counters().Timeouts; got != 0 {
 			t.Errorf("requester timeouts %d, want 0", got)
 		}
 	})
@@ -222,7 +222,7 @@ func TestRCNakRemoteOp(t *testing.T) {
 				wantState(t, "requester", a, verbs.QPStateErr)
 				wantState(t, "responder", b, verbs.QPStateErr)
 				checkBytes(t, "responder memory", b.buf, before)
-				if got := b.dev.Counters().RemoteOpErr.Load(); got != 1 {
+				if got := b.dev.Counters().RemoteOpErr; got != 1 {
 					t.Errorf("responder remote op errors %d, want 1", got)
 				}
 			})
@@ -337,7 +337,7 @@ func TestRCNakSequenceOnce(t *testing.T) {
 		wcs := waitWC(t, b.cq, 2)
 		wantWC(t, wcs[0], 1, verbs.WCSuccess, verbs.WCRecv)
 		wantWC(t, wcs[1], 2, verbs.WCSuccess, verbs.WCRecv)
-		if got := b.dev.Counters().OutOfSequence.Load(); got != 4 {
+		if got := b.dev.Counters().OutOfSequence; got != 4 {
 			t.Errorf("out_of_sequence %d, want 4", got)
 		}
 		wantState(t, "responder", b, verbs.QPStateRTS)

@@ -167,6 +167,6 @@ func runRandom(t *testing.T, seed int64) {
 	}
 	ca, cb := a.dev.Counters(), b.dev.Counters()
 	t.Logf("seed %d: MTU %d, %d timeouts, %d sequence NAKs, %d duplicates, %d fabric drops, %d ICRC errors",
-		seed, mtu.Bytes(), ca.Timeouts.Load()+cb.Timeouts.Load(), ca.RcvdSeqErr.Load()+cb.RcvdSeqErr.Load(),
-		ca.DuplicateRequest.Load()+cb.DuplicateRequest.Load(), f.Stats().DropImpairment.Packets, ca.ICRCErr.Load()+cb.ICRCErr.Load())
+		seed, mtu.Bytes(), ca.Timeouts+cb.Timeouts, ca.RcvdSeqErr+cb.RcvdSeqErr,
+		ca.DuplicateRequest+cb.DuplicateRequest, f.Stats().DropImpairment.Packets, ca.ICRCErr+cb.ICRCErr)
 }

@@ -97,10 +97,10 @@ func TestRCRNRRecovery(t *testing.T) {
 		}
 		checkRNRWaits(t, rec, a, b, 0, rnrDelay(12))
 		wantState(t, "requester", a, verbs.QPStateRTS)
-		if got, naks := a.dev.Counters().RcvdRNRErr.Load(), uint64(rec.count(rnrNAK(b))); got != naks {
+		if got, naks := a.dev.Counters().RcvdRNRErr, uint64(rec.count(rnrNAK(b))); got != naks {
 			t.Errorf("requester rcvd_rnr_err %d, want %d", got, naks)
 		}
-		if got, naks := b.dev.Counters().SendRNRErr.Load(), uint64(rec.count(rnrNAK(b))); got != naks {
+		if got, naks := b.dev.Counters().SendRNRErr, uint64(rec.count(rnrNAK(b))); got != naks {
 			t.Errorf("responder send_rnr_err %d, want %d", got, naks)
 		}
 	})
@@ -138,7 +138,7 @@ func TestRCRNRRetryExceeded(t *testing.T) {
 				if got := rec.count(rnrNAK(b)); got != int(rnr)+1 {
 					t.Errorf("%d RNR NAKs, want %d", got, rnr+1)
 				}
-				if got := a.dev.Counters().RetryRNRExceededErr.Load(); got != 1 {
+				if got := a.dev.Counters().RetryRNRExceededErr; got != 1 {
 					t.Errorf("retry_rnr_exceeded_err %d, want 1", got)
 				}
 				// Posting in ERR flushes at once.
@@ -247,10 +247,10 @@ func TestRCRetryExceeded(t *testing.T) {
 					t.Errorf("READ requests sent %d times, want %d", got, 2*(retry+1))
 				}
 				ca := a.dev.Counters()
-				if got := ca.Timeouts.Load(); got != uint64(retry)+1 {
+				if got := ca.Timeouts; got != uint64(retry)+1 {
 					t.Errorf("timeouts %d, want %d", got, retry+1)
 				}
-				if got := ca.RetryExceededErr.Load(); got != 1 {
+				if got := ca.RetryExceededErr; got != 1 {
 					t.Errorf("retry_exceeded_err %d, want 1", got)
 				}
 				noWC(t, a.cq, 2*timeout14)
@@ -277,7 +277,7 @@ func TestRCRetryInfinite(t *testing.T) {
 		if got := rec.count(ops(a, wire.RCSendOnly)); got != lost+1 {
 			t.Errorf("SEND sent %d times, want %d", got, lost+1)
 		}
-		if got := a.dev.Counters().Timeouts.Load(); got != lost {
+		if got := a.dev.Counters().Timeouts; got != lost {
 			t.Errorf("timeouts %d, want %d", got, lost)
 		}
 	})
@@ -302,7 +302,7 @@ func TestRCTimeoutZero(t *testing.T) {
 		if got := rec.count(from(a)); got != 1 {
 			t.Errorf("%d packets sent in a minute, want 1: no retransmit timer", got)
 		}
-		if got := a.dev.Counters().Timeouts.Load(); got != 0 {
+		if got := a.dev.Counters().Timeouts; got != 0 {
 			t.Errorf("timeouts %d, want 0", got)
 		}
 		post(t, a, sendWR(a, 2, verbs.WRSend, 64, 64))
@@ -387,7 +387,7 @@ func TestRCLostAtomicAck(t *testing.T) {
 		}
 		checkSeq(t, "atomic ACKs", rec.match(ops(b, wire.RCAtomicAck)),
 			"ATOMIC_ACKNOWLEDGE/0", "ATOMIC_ACKNOWLEDGE/1", "ATOMIC_ACKNOWLEDGE/0", "ATOMIC_ACKNOWLEDGE/1")
-		if got := b.dev.Counters().DuplicateRequest.Load(); got != 2 {
+		if got := b.dev.Counters().DuplicateRequest; got != 2 {
 			t.Errorf("duplicate_request %d, want 2", got)
 		}
 	})
@@ -422,7 +422,7 @@ func TestRCRNRNakDuplicated(t *testing.T) {
 		if d := sends[1].at.Sub(start); d != rnrDelay(12) {
 			t.Errorf("retried after %v, want the RNR delay %v", d, rnrDelay(12))
 		}
-		if got := a.dev.Counters().RcvdRNRErr.Load(); got != 1 {
+		if got := a.dev.Counters().RcvdRNRErr; got != 1 {
 			t.Errorf("rcvd_rnr_err %d, want 1 (the copy is dropped)", got)
 		}
 	})

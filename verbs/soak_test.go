@@ -273,8 +273,8 @@ func TestSoakRC(t *testing.T) {
 		t.Logf("fabric: sent %d, delivered %d, lost %d, reordered %d, duplicated %d",
 			st.Sent.Packets, st.Delivered.Packets, st.DropImpairment.Packets, st.Reordered.Packets, st.Duplicated.Packets)
 		t.Logf("retransmits %d, timeouts %d, sequence NAKs received %d, duplicate requests %d, fake time %v",
-			ca.Retransmits.Load()+cb.Retransmits.Load(), ca.Timeouts.Load()+cb.Timeouts.Load(),
-			ca.RcvdSeqErr.Load()+cb.RcvdSeqErr.Load(), ca.DuplicateRequest.Load()+cb.DuplicateRequest.Load(),
+			ca.Retransmits+cb.Retransmits, ca.Timeouts+cb.Timeouts,
+			ca.RcvdSeqErr+cb.RcvdSeqErr, ca.DuplicateRequest+cb.DuplicateRequest,
 			time.Since(fakeStart))
 	})
 	t.Logf("wall time %v", time.Since(start).Round(time.Millisecond))
@@ -655,7 +655,7 @@ func TestSoakUC(t *testing.T) {
 		t.Logf("%d messages sent, %d receives completed and checked, by opcode %v", total, all, byOp)
 		t.Logf("fabric: sent %d, delivered %d, lost %d, reordered %d, duplicated %d; UC packets dropped %d",
 			st.Sent.Packets, st.Delivered.Packets, st.DropImpairment.Packets, st.Reordered.Packets, st.Duplicated.Packets,
-			ca.DropUCMessage.Load()+cb.DropUCMessage.Load())
+			ca.DropUCMessage+cb.DropUCMessage)
 	})
 }
 

@@ -150,7 +150,7 @@ func TestSRQManyRCQPs(t *testing.T) {
 				s.repost(t, i)
 			}
 		}
-		if s.dev.Counters().SendRNRErr.Load() == 0 {
+		if s.dev.Counters().SendRNRErr == 0 {
 			t.Log("the SRQ never ran dry (no RNR NAK)")
 		}
 		for _, c := range cs {

@@ -71,7 +71,7 @@ func TestUCLostPacket(t *testing.T) {
 				// Packets after the loss are dropped and counted; a lost
 				// LAST leaves none to drop (the next FIRST abandons the
 				// partial message).
-				if n := b.dev.Counters().DropUCMessage.Load(); (n > 0) != !c.lose.Is(wire.MaskEnd) {
+				if n := b.dev.Counters().DropUCMessage; (n > 0) != !c.lose.Is(wire.MaskEnd) {
 					t.Errorf("drop_uc_message %d after losing a %v", n, c.lose)
 				}
 				if got := rec.count(from(b)); got != 0 {
@@ -128,7 +128,7 @@ func TestUCRandomLoss(t *testing.T) {
 				wcs := pollAll(b.cq)
 
 				whole := 0
-				delivered := b.dev.Counters().RcvdPkts.Load()
+				delivered := b.dev.Counters().RcvdPkts
 				for i, wc := range wcs {
 					if wc.Status != verbs.WCSuccess || wc.WRID != uint64(i) || wc.ByteLen != size {
 						t.Fatalf("completion %d: %+v", i, wc)

@@ -303,7 +303,7 @@ func TestUDQKey(t *testing.T) {
 		if n := b.cq.Poll(make([]verbs.WorkCompletion, 4)); n != 0 {
 			t.Fatalf("b completed %d receives for a wrong Q_Key", n)
 		}
-		if got := b.dev.Counters().DropQKey.Load(); got != 1 {
+		if got := b.dev.Counters().DropQKey; got != 1 {
 			t.Fatalf("DropQKey = %d, want 1", got)
 		}
 
@@ -321,8 +321,8 @@ func TestUDQKey(t *testing.T) {
 		a.send(t, ac, c.qp.QPN(), 0xFFFFFFFF, 3, 0, 10)
 		waitWC(t, a.cq, 1)
 		time.Sleep(10 * time.Millisecond)
-		if n := c.cq.Poll(make([]verbs.WorkCompletion, 4)); n != 0 || c.dev.Counters().DropQKey.Load() != 1 {
-			t.Fatalf("c: %d completions, DropQKey %d; want 0 and 1", n, c.dev.Counters().DropQKey.Load())
+		if n := c.cq.Poll(make([]verbs.WorkCompletion, 4)); n != 0 || c.dev.Counters().DropQKey != 1 {
+			t.Fatalf("c: %d completions, DropQKey %d; want 0 and 1", n, c.dev.Counters().DropQKey)
 		}
 
 		// A QP may not take a controlled Q_Key (high bit set) for itself.
@@ -407,7 +407,7 @@ func TestUDRecvTooSmall(t *testing.T) {
 		if n := b.cq.Poll(make([]verbs.WorkCompletion, 4)); n != 0 {
 			t.Fatalf("%d completions for a datagram too big for the buffer", n)
 		}
-		if got := b.dev.Counters().DropLength.Load(); got != 1 {
+		if got := b.dev.Counters().DropLength; got != 1 {
 			t.Fatalf("DropLength = %d, want 1", got)
 		}
 		a.send(t, ah, b.qp.QPN(), 1, 2, 0, 50) // exactly fits WR 1
@@ -520,7 +520,7 @@ func TestUDManySenders(t *testing.T) {
 				t.Fatalf("datagram %d/%d payload differs", i, k)
 			}
 		}
-		if got := r.dev.Counters().DropNoRecvWQE.Load(); got != 0 {
+		if got := r.dev.Counters().DropNoRecvWQE; got != 0 {
 			t.Fatalf("DropNoRecvWQE = %d", got)
 		}
 	})

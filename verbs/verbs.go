@@ -47,7 +47,7 @@ type (
 	DeviceAttr     = nic.DeviceAttr
 	AsyncEvent     = nic.AsyncEvent
 	AsyncEventType = nic.AsyncEventType
-	Counters       = transport.Counters
+	Counters       = transport.CounterValues
 )
 
 // Asynchronous event types (enum ibv_event_type), as Device.GetAsyncEvent
@@ -269,13 +269,15 @@ func (d *Device) QueryDevice() DeviceAttr {
 	return d.n.QueryDevice()
 }
 
-// Counters returns the device's live protocol counters (rxe hw_counters);
-// a Device not made by Open has a set of zero counters of its own.
-func (d *Device) Counters() *Counters {
+// Counters returns a snapshot of the device's protocol counters (rxe
+// hw_counters): values read when it is called, each with an atomic load;
+// call it again for newer ones. A Device not made by Open has zero
+// counters.
+func (d *Device) Counters() Counters {
 	if !d.ok() {
-		return new(Counters)
+		return Counters{}
 	}
-	return d.n.Counters()
+	return d.n.Counters().Load()
 }
 
 // PortAttr is a port's attributes (struct ibv_port_attr), as rxe reports

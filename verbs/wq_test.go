@@ -227,12 +227,12 @@ func TestWQQP(t *testing.T) {
 		wantWC(t, wcs[0], 2, verbs.WCWRFlushErr, verbs.WCRecv)
 		wantWC(t, wcs[1], 3, verbs.WCWRFlushErr, verbs.WCRecv)
 		wantState(t, "QP on the WQ", b, verbs.QPStateRTS)
-		rnrs := b.dev.Counters().SendRNRErr.Load()
+		rnrs := b.dev.Counters().SendRNRErr
 		post(t, a, sendWR(a, 11, verbs.WRSend, 0, 100))
 		post(t, b, rdmaWR(b, a, 20, verbs.WRRDMAWrite, 0, 4096, 64))
 		wantWC(t, waitWC(t, b.cq, 1)[0], 20, verbs.WCSuccess, verbs.WCRDMAWrite)
 		settle(10 * time.Millisecond)
-		if b.dev.Counters().SendRNRErr.Load() == rnrs {
+		if b.dev.Counters().SendRNRErr == rnrs {
 			t.Error("no RNR NAK for a SEND to a QP whose WQ is in ERR")
 		}
 		noWC(t, a.cq, 0)
@@ -287,7 +287,7 @@ func TestWQUD(t *testing.T) {
 			settle(time.Millisecond)
 		}
 		send(1) // WQ in RESET: no WQE
-		if n := dev.Counters().DropNoRecvWQE.Load(); n != 1 {
+		if n := dev.Counters().DropNoRecvWQE; n != 1 {
 			t.Errorf("%d datagrams dropped for want of a WQE, want 1", n)
 		}
 		wqTo(t, wq, verbs.WQStateRdy)
@@ -299,7 +299,7 @@ func TestWQUD(t *testing.T) {
 		}
 		wqTo(t, wq, verbs.WQStateErr)
 		send(3)
-		if n := dev.Counters().DropNoRecvWQE.Load(); n != 2 {
+		if n := dev.Counters().DropNoRecvWQE; n != 2 {
 			t.Errorf("%d datagrams dropped for want of a WQE, want 2", n)
 		}
 		noWC(t, cq, 0)

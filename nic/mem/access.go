@@ -296,7 +296,7 @@ func (t *Table) Gather(pd *PD, sgl []transport.SGE, dst []byte) ([]byte, error) 
 		}
 		v, err := t.lookupLocal(pd, s, false)
 		if err != nil {
-			return dst[:n], fmt.Errorf("SGE %d (lkey %#x addr %#x length %d): %w", i, s.LKey, s.Addr, s.Length, err)
+			return dst[:n], gatherError(i, s, err)
 		}
 		off := s.Addr - v.iova
 		c := 0
@@ -313,4 +313,23 @@ func (t *Table) Gather(pd *PD, sgl []transport.SGE, dst []byte) ([]byte, error) 
 		}
 	}
 	return dst, nil
+}
+
+// CheckGather reports the error Gather would return for sgl, reading
+// nothing: a batch posted all or nothing (ibv_wr_complete) checks every
+// WR before it enqueues any.
+func (t *Table) CheckGather(pd *PD, sgl []transport.SGE) error {
+	for i, s := range sgl {
+		if s.Length == 0 {
+			continue
+		}
+		if _, err := t.lookupLocal(pd, s, false); err != nil {
+			return gatherError(i, s, err)
+		}
+	}
+	return nil
+}
+
+func gatherError(i int, s transport.SGE, err error) error {
+	return fmt.Errorf("SGE %d (lkey %#x addr %#x length %d): %w", i, s.LKey, s.Addr, s.Length, err)
 }

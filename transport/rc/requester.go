@@ -243,6 +243,11 @@ func (qp *QP) checkSendWR(wr *transport.SendWR) error {
 		if length > uint64(qp.cfg.Cap.MaxInlineData) && kind != kindAtomicWrite {
 			return fmt.Errorf("%w: %d inline bytes, QP max_inline_data %d", transport.ErrInvalid, length, qp.cfg.Cap.MaxInlineData)
 		}
+		if wr.InlineData == nil {
+			if err := qp.cfg.Mem.CheckGather(qp.cfg.PD, wr.SGList); err != nil {
+				return transport.InlineError(err)
+			}
+		}
 	}
 	if length > MaxMsgSize {
 		return fmt.Errorf("%w: message of %d bytes exceeds max_msg_sz %d", transport.ErrInvalid, length, MaxMsgSize)
@@ -290,8 +295,9 @@ func (qp *QP) checkSendWR(wr *transport.SendWR) error {
 const MaxMsgSize = 1 << 31
 
 // enqueueLocked puts wr in the send queue. It fails only when inline data
-// given by SGEs cannot be read (see transport.InlineError); the queue is
-// then unchanged.
+// given by SGEs cannot be read (transport.InlineError): checkSendWR has
+// checked them, so only an MR deregistered in between gets here; the
+// queue is then unchanged.
 func (qp *QP) enqueueLocked(wr *transport.SendWR) error {
 	w := qp.sq.at(qp.sq.tailIdx)
 	sgl, inline := w.sgl[:0], w.inline[:0]

@@ -184,10 +184,12 @@ func (qp *QP) State() QPState {
 // PostSend posts wrs in order (ibv_post_send). It stops at the first WR it
 // refuses: the returned count is the number posted, which is also the
 // index of the bad WR (bad_wr), and err says why: EINVAL for a WR the QP
-// cannot carry, an AH or fast-registration MR of another device, or a QP
-// in RESET, INIT or RTR, ENOMEM (also matching ENOSPC) for a full send
-// queue. WRs posted in ERR complete with
-// WCWRFlushErr.
+// cannot carry, an AH or fast-registration MR of another device, inline
+// data (SendInline without InlineData) from SGEs that name no MR of the
+// QP's PD or lie outside it (softnic copies inline data at post time, so
+// it refuses there rather than send zeros), or a QP in RESET, INIT or
+// RTR; ENOMEM (also matching ENOSPC) for a full send queue. WRs posted in
+// ERR complete with WCWRFlushErr.
 //
 // While a WrStart batch of the QP's extended interface is open, PostSend
 // refuses at once with EBUSY, posting nothing: end the batch with

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"reflect"
 	"sync"
+	"syscall"
 
 	"github.com/softnic/softnic/transport"
 	"github.com/softnic/softnic/wire"
@@ -32,6 +33,14 @@ type Datagram struct {
 	// socket hides the IP identification); the engine counts such packets
 	// instead of checking their ICRC.
 	ICRCUnverifiable bool
+	// Err is set by WriteBatch on a datagram the link could not send: the
+	// errno of the failed send (EMSGSIZE, ENETUNREACH, EPERM, ...), or for
+	// a datagram the link refused before sending, EAFNOSUPPORT (another
+	// address family) or EDESTADDRREQ (no destination address or port).
+	// WriteBatch never clears it: the caller sets it to 0 before writing.
+	// A link that cannot fail a send (the in-memory fabric, where loss
+	// happens on the way) leaves it 0.
+	Err syscall.Errno
 }
 
 // Link moves RoCEv2 datagrams for one NIC address: the in-memory fabric
@@ -43,6 +52,9 @@ type Link interface {
 	ReadBatch(msgs []Datagram) (n int, err error)
 	// WriteBatch sends msgs and returns how many were accepted. A link
 	// never blocks indefinitely: what it cannot queue it drops and counts.
+	// Each datagram it drops on a send error gets that errno in its Err,
+	// so that the caller can tell which datagrams were lost; err is only
+	// for the link itself failing (ErrLinkClosed).
 	WriteBatch(msgs []Datagram) (n int, err error)
 	// BatchSize is the number of datagrams worth passing per call.
 	BatchSize() int

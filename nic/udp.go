@@ -3,6 +3,7 @@ package nic
 import (
 	"net/netip"
 	"sync/atomic"
+	"syscall"
 )
 
 // DefaultUDPBatch is the UDP link's default batch size.
@@ -59,33 +60,106 @@ type UDPConfig struct {
 	IPv4ICRC IPv4ICRCMode
 }
 
+// LinkErrno is a class of errno a link counts its send and receive
+// errors by: the causes an operator can act on (a packet too big for the
+// route, no route, a firewall, no buffer, an ICMP error reported back),
+// and everything else.
+type LinkErrno uint8
+
+const (
+	ErrnoEMSGSIZE     LinkErrno = iota // larger than the route's MTU with DF set
+	ErrnoENETUNREACH                   // no route to the network
+	ErrnoEHOSTUNREACH                  // an unreachable route, or no neighbour
+	ErrnoEPERM                         // a firewall (netfilter OUTPUT) dropped it
+	ErrnoENOBUFS                       // no buffer or queue space
+	ErrnoECONNREFUSED                  // an ICMP port unreachable reported back
+	ErrnoOther                         // anything else
+	NumLinkErrnos                      // the number of classes
+)
+
+var linkErrnoNames = [NumLinkErrnos]string{"EMSGSIZE", "ENETUNREACH", "EHOSTUNREACH", "EPERM", "ENOBUFS", "ECONNREFUSED", "other"}
+
+// String returns the errno's name ("EMSGSIZE"), or "other".
+func (c LinkErrno) String() string {
+	if c < NumLinkErrnos {
+		return linkErrnoNames[c]
+	}
+	return "LinkErrno(?)"
+}
+
+// LinkErrnoOf returns the class of e.
+func LinkErrnoOf(e syscall.Errno) LinkErrno {
+	switch e {
+	case syscall.EMSGSIZE:
+		return ErrnoEMSGSIZE
+	case syscall.ENETUNREACH:
+		return ErrnoENETUNREACH
+	case syscall.EHOSTUNREACH:
+		return ErrnoEHOSTUNREACH
+	case syscall.EPERM:
+		return ErrnoEPERM
+	case syscall.ENOBUFS:
+		return ErrnoENOBUFS
+	case syscall.ECONNREFUSED:
+		return ErrnoECONNREFUSED
+	}
+	return ErrnoOther
+}
+
 // UDPStats are a UDP link's counters.
 type UDPStats struct {
-	TxPackets   uint64 // datagrams the kernel accepted
-	TxBytes     uint64 // their UDP payload bytes
-	TxGSOSends  uint64 // sends of more than one datagram with UDP GSO
-	TxErrors    uint64 // datagrams dropped on a send error (no route, too big, refused)
-	TxBadEncap  uint64 // datagrams dropped for an Encap the link cannot send (family, address, port)
-	RxPackets   uint64 // datagrams returned by ReadBatch
-	RxBytes     uint64 // their UDP payload bytes
-	RxGRO       uint64 // receive buffers holding more than one coalesced datagram
-	RxTruncated uint64 // datagrams longer than the buffer, dropped
-	RxErrors    uint64 // failed receive calls, retried
+	TxPackets  uint64 // datagrams the kernel accepted
+	TxBytes    uint64 // their UDP payload bytes
+	TxGSOSends uint64 // sends of more than one datagram with UDP GSO
+	TxErrors   uint64 // datagrams dropped on a send error (the sum of TxErrnos)
+	TxBadEncap uint64 // datagrams dropped for an Encap the link cannot send (family, address, port)
+	// TxGSOFallbacks counts GSO sends the kernel refused with EIO (no
+	// checksum offload on the route); their datagrams went out plainly.
+	TxGSOFallbacks uint64
+	RxPackets      uint64 // datagrams returned by ReadBatch
+	RxBytes        uint64 // their UDP payload bytes
+	RxGRO          uint64 // receive buffers holding more than one coalesced datagram
+	RxTruncated    uint64 // datagrams longer than the buffer, dropped
+	RxErrors       uint64 // failed receive calls, retried (the sum of RxErrnos)
 	// RxKernelDrops is the socket's drop count (SO_RXQ_OVFL): datagrams
 	// the kernel discarded because the receive buffer was full.
 	RxKernelDrops uint64
+	// TxErrnos splits TxErrors by errno: datagrams a failed sendmmsg
+	// message dropped (a GSO message drops all its segments).
+	TxErrnos [NumLinkErrnos]uint64
+	// RxErrnos splits RxErrors by errno: failed recvmmsg calls (a failed
+	// call loses no datagram: the kernel keeps them queued).
+	RxErrnos [NumLinkErrnos]uint64
 }
 
 type udpCounters struct {
-	txPackets, txBytes, txGSOSends, txErrors, txBadEncap      atomic.Uint64
-	rxPackets, rxBytes, rxGRO, rxTruncated, rxErrors, rxDrops atomic.Uint64
+	txPackets, txBytes, txGSOSends, txErrors, txBadEncap, txGSOFallbacks atomic.Uint64
+	rxPackets, rxBytes, rxGRO, rxTruncated, rxErrors, rxDrops             atomic.Uint64
+	txErrnos, rxErrnos                                                    [NumLinkErrnos]atomic.Uint64
+}
+
+// txError counts n datagrams a send error e dropped.
+func (c *udpCounters) txError(e syscall.Errno, n int) {
+	c.txErrors.Add(uint64(n))
+	c.txErrnos[LinkErrnoOf(e)].Add(uint64(n))
+}
+
+// rxError counts a failed receive call.
+func (c *udpCounters) rxError(e syscall.Errno) {
+	c.rxErrors.Add(1)
+	c.rxErrnos[LinkErrnoOf(e)].Add(1)
 }
 
 func (c *udpCounters) snapshot() UDPStats {
-	return UDPStats{
+	s := UDPStats{
 		TxPackets: c.txPackets.Load(), TxBytes: c.txBytes.Load(), TxGSOSends: c.txGSOSends.Load(),
-		TxErrors: c.txErrors.Load(), TxBadEncap: c.txBadEncap.Load(),
+		TxErrors: c.txErrors.Load(), TxBadEncap: c.txBadEncap.Load(), TxGSOFallbacks: c.txGSOFallbacks.Load(),
 		RxPackets: c.rxPackets.Load(), RxBytes: c.rxBytes.Load(), RxGRO: c.rxGRO.Load(),
 		RxTruncated: c.rxTruncated.Load(), RxErrors: c.rxErrors.Load(), RxKernelDrops: c.rxDrops.Load(),
 	}
+	for i := range s.TxErrnos {
+		s.TxErrnos[i] = c.txErrnos[i].Load()
+		s.RxErrnos[i] = c.rxErrnos[i].Load()
+	}
+	return s
 }

@@ -168,9 +168,10 @@ type UDPLink struct {
 	rcvbuf int
 	closed atomic.Bool
 	ctr    udpCounters
-	// sendFault, set only by tests, makes sendmmsg fail with its result
-	// for the message at t.start.
-	sendFault func(t *udpTx) unix.Errno
+	// sendFault and recvFault, set only by tests, stand in for the kernel
+	// at the syscall boundary: see sysResult.
+	sendFault func(t *udpTx, vlen int) sysResult
+	recvFault func(vlen int) sysResult
 
 	rxMu sync.Mutex
 	rx   udpRx // guarded by rxMu
@@ -412,13 +413,67 @@ func (r *udpRx) init(l *UDPLink) {
 }
 
 func (r *udpRx) recv(fd uintptr) bool {
-	n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hs[0])), uintptr(r.vlen),
-		unix.MSG_DONTWAIT, 0, 0)
+	vlen := r.vlen
+	var res sysResult
+	if f := r.l.recvFault; f != nil {
+		res = f(vlen)
+	}
+	r1, e := res.r1, res.errno
+	if !res.hit || res.errno == 0 && int(res.r1) <= vlen {
+		if res.hit {
+			vlen = int(res.r1) // a partial batch: receive only that many
+		}
+		r1, e = 0, 0
+		if vlen > 0 {
+			r1, _, e = unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hs[0])), uintptr(vlen),
+				unix.MSG_DONTWAIT, 0, 0)
+		}
+	}
 	if e == unix.EAGAIN || e == unix.EINTR {
 		return false // wait for the socket to become readable
 	}
-	r.got, r.errno = int(n), e
+	r.got, r.errno = mmsgResult(r1, e, vlen)
 	return true
+}
+
+// sysResult is what a test's fault hook makes sendmmsg or recvmmsg
+// return instead of the kernel, exactly as the raw syscall returns it:
+// r1 = ^uintptr(0) (-1) with an errno for a failed call, or a count below
+// vlen with errno 0 for a partial batch. For a partial batch the link
+// makes the real call with vlen set to that count, so that the messages
+// reported done really are (sent, or received). The link decodes either
+// with the code that decodes the kernel's results.
+type sysResult struct {
+	r1    uintptr
+	errno unix.Errno
+	hit   bool // false: make the real call
+}
+
+// sysFail is a failed call's result: -1 and errno.
+func sysFail(e unix.Errno) sysResult { return sysResult{r1: ^uintptr(0), errno: e, hit: true} }
+
+// sysPartial is a partial batch's result: n messages, no error.
+func sysPartial(n int) sysResult { return sysResult{r1: uintptr(n), hit: true} }
+
+// errBadCount stands for a result no kernel gives: a count above vlen,
+// or no messages and no error.
+const errBadCount = unix.EPROTO
+
+// mmsgResult decodes a raw sendmmsg/recvmmsg return for a call over vlen
+// messages: (-1, errno) failed and did nothing; (n, 0) did the first n
+// messages. Both calls return an error only when they did no message at
+// all; after a partial batch the next call reports the error of the
+// message that stopped it (__sys_sendmmsg, do_recvmmsg). A count out of
+// range, never from the kernel, is errBadCount, never an index.
+func mmsgResult(r1 uintptr, e unix.Errno, vlen int) (int, unix.Errno) {
+	if e != 0 {
+		return 0, e
+	}
+	n := int(r1)
+	if n <= 0 || n > vlen {
+		return 0, errBadCount
+	}
+	return n, 0
 }
 
 // prepare points header i at buffer b.
@@ -445,13 +500,17 @@ func (r *udpRx) call(vlen int) bool {
 		if err := r.l.raw.Read(r.fn); err != nil {
 			return false
 		}
-		if r.errno == 0 && r.got > 0 {
-			return true
+		if r.errno == 0 {
+			return true // mmsgResult: got > 0
 		}
 		if r.l.closed.Load() {
 			return false
 		}
-		r.l.ctr.rxErrors.Add(1)
+		// A failed call loses nothing: the datagrams stay queued. A
+		// pending socket error (ECONNREFUSED and the like, which the
+		// kernel sets only on a socket with IP_RECVERR or a connected
+		// one, __udp4_lib_err) is reported once and cleared.
+		r.l.ctr.rxError(r.errno)
 	}
 }
 
@@ -676,19 +735,25 @@ func (l *UDPLink) putTx(t *udpTx) {
 
 func (t *udpTx) send(fd uintptr) bool {
 	vlen := t.end - t.start
+	var res sysResult
 	if f := t.l.sendFault; f != nil {
-		if e := f(t); e != 0 {
-			t.got, t.errno = 0, e
-			return true
-		}
-		vlen = 1 // one message per call, so a fault hits one message
+		res = f(t, vlen)
 	}
-	n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&t.hs[t.start])), uintptr(vlen),
-		unix.MSG_DONTWAIT, 0, 0)
+	r1, e := res.r1, res.errno
+	if !res.hit || res.errno == 0 && int(res.r1) <= vlen {
+		if res.hit {
+			vlen = int(res.r1) // a partial batch: send only that many
+		}
+		r1, e = 0, 0
+		if vlen > 0 {
+			r1, _, e = unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&t.hs[t.start])), uintptr(vlen),
+				unix.MSG_DONTWAIT, 0, 0)
+		}
+	}
 	if e == unix.EAGAIN || e == unix.EINTR {
 		return false // wait for send buffer space
 	}
-	t.got, t.errno = int(n), e
+	t.got, t.errno = mmsgResult(r1, e, vlen)
 	return true
 }
 
@@ -697,11 +762,13 @@ func (t *udpTx) send(fd uintptr) bool {
 // ICRC in its Buf is patched to the headers really sent, and its Encap is
 // rewritten to them (source, source port, identification, DF, hop
 // limit). Datagrams the link cannot send (another address family, no
-// destination) are dropped, counted, and their Encap zeroed; datagrams a
-// send error drops are counted. It waits only for socket buffer space.
-// After Close it returns ErrLinkClosed.
+// destination) are dropped, counted, their Encap zeroed and their Err
+// set; datagrams a send error drops are counted by errno and get it in
+// their Err. It waits only for socket buffer space. After Close it
+// returns ErrLinkClosed, every datagram not sent marked EBADF.
 func (l *UDPLink) WriteBatch(msgs []Datagram) (int, error) {
 	if l.closed.Load() {
+		markUnsent(msgs)
 		return 0, ErrLinkClosed
 	}
 	t := l.getTx()
@@ -709,9 +776,10 @@ func (l *UDPLink) WriteBatch(msgs []Datagram) (int, error) {
 	sent := 0
 	for len(msgs) > 0 {
 		k := min(len(msgs), len(t.iov))
-		n, err := t.write(msgs[:k], false)
+		n, err := t.write(msgs[:k], false, l.gso.Load())
 		sent += n
 		if err != nil {
+			markUnsent(msgs[k:])
 			return sent, err
 		}
 		msgs = msgs[k:]
@@ -719,13 +787,29 @@ func (l *UDPLink) WriteBatch(msgs []Datagram) (int, error) {
 	return sent, nil
 }
 
-// sendable reports whether the link can send e, counting it if not.
-func (l *UDPLink) sendable(e *wire.Encap) bool {
-	if !e.Dst.IsValid() || e.Dst.Unmap().Is4() != l.v4 || e.DstPort == 0 || e.Dst.IsUnspecified() {
-		l.ctr.txBadEncap.Add(1)
-		return false
+// markUnsent marks datagrams a closed link never tried to send.
+func markUnsent(msgs []Datagram) {
+	for i := range msgs {
+		if msgs[i].Err == 0 {
+			msgs[i].Err = unix.EBADF
+		}
 	}
-	return true
+}
+
+// sendable reports whether the link can send d, counting it and setting
+// its Err if not.
+func (l *UDPLink) sendable(d *Datagram) bool {
+	e := &d.Encap
+	switch {
+	case !e.Dst.IsValid() || e.DstPort == 0 || e.Dst.IsUnspecified():
+		d.Err = unix.EDESTADDRREQ
+	case e.Dst.Unmap().Is4() != l.v4:
+		d.Err = unix.EAFNOSUPPORT
+	default:
+		return true
+	}
+	l.ctr.txBadEncap.Add(1)
+	return false
 }
 
 // wireEncap returns the headers the kernel will send for e, as segment
@@ -749,11 +833,10 @@ func sameFlow(a, b *wire.Encap) bool {
 	return a.Dst == b.Dst && a.DstPort == b.DstPort && a.TrafficClass == b.TrafficClass && a.HopLimit == b.HopLimit
 }
 
-// write sends at most len(t.iov) datagrams; resend marks a second pass
-// over datagrams already checked and counted.
-func (t *udpTx) write(msgs []Datagram, resend bool) (int, error) {
+// write sends at most len(t.iov) datagrams, in GSO sends if gso; resend
+// marks a second pass over datagrams already checked and counted.
+func (t *udpTx) write(msgs []Datagram, resend, gso bool) (int, error) {
 	l := t.l
-	gso := l.gso.Load()
 	maxBytes := gsoMaxBytes6
 	if l.v4 {
 		maxBytes = gsoMaxBytes4
@@ -762,10 +845,10 @@ func (t *udpTx) write(msgs []Datagram, resend bool) (int, error) {
 	nm := 0
 	for i := range msgs {
 		d := &msgs[i]
-		if resend && !d.Encap.Dst.IsValid() {
+		if resend && (d.Err != 0 || !d.Encap.Dst.IsValid()) {
 			continue // dropped and counted on the first pass
 		}
-		if !l.sendable(&d.Encap) {
+		if !l.sendable(d) {
 			d.Encap = wire.Encap{} // nothing of it went on the wire
 			continue
 		}
@@ -803,6 +886,9 @@ func (t *udpTx) write(msgs []Datagram, resend bool) (int, error) {
 	for t.start < t.end {
 		t.got, t.errno = 0, 0
 		if err := l.raw.Write(t.fn); err != nil {
+			for g := t.start; g < t.end; g++ {
+				t.fail(msgs, g, unix.EBADF) // closed: not an error to count
+			}
 			return sent, ErrLinkClosed
 		}
 		for g := t.start; g < t.start+t.got; g++ {
@@ -816,28 +902,65 @@ func (t *udpTx) write(msgs []Datagram, resend bool) (int, error) {
 			}
 		}
 		t.start += t.got
-		if t.errno == 0 || t.start >= t.end {
+		if t.errno == 0 {
+			// All sent, or a partial batch: sendmmsg stopped before the
+			// message that fails, and the next call reports its errno.
 			continue
 		}
+		// The call failed and sent nothing: message t.start is the one.
 		g := t.start
-		if t.errno == unix.EIO && t.count[g] > 1 {
-			// The route cannot segment (no checksum offload): stop using
-			// GSO and send the rest of the batch plainly.
-			l.gso.Store(false)
-			rest := msgs[t.first[g]:]
-			for i := range rest {
-				if w := l.wireEncap(&rest[i].Encap, 0); rest[i].Encap != w {
-					patchICRC(rest[i].Buf, &rest[i].Encap, &w)
-					rest[i].Encap = w
-				}
+		if t.count[g] > 1 && (t.errno == unix.EIO || t.errno == unix.EINVAL) {
+			ds := msgs[t.first[g] : t.first[g]+t.count[g]]
+			if t.errno == unix.EIO {
+				// The route cannot segment (no checksum offload): stop
+				// using GSO and send the rest of the batch plainly.
+				l.gso.Store(false)
+				l.ctr.txGSOFallbacks.Add(1)
+				ds = msgs[t.first[g]:]
 			}
-			n, err := t.write(rest, true)
-			return sent + n, err
+			// On EINVAL the segments are larger than the route's MTU:
+			// udp_send_skb refuses such a GSO send with EINVAL where a
+			// single datagram gets EMSGSIZE, so send them one by one for
+			// each to get its errno (and be counted by it).
+			n, err := l.sendPlain(ds)
+			sent += n
+			if err != nil || t.errno == unix.EIO {
+				return sent, err
+			}
+			t.start++
+			continue
 		}
-		l.ctr.txErrors.Add(uint64(t.count[g]))
+		t.fail(msgs, g, t.errno)
+		l.ctr.txError(t.errno, t.count[g])
 		t.start++
 	}
 	return sent, nil
+}
+
+// fail marks the datagrams of message g not sent, with errno e.
+func (t *udpTx) fail(msgs []Datagram, g int, e unix.Errno) {
+	for s := range t.count[g] {
+		msgs[t.first[g]+s].Err = e
+	}
+}
+
+// sendPlain sends ds (checked and patched by a first pass) one datagram
+// per message, with a writer of its own, each ICRC patched again for
+// identification 0.
+func (l *UDPLink) sendPlain(ds []Datagram) (int, error) {
+	for i := range ds {
+		d := &ds[i]
+		if d.Err != 0 || !d.Encap.Dst.IsValid() {
+			continue
+		}
+		if w := l.wireEncap(&d.Encap, 0); d.Encap != w {
+			patchICRC(d.Buf, &d.Encap, &w)
+			d.Encap = w
+		}
+	}
+	t := l.getTx()
+	defer l.putTx(t)
+	return t.write(ds, true, false)
 }
 
 // build fills message g of t from its datagrams.

@@ -406,18 +406,26 @@ func BenchmarkUDPLink(b *testing.B) {
 // TestUDPSendFaults drives the send error paths: a kernel refusing GSO
 // (EIO) turns GSO off and the batch goes out plainly, with every ICRC
 // patched to identification 0; any other error drops that message's
-// datagrams and counts them. Batches longer than BatchSize go out in
-// chunks.
+// datagrams, counts them by errno and marks them. Batches longer than
+// BatchSize go out in chunks. The faults are the syscall's own results:
+// -1 with an errno, or a partial count.
 func TestUDPSendFaults(t *testing.T) {
 	la, lb := listenPair(t, lo1, lo2, UDPConfig{BatchSize: 16})
 	if !la.GSO() {
 		t.Skip("no UDP GSO on this kernel")
 	}
-	la.sendFault = func(tx *udpTx) unix.Errno {
-		if tx.count[tx.start] > 1 {
-			return unix.EIO
+	la.sendFault = func(tx *udpTx, vlen int) sysResult {
+		// sendmmsg sends the plain messages before the first GSO one
+		// and stops there; the next call fails on it with EIO.
+		for k := range vlen {
+			if tx.count[tx.start+k] > 1 {
+				if k == 0 {
+					return sysFail(unix.EIO)
+				}
+				return sysPartial(k)
+			}
 		}
-		return 0
+		return sysResult{}
 	}
 	ss := make([]sample, 40)
 	for i := range ss {
@@ -436,26 +444,155 @@ func TestUDPSendFaults(t *testing.T) {
 			t.Fatalf("datagram %d: ID %d, ICRC %v", i, d.Encap.ID, wire.CheckICRC(&d.Encap, d.Buf))
 		}
 	}
-	if st := la.Stats(); st.TxGSOSends != 0 || st.TxPackets != uint64(len(msgs)) {
+	if st := la.Stats(); st.TxGSOSends != 0 || st.TxPackets != uint64(len(msgs)) || st.TxGSOFallbacks != 1 || st.TxErrors != 0 {
 		t.Fatalf("stats after fallback %+v", st)
 	}
 
-	// Every third message fails with EMSGSIZE.
+	// Each call sends one message and stops (a partial batch); every
+	// third call fails with EMSGSIZE.
 	calls := 0
-	la.sendFault = func(*udpTx) unix.Errno {
+	la.sendFault = func(_ *udpTx, vlen int) sysResult {
 		calls++
 		if calls%3 == 0 {
-			return unix.EMSGSIZE
+			return sysFail(unix.EMSGSIZE)
 		}
-		return 0
+		return sysPartial(1)
 	}
 	msgs = buildDatagrams(t, newRand(t), la, lb, ss[:6])
 	n, err = la.WriteBatch(msgs)
-	if err != nil || n >= len(msgs) || n == 0 {
-		t.Fatalf("WriteBatch = %d, %v; want some but not all", n, err)
+	if err != nil || n != 4 {
+		t.Fatalf("WriteBatch = %d, %v; want 4", n, err)
 	}
-	if st := la.Stats(); st.TxErrors != uint64(len(msgs)-n) {
-		t.Fatalf("TxErrors = %d, want %d", st.TxErrors, len(msgs)-n)
+	for i, d := range msgs {
+		want := unix.Errno(0)
+		if i == 2 || i == 5 {
+			want = unix.EMSGSIZE
+		}
+		if d.Err != want {
+			t.Errorf("datagram %d: Err %v, want %v", i, d.Err, want)
+		}
+	}
+	st := la.Stats()
+	if st.TxErrors != 2 || st.TxErrnos[ErrnoEMSGSIZE] != 2 {
+		t.Fatalf("TxErrors %d, by errno %v; want 2 EMSGSIZE", st.TxErrors, st.TxErrnos)
 	}
 	readN(t, lb, n)
+}
+
+// TestUDPSyscallResults feeds WriteBatch and ReadBatch every kind of
+// result sendmmsg and recvmmsg return — -1 with each counted errno, a
+// partial batch followed by the failing message's errno, and results no
+// kernel gives (no message and no error, a count above vlen) — and
+// checks that nothing panics, every datagram is either sent or marked
+// and counted, and the receiver gets exactly the sent ones.
+func TestUDPSyscallResults(t *testing.T) {
+	errnos := []unix.Errno{unix.EMSGSIZE, unix.ENETUNREACH, unix.EHOSTUNREACH, unix.EPERM, unix.ENOBUFS,
+		unix.ECONNREFUSED, unix.EACCES}
+	for _, gso := range []bool{false, true} {
+		for _, e := range errnos {
+			t.Run(fmt.Sprintf("gso=%v/%v", gso, e), func(t *testing.T) {
+				la, lb := listenPair(t, lo1, lo2, UDPConfig{BatchSize: 8, DisableGSO: !gso})
+				// Calls: 1: -1/e; 2: 2 messages; 3: -1/e (the message
+				// that stopped call 2); 4: a count of 0 with no error;
+				// 5: a count above vlen; then the real kernel.
+				calls := 0
+				la.sendFault = func(_ *udpTx, vlen int) sysResult {
+					calls++
+					switch calls {
+					case 1, 3:
+						return sysFail(e)
+					case 2:
+						return sysPartial(min(2, vlen))
+					case 4:
+						return sysResult{r1: 0, hit: true}
+					case 5:
+						return sysResult{r1: uintptr(vlen + 1), hit: true}
+					}
+					return sysResult{}
+				}
+				// Runs of 512, 512, 511 bytes: GSO sends of three.
+				ss := make([]sample, 12)
+				for i := range ss {
+					ss[i].size = 512 - 4*(i%3/2)
+				}
+				msgs := buildDatagrams(t, newRand(t), la, lb, ss)
+				n, err := la.WriteBatch(msgs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				failed := 0
+				for _, d := range msgs {
+					if d.Err != 0 {
+						failed++
+					}
+				}
+				st := la.Stats()
+				if n+failed != len(msgs) || uint64(n) != st.TxPackets || uint64(failed) != st.TxErrors {
+					t.Fatalf("WriteBatch = %d, %d marked failed, of %d; stats %+v", n, failed, len(msgs), st)
+				}
+				var sum uint64
+				for _, v := range st.TxErrnos {
+					sum += v
+				}
+				if sum != st.TxErrors || st.TxErrnos[LinkErrnoOf(e)] == 0 || st.TxErrnos[ErrnoOther] == 0 {
+					t.Fatalf("errors by errno %v (total %d): want %v and other counted", st.TxErrnos, st.TxErrors, e)
+				}
+				if n == 0 {
+					t.Fatal("nothing sent after the faults")
+				}
+				got := readN(t, lb, n)
+				// What arrived is exactly the datagrams not marked, in order.
+				j := 0
+				for i := range msgs {
+					if msgs[i].Err != 0 {
+						continue
+					}
+					if !bytes.Equal(got[j].Buf[:len(got[j].Buf)-4], msgs[i].Buf[:len(msgs[i].Buf)-4]) {
+						t.Fatalf("received datagram %d is not sent datagram %d", j, i)
+					}
+					j++
+				}
+			})
+		}
+	}
+}
+
+// TestUDPRecvFaults: recvmmsg failing (-1 with an errno, each counted
+// and retried), returning a partial batch, or a count no kernel gives,
+// loses no datagram and panics nothing, with and without GRO.
+func TestUDPRecvFaults(t *testing.T) {
+	for _, gro := range []bool{false, true} {
+		t.Run(fmt.Sprintf("gro=%v", gro), func(t *testing.T) {
+			la, lb := listenPair(t, lo1, lo2, UDPConfig{DisableGRO: !gro, DisableGSO: true})
+			ss := make([]sample, 10)
+			for i := range ss {
+				ss[i].size = 256
+			}
+			msgs := buildDatagrams(t, newRand(t), la, lb, ss)
+			if n, err := la.WriteBatch(msgs); err != nil || n != len(msgs) {
+				t.Fatalf("WriteBatch = %d, %v", n, err)
+			}
+			seq := []sysResult{sysFail(unix.ECONNREFUSED), sysFail(unix.ENOBUFS), sysPartial(1),
+				{r1: 0, hit: true}, sysFail(unix.ENOMEM), {r1: 1 << 20, hit: true}, sysPartial(3)}
+			calls := 0
+			lb.recvFault = func(vlen int) sysResult {
+				calls++
+				if calls <= len(seq) {
+					return seq[calls-1]
+				}
+				return sysResult{}
+			}
+			got := readN(t, lb, len(msgs))
+			for i := range got {
+				if !bytes.Equal(got[i].Buf, msgs[i].Buf) {
+					t.Fatalf("datagram %d differs", i)
+				}
+			}
+			st := lb.Stats()
+			if st.RxErrors != 5 || st.RxErrnos[ErrnoECONNREFUSED] != 1 || st.RxErrnos[ErrnoENOBUFS] != 1 ||
+				st.RxErrnos[ErrnoOther] != 3 || st.RxPackets != uint64(len(msgs)) {
+				t.Fatalf("receiver stats %+v", st)
+			}
+		})
+	}
 }

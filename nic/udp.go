@@ -134,8 +134,8 @@ type UDPStats struct {
 
 type udpCounters struct {
 	txPackets, txBytes, txGSOSends, txErrors, txBadEncap, txGSOFallbacks atomic.Uint64
-	rxPackets, rxBytes, rxGRO, rxTruncated, rxErrors, rxDrops             atomic.Uint64
-	txErrnos, rxErrnos                                                    [NumLinkErrnos]atomic.Uint64
+	rxPackets, rxBytes, rxGRO, rxTruncated, rxErrors, rxDrops            atomic.Uint64
+	txErrnos, rxErrnos                                                   [NumLinkErrnos]atomic.Uint64
 }
 
 // txError counts n datagrams a send error e dropped.

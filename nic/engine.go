@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/softnic/softnic/clock"
 	"github.com/softnic/softnic/nic/mem"
@@ -184,7 +185,7 @@ func New(cfg Config) (*NIC, error) {
 		return p
 	}
 	for range cfg.Processors {
-		p := newProcessor(cfg.Link)
+		p := newProcessor(cfg.Link, &n.ctr)
 		n.procs = append(n.procs, p)
 		n.procWG.Add(1)
 		go func() {
@@ -439,10 +440,10 @@ type processor struct {
 	out    txBatch
 }
 
-func newProcessor(link Link) *processor {
+func newProcessor(link Link, ctr *transport.Counters) *processor {
 	p := &processor{}
 	p.cond.L = &p.mu
-	p.out.init(link)
+	p.out.init(link, ctr)
 	return p
 }
 
@@ -476,6 +477,7 @@ func (p *processor) run() {
 		for _, e := range batch {
 			// Clear before processing: a wake during Process re-queues.
 			e.scheduled.Store(false)
+			p.out.begin()
 			if e.h.Process(&p.out) {
 				e.wake()
 			}
@@ -488,23 +490,48 @@ func (p *processor) run() {
 
 // txBatch is a processor's output: datagrams built in place in
 // preallocated buffers and written to the link in batches.
+//
+// Send errors: the link marks each datagram it could not send (Datagram.
+// Err); flush counts each as send_err, as rxe_net.c rxe_xmit_packet
+// counts RXE_CNT_SEND_ERR for every packet rxe_send fails. RC and UC need
+// nothing more (an RC packet lost here is recovered by the retransmit
+// timer like one lost on the wire). For UD, which has no retransmission,
+// txBatch is a transport.Flusher: the UD transport flushes after each
+// pass and gets the errno of each datagram it queued.
 type txBatch struct {
 	link Link
+	ctr  *transport.Counters
 	dgs  []Datagram
 	bufs [][]byte
 	n    int
+	// mark is the first datagram in dgs that the current Process call
+	// queued; errs holds the results of that call's datagrams already
+	// flushed.
+	mark int
+	errs []syscall.Errno
 }
 
-var _ transport.Output = (*txBatch)(nil)
+var (
+	_ transport.Output  = (*txBatch)(nil)
+	_ transport.Flusher = (*txBatch)(nil)
+)
 
-func (t *txBatch) init(link Link) {
+func (t *txBatch) init(link Link, ctr *transport.Counters) {
 	t.link = link
+	t.ctr = ctr
 	bs := max(link.BatchSize(), 1)
 	t.dgs = make([]Datagram, bs)
 	t.bufs = make([][]byte, bs)
 	for i := range t.bufs {
 		t.bufs[i] = make([]byte, MaxDatagram)
 	}
+	t.errs = make([]syscall.Errno, 0, 2*bs)
+}
+
+// begin starts a QP's Process call: Flush reports from here.
+func (t *txBatch) begin() {
+	t.mark = t.n
+	t.errs = t.errs[:0]
 }
 
 // Buf returns the buffer for the next datagram, flushing a full batch.
@@ -517,9 +544,18 @@ func (t *txBatch) Buf() []byte {
 
 // Send queues Buf()[:n].
 func (t *txBatch) Send(n int, e *wire.Encap) {
-	t.dgs[t.n].Encap = *e
-	t.dgs[t.n].Buf = t.bufs[t.n][:n]
+	d := &t.dgs[t.n]
+	d.Encap = *e
+	d.Buf = t.bufs[t.n][:n]
+	d.Err = 0
 	t.n++
+}
+
+// Flush writes the queued datagrams and returns the errno of each one
+// the current Process call queued, in order (0: sent).
+func (t *txBatch) Flush() []syscall.Errno {
+	t.flush()
+	return t.errs
 }
 
 func (t *txBatch) flush() {
@@ -527,5 +563,14 @@ func (t *txBatch) flush() {
 		return
 	}
 	t.link.WriteBatch(t.dgs[:t.n])
-	t.n = 0
+	for i := range t.n {
+		e := t.dgs[i].Err
+		if e != 0 {
+			t.ctr.SendErr.Add(1)
+		}
+		if i >= t.mark {
+			t.errs = append(t.errs, e)
+		}
+	}
+	t.n, t.mark = 0, 0
 }

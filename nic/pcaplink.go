@@ -94,7 +94,7 @@ func (p *PcapLink) record(ts time.Time, d *Datagram) {
 			e.Src = e.Src.Unmap()
 		}
 	}
-	if !e.Dst.IsValid() {
+	if !e.Dst.IsValid() || d.Err != 0 {
 		return // the link dropped it; nothing went on the wire
 	}
 	if err := p.w.WriteDatagram(ts, &e, d.Buf); err != nil {

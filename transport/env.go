@@ -2,6 +2,7 @@ package transport
 
 import (
 	"sync/atomic"
+	"syscall"
 
 	"github.com/softnic/softnic/wire"
 )
@@ -23,6 +24,36 @@ type Output interface {
 	Buf() []byte
 	// Send queues Buf()[:n], whose ICRC was computed for e, for transmission.
 	Send(n int, e *wire.Encap)
+}
+
+// Flusher is an Output that can write what it holds at once and say
+// which datagrams the link could not send. The engine's Output is one;
+// the UD transport uses it (RC and UC recover a packet lost on send like
+// one lost on the wire, and need no result).
+type Flusher interface {
+	// Flush writes every queued datagram to the link and returns the
+	// errno of each datagram queued with Send since the current Process
+	// call began, in order: 0 for a datagram the link took. The slice is
+	// valid until the next Send.
+	Flush() []syscall.Errno
+}
+
+// Unroutable reports whether a link's send error e means the NIC cannot
+// reach the destination at all: no route (ENETUNREACH; EHOSTUNREACH from
+// an unreachable route; EACCES from a prohibit route), or an address the
+// link cannot send to (EAFNOSUPPORT, EDESTADDRREQ). rxe meets these
+// before it sends, when it resolves the route (rxe_net.c rxe_find_route
+// fails, prepare4/prepare6 return -EHOSTUNREACH) and fails the WQE with
+// IB_WC_LOC_QP_OP_ERR (rxe_req.c rxe_requester, finish_packet's error);
+// every other error comes in rxe from ip_local_out, after the packet was
+// built, and rxe_send returns it as -EAGAIN: the requester rolls the WQE
+// back and sends the packet again.
+func Unroutable(e syscall.Errno) bool {
+	switch e {
+	case syscall.ENETUNREACH, syscall.EHOSTUNREACH, syscall.EACCES, syscall.EAFNOSUPPORT, syscall.EDESTADDRREQ:
+		return true
+	}
+	return false
 }
 
 // CQ receives a QP's completions.

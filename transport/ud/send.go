@@ -3,6 +3,7 @@ package ud
 import (
 	"fmt"
 	"net/netip"
+	"syscall"
 
 	"github.com/softnic/softnic/nic/mem"
 	"github.com/softnic/softnic/transport"
@@ -29,7 +30,23 @@ type sendWQE struct {
 	// status is not success when the WR is known to fail before it is
 	// sent: its address handle was destroyed or belongs to another PD.
 	status transport.WCStatus
+	// sendState is where the WQE's datagram is; psn is its PSN, taken
+	// from the QP when the WQE is first sent (hasPSN), kept for a resend.
+	sendState wqeSendState
+	psn       wire.PSN
+	hasPSN    bool
+	// sendErr is the link's errno for the last send of the datagram.
+	sendErr syscall.Errno
 }
+
+// wqeSendState is a UD send WQE's progress.
+type wqeSendState uint8
+
+const (
+	wqeUnsent  wqeSendState = iota // not sent yet, or to be sent again
+	wqeQueued                      // its datagram is queued on the link this pass
+	wqeSent                        // sent (or none was due): complete in order
+)
 
 // sendQueue is a ring of send WQEs.
 type sendQueue struct {
@@ -254,36 +271,101 @@ func CheckAV(av *transport.AHAttr, local netip.Addr) error {
 // sendLocked sends up to budget queued WQEs, one datagram each, and
 // reports whether sendable work is left (rxe_req.c rxe_requester for
 // UD QPs: a single SEND_ONLY packet per WQE, completed once sent).
+//
+// Send errors. When out is a transport.Flusher (the engine's is), the QP
+// flushes its datagrams and learns which the link could not send, and
+// does what rxe_requester does with rxe_xmit_packet's error:
+//
+//   - no route to the destination (transport.Unroutable: ENETUNREACH,
+//     EHOSTUNREACH, ...): rxe finds it before sending (rxe_find_route
+//     fails, finish_packet returns -EHOSTUNREACH) and fails the WQE with
+//     IB_WC_LOC_QP_OP_ERR; so does softnic, and the QP goes to SQE as for
+//     its other UD send errors (rxe moves it to ERR);
+//   - any other error (EMSGSIZE, EPERM from a firewall, ENOBUFS, ...):
+//     rxe_send returns -EAGAIN for every ip_local_out failure, and the
+//     requester rolls the WQE back to before the packet (rollback_state,
+//     the PSN too) and reschedules itself at once (rxe_sched_task) to
+//     send it again: the WQE is not completed until its packet goes out,
+//     and every failed attempt counts send_err (rxe_xmit_packet). softnic
+//     does the same: the WQE stays at the head with its PSN and Process
+//     reports more work, so the processor runs the QP again. As in rxe,
+//     an error that persists (a firewall rule) keeps the QP retrying
+//     until the cause goes or the QP is modified or destroyed.
+//
+// Datagrams of later WQEs of the same pass that did go out are not sent
+// again (rxe would not have sent them before the head's): they complete,
+// in order, once the head's has gone.
 func (qp *QP) sendLocked(out transport.Output) bool {
 	if qp.state != transport.QPStateRTS {
 		// SQD: nothing new starts; SQE, ERR: the queue was flushed.
 		return false
 	}
-	for sent := 0; sent < budget; sent++ {
-		if qp.sq.empty() {
-			return false
+	// Queue the datagrams of the WQEs at the head, within the budget.
+	end := qp.sq.head
+	for n := 0; n < budget && end != qp.sq.tail; n++ {
+		w := qp.sq.at(end)
+		if w.status != transport.WCSuccess {
+			break // it fails when its turn comes, below
 		}
+		end++
+		if w.sendState == wqeSent {
+			continue
+		}
+		if !w.hasPSN {
+			w.psn, w.hasPSN = qp.psn, true
+			qp.psn = qp.psn.Next()
+		}
+		if w.length > uint64(qp.cfg.MTU) {
+			// C10-93.1.1: a UD message longer than the port MTU emits no
+			// packet and raises no error; rxe completes it successfully
+			// ("fake a successful UD send", and consumes a PSN), and so
+			// does softnic.
+			w.sendState = wqeSent
+			continue
+		}
+		if !qp.sendPacketLocked(w, out) {
+			w.status = transport.WCLocProtErr
+			break
+		}
+		w.sendState = wqeQueued
+	}
+	// Learn what the link did with them.
+	var errs []syscall.Errno
+	if f, ok := out.(transport.Flusher); ok {
+		errs = f.Flush()
+	}
+	j := 0
+	for i := qp.sq.head; i != end; i++ {
+		w := qp.sq.at(i)
+		if w.sendState != wqeQueued {
+			continue
+		}
+		w.sendState, w.sendErr = wqeSent, 0
+		if j < len(errs) && errs[j] != 0 {
+			w.sendState, w.sendErr = wqeUnsent, errs[j]
+		}
+		j++
+	}
+	// Complete in order.
+	for !qp.sq.empty() {
 		w := qp.sq.at(qp.sq.head)
 		switch {
 		case w.status != transport.WCSuccess:
 			qp.sendErrorLocked(w.status)
 			return false
-		case w.length > uint64(qp.cfg.MTU):
-			// C10-93.1.1: a UD message longer than the port MTU emits no
-			// packet and raises no error; rxe completes it successfully
-			// ("fake a successful UD send", and consumes a PSN), and so
-			// does softnic.
-			qp.psn = qp.psn.Next()
-		case !qp.sendPacketLocked(w, out):
-			qp.sendErrorLocked(transport.WCLocProtErr)
+		case w.sendState == wqeSent:
+			qp.completeSendLocked(qp.sq.pop())
+			if qp.state != transport.QPStateRTS {
+				return false // the send CQ overflowed
+			}
+		case w.sendErr != 0 && transport.Unroutable(w.sendErr):
+			qp.sendErrorLocked(transport.WCLocQPOpErr)
 			return false
-		}
-		qp.completeSendLocked(qp.sq.pop())
-		if qp.state != transport.QPStateRTS {
-			return false // the send CQ overflowed
+		default:
+			return true // not sent yet, or to be sent again at once
 		}
 	}
-	return !qp.sq.empty()
+	return false
 }
 
 // sendPacketLocked builds and queues the datagram of w. It reports false
@@ -298,7 +380,7 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output) bool {
 	h.BTH.SE = w.flags&transport.SendSolicited != 0
 	h.BTH.PKey = wire.DefaultPKey
 	h.BTH.DestQP = w.remoteQPN
-	h.BTH.PSN = qp.psn
+	h.BTH.PSN = w.psn
 	qkey := w.qkey
 	if qkey&qkeyUseQP != 0 {
 		// IBTA 10.2.5: a Q_Key with its high-order bit set in a send WR
@@ -323,7 +405,6 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output) bool {
 		panic(err) // n is at most the port MTU: unreachable
 	}
 	out.Send(total, &e)
-	qp.psn = qp.psn.Next()
 	c := qp.cfg.Counters
 	c.SentPkts.Add(1)
 	c.SentBytes.Add(uint64(total))

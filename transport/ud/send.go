@@ -43,9 +43,9 @@ type sendWQE struct {
 type wqeSendState uint8
 
 const (
-	wqeUnsent  wqeSendState = iota // not sent yet, or to be sent again
-	wqeQueued                      // its datagram is queued on the link this pass
-	wqeSent                        // sent (or none was due): complete in order
+	wqeUnsent wqeSendState = iota // not sent yet, or to be sent again
+	wqeQueued                     // its datagram is queued on the link this pass
+	wqeSent                       // sent (or none was due): complete in order
 )
 
 // sendQueue is a ring of send WQEs.

@@ -170,6 +170,35 @@ softnic_udp_tx_dropped_total{device="softnic0",reason="send_error"} 0
 		"softnic_udp_tx_packets_total", "softnic_udp_rx_dropped_total", "softnic_udp_tx_dropped_total"); err != nil {
 		t.Fatal(err)
 	}
+	// Errors by errno, each direction apart.
+	l.s.TxErrnos[nic.ErrnoEMSGSIZE] = 3
+	l.s.TxErrnos[nic.ErrnoEPERM] = 5
+	l.s.RxErrnos[nic.ErrnoECONNREFUSED] = 2
+	l.s.RxErrnos[nic.ErrnoOther] = 1
+	want = `
+# HELP softnic_link_send_errors_total Datagrams the link dropped because sendmmsg failed, by errno (other: any errno not listed).
+# TYPE softnic_link_send_errors_total counter
+softnic_link_send_errors_total{device="softnic0",errno="ECONNREFUSED"} 0
+softnic_link_send_errors_total{device="softnic0",errno="EHOSTUNREACH"} 0
+softnic_link_send_errors_total{device="softnic0",errno="EMSGSIZE"} 3
+softnic_link_send_errors_total{device="softnic0",errno="ENETUNREACH"} 0
+softnic_link_send_errors_total{device="softnic0",errno="ENOBUFS"} 0
+softnic_link_send_errors_total{device="softnic0",errno="EPERM"} 5
+softnic_link_send_errors_total{device="softnic0",errno="other"} 0
+# HELP softnic_link_recv_errors_total Failed recvmmsg calls, by errno (other: any errno not listed); no datagram is lost.
+# TYPE softnic_link_recv_errors_total counter
+softnic_link_recv_errors_total{device="softnic0",errno="ECONNREFUSED"} 2
+softnic_link_recv_errors_total{device="softnic0",errno="EHOSTUNREACH"} 0
+softnic_link_recv_errors_total{device="softnic0",errno="EMSGSIZE"} 0
+softnic_link_recv_errors_total{device="softnic0",errno="ENETUNREACH"} 0
+softnic_link_recv_errors_total{device="softnic0",errno="ENOBUFS"} 0
+softnic_link_recv_errors_total{device="softnic0",errno="EPERM"} 0
+softnic_link_recv_errors_total{device="softnic0",errno="other"} 1
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want),
+		"softnic_link_send_errors_total", "softnic_link_recv_errors_total"); err != nil {
+		t.Fatal(err)
+	}
 	l.s.TxPackets = 9
 	if n := testutil.CollectAndCount(c, "softnic_udp_tx_packets_total"); n != 1 {
 		t.Fatalf("%d tx_packets metrics", n)

@@ -246,7 +246,7 @@ func kernelCauses() []kernelCause {
 	}
 	return []kernelCause{
 		{name: "EMSGSIZE", errno: syscall.EMSGSIZE, class: nic.ErrnoEMSGSIZE, big: true, gsoMatters: true,
-			set: func(*testing.T, *kernelBed, bool) {},
+			set:  func(*testing.T, *kernelBed, bool) {},
 			undo: func(t *testing.T, b *kernelBed, _ bool) { b.setMTU(t, 9000) }},
 		{name: "ENETUNREACH", errno: syscall.ENETUNREACH, class: nic.ErrnoENETUNREACH,
 			set:  func(t *testing.T, b *kernelBed, v6 bool) { b.inA(t, routeCmd(v6, "del", b)...) },

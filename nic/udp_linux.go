@@ -138,6 +138,29 @@ type mmsghdr struct {
 // alternative, [IPv4ICRCSkip], marks IPv4 datagrams ICRCUnverifiable: the
 // engine counts them (ICRCUnverified) and spends no CRC pass on them.
 //
+// # Errors
+//
+// sendmmsg and recvmmsg return -1 with an errno when they did nothing,
+// and a count below vlen, without an error, when they stopped early: the
+// next call then reports the errno of the message that stopped them
+// (__sys_sendmmsg, do_recvmmsg). The link decodes both (mmsgResult) and
+// never uses a count it did not check. On send, the failing message's
+// datagrams are dropped, each marked with the errno in its Err, counted
+// by errno (UDPStats.TxErrnos: EMSGSIZE, ENETUNREACH, EHOSTUNREACH,
+// EPERM, ENOBUFS, ECONNREFUSED, other) and the rest of the batch is sent;
+// the engine counts each as send_err and the transports recover (RC by
+// its retransmit timer, UD as rxe does: see transport/ud). A GSO send
+// that the kernel refuses with EIO turns GSO off and goes out plainly; one
+// refused with EINVAL (segments over the route's MTU, where a single
+// datagram gets EMSGSIZE) goes out plainly, one datagram per message, so
+// that each is counted by its own errno. On receive, a failed call loses
+// nothing (the datagrams stay queued): it is counted by errno
+// (UDPStats.RxErrnos) and retried. Two errnos never come from the kernel
+// to this socket, which is unconnected and has no IP_RECVERR: ENOBUFS
+// (udp_send_skb swallows a full queue's drop) and ECONNREFUSED (an ICMP
+// error sets no socket error, __udp4_lib_err); they are counted all the
+// same should a kernel report them.
+//
 // # Costs and limits
 //
 // No allocation and no goroutine hand-off per packet: the link owns

@@ -35,8 +35,10 @@ type sendWQE struct {
 	sendState wqeSendState
 	psn       wire.PSN
 	hasPSN    bool
-	// sendErr is the link's errno for the last send of the datagram.
+	// sendErr is the link's errno for the last send of the datagram;
+	// wireLen is the datagram's length.
 	sendErr syscall.Errno
+	wireLen int
 }
 
 // wqeSendState is a UD send WQE's progress.
@@ -343,6 +345,12 @@ func (qp *QP) sendLocked(out transport.Output) bool {
 		w.sendState, w.sendErr = wqeSent, 0
 		if j < len(errs) && errs[j] != 0 {
 			w.sendState, w.sendErr = wqeUnsent, errs[j]
+		} else {
+			// Counted once sent, as rxe_xmit_packet counts sent_pkts.
+			c := qp.cfg.Counters
+			c.SentPkts.Add(1)
+			c.SentBytes.Add(uint64(w.wireLen))
+			c.RDMASends.Add(1)
 		}
 		j++
 	}
@@ -405,10 +413,7 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output) bool {
 		panic(err) // n is at most the port MTU: unreachable
 	}
 	out.Send(total, &e)
-	c := qp.cfg.Counters
-	c.SentPkts.Add(1)
-	c.SentBytes.Add(uint64(total))
-	c.RDMASends.Add(1)
+	w.wireLen = total
 	return true
 }
 

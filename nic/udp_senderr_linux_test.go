@@ -2,6 +2,7 @@ package nic_test
 
 import (
 	"bytes"
+	"fmt"
 	"net/netip"
 	"sync/atomic"
 	"syscall"
@@ -171,6 +172,50 @@ func TestUDPUDSendErrors(t *testing.T) {
 		check(t, a.qp.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState))
 		if lb.Stats().RxPackets != 1 {
 			t.Fatalf("receiver got %d datagrams", lb.Stats().RxPackets)
+		}
+	})
+	t.Run("head fails, later ones go", func(t *testing.T) {
+		// Three WRs of three sizes (no GSO send groups them) leave in
+		// one sendmmsg; it fails on the first with ENOBUFS and the link
+		// sends the other two. The QP sends the first again and
+		// completes all three in order; each arrives once.
+		la, lb := listenUDPPair(t, nic.UDPConfig{}, lo4a, lo4b)
+		var failed atomic.Int32
+		nic.SetSendFault(la, failFirst(1, syscall.ENOBUFS, &failed))
+		a, b := openUDPUDEnd(t, la, lb.Port()), openUDPUDEnd(t, lb, la.Port())
+		for i := range 3 {
+			_, err := b.qp.PostRecv(verbs.RecvWR{WRID: uint64(10 + i), SGList: []verbs.SGE{b.mr.SGE(i*4096, 4096)}})
+			check(t, err)
+		}
+		ah, err := a.pd.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GlobalRoute{DGID: b.dev.Addr(), HopLimit: 64}})
+		check(t, err)
+		var wrs []verbs.SendWR
+		for i := range 3 {
+			wrs = append(wrs, verbs.SendWR{WRID: uint64(i + 1), Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+				SGList: []verbs.SGE{a.mr.SGE(0, 100*(i+1))}, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 0x11})
+		}
+		_, err = a.qp.PostSend(wrs...)
+		check(t, err)
+		for i := range 3 {
+			if wc := waitWC(t, a.cq); wc.Status != verbs.WCSuccess || wc.WRID != uint64(i+1) {
+				t.Fatalf("send completion %d: %+v", i, wc)
+			}
+		}
+		// The three WRs were posted under one lock, so one pass built
+		// all three: the resent first arrives last (loopback keeps order).
+		var lens []uint32
+		for range 3 {
+			wc := waitWC(t, b.cq)
+			if wc.Status != verbs.WCSuccess {
+				t.Fatalf("receive completion %+v", wc)
+			}
+			lens = append(lens, wc.ByteLen-40)
+		}
+		if fmt.Sprint(lens) != "[200 300 100]" {
+			t.Fatalf("received lengths %v, want [200 300 100]", lens)
+		}
+		if st := la.Stats(); failed.Load() != 1 || st.TxPackets != 3 || st.TxErrnos[nic.ErrnoENOBUFS] < 1 {
+			t.Fatalf("%d calls failed; link %+v", failed.Load(), st)
 		}
 	})
 	t.Run("EHOSTUNREACH", func(t *testing.T) {

@@ -70,13 +70,13 @@ func TestUDPRCSendErrorsRecover(t *testing.T) {
 	if failed.Load() != 3 || st.TxErrnos[nic.ErrnoENOBUFS] == 0 || st.TxErrors != st.TxErrnos[nic.ErrnoENOBUFS] {
 		t.Fatalf("%d calls failed; link errors %d, by errno %v", failed.Load(), st.TxErrors, st.TxErrnos)
 	}
-	if got := ctr.SendErr.Load(); got != st.TxErrors {
+	if got := ctr.SendErr; got != st.TxErrors {
 		t.Fatalf("send_err %d, want the %d datagrams the link dropped", got, st.TxErrors)
 	}
-	if ctr.Timeouts.Load() == 0 {
+	if ctr.Timeouts == 0 {
 		t.Fatal("recovered without a retransmit timeout")
 	}
-	t.Logf("link %+v; send_err %d, timeouts %d, retransmits %d", st, ctr.SendErr.Load(), ctr.Timeouts.Load(), ctr.Retransmits.Load())
+	t.Logf("link %+v; send_err %d, timeouts %d, retransmits %d", st, ctr.SendErr, ctr.Timeouts, ctr.Retransmits)
 }
 
 // udpUDEnd is a UD QP on a device over a UDP link.
@@ -165,8 +165,8 @@ func TestUDPUDSendErrors(t *testing.T) {
 		if failed.Load() != 5 || st.TxErrnos[nic.ErrnoENOBUFS] != 5 || st.TxPackets != 1 {
 			t.Fatalf("%d calls failed; link %+v", failed.Load(), st)
 		}
-		if ctr := a.dev.Counters(); ctr.SendErr.Load() != 5 || ctr.SentPkts.Load() != 1 {
-			t.Fatalf("send_err %d, sent_pkts %d; want 5 and 1", ctr.SendErr.Load(), ctr.SentPkts.Load())
+		if ctr := a.dev.Counters(); ctr.SendErr != 5 || ctr.SentPkts != 1 {
+			t.Fatalf("send_err %d, sent_pkts %d; want 5 and 1", ctr.SendErr, ctr.SentPkts)
 		}
 		// Nothing more arrives: the datagram went once.
 		check(t, a.qp.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState))
@@ -230,8 +230,8 @@ func TestUDPUDSendErrors(t *testing.T) {
 		if attr, _ := a.qp.Query(); attr.State != verbs.QPStateSQE {
 			t.Fatalf("QP in %v after the error, want SQE", attr.State)
 		}
-		if st := la.Stats(); st.TxErrnos[nic.ErrnoEHOSTUNREACH] != 1 || a.dev.Counters().SendErr.Load() < 1 {
-			t.Fatalf("link %+v, send_err %d", st, a.dev.Counters().SendErr.Load())
+		if st := la.Stats(); st.TxErrnos[nic.ErrnoEHOSTUNREACH] != 1 || a.dev.Counters().SendErr < 1 {
+			t.Fatalf("link %+v, send_err %d", st, a.dev.Counters().SendErr)
 		}
 	})
 }

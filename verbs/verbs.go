@@ -334,6 +334,25 @@ func (g GID) Addr() netip.Addr { return netip.AddrFrom16(g).Unmap() }
 // String formats the GID as ibv_devinfo does (an IPv6 address).
 func (g GID) String() string { return netip.AddrFrom16(g).String() }
 
+// MarshalText makes a GID a string in JSON and other text encodings: the
+// IPv6 text form ibv_devinfo prints for a RoCE v2 GID (devinfo.c
+// print_formated_gid: inet_ntop(AF_INET6)), "::ffff:127.0.0.2" for an
+// IPv4-mapped one. (Only the deprecated IPv4-compatible ::a.b.c.d GIDs
+// differ from glibc's inet_ntop: softnic writes them in hex groups.)
+func (g GID) MarshalText() ([]byte, error) { return []byte(g.String()), nil }
+
+// UnmarshalText parses what MarshalText writes, or any IPv6 address, or an
+// IPv4 address (which becomes its IPv4-mapped GID). It returns an error
+// wrapping EINVAL for anything else, zoned addresses included.
+func (g *GID) UnmarshalText(b []byte) error {
+	a, err := netip.ParseAddr(string(b))
+	if err != nil || a.Zone() != "" {
+		return fmt.Errorf("%w: GID %q is not an IP address", EINVAL, b)
+	}
+	*g = GIDFromAddr(a)
+	return nil
+}
+
 // GIDFromAddr returns the RoCEv2 GID of an IP address.
 func GIDFromAddr(a netip.Addr) GID { return GID(netip.AddrFrom16(a.As16()).As16()) }
 

@@ -3,7 +3,6 @@ package perftest
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"net"
 	"net/netip"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/internal/tooljson"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -23,6 +23,12 @@ type side struct {
 
 // runPair runs a server and a client of cfg over an in-memory fabric.
 func runPair(t *testing.T, cfg Config, scfgMod func(*Config)) (srv, cli *side) {
+	t.Helper()
+	return runPairEnv(t, cfg, scfgMod, func(*Env) {})
+}
+
+// runPairEnv is runPair with envMod applied to both sides' Env.
+func runPairEnv(t *testing.T, cfg Config, scfgMod func(*Config), envMod func(*Env)) (srv, cli *side) {
 	t.Helper()
 	f := fabric.New(fabric.Config{Seed: 1})
 	t.Cleanup(func() { f.Close() })
@@ -53,13 +59,17 @@ func runPair(t *testing.T, cfg Config, scfgMod func(*Config)) (srv, cli *side) {
 	ccfg.ServerName, ccfg.Port = "127.0.0.1", ln.Addr().(*net.TCPAddr).Port
 	var wg sync.WaitGroup
 	wg.Add(2)
+	senv := Env{Dev: sdev, Out: &srv.out, Err: &srv.errOut, Listener: ln, Stall: 20 * time.Second}
+	cenv := Env{Dev: cdev, Out: &cli.out, Err: &cli.errOut, Stall: 20 * time.Second, ConnectRetry: 10 * time.Second}
+	envMod(&senv)
+	envMod(&cenv)
 	go func() {
 		defer wg.Done()
-		srv.res, srv.err = Run(ctx, scfg, Env{Dev: sdev, Out: &srv.out, Err: &srv.errOut, Listener: ln, Stall: 20 * time.Second})
+		srv.res, srv.err = Run(ctx, scfg, senv)
 	}()
 	go func() {
 		defer wg.Done()
-		cli.res, cli.err = Run(ctx, ccfg, Env{Dev: cdev, Out: &cli.out, Err: &cli.errOut, Stall: 20 * time.Second, ConnectRetry: 10 * time.Second})
+		cli.res, cli.err = Run(ctx, ccfg, cenv)
 	}()
 	wg.Wait()
 	return srv, cli
@@ -174,14 +184,14 @@ func TestProgressAndJSON(t *testing.T) {
 		t.Errorf("progress: got %q", p)
 	}
 	var got Result
-	if err := json.Unmarshal(cout.Bytes(), &got); err != nil {
+	if err := tooljson.Decode(cout.Bytes(), &got); err != nil {
 		t.Fatalf("client JSON: %v\n%s", err, cout.String())
 	}
 	if got.Tool != "write_bw" || got.Side != "client" || len(got.BW) != 1 || got.BW[0].Iters == 0 || got.BW[0].BWAvg <= 0 ||
 		got.Peer != Version || len(got.Local) != 1 || got.Local[0].QPN != cres.Local[0].QPN {
 		t.Errorf("client JSON: got %+v", got)
 	}
-	if err := json.Unmarshal(sout.Bytes(), &got); err != nil || got.Side != "server" || len(got.BW) != 1 {
+	if err := tooljson.Decode(sout.Bytes(), &got); err != nil || got.Side != "server" || len(got.BW) != 1 {
 		t.Errorf("server JSON: %v %+v\n%s", err, got, sout.String())
 	}
 }

@@ -11,6 +11,61 @@
 //
 // Time is measured with the monotonic clock in nanoseconds where perftest
 // counts CPU cycles, so "cycles" (-C) are nanoseconds.
+//
+// # JSON output
+//
+// With --json (softnic's own option; [Env.JSON]) a tool prints one
+// [Result] on standard output instead of the text, and nothing else there:
+// perftest's warnings and the server's "Waiting for client" banner go to
+// standard error. Bandwidths are MB/sec (2^20 bytes per second) and
+// latencies microseconds whatever --report_gbits and -C say; GIDs are
+// strings as ibv_devinfo prints them, virtual addresses 0x strings (the
+// conventions of package tooljson). A write_bw client:
+//
+//	{
+//	  "tool": "write_bw",
+//	  "side": "client",
+//	  "device": "softnic0",
+//	  "connection": "RC",
+//	  "peer_version": "6.06",
+//	  "local": [
+//	    {
+//	      "lid": 0,
+//	      "qpn": 17,
+//	      "psn": 3741487,
+//	      "rkey": 336,
+//	      "vaddr": "0x000004e34e258000",
+//	      "out_reads": 1,
+//	      "gid": "::ffff:127.0.0.2"
+//	    }
+//	  ],
+//	  "remote": [
+//	    {
+//	      "lid": 0,
+//	      "qpn": 17,
+//	      "psn": 4373806,
+//	      "rkey": 321,
+//	      "vaddr": "0x00003b50fa094000",
+//	      "out_reads": 1,
+//	      "gid": "::ffff:127.0.0.1"
+//	    }
+//	  ],
+//	  "mtu": 4096,
+//	  "bw": [
+//	    {
+//	      "size": 65536,
+//	      "iterations": 5,
+//	      "bw_peak": 190.06723818618073,
+//	      "bw_average": 190.06689138148522,
+//	      "msg_rate_mpps": 0.003041070262103764
+//	    }
+//	  ],
+//	  "checked": false
+//	}
+//
+// A latency test has "latency" ([LatResult]: t_min_usec, t_max_usec,
+// t_typical_usec, t_avg_usec, t_stdev_usec, p99_usec, p99_9_usec, and
+// tps_average in duration runs) where a bandwidth test has "bw".
 package perftest
 
 import (

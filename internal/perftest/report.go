@@ -134,14 +134,24 @@ func FormatDest(local bool, d Dest, v Verb) string {
 	return b.String()
 }
 
-// BWResult is one line of a bandwidth table.
+// BWResult is one line of a bandwidth table, and of Result's "bw".
 type BWResult struct {
-	Size    uint64  `json:"size"`
-	Iters   uint64  `json:"iterations"`
-	BWPeak  float64 `json:"bw_peak"`
-	BWAvg   float64 `json:"bw_average"`
+	// Size is the message size in bytes (#bytes).
+	Size uint64 `json:"size"`
+	// Iters is the number of messages over all QPs (#iterations).
+	Iters uint64 `json:"iterations"`
+	// BWPeak is the peak bandwidth: MB/sec (2^20 bytes per second, as
+	// perftest counts a MB), or Gb/sec with Gbits. In Result always
+	// MB/sec. 0 with -N, in duration runs and on a send_bw server.
+	BWPeak float64 `json:"bw_peak"`
+	// BWAvg is the average bandwidth from the first post to the last
+	// completion, in the unit of BWPeak.
+	BWAvg float64 `json:"bw_average"`
+	// MsgRate is the message rate in millions of messages per second.
 	MsgRate float64 `json:"msg_rate_mpps"`
-	Gbits   bool    `json:"-"`
+	// Gbits says the bandwidths are in Gb/sec (10^9 bits per second;
+	// --report_gbits). Not in JSON: Result converts to MB/sec.
+	Gbits bool `json:"-"`
 }
 
 // BWUnit names the bandwidth unit of a result.
@@ -252,20 +262,38 @@ func cfmt(v float64, prec int) string {
 	return strconv.FormatFloat(v, 'f', prec, 64)
 }
 
-// LatResult is a latency table line.
+// LatResult is a latency table line, and one of Result's "latency". Its
+// times are in microseconds, or in nanoseconds (softnic's "cycles") with
+// -C; in Result always microseconds. They are one-way times: half a round
+// trip for WRITE and SEND, a whole one for READ and atomics, as perftest
+// reports them. A duration run (-D) has only Avg and TPS.
 type LatResult struct {
-	Size      uint64  `json:"size"`
-	Iters     uint64  `json:"iterations"`
-	Min       float64 `json:"t_min_usec"`
-	Max       float64 `json:"t_max_usec"`
-	Typical   float64 `json:"t_typical_usec"`
-	Avg       float64 `json:"t_avg_usec"`
-	Stdev     float64 `json:"t_stdev_usec"`
-	P99       float64 `json:"p99_usec"`
-	P999      float64 `json:"p99_9_usec"`
-	TPS       float64 `json:"tps_average,omitempty"` // duration runs
-	Duration  bool    `json:"-"`
-	Histogram string  `json:"-"` // -H / -U lines printed before the result
+	// Size is the message size in bytes (#bytes).
+	Size uint64 `json:"size"`
+	// Iters is the number of iterations measured (#iterations).
+	Iters uint64 `json:"iterations"`
+	// Min is the shortest latency (t_min).
+	Min float64 `json:"t_min_usec"`
+	// Max is the second-longest latency (t_max: perftest leaves the
+	// longest out).
+	Max float64 `json:"t_max_usec"`
+	// Typical is the median latency (t_typical).
+	Typical float64 `json:"t_typical_usec"`
+	// Avg is the mean latency (t_avg).
+	Avg float64 `json:"t_avg_usec"`
+	// Stdev is the standard deviation, computed as perftest does, with
+	// each difference from the mean truncated to an integer (t_stdev).
+	Stdev float64 `json:"t_stdev_usec"`
+	// P99 is the 99th percentile.
+	P99 float64 `json:"p99_usec"`
+	// P999 is the 99.9th percentile.
+	P999 float64 `json:"p99_9_usec"`
+	// TPS is the number of iterations per second; duration runs only.
+	TPS float64 `json:"tps_average,omitempty"`
+	// Duration marks a duration run's result (-D).
+	Duration bool `json:"-"`
+	// Histogram holds the -H / -U lines printed before the result.
+	Histogram string `json:"-"`
 }
 
 // ComputeLat is print_report_lat's arithmetic over the post times of

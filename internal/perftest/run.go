@@ -44,22 +44,6 @@ type Env struct {
 	Progress io.Writer
 }
 
-// Result is what a run did, and what --json prints.
-type Result struct {
-	Tool   string      `json:"tool"`
-	Side   string      `json:"side"`
-	Peer   string      `json:"peer_version,omitempty"`
-	Local  []Dest      `json:"local"`
-	Remote []Dest      `json:"remote"`
-	MTU    int         `json:"mtu"`
-	BW     []BWResult  `json:"bw,omitempty"`
-	Lat    []LatResult `json:"latency,omitempty"`
-	// Checked is set when --check verified data on this side; CheckErr
-	// says what was wrong.
-	Checked  bool   `json:"checked"`
-	CheckErr string `json:"check_error,omitempty"`
-}
-
 // ErrCheck is returned (wrapped) when --check found bad data.
 var ErrCheck = errors.New("data check failed")
 
@@ -68,6 +52,7 @@ type session struct {
 	cfg      *Config
 	env      *Env
 	out      io.Writer // text output (io.Discard with JSON)
+	note     io.Writer // what perftest prints on stdout that is no result: stderr with JSON
 	clk      clock
 	prog     progress
 	res      *res
@@ -97,15 +82,20 @@ func Run(ctx context.Context, cfg Config, env Env) (*Result, error) {
 		env.Stall = toolnic.DefaultStall
 	}
 	s := &session{cfg: &cfg, env: &env, out: env.Out, clk: clock{t0: time.Now()}}
+	s.note = env.Out
 	if env.JSON {
-		s.out = io.Discard
+		s.out, s.note = io.Discard, env.Err
 	}
 	side := "client"
 	if cfg.Server() {
 		side = "server"
 	}
-	s.result = &Result{Tool: cfg.Tool(), Side: side}
+	s.result = &Result{Tool: cfg.Tool(), Side: side, Connection: cfg.Conn.String()}
+	if env.Dev != nil {
+		s.result.Device = env.Dev.Name()
+	}
 	err := s.run(ctx)
+	s.result.Local, s.result.Remote = qpsOf(s.my), qpsOf(s.rem)
 	if s.res != nil {
 		s.res.close()
 	}
@@ -126,7 +116,7 @@ func Run(ctx context.Context, cfg Config, env Env) (*Result, error) {
 func (s *session) printMsgs(msgs []Message) {
 	for _, m := range msgs {
 		if m.Stdout {
-			fmt.Fprint(s.out, m.Text)
+			fmt.Fprint(s.note, m.Text)
 		} else {
 			fmt.Fprint(s.env.Err, m.Text)
 		}
@@ -168,7 +158,7 @@ func (s *session) run(ctx context.Context) error {
 		return err
 	}
 	if cfg.Server() {
-		fmt.Fprint(s.out, waitingBanner)
+		fmt.Fprint(s.note, waitingBanner)
 	}
 	if err := s.establish(ctx); err != nil {
 		fmt.Fprint(env.Err, " Unable to init the socket connection\n")
@@ -215,7 +205,6 @@ func (s *session) run(ctx context.Context) error {
 	}
 	s.res.sgid = sgid
 	s.my = s.res.dests(port.LID, gid, env.PSN)
-	s.result.Local = s.my
 	if cfg.Check {
 		s.fillCheck()
 	}
@@ -310,7 +299,6 @@ func (s *session) keys() error {
 		}
 		s.rem[i] = d
 	}
-	s.result.Remote = s.rem
 	return nil
 }
 
@@ -379,13 +367,13 @@ func (s *session) sizes(limit int) []int {
 func (s *session) printBW(r BWResult) {
 	s.clearProgress()
 	fmt.Fprint(s.out, FormatBW(s.cfg, r))
-	s.result.BW = append(s.result.BW, r)
+	s.result.BW = append(s.result.BW, r.inMBps())
 }
 
 func (s *session) printLat(r LatResult) {
 	s.clearProgress()
 	fmt.Fprint(s.out, FormatLat(s.cfg, r))
-	s.result.Lat = append(s.result.Lat, r)
+	s.result.Lat = append(s.result.Lat, r.inUsec(s.cfg))
 }
 
 // rdmaBW is the flow of write_bw, read_bw and atomic_bw.

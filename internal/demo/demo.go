@@ -8,7 +8,6 @@ package demo
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/internal/perftest"
+	"github.com/softnic/softnic/internal/tooljson"
 )
 
 // Config says how to run the demo.
@@ -165,14 +165,15 @@ func pingpongSummary(cli, srv []byte) (string, error) {
 		i[1], b[1], b[2], b[3], i[2]), nil
 }
 
-// bwSummary reads a perftest look-alike's --json result.
+// bwSummary reads a perftest look-alike's --json result, strictly: its
+// standard output must be one perftest.Result and nothing else.
 func bwSummary(what string) func(cli, srv []byte) (string, error) {
 	return func(cli, srv []byte) (string, error) {
 		var c, s perftest.Result
-		if err := json.Unmarshal(cli, &c); err != nil {
+		if err := tooljson.Decode(cli, &c); err != nil {
 			return "", fmt.Errorf("client output: %v", err)
 		}
-		if err := json.Unmarshal(srv, &s); err != nil {
+		if err := tooljson.Decode(srv, &s); err != nil {
 			return "", fmt.Errorf("server output: %v", err)
 		}
 		if len(c.BW) == 0 {

@@ -35,6 +35,12 @@ func TestSummaries(t *testing.T) {
 	if _, err := bw([]byte("x"), srv); err == nil {
 		t.Error("bad JSON: got no error")
 	}
+	if _, err := bw(append([]byte("Warning: on stdout\n"), c...), srv); err == nil {
+		t.Error("a warning before the JSON: got no error")
+	}
+	if _, err := bw(c, append(srv, " Failed to exchange data between server and clients\n"...)); err == nil {
+		t.Error("text after the JSON: got no error")
+	}
 }
 
 func TestRunReportsFailures(t *testing.T) {

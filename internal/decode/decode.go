@@ -3,6 +3,27 @@
 // with package wire through the capture package's gopacket layer, checks
 // its ICRC and prints one line (or one JSON object) per packet, then a
 // summary. The command in cmd/softnic only parses flags and calls [Run].
+//
+// # JSON output
+//
+// With --json ([Options.JSON]) the output is JSON Lines: one [Record] per
+// RoCEv2 packet, one object per line, then one [Summary]; nothing follows
+// the summary, and errors about files go to standard error. Records carry
+// the IP addresses as strings, the 32-bit header fields as numbers and
+// the 64-bit ones (virtual addresses, atomic operands) as 0x strings (the
+// conventions of package tooljson); an extension header the opcode does
+// not carry is left out. A WRITE and the summary (wrapped here):
+//
+//	{"type":"packet","file":"samples.pcap","index":4,"time":"2026-03-04T05:06:07.003Z",
+//	 "src":"10.77.0.3","dst":"10.77.0.2","src_port":49443,"dst_port":4791,
+//	 "opcode":"RC_RDMA_WRITE_FIRST","opcode_value":6,"dest_qp":17,"psn":4,"ack_req":false,
+//	 "se":false,"mig_req":false,"fecn":false,"becn":false,"pkey":65535,"pad":0,
+//	 "reth":{"va":"0x000056310fb6b388","rkey":1714,"dma_len":5000},"payload_len":256,
+//	 "icrc_ok":true,"icrc":2847622237,"icrc_want":2847622237}
+//	{"type":"summary","files":1,"packets":28,"icrc_ok":28,"icrc_bad":0,"malformed":0,
+//	 "other_skipped":0,"unreadable_files":0}
+//
+// A packet that does not parse has "error" in place of the header fields.
 package decode
 
 import (
@@ -17,6 +38,7 @@ import (
 	"github.com/gopacket/gopacket"
 
 	"github.com/softnic/softnic/capture"
+	"github.com/softnic/softnic/internal/tooljson"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -27,15 +49,20 @@ type Options struct {
 	JSON bool
 }
 
-// Summary counts what Run saw across all files.
+// Summary counts what Run saw across all files. In JSON it is the last
+// object of the output.
 type Summary struct {
-	Type  string `json:"type"` // always "summary" in JSON output
-	Files int    `json:"files"`
+	// Type is always "summary" in JSON output.
+	Type string `json:"type"`
+	// Files is the number of files given, readable or not.
+	Files int `json:"files"`
 	// Packets counts RoCEv2 packets: UDP datagrams to port 4791, and frames
 	// that break off before their UDP port can be read. Every one is
 	// counted once in ICRCOK, ICRCBad or Malformed.
 	Packets int `json:"packets"`
-	ICRCOK  int `json:"icrc_ok"`
+	// ICRCOK counts the packets whose ICRC is right.
+	ICRCOK int `json:"icrc_ok"`
+	// ICRCBad counts the packets that parsed with a wrong ICRC.
 	ICRCBad int `json:"icrc_bad"`
 	// Malformed counts RoCEv2 packets that do not parse (wire.Parse or the
 	// IP/UDP headers fail), so have no ICRC verdict.
@@ -60,32 +87,49 @@ func (s Summary) Line() string {
 // Record is one RoCEv2 packet in JSON output. A packet that does not
 // parse has no header fields (Packet is nil) and says why in Error.
 type Record struct {
-	Type  string    `json:"type"` // always "packet"
-	File  string    `json:"file"`
-	Index int       `json:"index"` // 1-based frame number in the file, as Wireshark counts
-	Time  time.Time `json:"time"`
-	// Addresses and ports; empty or 0 when the frame broke off before them.
-	Src     string `json:"src,omitempty"`
-	Dst     string `json:"dst,omitempty"`
+	// Type is always "packet".
+	Type string `json:"type"`
+	// File is the capture file's name as given on the command line.
+	File string `json:"file"`
+	// Index is the 1-based frame number in the file, as Wireshark counts.
+	Index int `json:"index"`
+	// Time is the capture time stamp (RFC 3339, nanoseconds).
+	Time time.Time `json:"time"`
+	// Src and Dst are the IP addresses (IPv4 dotted, IPv6 text); left out
+	// when the frame broke off before them.
+	Src netip.Addr `json:"src,omitzero"`
+	Dst netip.Addr `json:"dst,omitzero"`
+	// SrcPort and DstPort are the UDP ports; left out when the frame broke
+	// off before them.
 	SrcPort uint16 `json:"src_port,omitempty"`
 	DstPort uint16 `json:"dst_port,omitempty"`
 	*Packet
+	// Error says why the packet did not parse; left out when it did.
 	Error string `json:"error,omitempty"`
 }
 
-// Packet holds the decoded fields of a RoCEv2 packet that parsed.
-// Extension headers the opcode does not carry are nil.
+// Packet holds the decoded fields of a RoCEv2 packet that parsed; in JSON
+// they sit in the Record's object. Extension headers the opcode does not
+// carry are nil, and left out.
 type Packet struct {
-	Opcode       string        `json:"opcode"`
-	OpcodeValue  uint8         `json:"opcode_value"`
-	DestQP       uint32        `json:"dest_qp"`
-	PSN          uint32        `json:"psn"`
-	AckReq       bool          `json:"ack_req"`
-	SE           bool          `json:"se"`
-	MigReq       bool          `json:"mig_req"`
-	FECN         bool          `json:"fecn"`
-	BECN         bool          `json:"becn"`
-	PKey         uint16        `json:"pkey"`
+	// Opcode is the BTH opcode's name ("RC_SEND_ONLY"), OpcodeValue its
+	// number.
+	Opcode      string `json:"opcode"`
+	OpcodeValue uint8  `json:"opcode_value"`
+	// DestQP is the destination QP number (24 bits).
+	DestQP uint32 `json:"dest_qp"`
+	// PSN is the packet sequence number (24 bits).
+	PSN uint32 `json:"psn"`
+	// AckReq, SE, MigReq, FECN and BECN are the BTH's A, SE and M bits and
+	// its FECN and BECN bits.
+	AckReq bool `json:"ack_req"`
+	SE     bool `json:"se"`
+	MigReq bool `json:"mig_req"`
+	FECN   bool `json:"fecn"`
+	BECN   bool `json:"becn"`
+	// PKey is the partition key.
+	PKey uint16 `json:"pkey"`
+	// Pad is the pad count: bytes added to the payload to a multiple of 4.
 	Pad          int           `json:"pad"`
 	RDETH        *RDETH        `json:"rdeth,omitempty"`
 	DETH         *DETH         `json:"deth,omitempty"`
@@ -95,9 +139,11 @@ type Packet struct {
 	AtomicETH    *AtomicETH    `json:"atomic_eth,omitempty"`
 	AETH         *AETH         `json:"aeth,omitempty"`
 	AtomicAckETH *AtomicAckETH `json:"atomic_ack_eth,omitempty"`
-	ImmDt        *uint32       `json:"imm_dt,omitempty"`
-	IETH         *IETH         `json:"ieth,omitempty"`
-	PayloadLen   int           `json:"payload_len"`
+	// ImmDt is the immediate data (IBTA 9.3.8), a 32-bit number.
+	ImmDt *uint32 `json:"imm_dt,omitempty"`
+	IETH  *IETH   `json:"ieth,omitempty"`
+	// PayloadLen is the payload's length in bytes, pad excluded.
+	PayloadLen int `json:"payload_len"`
 	// ICRCOK is the verdict; ICRC is the value the packet carries and
 	// ICRCWant the value computed over it (IBTA A17.3.3).
 	ICRCOK   bool   `json:"icrc_ok"`
@@ -107,57 +153,73 @@ type Packet struct {
 
 // RDETH is the reliable datagram header (IBTA 9.3.1).
 type RDETH struct {
+	// EEContext is the end-to-end context (24 bits).
 	EEContext uint32 `json:"ee_context"`
 }
 
 // DETH is the datagram header (IBTA 9.3.2).
 type DETH struct {
-	QKey  uint32 `json:"qkey"`
+	// QKey is the queue key.
+	QKey uint32 `json:"qkey"`
+	// SrcQP is the sending QP's number (24 bits).
 	SrcQP uint32 `json:"src_qp"`
 }
 
 // XRCETH is the XRC header (IBTA 9.3.7).
 type XRCETH struct {
+	// XRCSRQ is the target XRC SRQ number (24 bits).
 	XRCSRQ uint32 `json:"xrc_srq"`
 }
 
 // FETH is the FLUSH header (IBA A19.4.4).
 type FETH struct {
+	// PlacementType and Selectivity are the FLUSH's fields.
 	PlacementType uint8 `json:"placement_type"`
 	Selectivity   uint8 `json:"selectivity"`
 }
 
 // RETH is the RDMA header (IBTA 9.3.3).
 type RETH struct {
-	VA     uint64 `json:"va"`
-	RKey   uint32 `json:"rkey"`
+	// VA is the remote virtual address, a 0x string (tooljson.Hex64).
+	VA tooljson.Hex64 `json:"va"`
+	// RKey is the remote key.
+	RKey uint32 `json:"rkey"`
+	// DMALen is the length of the whole transfer in bytes.
 	DMALen uint32 `json:"dma_len"`
 }
 
-// AtomicETH is the atomic request header (IBTA 9.3.4); SwapAdd is the swap
-// value of COMPARE_SWAP and the addend of FETCH_ADD.
+// AtomicETH is the atomic request header (IBTA 9.3.4).
 type AtomicETH struct {
-	VA      uint64 `json:"va"`
-	RKey    uint32 `json:"rkey"`
-	SwapAdd uint64 `json:"swap_add"`
-	Compare uint64 `json:"compare"`
+	// VA is the remote virtual address, a 0x string.
+	VA tooljson.Hex64 `json:"va"`
+	// RKey is the remote key.
+	RKey uint32 `json:"rkey"`
+	// SwapAdd is the swap value of COMPARE_SWAP and the addend of
+	// FETCH_ADD, a 0x string.
+	SwapAdd tooljson.Hex64 `json:"swap_add"`
+	// Compare is COMPARE_SWAP's compare value, a 0x string.
+	Compare tooljson.Hex64 `json:"compare"`
 }
 
-// AETH is the ACK header (IBTA 9.3.5). Syndrome is the named form
-// ("ACK(credits=31)", "NAK_PSN_SEQ_ERR", "RNR_NAK(timer=14)").
+// AETH is the ACK header (IBTA 9.3.5).
 type AETH struct {
+	// Syndrome is the named form ("ACK(credits=31)", "NAK_PSN_SEQ_ERR",
+	// "RNR_NAK(timer=14)"), SyndromeValue the byte.
 	Syndrome      string `json:"syndrome"`
 	SyndromeValue uint8  `json:"syndrome_value"`
-	MSN           uint32 `json:"msn"`
+	// MSN is the message sequence number (24 bits).
+	MSN uint32 `json:"msn"`
 }
 
 // AtomicAckETH is the atomic ACK header (IBTA 9.3.6).
 type AtomicAckETH struct {
-	Orig uint64 `json:"orig"`
+	// Orig is the original value at the target address, a 0x string.
+	Orig tooljson.Hex64 `json:"orig"`
 }
 
 // IETH is the invalidate header (IBTA 9.3.9).
 type IETH struct {
+	// RKey is the remote key to invalidate.
 	RKey uint32 `json:"rkey"`
 }
 
@@ -274,7 +336,7 @@ func (d *Decoder) packet(file string, dg *capture.Datagram) {
 		netip.AddrPortFrom(dg.Encap.Src, dg.Encap.SrcPort), netip.AddrPortFrom(dg.Encap.Dst, dg.Encap.DstPort))
 	rec := Record{
 		File: file, Index: dg.Index, Time: dg.Time,
-		Src: dg.Encap.Src.String(), Dst: dg.Encap.Dst.String(),
+		Src: dg.Encap.Src, Dst: dg.Encap.Dst,
 		SrcPort: dg.Encap.SrcPort, DstPort: dg.Encap.DstPort,
 	}
 	r := &d.roce
@@ -344,16 +406,17 @@ func newPacket(r *capture.RoCE) *Packet {
 		p.FETH = &FETH{PlacementType: h.PlacementType(), Selectivity: h.Selectivity()}
 	}
 	if h := r.RETH; h != nil {
-		p.RETH = &RETH{VA: h.VA(), RKey: h.RKey(), DMALen: h.DMALen()}
+		p.RETH = &RETH{VA: tooljson.Hex64(h.VA()), RKey: h.RKey(), DMALen: h.DMALen()}
 	}
 	if h := r.AtomicETH; h != nil {
-		p.AtomicETH = &AtomicETH{VA: h.VA(), RKey: h.RKey(), SwapAdd: h.SwapAdd(), Compare: h.Compare()}
+		p.AtomicETH = &AtomicETH{VA: tooljson.Hex64(h.VA()), RKey: h.RKey(), SwapAdd: tooljson.Hex64(h.SwapAdd()),
+			Compare: tooljson.Hex64(h.Compare())}
 	}
 	if h := r.AETH; h != nil {
 		p.AETH = &AETH{Syndrome: h.Syndrome().String(), SyndromeValue: uint8(h.Syndrome()), MSN: h.MSN()}
 	}
 	if h := r.AtomicAckETH; h != nil {
-		p.AtomicAckETH = &AtomicAckETH{Orig: h.Orig()}
+		p.AtomicAckETH = &AtomicAckETH{Orig: tooljson.Hex64(h.Orig())}
 	}
 	if h := r.ImmDt; h != nil {
 		v := h.Imm()

@@ -23,6 +23,7 @@ import (
 
 	"github.com/softnic/softnic/capture"
 	"github.com/softnic/softnic/internal/decode"
+	"github.com/softnic/softnic/internal/tooljson"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -279,7 +280,7 @@ func TestWriterRoundTrip(t *testing.T) {
 				t.Errorf("%v #%d: got headers\n%+v\nwant\n%+v", link, i+1, got, want)
 			}
 			if r.Index != i+1 || !r.Time.Equal(sampleTime.Add(time.Duration(i)*time.Millisecond)) ||
-				r.Src != s.encap.Src.String() || r.Dst != s.encap.Dst.String() ||
+				r.Src != s.encap.Src || r.Dst != s.encap.Dst ||
 				r.SrcPort != s.encap.SrcPort || r.DstPort != s.encap.DstPort ||
 				r.PayloadLen != len(s.payload) || !r.ICRCOK || r.Error != "" {
 				t.Errorf("%v #%d: got %+v %+v", link, i+1, r, *r.Packet)
@@ -307,16 +308,16 @@ func headersOf(p *decode.Packet) wire.Headers {
 		h.FETH = wire.FETHFields{PlacementType: v.PlacementType, Selectivity: v.Selectivity}
 	}
 	if v := p.RETH; v != nil {
-		h.RETH = wire.RETHFields{VA: v.VA, RKey: v.RKey, DMALen: v.DMALen}
+		h.RETH = wire.RETHFields{VA: uint64(v.VA), RKey: v.RKey, DMALen: v.DMALen}
 	}
 	if v := p.AtomicETH; v != nil {
-		h.AtomicETH = wire.AtomicETHFields{VA: v.VA, RKey: v.RKey, SwapAdd: v.SwapAdd, Compare: v.Compare}
+		h.AtomicETH = wire.AtomicETHFields{VA: uint64(v.VA), RKey: v.RKey, SwapAdd: uint64(v.SwapAdd), Compare: uint64(v.Compare)}
 	}
 	if v := p.AETH; v != nil {
 		h.AETH = wire.AETHFields{Syndrome: wire.Syndrome(v.SyndromeValue), MSN: v.MSN}
 	}
 	if v := p.AtomicAckETH; v != nil {
-		h.AtomicAckETH.Orig = v.Orig
+		h.AtomicAckETH.Orig = uint64(v.Orig)
 	}
 	if v := p.ImmDt; v != nil {
 		h.Imm = *v
@@ -348,16 +349,24 @@ func parseJSON(t *testing.T, out []byte) ([]decode.Record, decode.Summary) {
 		if sum.Type != "" {
 			t.Fatalf("line %d follows the summary: %s", n+1, line)
 		}
+		for _, k := range []string{"src", "dst"} {
+			if v, ok := m[k]; ok {
+				a, isStr := v.(string)
+				if _, err := netip.ParseAddr(a); !isStr || err != nil {
+					t.Errorf("line %d: %s is %#v, want an IP address string", n+1, k, v)
+				}
+			}
+		}
 		switch m["type"] {
 		case "packet":
 			var r decode.Record
-			if err := json.Unmarshal(line, &r); err != nil {
-				t.Fatal(err)
+			if err := tooljson.Decode(line, &r); err != nil {
+				t.Fatalf("line %d is not a Record: %v", n+1, err)
 			}
 			recs = append(recs, r)
 		case "summary":
-			if err := json.Unmarshal(line, &sum); err != nil {
-				t.Fatal(err)
+			if err := tooljson.Decode(line, &sum); err != nil {
+				t.Fatalf("line %d is not a Summary: %v", n+1, err)
 			}
 		default:
 			t.Fatalf("line %d: got type %v, want packet or summary", n+1, m["type"])
@@ -546,6 +555,14 @@ func TestMalformed(t *testing.T) {
 		if r := recs[i]; r.Index != i+1 || r.Packet != nil || !strings.Contains(r.Error, "truncated") {
 			t.Errorf("JSON record %d: got %+v, want a truncation error and no packet fields", i+1, r)
 		}
+	}
+	// Frame 2 has its addresses; frame 4 broke off before them, and its
+	// object leaves them out rather than carrying empty strings.
+	if r := recs[1]; r.Src != netip.MustParseAddr("10.77.0.2") || r.Dst != netip.MustParseAddr("10.77.0.3") {
+		t.Errorf("JSON record 2: got src %v dst %v", r.Src, r.Dst)
+	}
+	if line := bytes.Split(out.Bytes(), []byte("\n"))[3]; bytes.Contains(line, []byte(`"src"`)) || recs[3].Src.IsValid() {
+		t.Errorf("JSON record 4 has a source address: %s", line)
 	}
 }
 

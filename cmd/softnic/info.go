@@ -15,12 +15,13 @@ var infoOpts = []optSpec{
 	{getopt.Option{Short: 'l', Long: "list", Arg: getopt.NoArg}, "", "print only the IB devices names"},
 	{getopt.Option{Short: 'v', Long: "verbose", Arg: getopt.NoArg}, "", "print all the attributes of the IB device(s) (the default)"},
 	{getopt.Option{Short: 's', Long: "short", Arg: getopt.NoArg}, "", "softnic: print what ibv_devinfo prints without -v"},
+	{getopt.Option{Long: "json", Arg: getopt.NoArg}, "", "softnic: print the -v attributes as one JSON object"},
 	{getopt.Option{Long: "addr", Arg: getopt.RequiredArg}, "<ip>", "the NIC's IP address (default 127.0.0.1)"},
 }
 
 func infoUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: softnic info [options]\n\nPrints the attributes of the softnic NIC at --addr in the layout of rdma-core's\n"+
-		"\"ibv_devinfo -v\". It brings the NIC up on a private in-memory link: it binds no\nport and needs no peer.\n\nOptions:")
+		"\"ibv_devinfo -v\". It brings the NIC up on a private in-memory link: it binds no\nport and needs no peer. With --json it prints the same attributes as one JSON\nobject (internal/devinfo.Device documents it).\n\nOptions:")
 	writeOpts(w, infoOpts)
 }
 
@@ -57,6 +58,10 @@ func runInfo(args []string, stdout, stderr io.Writer) int {
 		o.Port = int(v)
 	}
 	if r.Has("list") {
+		if r.Has("json") {
+			fmt.Fprintln(stderr, "softnic info: -l and --json do not go together")
+			return exitTool
+		}
 		devinfo.List(stdout, []string{name})
 		return exitOK
 	}
@@ -69,7 +74,11 @@ func runInfo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Invalid port requested for device")
 		return exitTool
 	}
-	if err := devinfo.Write(stdout, n.Dev, o); err != nil {
+	write := devinfo.Write
+	if r.Has("json") {
+		write = devinfo.WriteJSON
+	}
+	if err := write(stdout, n.Dev, o); err != nil {
 		return failTool(stderr, "info", err)
 	}
 	return exitOK

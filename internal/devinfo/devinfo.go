@@ -2,6 +2,40 @@
 // in the layout of rdma-core's "ibv_devinfo -v" (libibverbs/examples/
 // devinfo.c, rdma-core 44), so what people and scripts read off an rxe
 // device they read off a softnic one the same way.
+//
+// # JSON output
+//
+// "softnic info --json" prints [Device]: the same attributes as one JSON
+// object, on standard output and nothing else there, keyed by
+// ibv_devinfo's names, with enumerations by name, MTUs in bytes, GUIDs and
+// GIDs as the strings ibv_devinfo prints, and 64-bit masks and sizes as
+// 0x strings (the conventions of package tooljson). Abridged:
+//
+//	{
+//	  "hca_id": "softnic0",
+//	  "transport": "InfiniBand",
+//	  "fw_ver": "softnic 0.1",
+//	  "node_guid": "0200:ffff:7f00:0001",
+//	  "vendor_id": 16777215,
+//	  "max_mr_size": "0xffffffffffffffff",
+//	  "max_qp": 65536,
+//	  "device_cap_flags": 19020918,
+//	  "device_cap_flag_names": ["BAD_PKEY_CNTR", "BAD_QKEY_CNTR", ...],
+//	  "max_qp_rd_atom": 128,
+//	  "atomic_cap": "ATOMIC_HCA",
+//	  ...
+//	  "ports": [
+//	    {
+//	      "port": 1,
+//	      "state": "PORT_ACTIVE",
+//	      "max_mtu": 4096,
+//	      "active_mtu": 4096,
+//	      "link_layer": "Ethernet",
+//	      ...
+//	      "gids": [{"index": 0, "gid": "::ffff:127.0.0.1", "type": "RoCE v2"}]
+//	    }
+//	  ]
+//	}
 package devinfo
 
 import (

@@ -13,12 +13,12 @@
 //   - Addresses are strings in their usual text form: IP addresses and
 //     GIDs as IPv6 text ("::ffff:127.0.0.2", see verbs.GID.MarshalText),
 //     GUIDs as ibv_devinfo prints them ("5054:00ff:fe4d:7702").
-//   - Values of up to 32 bits (QPNs, PSNs, keys, counters) are JSON
+//   - Counts, and values of up to 32 bits (QPNs, PSNs, keys), are JSON
 //     numbers. 64-bit values (virtual addresses, atomic operands, sizes
 //     that may reach 2^64-1) are [Hex64] strings, because many JSON readers
 //     keep numbers as float64 and lose everything above 2^53.
 //
-// Each tool documents its documents as Go structs with json tags:
+// Each tool's documents are Go structs with json tags and doc comments:
 // perftest.Result (write_bw and the other perftest look-alikes),
 // decode.Record and decode.Summary (decode), devinfo.Device (info).
 package tooljson

@@ -10,8 +10,9 @@
 //     says otherwise, nothing on standard output.
 //   - Keys are lower_snake_case. A key that carries a unit names it
 //     (t_avg_usec); otherwise the unit is in the field's doc comment.
-//   - Addresses are strings in their usual text form: IP addresses and
-//     GIDs as IPv6 text ("::ffff:127.0.0.2", see verbs.GID.MarshalText),
+//   - Addresses are strings in their usual text form: IP addresses as
+//     "10.0.0.1" or "fd00::1", GIDs as IPv6 text, the form ibv_devinfo
+//     prints for a RoCE v2 GID ("::ffff:127.0.0.2"; verbs.GID.MarshalText),
 //     GUIDs as ibv_devinfo prints them ("5054:00ff:fe4d:7702").
 //   - Counts, and values of up to 32 bits (QPNs, PSNs, keys), are JSON
 //     numbers. 64-bit values (virtual addresses, atomic operands, sizes

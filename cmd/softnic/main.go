@@ -9,7 +9,7 @@
 //	softnic decode [--json] FILE.pcap...
 //	softnic rc_pingpong|uc_pingpong|ud_pingpong|srq_pingpong [options] [host]
 //	softnic write_bw|write_lat|read_bw|read_lat|send_bw|send_lat|atomic_bw|atomic_lat [options] [host]
-//	softnic info [--addr IP] [-d dev] [-i port] [-l]
+//	softnic info [--addr IP] [-d dev] [-i port] [-l] [--json]
 //	softnic help [COMMAND]
 //	softnic version
 //

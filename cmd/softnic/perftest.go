@@ -90,7 +90,7 @@ func perftestOpts(v perftest.Verb, t perftest.TestKind) (opts []optSpec, unsuppo
 		o(0, "tclass", R, "<value>", "Set the Traffic Class in GRH (if GRH is in use)"),
 		o(0, "use_old_post_send", N, "", "Use old post send flow (softnic always does)"),
 		o(0, "retry_count", R, "<value>", "Set retry count value in rdma_cm mode (no effect)"),
-		o(0, "json", N, "", "softnic: print the results as one JSON object instead of the text table"),
+		o(0, "json", N, "", "softnic: print the results as one JSON object instead of the text table (warnings on stderr)"),
 		o(0, "check", N, "", "softnic: fill buffers with patterns and check the data after the run (needs softnic with --check on both sides)"),
 	)
 	for _, s := range "wyMlBEJjKkTLXWgzRvbOZPG" {

@@ -278,7 +278,8 @@ func (c *Config) Tool() string {
 func (c *Config) Server() bool { return c.ServerName == "" }
 
 // Message is a message perftest prints while it adjusts its parameters:
-// Stdout lines go to standard output, the others to standard error.
+// Stdout lines go to standard output (to standard error with --json, which
+// keeps standard output for the JSON), the others to standard error.
 type Message struct {
 	Stdout bool
 	Text   string

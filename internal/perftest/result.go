@@ -27,8 +27,9 @@ type Result struct {
 	Peer string `json:"peer_version,omitempty"`
 	// Local are this side's QPs, one per -q, as it sent them to the peer.
 	Local []QP `json:"local"`
-	// Remote are the peer's QPs as it sent them; empty when the run
-	// failed before the exchange.
+	// Remote are the peer's QPs as it sent them (in the Result Run
+	// returns after a failure, empty or zero-valued where the exchange
+	// did not get to).
 	Remote []QP `json:"remote"`
 	// MTU is the path MTU the QPs used, in bytes.
 	MTU int `json:"mtu"`

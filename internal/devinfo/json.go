@@ -193,7 +193,7 @@ func Query(dev *verbs.Device, o Options) (Device, error) {
 			Port: port, State: portState(pa.State), MaxMTU: pa.MaxMTU.Bytes(), ActiveMTU: pa.ActiveMTU.Bytes(),
 			SMLID: pa.SMLID, LID: pa.LID, LMC: pa.LMC, LinkLayer: ll, MaxMsgSz: uint32(pa.MaxMsgSz),
 			PortCapFlags: pa.PortCapFlags, MaxVLNum: map[uint8]int{1: 1, 2: 2, 3: 4, 4: 8, 5: 15}[pa.MaxVLNum],
-			BadPKeyCntr: ctr.DropPKey.Load(), QKeyViolCntr: ctr.DropQKey.Load(),
+			BadPKeyCntr: ctr.DropPKey, QKeyViolCntr: ctr.DropQKey,
 			PKeyTblLen: int(pa.PKeyTblLen), GIDTblLen: pa.GIDTblLen,
 			ActiveWidth: widthStr(pa.ActiveWidth) + "X", ActiveSpeed: speedStr(pa.ActiveSpeed), PhysState: physState(pa.PhysState),
 			GIDs: []GIDEntry{},

@@ -1,6 +1,7 @@
 package fabric
 
 import (
+	"fmt"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -15,7 +16,8 @@ type Endpoint struct {
 	addr   netip.Addr // as attached
 	key    netip.Addr // canonical
 	stats  counters
-	closed atomic.Bool // mirrors qclosed for the lock-free check in WriteBatch
+	closed atomic.Bool  // mirrors qclosed for the lock-free check in WriteBatch
+	mtu    atomic.Int32 // the interface MTU the endpoint reports and sends within
 
 	mu      sync.Mutex
 	cond    sync.Cond // L is &mu; signalled when the queue gains frames or closes
@@ -33,6 +35,29 @@ func (e *Endpoint) Closed() bool { return e.closed.Load() }
 
 // LocalAddr returns the address the endpoint was attached at.
 func (e *Endpoint) LocalAddr() netip.Addr { return e.addr }
+
+// DefaultMTU is an endpoint's MTU until SetMTU: loopback's, 65536, on
+// which a NIC's port MTU is 4096 (nic.ActiveMTU).
+const DefaultMTU = 65536
+
+// MTU returns the endpoint's interface MTU in bytes, IP header included:
+// DefaultMTU or what SetMTU set. A NIC on the endpoint derives its port's
+// active MTU from it (nic.Link).
+func (e *Endpoint) MTU() int { return int(e.mtu.Load()) }
+
+// SetMTU sets the endpoint's interface MTU (at least 68, IPv4's minimum,
+// at most 65536), as `ip link set DEV mtu N` does for a real one; it
+// applies at once, to what the NIC reports and to what it sends. Like a
+// kernel UDP socket with path MTU discovery on (IP_PMTUDISC_DO), the
+// endpoint refuses a datagram whose IP packet would exceed it: counted as
+// DropOversize.
+func (e *Endpoint) SetMTU(n int) error {
+	if n < 68 || n > 65536 {
+		return fmt.Errorf("fabric: MTU %d not in 68..65536", n)
+	}
+	e.mtu.Store(int32(n))
+	return nil
+}
 
 // BatchSize returns Config.BatchSize.
 func (e *Endpoint) BatchSize() int { return e.f.batchSize }

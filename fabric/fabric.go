@@ -125,6 +125,7 @@ func (f *Fabric) Attach(addr netip.Addr) (*Endpoint, error) {
 		return nil, fmt.Errorf("%w: %v", ErrAddrInUse, addr)
 	}
 	e := &Endpoint{f: f, addr: addr, key: key, q: make([]*frame, f.queueLen)}
+	e.mtu.Store(DefaultMTU)
 	e.cond.L = &e.mu
 	f.eps[key] = e
 	return e, nil
@@ -317,6 +318,15 @@ func (f *Fabric) send(e *Endpoint, m *nic.Datagram, h *hooks) {
 	enc := m.Encap
 	if !enc.Src.IsValid() {
 		enc.Src = e.addr
+	}
+	ipHdr := 40
+	if enc.Src.Unmap().Is4() {
+		ipHdr = 20
+	}
+	if ipHdr+8+n > e.MTU() {
+		// The kernel refuses such a send with EMSGSIZE (IP_PMTUDISC_DO).
+		f.count(e, cOversize, n)
+		return
 	}
 	dst := canon(enc.Dst)
 	// PutHeaders needs both addresses of one family.

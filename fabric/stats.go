@@ -21,7 +21,7 @@ type Stats struct {
 	DropQueueFull  Counter // the receiver's queue was full
 	DropImpairment Counter // lost by a random Impairment
 	DropFilter     Counter // dropped by a Filter
-	DropOversize   Counter // longer than nic.MaxDatagram
+	DropOversize   Counter // longer than nic.MaxDatagram or the sender's MTU (Endpoint.SetMTU)
 
 	Duplicated Counter // extra copies made
 	Corrupted  Counter // datagrams with a bit flipped

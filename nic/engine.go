@@ -46,9 +46,12 @@ type Config struct {
 	PeerPort uint16
 	// Name names the device ("softnic0" by default).
 	Name string
-	// PortMTU is the port's active MTU (ibv_port_attr.active_mtu), the
-	// largest UD message; 0 means DefaultPortMTU (4096). rxe derives it
-	// from the netdev MTU (1500 gives 1024); set it to match such a peer.
+	// PortMTU fixes the port's active MTU (ibv_port_attr.active_mtu), the
+	// largest UD message. 0, the default, makes it follow the link: the
+	// MTU of the interface holding the NIC's address, as rxe derives it
+	// from its netdev (ActiveMTU: 1500 gives 1024), re-read at every use
+	// so that a change of the interface's MTU applies (rxe_net.c:
+	// NETDEV_CHANGEMTU); DefaultPortMTU (4096) when the link cannot tell.
 	PortMTU transport.MTU
 }
 
@@ -158,9 +161,7 @@ func New(cfg Config) (*NIC, error) {
 	if cfg.Name == "" {
 		cfg.Name = "softnic0"
 	}
-	if cfg.PortMTU == 0 {
-		cfg.PortMTU = DefaultPortMTU
-	} else if cfg.PortMTU.Bytes() == 0 {
+	if cfg.PortMTU != 0 && cfg.PortMTU.Bytes() == 0 {
 		return nil, fmt.Errorf("%w: port MTU enum %d", ErrInvalid, cfg.PortMTU)
 	}
 	release, err := claimLink(cfg.Link, cfg.Name)

@@ -60,6 +60,12 @@ type Link interface {
 	BatchSize() int
 	// LocalAddr is the IP address the link sends from and receives on.
 	LocalAddr() netip.Addr
+	// MTU is the MTU in bytes (IP header included: the netdev MTU) of
+	// the network interface holding LocalAddr, as it is now; 0 when the
+	// link cannot tell. The engine derives the port's active MTU from it
+	// at every use, as rxe does from its netdev (ActiveMTU), so a link
+	// whose interface MTU changes reports the new value.
+	MTU() int
 	// Close unblocks ReadBatch and releases the link.
 	Close() error
 }

@@ -112,6 +112,9 @@ func (p *PcapLink) BatchSize() int { return p.l.BatchSize() }
 // LocalAddr returns the inner link's.
 func (p *PcapLink) LocalAddr() netip.Addr { return p.l.LocalAddr() }
 
+// MTU returns the inner link's.
+func (p *PcapLink) MTU() int { return p.l.MTU() }
+
 // GuessesIPv4ID forwards the inner link's answer (IPv4IDGuesser).
 func (p *PcapLink) GuessesIPv4ID() bool { return linkGuessesIPv4ID(p.l) }
 

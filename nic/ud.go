@@ -23,18 +23,27 @@ var (
 	_ qpTransport = (*ud.QP)(nil)
 )
 
-// DefaultPortMTU is the port MTU of a NIC whose Config leaves it unset:
-// the largest IB MTU, which rxe reports as max_mtu and, on a netdev of
-// 4200 bytes or more, as active_mtu (rxe-interop-facts.md §2.10).
+// DefaultPortMTU is the port MTU of a NIC whose link cannot tell its
+// interface's MTU and whose Config leaves PortMTU unset: the largest IB
+// MTU, which rxe reports as max_mtu and, on a netdev of 4176 bytes or
+// more, as active_mtu (ActiveMTU; rxe-interop-facts.md §2.10).
 const DefaultPortMTU = transport.MTU4096
 
-// PortMTU returns the port's active MTU (ibv_port_attr.active_mtu). It
-// bounds UD messages: rxe sizes UD packets by the port MTU (port.mtu_cap),
-// not by a path MTU, and a UD message longer than it is completed without
-// being sent (IBTA C10-93.1.1). RC and UC QPs use their own path MTU.
+// PortMTU returns the port's active MTU (ibv_port_attr.active_mtu):
+// Config.PortMTU when set, else ActiveMTU of the link's interface MTU as
+// it is now (rxe.c rxe_set_mtu, re-run on NETDEV_CHANGEMTU), else
+// DefaultPortMTU. It bounds UD messages: rxe sizes UD packets by the port
+// MTU (rxe_req.c get_mtu: port.mtu_cap), not by a path MTU, and a UD
+// message longer than it is completed without being sent (IBTA
+// C10-93.1.1). RC and UC QPs use their own path MTU, which modify_qp
+// checks against the port's max_mtu (4096), not this (rxe_qp.c
+// rxe_qp_chk_attr).
 func (n *NIC) PortMTU() transport.MTU {
-	if m := n.cfg.PortMTU; m >= transport.MTU256 && m <= transport.MTU4096 {
-		return m
+	if m := n.cfg.PortMTU; m != 0 {
+		return m // checked by New
+	}
+	if mtu := n.cfg.Link.MTU(); mtu > 0 {
+		return ActiveMTU(mtu)
 	}
 	return DefaultPortMTU
 }
@@ -44,7 +53,7 @@ func (n *NIC) newUD(qp *QP, qpn uint32, wake func(), a *QPInitAttr, c transport.
 	return ud.New(ud.Config{
 		QPN: qpn, PD: a.PD, Mem: n.mem, SendCQ: qp.dr.send, RecvCQ: qp.dr.recv,
 		RQ: qp.rq, SRQ: a.SRQ != nil || a.WQ != nil, Cap: c, SigAll: a.SigAll,
-		LocalAddr: n.addr, DstPort: n.cfg.PeerPort, MTU: n.PortMTU().Bytes(),
+		LocalAddr: n.addr, DstPort: n.cfg.PeerPort, MTU: func() int { return n.PortMTU().Bytes() },
 		Counters: &n.ctr, Wake: wake,
 		OnAsync: func(ev ud.AsyncEvent) {
 			switch ev {

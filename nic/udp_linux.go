@@ -191,6 +191,7 @@ type UDPLink struct {
 	rcvbuf int
 	closed atomic.Bool
 	ctr    udpCounters
+	ifmtu  ifaceMTU // the interface's MTU (udp_mtu_linux.go)
 	// sendFault and recvFault, set only by tests, stand in for the kernel
 	// at the syscall boundary: see sysResult.
 	sendFault func(t *udpTx, vlen int) sysResult
@@ -291,6 +292,7 @@ func ListenUDP(cfg UDPConfig) (*UDPLink, error) {
 		l.ttl = 64
 	}
 	l.rx.init(l)
+	l.ifmtu.start(cfg.Addr)
 	return l, nil
 }
 
@@ -384,6 +386,7 @@ func (l *UDPLink) Close() error {
 	if l.closed.Swap(true) {
 		return nil
 	}
+	l.ifmtu.stop()
 	return l.conn.Close()
 }
 

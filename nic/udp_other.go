@@ -31,6 +31,12 @@ func (*UDPLink) BatchSize() int { return 1 }
 // LocalAddr returns the zero address.
 func (*UDPLink) LocalAddr() netip.Addr { return netip.Addr{} }
 
+// MTU returns 0: unknown.
+func (*UDPLink) MTU() int { return 0 }
+
+// InterfaceMTU returns an error: it needs Linux.
+func InterfaceMTU(netip.Addr) (name string, mtu int, err error) { return "", 0, errNoUDP }
+
 // Port returns 0.
 func (*UDPLink) Port() uint16 { return 0 }
 

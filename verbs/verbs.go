@@ -191,9 +191,11 @@ type Config struct {
 	PeerPort uint16
 	// Name is the device name (default "softnic0").
 	Name string
-	// PortMTU is the port's active MTU (0: MTU4096), the largest UD
-	// message; rxe on a 1500-byte netdev has MTU1024. It does not bound
-	// RC and UC QPs, whose path MTU does.
+	// PortMTU fixes the port's active MTU, the largest UD message. 0, the
+	// default, makes it follow the MTU of the link's network interface as
+	// rxe's follows its netdev's (nic.ActiveMTU: 1500 gives MTU1024,
+	// 4176 or more MTU4096), changes included; MTU4096 when the link
+	// cannot tell. It does not bound RC and UC QPs, whose path MTU does.
 	PortMTU MTU
 }
 
@@ -308,8 +310,11 @@ const (
 )
 
 // QueryPort returns port 1's attributes (ibv_query_port). The active MTU
-// is Config.PortMTU (4096 unless set): softnic has no netdev MTU. It
-// bounds UD messages; an RC or UC QP's path MTU bounds its packets.
+// is Config.PortMTU when set, else derived from the MTU of the link's
+// network interface as it is now (nic.ActiveMTU, rxe.c rxe_set_mtu); the
+// max MTU is 4096, as rxe reports. The active MTU bounds UD messages; an
+// RC or UC QP's path MTU, checked against the max MTU only (rxe_qp.c
+// rxe_qp_chk_attr), bounds its packets.
 func (d *Device) QueryPort(port uint8) (PortAttr, error) {
 	if !d.ok() {
 		return PortAttr{}, errNil("Device")

@@ -166,10 +166,10 @@ func (s *session) run(ctx context.Context) error {
 	}
 	m := s.comm
 	cycle, cacheLine := env.PageSize, env.CacheLine
-	mtu := port.ActiveMTU
-	if cfg.MTU > 0 {
-		mtu = verbs.MTU(bits.Len(uint(cfg.MTU)) - 8)
+	if p, err := dev.QueryPort(uint8(cfg.IBPort)); err == nil {
+		port = p // set_mtu queries the port now: its MTU follows the interface's
 	}
+	mtu := SetMTU(cfg.MTU, port.ActiveMTU, s.out)
 	if !cfg.NoXchgVer {
 		v, err := m.versions()
 		if err != nil {
@@ -654,4 +654,21 @@ func (s *session) startRun(total uint64) {
 	s.prog.done.Store(0)
 	s.prog.total.Store(total)
 	s.prog.runStart.Store(time.Now().UnixNano())
+}
+
+// SetMTU is perftest_parameters.c set_mtu: the port's active MTU when -m
+// was not given (user 0), else -m (an IB MTU in bytes, checked by the
+// flag parser), lowered to the active MTU with perftest's two lines on w
+// (stdout) when it is higher. check_mtu then takes the smaller of this
+// and the peer's (the MTU exchange).
+func SetMTU(user int, active verbs.MTU, w io.Writer) verbs.MTU {
+	if user <= 0 {
+		return active
+	}
+	mtu := verbs.MTU(bits.Len(uint(user)) - 8)
+	if mtu > active {
+		fmt.Fprintf(w, "Requested mtu is higher than active mtu \nChanging to active mtu - %d\n", int(active))
+		mtu = active
+	}
+	return mtu
 }

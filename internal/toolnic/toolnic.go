@@ -96,7 +96,19 @@ func Open(cfg Config) (*NIC, error) {
 	mk := cfg.Link
 	if cfg.Detached {
 		f := fabric.New(fabric.Config{})
-		mk = func(a netip.Addr, _ uint16) (nic.Link, error) { return f.Attach(a) }
+		mk = func(a netip.Addr, _ uint16) (nic.Link, error) {
+			ep, err := f.Attach(a)
+			if err != nil {
+				return nil, err
+			}
+			// The port MTU follows the interface holding the address,
+			// as it would on the UDP link; an address no interface
+			// holds keeps the fabric's default.
+			if _, mtu, err := nic.InterfaceMTU(a); err == nil {
+				ep.SetMTU(mtu)
+			}
+			return ep, nil
+		}
 	} else if mk == nil {
 		mk = UDP
 	}

@@ -55,9 +55,12 @@ type Config struct {
 	LocalAddr netip.Addr
 	// DstPort is the UDP destination port of peers (wire.UDPPort).
 	DstPort uint16
-	// MTU is the port MTU in bytes, the largest UD message (rxe uses
-	// port.mtu_cap for UD, not a path MTU). Zero means 4096.
-	MTU      int
+	// MTU returns the port MTU in bytes, the largest UD message (rxe_req.c
+	// get_mtu: port.mtu_cap for UD, not a path MTU). It is called for each
+	// message as it is sent, so a port MTU that follows the interface's
+	// (rxe_net.c NETDEV_CHANGEMTU) applies to WQEs not yet sent. nil
+	// means 4096.
+	MTU func() int
 	Counters *transport.Counters
 	// Wake asks the engine to run Process soon; it must not block.
 	Wake func()
@@ -105,8 +108,8 @@ func New(cfg Config) (*QP, error) {
 	if cfg.DstPort == 0 {
 		cfg.DstPort = wire.UDPPort
 	}
-	if cfg.MTU <= 0 {
-		cfg.MTU = transport.MTU4096.Bytes()
+	if cfg.MTU == nil {
+		cfg.MTU = func() int { return transport.MTU4096.Bytes() }
 	}
 	if cfg.Counters == nil {
 		cfg.Counters = new(transport.Counters)
@@ -117,7 +120,6 @@ func New(cfg Config) (*QP, error) {
 	qp := &QP{cfg: cfg, srcPort: wire.RxeSrcPort(cfg.QPN)}
 	qp.sq.init(int(cfg.Cap.MaxSendWR), int(cfg.Cap.MaxSendSGE), int(cfg.Cap.MaxInlineData))
 	qp.attr.Cap = cfg.Cap
-	qp.attr.PathMTU = transport.MTUFromBytes(cfg.MTU)
 	return qp, nil
 }
 
@@ -142,6 +144,7 @@ func (qp *QP) Query() transport.QPAttr {
 	a := qp.attr
 	a.State, a.CurState = qp.state, qp.state
 	a.SQPSN = uint32(qp.psn)
+	a.PathMTU = transport.MTUFromBytes(qp.cfg.MTU()) // the port MTU as it is now
 	return a
 }
 

@@ -317,7 +317,7 @@ func (qp *QP) sendLocked(out transport.Output) bool {
 			w.psn, w.hasPSN = qp.psn, true
 			qp.psn = qp.psn.Next()
 		}
-		if w.length > uint64(qp.cfg.MTU) {
+		if w.length > uint64(qp.cfg.MTU()) {
 			// C10-93.1.1: a UD message longer than the port MTU emits no
 			// packet and raises no error; rxe completes it successfully
 			// ("fake a successful UD send", and consumes a PSN), and so

@@ -77,6 +77,12 @@ func newEnd(t testing.TB, f *fabric.Fabric, addr netip.Addr, o pairOpts) *end {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newEndOn(t, ep, o)
+}
+
+// newEndOn is newEnd on an endpoint the caller attached.
+func newEndOn(t testing.TB, ep *fabric.Endpoint, o pairOpts) *end {
+	t.Helper()
 	dev, err := verbs.Open(verbs.Config{Link: ep})
 	if err != nil {
 		t.Fatal(err)

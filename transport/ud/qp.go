@@ -60,7 +60,7 @@ type Config struct {
 	// message as it is sent, so a port MTU that follows the interface's
 	// (rxe_net.c NETDEV_CHANGEMTU) applies to WQEs not yet sent. nil
 	// means 4096.
-	MTU func() int
+	MTU      func() int
 	Counters *transport.Counters
 	// Wake asks the engine to run Process soon; it must not block.
 	Wake func()

@@ -15,8 +15,10 @@ import (
 )
 
 // MTU returns the MTU of the network interface holding the link's
-// address, kept current by a netlink subscription (see ifaceMTU); 0 when
-// no interface holds it.
+// address (InterfaceMTU), read when the link opens and kept current by a
+// netlink subscription to the kernel's RTM_NEWLINK notifications (see
+// ifaceMTU), not by watching sends fail with EMSGSIZE; 0 when no
+// interface holds the address.
 func (l *UDPLink) MTU() int { return int(l.ifmtu.mtu.Load()) }
 
 // InterfaceMTU returns the name and MTU of the network interface holding
@@ -111,7 +113,10 @@ func (m *ifaceMTU) start(addr netip.Addr) {
 	}
 	ifi, err := interfaceOf(addr)
 	if err != nil {
-		m.stop()
+		if m.nl != nil {
+			m.nl.Close()
+			m.nl = nil
+		}
 		return
 	}
 	m.index = ifi.Index

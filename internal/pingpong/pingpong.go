@@ -64,35 +64,36 @@ const udGRH = 40
 
 // Config holds a run's options, one field per rdma-core flag.
 type Config struct {
-	Kind       Kind
-	ServerName string // client mode: the server's host (the C tools' "servername")
-	Port       int    // -p: TCP port of the out-of-band exchange
-	IBDev      string // -d: accepted; the device is the NIC the caller opened
-	IBPort     int    // -i
-	Size       int    // -s
-	// MTU is -m, the path MTU (not ud_pingpong): 1024 unless given and,
-	// as in rc_pingpong.c, used as given, not checked against the port's
-	// active MTU (rxe accepts any path MTU up to max_mtu, 4096). ud_pingpong
-	// instead refuses a -s above the port's active MTU, which follows the
-	// interface's ("Requested size larger than port MTU").
-	MTU           verbs.MTU
-	RxDepth       int  // -r
-	Iters         int  // -n
-	SL            int  // -l
-	Events        bool // -e: sleep on CQ events
-	GIDIndex      int  // -g; -1 sends an all-zero GID as the C tools do without -g
-	Check         bool // -c
-	NewSend       bool // -N: post with the ibv_wr_* API (rc_pingpong)
-	NumQP         int  // -q (srq_pingpong)
-	ODP           bool // -o
-	ImplicitODP   bool // -O
-	Prefetch      bool // -P
-	Timestamps    bool // -t
-	DM            bool // -j
-	CCUnprotected bool // -U: no effect on softnic
+	Kind          Kind
+	ServerName    string    // client mode: the server's host (the C tools' "servername")
+	Port          int       // -p: TCP port of the out-of-band exchange
+	IBDev         string    // -d: accepted; the device is the NIC the caller opened
+	IBPort        int       // -i
+	Size          int       // -s
+	MTU           verbs.MTU // -m (not ud_pingpong): used as given, as rc_pingpong.c does (see Defaults)
+	RxDepth       int       // -r
+	Iters         int       // -n
+	SL            int       // -l
+	Events        bool      // -e: sleep on CQ events
+	GIDIndex      int       // -g; -1 sends an all-zero GID as the C tools do without -g
+	Check         bool      // -c
+	NewSend       bool      // -N: post with the ibv_wr_* API (rc_pingpong)
+	NumQP         int       // -q (srq_pingpong)
+	ODP           bool      // -o
+	ImplicitODP   bool      // -O
+	Prefetch      bool      // -P
+	Timestamps    bool      // -t
+	DM            bool      // -j
+	CCUnprotected bool      // -U: no effect on softnic
 }
 
 // Defaults returns the C tool's defaults for k, except GIDIndex (0).
+//
+// The path MTU is 1024 unless -m gives one, and -m is not checked against
+// the port's active MTU, as in rc_pingpong.c (rxe accepts any path MTU up
+// to max_mtu, 4096; packets the link cannot carry are lost). ud_pingpong
+// instead refuses a -s above the port's active MTU, which follows the
+// interface's ("Requested size larger than port MTU").
 func Defaults(k Kind) Config {
 	c := Config{Kind: k, Port: 18515, IBPort: 1, Size: 4096, MTU: verbs.MTU1024,
 		RxDepth: 500, Iters: 1000, NumQP: 16}

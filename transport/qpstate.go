@@ -390,7 +390,7 @@ type Limits struct {
 const (
 	maxTimeout     = 31 // local ACK timeout exponent, 5 bits
 	maxRetryCnt    = 7  // 3 bits
-	maxRNRRetry    = 7  // 3 bits; 7 means infinite
+	maxRNRRetry    = 7  // 3 bits; 7 means infinite (retry_cnt 7 is seven)
 	maxMinRNRTimer = 31 // 5-bit AETH timer code
 	max24          = 1<<24 - 1
 	controlledQKey = 1 << 31 // the kernel's IB_QP_SET_QKEY

@@ -204,12 +204,26 @@ type QPAttr struct {
 	MaxDestRdAtomic  uint8
 	MinRNRTimer      uint8
 	PortNum          uint8
-	Timeout          uint8
-	RetryCnt         uint8
-	RNRRetry         uint8
-	AltPortNum       uint8
-	AltTimeout       uint8
-	RateLimit        uint32
+	// Timeout is the local ACK timeout exponent: an RC requester waits
+	// 4.096 µs × 2^Timeout for an acknowledgement before it retransmits
+	// (IBTA 9.7.6.1.3); 0 means no retransmit timer at all (as rxe).
+	Timeout uint8
+	// RetryCnt is the transport retry counter (0..7): the number of
+	// times an RC requester retransmits after a local ACK timeout or a
+	// PSN sequence error NAK before it completes the WR with
+	// WCRetryExcErr and moves the QP to ERR (IBTA 9.7.6.1.3). 7 means
+	// seven retries, not infinite: a dead peer is detected (RetryCnt+1)
+	// × the local ACK timeout after the first transmission. softnic
+	// differs here from Linux rxe, which retries for ever at 7
+	// (rxe_comp.c COMPST_ERROR_RETRY), and behaves as hardware NICs do.
+	// Progress (an acknowledgement that moves forward) restores it.
+	RetryCnt uint8
+	// RNRRetry is the RNR retry counter (0..7): how many RNR NAKs a
+	// requester retries after; 7 means retry for ever (IBTA 9.7.5.2.8).
+	RNRRetry   uint8
+	AltPortNum uint8
+	AltTimeout uint8
+	RateLimit  uint32
 }
 
 // WROpcode is a send work request's operation (enum ibv_wr_opcode).

@@ -211,9 +211,10 @@ func TestRCRNRTimerTable(t *testing.T) {
 // A peer that never answers: the requester retransmits after each local
 // ACK timeout, retry_cnt times, then completes the oldest WR with
 // RETRY_EXC_ERR and flushes the rest, signaled or not, and the QP is in
-// ERR (IBTA 9.7.6.1.3 C9-140; rxe COMPST_ERROR_RETRY).
+// ERR (IBTA 9.7.6.1.3; rxe COMPST_ERROR_RETRY). retry_cnt 7 is seven
+// retries: softnic, unlike rxe, does not retry for ever.
 func TestRCRetryExceeded(t *testing.T) {
-	for _, retry := range []uint8{0, 3, 6} {
+	for _, retry := range []uint8{0, 3, 6, 7} {
 		t.Run(string('0'+retry), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := fabric.New(fabric.Config{Seed: 1})
@@ -259,28 +260,106 @@ func TestRCRetryExceeded(t *testing.T) {
 	}
 }
 
-// retry_cnt 7 means retry forever: a SEND lost a dozen times still
-// completes.
-func TestRCRetryInfinite(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := fabric.New(fabric.Config{Seed: 1})
-		defer f.Close()
-		a, b := newPair(t, f, rcOpts)
-		rec := record(t, f)
-		const lost = 12
-		f.AddFilter(dropFirst(lost, ops(a, wire.RCSendOnly)))
+// A dead responder: everything it sends is lost. The requester's SEND
+// goes out exactly retry_cnt+1 times, one local ACK timeout apart (the
+// first transmission and retry_cnt retries, IBTA 9.7.6.1.3), and the WR
+// completes with RETRY_EXC_ERR (retry_cnt+1) × 4.096 µs × 2^timeout
+// after it was posted - for retry_cnt 7 too, which rxe takes as
+// "for ever" (rxe_comp.c COMPST_ERROR_RETRY) and softnic, as hardware
+// NICs, as seven.
+func TestRCRetryDeadResponder(t *testing.T) {
+	for _, retry := range []uint8{0, 1, 7} {
+		t.Run(string('0'+retry), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := fabric.New(fabric.Config{Seed: 1})
+				defer f.Close()
+				o := rcOpts
+				o.retry = retry
+				a, b := newPair(t, f, o)
+				rec := record(t, f)
+				f.AddFilter(fabric.DropIf(from(b)))
 
-		postRecv(t, b, recvWR(b, 1, 0, 64))
-		post(t, a, sendWR(a, 1, verbs.WRSend, 0, 64))
-		wantWC(t, waitWCFor(t, a.cq, 1, (lost+2)*timeout14)[0], 1, verbs.WCSuccess, verbs.WCSend)
-		wantWC(t, waitWC(t, b.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCRecv)
-		if got := rec.count(ops(a, wire.RCSendOnly)); got != lost+1 {
-			t.Errorf("SEND sent %d times, want %d", got, lost+1)
-		}
-		if got := a.dev.Counters().Timeouts; got != lost {
-			t.Errorf("timeouts %d, want %d", got, lost)
-		}
-	})
+				postRecv(t, b, recvWR(b, 1, 0, 64))
+				start := time.Now()
+				post(t, a, sendWR(a, 1, verbs.WRSend, 0, 64))
+				wcs := waitWCFor(t, a.cq, 1, time.Duration(retry+2)*timeout14)
+				elapsed := time.Since(start)
+				wantWC(t, wcs[0], 1, verbs.WCRetryExcErr, verbs.WCSend)
+				wantState(t, "requester", a, verbs.QPStateErr)
+				want := time.Duration(retry+1) * timeout14
+				if elapsed < want || elapsed > want+time.Millisecond {
+					t.Errorf("RETRY_EXC_ERR after %v, want %v = (%d+1) × %v", elapsed, want, retry, timeout14)
+				}
+				sends := rec.match(ops(a, wire.RCSendOnly))
+				if len(sends) != int(retry)+1 {
+					t.Fatalf("SEND transmitted %d times, want retry_cnt+1 = %d", len(sends), retry+1)
+				}
+				for i, s := range sends {
+					at := s.at.Sub(start)
+					if lo := time.Duration(i) * timeout14; at < lo || at > lo+time.Millisecond {
+						t.Errorf("transmission %d at %v, want %v", i, at, lo)
+					}
+				}
+				if got := a.dev.Counters().RetryExceededErr; got != 1 {
+					t.Errorf("retry_exceeded_err %d, want 1", got)
+				}
+				// Nothing more leaves the requester once it gave up.
+				settle(4 * timeout14)
+				if got := rec.count(from(a)); got != int(retry)+1 {
+					t.Errorf("%d packets from the requester after it gave up, want %d", got, retry+1)
+				}
+			})
+		})
+	}
+}
+
+// An answer that arrives before the last retry timed out still completes
+// the WR: the responder's first retry_cnt ACKs are lost, the ACK of the
+// last retransmission gets through and the SEND succeeds. The progress
+// restores the retry counter (rxe_comp.c reset_retry_counters), so the
+// next WR again gets retry_cnt full retries before RETRY_EXC_ERR.
+func TestRCRetryLastAnswerInTime(t *testing.T) {
+	for _, retry := range []uint8{1, 7} {
+		t.Run(string('0'+retry), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := fabric.New(fabric.Config{Seed: 1})
+				defer f.Close()
+				o := rcOpts
+				o.retry = retry
+				a, b := newPair(t, f, o)
+				rec := record(t, f)
+				acks := ops(b, wire.RCAck)
+				f.AddFilter(dropFirst(int(retry), acks))
+
+				postRecv(t, b, recvWR(b, 1, 0, 64), recvWR(b, 2, 64, 64))
+				start := time.Now()
+				post(t, a, sendWR(a, 1, verbs.WRSend, 0, 64))
+				wantWC(t, waitWCFor(t, a.cq, 1, time.Duration(retry+2)*timeout14)[0], 1, verbs.WCSuccess, verbs.WCSend)
+				if got, want := time.Since(start), time.Duration(retry)*timeout14; got < want || got > want+time.Millisecond {
+					t.Errorf("SEND completed after %v, want %v (at the last retry)", got, want)
+				}
+				wantWC(t, waitWC(t, b.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCRecv)
+				if got := rec.count(ops(a, wire.RCSendOnly)); got != int(retry)+1 {
+					t.Errorf("SEND transmitted %d times, want %d", got, retry+1)
+				}
+				wantState(t, "requester", a, verbs.QPStateRTS)
+
+				// The counter is whole again: the next SEND, all of whose
+				// ACKs are lost, is transmitted retry_cnt+1 times.
+				f.AddFilter(fabric.DropIf(acks))
+				before := rec.count(ops(a, wire.RCSendOnly))
+				start = time.Now()
+				post(t, a, sendWR(a, 2, verbs.WRSend, 0, 64))
+				wantWC(t, waitWCFor(t, a.cq, 1, time.Duration(retry+2)*timeout14)[0], 2, verbs.WCRetryExcErr, verbs.WCSend)
+				if got, want := time.Since(start), time.Duration(retry+1)*timeout14; got < want || got > want+time.Millisecond {
+					t.Errorf("second SEND failed after %v, want %v", got, want)
+				}
+				if got := rec.count(ops(a, wire.RCSendOnly)) - before; got != int(retry)+1 {
+					t.Errorf("second SEND transmitted %d times, want %d", got, retry+1)
+				}
+			})
+		})
+	}
 }
 
 // Timeout 0 means no retransmit timer at all (rxe_qp.c: qp_timeout_jiffies

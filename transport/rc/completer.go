@@ -10,7 +10,7 @@ import (
 // completer handles acknowledgements and responses (rxe_comp.c).
 type completer struct {
 	psn      wire.PSN // oldest PSN not yet acknowledged or answered
-	retryCnt uint8    // retries left (7 = infinite)
+	retryCnt uint8    // transport retries left; 7 is seven, not infinite
 	rnrRetry uint8    // RNR retries left (7 = infinite)
 	// retrying is set when a retry was started and nothing progressed
 	// since; further NAKs then start no new retry (rxe comp.started_retry).
@@ -297,6 +297,20 @@ func (c *completer) nakLocked(qp *QP, psn wire.PSN, syn wire.Syndrome) {
 
 // triggerRetryLocked asks the requester to go back to the oldest
 // unacknowledged PSN, spending one retry (rxe_comp.c COMPST_ERROR_RETRY).
+//
+// The transport retry counter counts retries: retry_cnt N allows exactly
+// N retransmissions after the first transmission, and when the next
+// local ACK timeout (or sequence error) finds it at zero the oldest WR
+// completes with RETRY_EXC_ERR (IBTA Vol 1 9.7.6.1.3, transport timer
+// and retry counter; only the RNR retry counter has an "infinite" value,
+// 9.7.5.2.8). A peer that stopped answering is therefore declared dead
+// (retry_cnt+1) × 4.096 µs × 2^timeout after the first transmission.
+// This deliberately differs from rxe, whose completer skips the
+// decrement at 7 (rxe_comp.c COMPST_ERROR_RETRY: "if
+// (qp->comp.retry_cnt != 7) qp->comp.retry_cnt--") and so retries for
+// ever; hardware NICs and the kernel's other software transports
+// (hfi1_restart_rc, qib_restart_rc: s_retry-- with no special value)
+// give up after seven.
 func (c *completer) triggerRetryLocked(qp *QP, timeout bool) {
 	if !timeout && c.retrying {
 		return // a retry is already under way
@@ -309,9 +323,7 @@ func (c *completer) triggerRetryLocked(qp *QP, timeout bool) {
 		qp.failLocked(qp.sq.headIdx, transport.WCRetryExcErr)
 		return
 	}
-	if c.retryCnt != 7 { // 7 means retry forever
-		c.retryCnt--
-	}
+	c.retryCnt-- // 7 too: seven retries, not infinite (see above)
 	qp.cfg.Counters.CompleterRetryErr.Add(1)
 	c.retrying = true
 	qp.req.needRetry = true

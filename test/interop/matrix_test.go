@@ -292,8 +292,9 @@ func matrix(full bool) []*tcase {
 	// UC and UD tools stop at the first lost message). srq_pingpong on one QP:
 	// with several, either side may post a SEND past the count the other waits
 	// for (it counts completions, not posts), and under loss that SEND goes to
-	// a QP already destroyed and is retried for ever - rdma-core's tool does
-	// the same against itself.
+	// a QP already destroyed and is retried: for ever by rxe (retry_cnt 7
+	// is "forever" to it), seven times by softnic, which then fails the
+	// WR with RETRY_EXC_ERR - rdma-core's tool does the same against itself.
 	for _, tool := range []string{"rc_pingpong", "srq_pingpong"} {
 		c := tcase{tool: tool, kind: pingpong, mtu: 1024, size: 4096, iters: 200, netem: lossSpec}
 		if tool == "srq_pingpong" {

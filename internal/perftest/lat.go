@@ -75,7 +75,7 @@ func (s *session) latWrite(ctx context.Context, x *wqe, size int) (LatResult, er
 			}
 			if n > 0 {
 				if wc[0].Status != verbs.WCSuccess {
-					return LatResult{}, compErr("client", wc[0], scnt, ccnt)
+					return LatResult{}, s.compErr("client", wc[0], scnt, ccnt)
 				}
 				ccnt++
 				s.prog.done.Add(1)
@@ -143,7 +143,7 @@ func (s *session) latClient(ctx context.Context, x *wqe, size int) (LatResult, e
 			}
 			if n > 0 {
 				if wc[0].Status != verbs.WCSuccess {
-					return LatResult{}, compErr("client", wc[0], scnt, scnt)
+					return LatResult{}, s.compErr("client", wc[0], scnt, scnt)
 				}
 				s.prog.done.Add(1)
 				if d.on && d.seen == stSample {
@@ -192,8 +192,7 @@ func (s *session) latSend(ctx context.Context, x *wqe, rq []*rwqe, size int) (La
 					continue
 				}
 				if wc[0].Status != verbs.WCSuccess {
-					return LatResult{}, fmt.Errorf(" Completion with error at server\n Failed status %d: wr_id %d syndrom 0x%x\n rcnt=%d (%s)",
-						wc[0].Status, int(wc[0].WRID), wc[0].VendorErr, rcnt, wc[0].Status)
+					return LatResult{}, s.recvErr(wc[0], rcnt)
 				}
 				rcnt++
 				if d.on && d.seen == stSample {
@@ -232,7 +231,7 @@ func (s *session) latSend(ctx context.Context, x *wqe, rq []*rwqe, size int) (La
 					}
 					if n > 0 {
 						if wc[0].Status != verbs.WCSuccess {
-							return LatResult{}, compErr("client", wc[0], scnt, scnt)
+							return LatResult{}, s.compErr("client", wc[0], scnt, scnt)
 						}
 						break
 					}

@@ -2,6 +2,7 @@ package perftest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -107,9 +108,36 @@ func waitCQ(ctx context.Context, cq *verbs.CQ, ch *verbs.CompChannel, events boo
 	return w.Poll(ctx, wc)
 }
 
-func compErr(where string, c verbs.WorkCompletion, a, b uint64) error {
-	return fmt.Errorf(" Completion with error at %s:\n Failed status %d: wr_id %d syndrom 0x%x\n scnt=%d, ccnt=%d (%s)",
-		where, c.Status, int(c.WRID), c.VendorErr, a, b, c.Status)
+// compErr is perftest's report of a failed send completion (after
+// poll_cq in run_iter_bw and the latency loops), with what it means
+// when the transport gave up on the peer (see wcErr).
+func (s *session) compErr(where string, c verbs.WorkCompletion, a, b uint64) error {
+	return s.wcErr(fmt.Sprintf(" Completion with error at %s:\n Failed status %d: wr_id %d syndrom 0x%x\n scnt=%d, ccnt=%d (%s)",
+		where, c.Status, int(c.WRID), c.VendorErr, a, b, c.Status), c)
+}
+
+// recvErr is perftest's report of a failed receive completion (its
+// wording says "server" on both sides, as the C tool's does).
+func (s *session) recvErr(c verbs.WorkCompletion, rcnt uint64) error {
+	return s.wcErr(fmt.Sprintf(" Completion with error at server\n Failed status %d: wr_id %d syndrom 0x%x\n rcnt=%d (%s)",
+		c.Status, int(c.WRID), c.VendorErr, rcnt, c.Status), c)
+}
+
+// wcErr is the error of the failed completion c that perftest reports
+// as text. When the transport gave up on the peer (RETRY_EXC_ERR,
+// RNR_RETRY_EXC_ERR; for a flushed WR, such a completion found on the
+// CQs, where the one that moved the QP to ERR came first), a last line
+// says so: "peer stopped answering: transport retry counter exceeded
+// after 7 retries" (errors.As finds the *toolnic.ErrRetryExceeded).
+func (s *session) wcErr(text string, c verbs.WorkCompletion) error {
+	pe := toolnic.PeerError(c, s.res.qps...)
+	if pe == nil && c.Status == verbs.WCWRFlushErr {
+		pe = toolnic.FindPeerError(s.res.cqs(), s.res.qps)
+	}
+	if pe == nil {
+		return errors.New(text)
+	}
+	return fmt.Errorf("%s\n%w", text, pe)
 }
 
 // bwClient is run_iter_bw: post up to tx_depth WRs per QP with CQ
@@ -193,7 +221,7 @@ func (s *session) bwClient(ctx context.Context, wq []*wqe, size int) (BWTimes, u
 		}
 		for _, c := range wc[:n] {
 			if c.Status != verbs.WCSuccess {
-				return t, 0, compErr("client", c, totS, totC)
+				return t, 0, s.compErr("client", c, totS, totC)
 			}
 			ccnt[c.WRID] += cqMod
 			totC += cqMod
@@ -257,8 +285,7 @@ func (s *session) bwServer(ctx context.Context, rq []*rwqe, size int) (BWTimes, 
 			}
 			for _, c := range wc[:n] {
 				if c.Status != verbs.WCSuccess {
-					return t, 0, fmt.Errorf(" Completion with error at server\n Failed status %d: wr_id %d syndrom 0x%x\n rcnt=%d (%s)",
-						c.Status, int(c.WRID), c.VendorErr, rcnt, c.Status)
+					return t, 0, s.recvErr(c, rcnt)
 				}
 				i := c.WRID
 				rcnt++

@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"time"
 	"unsafe"
 
+	"github.com/softnic/softnic/internal/toolnic"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -150,6 +152,25 @@ func newRes(cfg *Config, dev *verbs.Device, cycle, cacheLine int, mtu verbs.MTU,
 	}
 	ok = true
 	return r, nil
+}
+
+// cqs returns the CQs of the run (the receive CQ only when it is one of
+// its own).
+func (r *res) cqs() []*verbs.CQ {
+	if r.recvCQ != nil {
+		return []*verbs.CQ{r.sendCQ, r.recvCQ}
+	}
+	return []*verbs.CQ{r.sendCQ}
+}
+
+// retryBound is the longest any QP of the run can take to declare its
+// peer dead after its last progress (toolnic.RetryBound); 0 without RC.
+func (r *res) retryBound() time.Duration {
+	var b time.Duration
+	for _, qp := range r.qps {
+		b = max(b, toolnic.RetryBound(qp))
+	}
+	return b
 }
 
 func (r *res) close() {

@@ -96,6 +96,20 @@ func Run(ctx context.Context, cfg Config, env Env) (*Result, error) {
 	}
 	err := s.run(ctx)
 	s.result.Local, s.result.Remote = qpsOf(s.my), qpsOf(s.rem)
+	var ce *CommError
+	if errors.As(err, &ce) && s.res != nil && ctx.Err() == nil {
+		// The out-of-band connection broke (the peer exited or was
+		// killed) while RDMA work may be in flight: the transport's
+		// verdict on the peer names what happened and wins over the
+		// socket's EOF. It comes within the retry bound of the QPs'
+		// last progress, which was before the socket broke.
+		if b := s.res.retryBound(); b > 0 {
+			if pe := toolnic.AwaitPeerError(ctx, b+peerSlack, s.res.cqs(), s.res.qps); pe != nil {
+				fmt.Fprintf(env.Err, " %v\n", err)
+				err = pe
+			}
+		}
+	}
 	if s.res != nil {
 		s.res.close()
 	}
@@ -112,6 +126,11 @@ func Run(ctx context.Context, cfg Config, env Env) (*Result, error) {
 	}
 	return s.result, err
 }
+
+// peerSlack is what a tool waits beyond the QPs' retry bound for the
+// transport's verdict on a peer whose out-of-band connection broke: the
+// engine's timers and the processors' scheduling.
+const peerSlack = 100 * time.Millisecond
 
 func (s *session) printMsgs(msgs []Message) {
 	for _, m := range msgs {

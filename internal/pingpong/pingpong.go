@@ -156,6 +156,20 @@ func fail(err error, format string, args ...any) error {
 	return &Error{Msg: fmt.Sprintf(format, args...), Err: err}
 }
 
+// wcError is the error of the failed completion c: the C tool's words
+// ("Failed status ... for wr_id ..."), wrapping, when the transport gave
+// up on the peer, a *toolnic.ErrRetryExceeded that says so ("peer
+// stopped answering: transport retry counter exceeded after 7
+// retries"). A flushed WR has its cause looked for on cq, where the
+// completion that moved the QP to ERR came first.
+func wcError(c verbs.WorkCompletion, wrid int, cq *verbs.CQ, qps ...*verbs.QP) error {
+	pe := toolnic.PeerError(c, qps...)
+	if pe == nil && c.Status == verbs.WCWRFlushErr {
+		pe = toolnic.FindPeerError([]*verbs.CQ{cq}, qps)
+	}
+	return fail(pe, "Failed status %s (%d) for wr_id %d", c.Status, c.Status, wrid)
+}
+
 // ErrBadData is returned (wrapped) when -c found data that did not
 // survive the round trip.
 var ErrBadData = errors.New("received data differs from what was sent")

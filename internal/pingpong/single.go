@@ -315,7 +315,7 @@ func (p *single) loop(ctx context.Context) error {
 		}
 		for _, c := range wc[:n] {
 			if c.Status != verbs.WCSuccess {
-				return fail(nil, "Failed status %s (%d) for wr_id %d", c.Status, c.Status, int(c.WRID))
+				return wcError(c, int(c.WRID), p.cq, p.qp)
 			}
 			switch c.WRID {
 			case sendWRID:

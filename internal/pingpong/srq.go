@@ -305,7 +305,7 @@ func (p *srqCtx) loop(ctx context.Context) error {
 		}
 		for _, c := range wc[:n] {
 			if c.Status != verbs.WCSuccess {
-				return fail(nil, "Failed status %s (%d) for wr_id %d", c.Status, c.Status, int(c.WRID&0xff))
+				return wcError(c, int(c.WRID&0xff), p.cq, p.qps...)
 			}
 			qi := p.findQP(c.QPNum)
 			if qi < 0 {

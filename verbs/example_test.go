@@ -92,8 +92,8 @@ func (h *host) connect(me, peer peerInfo) {
 		State:       verbs.QPStateRTS,
 		SQPSN:       me.PSN,
 		Timeout:     14, // 4.096 µs × 2^14 ≈ 67 ms before a retransmission
-		RetryCnt:    7, // seven retransmissions, then RETRY_EXC_ERR (rxe: for ever)
-		RNRRetry:    7, // 7: retry forever while the peer has no receive posted
+		RetryCnt:    7,  // seven retransmissions, then RETRY_EXC_ERR (rxe: for ever)
+		RNRRetry:    7,  // 7: retry forever while the peer has no receive posted
 		MaxRdAtomic: 1,
 	}, verbs.QPAttrState|verbs.QPAttrSQPSN|verbs.QPAttrTimeout|verbs.QPAttrRetryCnt|
 		verbs.QPAttrRNRRetry|verbs.QPAttrMaxQPRdAtomic))

@@ -73,6 +73,8 @@ func TestE2EDeadPeer(t *testing.T) {
 		{"write_bw", []string{"-D", "60", "-s", "65536"}, "#bytes"},
 		{"write_bw", []string{"-n", "100000000", "-s", "4096"}, "#bytes"},
 		{"send_lat", []string{"-n", "100000000", "-s", "64"}, "#bytes"},
+		{"write_lat", []string{"-n", "100000000", "-s", "64"}, "#bytes"},
+		{"read_lat", []string{"-D", "60", "-s", "64"}, "remote address"}, // its server prints no header
 	} {
 		t.Run(tt.tool+strings.Join(tt.args, ""), func(t *testing.T) {
 			l := newLoopback(t, false)

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/softnic/softnic/internal/toolnic"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -51,7 +52,7 @@ func (s *session) latWrite(ctx context.Context, x *wqe, size int) (LatResult, er
 	for scnt < iters || ccnt < iters || rcnt < iters || (d.on && d.state(s.clk) != stEnd) {
 		if (rcnt < iters || d.on) && !(scnt < 1 && cfg.Server()) {
 			rcnt++
-			if err := s.awaitByte(ctx, poll, byte(rcnt), d); err != nil {
+			if err := s.awaitByte(ctx, x, poll, byte(rcnt), d); err != nil {
 				return LatResult{}, fmt.Errorf("%w (iteration %d)", err, rcnt)
 			}
 		}
@@ -88,13 +89,44 @@ func (s *session) latWrite(ctx context.Context, x *wqe, size int) (LatResult, er
 	return s.latResult(posted, sampled, d, size), nil
 }
 
+// probeWRID marks write_lat's liveness probes; the tool's own WRs carry
+// their QP's index.
+const probeWRID = ^uint64(0)
+
 // awaitByte waits until buf[off] holds v, or the duration run ends.
-func (s *session) awaitByte(ctx context.Context, off int, v byte, d *duration) error {
+//
+// While it waits the side has nothing in flight, so its transport could
+// never notice that the peer died. When the peer's WRITE is later than
+// one local ACK timeout, awaitByte sends a probe on x's QP: a signaled
+// zero-length RDMA WRITE to the peer's buffer, which places no data (IBTA
+// 9.4.3: a zero-length WRITE has no memory access) and needs no receive.
+// A live peer's NIC acknowledges it and the wait goes on (with a new
+// probe after each further timeout); a dead peer's is retried retry_cnt
+// times and fails with RETRY_EXC_ERR, and awaitByte reports that. The C
+// write_lat sends no probes and waits for ever. awaitByte returns with
+// no probe outstanding, so the send queue has room for the next WRITE.
+func (s *session) awaitByte(ctx context.Context, x *wqe, off int, v byte, d *duration) error {
 	start := time.Now()
 	spin := 0
+	var ack time.Duration // the local ACK timeout; 0: no probes (UC, timeout 0)
+	if toolnic.RetryBound(x.qp) > 0 {
+		attr, _ := x.qp.Query()
+		ack = time.Duration(4096<<attr.Timeout) * time.Nanosecond
+	}
+	nextProbe := start.Add(ack)
+	probing := false
+	wc := make([]verbs.WorkCompletion, 1)
+	probeDone := func(c verbs.WorkCompletion) error {
+		if c.Status != verbs.WCSuccess {
+			return s.compErr(s.result.Side, c, 0, 0)
+		}
+		probing = false
+		nextProbe = time.Now().Add(ack)
+		return nil
+	}
 	for peek(s.res.buf, off) != v {
 		if d.on && d.state(s.clk) == stEnd {
-			return nil
+			break
 		}
 		if spin++; spin < 1000 {
 			runtime.Gosched()
@@ -106,7 +138,31 @@ func (s *session) awaitByte(ctx context.Context, off int, v byte, d *duration) e
 		if time.Since(start) > s.env.Stall {
 			return fmt.Errorf("timeout: the peer's RDMA WRITE did not arrive within %v", s.env.Stall)
 		}
+		if probing {
+			if s.res.sendCQ.Poll(wc) > 0 {
+				if err := probeDone(wc[0]); err != nil {
+					return err
+				}
+			}
+		} else if ack > 0 && time.Now().After(nextProbe) {
+			if _, err := x.qp.PostSend(verbs.SendWR{WRID: probeWRID, Opcode: verbs.WRRDMAWrite,
+				Flags: verbs.SendSignaled, RemoteAddr: x.remBase, RKey: x.rkey}); err != nil {
+				return fmt.Errorf("Couldn't post a probe: %w", err)
+			}
+			probing = true
+		}
 		time.Sleep(20 * time.Microsecond)
+	}
+	for probing {
+		n, err := waitCQ(ctx, s.res.sendCQ, s.res.sendCh, false, s.env.Stall, 0, wc)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			if err := probeDone(wc[0]); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

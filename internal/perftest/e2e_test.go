@@ -7,12 +7,14 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/internal/tooljson"
 	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/wire"
 )
 
 type side struct {
@@ -32,6 +34,13 @@ func runPairEnv(t *testing.T, cfg Config, scfgMod func(*Config), envMod func(*En
 	t.Helper()
 	f := fabric.New(fabric.Config{Seed: 1})
 	t.Cleanup(func() { f.Close() })
+	return runPairOn(t, f, cfg, scfgMod)
+}
+
+// runPairOn is runPair on the fabric f: the server at 10.0.0.1, the
+// client at 10.0.0.2.
+func runPairOn(t *testing.T, f *fabric.Fabric, cfg Config, scfgMod func(*Config)) (srv, cli *side) {
+	t.Helper()
 	open := func(a string) *verbs.Device {
 		ep, err := f.Attach(netip.MustParseAddr(a))
 		if err != nil {
@@ -194,4 +203,36 @@ func TestProgressAndJSON(t *testing.T) {
 	if err := tooljson.Decode(sout.Bytes(), &got); err != nil || got.Side != "server" || len(got.BW) != 1 {
 		t.Errorf("server JSON: %v %+v\n%s", err, got, sout.String())
 	}
+}
+
+// A live peer whose WRITEs come late (each delayed 150 ms, beyond the
+// local ACK timeout of 67 ms): write_lat's waiting side probes it with
+// zero-length RDMA WRITEs, the peer's NIC acknowledges them, and the run
+// completes as if there were none - the probes place no data and take no
+// completion the iterations count.
+func TestWriteLatProbesLivePeer(t *testing.T) {
+	f := fabric.New(fabric.Config{Seed: 1})
+	t.Cleanup(func() { f.Close() })
+	srvAddr, cliAddr := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	f.AddFilter(fabric.OnMatch(fabric.And(fabric.From(srvAddr), fabric.OpcodeIs(wire.RCWriteOnly)), fabric.Delay(150*time.Millisecond)))
+	var probes atomic.Int64
+	remove := f.Tap(func(p fabric.Packet) {
+		if p.Src == cliAddr && p.Parsed && p.Wire.Opcode == wire.RCWriteOnly && len(p.Wire.Payload) == 0 {
+			probes.Add(1)
+		}
+	})
+	defer remove()
+	cfg := Defaults(Write, Lat)
+	cfg.Iters, cfg.Size = 5, 64
+	srv, cli := runPairOn(t, f, cfg, nil)
+	if srv.err != nil || cli.err != nil {
+		t.Fatalf("server: %v\n%s\nclient: %v\n%s", srv.err, srv.errOut.String(), cli.err, cli.errOut.String())
+	}
+	if probes.Load() == 0 {
+		t.Errorf("the client sent no probe while the server's WRITEs were 150 ms late")
+	}
+	if len(cli.res.Lat) != 1 || cli.res.Lat[0].Iters != 5 {
+		t.Errorf("client's result %+v, want one line of 5 iterations", cli.res.Lat)
+	}
+	t.Logf("%d probes", probes.Load())
 }

@@ -3,6 +3,8 @@ package perftest
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"net"
 	"net/netip"
 	"strings"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/internal/tooljson"
+	"github.com/softnic/softnic/internal/toolnic"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/wire"
 )
@@ -34,12 +37,12 @@ func runPairEnv(t *testing.T, cfg Config, scfgMod func(*Config), envMod func(*En
 	t.Helper()
 	f := fabric.New(fabric.Config{Seed: 1})
 	t.Cleanup(func() { f.Close() })
-	return runPairOn(t, f, cfg, scfgMod)
+	return runPairOn(t, f, cfg, scfgMod, envMod)
 }
 
-// runPairOn is runPair on the fabric f: the server at 10.0.0.1, the
+// runPairOn is runPairEnv on the fabric f: the server at 10.0.0.1, the
 // client at 10.0.0.2.
-func runPairOn(t *testing.T, f *fabric.Fabric, cfg Config, scfgMod func(*Config)) (srv, cli *side) {
+func runPairOn(t *testing.T, f *fabric.Fabric, cfg Config, scfgMod func(*Config), envMod func(*Env)) (srv, cli *side) {
 	t.Helper()
 	open := func(a string) *verbs.Device {
 		ep, err := f.Attach(netip.MustParseAddr(a))
@@ -224,7 +227,7 @@ func TestWriteLatProbesLivePeer(t *testing.T) {
 	defer remove()
 	cfg := Defaults(Write, Lat)
 	cfg.Iters, cfg.Size = 5, 64
-	srv, cli := runPairOn(t, f, cfg, nil)
+	srv, cli := runPairOn(t, f, cfg, nil, func(*Env) {})
 	if srv.err != nil || cli.err != nil {
 		t.Fatalf("server: %v\n%s\nclient: %v\n%s", srv.err, srv.errOut.String(), cli.err, cli.errOut.String())
 	}
@@ -235,4 +238,89 @@ func TestWriteLatProbesLivePeer(t *testing.T) {
 		t.Errorf("client's result %+v, want one line of 5 iterations", cli.res.Lat)
 	}
 	t.Logf("%d probes", probes.Load())
+}
+
+// A -D run whose server dies shortly before the end: its NIC falls silent
+// and its out-of-band connection closes. The client's duration ends with
+// WRITEs in flight and its closing handshake meets EOF; it then waits for
+// the transport's verdict, which names what happened and wins over the
+// socket's EOF. Local ACK timeout 17 (537 ms, bound 8 × 537 ms) keeps the
+// verdict well after the end of the duration and the silence well before.
+func TestDurationRunPeerDiesAtTheEnd(t *testing.T) {
+	f := fabric.New(fabric.Config{Seed: 1})
+	t.Cleanup(func() { f.Close() })
+	srvAddr := netip.MustParseAddr("10.0.0.1")
+	var silent atomic.Bool
+	f.AddFilter(func(p *fabric.Packet) fabric.Action {
+		if silent.Load() && p.Src == srvAddr {
+			return fabric.Drop
+		}
+		return fabric.Pass
+	})
+	open := func(a netip.Addr) *verbs.Device {
+		ep, err := f.Attach(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := verbs.Open(verbs.Config{Link: ep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		return d
+	}
+	sdev, cdev := open(srvAddr), open(netip.MustParseAddr("10.0.0.2"))
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Defaults(Write, BW)
+	cfg.Duration, cfg.Size, cfg.QPTimeout = 3*time.Second, 4096, 17
+	ccfg := cfg
+	ccfg.ServerName, ccfg.Port = "127.0.0.1", ln.Addr().(*net.TCPAddr).Port
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sctx, kill := context.WithCancel(ctx)
+	defer kill()
+	var cliOut, cliErr syncBuffer
+	var srvErr bytes.Buffer
+	done := make(chan error, 2)
+	go func() {
+		_, err := Run(sctx, cfg, Env{Dev: sdev, Out: io.Discard, Err: &srvErr, Listener: ln, Stall: 20 * time.Second})
+		done <- err
+	}()
+	var cliRunErr error
+	cliDone := make(chan struct{})
+	go func() {
+		defer close(cliDone)
+		_, cliRunErr = Run(ctx, ccfg, Env{Dev: cdev, Out: &cliOut, Err: &cliErr, Stall: 20 * time.Second, ConnectRetry: 10 * time.Second})
+	}()
+	// The client prints the header as its duration starts.
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(cliOut.String(), "#bytes") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the run did not start:\n%s%s", cliOut.String(), cliErr.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	started := time.Now()
+	time.Sleep(cfg.Duration - time.Second) // one second before the end
+	silent.Store(true)
+	kill()
+	<-done
+	<-cliDone
+	took := time.Since(started)
+	var re *toolnic.ErrRetryExceeded
+	if !errors.As(cliRunErr, &re) || re.RNR || re.Retries != 7 {
+		t.Fatalf("client: %v, want the transport's verdict (7 retries)\n%s", cliRunErr, cliErr.String())
+	}
+	if !strings.Contains(cliErr.String(), "out-of-band exchange") {
+		t.Errorf("the client did not meet the EOF first (the verdict came during the run):\n%s", cliErr.String())
+	}
+	// The verdict: 8 local ACK timeouts after the silence began, 2 s
+	// into the run.
+	if bound := cfg.Duration - time.Second + 8*(4096<<17)*time.Nanosecond; took > bound+time.Second {
+		t.Errorf("client ended %v into the run, want by %v", took, bound)
+	}
+	t.Logf("client ended %v into the run: %v", took, cliRunErr)
 }

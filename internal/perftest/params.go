@@ -66,6 +66,18 @@
 // A latency test has "latency" ([LatResult]: t_min_usec, t_max_usec,
 // t_typical_usec, t_avg_usec, t_stdev_usec, p99_usec, p99_9_usec, and
 // tps_average in duration runs) where a bandwidth test has "bw".
+//
+// A peer that dies mid-run: RC QPs have perftest's timeout (-u, 14) and
+// retry_cnt 7, which softnic takes as seven retries, so work in flight
+// fails within 8 local ACK timeouts and the run ends with "peer stopped
+// answering: transport retry counter exceeded after 7 retries" (or "peer
+// not ready: RNR retry counter exceeded after 7 retries") after perftest's
+// own completion-error lines. When the out-of-band connection breaks
+// first (a -D run's closing handshake), the tool waits up to that bound
+// for the transport's verdict before it reports the EOF. write_lat, whose
+// waiting side has nothing in flight, probes a silent peer with
+// zero-length WRITEs (see awaitByte). The passive sides of the bandwidth
+// tests send nothing and learn of a dead client from the out-of-band EOF.
 package perftest
 
 import (

@@ -13,7 +13,13 @@
 // works; waits are bounded (Env.Stall); and "-c" checks every byte, not
 // only the first of each page, while staying compatible with the C tools'
 // check, and a failed check is an error (exit status 1) rather than a
-// printed line only.
+// printed line only. A peer that dies mid-run ends an RC run when the
+// transport gives up on it - retry_cnt 7 is seven retries in softnic, so
+// within 8 local ACK timeouts (8 × 67 ms) - and the error says so:
+// "peer stopped answering: transport retry counter exceeded after 7
+// retries" (or "peer not ready: RNR retry counter exceeded after 7
+// retries"). UC and UD have no acknowledgements: a dead peer there shows
+// as the stall timeout.
 package pingpong
 
 import (

@@ -208,36 +208,48 @@ func TestProgressAndJSON(t *testing.T) {
 	}
 }
 
-// A live peer whose WRITEs come late (each delayed 150 ms, beyond the
-// local ACK timeout of 67 ms): write_lat's waiting side probes it with
-// zero-length RDMA WRITEs, the peer's NIC acknowledges them, and the run
-// completes as if there were none - the probes place no data and take no
-// completion the iterations count.
-func TestWriteLatProbesLivePeer(t *testing.T) {
-	f := fabric.New(fabric.Config{Seed: 1})
-	t.Cleanup(func() { f.Close() })
-	srvAddr, cliAddr := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
-	f.AddFilter(fabric.OnMatch(fabric.And(fabric.From(srvAddr), fabric.OpcodeIs(wire.RCWriteOnly)), fabric.Delay(150*time.Millisecond)))
-	var probes atomic.Int64
-	remove := f.Tap(func(p fabric.Packet) {
-		if p.Src == cliAddr && p.Parsed && p.Wire.Opcode == wire.RCWriteOnly && len(p.Wire.Payload) == 0 {
-			probes.Add(1)
-		}
-	})
-	defer remove()
-	cfg := Defaults(Write, Lat)
-	cfg.Iters, cfg.Size = 5, 64
-	srv, cli := runPairOn(t, f, cfg, nil, func(*Env) {})
-	if srv.err != nil || cli.err != nil {
-		t.Fatalf("server: %v\n%s\nclient: %v\n%s", srv.err, srv.errOut.String(), cli.err, cli.errOut.String())
+// A live peer whose messages come late (each delayed 150 ms, beyond the
+// local ACK timeout of 67 ms): write_lat's and send_lat's waiting side
+// probes it with zero-length RDMA WRITEs, the peer's NIC acknowledges
+// them, and the run completes as if there were none - the probes place
+// no data, consume no receive and take no completion the iterations
+// count.
+func TestLatProbesLivePeer(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		verb Verb
+		op   wire.Opcode // the peer's message, delayed
+	}{
+		{"write_lat", Write, wire.RCWriteOnly},
+		{"send_lat", Send, wire.RCSendOnly},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := fabric.New(fabric.Config{Seed: 1})
+			t.Cleanup(func() { f.Close() })
+			srvAddr, cliAddr := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+			f.AddFilter(fabric.OnMatch(fabric.And(fabric.From(srvAddr), fabric.OpcodeIs(tt.op)), fabric.Delay(150*time.Millisecond)))
+			var probes atomic.Int64
+			remove := f.Tap(func(p fabric.Packet) {
+				if p.Src == cliAddr && p.Parsed && p.Wire.Opcode == wire.RCWriteOnly && len(p.Wire.Payload) == 0 {
+					probes.Add(1)
+				}
+			})
+			defer remove()
+			cfg := Defaults(tt.verb, Lat)
+			cfg.Iters, cfg.Size = 5, 64
+			srv, cli := runPairOn(t, f, cfg, nil, func(*Env) {})
+			if srv.err != nil || cli.err != nil {
+				t.Fatalf("server: %v\n%s\nclient: %v\n%s", srv.err, srv.errOut.String(), cli.err, cli.errOut.String())
+			}
+			if probes.Load() == 0 {
+				t.Errorf("the client sent no probe while the server's messages were 150 ms late")
+			}
+			if len(cli.res.Lat) != 1 || cli.res.Lat[0].Iters != 5 {
+				t.Errorf("client's result %+v, want one line of 5 iterations", cli.res.Lat)
+			}
+			t.Logf("%d probes", probes.Load())
+		})
 	}
-	if probes.Load() == 0 {
-		t.Errorf("the client sent no probe while the server's WRITEs were 150 ms late")
-	}
-	if len(cli.res.Lat) != 1 || cli.res.Lat[0].Iters != 5 {
-		t.Errorf("client's result %+v, want one line of 5 iterations", cli.res.Lat)
-	}
-	t.Logf("%d probes", probes.Load())
 }
 
 // A -D run whose server dies shortly before the end: its NIC falls silent

@@ -89,41 +89,103 @@ func (s *session) latWrite(ctx context.Context, x *wqe, size int) (LatResult, er
 	return s.latResult(posted, sampled, d, size), nil
 }
 
-// probeWRID marks write_lat's liveness probes; the tool's own WRs carry
-// their QP's index.
+// probeWRID marks the liveness probes; the tool's own WRs carry their
+// QP's index.
 const probeWRID = ^uint64(0)
 
-// awaitByte waits until buf[off] holds v, or the duration run ends.
+// prober keeps a waiting side's transport informed about its peer.
 //
-// While it waits the side has nothing in flight, so its transport could
-// never notice that the peer died. When the peer's WRITE is later than
-// one local ACK timeout, awaitByte sends a probe on x's QP: a signaled
-// zero-length RDMA WRITE to the peer's buffer, which places no data (IBTA
-// 9.4.3: a zero-length WRITE has no memory access) and needs no receive.
-// A live peer's NIC acknowledges it and the wait goes on (with a new
-// probe after each further timeout); a dead peer's is retried retry_cnt
-// times and fails with RETRY_EXC_ERR, and awaitByte reports that. The C
-// write_lat sends no probes and waits for ever. awaitByte returns with
-// no probe outstanding, so the send queue has room for the next WRITE.
+// write_lat and send_lat wait for the peer's message with nothing of
+// their own in flight, so their transport could never notice that the
+// peer died. When the peer's message is later than one local ACK timeout,
+// the waiting side sends a probe on its QP: a signaled zero-length RDMA
+// WRITE, which places no data, needs no receive and has its R_Key left
+// unchecked (C9-88; rxe_resp.c check_rkey and softnic's mem.Remote skip
+// zero-length accesses); both tools' QPs allow remote writes. A live
+// peer's NIC acknowledges it and the wait goes on, with a new probe after
+// each further timeout; a dead peer's is retried retry_cnt times and
+// fails with RETRY_EXC_ERR, which the wait reports. The C tools send no
+// probes and wait for ever. No probe is sent with -e (the wait sleeps on
+// the completion channel), on UC, or without a retransmit timer.
+type prober struct {
+	s    *session
+	x    *wqe
+	ack  time.Duration // the local ACK timeout; 0: no probes
+	next time.Time     // when the next probe is due
+	out  bool          // a probe awaits its completion
+	wc   []verbs.WorkCompletion
+}
+
+func (s *session) newProber(x *wqe) *prober {
+	p := &prober{s: s, x: x, wc: make([]verbs.WorkCompletion, 1)}
+	if toolnic.RetryBound(x.qp) > 0 && !s.cfg.Events {
+		attr, _ := x.qp.Query()
+		p.ack = time.Duration(4096<<attr.Timeout) * time.Nanosecond
+	}
+	p.next = time.Now().Add(p.ack)
+	return p
+}
+
+// done handles the probe's completion.
+func (p *prober) done(c verbs.WorkCompletion) error {
+	if c.Status != verbs.WCSuccess {
+		return p.s.compErr(p.s.result.Side, c, 0, 0)
+	}
+	p.out = false
+	p.next = time.Now().Add(p.ack)
+	return nil
+}
+
+// tick, called while the wait goes on, reaps the probe's completion or
+// sends the next probe when it is due; it returns the transport's
+// verdict on a dead peer. A probe that finds the send queue full is not
+// needed: what fills it is in flight and gets a verdict of its own.
+func (p *prober) tick() error {
+	if p.ack == 0 {
+		return nil
+	}
+	if p.out {
+		if p.s.res.sendCQ.Poll(p.wc) > 0 {
+			return p.done(p.wc[0])
+		}
+		return nil
+	}
+	if time.Now().Before(p.next) {
+		return nil
+	}
+	if _, err := p.x.qp.PostSend(verbs.SendWR{WRID: probeWRID, Opcode: verbs.WRRDMAWrite,
+		Flags: verbs.SendSignaled, RemoteAddr: p.x.remBase, RKey: p.x.rkey}); err != nil {
+		p.next = time.Now().Add(p.ack)
+		return nil
+	}
+	p.out = true
+	return nil
+}
+
+// finish waits for an outstanding probe's completion, so that the send
+// queue has room for the tool's next WR and the tool never polls the
+// probe's completion as its own.
+func (p *prober) finish(ctx context.Context) error {
+	for p.out {
+		n, err := waitCQ(ctx, p.s.res.sendCQ, p.s.res.sendCh, false, p.s.env.Stall, 0, p.wc)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			if err := p.done(p.wc[0]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// awaitByte waits until buf[off] holds v, or the duration run ends,
+// probing a silent peer (see prober).
 func (s *session) awaitByte(ctx context.Context, x *wqe, off int, v byte, d *duration) error {
 	start := time.Now()
 	spin := 0
-	var ack time.Duration // the local ACK timeout; 0: no probes (UC, timeout 0)
-	if toolnic.RetryBound(x.qp) > 0 {
-		attr, _ := x.qp.Query()
-		ack = time.Duration(4096<<attr.Timeout) * time.Nanosecond
-	}
-	nextProbe := start.Add(ack)
-	probing := false
-	wc := make([]verbs.WorkCompletion, 1)
-	probeDone := func(c verbs.WorkCompletion) error {
-		if c.Status != verbs.WCSuccess {
-			return s.compErr(s.result.Side, c, 0, 0)
-		}
-		probing = false
-		nextProbe = time.Now().Add(ack)
-		return nil
-	}
+	pr := s.newProber(x)
 	for peek(s.res.buf, off) != v {
 		if d.on && d.state(s.clk) == stEnd {
 			break
@@ -138,33 +200,12 @@ func (s *session) awaitByte(ctx context.Context, x *wqe, off int, v byte, d *dur
 		if time.Since(start) > s.env.Stall {
 			return fmt.Errorf("timeout: the peer's RDMA WRITE did not arrive within %v", s.env.Stall)
 		}
-		if probing {
-			if s.res.sendCQ.Poll(wc) > 0 {
-				if err := probeDone(wc[0]); err != nil {
-					return err
-				}
-			}
-		} else if ack > 0 && time.Now().After(nextProbe) {
-			if _, err := x.qp.PostSend(verbs.SendWR{WRID: probeWRID, Opcode: verbs.WRRDMAWrite,
-				Flags: verbs.SendSignaled, RemoteAddr: x.remBase, RKey: x.rkey}); err != nil {
-				return fmt.Errorf("Couldn't post a probe: %w", err)
-			}
-			probing = true
+		if err := pr.tick(); err != nil {
+			return err
 		}
 		time.Sleep(20 * time.Microsecond)
 	}
-	for probing {
-		n, err := waitCQ(ctx, s.res.sendCQ, s.res.sendCh, false, s.env.Stall, 0, wc)
-		if err != nil {
-			return err
-		}
-		if n > 0 {
-			if err := probeDone(wc[0]); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return pr.finish(ctx)
 }
 
 // latClient is run_iter_lat (read_lat, atomic_lat): post one READ or
@@ -232,6 +273,8 @@ func (s *session) latSend(ctx context.Context, x *wqe, rq []*rwqe, size int) (La
 	cqMod := uint64(cfg.CQMod)
 	for scnt < iters || rcnt < iters || (d.on && d.state(s.clk) != stEnd) {
 		if (rcnt < iters || d.on) && !(scnt < 1 && !cfg.Server()) {
+			pr := s.newProber(x)
+			start := time.Now()
 			for {
 				if d.on && d.state(s.clk) == stEnd {
 					break
@@ -240,12 +283,30 @@ func (s *session) latSend(ctx context.Context, x *wqe, rq []*rwqe, size int) (La
 				if d.on {
 					maxWait = d.next() + time.Millisecond
 				}
-				n, err := waitCQ(ctx, r.recvCQ, r.recvCh, cfg.Events, s.env.Stall, maxWait, wc)
+				if pr.ack > 0 && (maxWait == 0 || pr.ack < maxWait) {
+					maxWait = pr.ack // wake up to probe a silent peer
+				}
+				n, err := 0, error(nil)
+				if !cfg.Events {
+					n = r.recvCQ.Poll(wc) // the common case, without a timer
+				}
+				if n == 0 {
+					n, err = waitCQ(ctx, r.recvCQ, r.recvCh, cfg.Events, s.env.Stall, maxWait, wc)
+				}
 				if err != nil {
 					return LatResult{}, fmt.Errorf("%w (received %d)", err, rcnt)
 				}
 				if n == 0 {
+					if err := pr.tick(); err != nil {
+						return LatResult{}, err
+					}
+					if time.Since(start) > s.env.Stall {
+						return LatResult{}, fmt.Errorf("%w (received %d)", &toolnic.ErrStall{What: "work completion", After: s.env.Stall}, rcnt)
+					}
 					continue
+				}
+				if err := pr.finish(ctx); err != nil {
+					return LatResult{}, err
 				}
 				if wc[0].Status != verbs.WCSuccess {
 					return LatResult{}, s.recvErr(wc[0], rcnt)

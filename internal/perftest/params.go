@@ -74,9 +74,10 @@
 // not ready: RNR retry counter exceeded after 7 retries") after perftest's
 // own completion-error lines. When the out-of-band connection breaks
 // first (a -D run's closing handshake), the tool waits up to that bound
-// for the transport's verdict before it reports the EOF. write_lat, whose
-// waiting side has nothing in flight, probes a silent peer with
-// zero-length WRITEs (see awaitByte). The passive sides of the bandwidth
+// for the transport's verdict before it reports the EOF. write_lat and
+// send_lat, whose waiting side has nothing in flight, probe a silent peer
+// with zero-length WRITEs after one local ACK timeout (see prober), so
+// theirs comes within retry_cnt+2 timeouts. The passive sides of the bandwidth
 // tests send nothing and learn of a dead client from the out-of-band EOF.
 package perftest
 

@@ -19,7 +19,10 @@
 // "peer stopped answering: transport retry counter exceeded after 7
 // retries" (or "peer not ready: RNR retry counter exceeded after 7
 // retries"). UC and UD have no acknowledgements: a dead peer there shows
-// as the stall timeout.
+// as the stall timeout, as it does when an RC peer dies after its NIC
+// acknowledged the last SEND and before it answered (nothing is in
+// flight then, and the QPs allow no remote access that a probe could
+// use, unlike perftest's write_lat and send_lat).
 package pingpong
 
 import (

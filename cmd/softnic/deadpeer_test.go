@@ -67,17 +67,25 @@ func TestE2EDeadPeer(t *testing.T) {
 		tool  string
 		args  []string
 		ready string // what the server prints once the run is under way
+		// mayIdle: the client may have nothing in flight when the server
+		// dies - rc_pingpong's client, between the ACK of its SEND and
+		// the server's answer, waits for a receive only, and its QP
+		// allows no remote access a probe could use. Then no transport
+		// can tell that the peer died, and the run ends at the stall
+		// timeout (--timeout) instead, saying so.
+		mayIdle bool
 	}{
-		{"rc_pingpong", []string{"-n", "100000000", "-s", "4096"}, "remote address"},
-		{"srq_pingpong", []string{"-n", "100000000", "-q", "4", "-s", "1024"}, "remote address"},
-		{"write_bw", []string{"-D", "60", "-s", "65536"}, "#bytes"},
+		{"rc_pingpong", []string{"-n", "100000000", "-s", "4096"}, "remote address", true},
+		// 16 QPs: the client always has a SEND in flight on one of them.
+		{"srq_pingpong", []string{"-n", "100000000", "-q", "16", "-s", "1024"}, "remote address", false},
+		{"write_bw", []string{"-D", "60", "-s", "65536"}, "#bytes", false},
 		// perftest keeps a timestamp per iteration (16 bytes in the bw
 		// tests, 8 in the latency ones), allocated as the run starts: -n
 		// stays small enough that the client is in its loop at the kill.
-		{"write_bw", []string{"-n", "1000000", "-s", "65536"}, "#bytes"},
-		{"send_lat", []string{"-n", "1000000", "-s", "64"}, "#bytes"},
-		{"write_lat", []string{"-n", "1000000", "-s", "64"}, "#bytes"},
-		{"read_lat", []string{"-D", "60", "-s", "64"}, "remote address"}, // its server prints no header
+		{"write_bw", []string{"-n", "1000000", "-s", "65536"}, "#bytes", false},
+		{"send_lat", []string{"-n", "1000000", "-s", "64"}, "#bytes", false},
+		{"write_lat", []string{"-n", "1000000", "-s", "64"}, "#bytes", false},
+		{"read_lat", []string{"-D", "60", "-s", "64"}, "remote address", false}, // its server prints no header
 	} {
 		t.Run(tt.tool+strings.Join(tt.args, ""), func(t *testing.T) {
 			l := newLoopback(t, false)
@@ -95,8 +103,12 @@ func TestE2EDeadPeer(t *testing.T) {
 			}
 			defer srv.Wait()
 			defer srv.Process.Kill()
+			stall := 30 * time.Second
+			if tt.mayIdle {
+				stall = 3 * time.Second
+			}
 			cli := exec.CommandContext(ctx, binary, append(append(append(append([]string{tt.tool, "-p", port}, l.client()...),
-				"--timeout", "30s", "--connect-timeout", "30s"), tt.args...), l.a)...)
+				"--timeout", stall.String(), "--connect-timeout", "30s"), tt.args...), l.a)...)
 			var cliOut, cliErr syncBuffer
 			cli.Stdout, cli.Stderr = &cliOut, &cliErr
 			if err := cli.Start(); err != nil {
@@ -131,6 +143,14 @@ func TestE2EDeadPeer(t *testing.T) {
 			ee, ok := err.(*exec.ExitError)
 			if !ok || ee.ExitCode() == 0 {
 				t.Errorf("client exit: %v, want a non-zero status", err)
+			}
+			if tt.mayIdle && strings.Contains(cliErr.String(), "timeout: no work completion for "+stall.String()) {
+				// Nothing was in flight: the stall timeout, no sooner.
+				t.Logf("nothing in flight at the kill: the stall timeout ended the run")
+				if took < stall || took > stall+deadPeerSlack {
+					t.Errorf("client ended %v after the kill, want %v (+ %v)", took, stall, deadPeerSlack)
+				}
+				return
 			}
 			if !strings.Contains(cliErr.String(), deadPeerMsg) {
 				t.Errorf("client's stderr lacks %q:\n%s", deadPeerMsg, cliErr.String())

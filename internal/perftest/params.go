@@ -77,8 +77,9 @@
 // for the transport's verdict before it reports the EOF. write_lat and
 // send_lat, whose waiting side has nothing in flight, probe a silent peer
 // with zero-length WRITEs after one local ACK timeout (see prober), so
-// theirs comes within retry_cnt+2 timeouts. The passive sides of the bandwidth
-// tests send nothing and learn of a dead client from the out-of-band EOF.
+// theirs comes within retry_cnt+2 timeouts. The passive sides of the
+// bandwidth tests send nothing: they learn of a dead client from the
+// out-of-band EOF, or in send_bw's receive loop from the stall timeout.
 package perftest
 
 import (

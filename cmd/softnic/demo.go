@@ -12,16 +12,24 @@ import (
 
 // runDemo implements "softnic demo".
 func runDemo(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("demo", "demo [-v] [--addr-a IP] [--addr-b IP] [--port-udp N]\n\n"+
+	fs := newFlagSet("demo", "demo [-v] [--addr-a IP] [--addr-b IP] [--port-udp N] [--role both|server|client] [--port N]\n\n"+
 		"Starts two softnic processes, each with its own NIC (127.0.0.1 and 127.0.0.2 by\n"+
 		"default), and has them run an RC ping-pong, an RDMA WRITE bandwidth test, RDMA\n"+
 		"READs and atomics against each other over RoCEv2 (UDP), with the rc_pingpong\n"+
 		"and perftest look-alikes, every run checking its data. Exits 0 only if every\n"+
-		"run passed and every byte checked out.", stderr)
+		"run passed and every byte checked out.\n\n"+
+		"Across two hosts, run the same command on both but for --role: the servers'\n"+
+		"half on the host at --addr-a, the clients' half on the host at --addr-b, in\n"+
+		"either order (each waits 45 s for the other at each step):\n\n"+
+		"  hostA$ softnic demo --addr-a 10.0.0.1 --addr-b 10.0.0.2 --role server\n"+
+		"  hostB$ softnic demo --addr-a 10.0.0.1 --addr-b 10.0.0.2 --role client\n\n"+
+		"The steps use TCP ports --port, --port+1, ... for their out-of-band exchange.", stderr)
 	verbose := fs.Bool("v", false, "also print every tool's own output")
 	a := fs.String("addr-a", "127.0.0.1", "the first NIC's address (the servers')")
 	b := fs.String("addr-b", "127.0.0.2", "the second NIC's address (the clients')")
 	port := fs.Uint("port-udp", 4791, "the RoCEv2 UDP port of both NICs")
+	role := fs.String("role", "both", "both: run both processes here; server or client: one half of a demo across two hosts")
+	tcp := fs.Uint("port", 0, fmt.Sprintf("the first step's TCP port (default: any free port; %d with --role server or client)", demo.DefaultPort))
 	rest, status, ok := parseArgs(fs, args)
 	if !ok {
 		return status
@@ -32,8 +40,13 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	}
 	aa, err1 := netip.ParseAddr(*a)
 	ba, err2 := netip.ParseAddr(*b)
-	if err := errors.Join(err1, err2); err != nil || *port == 0 || *port > 65535 {
+	if err := errors.Join(err1, err2); err != nil || *port == 0 || *port > 65535 || *tcp > 65535-uint(len(demo.Steps)) {
 		fmt.Fprintf(stderr, "softnic demo: bad address or port: %v\n", err)
+		return exitUsage
+	}
+	r, err := demo.ParseRole(*role)
+	if err != nil {
+		fmt.Fprintf(stderr, "softnic demo: --role: %v\n", err)
 		return exitUsage
 	}
 	exe, err := os.Executable()
@@ -43,7 +56,8 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := toolContext()
 	defer cancel()
-	if err := demo.Run(ctx, demo.Config{Exe: exe, A: aa.Unmap(), B: ba.Unmap(), UDPPort: uint16(*port), Verbose: *verbose}, stdout); err != nil {
+	if err := demo.Run(ctx, demo.Config{Exe: exe, A: aa.Unmap(), B: ba.Unmap(), UDPPort: uint16(*port), Verbose: *verbose,
+		Role: r, Port: int(*tcp)}, stdout); err != nil {
 		fmt.Fprintf(stderr, "softnic demo: %v\n", err)
 		return exitFail
 	}

@@ -229,6 +229,35 @@ func TestE2EDemo(t *testing.T) {
 	t.Log("\n" + r.out)
 }
 
+// TestE2EDemoHalves runs a demo across "two hosts" as two processes, one
+// half each (--role server and --role client), as on two machines.
+func TestE2EDemoHalves(t *testing.T) {
+	skipE2E(t)
+	l := newLoopback(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	port, err := strconv.Atoi(freePort(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"demo", "--addr-a", l.a, "--addr-b", l.b, "--port-udp", strconv.Itoa(l.portA), "--port", strconv.Itoa(port)}
+	var srv, cli procResult
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); srv = runProc(ctx, append(common, "--role", "server")) }()
+	go func() { defer wg.Done(); cli = runProc(ctx, append(common, "--role", "client")) }()
+	wg.Wait()
+	for _, h := range []struct {
+		who, want string
+		r         procResult
+	}{{"server", "served the RDMA WRITEs of 64 KiB; every byte that arrived here checked out", srv},
+		{"client", "RDMA READs of 16 KiB: ", cli}} {
+		if h.r.status != 0 || !strings.Contains(h.r.out, "All 4 runs passed on this half") || !strings.Contains(h.r.out, h.want) {
+			t.Errorf("%s half: exit %d, want %q in\n%s%s", h.who, h.r.status, h.want, h.r.out, h.r.errOut)
+		}
+	}
+}
+
 // TestE2EErrors checks that failures say what went wrong and exit 1.
 func TestE2EErrors(t *testing.T) {
 	skipE2E(t)

@@ -5,7 +5,7 @@
 //
 // Usage:
 //
-//	softnic demo [-v]
+//	softnic demo [-v] [--role both|server|client]
 //	softnic decode [--json] FILE.pcap...
 //	softnic rc_pingpong|uc_pingpong|ud_pingpong|srq_pingpong [options] [host]
 //	softnic write_bw|write_lat|read_bw|read_lat|send_bw|send_lat|atomic_bw|atomic_lat [options] [host]

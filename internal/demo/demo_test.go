@@ -51,3 +51,61 @@ func TestRunReportsFailures(t *testing.T) {
 		t.Errorf("got %v\n%s", err, out.String())
 	}
 }
+
+// TestHalfSummaries checks what each half of a demo across two hosts says
+// with only its own side's output.
+func TestHalfSummaries(t *testing.T) {
+	pp := []byte("1638400 bytes in 0.04 seconds = 319.31 Mbit/sec\n200 iters in 0.04 seconds = 205.24 usec/iter\n")
+	if s, err := pingpongSummary(nil, pp); err != nil || !strings.Contains(s, "200 SEND ping-pongs") {
+		t.Errorf("pingpong, servers' half: got %q, %v", s, err)
+	}
+	if _, err := pingpongSummary(nil, []byte("invalid data in page 0\n")); err == nil {
+		t.Error("pingpong, servers' half, no result lines: got no error")
+	}
+	bw := bwSummary("RDMA WRITEs")
+	cli := []byte(`{"tool":"write_bw","side":"client","bw":[{"size":65536,"iterations":2000,"bw_peak":879.43,"bw_average":255.81,"msg_rate_mpps":0.0041}],"checked":false}`)
+	for _, tt := range []struct {
+		name     string
+		cli, srv []byte
+		want     string // "" wants an error
+	}{
+		{"client half, server checks", cli, nil, "2000 RDMA WRITEs: 255.81 MB/s average, 879.43 MB/s peak, 0.0041 million/s; the servers' half checks the data"},
+		{"client half, checked here", []byte(`{"bw":[{"iterations":5,"bw_average":1}],"checked":true}`), nil, "every byte checked here"},
+		{"client half, no result", []byte(`{"checked":true}`), nil, ""},
+		{"client half, bad JSON", []byte(`x`), nil, ""},
+		{"server half, checked here", nil, []byte(`{"checked":true}`), "served the RDMA WRITEs; every byte that arrived here checked out"},
+		{"server half, client checks", nil, []byte(`{"checked":false}`), "the clients' half checks the data"},
+		{"server half, bad JSON", nil, []byte(`{`), ""},
+	} {
+		s, err := bw(tt.cli, tt.srv)
+		switch {
+		case tt.want == "" && err == nil:
+			t.Errorf("%s: got %q, want an error", tt.name, s)
+		case tt.want != "" && (err != nil || !strings.Contains(s, tt.want)):
+			t.Errorf("%s: got %q, %v, want %q", tt.name, s, err, tt.want)
+		}
+	}
+}
+
+func TestParseRole(t *testing.T) {
+	for in, want := range map[string]Role{"": RoleBoth, "both": RoleBoth, "server": RoleServer, "client": RoleClient} {
+		if got, err := ParseRole(in); err != nil || got != want {
+			t.Errorf("ParseRole(%q) = %v, %v, want %v", in, got, err, want)
+		}
+	}
+	if _, err := ParseRole("servers"); err == nil {
+		t.Error(`ParseRole("servers"): got no error`)
+	}
+}
+
+func TestHalfReportsFailures(t *testing.T) {
+	for _, r := range []Role{RoleServer, RoleClient} {
+		var out strings.Builder
+		err := Run(context.Background(), Config{Exe: "/nonexistent/softnic", A: netip.MustParseAddr("10.0.0.1"),
+			B: netip.MustParseAddr("10.0.0.2"), Role: r}, &out)
+		if !errors.Is(err, ErrFailed) || !strings.Contains(out.String(), "4 of 4 runs failed.") ||
+			!strings.Contains(out.String(), "half") {
+			t.Errorf("role %v: got %v\n%s", r, err, out.String())
+		}
+	}
+}

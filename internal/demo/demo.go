@@ -236,7 +236,15 @@ func runHalf(cmd *exec.Cmd, side string, addr netip.Addr, st Step, verbose bool,
 	return st.Summary(stdout.Bytes(), nil)
 }
 
+// lastLine returns the line of a tool's error output that says why it
+// failed: its last, or the first line of a Go panic (whose last lines are
+// a stack trace).
 func lastLine(s string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, "panic: ") || strings.HasPrefix(l, "fatal error: ") {
+			return l
+		}
+	}
 	s = strings.TrimSpace(s)
 	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
 		return s[i+1:]

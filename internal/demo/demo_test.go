@@ -109,3 +109,17 @@ func TestHalfReportsFailures(t *testing.T) {
 		}
 	}
 }
+
+func TestLastLine(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"softnic write_bw: the peer closed the connection\n", "softnic write_bw: the peer closed the connection"},
+		{"a\nb\n", "b"},
+		{"panic: runtime error: index out of range [-1]\n\ngoroutine 8 [running]:\nnic.New()\n\t/x/engine.go:184 +0x505\n",
+			"panic: runtime error: index out of range [-1]"},
+		{"", ""},
+	} {
+		if got := lastLine(tt.in); got != tt.want {
+			t.Errorf("lastLine(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

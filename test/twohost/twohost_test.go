@@ -332,12 +332,19 @@ func (s *suite) runPair(c *tcase, dir string) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("timed out after %v: server: %s; client: %s", caseTimeout, srv.lastError(), cli.lastError())
 	}
+	why := func(p *proc) string {
+		// a demo half names its failed steps on stdout: the first one says most
+		if m := demoFailed.FindString(p.stdout.String()); c.kind == demo && m != "" {
+			return strings.Join(strings.Fields(m), " ")
+		}
+		return p.lastError()
+	}
 	var errs []string
 	if cc != 0 {
-		errs = append(errs, fmt.Sprintf("client (%s) exited %d: %s", b, cc, cli.lastError()))
+		errs = append(errs, fmt.Sprintf("client (%s) exited %d: %s", b, cc, why(cli)))
 	}
 	if sc != 0 {
-		errs = append(errs, fmt.Sprintf("server (%s) exited %d: %s", a, sc, srv.lastError()))
+		errs = append(errs, fmt.Sprintf("server (%s) exited %d: %s", a, sc, why(srv)))
 	}
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))
@@ -372,7 +379,10 @@ func (s *suite) runPair(c *tcase, dir string) error {
 	return nil
 }
 
-var demoPassed = regexp.MustCompile(`(?m)^All \d+ runs passed`)
+var (
+	demoPassed = regexp.MustCompile(`(?m)^All \d+ runs passed`)
+	demoFailed = regexp.MustCompile(`(?m)^ +\S+ +FAILED: .*$`)
+)
 
 // figure records the figures the README and the report quote: write_bw's
 // 64 KiB bandwidth and write_lat's 8 B typical latency, each MTU and family.

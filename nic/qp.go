@@ -5,8 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/nic/cq"
-	"github.com/softnic/softnic/nic/mem"
 	"github.com/softnic/softnic/transport"
 	"github.com/softnic/softnic/transport/rc"
 	"github.com/softnic/softnic/transport/ud"

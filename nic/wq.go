@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/nic/cq"
-	"github.com/softnic/softnic/nic/mem"
 	"github.com/softnic/softnic/transport"
 )
 

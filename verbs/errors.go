@@ -6,9 +6,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/nic"
 	"github.com/softnic/softnic/nic/cq"
-	"github.com/softnic/softnic/nic/mem"
 	"github.com/softnic/softnic/transport"
 )
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/softnic/softnic/nic/mem"
+	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/transport"
 )
 

@@ -19,8 +19,8 @@ import (
 	"sync/atomic"
 
 	"github.com/softnic/softnic/clock"
+	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/nic"
-	"github.com/softnic/softnic/nic/mem"
 	"github.com/softnic/softnic/transport"
 )
 

@@ -3,7 +3,7 @@ package rc
 import (
 	"errors"
 
-	"github.com/softnic/softnic/nic/mem"
+	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/transport"
 )
 

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 
-	"github.com/softnic/softnic/nic/mem"
+	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/transport"
 	"github.com/softnic/softnic/wire"
 )

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/clock"
-	"github.com/softnic/softnic/nic/mem"
+	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/transport"
 	"github.com/softnic/softnic/wire"
 )

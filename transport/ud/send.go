@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"syscall"
 
-	"github.com/softnic/softnic/nic/mem"
+	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/transport"
 	"github.com/softnic/softnic/wire"
 )

@@ -2,9 +2,7 @@ package rc
 
 import (
 	"encoding/binary"
-	"errors"
 
-	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/transport"
 	"github.com/softnic/softnic/wire"
 )
@@ -81,33 +79,33 @@ func (r *responder) reading() bool { return r.reply.active }
 // CHK_LENGTH, CHK_RKEY, EXECUTE, ACKNOWLEDGE (rxe_resp.c rxe_responder).
 func (r *responder) requestLocked(qp *QP, rx *transport.RxPacket, out transport.Output) {
 	p := &rx.Pkt
-	ctr := qp.cfg.Counters
 	if !qp.isRC() {
 		r.ucRequestLocked(qp, p)
 		return
 	}
-	psn := p.PSN()
-	switch d := psn.Compare(r.psn); {
+	if e := r.checkLocked(qp, p, out); e != respOK {
+		r.errorLocked(qp, out, e, p)
+	}
+}
+
+// checkLocked runs the checks and executes the request; it returns the
+// error that stopped it, if any.
+func (r *responder) checkLocked(qp *QP, p *wire.Packet, out transport.Output) respErr {
+	switch d := p.PSN().Compare(r.psn); {
 	case d > 0:
 		// A gap: NAK once with the expected PSN (C9-109; rxe check_psn).
-		ctr.OutOfSequence.Add(1)
-		if !r.sentNak {
-			r.sentNak = true
-			r.nakLocked(qp, out, wire.NakPSNSequence, r.psn)
-		}
-		return
+		return errPSNOutOfSeq
 	case d < 0:
-		ctr.DuplicateRequest.Add(1)
+		qp.cfg.Counters.DuplicateRequest.Add(1)
 		r.duplicateLocked(qp, p, out)
-		return
+		return respOK
 	}
 	r.sentNak = false
 
 	// CHK_OP_SEQ: MIDDLE/LAST continue an open message of the same kind;
 	// FIRST/ONLY may not interrupt one (C9-92; rxe check_op_seq).
 	if !r.opSeqOK(p) {
-		r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
-		return
+		return errMissingOpcode
 	}
 	// CHK_OP_VALID: the QP must allow the remote operation (C9-93; rxe
 	// check_op_valid).
@@ -125,30 +123,27 @@ func (r *responder) requestLocked(qp *QP, rx *transport.RxPacket, out transport.
 		need = flushAccess(p.FETH().PlacementType())
 	}
 	if qp.attr.AccessFlags&need != need {
-		r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
-		return
+		return errUnsupportedOpcode
 	}
 	// CHK_LENGTH (C9-89..C9-92; rxe_resp_check_length).
 	if p.CheckPMTU(qp.pmtu) != nil {
-		r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
-		return
+		return errLength
 	}
 	switch {
 	case p.Is(wire.MaskSend):
-		r.sendLocked(qp, p, out)
+		return r.sendLocked(qp, p, out)
 	case p.Is(wire.MaskWrite):
-		r.writeLocked(qp, p, out)
+		return r.writeLocked(qp, p, out)
 	case p.Is(wire.MaskRead):
-		r.readLocked(qp, p, out)
+		return r.readLocked(qp, p, out)
 	case p.Is(wire.MaskAtomic):
-		r.atomicLocked(qp, p, out)
+		return r.atomicLocked(qp, p, out)
 	case p.Is(wire.MaskFlush):
-		r.flushLocked(qp, p, out)
+		return r.flushLocked(qp, p, out)
 	case p.Is(wire.MaskAtomicWrite):
-		r.atomicWriteLocked(qp, p, out)
-	default:
-		r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
+		return r.atomicWriteLocked(qp, p, out)
 	}
+	return errUnsupportedOpcode
 }
 
 // flushAccess returns the rights a FLUSH of placement type typ needs.
@@ -182,67 +177,49 @@ func (r *responder) takeWQELocked(qp *QP) bool {
 	return true
 }
 
-func (r *responder) sendLocked(qp *QP, p *wire.Packet, out transport.Output) {
-	psn := p.PSN()
+func (r *responder) sendLocked(qp *QP, p *wire.Packet, out transport.Output) respErr {
 	if p.Is(wire.MaskStart) && !r.takeWQELocked(qp) {
 		// No receive WQE: RNR NAK with the failed PSN (C9-133; rxe
 		// check_resource).
-		qp.cfg.Counters.SendRNRErr.Add(1)
-		r.nakLocked(qp, out, wire.RNRNAK(qp.attr.MinRNRTimer), psn)
-		return
+		return errRNR
 	}
 	if r.recvOff+uint64(len(p.Payload)) > r.wqe.Length {
-		// The message overruns the receive buffer: invalid request to the
-		// requester, local length error here (rxe: RESPST_ERR_LENGTH).
-		r.completeRecvLocked(qp, transport.WCLocLenErr, p)
-		r.classCLocked(qp, out, wire.NakInvalidRequest, psn, 0)
-		return
+		// The message overruns the receive buffer (rxe send_data_in).
+		return errRecvLength
 	}
 	if err := scatter(qp, r.wqe.SGList, r.recvOff, p.Payload); err != nil {
-		// A receive WQE the MR table refuses: remote operational error
-		// (rxe: RESPST_ERR_MALFORMED_WQE → NAK 0x63, local protection error).
-		r.completeRecvLocked(qp, transport.WCLocProtErr, p)
-		r.classCLocked(qp, out, wire.NakRemoteOp, psn, 0)
-		return
+		// A receive WQE the MR table refuses (rxe send_data_in).
+		return errMalformedWQE
 	}
 	r.recvOff += uint64(len(p.Payload))
 	r.inMsg, r.msgKind = !p.Is(wire.MaskEnd), wire.MaskSend
-	invalFailed := false
 	if p.Is(wire.MaskEnd) {
 		qp.cfg.Counters.RDMARecvs.Add(1)
-		st := transport.WCSuccess
 		if ie := p.IETH(); ie != nil {
 			// SEND with Invalidate: once the message is placed, invalidate
 			// the IETH's rkey, an MR or a type-2 window of this QP
-			// (IBTA 9.4.1.2 / 10.6.5; rxe_resp.c invalidate_rkey). A
-			// failure is a class J error: the message stays delivered and
-			// acknowledged, its receive completes with REM_INV_REQ_ERR and
-			// the QP goes to ERR (rxe RESPST_ERR_INVALIDATE_RKEY).
+			// (IBTA 9.4.1.2 / 10.6.5; rxe_resp.c invalidate_rkey); a
+			// failure is class J.
 			if err := qp.cfg.Mem.Invalidate(qp.cfg.PD, qp.cfg.QPN, ie.RKey()); err != nil {
-				st, invalFailed = transport.WCRemInvReqErr, true
+				return errInvalidateRKey
 			}
 		}
-		r.completeRecvLocked(qp, st, p)
+		r.completeRecvLocked(qp, transport.WCSuccess, p)
 	}
 	r.acceptLocked(qp, p, out)
-	if invalFailed {
-		qp.toErrorLocked()
-	}
+	return respOK
 }
 
-func (r *responder) writeLocked(qp *QP, p *wire.Packet, out transport.Output) {
-	psn := p.PSN()
+func (r *responder) writeLocked(qp *QP, p *wire.Packet, out transport.Output) respErr {
 	if reth := p.RETH(); reth != nil {
 		// CHK_RKEY for the whole DMA range at the first packet (C9-88:
 		// zero-length writes skip the key check; mem.Remote does that).
 		if reth.DMALen() > MaxMsgSize {
-			r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
-			return
+			return errLength
 		}
 		data, err := qp.cfg.Mem.RemoteV(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), reth.DMALen(), transport.AccessRemoteWrite, r.wrData[:0])
 		if err != nil {
-			r.classCLocked(qp, out, wire.NakRemoteAccess, psn, transport.WCRemAccessErr)
-			return
+			return remoteErr(err)
 		}
 		r.wrData, r.wrOff, r.wrLeft, r.wrLen = data, 0, int(reth.DMALen()), reth.DMALen()
 	}
@@ -250,13 +227,10 @@ func (r *responder) writeLocked(qp *QP, p *wire.Packet, out transport.Output) {
 	// must end it exactly (rxe_resp_check_length).
 	n := len(p.Payload)
 	if n > r.wrLeft || (p.Is(wire.MaskEnd) && n != r.wrLeft) {
-		r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
-		return
+		return errLength
 	}
 	if p.Is(wire.MaskImmediate) && !r.takeWQELocked(qp) {
-		qp.cfg.Counters.SendRNRErr.Add(1)
-		r.nakLocked(qp, out, wire.RNRNAK(qp.attr.MinRNRTimer), psn)
-		return
+		return errRNR
 	}
 	r.wrData.writeAt(r.wrOff, p.Payload)
 	r.wrOff += n
@@ -266,24 +240,22 @@ func (r *responder) writeLocked(qp *QP, p *wire.Packet, out transport.Output) {
 		r.completeRecvLocked(qp, transport.WCSuccess, p)
 	}
 	r.acceptLocked(qp, p, out)
+	return respOK
 }
 
-func (r *responder) readLocked(qp *QP, p *wire.Packet, out transport.Output) {
+func (r *responder) readLocked(qp *QP, p *wire.Packet, out transport.Output) respErr {
 	psn := p.PSN()
 	if len(r.resources) == 0 {
 		// max_dest_rd_atomic 0: no READ may be accepted (rxe check_resource).
-		r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
-		return
+		return errTooManyRdAtomic
 	}
 	reth := p.RETH()
 	if reth.DMALen() > MaxMsgSize {
-		r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
-		return
+		return errLength
 	}
 	data, err := qp.cfg.Mem.RemoteV(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), reth.DMALen(), transport.AccessRemoteRead, r.replyBuf[:0])
 	if err != nil {
-		r.classCLocked(qp, out, wire.NakRemoteAccess, psn, transport.WCRemAccessErr)
-		return
+		return remoteErr(err)
 	}
 	r.replyBuf = data
 	npkts := max((reth.DMALen()+uint32(qp.pmtu)-1)/uint32(qp.pmtu), 1)
@@ -294,29 +266,22 @@ func (r *responder) readLocked(qp *QP, p *wire.Packet, out transport.Output) {
 	r.reply = readReply{active: true, psn: psn, data: data, left: int(reth.DMALen()), first: true}
 	r.msn++ // at execution of a READ (C9-148)
 	r.psn = psn.Add(npkts)
+	return respOK
 }
 
-func (r *responder) atomicLocked(qp *QP, p *wire.Packet, out transport.Output) {
+func (r *responder) atomicLocked(qp *QP, p *wire.Packet, out transport.Output) respErr {
 	psn := p.PSN()
 	if len(r.resources) == 0 {
-		r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
-		return
+		return errTooManyRdAtomic
 	}
 	a := p.AtomicETH()
 	if a.VA()&7 != 0 {
-		// Misaligned atomic: invalid request (C9-128; rxe
-		// RESPST_ERR_MISALIGNED_ATOMIC).
-		r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
-		return
+		// Misaligned atomic: invalid request (C9-128).
+		return errMisalignedAtomic
 	}
 	b, err := qp.cfg.Mem.Remote(qp.cfg.PD, qp.cfg.QPN, a.RKey(), a.VA(), 8, transport.AccessRemoteAtomic)
 	if err != nil {
-		syn, st := wire.NakRemoteAccess, transport.WCRemAccessErr
-		if errors.Is(err, mem.ErrAlign) {
-			syn, st = wire.NakInvalidRequest, transport.WCRemInvReqErr
-		}
-		r.classCLocked(qp, out, syn, psn, st)
-		return
+		return remoteErr(err)
 	}
 	var orig uint64
 	if p.Opcode.Op() == wire.RCCompareSwap.Op() {
@@ -330,6 +295,7 @@ func (r *responder) atomicLocked(qp *QP, p *wire.Packet, out transport.Output) {
 	r.psn = psn.Next()
 	r.flushAckLocked(qp, out)
 	r.sendAtomicAckLocked(qp, out, psn, orig)
+	return respOK
 }
 
 // flushLocked executes a FLUSH (IBA A19.4.4; rxe_resp.c process_flush):
@@ -340,11 +306,10 @@ func (r *responder) atomicLocked(qp *QP, p *wire.Packet, out transport.Output) {
 // so that a duplicate is answered again without re-executing (oA19-28),
 // counts as a message (MSN), occupies one PSN, and is answered by a
 // zero-length RDMA READ RESPONSE ONLY.
-func (r *responder) flushLocked(qp *QP, p *wire.Packet, out transport.Output) {
+func (r *responder) flushLocked(qp *QP, p *wire.Packet, out transport.Output) respErr {
 	psn := p.PSN()
 	if len(r.resources) == 0 {
-		r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
-		return
+		return errTooManyRdAtomic
 	}
 	f, reth := p.FETH(), p.RETH()
 	err := qp.cfg.Mem.Flush(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), reth.DMALen(),
@@ -352,13 +317,8 @@ func (r *responder) flushLocked(qp *QP, p *wire.Packet, out transport.Output) {
 	if err != nil {
 		// A placement type or selectivity the IBA does not define is an
 		// invalid request; a key that does not grant the flush a remote
-		// access error (rxe RESPST_ERR_RKEY_VIOLATION).
-		syn, st := wire.NakRemoteAccess, transport.WCRemAccessErr
-		if errors.Is(err, mem.ErrInvalid) {
-			syn, st = wire.NakInvalidRequest, transport.WCRemInvReqErr
-		}
-		r.classCLocked(qp, out, syn, psn, st)
-		return
+		// access error.
+		return remoteErr(err)
 	}
 	res := r.newResource()
 	*res = resource{kind: resFlush, firstPSN: psn, lastPSN: psn, va: reth.VA(), rkey: reth.RKey(),
@@ -367,6 +327,7 @@ func (r *responder) flushLocked(qp *QP, p *wire.Packet, out transport.Output) {
 	r.psn = psn.Next()
 	r.flushAckLocked(qp, out)
 	r.sendReadRespAckLocked(qp, out, psn)
+	return respOK
 }
 
 // atomicWriteLocked executes an ATOMIC WRITE (IBA A19.4.2; rxe_resp.c
@@ -376,21 +337,18 @@ func (r *responder) flushLocked(qp *QP, p *wire.Packet, out transport.Output) {
 // are stored as one atomic store, a responder resource remembers the
 // request so a duplicate is answered without storing again, and the
 // answer is a zero-length RDMA READ RESPONSE ONLY.
-func (r *responder) atomicWriteLocked(qp *QP, p *wire.Packet, out transport.Output) {
+func (r *responder) atomicWriteLocked(qp *QP, p *wire.Packet, out transport.Output) respErr {
 	psn := p.PSN()
 	reth := p.RETH()
-	if len(r.resources) == 0 || reth.DMALen() != 8 {
-		r.classCLocked(qp, out, wire.NakInvalidRequest, psn, transport.WCRemInvReqErr)
-		return
+	if len(r.resources) == 0 {
+		return errTooManyRdAtomic
+	}
+	if reth.DMALen() != 8 {
+		return errLength
 	}
 	b, err := qp.cfg.Mem.RemoteAtomic(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), transport.AccessRemoteWrite)
 	if err != nil {
-		syn, st := wire.NakRemoteAccess, transport.WCRemAccessErr
-		if errors.Is(err, mem.ErrAlign) {
-			syn, st = wire.NakInvalidRequest, transport.WCRemInvReqErr
-		}
-		r.classCLocked(qp, out, syn, psn, st)
-		return
+		return remoteErr(err)
 	}
 	// rxe stores the payload's u64 as loaded (native order): the memory
 	// receives the payload bytes unchanged.
@@ -402,6 +360,7 @@ func (r *responder) atomicWriteLocked(qp *QP, p *wire.Packet, out transport.Outp
 	r.psn = psn.Next()
 	r.flushAckLocked(qp, out)
 	r.sendReadRespAckLocked(qp, out, psn)
+	return respOK
 }
 
 // sendReadRespAckLocked answers a FLUSH or ATOMIC WRITE at psn with a
@@ -473,32 +432,6 @@ func (r *responder) nakLocked(qp *QP, out transport.Output, syn wire.Syndrome, p
 	r.sendAckLocked(qp, out, syn, psn)
 }
 
-// classCLocked handles a fatal request error (IBTA 9.9.2.4 class C
-// errors; rxe do_class_ac_error): NAK the packet and move the QP to
-// ERR. st, when not success, completes the receive WQE in use.
-func (r *responder) classCLocked(qp *QP, out transport.Output, syn wire.Syndrome, psn wire.PSN, st transport.WCStatus) {
-	ctr := qp.cfg.Counters
-	switch syn {
-	case wire.NakRemoteAccess:
-		ctr.RemoteAccessErr.Add(1)
-	case wire.NakInvalidRequest:
-		ctr.InvalidRequestErr.Add(1)
-	case wire.NakRemoteOp:
-		ctr.RemoteOpErr.Add(1)
-	}
-	r.nakLocked(qp, out, syn, psn)
-	if st != transport.WCSuccess && r.haveWQE {
-		r.completeRecvLocked(qp, st, nil)
-	}
-	switch syn {
-	case wire.NakRemoteAccess:
-		qp.events = append(qp.events, EventAccessErr)
-	default:
-		qp.events = append(qp.events, EventReqErr)
-	}
-	qp.toErrorLocked()
-}
-
 // completeRecvLocked completes the receive WQE in use. p is the packet
 // that ended the message (for immediate data, invalidation and SE).
 func (r *responder) completeRecvLocked(qp *QP, st transport.WCStatus, p *wire.Packet) {
@@ -533,7 +466,7 @@ func (r *responder) completeRecvLocked(qp *QP, st transport.WCStatus, p *wire.Pa
 		solicited = p.SE()
 	}
 	if !qp.cfg.RecvCQ.Push(wc, solicited) {
-		qp.toErrorLocked()
+		r.errorLocked(qp, nil, errCQOverflow, nil)
 	}
 }
 

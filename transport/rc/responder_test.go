@@ -351,3 +351,33 @@ func TestDuplicateAtomicWriteFlushResources(t *testing.T) {
 		t.Errorf("state %v, want RTS", s)
 	}
 }
+
+// TestRespRulesComplete checks the responder's error table: every error
+// has a rule, a NAK-sending rule names a NAK or RNR NAK syndrome, and a
+// rule that moves the QP to ERR never leaves it with a NAK of class B.
+func TestRespRulesComplete(t *testing.T) {
+	if got, want := len(respRules), int(errCQOverflow)+1; got != want {
+		t.Fatalf("respRules has %d rows, want %d", got, want)
+	}
+	for e := errPSNOutOfSeq; e <= errCQOverflow; e++ {
+		rule := respRules[e]
+		switch rule.class {
+		case classB, classC:
+			if typ := rule.syn.Type(); typ != wire.SyndromeNAK && typ != wire.SyndromeRNRNAK {
+				t.Errorf("error %d: syndrome %#x is not a NAK", e, rule.syn)
+			}
+			if rule.count == nil {
+				t.Errorf("error %d: a NAK that counts nothing", e)
+			}
+		case classJ, classG:
+			if rule.syn != 0 {
+				t.Errorf("error %d: class %d sends no NAK, but has syndrome %#x", e, rule.class, rule.syn)
+			}
+		default:
+			t.Errorf("error %d: no rule", e)
+		}
+		if rule.class == classB && (rule.status != transport.WCSuccess || rule.event != 0) {
+			t.Errorf("error %d: class B completes nothing and reports no event", e)
+		}
+	}
+}

@@ -57,64 +57,82 @@ func (c *completer) responseLocked(qp *QP, p *wire.Packet) {
 		qp.failLocked(qp.sq.headIdx, transport.WCBadRespErr)
 		return
 	}
+	// A SEND or WRITE is acknowledged by an ACK of its last PSN or
+	// beyond, and implicitly by any response to a later PSN (coalesced
+	// ACKs, IBTA 9.7.5.1.3); only an ACK acknowledges part of one.
 	isAck := p.Opcode == wire.RCAck
-	progress := false
-	for i := qp.sq.headIdx; i < qp.req.maxIdx && qp.sq.valid(i); i++ {
-		w := qp.sq.at(i)
-		if w.state == wqeDone {
-			continue
-		}
-		if w.kind == kindLocal {
-			// An executed local operation completes as soon as everything
-			// before it has, in order (rxe_comp.c: a done WQE completes
-			// when it reaches the head).
-			if w.state != wqePending {
-				break
-			}
-			if !qp.completeLocalLocked(w) {
-				return // it failed: the QP is in ERR
-			}
-			continue
-		}
-		if !w.needsResponse() {
-			// A SEND or WRITE is acknowledged by an ACK of its last PSN or
-			// beyond, and implicitly by any response to a later PSN
-			// (coalesced ACKs, IBTA 9.7.5.1.3).
-			if w.lastPSN.Before(psn) || (isAck && w.lastPSN == psn) {
-				c.completeLocked(qp, i, w)
-				progress = true
-				continue
-			}
-			if isAck && !psn.Before(w.firstPSN) {
-				c.psn = psn.Next() // part of a multi-packet message
-				qp.req.catchUp(qp, i, w, c.psn)
-				progress = true
-			}
-			break
-		}
+	end := psn
+	if isAck {
+		end = psn.Next()
+	}
+	i, w, progress, ok := c.ackWalkLocked(qp, end, isAck)
+	if !ok {
+		return // a local operation failed: the QP is in ERR
+	}
+	if w != nil && w.needsResponse() {
 		// READ or atomic: only its own response completes it. An ACK or
 		// a response beyond it means its response was lost: retry
 		// (rxe_comp.c: COMPST_ERROR_RETRY from check_psn).
-		if isAck || w.lastPSN.Before(psn) {
+		switch {
+		case isAck || w.lastPSN.Before(psn):
 			if !psn.Before(w.firstPSN) {
 				c.triggerRetryLocked(qp, false)
 			}
-			break
-		}
-		if psn != c.psn {
+		case psn != c.psn:
 			if psn.After(c.psn) {
 				c.triggerRetryLocked(qp, false) // a read response went missing
 			}
-			break
+		default:
+			if c.answerLocked(qp, i, w, p) {
+				progress = true
+			}
 		}
-		if c.answerLocked(qp, i, w, p) {
-			progress = true
-		}
-		break
 	}
 	if progress {
 		c.progressLocked(qp)
 	}
+}
+
+// ackWalkLocked walks the send queue from its head acknowledging WQEs: a
+// SEND or WRITE whose last PSN is before end completes, an executed local
+// operation completes once everything before it has (rxe_comp.c: a done
+// WQE completes when it reaches the head), and with partial a SEND or
+// WRITE that end reaches into is acknowledged up to end (the requester
+// resumes there after a retry). It stops at the first WQE it cannot
+// complete and returns it with its index, or w nil when it walked past
+// every WQE started; progress reports whether the acknowledged PSN moved.
+// ok is false when a failed local operation moved the QP to ERR.
+func (c *completer) ackWalkLocked(qp *QP, end wire.PSN, partial bool) (i uint64, w *sendWQE, progress, ok bool) {
+	for i = qp.sq.headIdx; i < qp.req.maxIdx && qp.sq.valid(i); i++ {
+		w = qp.sq.at(i)
+		if w.state == wqeDone {
+			continue
+		}
+		if w.kind == kindLocal {
+			if w.state != wqePending {
+				return i, w, progress, true
+			}
+			if !qp.completeLocalLocked(w) {
+				return i, w, progress, false
+			}
+			continue
+		}
+		if w.needsResponse() {
+			return i, w, progress, true
+		}
+		if w.lastPSN.Before(end) {
+			c.completeLocked(qp, i, w)
+			progress = true
+			continue
+		}
+		if partial && end.After(c.psn) && end.After(w.firstPSN) {
+			c.psn = end // part of a multi-packet message
+			qp.req.catchUp(qp, i, w, end)
+			progress = true
+		}
+		return i, w, progress, true
+	}
+	return i, nil, progress, true
 }
 
 // answerLocked applies a READ response or atomic ACK at the expected PSN
@@ -232,36 +250,14 @@ func (c *completer) nakLocked(qp *QP, psn wire.PSN, syn wire.Syndrome) {
 		ctr.DropResponse.Add(1)
 		return
 	}
-	// A NAK acknowledges every packet before its PSN (IBTA 9.7.5.1.3).
-	progress := false
-	target := qp.sq.tailIdx
-	for i := qp.sq.headIdx; i < qp.req.maxIdx && qp.sq.valid(i); i++ {
-		w := qp.sq.at(i)
-		if w.state == wqeDone {
-			continue
-		}
-		if w.kind == kindLocal && w.state == wqePending {
-			if !qp.completeLocalLocked(w) {
-				return
-			}
-			continue
-		}
-		if w.kind == kindLocal {
-			target = i
-			break
-		}
-		if !w.needsResponse() && w.lastPSN.Before(psn) {
-			c.completeLocked(qp, i, w)
-			progress = true
-			continue
-		}
-		if !w.needsResponse() && psn.After(c.psn) {
-			c.psn = psn
-			qp.req.catchUp(qp, i, w, psn)
-			progress = true
-		}
-		target = i
-		break
+	// A NAK acknowledges every packet before its PSN (IBTA 9.7.5.1.3);
+	// an error it reports is the WQE's it stopped at.
+	target, w, progress, ok := c.ackWalkLocked(qp, psn, true)
+	if !ok {
+		return
+	}
+	if w == nil {
+		target = qp.sq.tailIdx
 	}
 	if progress {
 		c.progressLocked(qp)

@@ -501,17 +501,9 @@ func (qp *QP) localOpLocked(w *sendWQE) {
 
 // completeLocalsLocked completes, in order, the executed local operations
 // that every earlier WQE has completed before; it stops at the first WQE
-// still outstanding.
+// still outstanding: the completer's walk with nothing newly acknowledged.
 func (qp *QP) completeLocalsLocked() {
-	for i := qp.sq.headIdx; qp.sq.valid(i); i++ {
-		w := qp.sq.at(i)
-		if w.state == wqeDone {
-			continue
-		}
-		if w.kind != kindLocal || w.state != wqePending || !qp.completeLocalLocked(w) {
-			break
-		}
-	}
+	qp.comp.ackWalkLocked(qp, qp.comp.psn, false)
 	qp.retireLocked()
 }
 

@@ -89,6 +89,14 @@ type respRule struct {
 	// event is the affiliated event reported besides the QP-fatal one of
 	// ERR, if any.
 	event AsyncEvent
+	// uc counts a UC message dropped for this error. UC sends no NAK and
+	// its QP stays up: every error the UC responder meets drops the
+	// message (IBTA 9.8.3; rxe RESPST_ERR_* cases for UC: classes D, D1,
+	// E). softnic deliberately differs from rxe where rxe completes the
+	// receive WQE in use: on a UC QP with an SRQ (RKEY_VIOLATION, LENGTH,
+	// class E) and for a malformed WQE (class A); softnic drops the message
+	// and keeps the WQE for the next one.
+	uc func(*transport.Counters) *atomic.Uint64
 }
 
 func outOfSequence(c *transport.Counters) *atomic.Uint64     { return &c.OutOfSequence }
@@ -96,43 +104,46 @@ func sendRNRErr(c *transport.Counters) *atomic.Uint64        { return &c.SendRNR
 func invalidRequestErr(c *transport.Counters) *atomic.Uint64 { return &c.InvalidRequestErr }
 func remoteAccessErr(c *transport.Counters) *atomic.Uint64   { return &c.RemoteAccessErr }
 func remoteOpErr(c *transport.Counters) *atomic.Uint64       { return &c.RemoteOpErr }
+func dropUCMessage(c *transport.Counters) *atomic.Uint64     { return &c.DropUCMessage }
+func dropLength(c *transport.Counters) *atomic.Uint64        { return &c.DropLength }
 
 // respRules maps each responder error to its handling: the one place
 // where a cause meets its NAK code, WC status, counter and event.
 var respRules = [...]respRule{
 	// C9-109 (rxe check_psn): a gap is NAKed once with the expected PSN.
-	errPSNOutOfSeq: {class: classB, syn: wire.NakPSNSequence, atEPSN: true, count: outOfSequence},
+	errPSNOutOfSeq: {class: classB, syn: wire.NakPSNSequence, atEPSN: true, count: outOfSequence,
+		uc: dropUCMessage},
 	// C9-133 (rxe check_resource): RNR NAK with the failed PSN.
-	errRNR: {class: classB, syn: wire.SyndromeRNRNAK, count: sendRNRErr},
+	errRNR: {class: classB, syn: wire.SyndromeRNRNAK, count: sendRNRErr, uc: dropUCMessage},
 	// C9-92 (rxe check_op_seq).
 	errMissingOpcode: {class: classC, syn: wire.NakInvalidRequest, status: transport.WCRemInvReqErr,
-		count: invalidRequestErr, event: EventReqErr},
+		count: invalidRequestErr, event: EventReqErr, uc: dropUCMessage},
 	// C9-93 (rxe check_op_valid).
 	errUnsupportedOpcode: {class: classC, syn: wire.NakInvalidRequest, status: transport.WCRemInvReqErr,
-		count: invalidRequestErr, event: EventReqErr},
+		count: invalidRequestErr, event: EventReqErr, uc: dropUCMessage},
 	// rxe check_resource: max_dest_rd_atomic 0 accepts no READ or atomic.
 	errTooManyRdAtomic: {class: classC, syn: wire.NakInvalidRequest, status: transport.WCRemInvReqErr,
 		count: invalidRequestErr, event: EventReqErr},
 	// C9-89..C9-92 (rxe check_length, rxe_resp_check_length).
 	errLength: {class: classC, syn: wire.NakInvalidRequest, status: transport.WCRemInvReqErr,
-		count: invalidRequestErr, event: EventReqErr},
+		count: invalidRequestErr, event: EventReqErr, uc: dropLength},
 	// rxe send_data_in: -ENOSPC is RESPST_ERR_LENGTH, an invalid request
 	// to the requester. softnic completes the receive with LOC_LEN_ERR
 	// (what the receive side saw); rxe reports REM_INV_REQ_ERR.
 	errRecvLength: {class: classC, syn: wire.NakInvalidRequest, status: transport.WCLocLenErr,
-		count: invalidRequestErr, event: EventReqErr},
+		count: invalidRequestErr, event: EventReqErr, uc: dropLength},
 	// C9-128 (rxe atomic_reply, rxe_mr_do_atomic_op).
 	errMisalignedAtomic: {class: classC, syn: wire.NakInvalidRequest, status: transport.WCRemInvReqErr,
 		count: invalidRequestErr, event: EventReqErr},
 	// NAK code 2, remote access error (IBTA Table 44; rxe check_rkey):
 	// IBV_EVENT_QP_ACCESS_ERR.
 	errRKeyViolation: {class: classC, syn: wire.NakRemoteAccess, status: transport.WCRemAccessErr,
-		count: remoteAccessErr, event: EventAccessErr},
+		count: remoteAccessErr, event: EventAccessErr, uc: dropUCMessage},
 	// rxe class A: NAK remote operational error. softnic completes the
 	// receive with LOC_PROT_ERR (the SGE check that failed); rxe reports
 	// LOC_QP_OP_ERR.
 	errMalformedWQE: {class: classC, syn: wire.NakRemoteOp, status: transport.WCLocProtErr,
-		count: remoteOpErr, event: EventReqErr},
+		count: remoteOpErr, event: EventReqErr, uc: dropLength},
 	// IBTA 9.4.1.2 / 10.6.5 (rxe invalidate_rkey): class J, no NAK.
 	errInvalidateRKey: {class: classJ, status: transport.WCRemInvReqErr},
 	// IBTA 11.4.2.1 CQ overrun (rxe do_complete): class G.

@@ -178,6 +178,17 @@ func (r *responder) takeWQELocked(qp *QP) bool {
 }
 
 func (r *responder) sendLocked(qp *QP, p *wire.Packet, out transport.Output) respErr {
+	if e := r.placeSendLocked(qp, p); e != respOK {
+		return e
+	}
+	r.acceptLocked(qp, p, out)
+	return respOK
+}
+
+// placeSendLocked places a SEND packet's payload into the receive WQE,
+// taking one at the first packet, and completes the WQE at the last (rxe
+// check_resource, send_data_in, do_complete). RC and UC share it.
+func (r *responder) placeSendLocked(qp *QP, p *wire.Packet) respErr {
 	if p.Is(wire.MaskStart) && !r.takeWQELocked(qp) {
 		// No receive WQE: RNR NAK with the failed PSN (C9-133; rxe
 		// check_resource).
@@ -206,17 +217,28 @@ func (r *responder) sendLocked(qp *QP, p *wire.Packet, out transport.Output) res
 		}
 		r.completeRecvLocked(qp, transport.WCSuccess, p)
 	}
-	r.acceptLocked(qp, p, out)
 	return respOK
 }
 
 func (r *responder) writeLocked(qp *QP, p *wire.Packet, out transport.Output) respErr {
+	if reth := p.RETH(); reth != nil && reth.DMALen() > MaxMsgSize {
+		return errLength
+	}
+	if e := r.placeWriteLocked(qp, p); e != respOK {
+		return e
+	}
+	r.acceptLocked(qp, p, out)
+	return respOK
+}
+
+// placeWriteLocked places a WRITE packet's payload into the target MR,
+// resolving the RETH's range at the first packet, and completes a receive
+// WQE for WRITE_WITH_IMM at the last (rxe check_rkey, write_data_in,
+// do_complete). RC and UC share it.
+func (r *responder) placeWriteLocked(qp *QP, p *wire.Packet) respErr {
 	if reth := p.RETH(); reth != nil {
 		// CHK_RKEY for the whole DMA range at the first packet (C9-88:
 		// zero-length writes skip the key check; mem.Remote does that).
-		if reth.DMALen() > MaxMsgSize {
-			return errLength
-		}
 		data, err := qp.cfg.Mem.RemoteV(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), reth.DMALen(), transport.AccessRemoteWrite, r.wrData[:0])
 		if err != nil {
 			return remoteErr(err)
@@ -239,7 +261,6 @@ func (r *responder) writeLocked(qp *QP, p *wire.Packet, out transport.Output) re
 	if p.Is(wire.MaskImmediate) {
 		r.completeRecvLocked(qp, transport.WCSuccess, p)
 	}
-	r.acceptLocked(qp, p, out)
 	return respOK
 }
 
@@ -574,82 +595,63 @@ func (r *responder) readReplyLocked(qp *QP, out transport.Output) bool {
 // ucRequestLocked is the UC responder: no ACKs or NAKs; a PSN gap or an
 // out-of-sequence opcode drops the message in progress and everything up
 // to the next FIRST/ONLY, and a dropped message consumes no receive WQE
-// (IBTA 9.8.3; rxe_resp.c check_psn / check_op_seq for UC).
+// (IBTA 9.8.3; rxe_resp.c check_psn / check_op_seq for UC). Data is
+// placed as on RC (placeSendLocked, placeWriteLocked); an error drops the
+// message (ucDropLocked).
 func (r *responder) ucRequestLocked(qp *QP, p *wire.Packet) {
-	ctr := qp.cfg.Counters
+	if e := r.ucCheckLocked(qp, p); e != respOK {
+		r.ucDropLocked(qp, e)
+	}
+}
+
+func (r *responder) ucCheckLocked(qp *QP, p *wire.Packet) respErr {
 	psn := p.PSN()
 	if p.Is(wire.MaskStart) {
 		r.abortUCLocked()
 		r.psn = psn
-	} else if r.drop || !r.inMsg || psn != r.psn || !p.Is(r.msgKind) {
-		ctr.DropUCMessage.Add(1)
-		r.abortUCLocked()
-		r.drop = true
+	} else if r.drop || psn != r.psn {
 		r.psn = psn.Next()
-		return
+		return errPSNOutOfSeq
+	} else if !r.inMsg || !p.Is(r.msgKind) {
+		r.psn = psn.Next()
+		return errMissingOpcode
 	}
 	if p.CheckPMTU(qp.pmtu) != nil {
-		ctr.DropLength.Add(1)
-		r.abortUCLocked()
-		r.drop = true
-		return
+		return errLength
 	}
-	var discard nopOutput
+	var e respErr
 	switch {
 	case p.Is(wire.MaskSend):
-		if p.Is(wire.MaskStart) && !r.takeWQELocked(qp) {
-			ctr.DropUCMessage.Add(1) // no receive WQE: the message is dropped
-			r.drop = true
-			return
-		}
-		if r.recvOff+uint64(len(p.Payload)) > r.wqe.Length || scatter(qp, r.wqe.SGList, r.recvOff, p.Payload) != nil {
-			ctr.DropLength.Add(1)
-			r.abortUCLocked()
-			r.drop = true
-			return
-		}
-		r.recvOff += uint64(len(p.Payload))
-		r.inMsg, r.msgKind = !p.Is(wire.MaskEnd), wire.MaskSend
-		if p.Is(wire.MaskEnd) {
-			ctr.RDMARecvs.Add(1)
-			r.completeRecvLocked(qp, transport.WCSuccess, p)
-		}
+		e = r.placeSendLocked(qp, p)
 	case p.Is(wire.MaskWrite):
-		if reth := p.RETH(); reth != nil {
-			data, err := qp.cfg.Mem.RemoteV(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), reth.DMALen(), transport.AccessRemoteWrite, r.wrData[:0])
-			if err != nil || qp.attr.AccessFlags&transport.AccessRemoteWrite == 0 {
-				ctr.DropUCMessage.Add(1)
-				r.drop = true
-				return
-			}
-			r.wrData, r.wrOff, r.wrLeft, r.wrLen = data, 0, int(reth.DMALen()), reth.DMALen()
+		if p.RETH() != nil && qp.attr.AccessFlags&transport.AccessRemoteWrite == 0 {
+			return errUnsupportedOpcode // rxe check_op_valid: UC drops it
 		}
-		n := len(p.Payload)
-		if n > r.wrLeft || (p.Is(wire.MaskEnd) && n != r.wrLeft) {
-			ctr.DropLength.Add(1)
-			r.abortUCLocked()
-			r.drop = true
-			return
-		}
-		if p.Is(wire.MaskImmediate) && !r.takeWQELocked(qp) {
-			ctr.DropUCMessage.Add(1)
-			r.abortUCLocked()
-			r.drop = true
-			return
-		}
-		r.wrData.writeAt(r.wrOff, p.Payload)
-		r.wrOff += n
-		r.wrLeft -= n
-		r.inMsg, r.msgKind = !p.Is(wire.MaskEnd), wire.MaskWrite
-		if p.Is(wire.MaskImmediate) {
-			r.completeRecvLocked(qp, transport.WCSuccess, p)
-		}
+		e = r.placeWriteLocked(qp, p)
 	default:
-		ctr.DropNoQP.Add(1)
-		return
+		qp.cfg.Counters.DropNoQP.Add(1)
+		return respOK
+	}
+	if e != respOK {
+		return e
 	}
 	r.drop = false
+	var discard nopOutput
 	r.acceptLocked(qp, p, &discard)
+	return respOK
+}
+
+// ucDropLocked drops the UC message in progress for error e, counting it
+// as respRules says, and everything up to the next FIRST/ONLY (rxe
+// drop_msg; classes D and D1).
+func (r *responder) ucDropLocked(qp *QP, e respErr) {
+	count := respRules[e].uc
+	if count == nil {
+		count = dropUCMessage // an RC-only error: the engine lets no RC opcode reach UC
+	}
+	count(qp.cfg.Counters).Add(1)
+	r.abortUCLocked()
+	r.drop = true
 }
 
 // abortUCLocked abandons a partly received UC message; its receive WQE

@@ -380,4 +380,12 @@ func TestRespRulesComplete(t *testing.T) {
 			t.Errorf("error %d: class B completes nothing and reports no event", e)
 		}
 	}
+	// The errors the UC responder meets (ucCheckLocked and the placement
+	// it shares with RC) each count their drop.
+	for _, e := range []respErr{errPSNOutOfSeq, errMissingOpcode, errUnsupportedOpcode, errRNR,
+		errLength, errRecvLength, errRKeyViolation, errMalformedWQE} {
+		if respRules[e].uc == nil {
+			t.Errorf("error %d: no UC drop counter", e)
+		}
+	}
 }

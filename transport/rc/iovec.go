@@ -2,6 +2,7 @@ package rc
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/transport"
@@ -64,3 +65,30 @@ func (qp *QP) localVec(sge transport.SGE, write bool) (iovec, error) {
 	qp.vec, err = qp.cfg.Mem.LocalV(qp.cfg.PD, sge, write, qp.vec[:0])
 	return qp.vec, err
 }
+
+// scatter copies src into the SGE list at byte offset off, checking each
+// SGE for local write access.
+func scatter(qp *QP, sgl []transport.SGE, off uint64, src []byte) error {
+	for _, s := range sgl {
+		if len(src) == 0 {
+			break
+		}
+		if off >= uint64(s.Length) {
+			off -= uint64(s.Length)
+			continue
+		}
+		dst, err := qp.localVec(s, true)
+		if err != nil {
+			return err
+		}
+		n := dst.writeAt(int(off), src)
+		src = src[n:]
+		off = 0
+	}
+	if len(src) > 0 {
+		return errShortSGL
+	}
+	return nil
+}
+
+var errShortSGL = fmt.Errorf("%w: scatter list too short", transport.ErrInvalid)

@@ -1,7 +1,9 @@
 // Package rc implements softnic's connected transports, RC and UC: the
 // requester (requester.go), the responder (responder.go) and the completer
 // (completer.go) of IBTA chapter 9, structured as rxe's rxe_req.c,
-// rxe_resp.c and rxe_comp.c.
+// rxe_resp.c and rxe_comp.c. Beside them: the send ring (sendqueue.go),
+// request packet building (reqpacket.go), send completions
+// (sendcomplete.go) and the responder's error table (resperr.go).
 //
 // A QP is driven by one goroutine at a time: the engine's processor calls
 // Process, which drains the packets Deliver queued, runs the completer and

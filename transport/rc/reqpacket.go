@@ -1,0 +1,176 @@
+package rc
+
+// Building the requester's packets: opcodes, headers and payload of each
+// request packet (rxe_req.c next_opcode, init_req_packet, finish_packet).
+
+import (
+	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/wire"
+)
+
+// Packet opcodes of a SEND or WRITE by place in the message: [kind][place]
+// with place = first/middle/last/only, and the last/only variants that
+// carry immediate data or an invalidate (rxe_req.c next_opcode_rc/uc).
+var (
+	sendOps     = [4]wire.Opcode{wire.RCSendFirst, wire.RCSendMiddle, wire.RCSendLast, wire.RCSendOnly}
+	sendImmOps  = [4]wire.Opcode{wire.RCSendFirst, wire.RCSendMiddle, wire.RCSendLastImm, wire.RCSendOnlyImm}
+	sendInvOps  = [4]wire.Opcode{wire.RCSendFirst, wire.RCSendMiddle, wire.RCSendLastInv, wire.RCSendOnlyInv}
+	writeOps    = [4]wire.Opcode{wire.RCWriteFirst, wire.RCWriteMiddle, wire.RCWriteLast, wire.RCWriteOnly}
+	writeImmOps = [4]wire.Opcode{wire.RCWriteFirst, wire.RCWriteMiddle, wire.RCWriteLastImm, wire.RCWriteOnlyImm}
+)
+
+// opcodeFor picks the packet opcode of a SEND or WRITE packet from its
+// place in the message, in transport class class.
+func opcodeFor(class wire.Opcode, op transport.WROpcode, first, last bool) wire.Opcode {
+	ops := &writeOps
+	switch op {
+	case transport.WRSend:
+		ops = &sendOps
+	case transport.WRSendWithImm:
+		ops = &sendImmOps
+	case transport.WRSendWithInv:
+		ops = &sendInvOps
+	case transport.WRRDMAWriteWithImm:
+		ops = &writeImmOps
+	}
+	place := 1 // middle
+	switch {
+	case first && last:
+		place = 3
+	case first:
+		place = 0
+	case last:
+		place = 2
+	}
+	return class | ops[place].Op()
+}
+
+// sendPacketLocked sends the next packet of w and advances the requester.
+func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output) {
+	r := &qp.req
+	class := wire.ClassRC
+	if !qp.isRC() {
+		class = wire.ClassUC
+	}
+	var h wire.Headers
+	h.BTH.PSN = r.psn
+	payload := uint32(0)
+	last := true
+	switch w.kind {
+	case kindSend, kindWrite:
+		first := w.sendOff == 0
+		payload = min(w.length-w.sendOff, uint32(qp.pmtu))
+		last = w.sendOff+payload == w.length
+		h.BTH.Opcode = opcodeFor(class, w.wr.Opcode, first, last)
+		if w.kind == kindWrite && first {
+			h.RETH = wire.RETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, DMALen: w.length}
+		}
+		if last {
+			h.Imm = w.wr.Imm
+			h.InvRKey = w.wr.InvRKey
+			// SE only on the last packet of a SEND or WRITE_WITH_IMM (IBTA 9.2.3).
+			h.BTH.SE = w.wr.Flags&transport.SendSolicited != 0 && h.BTH.Opcode.Is(wire.MaskSolicited)
+		}
+	case kindRead:
+		// A first READ or one resumed after a partial response: ask for
+		// the bytes not yet received (rxe_req.c req_retry).
+		off := w.recvOff
+		h.BTH.Opcode = wire.RCReadRequest
+		h.RETH = wire.RETHFields{VA: w.wr.RemoteAddr + uint64(off), RKey: w.wr.RKey, DMALen: w.length - off}
+	case kindAtomic:
+		h.AtomicETH = wire.AtomicETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey}
+		if w.wr.Opcode == transport.WRAtomicCmpAndSwp {
+			h.BTH.Opcode = wire.RCCompareSwap
+			h.AtomicETH.SwapAdd, h.AtomicETH.Compare = w.wr.Swap, w.wr.CompareAdd
+		} else {
+			h.BTH.Opcode = wire.RCFetchAdd
+			h.AtomicETH.SwapAdd = w.wr.CompareAdd
+		}
+	case kindFlush:
+		// FETH then RETH; no payload (oA19-2). rxe init_req_packet:
+		// feth_init(type, level), RETH VA = iova, len = resid.
+		h.BTH.Opcode = wire.RCFlush
+		h.FETH = wire.FETHFields{PlacementType: w.wr.FlushType, Selectivity: w.wr.FlushLevel}
+		h.RETH = wire.RETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, DMALen: w.wr.FlushLen}
+	case kindAtomicWrite:
+		h.BTH.Opcode = wire.RCAtomicWrite
+		h.RETH = wire.RETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, DMALen: 8}
+		payload = 8
+	}
+	// AckReq on the last packet of every RC message and periodically in
+	// long ones (rxe_req.c: RXE_MAX_PKT_PER_ACK); never on UC.
+	if qp.isRC() {
+		r.noack++
+		if last || r.noack > maxPktPerAck {
+			h.BTH.AckReq = true
+			r.noack = 0
+		}
+	}
+	b, hdr := qp.startPacket(out, &h)
+	if payload > 0 {
+		if err := qp.gather(w, b[hdr:hdr+int(payload)], w.sendOff); err != nil {
+			qp.localErrorLocked(w, transport.WCLocProtErr)
+			return
+		}
+	}
+	qp.finishPacket(out, b, hdr, int(payload))
+
+	switch w.kind {
+	case kindSend, kindWrite:
+		w.sendOff += payload
+		r.psn = r.psn.Next()
+	case kindRead:
+		r.psn = w.lastPSN.Next()
+	default:
+		r.psn = r.psn.Next()
+	}
+	if r.psn.After(r.highPSN) {
+		r.highPSN = r.psn
+	}
+	if qp.isRC() {
+		// Every request arms the retransmit timer if it is not running
+		// (rxe_req.c: mod_timer when !timer_pending); only progress pushes
+		// its deadline out.
+		qp.armRetryLocked()
+	}
+	if !last {
+		return
+	}
+	w.state = wqePending
+	r.idx++
+	if w.kind == kindSend {
+		qp.cfg.Counters.RDMASends.Add(1)
+	}
+	if !qp.isRC() {
+		// UC has no acknowledgements: a WQE completes once sent (rxe_comp.c
+		// handles UC/UD WQEs at send time).
+		qp.completeSendLocked(w, false)
+		qp.retireLocked()
+	}
+}
+
+// gather copies the WQE's message bytes [off, off+len(dst)) into dst from
+// its inline data or its SGEs, checking each SGE against the MR table.
+func (qp *QP) gather(w *sendWQE, dst []byte, off uint32) error {
+	if w.wr.InlineData != nil {
+		copy(dst, w.inline[off:])
+		return nil
+	}
+	for _, s := range w.sgl {
+		if len(dst) == 0 {
+			break
+		}
+		if off >= s.Length {
+			off -= s.Length
+			continue
+		}
+		src, err := qp.localVec(s, false)
+		if err != nil {
+			return err
+		}
+		n := src.readAt(int(off), dst)
+		dst = dst[n:]
+		off = 0
+	}
+	return nil
+}

@@ -1,0 +1,340 @@
+package rc
+
+// The send ring: posted send WQEs, their checks at post time and the
+// queue that holds them (rxe_verbs.h struct rxe_send_wqe, rxe provider
+// post_send).
+
+import (
+	"fmt"
+
+	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/wire"
+)
+
+// wqeState is a send WQE's progress (rxe_verbs.h enum wqe_state).
+type wqeState uint8
+
+const (
+	wqePosted   wqeState = iota // not started (or rewound by a retry)
+	wqeInFlight                 // some packets sent
+	wqePending                  // every packet sent, awaiting acknowledgement
+	wqeDone                     // completed
+)
+
+// wrKind groups work-request opcodes by how the transport treats them.
+type wrKind uint8
+
+const (
+	kindSend wrKind = iota
+	kindWrite
+	kindRead
+	kindAtomic
+	// kindFlush is FLUSH (IBA A19): one request packet with FETH and RETH,
+	// answered by a zero-length RDMA READ response.
+	kindFlush
+	// kindAtomicWrite is ATOMIC WRITE (IBA A19): one request packet with
+	// RETH and 8 bytes, answered like FLUSH.
+	kindAtomicWrite
+	// kindLocal is LOCAL_INV, BIND_MW or REG_MR: memory operations the
+	// requester executes itself when they reach it, without a packet
+	// (rxe_req.c rxe_do_local_ops).
+	kindLocal
+)
+
+// sendWQE is a posted send work request with its transport progress.
+type sendWQE struct {
+	wr       transport.SendWR // SGList aliases sgl, InlineData aliases inline
+	sgl      []transport.SGE
+	inline   []byte
+	kind     wrKind
+	length   uint32 // message length in bytes
+	signaled bool
+	state    wqeState
+	status   transport.WCStatus
+	firstPSN wire.PSN
+	lastPSN  wire.PSN
+	sendOff  uint32           // next byte the requester sends (SEND/WRITE), or READ resume offset
+	recvOff  uint32           // READ: bytes received
+	orig     uint64           // atomic: original remote value
+	bind     transport.MWBind // BIND_MW: a copy of wr.Bind
+	reg      transport.RegMR  // REG_MR: a copy of wr.Reg
+}
+
+// needsResponse reports whether the WQE completes only on an explicit
+// response (READ data, atomic ACK, the empty READ response to FLUSH and
+// ATOMIC WRITE) rather than a coalescable ACK. These are also the WQEs
+// the initiator depth counts: rxe's check_init_depth counts READ, atomics
+// and ATOMIC WRITE; softnic counts FLUSH too, because the responder spends
+// a responder resource on it (rxe_prepare_res) and a requester that sent
+// more than max_dest_rd_atomic of them could push an unanswered READ's
+// resource out of the ring.
+func (w *sendWQE) needsResponse() bool {
+	switch w.kind {
+	case kindRead, kindAtomic, kindFlush, kindAtomicWrite:
+		return true
+	}
+	return false
+}
+
+// sendQueue is a ring of send WQEs indexed by ever-increasing positions.
+type sendQueue struct {
+	ring    []sendWQE
+	headIdx uint64 // oldest not yet retired
+	tailIdx uint64 // next free
+}
+
+func (q *sendQueue) init(n, maxSGE, maxInline int) {
+	if n < 1 {
+		n = 1
+	}
+	q.ring = make([]sendWQE, n)
+	for i := range q.ring {
+		q.ring[i].sgl = make([]transport.SGE, 0, maxSGE)
+		q.ring[i].inline = make([]byte, 0, maxInline)
+	}
+}
+
+func (q *sendQueue) reset()                 { q.headIdx, q.tailIdx = 0, 0 }
+func (q *sendQueue) empty() bool            { return q.headIdx == q.tailIdx }
+func (q *sendQueue) full() bool             { return q.tailIdx-q.headIdx == uint64(len(q.ring)) }
+func (q *sendQueue) at(i uint64) *sendWQE   { return &q.ring[i%uint64(len(q.ring))] }
+func (q *sendQueue) head() *sendWQE         { return q.at(q.headIdx) }
+func (q *sendQueue) pop()                   { q.headIdx++ }
+func (q *sendQueue) count() int             { return int(q.tailIdx - q.headIdx) }
+func (q *sendQueue) valid(i uint64) bool    { return i >= q.headIdx && i < q.tailIdx }
+func (q *sendQueue) inFlight(i uint64) bool { return q.valid(i) && q.at(i).state != wqePosted }
+
+// kindOf classifies op for qp's type; ok is false for opcodes the QP type
+// does not support. RC takes every opcode of ibv_post_send(3) and
+// ibv_wr_post(3) but TSO; UC takes SEND, WRITE (with immediate) and the
+// local operations LOCAL_INV, BIND_MW and REG_MR, which need no transport
+// (the ibv_post_send(3) table; rdmavt and mlx5 allow all three on UC, rxe
+// BIND_MW only). UC refuses SEND_WITH_INV although that table marks it:
+// IBTA defines no UC SEND with Invalidate opcode (Table 38 has only the
+// RC and XRC ones, and package wire has none for UC), and rxe's
+// next_opcode_uc fails it too.
+func kindOf(t transport.QPType, op transport.WROpcode) (wrKind, bool) {
+	rc := t == transport.QPTypeRC
+	switch op {
+	case transport.WRSend, transport.WRSendWithImm:
+		return kindSend, true
+	case transport.WRSendWithInv:
+		return kindSend, rc
+	case transport.WRRDMAWrite, transport.WRRDMAWriteWithImm:
+		return kindWrite, true
+	case transport.WRRDMARead:
+		return kindRead, rc
+	case transport.WRAtomicCmpAndSwp, transport.WRAtomicFetchAndAdd:
+		return kindAtomic, rc
+	case transport.WRFlush:
+		return kindFlush, rc
+	case transport.WRAtomicWrite:
+		return kindAtomicWrite, rc
+	case transport.WRLocalInv, transport.WRBindMW, transport.WRRegMR:
+		return kindLocal, true
+	}
+	return 0, false
+}
+
+// PostSend queues wrs in order (ibv_post_send). It stops at the first WR
+// it refuses and returns its index with an error wrapping
+// transport.ErrInvalid, ErrFull or ErrState; the WRs before it are posted.
+func (qp *QP) PostSend(wrs []transport.SendWR) (int, error) {
+	qp.mu.Lock()
+	i, err := qp.postSendLocked(wrs)
+	qp.mu.Unlock()
+	qp.flushEvents()
+	if i > 0 {
+		qp.cfg.Wake()
+	}
+	return i, err
+}
+
+// PostSendAll posts every WR of wrs, or none if any is refused or the
+// send queue has no room for all of them (ibv_wr_complete semantics: a
+// full queue there is ENOSPC, rxe provider wr_complete).
+func (qp *QP) PostSendAll(wrs []transport.SendWR) error {
+	qp.mu.Lock()
+	err := qp.checkAllLocked(wrs)
+	if err == nil {
+		_, err = qp.postSendLocked(wrs)
+	}
+	qp.mu.Unlock()
+	qp.flushEvents()
+	if err == nil && len(wrs) > 0 {
+		qp.cfg.Wake()
+	}
+	return err
+}
+
+func (qp *QP) checkAllLocked(wrs []transport.SendWR) error {
+	for i := range wrs {
+		if err := qp.checkSendWR(&wrs[i]); err != nil {
+			return fmt.Errorf("WR %d: %w", i, err)
+		}
+	}
+	if free := len(qp.sq.ring) - qp.sq.count(); len(wrs) > free {
+		return fmt.Errorf("%w: %d WRs, room for %d", transport.ErrFull, len(wrs), free)
+	}
+	return nil
+}
+
+func (qp *QP) postSendLocked(wrs []transport.SendWR) (int, error) {
+	switch qp.state {
+	case transport.QPStateReset, transport.QPStateInit, transport.QPStateRTR:
+		return 0, fmt.Errorf("%w: post send in state %v", transport.ErrState, qp.state)
+	}
+	for i := range wrs {
+		if err := qp.checkSendWR(&wrs[i]); err != nil {
+			return i, err
+		}
+		if qp.sq.full() {
+			return i, fmt.Errorf("%w: send queue holds %d WRs", transport.ErrFull, len(qp.sq.ring))
+		}
+		if err := qp.enqueueLocked(&wrs[i]); err != nil {
+			return i, err
+		}
+		if qp.state == transport.QPStateErr {
+			// WRs posted in ERR complete with a flush error (IBTA 10.8.3.3;
+			// the kernel's ib_drain_qp relies on it).
+			qp.flushLocked()
+		}
+	}
+	return len(wrs), nil
+}
+
+// checkSendWR validates a WR against the QP (ibv_post_send(3); rxe
+// provider validate_send_wr).
+func (qp *QP) checkSendWR(wr *transport.SendWR) error {
+	kind, ok := kindOf(qp.cfg.Type, wr.Opcode)
+	if !ok {
+		if wr.Opcode == transport.WRSendWithInv {
+			return fmt.Errorf("%w: opcode %v not supported on %v QPs (IBTA defines no UC SEND with Invalidate)",
+				transport.ErrInvalid, wr.Opcode, qp.cfg.Type)
+		}
+		return fmt.Errorf("%w: opcode %v not supported on %v QPs", transport.ErrInvalid, wr.Opcode, qp.cfg.Type)
+	}
+	if len(wr.SGList) > int(qp.cfg.Cap.MaxSendSGE) {
+		return fmt.Errorf("%w: %d SGEs, QP max_send_sge %d", transport.ErrInvalid, len(wr.SGList), qp.cfg.Cap.MaxSendSGE)
+	}
+	length := uint64(0)
+	for _, s := range wr.SGList {
+		length += uint64(s.Length)
+	}
+	if wr.Flags&transport.SendInline != 0 {
+		switch kind {
+		case kindRead, kindAtomic, kindFlush, kindLocal:
+			return fmt.Errorf("%w: IBV_SEND_INLINE on %v", transport.ErrInvalid, wr.Opcode)
+		}
+		if wr.InlineData != nil {
+			length = uint64(len(wr.InlineData))
+		}
+		// ATOMIC WRITE's 8 bytes travel in the WQE and do not count
+		// against max_inline_data (rxe provider wr_atomic_write).
+		if length > uint64(qp.cfg.Cap.MaxInlineData) && kind != kindAtomicWrite {
+			return fmt.Errorf("%w: %d inline bytes, QP max_inline_data %d", transport.ErrInvalid, length, qp.cfg.Cap.MaxInlineData)
+		}
+		if wr.InlineData == nil {
+			if err := qp.cfg.Mem.CheckGather(qp.cfg.PD, wr.SGList); err != nil {
+				return transport.InlineError(err)
+			}
+		}
+	}
+	if length > MaxMsgSize {
+		return fmt.Errorf("%w: message of %d bytes exceeds max_msg_sz %d", transport.ErrInvalid, length, MaxMsgSize)
+	}
+	switch kind {
+	case kindAtomic:
+		if length < 8 {
+			return fmt.Errorf("%w: atomic needs an 8-byte local buffer, got %d", transport.ErrInvalid, length)
+		}
+		if wr.RemoteAddr&7 != 0 {
+			return fmt.Errorf("%w: atomic remote address %#x not 8-byte aligned", transport.ErrInvalid, wr.RemoteAddr)
+		}
+	case kindAtomicWrite:
+		// IBA A19.4.2: exactly 8 bytes to an 8-byte aligned address.
+		if length != 8 {
+			return fmt.Errorf("%w: ATOMIC_WRITE carries exactly 8 bytes, got %d", transport.ErrInvalid, length)
+		}
+		if wr.RemoteAddr&7 != 0 {
+			return fmt.Errorf("%w: ATOMIC_WRITE remote address %#x not 8-byte aligned", transport.ErrInvalid, wr.RemoteAddr)
+		}
+	case kindFlush:
+		// IBA A19.4.4: placement type global (1), persistent (2) or both;
+		// selectivity range (0) or whole MR (1).
+		if wr.FlushType == 0 || wr.FlushType&^(wire.FlushGlobal|wire.FlushPersistent) != 0 {
+			return fmt.Errorf("%w: FLUSH placement type %d (want IBV_FLUSH_GLOBAL and/or IBV_FLUSH_PERSISTENT)", transport.ErrInvalid, wr.FlushType)
+		}
+		if wr.FlushLevel > wire.FlushMR {
+			return fmt.Errorf("%w: FLUSH selectivity level %d (want IBV_FLUSH_RANGE or IBV_FLUSH_MR)", transport.ErrInvalid, wr.FlushLevel)
+		}
+		if wr.FlushLen > MaxMsgSize-1 {
+			return fmt.Errorf("%w: FLUSH length %d above 2^31-1", transport.ErrInvalid, wr.FlushLen)
+		}
+	case kindLocal:
+		switch {
+		case wr.Opcode == transport.WRBindMW && wr.Bind == nil:
+			return fmt.Errorf("%w: BIND_MW without bind information", transport.ErrInvalid)
+		case wr.Opcode == transport.WRRegMR && wr.Reg == nil:
+			return fmt.Errorf("%w: REG_MR without registration information", transport.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// MaxMsgSize is the largest message (ibv_device_attr max_msg_sz; rxe 2^31).
+const MaxMsgSize = 1 << 31
+
+// enqueueLocked puts wr in the send queue. It fails only when inline data
+// given by SGEs cannot be read (transport.InlineError): checkSendWR has
+// checked them, so only an MR deregistered in between gets here; the
+// queue is then unchanged.
+func (qp *QP) enqueueLocked(wr *transport.SendWR) error {
+	w := qp.sq.at(qp.sq.tailIdx)
+	sgl, inline := w.sgl[:0], w.inline[:0]
+	*w = sendWQE{sgl: sgl, inline: inline}
+	// Copy the WR field by field: copying the whole struct would let the
+	// caller's SGE slice escape to the heap on every post.
+	w.wr.WRID, w.wr.Opcode, w.wr.Flags = wr.WRID, wr.Opcode, wr.Flags
+	w.wr.Imm, w.wr.InvRKey = wr.Imm, wr.InvRKey
+	w.wr.RemoteAddr, w.wr.RKey = wr.RemoteAddr, wr.RKey
+	w.wr.CompareAdd, w.wr.Swap = wr.CompareAdd, wr.Swap
+	w.wr.RemoteQPN, w.wr.RemoteQKey = wr.RemoteQPN, wr.RemoteQKey
+	w.wr.FlushType, w.wr.FlushLevel, w.wr.FlushLen = wr.FlushType, wr.FlushLevel, wr.FlushLen
+	w.kind, _ = kindOf(qp.cfg.Type, wr.Opcode)
+	w.sgl = append(w.sgl, wr.SGList...)
+	w.wr.SGList = w.sgl
+	if wr.Bind != nil {
+		w.bind = *wr.Bind
+	}
+	if wr.Reg != nil {
+		w.reg = *wr.Reg
+	}
+	if wr.Flags&transport.SendInline != 0 {
+		if wr.InlineData != nil {
+			w.inline = append(w.inline, wr.InlineData...)
+		} else {
+			var err error
+			if w.inline, err = qp.cfg.Mem.Gather(qp.cfg.PD, wr.SGList, w.inline); err != nil {
+				return transport.InlineError(err)
+			}
+		}
+		w.wr.InlineData = w.inline
+		w.length = uint32(len(w.inline))
+	} else {
+		for _, s := range w.sgl {
+			w.length += s.Length
+		}
+	}
+	switch w.kind {
+	case kindAtomic:
+		w.length = 8
+	case kindFlush:
+		w.length = wr.FlushLen // no local data; the range's length (rxe wr_flush: dma.length)
+	case kindLocal:
+		w.length = 0
+	}
+	w.signaled = qp.cfg.SigAll || wr.Flags&transport.SendSignaled != 0
+	qp.sq.tailIdx++
+	return nil
+}

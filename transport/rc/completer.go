@@ -34,9 +34,9 @@ var rnrTimeout = [32]time.Duration{
 // RNRTimeout returns the delay of RNR timer index i (0..31).
 func RNRTimeout(i uint8) time.Duration { return rnrTimeout[i&31] }
 
-// responseLocked processes one response packet: ACK, NAK, READ response
-// or atomic ACK.
-func (c *completer) responseLocked(qp *QP, p *wire.Packet) {
+// responseLocked processes one response packet, received in the pass at
+// time now: ACK, NAK, READ response or atomic ACK.
+func (c *completer) responseLocked(qp *QP, p *wire.Packet, now time.Time) {
 	ctr := qp.cfg.Counters
 	psn := p.PSN()
 	// Only PSNs sent and not yet answered can be answered now; anything
@@ -50,7 +50,7 @@ func (c *completer) responseLocked(qp *QP, p *wire.Packet) {
 		syn = a.Syndrome()
 	}
 	if p.Opcode == wire.RCAck && !syn.IsACK() {
-		c.nakLocked(qp, psn, syn)
+		c.nakLocked(qp, psn, syn, now)
 		return
 	}
 	if p.Is(wire.MaskRead) && !syn.IsACK() {
@@ -89,7 +89,7 @@ func (c *completer) responseLocked(qp *QP, p *wire.Packet) {
 		}
 	}
 	if progress {
-		c.progressLocked(qp)
+		c.progressLocked(qp, now)
 	}
 }
 
@@ -216,17 +216,17 @@ func (r *requester) catchUp(qp *QP, i uint64, w *sendWQE, psn wire.PSN) {
 
 // progressLocked runs after an acknowledgement moved the completer
 // forward: retry counters are restored, completed WQEs retired, and the
-// retransmit timer pushed out or stopped.
-func (c *completer) progressLocked(qp *QP) {
+// retransmit timer pushed out (to now plus the timeout) or stopped.
+func (c *completer) progressLocked(qp *QP, now time.Time) {
 	c.retrying = false
 	c.retryCnt = qp.attr.RetryCnt
 	c.rnrRetry = qp.attr.RNRRetry
 	qp.retireLocked()
 	if qp.outstandingLocked() {
 		if qp.retryArmed {
-			qp.retryDeadline = qp.cfg.Clock.Now().Add(qp.timeout)
+			qp.retryDeadline = now.Add(qp.timeout)
 		} else {
-			qp.armRetryLocked()
+			qp.armRetryLocked(now)
 		}
 	} else {
 		qp.stopRetryLocked()
@@ -235,7 +235,7 @@ func (c *completer) progressLocked(qp *QP) {
 }
 
 // nakLocked handles an RNR NAK or a NAK (rxe_comp.c check_ack, AETH cases).
-func (c *completer) nakLocked(qp *QP, psn wire.PSN, syn wire.Syndrome) {
+func (c *completer) nakLocked(qp *QP, psn wire.PSN, syn wire.Syndrome, now time.Time) {
 	ctr := qp.cfg.Counters
 	switch {
 	case syn.Type() == wire.SyndromeReserved:
@@ -260,7 +260,7 @@ func (c *completer) nakLocked(qp *QP, psn wire.PSN, syn wire.Syndrome) {
 		target = qp.sq.tailIdx
 	}
 	if progress {
-		c.progressLocked(qp)
+		c.progressLocked(qp, now)
 	}
 	switch syn.Type() {
 	case wire.SyndromeRNRNAK:
@@ -378,70 +378,3 @@ func (qp *QP) retryLocked() {
 
 // outstandingLocked reports whether sent packets await acknowledgement.
 func (qp *QP) outstandingLocked() bool { return qp.comp.psn.Before(qp.req.highPSN) }
-
-// armRetryLocked starts the retransmit timer if it is not running
-// (rxe_req.c: mod_timer when not pending). Progress only pushes the
-// deadline; the timer re-arms itself for the remainder when it fires
-// early, so the common path never touches the timer.
-func (qp *QP) armRetryLocked() {
-	if qp.timeout == 0 {
-		return // timeout 0: no retransmit timer at all (rxe_qp.c)
-	}
-	if qp.retryArmed {
-		return
-	}
-	qp.retryDeadline = qp.cfg.Clock.Now().Add(qp.timeout)
-	qp.retryArmed = true
-	if qp.retryTimer == nil {
-		qp.retryTimer = qp.cfg.Clock.AfterFunc(qp.timeout, qp.onRetryTimer)
-	} else {
-		qp.retryTimer.Reset(qp.timeout)
-	}
-}
-
-func (qp *QP) stopRetryLocked() {
-	if qp.retryArmed {
-		qp.retryArmed = false
-		qp.retryTimer.Stop()
-	}
-}
-
-func (qp *QP) armRNRLocked(d time.Duration) {
-	if qp.rnrTimer == nil {
-		qp.rnrTimer = qp.cfg.Clock.AfterFunc(d, qp.onRNRTimer)
-	} else {
-		qp.rnrTimer.Reset(d)
-	}
-}
-
-func (qp *QP) stopTimersLocked() {
-	qp.stopRetryLocked()
-	if qp.rnrTimer != nil {
-		qp.rnrTimer.Stop()
-	}
-	qp.req.rnrWait = false
-}
-
-// Timer callbacks only set a flag and wake the QP (STYLE.md 9).
-func (qp *QP) onRetryTimer() { qp.timerFired.Store(true); qp.cfg.Wake() }
-func (qp *QP) onRNRTimer()   { qp.rnrFired.Store(true); qp.cfg.Wake() }
-
-// timersLocked acts on fired timers.
-func (qp *QP) timersLocked() {
-	if qp.timerFired.Swap(false) && qp.retryArmed {
-		now := qp.cfg.Clock.Now()
-		if left := qp.retryDeadline.Sub(now); left > 0 {
-			qp.retryTimer.Reset(left) // progress pushed the deadline out
-		} else {
-			qp.retryArmed = false
-			if qp.isRC() && (qp.state == transport.QPStateRTS || qp.state == transport.QPStateSQD) && !qp.req.rnrWait {
-				qp.cfg.Counters.Timeouts.Add(1)
-				qp.comp.triggerRetryLocked(qp, true)
-			}
-		}
-	}
-	if qp.rnrFired.Swap(false) && qp.req.rnrWait {
-		qp.req.rnrWait = false
-		qp.req.needRetry = true
-	}
-}

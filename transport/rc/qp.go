@@ -293,6 +293,9 @@ func (qp *QP) Process(out transport.Output) (more bool) {
 	qp.batch = qp.inbox.Take(qp.batch[:0], budget)
 
 	qp.mu.Lock()
+	// One reading of the clock for the whole pass: the handlers below take
+	// it as a parameter (STYLE.md 10).
+	now := qp.cfg.Clock.Now()
 	// A read reply in progress goes first: later requests wait behind it
 	// so responses leave in PSN order (rxe_resp.c read_reply).
 	more = qp.resp.readReplyLocked(qp, out)
@@ -303,7 +306,7 @@ func (qp *QP) Process(out transport.Output) (more bool) {
 			more = true
 			break
 		}
-		qp.receiveLocked(p, out)
+		qp.receiveLocked(p, out, now)
 		p.Release()
 	}
 	clear(qp.batch)
@@ -311,8 +314,8 @@ func (qp *QP) Process(out transport.Output) (more bool) {
 	if qp.resp.reading() {
 		more = qp.resp.readReplyLocked(qp, out) || more
 	}
-	qp.timersLocked()
-	if qp.requesterLocked(out) {
+	qp.timersLocked(now)
+	if qp.requesterLocked(out, now) {
 		more = true
 	}
 	qp.mu.Unlock()
@@ -324,7 +327,7 @@ func (qp *QP) Process(out transport.Output) (more bool) {
 // receiveLocked routes one packet to the responder or the completer
 // (rxe_recv.c rxe_rcv_pkt: requests to the responder, responses to the
 // completer), after the per-QP state checks of hdr_check.
-func (qp *QP) receiveLocked(p *transport.RxPacket, out transport.Output) {
+func (qp *QP) receiveLocked(p *transport.RxPacket, out transport.Output, now time.Time) {
 	c := qp.cfg.Counters
 	pkt := &p.Pkt
 	// rxe_recv.c check_addr: a connected QP takes packets only from its
@@ -346,7 +349,7 @@ func (qp *QP) receiveLocked(p *transport.RxPacket, out transport.Output) {
 			c.DropState.Add(1)
 			return
 		}
-		qp.comp.responseLocked(qp, pkt)
+		qp.comp.responseLocked(qp, pkt, now)
 	default:
 		c.DropNoQP.Add(1)
 	}

@@ -4,6 +4,8 @@ package rc
 // request packet (rxe_req.c next_opcode, init_req_packet, finish_packet).
 
 import (
+	"time"
+
 	"github.com/softnic/softnic/transport"
 	"github.com/softnic/softnic/wire"
 )
@@ -45,8 +47,9 @@ func opcodeFor(class wire.Opcode, op transport.WROpcode, first, last bool) wire.
 	return class | ops[place].Op()
 }
 
-// sendPacketLocked sends the next packet of w and advances the requester.
-func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output) {
+// sendPacketLocked sends the next packet of w at time now and advances
+// the requester.
+func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output, now time.Time) {
 	r := &qp.req
 	class := wire.ClassRC
 	if !qp.isRC() {
@@ -131,7 +134,7 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output) {
 		// Every request arms the retransmit timer if it is not running
 		// (rxe_req.c: mod_timer when !timer_pending); only progress pushes
 		// its deadline out.
-		qp.armRetryLocked()
+		qp.armRetryLocked(now)
 	}
 	if !last {
 		return

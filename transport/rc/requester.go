@@ -5,6 +5,8 @@ package rc
 // itself (rxe_req.c rxe_requester).
 
 import (
+	"time"
+
 	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/transport"
 	"github.com/softnic/softnic/wire"
@@ -38,7 +40,7 @@ func (qp *QP) packets(w *sendWQE) uint32 {
 // requesterLocked sends what the window, the initiator depth and fences
 // allow, at most budget packets (rxe_req.c rxe_requester). It reports
 // whether it stopped with sendable work left.
-func (qp *QP) requesterLocked(out transport.Output) bool {
+func (qp *QP) requesterLocked(out transport.Output, now time.Time) bool {
 	if qp.state != transport.QPStateRTS && qp.state != transport.QPStateSQD {
 		return false
 	}
@@ -78,7 +80,7 @@ func (qp *QP) requesterLocked(out transport.Output) bool {
 		if qp.isRC() && r.psn.Diff(qp.comp.psn) >= maxUnackedPSNs {
 			return false // window full (RXE_MAX_UNACKED_PSNS)
 		}
-		qp.sendPacketLocked(w, out)
+		qp.sendPacketLocked(w, out, now)
 	}
 	return qp.sq.valid(r.idx)
 }

@@ -129,6 +129,12 @@ func (r *responder) checkLocked(qp *QP, p *wire.Packet, out transport.Output) re
 	if p.CheckPMTU(qp.pmtu) != nil {
 		return errLength
 	}
+	// CHK_RESOURCE: READ, atomics, FLUSH and ATOMIC WRITE need a responder
+	// resource; max_dest_rd_atomic 0 accepts none (rxe check_resource).
+	if len(r.resources) == 0 && (p.Is(wire.MaskRead) || p.Is(wire.MaskAtomic) ||
+		p.Is(wire.MaskFlush) || p.Is(wire.MaskAtomicWrite)) {
+		return errTooManyRdAtomic
+	}
 	switch {
 	case p.Is(wire.MaskSend):
 		return r.sendLocked(qp, p, out)
@@ -266,10 +272,6 @@ func (r *responder) placeWriteLocked(qp *QP, p *wire.Packet) respErr {
 
 func (r *responder) readLocked(qp *QP, p *wire.Packet, out transport.Output) respErr {
 	psn := p.PSN()
-	if len(r.resources) == 0 {
-		// max_dest_rd_atomic 0: no READ may be accepted (rxe check_resource).
-		return errTooManyRdAtomic
-	}
 	reth := p.RETH()
 	if reth.DMALen() > MaxMsgSize {
 		return errLength
@@ -292,9 +294,6 @@ func (r *responder) readLocked(qp *QP, p *wire.Packet, out transport.Output) res
 
 func (r *responder) atomicLocked(qp *QP, p *wire.Packet, out transport.Output) respErr {
 	psn := p.PSN()
-	if len(r.resources) == 0 {
-		return errTooManyRdAtomic
-	}
 	a := p.AtomicETH()
 	if a.VA()&7 != 0 {
 		// Misaligned atomic: invalid request (C9-128).
@@ -329,9 +328,6 @@ func (r *responder) atomicLocked(qp *QP, p *wire.Packet, out transport.Output) r
 // zero-length RDMA READ RESPONSE ONLY.
 func (r *responder) flushLocked(qp *QP, p *wire.Packet, out transport.Output) respErr {
 	psn := p.PSN()
-	if len(r.resources) == 0 {
-		return errTooManyRdAtomic
-	}
 	f, reth := p.FETH(), p.RETH()
 	err := qp.cfg.Mem.Flush(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), reth.DMALen(),
 		flushAccess(f.PlacementType()), f.Selectivity())
@@ -361,9 +357,6 @@ func (r *responder) flushLocked(qp *QP, p *wire.Packet, out transport.Output) re
 func (r *responder) atomicWriteLocked(qp *QP, p *wire.Packet, out transport.Output) respErr {
 	psn := p.PSN()
 	reth := p.RETH()
-	if len(r.resources) == 0 {
-		return errTooManyRdAtomic
-	}
 	if reth.DMALen() != 8 {
 		return errLength
 	}

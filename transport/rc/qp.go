@@ -382,17 +382,24 @@ func (qp *QP) flushLocked() {
 	// still queued behind it, so completions keep posting order.
 	if qp.resp.haveWQE {
 		qp.resp.haveWQE = false
-		wc := transport.WorkCompletion{WRID: qp.resp.wqe.WRID, Status: transport.WCWRFlushErr,
-			Opcode: transport.WCRecv, QPNum: qp.cfg.QPN}
-		qp.cfg.RecvCQ.Push(&wc, false)
+		qp.flushRecvWQE(&qp.resp.wqe)
 	}
+	qp.flushRQLocked()
+}
+
+// flushRQLocked completes every receive queued on the QP's own RQ with
+// WR_FLUSH_ERR; an SRQ keeps its receives for the other QPs.
+func (qp *QP) flushRQLocked() {
 	if !qp.cfg.SRQ {
-		qp.cfg.RQ.Drain(func(r *transport.RecvWQE) {
-			wc := transport.WorkCompletion{WRID: r.WRID, Status: transport.WCWRFlushErr,
-				Opcode: transport.WCRecv, QPNum: qp.cfg.QPN}
-			qp.cfg.RecvCQ.Push(&wc, false)
-		})
+		qp.cfg.RQ.Drain(qp.flushRecvWQE)
 	}
+}
+
+// flushRecvWQE completes receive WQE r with WR_FLUSH_ERR.
+func (qp *QP) flushRecvWQE(r *transport.RecvWQE) {
+	wc := transport.WorkCompletion{WRID: r.WRID, Status: transport.WCWRFlushErr,
+		Opcode: transport.WCRecv, QPNum: qp.cfg.QPN}
+	qp.cfg.RecvCQ.Push(&wc, false)
 }
 
 // FlushRecv completes every posted receive with WR_FLUSH_ERR if the QP is
@@ -400,14 +407,9 @@ func (qp *QP) flushLocked() {
 func (qp *QP) FlushRecv() {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
-	if qp.state != transport.QPStateErr || qp.cfg.SRQ {
-		return
+	if qp.state == transport.QPStateErr {
+		qp.flushRQLocked()
 	}
-	qp.cfg.RQ.Drain(func(r *transport.RecvWQE) {
-		wc := transport.WorkCompletion{WRID: r.WRID, Status: transport.WCWRFlushErr,
-			Opcode: transport.WCRecv, QPNum: qp.cfg.QPN}
-		qp.cfg.RecvCQ.Push(&wc, false)
-	})
 }
 
 func (qp *QP) flushEvents() {

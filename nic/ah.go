@@ -5,8 +5,8 @@ import (
 	"sync/atomic"
 
 	"github.com/softnic/softnic/internal/mem"
+	"github.com/softnic/softnic/internal/transport/ud"
 	"github.com/softnic/softnic/transport"
-	"github.com/softnic/softnic/transport/ud"
 )
 
 // maxAH is the number of address handles a NIC makes (QueryDevice MaxAH,

@@ -6,10 +6,10 @@ import (
 	"sync/atomic"
 
 	"github.com/softnic/softnic/internal/mem"
+	"github.com/softnic/softnic/internal/transport/rc"
+	"github.com/softnic/softnic/internal/transport/ud"
 	"github.com/softnic/softnic/nic/cq"
 	"github.com/softnic/softnic/transport"
-	"github.com/softnic/softnic/transport/rc"
-	"github.com/softnic/softnic/transport/ud"
 )
 
 // DeviceAttr is the device's capabilities (struct ibv_device_attr), with

@@ -1,9 +1,9 @@
 package nic
 
 import (
+	"github.com/softnic/softnic/internal/transport/rc"
+	"github.com/softnic/softnic/internal/transport/ud"
 	"github.com/softnic/softnic/transport"
-	"github.com/softnic/softnic/transport/rc"
-	"github.com/softnic/softnic/transport/ud"
 )
 
 // qpTransport is the transport behind a QP as nic.QP drives it: an RC/UC

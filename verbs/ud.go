@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/softnic/softnic/transport/ud"
+	"github.com/softnic/softnic/internal/transport/ud"
 )
 
 // UD QPs (QPTypeUD) send SEND and SEND_WITH_IMM work requests of at most

@@ -22,24 +22,6 @@ const (
 	QPTypeXRCRecv   QPType = 10
 )
 
-func (t QPType) String() string {
-	switch t {
-	case QPTypeRC:
-		return "RC"
-	case QPTypeUC:
-		return "UC"
-	case QPTypeUD:
-		return "UD"
-	case QPTypeRawPacket:
-		return "RAW_PACKET"
-	case QPTypeXRCSend:
-		return "XRC_SEND"
-	case QPTypeXRCRecv:
-		return "XRC_RECV"
-	}
-	return "QPType(?)"
-}
-
 // QPState is a queue pair state (enum ibv_qp_state; IBTA 10.3.1).
 type QPState uint8
 
@@ -53,15 +35,6 @@ const (
 	QPStateErr
 	QPStateUnknown
 )
-
-var stateNames = [...]string{"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR", "UNKNOWN"}
-
-func (s QPState) String() string {
-	if int(s) < len(stateNames) {
-		return stateNames[s]
-	}
-	return "QPState(?)"
-}
 
 // AttrMask selects the QPAttr fields a modify or query uses (enum ibv_qp_attr_mask).
 type AttrMask uint32
@@ -249,21 +222,6 @@ const (
 	WRRegMR WROpcode = 32
 )
 
-var wrNames = map[WROpcode]string{
-	WRRDMAWrite: "RDMA_WRITE", WRRDMAWriteWithImm: "RDMA_WRITE_WITH_IMM", WRSend: "SEND",
-	WRSendWithImm: "SEND_WITH_IMM", WRRDMARead: "RDMA_READ", WRAtomicCmpAndSwp: "ATOMIC_CMP_AND_SWP",
-	WRAtomicFetchAndAdd: "ATOMIC_FETCH_AND_ADD", WRLocalInv: "LOCAL_INV", WRBindMW: "BIND_MW",
-	WRSendWithInv: "SEND_WITH_INV", WRTSO: "TSO", WRDriver1: "DRIVER1", WRFlush: "FLUSH",
-	WRAtomicWrite: "ATOMIC_WRITE", WRRegMR: "REG_MR",
-}
-
-func (o WROpcode) String() string {
-	if n, ok := wrNames[o]; ok {
-		return n
-	}
-	return "WROpcode(?)"
-}
-
 // SendFlags are a send work request's flags (enum ibv_send_flags).
 type SendFlags uint32
 
@@ -386,24 +344,6 @@ const (
 	WCTMErr
 	WCTMRndvIncomplete
 )
-
-var wcStatusNames = [...]string{
-	"success", "local length error", "local QP operation error", "local EE context operation error",
-	"local protection error", "Work Request Flushed Error", "memory management operation error",
-	"bad response error", "local access error", "remote invalid request error", "remote access error",
-	"remote operation error", "transport retry counter exceeded", "RNR retry counter exceeded",
-	"local RDD violation error", "remote invalid RD request", "aborted error", "invalid EE context number",
-	"invalid EE context state", "fatal error", "response timeout error", "general error",
-	"TM error", "TM software rendezvous",
-}
-
-// String returns ibv_wc_status_str's text.
-func (s WCStatus) String() string {
-	if int(s) < len(wcStatusNames) {
-		return wcStatusNames[s]
-	}
-	return "unknown"
-}
 
 // WCOpcode is a completion's operation (enum ibv_wc_opcode).
 type WCOpcode uint8

@@ -285,7 +285,7 @@ func (d *Device) Counters() Counters {
 // PortAttr is a port's attributes (struct ibv_port_attr), as rxe reports
 // them (rxe.c rxe_init_port_param).
 type PortAttr struct {
-	State        uint8 // 4 = IBV_PORT_ACTIVE
+	State        uint8 // a PortState: 4 = IBV_PORT_ACTIVE
 	MaxMTU       MTU
 	ActiveMTU    MTU
 	GIDTblLen    int
@@ -304,7 +304,7 @@ type PortAttr struct {
 
 // Port state and link-layer values.
 const (
-	PortActive        = 4
+	PortActive        PortState = 4 // IBV_PORT_ACTIVE, the state of softnic's port
 	LinkLayerEthernet = 2
 	PortCapCMSup      = 1 << 16 // IB_PORT_CM_SUP
 )
@@ -323,7 +323,7 @@ func (d *Device) QueryPort(port uint8) (PortAttr, error) {
 		return PortAttr{}, fmt.Errorf("%w: port %d (the device has port 1)", EINVAL, port)
 	}
 	return PortAttr{
-		State: PortActive, MaxMTU: MTU4096, ActiveMTU: d.n.PortMTU(), GIDTblLen: 1,
+		State: uint8(PortActive), MaxMTU: MTU4096, ActiveMTU: d.n.PortMTU(), GIDTblLen: 1,
 		PortCapFlags: PortCapCMSup, MaxMsgSz: uint64(d.n.QueryDevice().MaxMsgSize), PKeyTblLen: 1,
 		MaxVLNum: 1, ActiveWidth: 1, ActiveSpeed: 1, PhysState: 5, LinkLayer: LinkLayerEthernet,
 	}, nil

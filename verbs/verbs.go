@@ -305,8 +305,8 @@ type PortAttr struct {
 // Port state and link-layer values.
 const (
 	PortActive        PortState = 4 // IBV_PORT_ACTIVE, the state of softnic's port
-	LinkLayerEthernet = 2
-	PortCapCMSup      = 1 << 16 // IB_PORT_CM_SUP
+	LinkLayerEthernet           = 2
+	PortCapCMSup                = 1 << 16 // IB_PORT_CM_SUP
 )
 
 // QueryPort returns port 1's attributes (ibv_query_port). The active MTU

@@ -12,8 +12,9 @@ import (
 // CompChannel is a completion event channel (ibv_comp_channel): CQs
 // attached to it report their notifications on it.
 type CompChannel struct {
-	d  *Device
-	ch *cq.Channel
+	d   *Device
+	ch  *cq.Channel
+	cqs atomic.Int32 // CQs attached, for CQ.Wait (cqwait.go)
 }
 
 // CreateCompChannel makes a completion channel (ibv_create_comp_channel)
@@ -56,7 +57,9 @@ func (c *CompChannel) Close() error {
 type CQ struct {
 	d    *Device
 	q    *cq.CQ
-	dead atomic.Bool // destroyed
+	ch   *CompChannel // the channel given to CreateCQ, or nil
+	dead atomic.Bool  // destroyed
+	wait *cqWaiter    // CQ.Wait's wake-up (cqwait.go)
 }
 
 // cqs maps engine CQs back to their verbs wrappers for GetEvent.
@@ -87,12 +90,13 @@ func (d *Device) CreateCQ(cqe int, ch *CompChannel) (*CQ, error) {
 	if err != nil {
 		return nil, errno(err)
 	}
-	c := &CQ{d: d, q: q}
+	c := &CQ{d: d, q: q, ch: ch, wait: newCQWaiter(q)}
 	q.SetOverflowHandler(func() {
 		d.n.PostAsync(AsyncEvent{Type: EventCQErr, Other: c})
 	})
 	if ch != nil {
 		ch.ch.Attach(q)
+		ch.cqs.Add(1)
 	}
 	q.SetContext(c)
 	return c, nil
@@ -174,6 +178,10 @@ func (c *CQ) Destroy() error {
 		})
 	}
 	c.dead.Store(true)
+	if c.ch != nil {
+		c.ch.cqs.Add(-1)
+	}
+	c.wait.wake() // a Wait in progress returns EINVAL
 	if c.d.ok() {
 		c.d.n.DropAsyncFor(c)
 	}

@@ -1,0 +1,45 @@
+package verbs_test
+
+import (
+	"fmt"
+
+	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/verbs"
+)
+
+// UD: a sends a datagram to b through an address handle; b's receive
+// buffer starts with the GRH (the datagram's IP header), from which b
+// makes the address handle of its answer (ibv_create_ah_from_wc).
+func ExamplePD_CreateAH() {
+	f := fabric.New(fabric.Config{})
+	defer f.Close()
+	a, b := newNode(f, "192.0.2.1"), newNode(f, "192.0.2.2")
+	defer closeAll(a, b)
+	qa, qb := a.newQP(verbs.QPTypeUD, nil, 0), b.newQP(verbs.QPTypeUD, nil, 0)
+	check(qa.Connect(qa.Endpoint(0), verbs.Endpoint{}, nil)) // UD: no peer, Q_Key verbs.DefaultQKey
+	check(qb.Connect(qb.Endpoint(0), verbs.Endpoint{}, nil))
+
+	// b's receive buffer: GRHLen bytes of GRH, then the payload.
+	_, err := qb.PostRecv(verbs.RecvWR{WRID: 1, SGList: []verbs.SGE{b.mr.SGE(0, verbs.GRHLen+64)}})
+	check(err)
+	ah, err := a.pd.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1,
+		GRH: verbs.GlobalRoute{DGID: b.dev.Addr(), TrafficClass: 0x20}})
+	check(err)
+	n := copy(a.buf, "datagram")
+	_, err = qa.PostSend(verbs.SendWR{WRID: 2, Opcode: verbs.WRSend, SGList: []verbs.SGE{a.mr.SGE(0, n)},
+		AH: ah, RemoteQPN: qb.QPN(), RemoteQKey: verbs.DefaultQKey})
+	check(err)
+
+	wc := b.next()
+	grh, err := verbs.ParseGRH(b.buf[:verbs.GRHLen])
+	check(err)
+	fmt.Printf("b: %q from QP %#x at %v (traffic class %#x), flags %v\n",
+		b.buf[verbs.GRHLen:wc.ByteLen], wc.SrcQP, grh.Src, grh.TrafficClass, wc.Flags)
+
+	reply, err := b.pd.CreateAHFromWC(&wc, b.buf[:verbs.GRHLen], 1)
+	check(err)
+	fmt.Println("b answers via", reply.Attr().GRH.DGID)
+	// Output:
+	// b: "datagram" from QP 0x11 at 192.0.2.1 (traffic class 0x20), flags GRH
+	// b answers via 192.0.2.1
+}

@@ -10,6 +10,27 @@
 // errors.Is. Misuse is an error, never a panic: a nil or foreign object,
 // a nil attribute pointer or a nil context (the calls that wait take
 // one; context.Background waits without a bound) is EINVAL.
+//
+// Beyond libibverbs, QP.Connect (and ToInit, ToRTR, ToRTS) takes a QP
+// from RESET to RTS in one call, CQ.Wait waits for completions with a
+// context and CQ.All ranges over them; every enum prints its name.
+//
+// # Examples
+//
+// Each is a runnable function of example_*_test.go, checked by go test:
+//
+//   - Example: an RC connection the ibv_rc_pingpong way; SEND, WRITE,
+//     READ and FETCH_AND_ADD.
+//   - ExampleQP_Connect: the same connection in three lines.
+//   - ExampleCQ_Wait, ExampleCQ_All: waiting for completions.
+//   - ExamplePD_CreateAH: UD datagrams, the GRH, an AH made from a
+//     completion.
+//   - ExamplePD_CreateSRQ: two QPs sharing a receive queue.
+//   - ExamplePD_AllocMW: memory windows of type 1 and 2.
+//   - ExamplePD_AllocMR: fast registration (MapSG, REG_MR, LOCAL_INV).
+//   - ExampleQPEx: the ibv_wr_* builders, WrStart to WrComplete.
+//   - Example_faultInjection: a packet lost on the fabric, the NAK and
+//     the go-back-N resend.
 package verbs
 
 import (

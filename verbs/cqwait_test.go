@@ -66,6 +66,14 @@ func TestCQWait(t *testing.T) {
 						t.Fatalf("Wait %d = %d, %+v, %v; want the receive of WR %d", i, r.n, r.wc, r.err, 100+i)
 					}
 				}
+				if ch {
+					// Wait took and acknowledged the events it caused: none is left.
+					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+					defer cancel()
+					if c, err := b.ch.GetEvent(ctx); !errors.Is(err, context.DeadlineExceeded) {
+						t.Fatalf("GetEvent after Wait = %p, %v; want no event left", c, err)
+					}
+				}
 				must(t, a.qp.Destroy())
 				must(t, b.qp.Destroy())
 				if err := b.rcq.Destroy(); err != nil {

@@ -59,6 +59,11 @@ func pingpongOpts(k pingpong.Kind) []optSpec {
 	default:
 		opts = append(opts, o('c', "chk", N, "", "validate received buffer"))
 	}
+	if k != pingpong.UD {
+		// softnic's own: the C tools hard-code timeout 14.
+		opts = append(opts, o(0, "qp-timeout", R, "<n>",
+			"softnic: local ACK timeout 4.096 us x 2^n, 0..31 (default 14, as the C tools; 0 = no timer)"))
+	}
 	return opts
 }
 
@@ -143,6 +148,7 @@ func pingpongConfig(k pingpong.Kind, r *getopt.Result) (pingpong.Config, error) 
 		{"port", 0, 65535, &cfg.Port}, {"ib-port", 1, 255, &cfg.IBPort}, {"size", 0, 1 << 31, &cfg.Size},
 		{"rx-depth", 1, 1 << 14, &cfg.RxDepth}, {"iters", 1, 1<<31 - 1, &cfg.Iters}, {"sl", 0, 15, &cfg.SL},
 		{"gid-idx", -1, 255, &cfg.GIDIndex}, {"num-qp", 1, pingpong.MaxQP, &cfg.NumQP},
+		{"qp-timeout", 0, 31, &cfg.QPTimeout},
 	} {
 		if err := num(n.name, n.lo, n.hi, n.dst); err != nil {
 			return cfg, err

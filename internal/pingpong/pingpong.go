@@ -94,6 +94,11 @@ type Config struct {
 	Timestamps    bool      // -t
 	DM            bool      // -j
 	CCUnprotected bool      // -U: no effect on softnic
+	// QPTimeout is the RC/UC QPs' local ACK timeout exponent (4.096 µs ×
+	// 2^QPTimeout): 14 as the C tools hard-code it. softnic's own option
+	// (--qp-timeout), for peers slower than hardware, such as an emulated
+	// rxe guest: with retry_cnt 7 a peer is declared dead after 8 timeouts.
+	QPTimeout int
 }
 
 // Defaults returns the C tool's defaults for k, except GIDIndex (0).
@@ -105,7 +110,7 @@ type Config struct {
 // interface's ("Requested size larger than port MTU").
 func Defaults(k Kind) Config {
 	c := Config{Kind: k, Port: 18515, IBPort: 1, Size: 4096, MTU: verbs.MTU1024,
-		RxDepth: 500, Iters: 1000, NumQP: 16}
+		RxDepth: 500, Iters: 1000, NumQP: 16, QPTimeout: 14}
 	if k == UD {
 		c.Size = 1024 // ud_pingpong.c: "size = 1024" (its usage text says 2048)
 	}

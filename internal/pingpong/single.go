@@ -164,7 +164,7 @@ func (p *single) connect(my, rem Dest) error {
 	attr.State, attr.SQPSN = verbs.QPStateRTS, my.PSN
 	mask = verbs.QPAttrState | verbs.QPAttrSQPSN
 	if cfg.Kind == RC {
-		attr.Timeout, attr.RetryCnt, attr.RNRRetry, attr.MaxRdAtomic = 14, 7, 7, 1
+		attr.Timeout, attr.RetryCnt, attr.RNRRetry, attr.MaxRdAtomic = uint8(cfg.QPTimeout), 7, 7, 1
 		mask |= verbs.QPAttrTimeout | verbs.QPAttrRetryCnt | verbs.QPAttrRNRRetry | verbs.QPAttrMaxQPRdAtomic
 	}
 	if err := p.qp.Modify(&attr, mask); err != nil {

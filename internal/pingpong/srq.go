@@ -138,7 +138,7 @@ func (p *srqCtx) connect(my, rem []Dest) error {
 			verbs.QPAttrRQPSN|verbs.QPAttrMaxDestRdAtomic|verbs.QPAttrMinRNRTimer); err != nil {
 			return fail(noGRHHint(rem[0], err), "Failed to modify QP[%d] to RTR", i)
 		}
-		attr.State, attr.Timeout, attr.RetryCnt, attr.RNRRetry, attr.SQPSN, attr.MaxRdAtomic = verbs.QPStateRTS, 14, 7, 7, my[i].PSN, 1
+		attr.State, attr.Timeout, attr.RetryCnt, attr.RNRRetry, attr.SQPSN, attr.MaxRdAtomic = verbs.QPStateRTS, uint8(cfg.QPTimeout), 7, 7, my[i].PSN, 1
 		if err := qp.Modify(&attr, verbs.QPAttrState|verbs.QPAttrTimeout|verbs.QPAttrRetryCnt|verbs.QPAttrRNRRetry|
 			verbs.QPAttrSQPSN|verbs.QPAttrMaxQPRdAtomic); err != nil {
 			return fail(err, "Failed to modify QP[%d] to RTS", i)

@@ -1,0 +1,119 @@
+package layers
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/softnic/softnic"
+
+// rank orders every package of the module from the ground up: a package
+// may import only packages of a lower rank. A new package gets a place
+// here, deliberately, and a row in the README's layout table.
+var rank = map[string]int{
+	// The wire and time: no softnic imports.
+	"wire":  0,
+	"clock": 0,
+	// Readers of the wire.
+	"capture": 1,
+	// The value types and plumbing the engine and the transports share.
+	"transport": 2,
+	// Memory and completion queues: peers under the transports.
+	"internal/mem": 3,
+	"nic/cq":       3,
+	// The transports, then the engine that drives them.
+	"internal/transport/rc": 4,
+	"internal/transport/ud": 4,
+	"nic":                   5,
+	// The in-memory network (today it implements the engine's Link).
+	"fabric": 6,
+	// The public API and the counters' exporter.
+	"verbs":   7,
+	"metrics": 8,
+	// The tools' logic, then the commands.
+	"internal/tooljson":  9,
+	"internal/getopt":    9,
+	"internal/netnstest": 9,
+	"internal/decode":    10,
+	"internal/toolnic":   10,
+	"internal/pingpong":  11,
+	"internal/perftest":  12,
+	"internal/devinfo":   12,
+	"internal/demo":      13,
+	"cmd/softnic":        14,
+	"cmd/udpbench":       14,
+	// Test suites and this check import nothing of the module.
+	"test/interop":    15,
+	"test/twohost":    15,
+	"internal/layers": 15,
+}
+
+// graph returns every package of the module with the module packages it
+// imports (not its tests'), by go list.
+func graph(t *testing.T) map[string][]string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, module+"/...")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	g := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkg := rel(f[0])
+		g[pkg] = nil
+		for _, imp := range f[1:] {
+			if imp == module || strings.HasPrefix(imp, module+"/") {
+				g[pkg] = append(g[pkg], rel(imp))
+			}
+		}
+	}
+	return g
+}
+
+func rel(p string) string { return strings.TrimPrefix(strings.TrimPrefix(p, module), "/") }
+
+// TestLayers: every import goes down the ranks, every package has a rank.
+func TestLayers(t *testing.T) {
+	g := graph(t)
+	if len(g) < 20 {
+		t.Fatalf("go list found %d packages: %v", len(g), g)
+	}
+	for pkg, imps := range g {
+		r, ok := rank[pkg]
+		if !ok {
+			t.Errorf("package %s has no rank: place it in layers_test.go and in the README's layout table", pkg)
+			continue
+		}
+		for _, imp := range imps {
+			if ri, ok := rank[imp]; ok && ri >= r {
+				t.Errorf("%s (rank %d) imports %s (rank %d): an import must go down", pkg, r, imp, ri)
+			}
+		}
+	}
+	for pkg := range rank {
+		if _, ok := g[pkg]; !ok {
+			t.Errorf("rank lists %s, which go list does not find", pkg)
+		}
+	}
+}
+
+// TestEngineInternal: the transports and memory are not public API.
+func TestEngineInternal(t *testing.T) {
+	g := graph(t)
+	for pkg := range g {
+		for _, engine := range []string{"transport/rc", "transport/ud", "mem"} {
+			if strings.HasSuffix(pkg, engine) && !strings.HasPrefix(pkg, "internal/") {
+				t.Errorf("engine package %s is outside internal/", pkg)
+			}
+		}
+	}
+	if imps := g["wire"]; len(imps) != 0 {
+		t.Errorf("wire imports %v: it stands on nothing of softnic's", imps)
+	}
+	if slices.Contains(g["capture"], "nic") {
+		t.Errorf("capture imports the engine")
+	}
+}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -32,13 +32,13 @@ func benchRoundTrip(b *testing.B, batch, size int, hooked bool) {
 		f.SetImpairment(Impairment{Loss: 1e-12})
 	}
 	ab, ba := newEncap(addrA, addrB), newEncap(addrB, addrA)
-	tx := make([]nic.Datagram, batch)
+	tx := make([]link.Datagram, batch)
 	for i := range tx {
-		tx[i] = nic.Datagram{Encap: ab, Buf: build(b, &ab, wire.RCSendOnly, wire.PSN(i), payload(i, size))}
+		tx[i] = link.Datagram{Encap: ab, Buf: build(b, &ab, wire.RCSendOnly, wire.PSN(i), payload(i, size))}
 	}
-	rx := make([]nic.Datagram, batch)
+	rx := make([]link.Datagram, batch)
 	for i := range rx {
-		rx[i].Buf = make([]byte, 0, nic.MaxDatagram)
+		rx[i].Buf = make([]byte, 0, link.MaxDatagram)
 	}
 	round := func() {
 		ea.WriteBatch(tx)

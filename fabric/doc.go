@@ -4,7 +4,7 @@
 // gVisor link/channel and quic-go's simnet).
 //
 // A [Fabric] connects [Endpoint]s, each attached at one IP address and each
-// a [nic.Link]. WriteBatch copies every datagram into a fabric-owned buffer
+// a [link.Link]. WriteBatch copies every datagram into a fabric-owned buffer
 // and routes it by its destination address; ReadBatch blocks (durably, in
 // the testing/synctest sense) until datagrams arrive. Nothing blocks a
 // sender: a full receive queue drops and counts, as a real NIC would.

@@ -6,10 +6,10 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/link"
 )
 
-// Endpoint is one address on a Fabric: a nic.Link whose datagrams travel
+// Endpoint is one address on a Fabric: a link.Link whose datagrams travel
 // through the fabric. It is safe for concurrent use.
 type Endpoint struct {
 	f      *Fabric
@@ -27,9 +27,9 @@ type Endpoint struct {
 	qclosed bool      // guarded by mu
 }
 
-var _ nic.Link = (*Endpoint)(nil)
+var _ link.Link = (*Endpoint)(nil)
 
-// Closed reports whether Close was called (nic.LinkCloser): verbs.Open
+// Closed reports whether Close was called (link.LinkCloser): verbs.Open
 // refuses a closed endpoint.
 func (e *Endpoint) Closed() bool { return e.closed.Load() }
 
@@ -42,7 +42,7 @@ const DefaultMTU = 65536
 
 // MTU returns the endpoint's interface MTU in bytes, IP header included:
 // DefaultMTU or what SetMTU set. A NIC on the endpoint derives its port's
-// active MTU from it (nic.Link).
+// active MTU from it (link.Link).
 func (e *Endpoint) MTU() int { return int(e.mtu.Load()) }
 
 // SetMTU sets the endpoint's interface MTU (at least 68, IPv4's minimum,
@@ -73,10 +73,10 @@ func (e *Endpoint) Stats() Stats { return e.stats.snapshot() }
 // copied, so the caller may reuse it at once. A datagram whose Encap.Src is
 // unset is sent from the endpoint's address; it is routed to the endpoint
 // at Encap.Dst. WriteBatch never blocks; after Close it returns
-// nic.ErrLinkClosed.
-func (e *Endpoint) WriteBatch(msgs []nic.Datagram) (int, error) {
+// link.ErrLinkClosed.
+func (e *Endpoint) WriteBatch(msgs []link.Datagram) (int, error) {
 	if e.closed.Load() {
-		return 0, nic.ErrLinkClosed
+		return 0, link.ErrLinkClosed
 	}
 	h := e.f.hooks.Load()
 	for i := range msgs {
@@ -91,15 +91,15 @@ func (e *Endpoint) WriteBatch(msgs []nic.Datagram) (int, error) {
 // capacity to the datagram (a datagram longer than cap(Buf) is
 // truncated), ICRCUnverifiable false. It waits on a sync.Cond, so a reader
 // blocked here is durably blocked for testing/synctest. After Close it
-// returns nic.ErrLinkClosed.
-func (e *Endpoint) ReadBatch(msgs []nic.Datagram) (int, error) {
+// returns link.ErrLinkClosed.
+func (e *Endpoint) ReadBatch(msgs []link.Datagram) (int, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for e.n == 0 && !e.qclosed && len(msgs) > 0 {
 		e.cond.Wait()
 	}
 	if e.qclosed {
-		return 0, nic.ErrLinkClosed
+		return 0, link.ErrLinkClosed
 	}
 	n := 0
 	for n < len(msgs) && e.n > 0 {

@@ -5,7 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/softnic/softnic/fabric"
-	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -23,18 +23,18 @@ func Example() {
 		SrcPort: wire.SrcPortBase, DstPort: wire.UDPPort,
 		HopLimit: 64, FragOff: wire.IPv4DF,
 	}
-	buf := make([]byte, nic.MaxDatagram)
+	buf := make([]byte, link.MaxDatagram)
 	for psn := range 200 {
 		h := wire.Headers{BTH: wire.BTHFields{
 			Opcode: wire.RCSendOnly, PKey: 0xFFFF, DestQP: 0x12, PSN: wire.PSN(psn),
 		}}
 		n, _ := wire.Build(buf, &enc, &h, []byte("hello"))
-		a.WriteBatch([]nic.Datagram{{Encap: enc, Buf: buf[:n]}}) // buf is reusable at once
+		a.WriteBatch([]link.Datagram{{Encap: enc, Buf: buf[:n]}}) // buf is reusable at once
 	}
 
-	msgs := make([]nic.Datagram, b.BatchSize())
+	msgs := make([]link.Datagram, b.BatchSize())
 	for i := range msgs {
-		msgs[i].Buf = make([]byte, 0, nic.MaxDatagram)
+		msgs[i].Buf = make([]byte, 0, link.MaxDatagram)
 	}
 	next := wire.PSN(0)
 	for got := uint64(0); got < f.Stats().Delivered.Packets; {

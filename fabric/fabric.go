@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/clock"
-	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -308,10 +308,10 @@ func (f *Fabric) Close() error {
 }
 
 // send routes one datagram from e (STYLE.md 12: drop and count, never block).
-func (f *Fabric) send(e *Endpoint, m *nic.Datagram, h *hooks) {
+func (f *Fabric) send(e *Endpoint, m *link.Datagram, h *hooks) {
 	n := len(m.Buf)
 	f.count(e, cSent, n)
-	if n > nic.MaxDatagram {
+	if n > link.MaxDatagram {
 		f.count(e, cOversize, n)
 		return
 	}
@@ -522,7 +522,7 @@ func (f *Fabric) count(e *Endpoint, c counter, n int) {
 
 // frame is a fabric-owned copy of one datagram in flight.
 type frame struct {
-	buf  []byte // nic.MaxDatagram bytes
+	buf  []byte // link.MaxDatagram bytes
 	data []byte // buf[:len(datagram)]
 	enc  wire.Encap
 	dst  netip.Addr // canonical destination
@@ -551,7 +551,7 @@ func (p *framePool) get() *frame {
 		return fr
 	}
 	p.mu.Unlock()
-	return &frame{buf: make([]byte, nic.MaxDatagram)}
+	return &frame{buf: make([]byte, link.MaxDatagram)}
 }
 
 func (p *framePool) put(fr *frame) {

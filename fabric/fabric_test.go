@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/clock"
-	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -24,13 +24,13 @@ func TestDeliveryPreservesEncap(t *testing.T) {
 	e.UDPChecksum = 0xBEEF
 	pkt := build(t, &e, wire.RCWriteOnly, 7, payload(1, 100))
 	sent := bytes.Clone(pkt)
-	n, err := a.WriteBatch([]nic.Datagram{{Encap: e, Buf: pkt}})
+	n, err := a.WriteBatch([]link.Datagram{{Encap: e, Buf: pkt}})
 	if n != 1 || err != nil {
 		t.Fatalf("WriteBatch = %d, %v, want 1, nil", n, err)
 	}
 	clear(pkt) // the fabric copied it
 
-	msgs := []nic.Datagram{{Buf: make([]byte, 0, nic.MaxDatagram), ICRCUnverifiable: true}}
+	msgs := []link.Datagram{{Buf: make([]byte, 0, link.MaxDatagram), ICRCUnverifiable: true}}
 	n, err = b.ReadBatch(msgs)
 	if n != 1 || err != nil {
 		t.Fatalf("ReadBatch = %d, %v, want 1, nil", n, err)
@@ -74,7 +74,7 @@ func TestSrcFilledAndMappedAddresses(t *testing.T) {
 	want := e
 	want.Src = addrA
 	pkt := build(t, &want, wire.RCSendOnly, 1, nil)
-	if _, err := a.WriteBatch([]nic.Datagram{{Encap: e, Buf: pkt}}); err != nil {
+	if _, err := a.WriteBatch([]link.Datagram{{Encap: e, Buf: pkt}}); err != nil {
 		t.Fatal(err)
 	}
 	got := drain(t, c)
@@ -91,7 +91,7 @@ func TestSrcFilledAndMappedAddresses(t *testing.T) {
 	// And the other way: plain IPv4 endpoint, mapped destination.
 	e = newEncap(netip.MustParseAddr("::ffff:10.0.0.3"), netip.MustParseAddr("::ffff:10.0.0.1"))
 	pkt = build(t, &e, wire.RCSendOnly, 2, nil)
-	if _, err := c.WriteBatch([]nic.Datagram{{Encap: e, Buf: pkt}}); err != nil {
+	if _, err := c.WriteBatch([]link.Datagram{{Encap: e, Buf: pkt}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := drain(t, a); len(got) != 1 || got[0].Encap != e {
@@ -136,11 +136,11 @@ func TestNoRoute(t *testing.T) {
 	sendSeq(t, a, addrC, 3)
 	// Mixed families cannot be routed either.
 	e := newEncap(addrA, addr6B)
-	if _, err := a.WriteBatch([]nic.Datagram{{Encap: e, Buf: make([]byte, 32)}}); err != nil {
+	if _, err := a.WriteBatch([]link.Datagram{{Encap: e, Buf: make([]byte, 32)}}); err != nil {
 		t.Fatal(err)
 	}
 	// Nor can an unset destination.
-	if _, err := a.WriteBatch([]nic.Datagram{{Buf: make([]byte, 32)}}); err != nil {
+	if _, err := a.WriteBatch([]link.Datagram{{Buf: make([]byte, 32)}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.Stats().DropNoRoute.Packets; got != 5 {
@@ -160,12 +160,12 @@ func TestNoRoute(t *testing.T) {
 func TestOversizeDropped(t *testing.T) {
 	f, _, a, b := pair(t, Config{})
 	e := newEncap(addrA, addrB)
-	a.WriteBatch([]nic.Datagram{{Encap: e, Buf: make([]byte, nic.MaxDatagram+1)}})
-	a.WriteBatch([]nic.Datagram{{Encap: e, Buf: make([]byte, nic.MaxDatagram)}})
+	a.WriteBatch([]link.Datagram{{Encap: e, Buf: make([]byte, link.MaxDatagram+1)}})
+	a.WriteBatch([]link.Datagram{{Encap: e, Buf: make([]byte, link.MaxDatagram)}})
 	if got := f.Stats().DropOversize.Packets; got != 1 {
 		t.Errorf("DropOversize = %d, want 1", got)
 	}
-	if got := drain(t, b); len(got) != 1 || len(got[0].Buf) != nic.MaxDatagram {
+	if got := drain(t, b); len(got) != 1 || len(got[0].Buf) != link.MaxDatagram {
 		t.Errorf("MaxDatagram-sized datagram not delivered whole")
 	}
 }
@@ -194,8 +194,8 @@ func TestQueueOverflow(t *testing.T) {
 func TestReadBatchPartialAndTruncate(t *testing.T) {
 	_, _, a, b := pair(t, Config{})
 	sendSeq(t, a, addrB, 3)
-	msgs := make([]nic.Datagram, 2)
-	msgs[0].Buf = make([]byte, 0, nic.MaxDatagram)
+	msgs := make([]link.Datagram, 2)
+	msgs[0].Buf = make([]byte, 0, link.MaxDatagram)
 	msgs[1].Buf = make([]byte, 10) // too small: truncated
 	n, err := b.ReadBatch(msgs)
 	if n != 2 || err != nil {
@@ -221,7 +221,7 @@ func TestCloseUnblocksReadBatch(t *testing.T) {
 		errc := make(chan error, 2)
 		for range 2 { // two blocked readers
 			go func() {
-				msgs := []nic.Datagram{{Buf: make([]byte, 0, nic.MaxDatagram)}}
+				msgs := []link.Datagram{{Buf: make([]byte, 0, link.MaxDatagram)}}
 				_, err := b.ReadBatch(msgs)
 				errc <- err
 			}()
@@ -236,17 +236,17 @@ func TestCloseUnblocksReadBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 2 {
-			if err := <-errc; !errors.Is(err, nic.ErrLinkClosed) {
+			if err := <-errc; !errors.Is(err, link.ErrLinkClosed) {
 				t.Errorf("ReadBatch after Close: err = %v, want ErrLinkClosed", err)
 			}
 		}
 		if err := b.Close(); err != nil {
 			t.Errorf("second Close: %v", err)
 		}
-		if _, err := b.WriteBatch([]nic.Datagram{{}}); !errors.Is(err, nic.ErrLinkClosed) {
+		if _, err := b.WriteBatch([]link.Datagram{{}}); !errors.Is(err, link.ErrLinkClosed) {
 			t.Errorf("WriteBatch after Close: err = %v, want ErrLinkClosed", err)
 		}
-		if _, err := b.ReadBatch(make([]nic.Datagram, 1)); !errors.Is(err, nic.ErrLinkClosed) {
+		if _, err := b.ReadBatch(make([]link.Datagram, 1)); !errors.Is(err, link.ErrLinkClosed) {
 			t.Errorf("ReadBatch after Close: err = %v, want ErrLinkClosed", err)
 		}
 		// Datagrams to a closed endpoint have no route.
@@ -265,7 +265,7 @@ func TestReadBatchWakesOnDelivery(t *testing.T) {
 		b, _ := f.Attach(addrB)
 		got := make(chan wire.PSN)
 		go func() {
-			msgs := []nic.Datagram{{Buf: make([]byte, 0, nic.MaxDatagram)}}
+			msgs := []link.Datagram{{Buf: make([]byte, 0, link.MaxDatagram)}}
 			for {
 				n, err := b.ReadBatch(msgs)
 				if err != nil {
@@ -301,10 +301,10 @@ func TestFabricCloseClosesEndpoints(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if _, err := a.WriteBatch([]nic.Datagram{{}}); !errors.Is(err, nic.ErrLinkClosed) {
+	if _, err := a.WriteBatch([]link.Datagram{{}}); !errors.Is(err, link.ErrLinkClosed) {
 		t.Errorf("WriteBatch after Fabric.Close: err = %v", err)
 	}
-	if _, err := b.ReadBatch(make([]nic.Datagram, 1)); !errors.Is(err, nic.ErrLinkClosed) {
+	if _, err := b.ReadBatch(make([]link.Datagram, 1)); !errors.Is(err, link.ErrLinkClosed) {
 		t.Errorf("ReadBatch after Fabric.Close: err = %v", err)
 	}
 	if got := mc.Pending(); got != 0 {
@@ -332,14 +332,14 @@ func lossPattern(t *testing.T, seed int64, n int, noise bool) []wire.PSN {
 	collect := func() {
 		for _, m := range drain(t, b) {
 			if m.Encap.Src == addrA {
-				got = append(got, psns(t, []nic.Datagram{m})...)
+				got = append(got, psns(t, []link.Datagram{m})...)
 			}
 		}
 	}
 	for i := range n {
 		wire.BTH(pkt).SetPSN(wire.PSN(i))
 		wire.SetICRC(&e, pkt)
-		a.WriteBatch([]nic.Datagram{{Encap: e, Buf: pkt}})
+		a.WriteBatch([]link.Datagram{{Encap: e, Buf: pkt}})
 		if i%256 == 255 {
 			collect()
 		}
@@ -506,7 +506,7 @@ func TestCorrupt(t *testing.T) {
 	for i := range 50 {
 		pkt := build(t, &e, wire.RCWriteOnly, wire.PSN(i), payload(i, 200))
 		sent = append(sent, pkt)
-		a.WriteBatch([]nic.Datagram{{Encap: e, Buf: pkt}})
+		a.WriteBatch([]link.Datagram{{Encap: e, Buf: pkt}})
 	}
 	got := drain(t, b)
 	if len(got) != len(sent) {
@@ -592,9 +592,9 @@ func TestDelayWithRealClockInBubble(t *testing.T) {
 		f.SetPathImpairment(addrA, addrB, Impairment{Delay: 50 * time.Millisecond})
 		start := time.Now()
 		sendSeq(t, a, addrB, 2)
-		msgs := make([]nic.Datagram, 4)
+		msgs := make([]link.Datagram, 4)
 		for i := range msgs {
-			msgs[i].Buf = make([]byte, 0, nic.MaxDatagram)
+			msgs[i].Buf = make([]byte, 0, link.MaxDatagram)
 		}
 		n, err := b.ReadBatch(msgs) // durably blocked until the timer fires
 		if err != nil || n != 2 {
@@ -631,7 +631,7 @@ func TestFilterDelayAndDuplicate(t *testing.T) {
 func writeMessage(t *testing.T, a *Endpoint, dst netip.Addr, psn wire.PSN, n int) {
 	e := newEncap(a.LocalAddr(), dst)
 	const pmtu = 256
-	var msgs []nic.Datagram
+	var msgs []link.Datagram
 	for i := range n {
 		op := wire.RCWriteMiddle
 		switch i {
@@ -640,7 +640,7 @@ func writeMessage(t *testing.T, a *Endpoint, dst netip.Addr, psn wire.PSN, n int
 		case n - 1:
 			op = wire.RCWriteLast
 		}
-		msgs = append(msgs, nic.Datagram{Encap: e, Buf: build(t, &e, op, psn.Add(uint32(i)), payload(i, pmtu))})
+		msgs = append(msgs, link.Datagram{Encap: e, Buf: build(t, &e, op, psn.Add(uint32(i)), payload(i, pmtu))})
 	}
 	if _, err := a.WriteBatch(msgs); err != nil {
 		t.Fatal(err)
@@ -767,7 +767,7 @@ func TestTap(t *testing.T) {
 	f.AddFilter(DropIf(PSNIs(1)))
 	sendSeq(t, a, addrB, 3)
 	sendSeq(t, a, addrC, 1) // no route: still tapped
-	a.WriteBatch([]nic.Datagram{{Encap: newEncap(addrA, addrB), Buf: []byte{1, 2, 3}}})
+	a.WriteBatch([]link.Datagram{{Encap: newEncap(addrA, addrB), Buf: []byte{1, 2, 3}}})
 	if len(seen) != 5 {
 		t.Fatalf("tap saw %d datagrams, want 5", len(seen))
 	}
@@ -824,9 +824,9 @@ func TestConcurrentTraffic(t *testing.T) {
 	got := make(chan int)
 	go func() {
 		n := 0
-		msgs := make([]nic.Datagram, 16)
+		msgs := make([]link.Datagram, 16)
 		for i := range msgs {
-			msgs[i].Buf = make([]byte, 0, nic.MaxDatagram)
+			msgs[i].Buf = make([]byte, 0, link.MaxDatagram)
 		}
 		for {
 			k, err := rx.ReadBatch(msgs)
@@ -874,13 +874,13 @@ func TestSteadyStateAllocs(t *testing.T) {
 			f.SetImpairment(Impairment{Corrupt: 0.5, Duplicate: 0.5})
 		}
 		e := newEncap(addrA, addrB)
-		tx := make([]nic.Datagram, 8)
-		rx := make([]nic.Datagram, 16)
+		tx := make([]link.Datagram, 8)
+		rx := make([]link.Datagram, 16)
 		for i := range tx {
-			tx[i] = nic.Datagram{Encap: e, Buf: build(t, &e, wire.RCSendOnly, wire.PSN(i), payload(i, 1024))}
+			tx[i] = link.Datagram{Encap: e, Buf: build(t, &e, wire.RCSendOnly, wire.PSN(i), payload(i, 1024))}
 		}
 		for i := range rx {
-			rx[i].Buf = make([]byte, 0, nic.MaxDatagram)
+			rx[i].Buf = make([]byte, 0, link.MaxDatagram)
 		}
 		round := func() {
 			a.WriteBatch(tx)

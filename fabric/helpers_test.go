@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/clock"
-	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -69,7 +69,7 @@ func sendSeq(t testing.TB, src *Endpoint, dst netip.Addr, n int) {
 	e := newEncap(src.LocalAddr(), dst)
 	for i := range n {
 		pkt := build(t, &e, wire.RCSendOnly, wire.PSN(i), payload(i, 64))
-		if _, err := src.WriteBatch([]nic.Datagram{{Encap: e, Buf: pkt}}); err != nil {
+		if _, err := src.WriteBatch([]link.Datagram{{Encap: e, Buf: pkt}}); err != nil {
 			t.Fatalf("WriteBatch: %v", err)
 		}
 	}
@@ -83,14 +83,14 @@ func queued(e *Endpoint) int {
 }
 
 // drain reads every datagram queued at e without blocking.
-func drain(t testing.TB, e *Endpoint) []nic.Datagram {
+func drain(t testing.TB, e *Endpoint) []link.Datagram {
 	t.Helper()
-	var out []nic.Datagram
-	msgs := make([]nic.Datagram, e.BatchSize())
-	buf := make([]byte, nic.MaxDatagram*len(msgs))
+	var out []link.Datagram
+	msgs := make([]link.Datagram, e.BatchSize())
+	buf := make([]byte, link.MaxDatagram*len(msgs))
 	for queued(e) > 0 {
 		for i := range msgs {
-			msgs[i].Buf = buf[i*nic.MaxDatagram : i*nic.MaxDatagram : (i+1)*nic.MaxDatagram]
+			msgs[i].Buf = buf[i*link.MaxDatagram : i*link.MaxDatagram : (i+1)*link.MaxDatagram]
 		}
 		n, err := e.ReadBatch(msgs)
 		if err != nil {
@@ -105,7 +105,7 @@ func drain(t testing.TB, e *Endpoint) []nic.Datagram {
 }
 
 // psns returns the PSN of each datagram (each must parse).
-func psns(t testing.TB, msgs []nic.Datagram) []wire.PSN {
+func psns(t testing.TB, msgs []link.Datagram) []wire.PSN {
 	t.Helper()
 	var out []wire.PSN
 	for _, m := range msgs {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/clock"
-	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/link"
 )
 
 // runTraffic exchanges impaired traffic between two endpoints with a
@@ -20,13 +20,13 @@ func runTraffic(t *testing.T, f *Fabric, advance func()) {
 	var wg sync.WaitGroup
 	for _, ep := range []*Endpoint{a, b} {
 		wg.Go(func() {
-			msgs := make([]nic.Datagram, 8)
+			msgs := make([]link.Datagram, 8)
 			for i := range msgs {
-				msgs[i].Buf = make([]byte, 0, nic.MaxDatagram)
+				msgs[i].Buf = make([]byte, 0, link.MaxDatagram)
 			}
 			for {
 				if _, err := ep.ReadBatch(msgs); err != nil {
-					if !errors.Is(err, nic.ErrLinkClosed) {
+					if !errors.Is(err, link.ErrLinkClosed) {
 						t.Errorf("ReadBatch: %v", err)
 					}
 					return

@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/link"
 )
 
 // TestEndpointMTU: an endpoint reports DefaultMTU until SetMTU, which
@@ -43,8 +43,8 @@ func TestEndpointMTU(t *testing.T) {
 				t.Fatalf("SetMTU(1500): %v, MTU %d", err, a.MTU())
 			}
 			e := newEncap(c.src, c.dst)
-			a.WriteBatch([]nic.Datagram{{Encap: e, Buf: make([]byte, c.fits+1)}})
-			a.WriteBatch([]nic.Datagram{{Encap: e, Buf: make([]byte, c.fits)}})
+			a.WriteBatch([]link.Datagram{{Encap: e, Buf: make([]byte, c.fits+1)}})
+			a.WriteBatch([]link.Datagram{{Encap: e, Buf: make([]byte, c.fits)}})
 			if got := a.Stats().DropOversize.Packets; got != 1 {
 				t.Errorf("DropOversize = %d, want 1", got)
 			}

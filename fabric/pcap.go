@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -35,7 +35,7 @@ type pcapWriter struct {
 func newPcapWriter(w io.Writer) *pcapWriter {
 	p := &pcapWriter{
 		w:   bufio.NewWriterSize(w, 64<<10),
-		rec: make([]byte, pcapRecordLen+wire.IPv6HeaderLen+wire.UDPHeaderLen+nic.MaxDatagram),
+		rec: make([]byte, pcapRecordLen+wire.IPv6HeaderLen+wire.UDPHeaderLen+link.MaxDatagram),
 	}
 	var h [pcapHeaderLen]byte
 	le := binary.LittleEndian

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/clock"
-	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -65,7 +65,7 @@ func TestPcap(t *testing.T) {
 	var sent []wire.Encap
 	send := func(from *Endpoint, e wire.Encap, op wire.Opcode, psn wire.PSN, n int) {
 		pkt := build(t, &e, op, psn, payload(int(psn), n))
-		if _, err := from.WriteBatch([]nic.Datagram{{Encap: e, Buf: pkt}}); err != nil {
+		if _, err := from.WriteBatch([]link.Datagram{{Encap: e, Buf: pkt}}); err != nil {
 			t.Fatal(err)
 		}
 		sent = append(sent, e)
@@ -81,7 +81,7 @@ func TestPcap(t *testing.T) {
 	send(a6, e6, wire.RCSendOnlyImm, 3, 33)
 	send(a, newEncap(addrA, addrC), wire.RCSendOnly, 4, 8) // no route: still captured
 	// Mixed families have no IP header to write: not captured.
-	a.WriteBatch([]nic.Datagram{{Encap: newEncap(addrA, addr6B), Buf: make([]byte, 32)}})
+	a.WriteBatch([]link.Datagram{{Encap: newEncap(addrA, addr6B), Buf: make([]byte, 32)}})
 
 	if err := f.Flush(); err != nil {
 		t.Fatal(err)

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/link"
 )
 
 // TestReorderConcurrentSenders has two goroutines send on one path while
@@ -22,13 +22,13 @@ func TestReorderConcurrentSenders(t *testing.T) {
 	const perSender = 2000
 	var readers sync.WaitGroup
 	readers.Go(func() {
-		msgs := make([]nic.Datagram, 8)
+		msgs := make([]link.Datagram, 8)
 		for i := range msgs {
-			msgs[i].Buf = make([]byte, 0, nic.MaxDatagram)
+			msgs[i].Buf = make([]byte, 0, link.MaxDatagram)
 		}
 		for {
 			if _, err := b.ReadBatch(msgs); err != nil {
-				if !errors.Is(err, nic.ErrLinkClosed) {
+				if !errors.Is(err, link.ErrLinkClosed) {
 					t.Errorf("ReadBatch: %v", err)
 				}
 				return

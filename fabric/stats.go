@@ -1,6 +1,8 @@
 package fabric
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+)
 
 // Counter counts datagrams and their UDP payload bytes.
 type Counter struct {
@@ -21,7 +23,7 @@ type Stats struct {
 	DropQueueFull  Counter // the receiver's queue was full
 	DropImpairment Counter // lost by a random Impairment
 	DropFilter     Counter // dropped by a Filter
-	DropOversize   Counter // longer than nic.MaxDatagram or the sender's MTU (Endpoint.SetMTU)
+	DropOversize   Counter // longer than link.MaxDatagram or the sender's MTU (Endpoint.SetMTU)
 
 	Duplicated Counter // extra copies made
 	Corrupted  Counter // datagrams with a bit flipped

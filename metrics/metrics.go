@@ -1,7 +1,7 @@
 // Package metrics exports softnic's counters to Prometheus (STYLE.md 13).
 //
 // The engine only increments fixed atomics (transport.Counters, named
-// after rxe's hw_counters in rxe_hw_counters.h; nic.UDPStats for the UDP
+// after rxe's hw_counters in rxe_hw_counters.h; link.UDPStats for the UDP
 // link); a Collector reads a snapshot of them (atomic loads) when
 // Prometheus scrapes, so the datapath never calls Prometheus. Collectors are
 // registered on a registry the caller injects, never the global one.
@@ -22,7 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/transport"
 )
 
@@ -32,9 +32,9 @@ type Device interface {
 	Counters() transport.CounterValues
 }
 
-// LinkStatser is a link with counters: *nic.UDPLink is one.
+// LinkStatser is a link with counters: *link.UDPLink is one.
 type LinkStatser interface {
-	Stats() nic.UDPStats
+	Stats() link.UDPStats
 }
 
 // counter is one exported value: a metric name (with help) and, for
@@ -153,45 +153,45 @@ func Register(reg prometheus.Registerer, dev Device) error {
 	return reg.Register(NewCollector(dev))
 }
 
-// linkCounter is one exported value of nic.UDPStats: a metric and, for
+// linkCounter is one exported value of link.UDPStats: a metric and, for
 // metrics split by a label, the label's name (reason when empty) and
 // value.
 type linkCounter struct {
 	name, help, reason string
 	label              string
-	get                func(*nic.UDPStats) uint64
+	get                func(*link.UDPStats) uint64
 }
 
 // linkCounters lists the link's metrics; the send and receive errors by
 // errno (softnic_link_send_errors_total{errno="EMSGSIZE"}) follow, one
-// per nic.LinkErrno.
+// per link.LinkErrno.
 var linkCounters = append([]linkCounter{
-	{"udp_tx_packets", "Datagrams the UDP link's socket accepted.", "", "", func(s *nic.UDPStats) uint64 { return s.TxPackets }},
-	{"udp_tx_bytes", "UDP payload bytes the UDP link sent.", "", "", func(s *nic.UDPStats) uint64 { return s.TxBytes }},
-	{"udp_tx_gso_sends", "UDP GSO sends of more than one datagram.", "", "", func(s *nic.UDPStats) uint64 { return s.TxGSOSends }},
-	{"udp_tx_dropped", "Datagrams the UDP link dropped on send, by reason.", "send_error", "", func(s *nic.UDPStats) uint64 { return s.TxErrors }},
-	{"udp_tx_dropped", "", "bad_encap", "", func(s *nic.UDPStats) uint64 { return s.TxBadEncap }},
-	{"udp_rx_packets", "Datagrams the UDP link received.", "", "", func(s *nic.UDPStats) uint64 { return s.RxPackets }},
-	{"udp_rx_bytes", "UDP payload bytes the UDP link received.", "", "", func(s *nic.UDPStats) uint64 { return s.RxBytes }},
-	{"udp_rx_gro_buffers", "Receive buffers holding several GRO-coalesced datagrams.", "", "", func(s *nic.UDPStats) uint64 { return s.RxGRO }},
-	{"udp_rx_dropped", "Datagrams lost on receive, by reason (kernel: socket buffer full, SO_RXQ_OVFL).", "truncated", "", func(s *nic.UDPStats) uint64 { return s.RxTruncated }},
-	{"udp_rx_dropped", "", "kernel", "", func(s *nic.UDPStats) uint64 { return s.RxKernelDrops }},
-	{"udp_rx_errors", "Failed receive calls (retried).", "", "", func(s *nic.UDPStats) uint64 { return s.RxErrors }},
-	{"udp_tx_gso_fallbacks", "UDP GSO sends the kernel refused with EIO (GSO then turned off).", "", "", func(s *nic.UDPStats) uint64 { return s.TxGSOFallbacks }},
+	{"udp_tx_packets", "Datagrams the UDP link's socket accepted.", "", "", func(s *link.UDPStats) uint64 { return s.TxPackets }},
+	{"udp_tx_bytes", "UDP payload bytes the UDP link sent.", "", "", func(s *link.UDPStats) uint64 { return s.TxBytes }},
+	{"udp_tx_gso_sends", "UDP GSO sends of more than one datagram.", "", "", func(s *link.UDPStats) uint64 { return s.TxGSOSends }},
+	{"udp_tx_dropped", "Datagrams the UDP link dropped on send, by reason.", "send_error", "", func(s *link.UDPStats) uint64 { return s.TxErrors }},
+	{"udp_tx_dropped", "", "bad_encap", "", func(s *link.UDPStats) uint64 { return s.TxBadEncap }},
+	{"udp_rx_packets", "Datagrams the UDP link received.", "", "", func(s *link.UDPStats) uint64 { return s.RxPackets }},
+	{"udp_rx_bytes", "UDP payload bytes the UDP link received.", "", "", func(s *link.UDPStats) uint64 { return s.RxBytes }},
+	{"udp_rx_gro_buffers", "Receive buffers holding several GRO-coalesced datagrams.", "", "", func(s *link.UDPStats) uint64 { return s.RxGRO }},
+	{"udp_rx_dropped", "Datagrams lost on receive, by reason (kernel: socket buffer full, SO_RXQ_OVFL).", "truncated", "", func(s *link.UDPStats) uint64 { return s.RxTruncated }},
+	{"udp_rx_dropped", "", "kernel", "", func(s *link.UDPStats) uint64 { return s.RxKernelDrops }},
+	{"udp_rx_errors", "Failed receive calls (retried).", "", "", func(s *link.UDPStats) uint64 { return s.RxErrors }},
+	{"udp_tx_gso_fallbacks", "UDP GSO sends the kernel refused with EIO (GSO then turned off).", "", "", func(s *link.UDPStats) uint64 { return s.TxGSOFallbacks }},
 }, errnoCounters()...)
 
 // errnoCounters returns the link's error counters by errno and direction.
 func errnoCounters() []linkCounter {
 	var cs []linkCounter
-	for i := range nic.NumLinkErrnos {
+	for i := range link.NumLinkErrnos {
 		send, recv := "", ""
 		if i == 0 {
 			send = "Datagrams the link dropped because sendmmsg failed, by errno (other: any errno not listed)."
 			recv = "Failed recvmmsg calls, by errno (other: any errno not listed); no datagram is lost."
 		}
 		cs = append(cs,
-			linkCounter{"link_send_errors", send, i.String(), "errno", func(s *nic.UDPStats) uint64 { return s.TxErrnos[i] }},
-			linkCounter{"link_recv_errors", recv, i.String(), "errno", func(s *nic.UDPStats) uint64 { return s.RxErrnos[i] }})
+			linkCounter{"link_send_errors", send, i.String(), "errno", func(s *link.UDPStats) uint64 { return s.TxErrnos[i] }},
+			linkCounter{"link_recv_errors", recv, i.String(), "errno", func(s *link.UDPStats) uint64 { return s.RxErrnos[i] }})
 	}
 	return cs
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/transport"
 )
 
@@ -146,12 +146,12 @@ softnic_sent_pkts_total{device="b"} 2
 	}
 }
 
-type fakeLink struct{ s nic.UDPStats }
+type fakeLink struct{ s link.UDPStats }
 
-func (l *fakeLink) Stats() nic.UDPStats { return l.s }
+func (l *fakeLink) Stats() link.UDPStats { return l.s }
 
 func TestLinkCollector(t *testing.T) {
-	l := &fakeLink{s: nic.UDPStats{TxPackets: 7, TxBadEncap: 1, RxKernelDrops: 4, RxGRO: 2}}
+	l := &fakeLink{s: link.UDPStats{TxPackets: 7, TxBadEncap: 1, RxKernelDrops: 4, RxGRO: 2}}
 	c := NewLinkCollector("softnic0", l)
 	want := `
 # HELP softnic_udp_tx_packets_total Datagrams the UDP link's socket accepted.
@@ -171,10 +171,10 @@ softnic_udp_tx_dropped_total{device="softnic0",reason="send_error"} 0
 		t.Fatal(err)
 	}
 	// Errors by errno, each direction apart.
-	l.s.TxErrnos[nic.ErrnoEMSGSIZE] = 3
-	l.s.TxErrnos[nic.ErrnoEPERM] = 5
-	l.s.RxErrnos[nic.ErrnoECONNREFUSED] = 2
-	l.s.RxErrnos[nic.ErrnoOther] = 1
+	l.s.TxErrnos[link.ErrnoEMSGSIZE] = 3
+	l.s.TxErrnos[link.ErrnoEPERM] = 5
+	l.s.RxErrnos[link.ErrnoECONNREFUSED] = 2
+	l.s.RxErrnos[link.ErrnoOther] = 1
 	want = `
 # HELP softnic_link_send_errors_total Datagrams the link dropped because sendmmsg failed, by errno (other: any errno not listed).
 # TYPE softnic_link_send_errors_total counter

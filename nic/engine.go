@@ -18,6 +18,7 @@ import (
 
 	"github.com/softnic/softnic/clock"
 	"github.com/softnic/softnic/internal/mem"
+	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/transport"
 	"github.com/softnic/softnic/wire"
 )
@@ -35,7 +36,7 @@ var (
 type Config struct {
 	// Link carries the NIC's datagrams; its LocalAddr is the NIC's address
 	// and GID.
-	Link Link
+	Link link.Link
 	// Clock drives timers; nil means the wall clock.
 	Clock clock.Clock
 	// Processors is the number of goroutines running QP work; 0 means
@@ -319,9 +320,9 @@ func (n *NIC) Wake(qpn uint32) {
 // rxLoop reads datagrams in batches and hands each to its QP: parse once,
 // check, deliver, wake (rxe_recv.c rxe_rcv).
 func (n *NIC) rxLoop() {
-	link := n.cfg.Link
-	bs := max(link.BatchSize(), 1)
-	msgs := make([]Datagram, bs)
+	lk := n.cfg.Link
+	bs := max(lk.BatchSize(), 1)
+	msgs := make([]link.Datagram, bs)
 	pkts := make([]*transport.RxPacket, bs)
 	for {
 		for i := range msgs {
@@ -330,7 +331,7 @@ func (n *NIC) rxLoop() {
 			}
 			msgs[i].Buf = pkts[i].Buffer()
 		}
-		cnt, err := link.ReadBatch(msgs)
+		cnt, err := lk.ReadBatch(msgs)
 		if err != nil {
 			for _, p := range pkts {
 				if p != nil {
@@ -363,7 +364,7 @@ func (n *NIC) receive(p *transport.RxPacket, unverifiable bool) bool {
 	}
 	if unverifiable {
 		c.ICRCUnverified.Add(1)
-	} else if !verifyICRC(n.cfg.Link, &p.Encap, p.Data) {
+	} else if !link.VerifyICRC(n.cfg.Link, &p.Encap, p.Data) {
 		c.ICRCErr.Add(1)
 		return false
 	}
@@ -441,10 +442,10 @@ type processor struct {
 	out    txBatch
 }
 
-func newProcessor(link Link, ctr *transport.Counters) *processor {
+func newProcessor(lk link.Link, ctr *transport.Counters) *processor {
 	p := &processor{}
 	p.cond.L = &p.mu
-	p.out.init(link, ctr)
+	p.out.init(lk, ctr)
 	return p
 }
 
@@ -500,9 +501,9 @@ func (p *processor) run() {
 // txBatch is a transport.Flusher: the UD transport flushes after each
 // pass and gets the errno of each datagram it queued.
 type txBatch struct {
-	link Link
+	link link.Link
 	ctr  *transport.Counters
-	dgs  []Datagram
+	dgs  []link.Datagram
 	bufs [][]byte
 	n    int
 	// mark is the first datagram in dgs that the current Process call
@@ -517,14 +518,14 @@ var (
 	_ transport.Flusher = (*txBatch)(nil)
 )
 
-func (t *txBatch) init(link Link, ctr *transport.Counters) {
-	t.link = link
+func (t *txBatch) init(lk link.Link, ctr *transport.Counters) {
+	t.link = lk
 	t.ctr = ctr
-	bs := max(link.BatchSize(), 1)
-	t.dgs = make([]Datagram, bs)
+	bs := max(lk.BatchSize(), 1)
+	t.dgs = make([]link.Datagram, bs)
 	t.bufs = make([][]byte, bs)
 	for i := range t.bufs {
-		t.bufs[i] = make([]byte, MaxDatagram)
+		t.bufs[i] = make([]byte, link.MaxDatagram)
 	}
 	t.errs = make([]syscall.Errno, 0, 2*bs)
 }

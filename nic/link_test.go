@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/nic"
 )
 
@@ -20,7 +21,7 @@ func TestLinkClaimedThroughWrappers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n1, err := nic.New(nic.Config{Link: nic.NewPcapLink(ep, nil), Name: "pcap0", Processors: 1})
+	n1, err := nic.New(nic.Config{Link: link.NewPcapLink(ep, nil), Name: "pcap0", Processors: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

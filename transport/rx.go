@@ -2,9 +2,9 @@ package transport
 
 import "github.com/softnic/softnic/wire"
 
-// MaxDatagram is the largest RoCEv2 UDP payload softnic handles: BTH, the
-// longest header set, a 4096-byte PMTU, pad and ICRC.
-const MaxDatagram = 4096 + 128
+// MaxDatagram is the largest RoCEv2 UDP payload softnic handles
+// (wire.MaxDatagram).
+const MaxDatagram = wire.MaxDatagram
 
 // RxPacket is a received datagram after the engine parsed it once: the
 // buffer it lives in, its IP/UDP header and its parsed view. The engine

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
-	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/wire"
 )
@@ -287,7 +287,7 @@ func TestAtomicWriteNotReplayed(t *testing.T) {
 				t.Fatalf("%d ATOMIC_WRITE packets recorded", len(aw))
 			}
 			dropped := a.dev.Counters().DropResponse
-			if _, err := a.ep.WriteBatch([]nic.Datagram{{Encap: aw[0].Encap, Buf: aw[0].Data}}); err != nil {
+			if _, err := a.ep.WriteBatch([]link.Datagram{{Encap: aw[0].Encap, Buf: aw[0].Data}}); err != nil {
 				t.Fatal(err)
 			}
 			settle(time.Millisecond)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
-	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/wire"
 )
@@ -27,7 +27,7 @@ func FuzzNICReceive(f *testing.F) {
 		var in []byte
 		for _, h := range hs {
 			h.BTH.PKey = wire.DefaultPKey
-			b := make([]byte, nic.MaxDatagram)
+			b := make([]byte, link.MaxDatagram)
 			e := wire.Encap{Src: netipAddr("10.0.0.1"), Dst: netipAddr("10.0.0.2"), DstPort: wire.UDPPort}
 			n, err := wire.Build(b, &e, &h, make([]byte, payloadFor(h.BTH.Opcode)))
 			if err != nil {
@@ -79,19 +79,19 @@ func FuzzNICReceive(f *testing.F) {
 // hostile frames fuzz input as up to eight datagrams (a 2-byte length,
 // then the bytes), each aimed at QP dst with an ICRC made right for e, so
 // it reaches the transport.
-func hostile(in []byte, dst uint32, e *wire.Encap) []nic.Datagram {
-	var msgs []nic.Datagram
+func hostile(in []byte, dst uint32, e *wire.Encap) []link.Datagram {
+	var msgs []link.Datagram
 	for len(in) >= 2 && len(msgs) < 8 {
 		n := int(binary.BigEndian.Uint16(in))
 		in = in[2:]
-		n = min(n, len(in), nic.MaxDatagram)
+		n = min(n, len(in), link.MaxDatagram)
 		pkt := append([]byte(nil), in[:n]...)
 		in = in[n:]
 		if len(pkt) >= wire.BTHLen {
 			wire.BTH(pkt).SetDestQP(dst)
 		}
 		wire.SetICRC(e, pkt)
-		msgs = append(msgs, nic.Datagram{Encap: *e, Buf: pkt})
+		msgs = append(msgs, link.Datagram{Encap: *e, Buf: pkt})
 	}
 	return msgs
 }
@@ -103,7 +103,7 @@ func FuzzNICReceiveUD(f *testing.F) {
 	ud := func(op wire.Opcode, qkey uint32, n int) []byte {
 		h := wire.Headers{BTH: wire.BTHFields{Opcode: op, PKey: wire.DefaultPKey},
 			DETH: wire.DETHFields{QKey: qkey, SrcQP: 0x99}, Imm: 7}
-		b := make([]byte, nic.MaxDatagram)
+		b := make([]byte, link.MaxDatagram)
 		e := wire.Encap{Src: netipAddr("10.0.0.1"), Dst: netipAddr("10.0.0.2"), DstPort: wire.UDPPort}
 		m, err := wire.Build(b, &e, &h, make([]byte, n))
 		if err != nil {

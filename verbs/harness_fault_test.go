@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
-	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/wire"
 )
@@ -331,12 +331,12 @@ func newRawPeer(t testing.TB, f *fabric.Fabric, o pairOpts, psn uint32) (*end, *
 func (r *rawPeer) send(t testing.TB, h wire.Headers, payload []byte) {
 	t.Helper()
 	h.BTH.DestQP, h.BTH.PKey = r.dst, wire.DefaultPKey
-	b := make([]byte, nic.MaxDatagram)
+	b := make([]byte, link.MaxDatagram)
 	n, err := wire.Build(b, &r.encap, &h, payload)
 	if err != nil {
 		t.Fatalf("build %v: %v", h.BTH.Opcode, err)
 	}
-	if _, err := r.ep.WriteBatch([]nic.Datagram{{Encap: r.encap, Buf: b[:n]}}); err != nil {
+	if _, err := r.ep.WriteBatch([]link.Datagram{{Encap: r.encap, Buf: b[:n]}}); err != nil {
 		t.Fatal(err)
 	}
 }

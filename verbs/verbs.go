@@ -41,6 +41,7 @@ import (
 
 	"github.com/softnic/softnic/clock"
 	"github.com/softnic/softnic/internal/mem"
+	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/nic"
 	"github.com/softnic/softnic/transport"
 )
@@ -203,7 +204,7 @@ const (
 // Config configures a Device.
 type Config struct {
 	// Link carries the device's packets: a fabric endpoint or a UDP link.
-	Link nic.Link
+	Link link.Link
 	// Clock drives the transport's timers; nil means the wall clock.
 	Clock clock.Clock
 	// Processors is the number of engine goroutines (0: GOMAXPROCS, ≤ 4).

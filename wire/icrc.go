@@ -15,6 +15,10 @@ import (
 
 // icrcSeed is the CRC state after the eight 0xFF bytes of the masked LRH:
 // the complement of rxe's seed 0xdebb20e3.
+// MaxDatagram is the largest RoCEv2 UDP payload softnic sends or accepts:
+// BTH, the longest header set, a 4096-byte PMTU, pad and ICRC.
+const MaxDatagram = 4096 + 128
+
 var icrcSeed = crc32.ChecksumIEEE([]byte{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF})
 
 // crcSmall updates crc over a short stack buffer without handing the slice

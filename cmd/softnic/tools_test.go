@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/softnic/softnic/fabric"
-	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/link"
 )
 
 // useFabric makes every tool of this process open its NIC on an in-memory
@@ -19,7 +19,7 @@ import (
 func useFabric(t *testing.T) *fabric.Fabric {
 	t.Helper()
 	f := fabric.New(fabric.Config{Seed: 1})
-	testLink = func(a netip.Addr, _ uint16) (nic.Link, error) { return f.Attach(a) }
+	testLink = func(a netip.Addr, _ uint16) (link.Link, error) { return f.Attach(a) }
 	t.Cleanup(func() {
 		testLink = nil
 		f.Close()

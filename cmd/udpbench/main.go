@@ -14,7 +14,7 @@
 //	raw/plain     sendmmsg of -batch datagrams -> recvmmsg of -batch
 //	raw/gso       sendmmsg of UDP GSO sends (up to 64 KiB each) -> recvmmsg
 //	raw/gso+gro   the same, received with UDP_GRO into 64 KiB buffers
-//	link/...      the same three through nic.UDPLink WriteBatch/ReadBatch
+//	link/...      the same three through link.UDPLink WriteBatch/ReadBatch
 //	              (ICRC patching, control messages, GRO splitting)
 //
 // The sender is not paced: what the receiver cannot take is lost in its
@@ -38,7 +38,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -120,17 +120,17 @@ func run(mode string) (result, error) {
 	return runRaw(gso, gro)
 }
 
-// ---- through nic.UDPLink ----
+// ---- through link.UDPLink ----
 
 func runLink(gso, gro bool) (result, error) {
-	var la, lb *nic.UDPLink
+	var la, lb *link.UDPLink
 	var err error
 	for port := uint16(47910); ; port++ {
-		la, err = nic.ListenUDP(nic.UDPConfig{Addr: netip.MustParseAddr("127.0.0.1"), Port: port, BatchSize: *batch, DisableGSO: !gso})
+		la, err = link.ListenUDP(link.UDPConfig{Addr: netip.MustParseAddr("127.0.0.1"), Port: port, BatchSize: *batch, DisableGSO: !gso})
 		if err != nil {
 			continue
 		}
-		lb, err = nic.ListenUDP(nic.UDPConfig{Addr: netip.MustParseAddr("127.0.0.2"), Port: port, BatchSize: *batch, DisableGRO: !gro})
+		lb, err = link.ListenUDP(link.UDPConfig{Addr: netip.MustParseAddr("127.0.0.2"), Port: port, BatchSize: *batch, DisableGRO: !gro})
 		if err != nil {
 			la.Close()
 			if port > 48000 {
@@ -145,14 +145,14 @@ func runLink(gso, gro bool) (result, error) {
 	e := wire.Encap{Src: la.LocalAddr(), Dst: lb.LocalAddr(), SrcPort: 0xC123, DstPort: lb.Port(), HopLimit: 64, FragOff: wire.IPv4DF}
 	payload := make([]byte, *size-wire.BTHLen-wire.ICRCLen)
 	h := wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCWriteMiddle, PKey: wire.DefaultPKey, DestQP: 0x11}}
-	msgs := make([]nic.Datagram, *batch)
+	msgs := make([]link.Datagram, *batch)
 	for i := range msgs {
-		b := make([]byte, nic.MaxDatagram)
+		b := make([]byte, link.MaxDatagram)
 		n, err := wire.Build(b, &e, &h, payload)
 		if err != nil {
 			return result{}, err
 		}
-		msgs[i] = nic.Datagram{Buf: b[:n]}
+		msgs[i] = link.Datagram{Buf: b[:n]}
 	}
 	var rxBytes, rxPkts atomic.Int64
 	var wg sync.WaitGroup
@@ -160,9 +160,9 @@ func runLink(gso, gro bool) (result, error) {
 	go func() {
 		defer wg.Done()
 		runtime.LockOSThread()
-		rx := make([]nic.Datagram, *batch)
+		rx := make([]link.Datagram, *batch)
 		for i := range rx {
-			rx[i].Buf = make([]byte, 0, nic.MaxDatagram)
+			rx[i].Buf = make([]byte, 0, link.MaxDatagram)
 		}
 		for {
 			n, err := lb.ReadBatch(rx)

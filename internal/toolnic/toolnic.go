@@ -19,15 +19,15 @@ import (
 
 	"github.com/softnic/softnic/capture"
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/metrics"
-	"github.com/softnic/softnic/nic"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/wire"
 )
 
 // LinkFunc opens the link a NIC at addr uses; port is the UDP port the
 // NIC receives on (wire.UDPPort unless a test moves it).
-type LinkFunc func(addr netip.Addr, port uint16) (nic.Link, error)
+type LinkFunc func(addr netip.Addr, port uint16) (link.Link, error)
 
 // Config says where and how to open a NIC.
 type Config struct {
@@ -59,14 +59,14 @@ type NIC struct {
 
 	pcapFile *os.File
 	pcapBuf  *bufio.Writer
-	pcapLink *nic.PcapLink
+	pcapLink *link.PcapLink
 	metrics  func() // stops the metrics server
 }
 
-// UDP opens the UDP link of a NIC (nic.ListenUDP); cmd/softnic's
+// UDP opens the UDP link of a NIC (link.ListenUDP); cmd/softnic's
 // default.
-var UDP LinkFunc = func(addr netip.Addr, port uint16) (nic.Link, error) {
-	return nic.ListenUDP(nic.UDPConfig{Addr: addr, Port: port})
+var UDP LinkFunc = func(addr netip.Addr, port uint16) (link.Link, error) {
+	return link.ListenUDP(link.UDPConfig{Addr: addr, Port: port})
 }
 
 // ErrAddrInUse reports that the NIC's UDP port is taken.
@@ -96,7 +96,7 @@ func Open(cfg Config) (*NIC, error) {
 	mk := cfg.Link
 	if cfg.Detached {
 		f := fabric.New(fabric.Config{})
-		mk = func(a netip.Addr, _ uint16) (nic.Link, error) {
+		mk = func(a netip.Addr, _ uint16) (link.Link, error) {
 			ep, err := f.Attach(a)
 			if err != nil {
 				return nil, err
@@ -104,7 +104,7 @@ func Open(cfg Config) (*NIC, error) {
 			// The port MTU follows the interface holding the address,
 			// as it would on the UDP link; an address no interface
 			// holds keeps the fabric's default.
-			if _, mtu, err := nic.InterfaceMTU(a); err == nil {
+			if _, mtu, err := link.InterfaceMTU(a); err == nil {
 				ep.SetMTU(mtu)
 			}
 			return ep, nil
@@ -112,8 +112,8 @@ func Open(cfg Config) (*NIC, error) {
 	} else if mk == nil {
 		mk = UDP
 	}
-	link, err := mk(cfg.Addr, cfg.Port)
-	inner := link
+	lk, err := mk(cfg.Addr, cfg.Port)
+	inner := lk
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
 			return nil, &ErrAddrInUse{Addr: cfg.Addr, Port: cfg.Port, Err: err}
@@ -127,23 +127,23 @@ func Open(cfg Config) (*NIC, error) {
 	if cfg.Pcap != "" {
 		f, err := os.Create(cfg.Pcap)
 		if err != nil {
-			link.Close()
+			lk.Close()
 			return nil, fmt.Errorf("pcap: %w", err)
 		}
 		buf := bufio.NewWriterSize(f, 1<<16)
 		w, err := capture.NewWriter(buf, capture.DefaultLinkType)
 		if err != nil {
 			f.Close()
-			link.Close()
+			lk.Close()
 			return nil, fmt.Errorf("pcap: %w", err)
 		}
 		n.pcapFile, n.pcapBuf = f, buf
-		n.pcapLink = nic.NewPcapLink(link, w)
-		link = n.pcapLink
+		n.pcapLink = link.NewPcapLink(lk, w)
+		lk = n.pcapLink
 	}
-	dev, err := verbs.Open(verbs.Config{Link: link, PeerPort: cfg.PeerPort, Name: cfg.Name})
+	dev, err := verbs.Open(verbs.Config{Link: lk, PeerPort: cfg.PeerPort, Name: cfg.Name})
 	if err != nil {
-		link.Close()
+		lk.Close()
 		n.closePcap()
 		return nil, fmt.Errorf("opening the device: %w", err)
 	}

@@ -19,13 +19,13 @@ import (
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/internal/pingpong"
 	"github.com/softnic/softnic/internal/toolnic"
-	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/wire"
 )
 
 func fabricLink(f *fabric.Fabric) toolnic.LinkFunc {
-	return func(a netip.Addr, _ uint16) (nic.Link, error) { return f.Attach(a) }
+	return func(a netip.Addr, _ uint16) (link.Link, error) { return f.Attach(a) }
 }
 
 // TestPcapAndMetrics runs an rc_pingpong between two NICs opened by Open,
@@ -108,7 +108,7 @@ func TestPcapAndMetrics(t *testing.T) {
 }
 
 func TestOpenErrors(t *testing.T) {
-	inUse := func(netip.Addr, uint16) (nic.Link, error) {
+	inUse := func(netip.Addr, uint16) (link.Link, error) {
 		return nil, fmt.Errorf("listen: %w", syscall.EADDRINUSE)
 	}
 	_, err := toolnic.Open(toolnic.Config{Addr: netip.MustParseAddr("127.0.0.1"), Link: inUse})
@@ -117,7 +117,7 @@ func TestOpenErrors(t *testing.T) {
 		t.Errorf("in use: got %v", err)
 	}
 	_, err = toolnic.Open(toolnic.Config{Addr: netip.MustParseAddr("127.0.0.1"), Port: 9,
-		Link: func(netip.Addr, uint16) (nic.Link, error) { return nil, syscall.EADDRNOTAVAIL }})
+		Link: func(netip.Addr, uint16) (link.Link, error) { return nil, syscall.EADDRNOTAVAIL }})
 	if err == nil || !strings.Contains(err.Error(), "not an address of this host") {
 		t.Errorf("not local: got %v", err)
 	}

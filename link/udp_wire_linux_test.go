@@ -1,4 +1,4 @@
-package nic
+package link
 
 import (
 	"bytes"
@@ -266,7 +266,7 @@ func TestUDPForeignSender(t *testing.T) {
 				if r.Src != e.Src || r.SrcPort != e.SrcPort || r.TrafficClass != e.TrafficClass || r.HopLimit != e.HopLimit {
 					t.Errorf("datagram %d: received %+v, sent %+v", i, r, e)
 				}
-				if ok := verifyICRC(lb, &r, d.Buf); ok != want {
+				if ok := VerifyICRC(lb, &r, d.Buf); ok != want {
 					t.Fatalf("datagram %d: ICRC check %v, want %v", i, ok, want)
 				}
 				if want && r.ID != e.ID {

@@ -1,4 +1,4 @@
-package nic
+package link
 
 import (
 	"bytes"
@@ -232,7 +232,7 @@ func TestUDPRoundTrip(t *testing.T) {
 					// Either way the engine's check finds the identification.
 					if e.IsIPv4() {
 						e.ID ^= uint16(r.Uint32())
-						if !verifyICRC(lb, &e, d.Buf) || e.ID != want.ID {
+						if !VerifyICRC(lb, &e, d.Buf) || e.ID != want.ID {
 							t.Errorf("datagram %d: solved ID %#x, want %#x", i, e.ID, want.ID)
 						}
 					}

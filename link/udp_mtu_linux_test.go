@@ -1,4 +1,4 @@
-package nic_test
+package link_test
 
 import (
 	"fmt"
@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/internal/netnstest"
-	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/verbs"
 )
 
 // waitMTU waits for the link to report want: the change arrives from the
 // kernel's RTM_NEWLINK notification, asynchronously.
-func waitMTU(t *testing.T, l *nic.UDPLink, want int) {
+func waitMTU(t *testing.T, l *link.UDPLink, want int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for l.MTU() != want {
@@ -37,26 +37,26 @@ func TestUDPLinkFollowsInterfaceMTU(t *testing.T) {
 	netnstest.Veth(t, a, "mtu0", "10.77.0.1/24", b, "mtu1", "10.77.0.2/24", 1500)
 	a.AddAddr(t, "mtu0", "fd00:77::1/64")
 
-	var l4, l6, lo *nic.UDPLink
+	var l4, l6, lo *link.UDPLink
 	var names [3]string
 	var mtus [3]int
 	err := a.Do(func() error {
 		var err error
-		if l4, err = nic.ListenUDP(nic.UDPConfig{Addr: netip.MustParseAddr("10.77.0.1")}); err != nil {
+		if l4, err = link.ListenUDP(link.UDPConfig{Addr: netip.MustParseAddr("10.77.0.1")}); err != nil {
 			return err
 		}
-		if l6, err = nic.ListenUDP(nic.UDPConfig{Addr: netip.MustParseAddr("fd00:77::1")}); err != nil {
+		if l6, err = link.ListenUDP(link.UDPConfig{Addr: netip.MustParseAddr("fd00:77::1")}); err != nil {
 			return err
 		}
-		if lo, err = nic.ListenUDP(nic.UDPConfig{Addr: netip.MustParseAddr("127.0.0.2")}); err != nil {
+		if lo, err = link.ListenUDP(link.UDPConfig{Addr: netip.MustParseAddr("127.0.0.2")}); err != nil {
 			return err
 		}
 		for i, s := range []string{"10.77.0.1", "fd00:77::1", "127.0.0.5"} {
-			if names[i], mtus[i], err = nic.InterfaceMTU(netip.MustParseAddr(s)); err != nil {
+			if names[i], mtus[i], err = link.InterfaceMTU(netip.MustParseAddr(s)); err != nil {
 				return err
 			}
 		}
-		if _, _, err := nic.InterfaceMTU(netip.MustParseAddr("10.78.0.1")); err == nil {
+		if _, _, err := link.InterfaceMTU(netip.MustParseAddr("10.78.0.1")); err == nil {
 			return fmt.Errorf("InterfaceMTU(10.78.0.1) found an interface; none holds it")
 		}
 		return nil
@@ -64,7 +64,7 @@ func TestUDPLinkFollowsInterfaceMTU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range []*nic.UDPLink{l4, l6, lo} {
+	for _, l := range []*link.UDPLink{l4, l6, lo} {
 		defer l.Close()
 	}
 	if names != [3]string{"mtu0", "mtu0", "lo"} || mtus != [3]int{1500, 1500, 65536} {

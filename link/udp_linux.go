@@ -1,4 +1,4 @@
-package nic
+package link
 
 import (
 	"context"
@@ -70,7 +70,7 @@ type mmsghdr struct {
 // §3), so sending from the bound port is interoperable; only the ICRC,
 // which covers the source port, must follow. The link patches it: a CRC
 // is linear, so replacing two header bytes changes the ICRC by a value
-// computed from those bytes and the packet length alone (udp_icrc.go,
+// computed from those bytes and the packet length alone (wire.PatchICRC,
 // about 0.1 µs, against about 1.5 µs for a CRC pass over a 4 KiB packet
 // on the machine this was written on). The same patch gives GSO segment i
 // its identification i. No engine change is needed, any caller of
@@ -134,7 +134,7 @@ type mmsghdr struct {
 // still guards softnic-to-softnic traffic. The link guesses
 // identification 0, or i for the i-th segment of a GRO batch, which is
 // right for softnic senders; the engine's ICRC check corrects it (one line
-// in NIC.receive: verifyICRC instead of wire.CheckICRC). The cheap
+// in NIC.receive: VerifyICRC instead of wire.CheckICRC). The cheap
 // alternative, [IPv4ICRCSkip], marks IPv4 datagrams ICRCUnverifiable: the
 // engine counts them (ICRCUnverified) and spends no CRC pass on them.
 //
@@ -149,7 +149,7 @@ type mmsghdr struct {
 // by errno (UDPStats.TxErrnos: EMSGSIZE, ENETUNREACH, EHOSTUNREACH,
 // EPERM, ENOBUFS, ECONNREFUSED, other) and the rest of the batch is sent;
 // the engine counts each as send_err and the transports recover (RC by
-// its retransmit timer, UD as rxe does: see transport/ud). A GSO send
+// its retransmit timer, UD as rxe does: see internal/transport/ud). A GSO send
 // that the kernel refuses with EIO turns GSO off and goes out plainly; one
 // refused with EINVAL (segments over the route's MTU, where a single
 // datagram gets EMSGSIZE) goes out plainly, one datagram per message, so
@@ -209,7 +209,7 @@ var _ Link = (*UDPLink)(nil)
 // ListenUDP opens a UDP link on cfg.Addr and cfg.Port.
 func ListenUDP(cfg UDPConfig) (*UDPLink, error) {
 	if !cfg.Addr.IsValid() || cfg.Addr.IsUnspecified() || cfg.Addr.IsMulticast() {
-		return nil, fmt.Errorf("%w: UDP link needs a unicast local address, not %v", ErrInvalid, cfg.Addr)
+		return nil, fmt.Errorf("%w: UDP link needs a unicast local address, not %v", syscall.EINVAL, cfg.Addr)
 	}
 	if cfg.Port == 0 {
 		cfg.Port = wire.UDPPort
@@ -221,7 +221,7 @@ func ListenUDP(cfg UDPConfig) (*UDPLink, error) {
 		cfg.SocketBuffer = DefaultUDPSocketBuffer
 	}
 	if cfg.IPv4ICRC > IPv4ICRCSkip {
-		return nil, fmt.Errorf("%w: IPv4 ICRC mode %d", ErrInvalid, cfg.IPv4ICRC)
+		return nil, fmt.Errorf("%w: IPv4 ICRC mode %d", syscall.EINVAL, cfg.IPv4ICRC)
 	}
 	l := &UDPLink{cfg: cfg, addr: cfg.Addr.Unmap(), port: cfg.Port, bs: cfg.BatchSize}
 	l.v4 = l.addr.Is4()
@@ -902,7 +902,7 @@ func (t *udpTx) write(msgs []Datagram, resend, gso bool) (int, error) {
 				seg = s
 			}
 			w := l.wireEncap(&d.Encap, seg)
-			patchICRC(d.Buf, &d.Encap, &w)
+			wire.PatchICRC(d.Buf, &d.Encap, &w)
 			d.Encap = w
 		}
 		t.build(g, msgs)
@@ -980,7 +980,7 @@ func (l *UDPLink) sendPlain(ds []Datagram) (int, error) {
 			continue
 		}
 		if w := l.wireEncap(&d.Encap, 0); d.Encap != w {
-			patchICRC(d.Buf, &d.Encap, &w)
+			wire.PatchICRC(d.Buf, &d.Encap, &w)
 			d.Encap = w
 		}
 	}

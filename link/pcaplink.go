@@ -1,4 +1,4 @@
-package nic
+package link
 
 import (
 	"net/netip"
@@ -62,11 +62,11 @@ func (p *PcapLink) ReadBatch(msgs []Datagram) (int, error) {
 	n, err := p.l.ReadBatch(msgs)
 	if n > 0 {
 		ts := p.now()
-		guess := linkGuessesIPv4ID(p.l)
+		guess := GuessesIPv4ID(p.l)
 		for i := range msgs[:n] {
 			d := &msgs[i]
 			if guess && !d.ICRCUnverifiable && d.Encap.IsIPv4() {
-				verifyICRC(p.l, &d.Encap, d.Buf) // corrects ID if some ID fits
+				VerifyICRC(p.l, &d.Encap, d.Buf) // corrects ID if some ID fits
 			}
 			p.record(ts, d)
 		}
@@ -116,7 +116,7 @@ func (p *PcapLink) LocalAddr() netip.Addr { return p.l.LocalAddr() }
 func (p *PcapLink) MTU() int { return p.l.MTU() }
 
 // GuessesIPv4ID forwards the inner link's answer (IPv4IDGuesser).
-func (p *PcapLink) GuessesIPv4ID() bool { return linkGuessesIPv4ID(p.l) }
+func (p *PcapLink) GuessesIPv4ID() bool { return GuessesIPv4ID(p.l) }
 
 // Close closes the inner link; the writer is the caller's to flush and
 // close.

@@ -1,4 +1,4 @@
-package nic_test
+package link_test
 
 import (
 	"bufio"
@@ -17,14 +17,14 @@ import (
 
 	"github.com/softnic/softnic/capture"
 	"github.com/softnic/softnic/internal/decode"
-	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/wire"
 )
 
 // udpEnd is one side of a connected pair over real UDP.
 type udpEnd struct {
-	link *nic.UDPLink
+	link *link.UDPLink
 	dev  *verbs.Device
 	pd   *verbs.PD
 	cq   *verbs.CQ
@@ -36,7 +36,7 @@ type udpEnd struct {
 // listenUDPPair binds links on a and b: on port 4791 when it is free (so
 // "softnic decode" recognises the capture), else on another free port;
 // when a == b (IPv6 has one loopback address) b takes the next port.
-func listenUDPPair(t testing.TB, cfg nic.UDPConfig, a, b netip.Addr) (la, lb *nic.UDPLink) {
+func listenUDPPair(t testing.TB, cfg link.UDPConfig, a, b netip.Addr) (la, lb *link.UDPLink) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	for try := 0; try < 100; try++ {
@@ -50,14 +50,14 @@ func listenUDPPair(t testing.TB, cfg nic.UDPConfig, a, b netip.Addr) (la, lb *ni
 		if a == b {
 			cb.Port++
 		}
-		la, err := nic.ListenUDP(ca)
+		la, err := link.ListenUDP(ca)
 		if errors.Is(err, syscall.EADDRINUSE) {
 			continue
 		}
 		if err != nil {
 			t.Skipf("cannot bind %v: %v", a, err)
 		}
-		lb, err := nic.ListenUDP(cb)
+		lb, err := link.ListenUDP(cb)
 		if errors.Is(err, syscall.EADDRINUSE) {
 			la.Close()
 			continue
@@ -74,7 +74,7 @@ func listenUDPPair(t testing.TB, cfg nic.UDPConfig, a, b netip.Addr) (la, lb *ni
 
 // openUDPEnd opens a device on link (l or a wrapper of it) that sends to
 // peerPort.
-func openUDPEnd(t testing.TB, l *nic.UDPLink, link nic.Link, peerPort uint16) *udpEnd {
+func openUDPEnd(t testing.TB, l *link.UDPLink, link link.Link, peerPort uint16) *udpEnd {
 	t.Helper()
 	dev, err := verbs.Open(verbs.Config{Link: link, PeerPort: peerPort, Name: fmt.Sprintf("softnic-%v-%d", l.LocalAddr(), l.Port())})
 	if err != nil {
@@ -164,14 +164,14 @@ func TestUDPVerbsEndToEnd(t *testing.T) {
 }
 
 func testUDPVerbsEndToEnd(t *testing.T, addrA, addrB, addrC netip.Addr) {
-	la, lb := listenUDPPair(t, nic.UDPConfig{}, addrA, addrB)
+	la, lb := listenUDPPair(t, link.UDPConfig{}, addrA, addrB)
 	pcapPath := filepath.Join(t.TempDir(), "udp-e2e.pcap")
 	f, err := os.Create(pcapPath)
 	check(t, err)
 	fbuf := bufio.NewWriter(f)
 	w, err := capture.NewWriter(fbuf, capture.DefaultLinkType)
 	check(t, err)
-	pa, pb := nic.NewPcapLink(la, w), nic.NewPcapLink(lb, w)
+	pa, pb := link.NewPcapLink(la, w), link.NewPcapLink(lb, w)
 	a := openUDPEnd(t, la, pa, lb.Port())
 	b := openUDPEnd(t, lb, pb, la.Port())
 	closed := false
@@ -255,7 +255,7 @@ func testUDPVerbsEndToEnd(t *testing.T, addrA, addrB, addrC netip.Addr) {
 	if addrC == addrA {
 		cport = lb.Port() + 1
 	}
-	lc, err := nic.ListenUDP(nic.UDPConfig{Addr: addrC, Port: cport})
+	lc, err := link.ListenUDP(link.UDPConfig{Addr: addrC, Port: cport})
 	if err == nil {
 		defer lc.Close()
 		e := wire.Encap{Src: lc.LocalAddr(), Dst: lb.LocalAddr(), SrcPort: 0xC001, DstPort: lb.Port(), HopLimit: 64}
@@ -263,12 +263,12 @@ func testUDPVerbsEndToEnd(t *testing.T, addrA, addrB, addrC netip.Addr) {
 			e.FragOff = wire.IPv4DF
 		}
 		h := wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCSendOnly, PKey: wire.DefaultPKey, DestQP: b.qp.QPN(), PSN: 12345}}
-		pkt := make([]byte, nic.MaxDatagram)
+		pkt := make([]byte, link.MaxDatagram)
 		n, err := wire.Build(pkt, &e, &h, []byte("corrupted on the way"))
 		check(t, err)
 		pkt[wire.BTHLen+3] ^= 0x10
 		before := b.dev.Counters().ICRCErr
-		_, err = lc.WriteBatch([]nic.Datagram{{Encap: e, Buf: pkt[:n]}})
+		_, err = lc.WriteBatch([]link.Datagram{{Encap: e, Buf: pkt[:n]}})
 		check(t, err)
 		waitCounter(t, "ICRCErr", func() uint64 { return b.dev.Counters().ICRCErr }, before+1)
 	} else {
@@ -336,7 +336,7 @@ func BenchmarkUDPVerbsWrite(b *testing.B) {
 		gso, gro bool
 	}{{"plain", false, false}, {"gso+gro", true, true}} {
 		b.Run(m.name, func(b *testing.B) {
-			la, lb := listenUDPPair(b, nic.UDPConfig{DisableGSO: !m.gso, DisableGRO: !m.gro},
+			la, lb := listenUDPPair(b, link.UDPConfig{DisableGSO: !m.gso, DisableGRO: !m.gro},
 				netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2"))
 			a := openUDPEnd(b, la, la, lb.Port())
 			c := openUDPEnd(b, lb, lb, la.Port())

@@ -1,4 +1,4 @@
-package nic_test
+package link_test
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -40,9 +40,9 @@ func failFirst(n int32, e syscall.Errno, failed *atomic.Int32) func(int) (uintpt
 // its data right, every dropped datagram counted by the link (ENOBUFS)
 // and by the device (send_err, as rxe_xmit_packet counts it).
 func TestUDPRCSendErrorsRecover(t *testing.T) {
-	la, lb := listenUDPPair(t, nic.UDPConfig{}, lo4a, lo4b)
+	la, lb := listenUDPPair(t, link.UDPConfig{}, lo4a, lo4b)
 	var failed atomic.Int32
-	nic.SetSendFault(la, failFirst(3, syscall.ENOBUFS, &failed))
+	link.SetSendFault(la, failFirst(3, syscall.ENOBUFS, &failed))
 	a := openUDPEnd(t, la, la, lb.Port())
 	b := openUDPEnd(t, lb, lb, la.Port())
 	defer a.dev.Close()
@@ -67,7 +67,7 @@ func TestUDPRCSendErrorsRecover(t *testing.T) {
 		t.Fatal("written bytes differ")
 	}
 	st, ctr := la.Stats(), a.dev.Counters()
-	if failed.Load() != 3 || st.TxErrnos[nic.ErrnoENOBUFS] == 0 || st.TxErrors != st.TxErrnos[nic.ErrnoENOBUFS] {
+	if failed.Load() != 3 || st.TxErrnos[link.ErrnoENOBUFS] == 0 || st.TxErrors != st.TxErrnos[link.ErrnoENOBUFS] {
 		t.Fatalf("%d calls failed; link errors %d, by errno %v", failed.Load(), st.TxErrors, st.TxErrnos)
 	}
 	if got := ctr.SendErr; got != st.TxErrors {
@@ -81,7 +81,7 @@ func TestUDPRCSendErrorsRecover(t *testing.T) {
 
 // udpUDEnd is a UD QP on a device over a UDP link.
 type udpUDEnd struct {
-	link *nic.UDPLink
+	link *link.UDPLink
 	dev  *verbs.Device
 	pd   *verbs.PD
 	cq   *verbs.CQ
@@ -90,7 +90,7 @@ type udpUDEnd struct {
 	mr   *verbs.MR
 }
 
-func openUDPUDEnd(t *testing.T, l *nic.UDPLink, peerPort uint16) *udpUDEnd {
+func openUDPUDEnd(t *testing.T, l *link.UDPLink, peerPort uint16) *udpUDEnd {
 	t.Helper()
 	dev, err := verbs.Open(verbs.Config{Link: l, PeerPort: peerPort})
 	check(t, err)
@@ -146,9 +146,9 @@ func waitWC(t *testing.T, cq *verbs.CQ) verbs.WorkCompletion {
 // fails the WQE with a local QP operation error.
 func TestUDPUDSendErrors(t *testing.T) {
 	t.Run("ENOBUFS", func(t *testing.T) {
-		la, lb := listenUDPPair(t, nic.UDPConfig{}, lo4a, lo4b)
+		la, lb := listenUDPPair(t, link.UDPConfig{}, lo4a, lo4b)
 		var failed atomic.Int32
-		nic.SetSendFault(la, failFirst(5, syscall.ENOBUFS, &failed))
+		link.SetSendFault(la, failFirst(5, syscall.ENOBUFS, &failed))
 		a, b := openUDPUDEnd(t, la, lb.Port()), openUDPUDEnd(t, lb, la.Port())
 		_, err := b.qp.PostRecv(verbs.RecvWR{WRID: 9, SGList: []verbs.SGE{b.mr.SGE(0, 4096)}})
 		check(t, err)
@@ -162,7 +162,7 @@ func TestUDPUDSendErrors(t *testing.T) {
 			t.Fatalf("receive completion %+v, data %q", wc, b.buf[40:72])
 		}
 		st := la.Stats()
-		if failed.Load() != 5 || st.TxErrnos[nic.ErrnoENOBUFS] != 5 || st.TxPackets != 1 {
+		if failed.Load() != 5 || st.TxErrnos[link.ErrnoENOBUFS] != 5 || st.TxPackets != 1 {
 			t.Fatalf("%d calls failed; link %+v", failed.Load(), st)
 		}
 		if ctr := a.dev.Counters(); ctr.SendErr != 5 || ctr.SentPkts != 1 {
@@ -179,9 +179,9 @@ func TestUDPUDSendErrors(t *testing.T) {
 		// one sendmmsg; it fails on the first with ENOBUFS and the link
 		// sends the other two. The QP sends the first again and
 		// completes all three in order; each arrives once.
-		la, lb := listenUDPPair(t, nic.UDPConfig{}, lo4a, lo4b)
+		la, lb := listenUDPPair(t, link.UDPConfig{}, lo4a, lo4b)
 		var failed atomic.Int32
-		nic.SetSendFault(la, failFirst(1, syscall.ENOBUFS, &failed))
+		link.SetSendFault(la, failFirst(1, syscall.ENOBUFS, &failed))
 		a, b := openUDPUDEnd(t, la, lb.Port()), openUDPUDEnd(t, lb, la.Port())
 		for i := range 3 {
 			_, err := b.qp.PostRecv(verbs.RecvWR{WRID: uint64(10 + i), SGList: []verbs.SGE{b.mr.SGE(i*4096, 4096)}})
@@ -214,14 +214,14 @@ func TestUDPUDSendErrors(t *testing.T) {
 		if fmt.Sprint(lens) != "[200 300 100]" {
 			t.Fatalf("received lengths %v, want [200 300 100]", lens)
 		}
-		if st := la.Stats(); failed.Load() != 1 || st.TxPackets != 3 || st.TxErrnos[nic.ErrnoENOBUFS] < 1 {
+		if st := la.Stats(); failed.Load() != 1 || st.TxPackets != 3 || st.TxErrnos[link.ErrnoENOBUFS] < 1 {
 			t.Fatalf("%d calls failed; link %+v", failed.Load(), st)
 		}
 	})
 	t.Run("EHOSTUNREACH", func(t *testing.T) {
-		la, lb := listenUDPPair(t, nic.UDPConfig{}, lo4a, lo4b)
+		la, lb := listenUDPPair(t, link.UDPConfig{}, lo4a, lo4b)
 		var failed atomic.Int32
-		nic.SetSendFault(la, failFirst(1, syscall.EHOSTUNREACH, &failed))
+		link.SetSendFault(la, failFirst(1, syscall.EHOSTUNREACH, &failed))
 		a, b := openUDPUDEnd(t, la, lb.Port()), openUDPUDEnd(t, lb, la.Port())
 		a.sendUD(t, b, 1, 32)
 		if wc := waitWC(t, a.cq); wc.Status != verbs.WCLocQPOpErr || wc.WRID != 1 {
@@ -230,7 +230,7 @@ func TestUDPUDSendErrors(t *testing.T) {
 		if attr, _ := a.qp.Query(); attr.State != verbs.QPStateSQE {
 			t.Fatalf("QP in %v after the error, want SQE", attr.State)
 		}
-		if st := la.Stats(); st.TxErrnos[nic.ErrnoEHOSTUNREACH] != 1 || a.dev.Counters().SendErr < 1 {
+		if st := la.Stats(); st.TxErrnos[link.ErrnoEHOSTUNREACH] != 1 || a.dev.Counters().SendErr < 1 {
 			t.Fatalf("link %+v, send_err %d", st, a.dev.Counters().SendErr)
 		}
 	})

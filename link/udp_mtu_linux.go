@@ -1,4 +1,4 @@
-package nic
+package link
 
 import (
 	"encoding/binary"

@@ -1,4 +1,4 @@
-package nic_test
+package link_test
 
 // Send errors from the real kernel. Each test builds a bed of its own: two
 // network namespaces joined by a veth with MTU 1500, 10.79.0.1 and fd79::1
@@ -39,7 +39,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/softnic/softnic/nic"
+	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/wire"
 )
@@ -143,7 +143,7 @@ func inNetns(t *testing.T, ns string, f func()) {
 
 // links opens a link on A's and one on B's address of a family, on port
 // 4791 (each namespace has its own).
-func (b *kernelBed) links(t *testing.T, v6 bool, cfg nic.UDPConfig) (la, lb *nic.UDPLink) {
+func (b *kernelBed) links(t *testing.T, v6 bool, cfg link.UDPConfig) (la, lb *link.UDPLink) {
 	t.Helper()
 	a, bb := b.a4, b.b4
 	if v6 {
@@ -153,14 +153,14 @@ func (b *kernelBed) links(t *testing.T, v6 bool, cfg nic.UDPConfig) (la, lb *nic
 	inNetns(t, b.nsA, func() {
 		c := cfg
 		c.Addr = a
-		la, err = nic.ListenUDP(c)
+		la, err = link.ListenUDP(c)
 	})
 	check(t, err)
 	t.Cleanup(func() { la.Close() })
 	inNetns(t, b.nsB, func() {
 		c := cfg
 		c.Addr = bb
-		lb, err = nic.ListenUDP(c)
+		lb, err = link.ListenUDP(c)
 	})
 	check(t, err)
 	t.Cleanup(func() { lb.Close() })
@@ -168,30 +168,30 @@ func (b *kernelBed) links(t *testing.T, v6 bool, cfg nic.UDPConfig) (la, lb *nic
 }
 
 // datagrams builds RC SEND packets of the given payload sizes from la to lb.
-func datagrams(t *testing.T, la, lb *nic.UDPLink, sizes ...int) []nic.Datagram {
+func datagrams(t *testing.T, la, lb *link.UDPLink, sizes ...int) []link.Datagram {
 	t.Helper()
-	ds := make([]nic.Datagram, len(sizes))
+	ds := make([]link.Datagram, len(sizes))
 	for i, n := range sizes {
 		e := wire.Encap{Src: la.LocalAddr(), Dst: lb.LocalAddr(), SrcPort: 0xC001, DstPort: lb.Port(), FragOff: wire.IPv4DF}
 		h := wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCSendOnly, PKey: wire.DefaultPKey, DestQP: 0x11, PSN: wire.PSN(i)}}
-		buf := make([]byte, nic.MaxDatagram)
+		buf := make([]byte, link.MaxDatagram)
 		k, err := wire.Build(buf, &e, &h, bytes.Repeat([]byte{byte(i + 1)}, n))
 		check(t, err)
-		ds[i] = nic.Datagram{Encap: e, Buf: buf[:k]}
+		ds[i] = link.Datagram{Encap: e, Buf: buf[:k]}
 	}
 	return ds
 }
 
 // receive reads n datagrams from l, failing after 5 s.
-func receive(t *testing.T, l *nic.UDPLink, n int) []nic.Datagram {
+func receive(t *testing.T, l *link.UDPLink, n int) []link.Datagram {
 	t.Helper()
-	var got []nic.Datagram
+	var got []link.Datagram
 	done := make(chan error, 1)
 	go func() {
-		msgs := make([]nic.Datagram, l.BatchSize())
+		msgs := make([]link.Datagram, l.BatchSize())
 		for len(got) < n {
 			for i := range msgs {
-				msgs[i] = nic.Datagram{Buf: make([]byte, 0, nic.MaxDatagram)}
+				msgs[i] = link.Datagram{Buf: make([]byte, 0, link.MaxDatagram)}
 			}
 			k, err := l.ReadBatch(msgs)
 			if err != nil {
@@ -218,7 +218,7 @@ func receive(t *testing.T, l *nic.UDPLink, n int) []nic.Datagram {
 type kernelCause struct {
 	name  string
 	errno syscall.Errno
-	class nic.LinkErrno
+	class link.LinkErrno
 	// big sends datagrams larger than the veth's MTU (the cause), which
 	// undo raises to 9000.
 	big        bool
@@ -245,27 +245,27 @@ func kernelCauses() []kernelCause {
 		return append(p[:len(p)-1:len(p)-1], verb, p[len(p)-1], "dev", b.vA)
 	}
 	return []kernelCause{
-		{name: "EMSGSIZE", errno: syscall.EMSGSIZE, class: nic.ErrnoEMSGSIZE, big: true, gsoMatters: true,
+		{name: "EMSGSIZE", errno: syscall.EMSGSIZE, class: link.ErrnoEMSGSIZE, big: true, gsoMatters: true,
 			set:  func(*testing.T, *kernelBed, bool) {},
 			undo: func(t *testing.T, b *kernelBed, _ bool) { b.setMTU(t, 9000) }},
-		{name: "ENETUNREACH", errno: syscall.ENETUNREACH, class: nic.ErrnoENETUNREACH,
+		{name: "ENETUNREACH", errno: syscall.ENETUNREACH, class: link.ErrnoENETUNREACH,
 			set:  func(t *testing.T, b *kernelBed, v6 bool) { b.inA(t, routeCmd(v6, "del", b)...) },
 			undo: func(t *testing.T, b *kernelBed, v6 bool) { b.inA(t, routeCmd(v6, "add", b)...) }},
-		{name: "EHOSTUNREACH", errno: syscall.EHOSTUNREACH, class: nic.ErrnoEHOSTUNREACH,
+		{name: "EHOSTUNREACH", errno: syscall.EHOSTUNREACH, class: link.ErrnoEHOSTUNREACH,
 			set: func(t *testing.T, b *kernelBed, v6 bool) {
 				b.inA(t, "route", "add", "unreachable", peer(b, v6))
 			},
 			undo: func(t *testing.T, b *kernelBed, v6 bool) {
 				b.inA(t, "route", "del", "unreachable", peer(b, v6))
 			}},
-		{name: "EPERM-drop", errno: syscall.EPERM, class: nic.ErrnoEPERM,
+		{name: "EPERM-drop", errno: syscall.EPERM, class: link.ErrnoEPERM,
 			set: func(t *testing.T, b *kernelBed, _ bool) {
 				b.nftA(t, "add", "table", "inet", "lefw")
 				b.nftA(t, "add", "chain", "inet", "lefw", "out", "{ type filter hook output priority 0; }")
 				b.nftA(t, "add", "rule", "inet", "lefw", "out", "udp", "dport", "4791", "drop")
 			},
 			undo: func(t *testing.T, b *kernelBed, _ bool) { b.nftA(t, "delete", "table", "inet", "lefw") }},
-		{name: "EPERM-reject", errno: syscall.EPERM, class: nic.ErrnoEPERM, ipv4Only: true,
+		{name: "EPERM-reject", errno: syscall.EPERM, class: link.ErrnoEPERM, ipv4Only: true,
 			set: func(t *testing.T, b *kernelBed, _ bool) {
 				b.nftA(t, "add", "table", "inet", "lefw")
 				b.nftA(t, "add", "chain", "inet", "lefw", "out", "{ type filter hook output priority 0; }")
@@ -296,7 +296,7 @@ func TestKernelSendErrnos(t *testing.T) {
 					continue
 				}
 				t.Run(fmt.Sprintf("%s/v6=%v/gso=%v", c.name, v6, gso), func(t *testing.T) {
-					la, lb := b.links(t, v6, nic.UDPConfig{DisableGSO: !gso})
+					la, lb := b.links(t, v6, link.UDPConfig{DisableGSO: !gso})
 					sizes := []int{100, 100, 100}
 					wantSent := 0
 					if c.big {
@@ -365,7 +365,7 @@ func TestKernelRCRecovers(t *testing.T) {
 			continue
 		}
 		t.Run(c.name, func(t *testing.T) {
-			la, lb := b.links(t, false, nic.UDPConfig{})
+			la, lb := b.links(t, false, link.UDPConfig{})
 			a := openUDPEnd(t, la, la, lb.Port())
 			e := openUDPEnd(t, lb, lb, la.Port())
 			defer a.dev.Close()
@@ -424,7 +424,7 @@ func TestKernelRCRecovers(t *testing.T) {
 // does when rxe_find_route fails (transport/ud sendLocked).
 func TestKernelUDUnroutable(t *testing.T) {
 	b := newKernelBed(t)
-	la, lb := b.links(t, false, nic.UDPConfig{})
+	la, lb := b.links(t, false, link.UDPConfig{})
 	a, e := openUDPUDEnd(t, la, lb.Port()), openUDPUDEnd(t, lb, la.Port())
 	b.inA(t, "route", "add", "unreachable", "10.79.0.2/32")
 	defer b.inA(t, "route", "del", "unreachable", "10.79.0.2/32")
@@ -432,7 +432,7 @@ func TestKernelUDUnroutable(t *testing.T) {
 	if wc := waitWC(t, a.cq); wc.Status != verbs.WCLocQPOpErr {
 		t.Fatalf("completion %+v, want a local QP operation error", wc)
 	}
-	if st := la.Stats(); st.TxErrnos[nic.ErrnoEHOSTUNREACH] != 1 || a.dev.Counters().SendErr < 1 {
+	if st := la.Stats(); st.TxErrnos[link.ErrnoEHOSTUNREACH] != 1 || a.dev.Counters().SendErr < 1 {
 		t.Fatalf("link %+v, send_err %d", st, a.dev.Counters().SendErr)
 	}
 }
@@ -443,7 +443,7 @@ func TestKernelUDUnroutable(t *testing.T) {
 // swallows -ENOBUFS on a socket without IP_RECVERR).
 func TestKernelENOBUFSSwallowed(t *testing.T) {
 	b := newKernelBed(t)
-	la, lb := b.links(t, false, nic.UDPConfig{DisableGSO: true}) // one skb per datagram
+	la, lb := b.links(t, false, link.UDPConfig{DisableGSO: true}) // one skb per datagram
 	// A permanent neighbour entry: every datagram goes to the qdisc at
 	// once, none waits for ARP.
 	run(t, "ip", "-n", b.nsB, "link", "set", b.vB, "address", "02:79:00:00:00:02")
@@ -470,7 +470,7 @@ func TestKernelENOBUFSSwallowed(t *testing.T) {
 // it succeed with no error counted.
 func TestKernelICMPIgnored(t *testing.T) {
 	b := newKernelBed(t)
-	la, lb := b.links(t, false, nic.UDPConfig{})
+	la, lb := b.links(t, false, link.UDPConfig{})
 	before := icmpInDestUnreachs(t, b.nsA)
 	ds := datagrams(t, la, lb, 100)
 	ds[0].Encap.DstPort = 4792 // nothing bound

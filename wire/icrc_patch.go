@@ -1,16 +1,15 @@
-package nic
+package wire
 
 import (
 	"encoding/binary"
 	"hash/crc32"
 	"net/netip"
 	"sync"
-
-	"github.com/softnic/softnic/wire"
 )
 
 // ICRC arithmetic for links that cannot put on the wire, or cannot see,
-// every header field the ICRC covers.
+// every header field the ICRC covers (the UDP link: package link; the
+// engine's receive check).
 //
 // The ICRC is a CRC-32, and a CRC is linear over GF(2): for two messages
 // of equal length, crc(a) ^ crc(b) = raw(a ^ b), the register left by
@@ -24,11 +23,11 @@ import (
 //     computed (the UDP link sends from its bound port, not the QP's
 //     source port; GSO segment i carries IPv4 identification i) patches
 //     the ICRC with a few table steps and one multiplication
-//     ([patchICRC]), instead of a pass over the whole packet;
+//     ([PatchICRC]), instead of a pass over the whole packet;
 //   - a receiver that cannot see the IPv4 identification (a plain UDP
 //     socket) computes the ICRC with a guessed identification and, on a
 //     mismatch, solves for the identification that makes it right
-//     ([solveIPv4ID]): multiply the difference by x^(-8k), then undo two
+//     ([SolveIPv4ID]): multiply the difference by x^(-8k), then undo two
 //     table steps. A 16-bit unknown in a 32-bit check leaves 16 bits of
 //     check: a corrupted packet passes with probability 2^-16.
 //
@@ -43,7 +42,7 @@ const crcOne = 1 << 31
 
 // maxCRCZeros bounds the zero-run lengths the power tables cover: any
 // RoCEv2 datagram's payload plus the IP and UDP header bytes after a field.
-const maxCRCZeros = MaxDatagram + wire.IPv6HeaderLen + wire.UDPHeaderLen
+const maxCRCZeros = MaxDatagram + IPv6HeaderLen + UDPHeaderLen
 
 var crcTables struct {
 	once  sync.Once
@@ -133,18 +132,18 @@ func crcShift(r uint32, k int) uint32 {
 	return crcMul(crcTables.pow8[k], r)
 }
 
-// patchICRC rewrites the ICRC of pkt (BTH through ICRC), computed for the
+// PatchICRC rewrites the ICRC of pkt (BTH through ICRC), computed for the
 // headers from, into the ICRC for the headers to. Fields the ICRC masks
 // may differ freely; from and to must be of one IP family (IPv4-mapped
 // addresses count as IPv4).
-func patchICRC(pkt []byte, from, to *wire.Encap) {
-	if len(pkt) < wire.BTHLen+wire.ICRCLen {
+func PatchICRC(pkt []byte, from, to *Encap) {
+	if len(pkt) < BTHLen+ICRCLen {
 		return
 	}
 	// x is the XOR of the two IP and UDP headers as the ICRC sees them:
 	// only the covered fields that may differ are filled in; lengths,
 	// version and protocol are equal.
-	var x [wire.IPv6HeaderLen + wire.UDPHeaderLen]byte
+	var x [IPv6HeaderLen + UDPHeaderLen]byte
 	var n int
 	if v4 := from.IsIPv4(); v4 != to.IsIPv4() {
 		return // mixed families: a caller's bug, leave the packet alone
@@ -153,15 +152,15 @@ func patchICRC(pkt []byte, from, to *wire.Encap) {
 		binary.BigEndian.PutUint16(x[6:], from.FragOff^to.FragOff)
 		xor4(x[12:16], from.Src, to.Src)
 		xor4(x[16:20], from.Dst, to.Dst)
-		n = wire.IPv4HeaderLen
+		n = IPv4HeaderLen
 	} else {
 		xor16(x[8:24], from.Src, to.Src)
 		xor16(x[24:40], from.Dst, to.Dst)
-		n = wire.IPv6HeaderLen
+		n = IPv6HeaderLen
 	}
 	binary.BigEndian.PutUint16(x[n:], from.SrcPort^to.SrcPort)
 	binary.BigEndian.PutUint16(x[n+2:], from.DstPort^to.DstPort)
-	n += wire.UDPHeaderLen
+	n += UDPHeaderLen
 	f := 0
 	for f < n && x[f] == 0 {
 		f++
@@ -170,8 +169,8 @@ func patchICRC(pkt []byte, from, to *wire.Encap) {
 		return
 	}
 	crcInit()
-	delta := crcShift(crcRaw(x[f:n]), len(pkt)-wire.ICRCLen)
-	binary.LittleEndian.PutUint32(pkt[len(pkt)-wire.ICRCLen:], wire.StoredICRC(pkt)^delta)
+	delta := crcShift(crcRaw(x[f:n]), len(pkt)-ICRCLen)
+	binary.LittleEndian.PutUint32(pkt[len(pkt)-ICRCLen:], StoredICRC(pkt)^delta)
 }
 
 func xor4(dst []byte, a, b netip.Addr) {
@@ -194,14 +193,14 @@ func xor16(dst []byte, a, b netip.Addr) {
 // ipv4IDTail is the number of ICRC-covered bytes after the IPv4
 // identification field besides the UDP payload: the rest of the IPv4
 // header (bytes 6-19) and the UDP header.
-const ipv4IDTail = wire.IPv4HeaderLen - 6 + wire.UDPHeaderLen
+const ipv4IDTail = IPv4HeaderLen - 6 + UDPHeaderLen
 
-// solveIPv4ID returns the change x to the IPv4 identification for which
+// SolveIPv4ID returns the change x to the IPv4 identification for which
 // the ICRC of pkt, computed as got with the current identification,
 // becomes want: the ICRC is then right with identification id^x. It
 // reports false when no identification makes it right (the packet is
 // corrupt, or other covered fields are wrong).
-func solveIPv4ID(got, want uint32, pktLen int) (uint16, bool) {
+func SolveIPv4ID(got, want uint32, pktLen int) (uint16, bool) {
 	if got == want {
 		return 0, true
 	}
@@ -209,7 +208,7 @@ func solveIPv4ID(got, want uint32, pktLen int) (uint16, bool) {
 	if !crcTables.ok {
 		return 0, false
 	}
-	k := pktLen - wire.ICRCLen + ipv4IDTail
+	k := pktLen - ICRCLen + ipv4IDTail
 	if k < 0 || k > maxCRCZeros {
 		return 0, false
 	}
@@ -228,44 +227,4 @@ func solveIPv4ID(got, want uint32, pktLen int) (uint16, bool) {
 	}
 	d1 := j ^ byte(tab[d0])
 	return uint16(d0)<<8 | uint16(d1), true
-}
-
-// IPv4IDGuesser is implemented by links whose receive path cannot see the
-// IPv4 identification (a plain UDP socket): when GuessesIPv4ID reports
-// true, the ID in the Encap of a received IPv4 datagram is a guess, which
-// the engine's ICRC check corrects (verifyICRC). Links that wrap another
-// link should forward it.
-type IPv4IDGuesser interface {
-	GuessesIPv4ID() bool
-}
-
-// linkGuessesIPv4ID reports whether l returns guessed IPv4 identifications.
-func linkGuessesIPv4ID(l Link) bool {
-	g, ok := l.(IPv4IDGuesser)
-	return ok && g.GuessesIPv4ID()
-}
-
-// verifyICRC reports whether pkt's ICRC is right for e, as the engine
-// checks every datagram a link could fully see (rxe_icrc.c rxe_icrc_check).
-// For an IPv4 datagram from a link that guesses the identification, a
-// mismatch is resolved by solving for the identification (solveIPv4ID):
-// e.ID is corrected and the datagram passes if some identification makes
-// the ICRC right. The success path costs one CRC pass, like
-// wire.CheckICRC; the correction costs one multiplication.
-func verifyICRC(l Link, e *wire.Encap, pkt []byte) bool {
-	if len(pkt) < wire.BTHLen+wire.ICRCLen {
-		return false
-	}
-	got, want := wire.ComputeICRC(e, pkt), wire.StoredICRC(pkt)
-	if got == want {
-		return true
-	}
-	if !e.IsIPv4() || !linkGuessesIPv4ID(l) {
-		return false
-	}
-	x, ok := solveIPv4ID(got, want, len(pkt))
-	if ok {
-		e.ID ^= x
-	}
-	return ok
 }

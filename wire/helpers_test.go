@@ -1,28 +1,16 @@
 package wire_test
 
 import (
-	"flag"
 	"math/rand/v2"
 	"net/netip"
 	"testing"
-	"time"
 
 	"github.com/softnic/softnic/wire"
 )
 
-var seedFlag = flag.Uint64("seed", 0, "seed for the randomized wire tests (0: derive from the clock)")
-
-// newRand returns a seeded generator and logs the seed so a failing run can
-// be repeated with -seed.
-func newRand(t testing.TB) *rand.Rand {
-	t.Helper()
-	seed := *seedFlag
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("random seed %d (repeat with -seed=%d)", seed, seed)
-	return rand.New(rand.NewPCG(seed, seed^0x9E3779B97F4A7C15))
-}
+// newRand is wire.NewTestRand (icrc_patch_test.go): a seeded generator,
+// its seed logged (-seed repeats it).
+func newRand(t testing.TB) *rand.Rand { return wire.NewTestRand(t) }
 
 // allHeaders lists every extension header in wire order.
 var allHeaders = []wire.Header{

@@ -9,16 +9,17 @@ import (
 	"time"
 )
 
-var icrcSeed64 = flag.Uint64("icrcseed", 0, "seed for the randomized ICRC algebra tests (0: from the clock)")
+var seedFlag = flag.Uint64("seed", 0, "seed for the randomized wire tests (0: derive from the clock)")
 
-// newRand returns a seeded generator and logs the seed (STYLE.md 19).
-func newRand(t testing.TB) *rand.Rand {
+// NewTestRand returns a seeded generator and logs the seed so a failing run
+// can be repeated with -seed. Exported for the package's external tests.
+func NewTestRand(t testing.TB) *rand.Rand {
 	t.Helper()
-	seed := *icrcSeed64
+	seed := *seedFlag
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	t.Logf("random seed %d (repeat with -icrcseed=%d)", seed, seed)
+	t.Logf("random seed %d (repeat with -seed=%d)", seed, seed)
 	return rand.New(rand.NewPCG(seed, seed^0x9E3779B97F4A7C15))
 }
 
@@ -68,7 +69,7 @@ func TestCRCTables(t *testing.T) {
 		t.Fatal("top bytes of the IEEE table are not a permutation")
 	}
 	// pow8[k] must act like k zero bytes through the register.
-	r := newRand(t)
+	r := NewTestRand(t)
 	for range 100 {
 		v := r.Uint32()
 		k := r.IntN(maxCRCZeros + 1)
@@ -92,7 +93,7 @@ func TestCRCTables(t *testing.T) {
 }
 
 func TestPatchICRC(t *testing.T) {
-	r := newRand(t)
+	r := NewTestRand(t)
 	for i := range 2000 {
 		v4 := i%2 == 0
 		from := randEncap(r, v4)
@@ -116,7 +117,7 @@ func TestPatchICRC(t *testing.T) {
 }
 
 func TestSolveIPv4ID(t *testing.T) {
-	r := newRand(t)
+	r := NewTestRand(t)
 	for range 2000 {
 		e := randEncap(r, true)
 		pkt := randPacket(t, r, &e, r.IntN(4097))
@@ -136,7 +137,7 @@ func TestSolveIPv4ID(t *testing.T) {
 // TestSolveIPv4IDRejects checks that corrupted packets are refused except
 // for the expected 2^-16 share.
 func TestSolveIPv4IDRejects(t *testing.T) {
-	r := newRand(t)
+	r := NewTestRand(t)
 	const n = 200000
 	accepted := 0
 	for range n {

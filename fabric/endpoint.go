@@ -45,6 +45,10 @@ const DefaultMTU = 65536
 // active MTU from it (link.Link).
 func (e *Endpoint) MTU() int { return int(e.mtu.Load()) }
 
+// SrcPort returns 0: the fabric carries each datagram's source port as
+// sent (link.Link).
+func (e *Endpoint) SrcPort() uint16 { return 0 }
+
 // SetMTU sets the endpoint's interface MTU (at least 68, IPv4's minimum,
 // at most 65536), as `ip link set DEV mtu N` does for a real one; it
 // applies at once, to what the NIC reports and to what it sends. Like a
@@ -89,7 +93,8 @@ func (e *Endpoint) WriteBatch(msgs []link.Datagram) (int, error) {
 // msgs[:n] with up to len(msgs) datagrams in arrival order: Encap as sent
 // (Src filled in if the sender left it unset), Buf resliced within its
 // capacity to the datagram (a datagram longer than cap(Buf) is
-// truncated), ICRCUnverifiable false. It waits on a sync.Cond, so a reader
+// truncated), ICRC link.ICRCUnchecked: the header is exact, the engine
+// checks the ICRC (and catches the fabric's corruption). It waits on a sync.Cond, so a reader
 // blocked here is durably blocked for testing/synctest. After Close it
 // returns link.ErrLinkClosed.
 func (e *Endpoint) ReadBatch(msgs []link.Datagram) (int, error) {
@@ -113,7 +118,7 @@ func (e *Endpoint) ReadBatch(msgs []link.Datagram) (int, error) {
 		m := &msgs[n]
 		m.Encap = fr.enc
 		m.Buf = m.Buf[:copy(m.Buf[:cap(m.Buf)], fr.data)]
-		m.ICRCUnverifiable = false
+		m.ICRC = link.ICRCUnchecked
 		e.f.pool.put(fr)
 		n++
 	}

@@ -30,7 +30,7 @@ func TestDeliveryPreservesEncap(t *testing.T) {
 	}
 	clear(pkt) // the fabric copied it
 
-	msgs := []link.Datagram{{Buf: make([]byte, 0, link.MaxDatagram), ICRCUnverifiable: true}}
+	msgs := []link.Datagram{{Buf: make([]byte, 0, link.MaxDatagram), ICRC: link.ICRCBad}}
 	n, err = b.ReadBatch(msgs)
 	if n != 1 || err != nil {
 		t.Fatalf("ReadBatch = %d, %v, want 1, nil", n, err)
@@ -42,8 +42,8 @@ func TestDeliveryPreservesEncap(t *testing.T) {
 	if !bytes.Equal(got.Buf, sent) {
 		t.Errorf("Buf differs from what was sent")
 	}
-	if got.ICRCUnverifiable {
-		t.Error("ICRCUnverifiable = true, want false")
+	if got.ICRC != link.ICRCUnchecked {
+		t.Errorf("ICRC = %v, want %v", got.ICRC, link.ICRCUnchecked)
 	}
 	if err := wire.CheckICRC(&got.Encap, got.Buf); err != nil {
 		t.Errorf("CheckICRC: %v", err)

@@ -9,6 +9,7 @@ package link
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"syscall"
 
@@ -25,17 +26,17 @@ var ErrLinkClosed = errors.New("link closed")
 // Datagram is one RoCEv2 UDP datagram crossing a Link.
 type Datagram struct {
 	// Encap is the IP/UDP header: on transmit, what the sender asks the
-	// link to put on the wire (the ICRC in Buf was computed over it); on
-	// receive, what arrived.
+	// link to put on the wire (the ICRC in Buf was computed over it, with
+	// the link's SrcPort when it has one); on receive, what arrived, every
+	// field the ICRC covers as it was on the wire (a link that cannot see
+	// one solves for it or says so in ICRC).
 	Encap wire.Encap
 	// Buf is the UDP payload, BTH through ICRC. On receive the caller
 	// provides buffers of capacity MaxDatagram and the link reslices them.
 	Buf []byte
-	// ICRCUnverifiable is set on receive when the link could not see every
-	// IP header field the ICRC covers (an IPv4 datagram from a plain UDP
-	// socket hides the IP identification); the engine counts such packets
-	// instead of checking their ICRC.
-	ICRCUnverifiable bool
+	// ICRC says, on receive, what the link knows of the ICRC (see
+	// ICRCStatus); transmit ignores it.
+	ICRC ICRCStatus
 	// Err is set by WriteBatch on a datagram the link could not send: the
 	// errno of the failed send (EMSGSIZE, ENETUNREACH, EPERM, ...), or for
 	// a datagram the link refused before sending, EAFNOSUPPORT (another
@@ -63,6 +64,12 @@ type Link interface {
 	BatchSize() int
 	// LocalAddr is the IP address the link sends from and receives on.
 	LocalAddr() netip.Addr
+	// SrcPort is the UDP source port of every datagram the link sends, 0
+	// when it sends each datagram's Encap.SrcPort. The ICRC covers the
+	// source port, so the engine builds its datagrams with it (instead of
+	// its per-QP ports) and their ICRCs are right as computed: a UDP
+	// socket bound to 4791 sends from 4791.
+	SrcPort() uint16
 	// MTU is the MTU in bytes (IP header included: the netdev MTU) of
 	// the network interface holding LocalAddr, as it is now; 0 when the
 	// link cannot tell. The engine derives the port's active MTU from it
@@ -79,42 +86,60 @@ type LinkCloser interface {
 	Closed() bool
 }
 
-// IPv4IDGuesser is implemented by links whose receive path cannot see the
-// IPv4 identification (a plain UDP socket): when GuessesIPv4ID reports
-// true, the ID in the Encap of a received IPv4 datagram is a guess, which
-// the engine's ICRC check corrects (wire.SolveIPv4ID). Links that wrap another
-// link should forward it.
-type IPv4IDGuesser interface {
-	GuessesIPv4ID() bool
+// ICRCStatus is what a link knows of a received datagram's ICRC.
+type ICRCStatus uint8
+
+const (
+	// ICRCUnchecked: the link saw every header field the ICRC covers and
+	// left the check to the receiver (wire.CheckICRC over Encap). The
+	// fabric and the UDP link's IPv6 datagrams.
+	ICRCUnchecked ICRCStatus = iota
+	// ICRCGood: the link checked the ICRC over Encap, having solved for
+	// the one field it could not see (an IPv4 identification,
+	// wire.SolveIPv4ID), which Encap now holds.
+	ICRCGood
+	// ICRCBad: the link checked the ICRC and no value of the field it
+	// could not see makes it right; the receiver drops the datagram and
+	// counts it (icrc_err), as for a failed check of its own.
+	ICRCBad
+	// ICRCUnverifiable: the link could not see every covered field and
+	// did not solve for it (IPv4ICRCSkip); the receiver accepts the
+	// datagram and counts it (ICRCUnverified).
+	ICRCUnverifiable
+)
+
+func (s ICRCStatus) String() string {
+	switch s {
+	case ICRCUnchecked:
+		return "unchecked"
+	case ICRCGood:
+		return "good"
+	case ICRCBad:
+		return "bad"
+	case ICRCUnverifiable:
+		return "unverifiable"
+	}
+	return fmt.Sprintf("ICRCStatus(%d)", uint8(s))
 }
 
-// GuessesIPv4ID reports whether l returns guessed IPv4 identifications.
-func GuessesIPv4ID(l Link) bool {
-	g, ok := l.(IPv4IDGuesser)
-	return ok && g.GuessesIPv4ID()
-}
-
-// VerifyICRC reports whether pkt's ICRC is right for e, as the engine
-// checks every datagram a link could fully see (rxe_icrc.c rxe_icrc_check).
-// For an IPv4 datagram from a link that guesses the identification, a
-// mismatch is resolved by solving for the identification (wire.SolveIPv4ID):
-// e.ID is corrected and the datagram passes if some identification makes
-// the ICRC right. The success path costs one CRC pass, like
-// wire.CheckICRC; the correction costs one multiplication.
-func VerifyICRC(l Link, e *wire.Encap, pkt []byte) bool {
+// solveIPv4ICRC checks pkt's ICRC over the IPv4 header e whose
+// identification is a guess (a UDP socket hides it): when the ICRC does
+// not match, it solves for the only identification that makes it right
+// (wire.SolveIPv4ID) and stores it in e.ID. One CRC pass, as for
+// wire.CheckICRC, plus one multiplication on a mismatch; what is lost is
+// 16 of the ICRC's 32 bits against corruption.
+func solveIPv4ICRC(e *wire.Encap, pkt []byte) ICRCStatus {
 	if len(pkt) < wire.BTHLen+wire.ICRCLen {
-		return false
+		return ICRCBad
 	}
 	got, want := wire.ComputeICRC(e, pkt), wire.StoredICRC(pkt)
 	if got == want {
-		return true
-	}
-	if !e.IsIPv4() || !GuessesIPv4ID(l) {
-		return false
+		return ICRCGood
 	}
 	x, ok := wire.SolveIPv4ID(got, want, len(pkt))
-	if ok {
-		e.ID ^= x
+	if !ok {
+		return ICRCBad
 	}
-	return ok
+	e.ID ^= x
+	return ICRCGood
 }

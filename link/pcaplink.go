@@ -22,9 +22,11 @@ type DatagramWriter interface {
 // Records show what was on the wire: a written datagram is recorded after
 // the inner link's WriteBatch, which for a UDP link has rewritten the
 // Encap to the headers the kernel sent and patched the ICRC to match (see
-// udp.go). A read IPv4 datagram from a link that guesses the
-// identification (IPv4IDGuesser) has it solved first, at the cost of a
-// CRC pass, so that every record's ICRC checks ("softnic decode"). A
+// udp.go). A read datagram is recorded as the inner link hands it over,
+// with every header field the ICRC covers as it was on the wire (the UDP
+// link solves for the IPv4 identification it cannot see), so that every
+// record's ICRC checks ("softnic decode"); only IPv4ICRCSkip leaves a
+// guessed identification, which the record then shows. A
 // datagram whose Encap has no source address (the fabric lets senders
 // leave it unset) is recorded from the link's address.
 type PcapLink struct {
@@ -36,10 +38,7 @@ type PcapLink struct {
 	err error // first write error; guarded by mu
 }
 
-var (
-	_ Link          = (*PcapLink)(nil)
-	_ IPv4IDGuesser = (*PcapLink)(nil)
-)
+var _ Link = (*PcapLink)(nil)
 
 // NewPcapLink returns l recording to w, timestamped with the wall clock.
 func NewPcapLink(l Link, w DatagramWriter) *PcapLink {
@@ -62,13 +61,8 @@ func (p *PcapLink) ReadBatch(msgs []Datagram) (int, error) {
 	n, err := p.l.ReadBatch(msgs)
 	if n > 0 {
 		ts := p.now()
-		guess := GuessesIPv4ID(p.l)
 		for i := range msgs[:n] {
-			d := &msgs[i]
-			if guess && !d.ICRCUnverifiable && d.Encap.IsIPv4() {
-				VerifyICRC(p.l, &d.Encap, d.Buf) // corrects ID if some ID fits
-			}
-			p.record(ts, d)
+			p.record(ts, &msgs[i])
 		}
 	}
 	return n, err
@@ -115,8 +109,8 @@ func (p *PcapLink) LocalAddr() netip.Addr { return p.l.LocalAddr() }
 // MTU returns the inner link's.
 func (p *PcapLink) MTU() int { return p.l.MTU() }
 
-// GuessesIPv4ID forwards the inner link's answer (IPv4IDGuesser).
-func (p *PcapLink) GuessesIPv4ID() bool { return GuessesIPv4ID(p.l) }
+// SrcPort returns the inner link's.
+func (p *PcapLink) SrcPort() uint16 { return p.l.SrcPort() }
 
 // Close closes the inner link; the writer is the caller's to flush and
 // close.

@@ -64,21 +64,26 @@ type mmsghdr struct {
 // test's packets showed "id 0, 1, 2, ..., flags [DF]" and "softnic
 // decode" found every ICRC right.
 //
-// Source port. The engine gives each QP a UDP source port in 0xC000-0xFFFF
-// (rxe style) and computes the ICRC over it, but a socket bound to 4791
-// sends from 4791. rxe never checks the source port it receives (§2.1,
-// §3), so sending from the bound port is interoperable; only the ICRC,
-// which covers the source port, must follow. The link patches it: a CRC
-// is linear, so replacing two header bytes changes the ICRC by a value
-// computed from those bytes and the packet length alone (wire.PatchICRC,
-// about 0.1 µs, against about 1.5 µs for a CRC pass over a 4 KiB packet
-// on the machine this was written on). The same patch gives GSO segment i
-// its identification i. No engine change is needed, any caller of
-// WriteBatch gets a correct ICRC, and WriteBatch reports what went on the
-// wire by rewriting each Datagram's Encap (source address and port,
-// identification, DF, hop limit). The cost is ECMP entropy: every QP's
-// packets share one 5-tuple. A raw-socket transmit mode could keep the
-// per-QP ports at the price of GSO and CAP_NET_RAW.
+// Source port. rxe gives each QP a UDP source port in 0xC000-0xFFFF, but
+// a socket bound to 4791 sends from 4791. rxe never checks the source
+// port it receives (§2.1, §3), so sending from the bound port is
+// interoperable; only the ICRC, which covers the source port, must
+// follow. The link says which port it sends from (SrcPort) and the engine
+// builds every datagram with it, so the ICRC the transport computed is
+// already the one for the wire: nothing is patched on the way out except
+// the identification of GSO segments 1, 2, ..., which the kernel numbers
+// as it cuts them. That one fix-up is cheap because a CRC is linear:
+// changing header bytes changes the ICRC by a value computed from those
+// bytes and the packet length alone (wire.PatchICRC, about 0.1 µs,
+// against about 1.5 µs for a CRC pass over a 4 KiB packet on the machine
+// this was written on). The same patch also serves other callers of
+// WriteBatch (cmd/udpbench, tests) that send another source port:
+// whatever the Encap asked, WriteBatch reports what went on the wire by
+// rewriting each Datagram's Encap (source address and port,
+// identification, DF, hop limit) and leaves an ICRC right for it. The
+// cost of one source port is ECMP entropy: every QP's packets share one
+// 5-tuple. A raw-socket transmit mode could keep the per-QP ports at the
+// price of GSO and CAP_NET_RAW.
 //
 // Traffic class and hop limit follow each Datagram's Encap through IP_TOS
 // / IP_TTL (IPV6_TCLASS / IPV6_HOPLIMIT) control messages, sent only when
@@ -120,11 +125,11 @@ type mmsghdr struct {
 //     hashes rxe's identifications), which would then be dropped;
 //   - solving for the identification. The ICRC is linear in the header
 //     bits, so from the mismatch between the stored ICRC and the one
-//     computed with a guessed identification the engine can compute the
+//     computed with a guessed identification the link can compute the
 //     only identification that fits, in one multiplication and two table
-//     look-ups (solveIPv4ID), and accept the packet if one exists. The
-//     ICRC is still computed once, as for IPv6; what is lost is 16 of its
-//     32 bits against corruption (a corrupted packet passes with
+//     look-ups (wire.SolveIPv4ID), and accept the packet if one exists.
+//     The ICRC is still computed once, as for IPv6; what is lost is 16 of
+//     its 32 bits against corruption (a corrupted packet passes with
 //     probability 2^-16). DF is assumed set (rxe and softnic always set
 //     it).
 //
@@ -133,10 +138,14 @@ type mmsghdr struct {
 // UDP checksum (which softnic senders fill in and the kernel checks)
 // still guards softnic-to-softnic traffic. The link guesses
 // identification 0, or i for the i-th segment of a GRO batch, which is
-// right for softnic senders; the engine's ICRC check corrects it (one line
-// in NIC.receive: VerifyICRC instead of wire.CheckICRC). The cheap
-// alternative, [IPv4ICRCSkip], marks IPv4 datagrams ICRCUnverifiable: the
-// engine counts them (ICRCUnverified) and spends no CRC pass on them.
+// right for softnic senders, checks the ICRC itself and hands over each
+// IPv4 datagram with the identification that was on the wire and its
+// verdict (ICRCGood or ICRCBad), so that the engine does not check it
+// again and a recording (PcapLink) shows the real header. IPv6 datagrams
+// are handed over ICRCUnchecked: the engine checks them. The cheap
+// alternative, [IPv4ICRCSkip], marks IPv4 datagrams ICRCUnverifiable:
+// the engine counts them (ICRCUnverified) and no CRC pass is spent on
+// them.
 //
 // # Errors
 //
@@ -372,10 +381,9 @@ func (l *UDPLink) SocketBuffers() (snd, rcv int) { return l.sndbuf, l.rcvbuf }
 // Stats returns the link's counters.
 func (l *UDPLink) Stats() UDPStats { return l.ctr.snapshot() }
 
-// GuessesIPv4ID reports whether received IPv4 Encaps carry a guessed
-// identification for the engine to correct: IPv4 in the IPv4ICRCSolve
-// mode (IPv4IDGuesser).
-func (l *UDPLink) GuessesIPv4ID() bool { return l.v4 && l.cfg.IPv4ICRC == IPv4ICRCSolve }
+// SrcPort returns the port the link is bound to: the source port of
+// everything it sends.
+func (l *UDPLink) SrcPort() uint16 { return l.port }
 
 // Closed reports whether Close was called (LinkCloser).
 func (l *UDPLink) Closed() bool { return l.closed.Load() }
@@ -596,23 +604,29 @@ func (r *udpRx) parse(i int) {
 }
 
 // deliver fills d from meta m for a datagram whose bytes are already in
-// d.Buf[:n]; id is the guessed IPv4 identification.
+// d.Buf[:n]; id is the guessed IPv4 identification, which it corrects
+// (solveIPv4ICRC) unless the mode is IPv4ICRCSkip.
 func (l *UDPLink) deliver(d *Datagram, m *udpRxMeta, n int, id uint16) {
 	d.Encap = m.enc
 	d.Buf = d.Buf[:n]
-	d.ICRCUnverifiable = false
+	d.ICRC = ICRCUnchecked
 	if l.v4 {
 		d.Encap.ID = id
-		d.ICRCUnverifiable = l.cfg.IPv4ICRC == IPv4ICRCSkip
+		if l.cfg.IPv4ICRC == IPv4ICRCSkip {
+			d.ICRC = ICRCUnverifiable
+		} else {
+			d.ICRC = solveIPv4ICRC(&d.Encap, d.Buf)
+		}
 	}
 	l.ctr.rxPackets.Add(1)
 	l.ctr.rxBytes.Add(uint64(n))
 }
 
 // ReadBatch blocks until datagrams arrive and fills msgs[:n]: each Buf
-// resliced within its capacity, Encap from the socket (see udp.go),
-// ICRCUnverifiable per the IPv4 mode. Datagrams longer than their buffer
-// are dropped and counted. After Close it returns ErrLinkClosed.
+// resliced within its capacity, Encap from the socket (see udp.go), an
+// IPv4 datagram's identification solved and its ICRC checked per the
+// IPv4 mode (ICRC). Datagrams longer than their buffer are dropped and
+// counted. After Close it returns ErrLinkClosed.
 func (l *UDPLink) ReadBatch(msgs []Datagram) (int, error) {
 	if len(msgs) == 0 {
 		return 0, nil

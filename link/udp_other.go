@@ -1,6 +1,6 @@
 //go:build !linux
 
-package nic
+package link
 
 import (
 	"errors"
@@ -52,5 +52,5 @@ func (*UDPLink) GSO() bool { return false }
 // GRO reports false.
 func (*UDPLink) GRO() bool { return false }
 
-// GuessesIPv4ID reports false.
-func (*UDPLink) GuessesIPv4ID() bool { return false }
+// SrcPort returns 0.
+func (*UDPLink) SrcPort() uint16 { return 0 }

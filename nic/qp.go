@@ -260,7 +260,8 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 		t, err := rc.New(rc.Config{
 			QPN: qpn, Type: a.Type, PD: a.PD, Mem: n.mem,
 			SendCQ: qp.dr.send, RecvCQ: qp.dr.recv, RQ: qp.rq, SRQ: shared, Cap: c, SigAll: a.SigAll,
-			LocalAddr: n.addr, DstPort: n.cfg.PeerPort, Clock: n.clock, Counters: &n.ctr,
+			LocalAddr: n.addr, DstPort: n.cfg.PeerPort, SrcPort: n.cfg.Link.SrcPort(),
+			Clock: n.clock, Counters: &n.ctr,
 			Wake:    wake,
 			OnAsync: qp.rcEvent,
 		})

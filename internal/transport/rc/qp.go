@@ -51,6 +51,7 @@ type Config struct {
 	SigAll    bool
 	LocalAddr netip.Addr
 	DstPort   uint16 // UDP destination port of peers (wire.UDPPort)
+	SrcPort   uint16 // UDP source port when not 0: the link's (link.Link SrcPort)
 	Clock     clock.Clock
 	Counters  *transport.Counters
 	// Wake asks the engine to run Process soon; it must not block.
@@ -256,7 +257,11 @@ func (qp *QP) setPathLocked() {
 	// A flow label gives the source port (rdma_flow_label_to_udp_sport);
 	// without one rxe derives it from both QPNs, symmetric, so both ends
 	// of a connection use the same port (captures/FACTS.md).
-	if g.FlowLabel != 0 {
+	// A link that sends from one port (a UDP socket bound to 4791) gives
+	// it, so that the ICRC is computed over the port on the wire.
+	if qp.cfg.SrcPort != 0 {
+		e.SrcPort = qp.cfg.SrcPort
+	} else if g.FlowLabel != 0 {
 		e.SrcPort = wire.FlowLabelSrcPort(g.FlowLabel)
 	} else {
 		e.SrcPort = wire.ConnectedSrcPort(qp.cfg.QPN, qp.attr.DestQPN)

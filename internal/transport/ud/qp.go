@@ -55,6 +55,11 @@ type Config struct {
 	LocalAddr netip.Addr
 	// DstPort is the UDP destination port of peers (wire.UDPPort).
 	DstPort uint16
+	// SrcPort, when not 0, is the UDP source port of every datagram: the
+	// link's (link.Link SrcPort: a UDP socket sends from the port it is
+	// bound to), so that the ICRC is computed over the port on the wire.
+	// 0 gives rxe's per-QP port.
+	SrcPort uint16
 	// MTU returns the port MTU in bytes, the largest UD message (rxe_req.c
 	// get_mtu: port.mtu_cap for UD, not a path MTU). It is called for each
 	// message as it is sent, so a port MTU that follows the interface's
@@ -118,6 +123,9 @@ func New(cfg Config) (*QP, error) {
 		cfg.Wake = func() {}
 	}
 	qp := &QP{cfg: cfg, srcPort: wire.RxeSrcPort(cfg.QPN)}
+	if cfg.SrcPort != 0 {
+		qp.srcPort = cfg.SrcPort
+	}
 	qp.sq.init(int(cfg.Cap.MaxSendWR), int(cfg.Cap.MaxSendSGE), int(cfg.Cap.MaxInlineData))
 	qp.attr.Cap = cfg.Cap
 	return qp, nil
@@ -126,8 +134,9 @@ func New(cfg Config) (*QP, error) {
 // QPN returns the QP number.
 func (qp *QP) QPN() uint32 { return qp.cfg.QPN }
 
-// SrcPort returns the UDP source port of the QP's datagrams:
-// 0xC000 + hash_32(QPN, 14), as rxe gives UD QPs (rxe_qp.c rxe_qp_init_req).
+// SrcPort returns the UDP source port of the QP's datagrams: Config's
+// SrcPort, else 0xC000 + hash_32(QPN, 14), as rxe gives UD QPs (rxe_qp.c
+// rxe_qp_init_req).
 func (qp *QP) SrcPort() uint16 { return qp.srcPort }
 
 // State returns the current state.

@@ -5,6 +5,22 @@
 // wraps any link. The in-memory network of package fabric implements the
 // same interface. The engine (package nic) knows links only through Link,
 // as wireguard-go's device knows its conn.Bind.
+//
+// A datagram's ICRC covers its IP and UDP headers, which a kernel UDP
+// socket partly chooses: it sends from the port it is bound to, numbers
+// the IPv4 identifications of GSO segments, and on receive hides the IPv4
+// identification. Each fact flows one way. A link says the source port
+// it sends from (Link.SrcPort) and the transports compute the ICRC over
+// it, so what they build is what goes on the wire; the UDP link's only
+// fix-up on the way out is the identification of GSO segments 1, 2, ...
+// (wire.PatchICRC), and WriteBatch reports the headers sent in each
+// Datagram's Encap. On receive, a link hands over every covered header
+// field as it was on the wire, or says why not: the UDP link solves for
+// an IPv4 identification (wire.SolveIPv4ID) while checking the ICRC and
+// passes its verdict in Datagram.ICRC, so the engine checks only what a
+// link left unchecked and asks the link nothing on a packet's way.
+//
+// See UDPLink for how the UDP link was designed and what it costs.
 package link
 
 import (

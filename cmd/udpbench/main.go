@@ -15,7 +15,9 @@
 //	raw/gso       sendmmsg of UDP GSO sends (up to 64 KiB each) -> recvmmsg
 //	raw/gso+gro   the same, received with UDP_GRO into 64 KiB buffers
 //	link/...      the same three through link.UDPLink WriteBatch/ReadBatch
-//	              (ICRC patching, control messages, GRO splitting)
+//	              (control messages, GRO splitting, the GSO segments'
+//	              ICRC fix-up, the ICRC check and IPv4 identification
+//	              solve on receive)
 //
 // The sender is not paced: what the receiver cannot take is lost in its
 // socket buffer (8 MiB) and counted as loss.
@@ -141,8 +143,9 @@ func runLink(gso, gro bool) (result, error) {
 		break
 	}
 	defer la.Close()
-	// Engine-like datagrams: a per-QP source port the link must patch.
-	e := wire.Encap{Src: la.LocalAddr(), Dst: lb.LocalAddr(), SrcPort: 0xC123, DstPort: lb.Port(), HopLimit: 64, FragOff: wire.IPv4DF}
+	// Datagrams as the engine builds them: the link's source port, so that
+	// only GSO segments 1, 2, ... have their ICRC patched.
+	e := wire.Encap{Src: la.LocalAddr(), Dst: lb.LocalAddr(), SrcPort: la.SrcPort(), DstPort: lb.Port(), HopLimit: 64, FragOff: wire.IPv4DF}
 	payload := make([]byte, *size-wire.BTHLen-wire.ICRCLen)
 	h := wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCWriteMiddle, PKey: wire.DefaultPKey, DestQP: 0x11}}
 	msgs := make([]link.Datagram, *batch)
@@ -152,7 +155,7 @@ func runLink(gso, gro bool) (result, error) {
 		if err != nil {
 			return result{}, err
 		}
-		msgs[i] = link.Datagram{Buf: b[:n]}
+		msgs[i] = link.Datagram{Encap: e, Buf: b[:n]}
 	}
 	var rxBytes, rxPkts atomic.Int64
 	var wg sync.WaitGroup
@@ -182,8 +185,10 @@ func runLink(gso, gro bool) (result, error) {
 	var sent int64
 	start := time.Now()
 	for time.Since(start) < *duration {
+		// Each Encap is left as WriteBatch reported it: the headers sent,
+		// which the ICRC in Buf was patched for.
 		for i := range msgs {
-			msgs[i].Encap = e
+			msgs[i].Err = 0
 		}
 		n, err := la.WriteBatch(msgs)
 		if err != nil {

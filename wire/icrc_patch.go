@@ -8,8 +8,8 @@ import (
 )
 
 // ICRC arithmetic for links that cannot put on the wire, or cannot see,
-// every header field the ICRC covers (the UDP link: package link; the
-// engine's receive check).
+// every header field the ICRC covers (the UDP link, package link: its
+// transmit and its receive check).
 //
 // The ICRC is a CRC-32, and a CRC is linear over GF(2): for two messages
 // of equal length, crc(a) ^ crc(b) = raw(a ^ b), the register left by
@@ -20,10 +20,11 @@ import (
 // modulo the CRC polynomial. So:
 //
 //   - a sender that must change a covered header field after the ICRC was
-//     computed (the UDP link sends from its bound port, not the QP's
-//     source port; GSO segment i carries IPv4 identification i) patches
-//     the ICRC with a few table steps and one multiplication
-//     ([PatchICRC]), instead of a pass over the whole packet;
+//     computed (GSO segment i carries IPv4 identification i, numbered by
+//     the kernel as it cuts them; a caller that built for another source
+//     port than the UDP link's bound one) patches the ICRC with a few
+//     table steps and one multiplication ([PatchICRC]), instead of a
+//     pass over the whole packet;
 //   - a receiver that cannot see the IPv4 identification (a plain UDP
 //     socket) computes the ICRC with a guessed identification and, on a
 //     mismatch, solves for the identification that makes it right

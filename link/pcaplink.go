@@ -22,11 +22,12 @@ type DatagramWriter interface {
 // Records show what was on the wire: a written datagram is recorded after
 // the inner link's WriteBatch, which for a UDP link has rewritten the
 // Encap to the headers the kernel sent and patched the ICRC to match (see
-// udp.go). A read datagram is recorded as the inner link hands it over,
-// with every header field the ICRC covers as it was on the wire (the UDP
-// link solves for the IPv4 identification it cannot see), so that every
-// record's ICRC checks ("softnic decode"); only IPv4ICRCSkip leaves a
-// guessed identification, which the record then shows. A
+// udp.go). A read datagram whose IPv4 identification the inner link
+// guessed (ICRCGuessedIPv4ID) is checked first (Datagram.CheckICRC),
+// which solves for the identification and leaves the verdict for the
+// engine, so that every record's ICRC checks ("softnic decode") and no
+// CRC pass is spent twice; IPv4ICRCSkip leaves a guessed identification,
+// which the record then shows. A
 // datagram whose Encap has no source address (the fabric lets senders
 // leave it unset) is recorded from the link's address.
 type PcapLink struct {
@@ -62,7 +63,11 @@ func (p *PcapLink) ReadBatch(msgs []Datagram) (int, error) {
 	if n > 0 {
 		ts := p.now()
 		for i := range msgs[:n] {
-			p.record(ts, &msgs[i])
+			d := &msgs[i]
+			if d.ICRC == ICRCGuessedIPv4ID {
+				d.CheckICRC() // solves Encap.ID; the engine takes the verdict
+			}
+			p.record(ts, d)
 		}
 	}
 	return n, err

@@ -12,15 +12,14 @@ const DefaultUDPBatch = 64
 // DefaultUDPSocketBuffer is the UDP link's default socket buffer size.
 const DefaultUDPSocketBuffer = 8 << 20
 
-// IPv4ICRCMode selects how a UDP link checks the ICRC of IPv4 datagrams,
-// whose identification a UDP socket cannot see.
+// IPv4ICRCMode selects how a UDP link hands over IPv4 datagrams, whose
+// identification, covered by the ICRC, a UDP socket cannot see.
 type IPv4ICRCMode uint8
 
 const (
-	// IPv4ICRCSolve guesses the identification, checks the ICRC and
-	// solves for the right identification when it does not match (16 bits
-	// of check left): datagrams come out ICRCGood or ICRCBad with the
-	// identification that was on the wire; the default.
+	// IPv4ICRCSolve guesses the identification (ICRCGuessedIPv4ID): the
+	// receiver's check solves for the right one when the ICRC does not
+	// match (16 bits of check left); the default.
 	IPv4ICRCSolve IPv4ICRCMode = iota
 	// IPv4ICRCSkip marks IPv4 datagrams ICRCUnverifiable: no CRC pass, no
 	// check, counted by the engine as ICRCUnverified; their Encap.ID is

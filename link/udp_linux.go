@@ -125,27 +125,25 @@ type mmsghdr struct {
 //     hashes rxe's identifications), which would then be dropped;
 //   - solving for the identification. The ICRC is linear in the header
 //     bits, so from the mismatch between the stored ICRC and the one
-//     computed with a guessed identification the link can compute the
-//     only identification that fits, in one multiplication and two table
-//     look-ups (wire.SolveIPv4ID), and accept the packet if one exists.
-//     The ICRC is still computed once, as for IPv6; what is lost is 16 of
-//     its 32 bits against corruption (a corrupted packet passes with
-//     probability 2^-16). DF is assumed set (rxe and softnic always set
-//     it).
+//     computed with a guessed identification the receiver can compute
+//     the only identification that fits, in one multiplication and two
+//     table look-ups (wire.SolveIPv4ID), and accept the packet if one
+//     exists. The ICRC is still computed once, as for IPv6; what is lost
+//     is 16 of its 32 bits against corruption (a corrupted packet passes
+//     with probability 2^-16). DF is assumed set (rxe and softnic always
+//     set it).
 //
 // The default, [IPv4ICRCSolve], is the last: full speed, every sender
 // (softnic with or without GSO, rxe) verified, no privileges, and the
 // UDP checksum (which softnic senders fill in and the kernel checks)
 // still guards softnic-to-softnic traffic. The link guesses
 // identification 0, or i for the i-th segment of a GRO batch, which is
-// right for softnic senders, checks the ICRC itself and hands over each
-// IPv4 datagram with the identification that was on the wire and its
-// verdict (ICRCGood or ICRCBad), so that the engine does not check it
-// again and a recording (PcapLink) shows the real header. IPv6 datagrams
-// are handed over ICRCUnchecked: the engine checks them. The cheap
-// alternative, [IPv4ICRCSkip], marks IPv4 datagrams ICRCUnverifiable:
-// the engine counts them (ICRCUnverified) and no CRC pass is spent on
-// them.
+// right for softnic senders, and marks the datagram ICRCGuessedIPv4ID;
+// the engine's ICRC check (Datagram.CheckICRC) solves for the
+// identification from the datagram alone and corrects Encap.ID. IPv6
+// datagrams are handed over ICRCUnchecked. The cheap alternative,
+// [IPv4ICRCSkip], marks IPv4 datagrams ICRCUnverifiable: the engine
+// counts them (ICRCUnverified) and no CRC pass is spent on them.
 //
 // # Errors
 //
@@ -604,18 +602,16 @@ func (r *udpRx) parse(i int) {
 }
 
 // deliver fills d from meta m for a datagram whose bytes are already in
-// d.Buf[:n]; id is the guessed IPv4 identification, which it corrects
-// (solveIPv4ICRC) unless the mode is IPv4ICRCSkip.
+// d.Buf[:n]; id is the guessed IPv4 identification.
 func (l *UDPLink) deliver(d *Datagram, m *udpRxMeta, n int, id uint16) {
 	d.Encap = m.enc
 	d.Buf = d.Buf[:n]
 	d.ICRC = ICRCUnchecked
 	if l.v4 {
 		d.Encap.ID = id
+		d.ICRC = ICRCGuessedIPv4ID
 		if l.cfg.IPv4ICRC == IPv4ICRCSkip {
 			d.ICRC = ICRCUnverifiable
-		} else {
-			d.ICRC = solveIPv4ICRC(&d.Encap, d.Buf)
 		}
 	}
 	l.ctr.rxPackets.Add(1)
@@ -624,9 +620,9 @@ func (l *UDPLink) deliver(d *Datagram, m *udpRxMeta, n int, id uint16) {
 
 // ReadBatch blocks until datagrams arrive and fills msgs[:n]: each Buf
 // resliced within its capacity, Encap from the socket (see udp.go), an
-// IPv4 datagram's identification solved and its ICRC checked per the
-// IPv4 mode (ICRC). Datagrams longer than their buffer are dropped and
-// counted. After Close it returns ErrLinkClosed.
+// IPv4 datagram's identification guessed (ICRCGuessedIPv4ID) or, in the
+// IPv4ICRCSkip mode, ICRCUnverifiable. Datagrams longer than their buffer
+// are dropped and counted. After Close it returns ErrLinkClosed.
 func (l *UDPLink) ReadBatch(msgs []Datagram) (int, error) {
 	if len(msgs) == 0 {
 		return 0, nil

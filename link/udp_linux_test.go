@@ -221,17 +221,21 @@ func TestUDPRoundTrip(t *testing.T) {
 						t.Fatalf("datagram %d: %d bytes, differ from the %d sent", i, len(d.Buf), len(sent[i]))
 					}
 					// The link hands over every header field the ICRC
-					// covers as it was on the wire: an IPv4 datagram's
-					// identification solved (the receiver guesses 0, or
-					// i for the i-th segment of a GRO buffer, wrong when
-					// GSO segments arrive apart) and its ICRC checked.
+					// covers as it was on the wire but an IPv4
+					// identification, which it guesses (0, or i for the
+					// i-th segment of a GRO buffer: wrong when GSO
+					// segments arrive apart) and the check solves for.
 					wantICRC := ICRCUnchecked
 					if e.IsIPv4() {
-						wantICRC = ICRCGood
+						wantICRC = ICRCGuessedIPv4ID
 					}
 					if d.ICRC != wantICRC {
 						t.Errorf("datagram %d: ICRC %v, want %v", i, d.ICRC, wantICRC)
 					}
+					if !d.CheckICRC() {
+						t.Errorf("datagram %d: ICRC check failed (%+v)", i, d.Encap)
+					}
+					e = d.Encap
 					if e.ID != want.ID {
 						t.Errorf("datagram %d: identification %#x, want %#x", i, e.ID, want.ID)
 					}
@@ -363,7 +367,7 @@ func BenchmarkUDPLink(b *testing.B) {
 		// the engine's share of the ICRC: datagrams are sent as the engine
 		// builds them (the link's source port, identification 0, so only
 		// GSO segments 1, 2, ... are patched) and every datagram received
-		// is checked (by the link for IPv4, else as the engine does).
+		// is checked as the engine does (Datagram.CheckICRC).
 		b.Run(m.name, func(b *testing.B) {
 			la, lb := listenPair(b, lo1, lo2, UDPConfig{DisableGSO: !m.gso, DisableGRO: !m.gro})
 			ss := make([]sample, 32)
@@ -393,7 +397,7 @@ func BenchmarkUDPLink(b *testing.B) {
 					}
 					for i := range rx[:n] {
 						d := &rx[i]
-						if d.ICRC == ICRCBad || d.ICRC == ICRCUnchecked && wire.CheckICRC(&d.Encap, d.Buf) != nil {
+						if !d.CheckICRC() {
 							bad.Add(1)
 						}
 					}

@@ -67,12 +67,21 @@ func TestReceiveTakesTheLinksICRCVerdict(t *testing.T) {
 	good := b[:n]
 	bad := append([]byte(nil), good...)
 	bad[wire.BTHLen] ^= 0x01 // the payload: the packet still parses
+	guess := e
+	guess.ID = 0x1234 // what a UDP socket cannot show
+	// One in 2^16 corruptions is matched by some identification; this one
+	// (fixed bytes) is not.
+	if _, ok := wire.SolveIPv4ID(wire.ComputeICRC(&guess, bad), wire.StoredICRC(bad), len(bad)); ok {
+		t.Fatal("the corrupted packet solves for an identification: corrupt another bit")
+	}
 	l := &scriptLink{addr: addr, drained: make(chan struct{}), closed: make(chan struct{}), dgs: []link.Datagram{
-		{Encap: e, Buf: good, ICRC: link.ICRCUnchecked},   // checked by the engine: right
-		{Encap: e, Buf: bad, ICRC: link.ICRCUnchecked},    // checked by the engine: wrong
-		{Encap: e, Buf: good, ICRC: link.ICRCBad},         // the link's verdict
-		{Encap: e, Buf: bad, ICRC: link.ICRCGood},         // the link's verdict
-		{Encap: e, Buf: bad, ICRC: link.ICRCUnverifiable}, // counted, accepted
+		{Encap: e, Buf: good, ICRC: link.ICRCUnchecked},         // checked by the engine: right
+		{Encap: e, Buf: bad, ICRC: link.ICRCUnchecked},          // checked by the engine: wrong
+		{Encap: e, Buf: good, ICRC: link.ICRCBad},               // the link's verdict
+		{Encap: e, Buf: bad, ICRC: link.ICRCGood},               // the link's verdict
+		{Encap: e, Buf: bad, ICRC: link.ICRCUnverifiable},       // counted, accepted
+		{Encap: guess, Buf: good, ICRC: link.ICRCGuessedIPv4ID}, // solved by the engine
+		{Encap: guess, Buf: bad, ICRC: link.ICRCGuessedIPv4ID},  // no identification fits
 	}}
 	dev, err := nic.New(nic.Config{Link: l, Processors: 1})
 	if err != nil {
@@ -81,13 +90,14 @@ func TestReceiveTakesTheLinksICRCVerdict(t *testing.T) {
 	defer dev.Close()
 	<-l.drained
 	c := dev.Counters()
-	if got := c.ICRCErr.Load(); got != 2 {
-		t.Errorf("ICRCErr = %d, want 2", got)
+	wantErr, wantPast := uint64(3), uint64(4)
+	if got := c.ICRCErr.Load(); got != wantErr {
+		t.Errorf("ICRCErr = %d, want %d", got, wantErr)
 	}
 	if got := c.ICRCUnverified.Load(); got != 1 {
 		t.Errorf("ICRCUnverified = %d, want 1", got)
 	}
-	if got := c.DropNoQP.Load(); got != 3 {
-		t.Errorf("DropNoQP = %d (the datagrams past the ICRC check), want 3", got)
+	if got := c.DropNoQP.Load(); got != wantPast {
+		t.Errorf("DropNoQP = %d (the datagrams past the ICRC check), want %d", got, wantPast)
 	}
 }

@@ -263,7 +263,7 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 			LocalAddr: n.addr, DstPort: n.cfg.PeerPort, SrcPort: n.cfg.Link.SrcPort(),
 			Clock: n.clock, Counters: &n.ctr,
 			Wake:    wake,
-			OnAsync: qp.rcEvent,
+			OnAsync: qp.transportEvent,
 		})
 		qp.t = t
 		return t, err
@@ -283,16 +283,17 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 	return qp, nil
 }
 
-// rcEvent reports an RC or UC transport's asynchronous event.
-func (qp *QP) rcEvent(ev rc.AsyncEvent) {
+// transportEvent reports an asynchronous event of the QP's transport (RC,
+// UC or UD alike) as the public event it stands for.
+func (qp *QP) transportEvent(ev transport.AsyncEvent) {
 	switch ev {
-	case rc.EventQPFatal:
+	case transport.EventQPFatal:
 		qp.fatal()
-	case rc.EventSQDrained:
+	case transport.EventSQDrained:
 		qp.postEvent(EventSQDrained)
-	case rc.EventReqErr:
+	case transport.EventQPReqErr:
 		qp.postEvent(EventQPReqErr)
-	case rc.EventAccessErr:
+	case transport.EventQPAccessErr:
 		qp.postEvent(EventQPAccessErr)
 	}
 }

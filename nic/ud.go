@@ -56,14 +56,7 @@ func (n *NIC) newUD(qp *QP, qpn uint32, wake func(), a *QPInitAttr, c transport.
 		LocalAddr: n.addr, DstPort: n.cfg.PeerPort, SrcPort: n.cfg.Link.SrcPort(),
 		MTU:      func() int { return n.PortMTU().Bytes() },
 		Counters: &n.ctr, Wake: wake,
-		OnAsync: func(ev ud.AsyncEvent) {
-			switch ev {
-			case ud.EventQPFatal:
-				qp.fatal()
-			case ud.EventSQDrained:
-				qp.postEvent(EventSQDrained)
-			}
-		},
+		OnAsync: qp.transportEvent,
 	})
 }
 

@@ -58,18 +58,8 @@ type Config struct {
 	Wake func()
 	// OnAsync reports asynchronous events (QP fatal, SQ drained, last WQE
 	// reached); it runs without the QP lock held.
-	OnAsync func(ev AsyncEvent)
+	OnAsync func(ev transport.AsyncEvent)
 }
-
-// AsyncEvent is an affiliated asynchronous event of a QP.
-type AsyncEvent uint8
-
-const (
-	EventQPFatal AsyncEvent = iota + 1
-	EventSQDrained
-	EventReqErr    // IBV_EVENT_QP_REQ_ERR
-	EventAccessErr // IBV_EVENT_QP_ACCESS_ERR
-)
 
 // QP is an RC or UC queue pair's transport state.
 type QP struct {
@@ -97,7 +87,7 @@ type QP struct {
 	rnrFired      atomic.Bool   // set by the RNR timer
 	sqDrained     bool          // guarded by mu: SQ-drained event sent for this SQD
 
-	events []AsyncEvent             // guarded by mu; delivered after unlock
+	events transport.EventQueue     // guarded by mu; delivered after unlock
 	wc     transport.WorkCompletion // guarded by mu; the completion being pushed
 	batch  []*transport.RxPacket
 	vec    iovec // guarded by mu: scratch of localVec
@@ -369,7 +359,7 @@ func (qp *QP) toErrorLocked() {
 	qp.state = transport.QPStateErr
 	qp.stopTimersLocked()
 	qp.flushLocked()
-	qp.events = append(qp.events, EventQPFatal)
+	qp.events.Add(transport.EventQPFatal)
 }
 
 // flushLocked completes every WQE still queued with WR_FLUSH_ERR.
@@ -417,17 +407,7 @@ func (qp *QP) FlushRecv() {
 	}
 }
 
-func (qp *QP) flushEvents() {
-	qp.mu.Lock()
-	evs := qp.events
-	qp.events = nil
-	qp.mu.Unlock()
-	if qp.cfg.OnAsync != nil {
-		for _, ev := range evs {
-			qp.cfg.OnAsync(ev)
-		}
-	}
-}
+func (qp *QP) flushEvents() { qp.events.Deliver(&qp.mu, qp.cfg.OnAsync) }
 
 // Close stops the QP's timers and releases queued packets (destroy).
 func (qp *QP) Close() {

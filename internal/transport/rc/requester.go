@@ -201,6 +201,6 @@ func (qp *QP) checkDrainedLocked() {
 	}
 	qp.sqDrained = true
 	if qp.attr.EnSQDAsyncNotify {
-		qp.events = append(qp.events, EventSQDrained)
+		qp.events.Add(transport.EventSQDrained)
 	}
 }

@@ -88,7 +88,7 @@ type respRule struct {
 	count func(*transport.Counters) *atomic.Uint64
 	// event is the affiliated event reported besides the QP-fatal one of
 	// ERR, if any.
-	event AsyncEvent
+	event transport.AsyncEvent
 	// uc counts a UC message dropped for this error. UC sends no NAK and
 	// its QP stays up: every error the UC responder meets drops the
 	// message (IBTA 9.8.3; rxe RESPST_ERR_* cases for UC: classes D, D1,
@@ -117,33 +117,33 @@ var respRules = [...]respRule{
 	errRNR: {class: classB, syn: wire.SyndromeRNRNAK, count: sendRNRErr, uc: dropUCMessage},
 	// C9-92 (rxe check_op_seq).
 	errMissingOpcode: {class: classC, syn: wire.NakInvalidRequest, status: transport.WCRemInvReqErr,
-		count: invalidRequestErr, event: EventReqErr, uc: dropUCMessage},
+		count: invalidRequestErr, event: transport.EventQPReqErr, uc: dropUCMessage},
 	// C9-93 (rxe check_op_valid).
 	errUnsupportedOpcode: {class: classC, syn: wire.NakInvalidRequest, status: transport.WCRemInvReqErr,
-		count: invalidRequestErr, event: EventReqErr, uc: dropUCMessage},
+		count: invalidRequestErr, event: transport.EventQPReqErr, uc: dropUCMessage},
 	// rxe check_resource: max_dest_rd_atomic 0 accepts no READ or atomic.
 	errTooManyRdAtomic: {class: classC, syn: wire.NakInvalidRequest, status: transport.WCRemInvReqErr,
-		count: invalidRequestErr, event: EventReqErr},
+		count: invalidRequestErr, event: transport.EventQPReqErr},
 	// C9-89..C9-92 (rxe check_length, rxe_resp_check_length).
 	errLength: {class: classC, syn: wire.NakInvalidRequest, status: transport.WCRemInvReqErr,
-		count: invalidRequestErr, event: EventReqErr, uc: dropLength},
+		count: invalidRequestErr, event: transport.EventQPReqErr, uc: dropLength},
 	// rxe send_data_in: -ENOSPC is RESPST_ERR_LENGTH, an invalid request
 	// to the requester. softnic completes the receive with LOC_LEN_ERR
 	// (what the receive side saw); rxe reports REM_INV_REQ_ERR.
 	errRecvLength: {class: classC, syn: wire.NakInvalidRequest, status: transport.WCLocLenErr,
-		count: invalidRequestErr, event: EventReqErr, uc: dropLength},
+		count: invalidRequestErr, event: transport.EventQPReqErr, uc: dropLength},
 	// C9-128 (rxe atomic_reply, rxe_mr_do_atomic_op).
 	errMisalignedAtomic: {class: classC, syn: wire.NakInvalidRequest, status: transport.WCRemInvReqErr,
-		count: invalidRequestErr, event: EventReqErr},
+		count: invalidRequestErr, event: transport.EventQPReqErr},
 	// NAK code 2, remote access error (IBTA Table 44; rxe check_rkey):
 	// IBV_EVENT_QP_ACCESS_ERR.
 	errRKeyViolation: {class: classC, syn: wire.NakRemoteAccess, status: transport.WCRemAccessErr,
-		count: remoteAccessErr, event: EventAccessErr, uc: dropUCMessage},
+		count: remoteAccessErr, event: transport.EventQPAccessErr, uc: dropUCMessage},
 	// rxe class A: NAK remote operational error. softnic completes the
 	// receive with LOC_PROT_ERR (the SGE check that failed); rxe reports
 	// LOC_QP_OP_ERR.
 	errMalformedWQE: {class: classC, syn: wire.NakRemoteOp, status: transport.WCLocProtErr,
-		count: remoteOpErr, event: EventReqErr, uc: dropLength},
+		count: remoteOpErr, event: transport.EventQPReqErr, uc: dropLength},
 	// IBTA 9.4.1.2 / 10.6.5 (rxe invalidate_rkey): class J, no NAK.
 	errInvalidateRKey: {class: classJ, status: transport.WCRemInvReqErr},
 	// IBTA 11.4.2.1 CQ overrun (rxe do_complete): class G.
@@ -197,7 +197,7 @@ func (r *responder) errorLocked(qp *QP, out transport.Output, e respErr, p *wire
 		r.completeRecvLocked(qp, rule.status, nil)
 	}
 	if rule.event != 0 {
-		qp.events = append(qp.events, rule.event)
+		qp.events.Add(rule.event)
 	}
 	qp.toErrorLocked()
 }

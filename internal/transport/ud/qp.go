@@ -71,20 +71,8 @@ type Config struct {
 	Wake func()
 	// OnAsync reports affiliated asynchronous events; it runs without the
 	// QP lock held.
-	OnAsync func(ev AsyncEvent)
+	OnAsync func(ev transport.AsyncEvent)
 }
-
-// AsyncEvent is an affiliated asynchronous event of a UD QP.
-type AsyncEvent uint8
-
-const (
-	// EventQPFatal: the QP moved to ERR on its own (a CQ overrun or a
-	// receive WQE the memory table refused), IBV_EVENT_QP_FATAL.
-	EventQPFatal AsyncEvent = iota + 1
-	// EventSQDrained: the QP entered SQD with EnSQDAsyncNotify and its
-	// send queue has nothing in flight (IBV_EVENT_SQ_DRAINED).
-	EventSQDrained
-)
 
 // QP is a UD queue pair's transport state.
 type QP struct {
@@ -95,14 +83,14 @@ type QP struct {
 	batch []*transport.RxPacket // owned by Process
 
 	mu      sync.Mutex
-	state   transport.QPState // guarded by mu
-	attr    transport.QPAttr  // guarded by mu
-	psn     wire.PSN          // guarded by mu: next send PSN
-	sq      sendQueue         // guarded by mu
-	haveWQE bool              // guarded by mu: wqe holds the RQ's head
-	wqe     transport.RecvWQE // guarded by mu
-	pieces  [][]byte          // guarded by mu: scratch for mem.LocalV
-	events  []AsyncEvent      // guarded by mu; delivered after unlock
+	state   transport.QPState    // guarded by mu
+	attr    transport.QPAttr     // guarded by mu
+	psn     wire.PSN             // guarded by mu: next send PSN
+	sq      sendQueue            // guarded by mu
+	haveWQE bool                 // guarded by mu: wqe holds the RQ's head
+	wqe     transport.RecvWQE    // guarded by mu
+	pieces  [][]byte             // guarded by mu: scratch for mem.LocalV
+	events  transport.EventQueue // guarded by mu; delivered after unlock
 }
 
 // New makes a UD QP in the RESET state.
@@ -204,7 +192,7 @@ func (qp *QP) modifyLocked(attr *transport.QPAttr, mask transport.AttrMask) {
 		// the send queue has nothing in flight once the processor stops
 		// starting new WQEs: it is drained at once (IBTA 10.3.1, SQD).
 		if a.EnSQDAsyncNotify {
-			qp.events = append(qp.events, EventSQDrained)
+			qp.events.Add(transport.EventSQDrained)
 		}
 	default:
 		qp.state = attr.State
@@ -231,7 +219,7 @@ func (qp *QP) toErrorLocked(fatal bool) {
 	qp.flushSendLocked()
 	qp.flushRecvLocked()
 	if fatal {
-		qp.events = append(qp.events, EventQPFatal)
+		qp.events.Add(transport.EventQPFatal)
 	}
 }
 
@@ -282,17 +270,7 @@ func (qp *QP) FlushRecv() {
 	}
 }
 
-func (qp *QP) flushEvents() {
-	qp.mu.Lock()
-	evs := qp.events
-	qp.events = nil
-	qp.mu.Unlock()
-	if qp.cfg.OnAsync != nil {
-		for _, ev := range evs {
-			qp.cfg.OnAsync(ev)
-		}
-	}
-}
+func (qp *QP) flushEvents() { qp.events.Deliver(&qp.mu, qp.cfg.OnAsync) }
 
 // Deliver queues a received datagram for the QP, which releases it. It
 // returns false (the caller keeps the packet) when the inbox is full.

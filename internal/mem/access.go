@@ -255,66 +255,6 @@ func (t *Table) Flush(pd *PD, qpn uint32, rkey uint32, va uint64, length uint32,
 	return err
 }
 
-// CopyIn copies src into the pieces of dst in order and returns the number
-// of bytes copied (the smaller of len(src) and the pieces' total).
-func CopyIn(dst [][]byte, src []byte) int {
-	n := 0
-	for _, d := range dst {
-		if n == len(src) {
-			break
-		}
-		n += copy(d, src[n:])
-	}
-	return n
-}
-
-// CopyOut copies the pieces of src in order into dst and returns the
-// number of bytes copied (the smaller of len(dst) and the pieces' total).
-func CopyOut(dst []byte, src [][]byte) int {
-	n := 0
-	for _, s := range src {
-		if n == len(dst) {
-			break
-		}
-		n += copy(dst[n:], s)
-	}
-	return n
-}
-
-// Gather appends to dst the bytes the SGEs of sgl name, read locally by a
-// QP of pd: the data of a send posted with IBV_SEND_INLINE and SGEs,
-// which softnic copies when the WR is posted (a Go program has no raw
-// pointers to hand over, so the SGEs are resolved through the MR table,
-// lkey and bounds checked as Local checks them). A range spanning chunks
-// of a fast-registration MR is read piece by piece. On the first SGE
-// refused it returns dst as it was and the error, naming the SGE.
-func (t *Table) Gather(pd *PD, sgl []transport.SGE, dst []byte) ([]byte, error) {
-	n := len(dst)
-	for i, s := range sgl {
-		if s.Length == 0 {
-			continue
-		}
-		v, err := t.lookupLocal(pd, s, false)
-		if err != nil {
-			return dst[:n], gatherError(i, s, err)
-		}
-		off := s.Addr - v.iova
-		c := 0
-		if len(v.chunks) > 1 {
-			c = v.chunkAt(off)
-		}
-		for rest := uint64(s.Length); rest > 0; c++ {
-			ch := &v.chunks[c]
-			o := off - ch.off
-			m := min(rest, uint64(len(ch.b))-o)
-			dst = append(dst, ch.b[o:o+m]...)
-			rest -= m
-			off += m
-		}
-	}
-	return dst, nil
-}
-
 // CheckGather reports the error Gather would return for sgl, reading
 // nothing: a batch posted all or nothing (ibv_wr_complete) checks every
 // WR before it enqueues any.

@@ -32,6 +32,9 @@
 // Remote and Local return a single []byte; for a range that spans two
 // elements they return ErrDiscontiguous (an ErrRange). RemoteV and LocalV
 // return the range as pieces, and CopyIn / CopyOut move data through them.
+// Scatter and GatherAt copy a message into and out of an SGE list from
+// any offset, SGE by SGE and chunk by chunk: the one data path of RC, UC
+// and UD.
 //
 // # Decisions where rxe or the IBA left a choice
 //

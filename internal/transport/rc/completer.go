@@ -165,7 +165,7 @@ func (c *completer) answerLocked(qp *QP, i uint64, w *sendWQE, p *wire.Packet) b
 			qp.failLocked(i, transport.WCBadRespErr)
 			return false
 		}
-		if err := scatter(qp, w.sgl, uint64(off), p.Payload); err != nil {
+		if err := qp.cfg.Mem.Scatter(qp.cfg.PD, w.sgl, uint64(off), p.Payload); err != nil {
 			qp.failLocked(i, transport.WCLocProtErr)
 			return false
 		}

@@ -90,7 +90,6 @@ type QP struct {
 	events transport.EventQueue     // guarded by mu; delivered after unlock
 	wc     transport.WorkCompletion // guarded by mu; the completion being pushed
 	batch  []*transport.RxPacket
-	vec    iovec // guarded by mu: scratch of localVec
 }
 
 // New makes a QP in the RESET state.

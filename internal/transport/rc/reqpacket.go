@@ -159,21 +159,5 @@ func (qp *QP) gather(w *sendWQE, dst []byte, off uint32) error {
 		copy(dst, w.inline[off:])
 		return nil
 	}
-	for _, s := range w.sgl {
-		if len(dst) == 0 {
-			break
-		}
-		if off >= s.Length {
-			off -= s.Length
-			continue
-		}
-		src, err := qp.localVec(s, false)
-		if err != nil {
-			return err
-		}
-		n := src.readAt(int(off), dst)
-		dst = dst[n:]
-		off = 0
-	}
-	return nil
+	return qp.cfg.Mem.GatherAt(qp.cfg.PD, w.sgl, uint64(off), dst)
 }

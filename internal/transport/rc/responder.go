@@ -204,7 +204,7 @@ func (r *responder) placeSendLocked(qp *QP, p *wire.Packet) respErr {
 		// The message overruns the receive buffer (rxe send_data_in).
 		return errRecvLength
 	}
-	if err := scatter(qp, r.wqe.SGList, r.recvOff, p.Payload); err != nil {
+	if err := qp.cfg.Mem.Scatter(qp.cfg.PD, r.wqe.SGList, r.recvOff, p.Payload); err != nil {
 		// A receive WQE the MR table refuses (rxe send_data_in).
 		return errMalformedWQE
 	}

@@ -35,7 +35,7 @@ func (qp *QP) completeLocalLocked(w *sendWQE) bool {
 func (qp *QP) putAtomicResult(w *sendWQE) error {
 	var v [8]byte
 	binary.NativeEndian.PutUint64(v[:], w.orig)
-	return scatter(qp, w.sgl, 0, v[:])
+	return qp.cfg.Mem.Scatter(qp.cfg.PD, w.sgl, 0, v[:])
 }
 
 // localErrorLocked fails w with a local error status and moves the QP to

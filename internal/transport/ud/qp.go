@@ -89,7 +89,6 @@ type QP struct {
 	sq      sendQueue            // guarded by mu
 	haveWQE bool                 // guarded by mu: wqe holds the RQ's head
 	wqe     transport.RecvWQE    // guarded by mu
-	pieces  [][]byte             // guarded by mu: scratch for mem.LocalV
 	events  transport.EventQueue // guarded by mu; delivered after unlock
 }
 

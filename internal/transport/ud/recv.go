@@ -53,11 +53,11 @@ func (qp *QP) receiveLocked(p *transport.RxPacket) {
 	}
 	var grh [GRHLen]byte
 	PutGRH(grh[:], &p.Encap, len(p.Data))
-	if err := qp.scatter(grh[:], 0); err != nil {
+	if err := qp.cfg.Mem.Scatter(qp.cfg.PD, qp.wqe.SGList, 0, grh[:]); err != nil {
 		qp.malformedWQELocked(p)
 		return
 	}
-	if err := qp.scatter(pkt.Payload, GRHLen); err != nil {
+	if err := qp.cfg.Mem.Scatter(qp.cfg.PD, qp.wqe.SGList, GRHLen, pkt.Payload); err != nil {
 		qp.malformedWQELocked(p)
 		return
 	}
@@ -73,36 +73,6 @@ func (qp *QP) malformedWQELocked(p *transport.RxPacket) {
 	if qp.state != transport.QPStateErr {
 		qp.toErrorLocked(true)
 	}
-}
-
-// scatter copies src into the held WQE's SGE list at byte offset off,
-// checking each SGE for local write access.
-func (qp *QP) scatter(src []byte, off uint64) error {
-	for _, s := range qp.wqe.SGList {
-		if len(src) == 0 {
-			break
-		}
-		if off >= uint64(s.Length) {
-			off -= uint64(s.Length)
-			continue
-		}
-		var err error
-		qp.pieces, err = qp.cfg.Mem.LocalV(qp.cfg.PD, s, true, qp.pieces[:0])
-		if err != nil {
-			return err
-		}
-		for _, piece := range qp.pieces {
-			if off >= uint64(len(piece)) {
-				off -= uint64(len(piece))
-				continue
-			}
-			k := copy(piece[off:], src)
-			src = src[k:]
-			off = 0
-		}
-	}
-	clear(qp.pieces)
-	return nil
 }
 
 // completeRecvLocked completes the held receive WQE with st (rxe_resp.c

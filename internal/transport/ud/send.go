@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"syscall"
 
-	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/transport"
 	"github.com/softnic/softnic/wire"
 )
@@ -447,19 +446,7 @@ func (qp *QP) gather(w *sendWQE, dst []byte) error {
 		copy(dst, w.inline)
 		return nil
 	}
-	for _, s := range w.sgl {
-		if len(dst) == 0 {
-			break
-		}
-		var err error
-		qp.pieces, err = qp.cfg.Mem.LocalV(qp.cfg.PD, s, false, qp.pieces[:0])
-		if err != nil {
-			return err
-		}
-		dst = dst[mem.CopyOut(dst, qp.pieces):]
-	}
-	clear(qp.pieces)
-	return nil
+	return qp.cfg.Mem.GatherAt(qp.cfg.PD, w.sgl, 0, dst)
 }
 
 // sendErrorLocked fails the head WQE with st and moves the QP to SQE,

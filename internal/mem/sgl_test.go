@@ -1,0 +1,98 @@
+package mem
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/softnic/softnic/transport"
+)
+
+// Scatter and GatherAt walk an SGE list from an offset, each SGE through
+// the MR table and across the chunks of a fast-registration MR.
+func TestScatterGatherAt(t *testing.T) {
+	f := newFixture(t)
+	fast, err := f.tab.AllocMR(f.pd, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pages(2)
+	// Two chunks: the last 10 bytes of page 0, then 10 bytes of page 1.
+	if n, err := f.tab.MapMRSG(fast, [][]byte{p[0][ps-10:], p[1][:10]}, ps); n != 2 || err != nil {
+		t.Fatalf("MapMRSG: %d, %v", n, err)
+	}
+	iova, length := fast.Mapped()
+	if err := f.tab.RegFast(f.pd, fast, fast.LKey(), iova, length, LW); err != nil {
+		t.Fatal(err)
+	}
+	plain := make([]byte, 8)
+	mr := f.reg(plain, 0x1000, LW)
+	ro := f.reg(make([]byte, 8), 0x2000, 0)
+
+	// 4 bytes of the plain MR, an empty SGE with a garbage key, then 16
+	// bytes of the fast MR across its chunk boundary: 20 bytes in all.
+	sgl := []transport.SGE{
+		sge(0x1002, 4, mr.LKey()),
+		sge(0, 0, 0xdead),
+		sge(iova+2, 16, fast.LKey()),
+	}
+	msg := []byte("abcdefghijklmnopqrst")
+	if err := f.tab.Scatter(f.pd, sgl, 0, msg[:6]); err != nil {
+		t.Fatalf("Scatter at 0: %v", err)
+	}
+	if err := f.tab.Scatter(f.pd, sgl, 6, msg[6:]); err != nil {
+		t.Fatalf("Scatter at 6: %v", err)
+	}
+	if got := string(plain[2:6]); got != "abcd" {
+		t.Errorf("plain MR: got %q, want abcd", got)
+	}
+	if got := string(p[0][ps-8:]) + string(p[1][:8]); got != "efghijklmnopqrst" {
+		t.Errorf("fast MR across the chunks: got %q, want efghijklmnopqrst", got)
+	}
+	for _, off := range []uint64{0, 3, 4, 9, 19} {
+		dst := make([]byte, 20-off)
+		if err := f.tab.GatherAt(f.pd, sgl, off, dst); err != nil || !bytes.Equal(dst, msg[off:]) {
+			t.Errorf("GatherAt(%d): got %q, %v; want %q", off, dst, err, msg[off:])
+		}
+	}
+	dst := []byte("......")
+	if err := f.tab.GatherAt(f.pd, sgl, 18, dst); err != nil || string(dst) != "st...." {
+		t.Errorf("GatherAt past the end: got %q, %v; want st.... and no error", dst, err)
+	}
+
+	wantErr(t, "Scatter past the list", f.tab.Scatter(f.pd, sgl, 15, msg[:6]), ErrRange)
+	wantErr(t, "Scatter into memory without LOCAL_WRITE",
+		f.tab.Scatter(f.pd, []transport.SGE{sge(0x2000, 8, ro.LKey())}, 0, msg[:1]), ErrAccess)
+	wantErr(t, "GatherAt with a bad key",
+		f.tab.GatherAt(f.pd, []transport.SGE{sge(0x1000, 8, flipKeyByte(mr.LKey()))}, 0, dst), ErrInvalidKey)
+	// SGEs before the offset are not looked up.
+	bad := []transport.SGE{sge(0, 4, 0xdead), sge(0x1000, 4, mr.LKey())}
+	if err := f.tab.GatherAt(f.pd, bad, 4, dst[:4]); err != nil {
+		t.Errorf("GatherAt past a bad SGE: %v", err)
+	}
+
+	allocs := testing.AllocsPerRun(100, func() {
+		_ = f.tab.Scatter(f.pd, sgl, 1, msg[:19])
+		_ = f.tab.GatherAt(f.pd, sgl, 1, dst)
+	})
+	if allocs != 0 {
+		t.Errorf("Scatter and GatherAt: %v allocations per run, want 0", allocs)
+	}
+}
+
+func TestCopyAt(t *testing.T) {
+	a, b, c := []byte("..."), []byte{}, []byte("....")
+	pieces := [][]byte{a, b, c}
+	if n := CopyInAt(pieces, 2, []byte("XYZ")); n != 3 || string(a)+string(c) != "..XYZ.." {
+		t.Errorf("CopyInAt(2): %d, %q %q; want 3, ..X YZ..", n, a, c)
+	}
+	if n := CopyInAt(pieces, 6, []byte("12")); n != 1 || string(c) != "YZ.1" {
+		t.Errorf("CopyInAt(6) of 2 bytes: %d %q; want 1 YZ.1", n, c)
+	}
+	out := make([]byte, 10)
+	if n := CopyOutAt(out, pieces, 1); n != 6 || string(out[:n]) != ".XYZ.1" {
+		t.Errorf("CopyOutAt(1): %d %q; want 6 .XYZ.1", n, out[:n])
+	}
+	if n := CopyOutAt(out, pieces, 7); n != 0 {
+		t.Errorf("CopyOutAt past the end: %d, want 0", n)
+	}
+}

@@ -140,67 +140,42 @@ func kindOf(t transport.QPType, op transport.WROpcode) (wrKind, bool) {
 // it refuses and returns its index with an error wrapping
 // transport.ErrInvalid, ErrFull or ErrState; the WRs before it are posted.
 func (qp *QP) PostSend(wrs []transport.SendWR) (int, error) {
-	qp.mu.Lock()
-	i, err := qp.postSendLocked(wrs)
-	qp.mu.Unlock()
-	qp.flushEvents()
-	if i > 0 {
-		qp.cfg.Wake()
-	}
-	return i, err
+	return qp.post(wrs, false)
 }
 
 // PostSendAll posts every WR of wrs, or none if any is refused or the
-// send queue has no room for all of them (ibv_wr_complete semantics: a
-// full queue there is ENOSPC, rxe provider wr_complete).
+// send queue has no room for all of them (ibv_wr_complete).
 func (qp *QP) PostSendAll(wrs []transport.SendWR) error {
-	qp.mu.Lock()
-	err := qp.checkAllLocked(wrs)
-	if err == nil {
-		_, err = qp.postSendLocked(wrs)
-	}
-	qp.mu.Unlock()
-	qp.flushEvents()
-	if err == nil && len(wrs) > 0 {
-		qp.cfg.Wake()
-	}
+	_, err := qp.post(wrs, true)
 	return err
 }
 
-func (qp *QP) checkAllLocked(wrs []transport.SendWR) error {
-	for i := range wrs {
-		if err := qp.checkSendWR(&wrs[i]); err != nil {
-			return fmt.Errorf("WR %d: %w", i, err)
-		}
+// post runs the shared post path (transport.SendPost) with the RC/UC
+// rules for wrs: all of them or none when all is set. The closures are
+// built here, next to the one call that uses them, so they stay on the
+// stack.
+func (qp *QP) post(wrs []transport.SendWR, all bool) (int, error) {
+	p := transport.SendPost{
+		State:   func() transport.QPState { return qp.state },
+		Check:   func(i int) error { return qp.checkSendWR(&wrs[i]) },
+		Free:    func() int { return len(qp.sq.ring) - qp.sq.count() },
+		Size:    len(qp.sq.ring),
+		Enqueue: func(i int) error { return qp.enqueueLocked(&wrs[i]) },
+		Flush:   qp.flushLocked,
+		Done:    qp.postDone,
 	}
-	if free := len(qp.sq.ring) - qp.sq.count(); len(wrs) > free {
-		return fmt.Errorf("%w: %d WRs, room for %d", transport.ErrFull, len(wrs), free)
+	if all {
+		return 0, p.PostAll(&qp.mu, len(wrs))
 	}
-	return nil
+	return p.Post(&qp.mu, len(wrs))
 }
 
-func (qp *QP) postSendLocked(wrs []transport.SendWR) (int, error) {
-	switch qp.state {
-	case transport.QPStateReset, transport.QPStateInit, transport.QPStateRTR:
-		return 0, fmt.Errorf("%w: post send in state %v", transport.ErrState, qp.state)
+// postDone runs after a post: the events it raised, the requester's turn.
+func (qp *QP) postDone(posted bool) {
+	qp.flushEvents()
+	if posted {
+		qp.cfg.Wake()
 	}
-	for i := range wrs {
-		if err := qp.checkSendWR(&wrs[i]); err != nil {
-			return i, err
-		}
-		if qp.sq.full() {
-			return i, fmt.Errorf("%w: send queue holds %d WRs", transport.ErrFull, len(qp.sq.ring))
-		}
-		if err := qp.enqueueLocked(&wrs[i]); err != nil {
-			return i, err
-		}
-		if qp.state == transport.QPStateErr {
-			// WRs posted in ERR complete with a flush error (IBTA 10.8.3.3;
-			// the kernel's ib_drain_qp relies on it).
-			qp.flushLocked()
-		}
-	}
-	return len(wrs), nil
 }
 
 // checkSendWR validates a WR against the QP (ibv_post_send(3); rxe
@@ -214,30 +189,21 @@ func (qp *QP) checkSendWR(wr *transport.SendWR) error {
 		}
 		return fmt.Errorf("%w: opcode %v not supported on %v QPs", transport.ErrInvalid, wr.Opcode, qp.cfg.Type)
 	}
-	if len(wr.SGList) > int(qp.cfg.Cap.MaxSendSGE) {
-		return fmt.Errorf("%w: %d SGEs, QP max_send_sge %d", transport.ErrInvalid, len(wr.SGList), qp.cfg.Cap.MaxSendSGE)
-	}
-	length := uint64(0)
-	for _, s := range wr.SGList {
-		length += uint64(s.Length)
-	}
 	if wr.Flags&transport.SendInline != 0 {
 		switch kind {
 		case kindRead, kindAtomic, kindFlush, kindLocal:
 			return fmt.Errorf("%w: IBV_SEND_INLINE on %v", transport.ErrInvalid, wr.Opcode)
 		}
-		if wr.InlineData != nil {
-			length = uint64(len(wr.InlineData))
-		}
-		// ATOMIC WRITE's 8 bytes travel in the WQE and do not count
-		// against max_inline_data (rxe provider wr_atomic_write).
-		if length > uint64(qp.cfg.Cap.MaxInlineData) && kind != kindAtomicWrite {
-			return fmt.Errorf("%w: %d inline bytes, QP max_inline_data %d", transport.ErrInvalid, length, qp.cfg.Cap.MaxInlineData)
-		}
-		if wr.InlineData == nil {
-			if err := qp.cfg.Mem.CheckGather(qp.cfg.PD, wr.SGList); err != nil {
-				return transport.InlineError(err)
-			}
+	}
+	// ATOMIC WRITE's 8 bytes travel in the WQE and do not count against
+	// max_inline_data (rxe provider wr_atomic_write).
+	length, err := transport.CheckSendCaps(wr, &qp.cfg.Cap, kind == kindAtomicWrite)
+	if err != nil {
+		return err
+	}
+	if wr.Flags&transport.SendInline != 0 && wr.InlineData == nil {
+		if err := qp.cfg.Mem.CheckGather(qp.cfg.PD, wr.SGList); err != nil {
+			return transport.InlineError(err)
 		}
 	}
 	if length > MaxMsgSize {
@@ -334,7 +300,7 @@ func (qp *QP) enqueueLocked(wr *transport.SendWR) error {
 	case kindLocal:
 		w.length = 0
 	}
-	w.signaled = qp.cfg.SigAll || wr.Flags&transport.SendSignaled != 0
+	w.signaled = transport.Signaled(qp.cfg.SigAll, wr.Flags)
 	qp.sq.tailIdx++
 	return nil
 }

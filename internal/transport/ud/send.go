@@ -80,78 +80,42 @@ func (q *sendQueue) pop() *sendWQE {
 // it refuses and returns its index with an error wrapping
 // transport.ErrInvalid, ErrFull or ErrState; the WRs before it are posted.
 func (qp *QP) PostSend(wrs []transport.SendWR) (int, error) {
-	qp.mu.Lock()
-	i, err := qp.postSendLocked(wrs)
-	qp.mu.Unlock()
-	qp.flushEvents()
-	if i > 0 {
-		qp.cfg.Wake()
-	}
-	return i, err
+	return qp.post(wrs, false)
 }
 
 // PostSendAll posts every WR of wrs, or none if any is refused or the
 // send queue has no room for all of them (ibv_wr_complete).
 func (qp *QP) PostSendAll(wrs []transport.SendWR) error {
-	qp.mu.Lock()
-	err := qp.checkAllLocked(wrs)
-	if err == nil {
-		_, err = qp.postSendLocked(wrs)
-	}
-	qp.mu.Unlock()
-	qp.flushEvents()
-	if err == nil && len(wrs) > 0 {
-		qp.cfg.Wake()
-	}
+	_, err := qp.post(wrs, true)
 	return err
 }
 
-func (qp *QP) checkAllLocked(wrs []transport.SendWR) error {
-	if err := qp.checkPostStateLocked(); err != nil {
-		return err
+// post runs the shared post path (transport.SendPost) with the UD
+// rules for wrs: all of them or none when all is set. The closures are
+// built here, next to the one call that uses them, so they stay on the
+// stack.
+func (qp *QP) post(wrs []transport.SendWR, all bool) (int, error) {
+	p := transport.SendPost{
+		State:   func() transport.QPState { return qp.state },
+		Check:   func(i int) error { return qp.checkSendWR(&wrs[i]) },
+		Free:    qp.sq.free,
+		Size:    len(qp.sq.ring),
+		Enqueue: func(i int) error { return qp.enqueueLocked(&wrs[i]) },
+		Flush:   qp.flushSendLocked,
+		Done:    qp.postDone,
 	}
-	for i := range wrs {
-		if err := qp.checkSendWR(&wrs[i]); err != nil {
-			return fmt.Errorf("WR %d: %w", i, err)
-		}
+	if all {
+		return 0, p.PostAll(&qp.mu, len(wrs))
 	}
-	if free := qp.sq.free(); len(wrs) > free {
-		return fmt.Errorf("%w: %d WRs, room for %d", transport.ErrFull, len(wrs), free)
-	}
-	return nil
+	return p.Post(&qp.mu, len(wrs))
 }
 
-// checkPostStateLocked refuses sends before RTS (ibv_post_send(3): the QP
-// must be in RTS, or a later state whose WRs are queued or flushed).
-func (qp *QP) checkPostStateLocked() error {
-	switch qp.state {
-	case transport.QPStateReset, transport.QPStateInit, transport.QPStateRTR:
-		return fmt.Errorf("%w: post send in state %v", transport.ErrState, qp.state)
+// postDone runs after a post: the events it raised, the sender's turn.
+func (qp *QP) postDone(posted bool) {
+	qp.flushEvents()
+	if posted {
+		qp.cfg.Wake()
 	}
-	return nil
-}
-
-func (qp *QP) postSendLocked(wrs []transport.SendWR) (int, error) {
-	if err := qp.checkPostStateLocked(); err != nil {
-		return 0, err
-	}
-	for i := range wrs {
-		if err := qp.checkSendWR(&wrs[i]); err != nil {
-			return i, err
-		}
-		if qp.sq.free() == 0 {
-			return i, fmt.Errorf("%w: send queue holds %d WRs", transport.ErrFull, len(qp.sq.ring))
-		}
-		if err := qp.enqueueLocked(&wrs[i]); err != nil {
-			return i, err
-		}
-		if qp.state == transport.QPStateErr || qp.state == transport.QPStateSQE {
-			// WRs posted in ERR or SQE complete at once with a flush
-			// error (IBTA 10.8.3.3; ibv_post_send(3)).
-			qp.flushSendLocked()
-		}
-	}
-	return len(wrs), nil
 }
 
 // checkSendWR validates a WR against the QP (ibv_post_send(3): a UD QP
@@ -178,24 +142,12 @@ func (qp *QP) checkSendWR(wr *transport.SendWR) error {
 	if wr.RemoteQPN > wire.QPNMask {
 		return fmt.Errorf("%w: remote QPN %#x does not fit 24 bits", transport.ErrInvalid, wr.RemoteQPN)
 	}
-	if len(wr.SGList) > int(qp.cfg.Cap.MaxSendSGE) {
-		return fmt.Errorf("%w: %d SGEs, QP max_send_sge %d", transport.ErrInvalid, len(wr.SGList), qp.cfg.Cap.MaxSendSGE)
+	if _, err := transport.CheckSendCaps(wr, &qp.cfg.Cap, false); err != nil {
+		return err
 	}
-	if wr.Flags&transport.SendInline != 0 {
-		n := uint64(len(wr.InlineData))
-		if wr.InlineData == nil {
-			n = 0
-			for _, s := range wr.SGList {
-				n += uint64(s.Length)
-			}
-		}
-		if n > uint64(qp.cfg.Cap.MaxInlineData) {
-			return fmt.Errorf("%w: %d inline bytes, QP max_inline_data %d", transport.ErrInvalid, n, qp.cfg.Cap.MaxInlineData)
-		}
-		if wr.InlineData == nil {
-			if err := qp.cfg.Mem.CheckGather(qp.cfg.PD, wr.SGList); err != nil {
-				return transport.InlineError(err)
-			}
+	if wr.Flags&transport.SendInline != 0 && wr.InlineData == nil {
+		if err := qp.cfg.Mem.CheckGather(qp.cfg.PD, wr.SGList); err != nil {
+			return transport.InlineError(err)
 		}
 	}
 	return nil
@@ -211,7 +163,7 @@ func (qp *QP) enqueueLocked(wr *transport.SendWR) error {
 	*w = sendWQE{
 		wrid: wr.WRID, opcode: wr.Opcode, flags: wr.Flags, imm: wr.Imm,
 		remoteQPN: wr.RemoteQPN, qkey: wr.RemoteQKey,
-		signaled: qp.cfg.SigAll || wr.Flags&transport.SendSignaled != 0,
+		signaled: transport.Signaled(qp.cfg.SigAll, wr.Flags),
 	}
 	w.sgl = append(sgl, wr.SGList...)
 	w.inline = inline

@@ -1,0 +1,136 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// fakeSQ is a send queue of size slots behind the shared post path; WRs
+// whose WRID is 0 are refused by Check.
+type fakeSQ struct {
+	mu      sync.Mutex
+	state   QPState
+	size    int
+	queued  []uint64
+	flushed []uint64
+	done    []bool
+}
+
+func (q *fakeSQ) post(wrs []SendWR, all bool) (int, error) {
+	p := SendPost{
+		State: func() QPState { return q.state },
+		Check: func(i int) error {
+			if wrs[i].WRID == 0 {
+				return fmt.Errorf("%w: WRID 0", ErrInvalid)
+			}
+			return nil
+		},
+		Free:    func() int { return q.size - len(q.queued) },
+		Size:    q.size,
+		Enqueue: func(i int) error { q.queued = append(q.queued, wrs[i].WRID); return nil },
+		Flush: func() {
+			q.flushed = append(q.flushed, q.queued...)
+			q.queued = q.queued[:0]
+		},
+		Done: func(posted bool) { q.done = append(q.done, posted) },
+	}
+	if all {
+		return 0, p.PostAll(&q.mu, len(wrs))
+	}
+	return p.Post(&q.mu, len(wrs))
+}
+
+func (q *fakeSQ) postAll(wrs []SendWR) error {
+	_, err := q.post(wrs, true)
+	return err
+}
+
+func wrsOf(ids ...uint64) []SendWR {
+	wrs := make([]SendWR, len(ids))
+	for i, id := range ids {
+		wrs[i].WRID = id
+	}
+	return wrs
+}
+
+func TestSendPost(t *testing.T) {
+	for _, s := range []QPState{QPStateReset, QPStateInit, QPStateRTR} {
+		q := &fakeSQ{state: s, size: 4}
+		if i, err := q.post(wrsOf(1), false); i != 0 || !errors.Is(err, ErrState) {
+			t.Errorf("Post in %v: %d, %v; want 0 and ErrState", s, i, err)
+		}
+		if err := q.postAll(wrsOf(0)); !errors.Is(err, ErrState) {
+			t.Errorf("PostAll in %v of a bad WR: %v; want ErrState first", s, err)
+		}
+	}
+
+	q := &fakeSQ{state: QPStateRTS, size: 3}
+	if i, err := q.post(wrsOf(1, 2, 0, 4), false); i != 2 || !errors.Is(err, ErrInvalid) {
+		t.Errorf("Post with WR 2 bad: %d, %v; want 2 and ErrInvalid", i, err)
+	}
+	if i, err := q.post(wrsOf(3, 4), false); i != 1 || !errors.Is(err, ErrFull) {
+		t.Errorf("Post past the queue: %d, %v; want 1 and ErrFull", i, err)
+	}
+	if len(q.queued) != 3 || len(q.done) != 2 || !q.done[0] || !q.done[1] {
+		t.Errorf("queued %v, done %v; want 3 WRs and two posts that posted", q.queued, q.done)
+	}
+
+	q = &fakeSQ{state: QPStateRTS, size: 2}
+	err := q.postAll(wrsOf(1, 0))
+	if !errors.Is(err, ErrInvalid) || !strings.HasPrefix(err.Error(), "WR 1: ") || len(q.queued) != 0 {
+		t.Errorf("PostAll with WR 1 bad: %v, queued %v; want \"WR 1: \" ErrInvalid and none queued", err, q.queued)
+	}
+	if err := q.postAll(wrsOf(1, 2, 3)); !errors.Is(err, ErrFull) || len(q.queued) != 0 {
+		t.Errorf("PostAll of 3 into 2: %v, queued %v; want ErrFull and none queued", err, q.queued)
+	}
+	if err := q.postAll(wrsOf(1, 2)); err != nil || len(q.queued) != 2 {
+		t.Errorf("PostAll of 2 into 2: %v, queued %v", err, q.queued)
+	}
+	if want := []bool{false, false, true}; len(q.done) != 3 || q.done[0] != want[0] || q.done[2] != want[2] {
+		t.Errorf("done %v, want %v", q.done, want)
+	}
+
+	// WRs posted in ERR or SQE are flushed as they are posted.
+	for _, s := range []QPState{QPStateErr, QPStateSQE} {
+		q := &fakeSQ{state: s, size: 1}
+		if i, err := q.post(wrsOf(1, 2, 3), false); i != 3 || err != nil || len(q.flushed) != 3 {
+			t.Errorf("Post in %v: %d, %v, flushed %v; want all 3 flushed", s, i, err, q.flushed)
+		}
+	}
+	q = &fakeSQ{state: QPStateSQD, size: 2}
+	if i, err := q.post(wrsOf(1), false); i != 1 || err != nil || len(q.flushed) != 0 {
+		t.Errorf("Post in SQD: %d, %v, flushed %v; want queued, not flushed", i, err, q.flushed)
+	}
+}
+
+func TestCheckSendCaps(t *testing.T) {
+	c := QPCap{MaxSendSGE: 2, MaxInlineData: 8}
+	sgl := []SGE{{Length: 5}, {Length: 4}}
+	tests := []struct {
+		name       string
+		wr         SendWR
+		inlineFree bool
+		want       uint64
+		err        error
+	}{
+		{"SGEs", SendWR{SGList: sgl}, false, 9, nil},
+		{"too many SGEs", SendWR{SGList: append(sgl, SGE{})}, false, 0, ErrInvalid},
+		{"inline SGEs over max_inline_data", SendWR{SGList: sgl, Flags: SendInline}, false, 0, ErrInvalid},
+		{"inline bytes within", SendWR{InlineData: make([]byte, 8), Flags: SendInline}, false, 8, nil},
+		{"inline bytes over", SendWR{InlineData: make([]byte, 9), Flags: SendInline}, false, 0, ErrInvalid},
+		{"inline exempt", SendWR{SGList: sgl, Flags: SendInline}, true, 9, nil},
+		{"inline data ignored without the flag", SendWR{SGList: sgl, InlineData: make([]byte, 1)}, false, 9, nil},
+	}
+	for _, tc := range tests {
+		n, err := CheckSendCaps(&tc.wr, &c, tc.inlineFree)
+		if n != tc.want || (tc.err == nil) != (err == nil) || tc.err != nil && !errors.Is(err, tc.err) {
+			t.Errorf("%s: %d, %v; want %d, %v", tc.name, n, err, tc.want, tc.err)
+		}
+	}
+	if !Signaled(true, 0) || !Signaled(false, SendSignaled) || Signaled(false, SendInline) {
+		t.Error("Signaled: sq_sig_all or IBV_SEND_SIGNALED")
+	}
+}

@@ -148,25 +148,11 @@ func (qp *QP) Modify(attr *transport.QPAttr, mask transport.AttrMask) error {
 }
 
 func (qp *QP) modifyLocked(attr *transport.QPAttr, mask transport.AttrMask) {
-	a := &qp.attr
-	if mask&transport.AttrAccessFlags != 0 {
-		a.AccessFlags = attr.AccessFlags
-	}
-	if mask&transport.AttrPKeyIndex != 0 {
-		a.PKeyIndex = attr.PKeyIndex
-	}
-	if mask&transport.AttrPort != 0 {
-		a.PortNum = attr.PortNum
-	}
-	if mask&transport.AttrAV != 0 {
-		a.AHAttr = attr.AHAttr
-	}
+	transport.StoreAttrs(&qp.attr, attr, mask)
 	if mask&transport.AttrPathMTU != 0 {
-		a.PathMTU = attr.PathMTU
 		qp.pmtu = attr.PathMTU.Bytes()
 	}
 	if mask&transport.AttrTimeout != 0 {
-		a.Timeout = attr.Timeout
 		qp.timeout = 0
 		if attr.Timeout != 0 {
 			// 4.096 µs × 2^timeout (IBTA 9.7.6.1.3; rxe_qp.c IB_QP_TIMEOUT).
@@ -174,38 +160,21 @@ func (qp *QP) modifyLocked(attr *transport.QPAttr, mask transport.AttrMask) {
 		}
 	}
 	if mask&transport.AttrRetryCnt != 0 {
-		a.RetryCnt = attr.RetryCnt
 		qp.comp.retryCnt = attr.RetryCnt
 	}
 	if mask&transport.AttrRNRRetry != 0 {
-		a.RNRRetry = attr.RNRRetry
 		qp.comp.rnrRetry = attr.RNRRetry
 	}
 	if mask&transport.AttrRQPSN != 0 {
-		a.RQPSN = attr.RQPSN
 		qp.resp.psn = wire.PSN(attr.RQPSN & wire.PSNMask)
 	}
-	if mask&transport.AttrMaxQPRdAtomic != 0 {
-		a.MaxRdAtomic = roundUpPow2(attr.MaxRdAtomic)
-	}
-	if mask&transport.AttrMinRNRTimer != 0 {
-		a.MinRNRTimer = attr.MinRNRTimer
-	}
 	if mask&transport.AttrSQPSN != 0 {
-		a.SQPSN = attr.SQPSN
 		psn := wire.PSN(attr.SQPSN & wire.PSNMask)
 		qp.req.psn, qp.comp.psn, qp.req.highPSN = psn, psn, psn
 	}
 	if mask&transport.AttrMaxDestRdAtomic != 0 {
-		a.MaxDestRdAtomic = roundUpPow2(attr.MaxDestRdAtomic)
-		qp.resp.resources = make([]resource, a.MaxDestRdAtomic)
+		qp.resp.resources = make([]resource, qp.attr.MaxDestRdAtomic)
 		qp.resp.nextRes = 0
-	}
-	if mask&transport.AttrDestQPN != 0 {
-		a.DestQPN = attr.DestQPN & wire.QPNMask
-	}
-	if mask&transport.AttrEnSQDAsyncNotify != 0 {
-		a.EnSQDAsyncNotify = attr.EnSQDAsyncNotify
 	}
 	if mask&(transport.AttrAV|transport.AttrDestQPN) != 0 {
 		qp.setPathLocked()
@@ -391,9 +360,7 @@ func (qp *QP) flushRQLocked() {
 
 // flushRecvWQE completes receive WQE r with WR_FLUSH_ERR.
 func (qp *QP) flushRecvWQE(r *transport.RecvWQE) {
-	wc := transport.WorkCompletion{WRID: r.WRID, Status: transport.WCWRFlushErr,
-		Opcode: transport.WCRecv, QPNum: qp.cfg.QPN}
-	qp.cfg.RecvCQ.Push(&wc, false)
+	transport.FlushRecvWQE(qp.cfg.RecvCQ, qp.cfg.QPN, r)
 }
 
 // FlushRecv completes every posted receive with WR_FLUSH_ERR if the QP is
@@ -439,17 +406,4 @@ func (qp *QP) finishPacket(out transport.Output, b []byte, hdr, n int) {
 	out.Send(total, &qp.encap)
 	qp.cfg.Counters.SentPkts.Add(1)
 	qp.cfg.Counters.SentBytes.Add(uint64(total))
-}
-
-// roundUpPow2 rounds n up to a power of two, as rxe_qp_from_attr does for
-// max_rd_atomic and max_dest_rd_atomic (0 stays 0).
-func roundUpPow2(n uint8) uint8 {
-	if n == 0 {
-		return 0
-	}
-	p := 1
-	for p < int(n) {
-		p <<= 1
-	}
-	return uint8(min(p, 255))
 }

@@ -157,21 +157,9 @@ func (qp *QP) Modify(attr *transport.QPAttr, mask transport.AttrMask) error {
 
 func (qp *QP) modifyLocked(attr *transport.QPAttr, mask transport.AttrMask) {
 	a := &qp.attr
-	if mask&transport.AttrQKey != 0 {
-		a.QKey = attr.QKey
-	}
-	if mask&transport.AttrPKeyIndex != 0 {
-		a.PKeyIndex = attr.PKeyIndex
-	}
-	if mask&transport.AttrPort != 0 {
-		a.PortNum = attr.PortNum
-	}
+	transport.StoreAttrs(a, attr, mask)
 	if mask&transport.AttrSQPSN != 0 {
-		a.SQPSN = attr.SQPSN
 		qp.psn = wire.PSN(attr.SQPSN & wire.PSNMask)
-	}
-	if mask&transport.AttrEnSQDAsyncNotify != 0 {
-		a.EnSQDAsyncNotify = attr.EnSQDAsyncNotify
 	}
 	if mask&transport.AttrState == 0 {
 		return
@@ -254,9 +242,7 @@ func (qp *QP) flushRecvLocked() {
 }
 
 func (qp *QP) flushRecvWQE(r *transport.RecvWQE) {
-	wc := transport.WorkCompletion{WRID: r.WRID, Status: transport.WCWRFlushErr,
-		Opcode: transport.WCRecv, QPNum: qp.cfg.QPN}
-	qp.cfg.RecvCQ.Push(&wc, false)
+	transport.FlushRecvWQE(qp.cfg.RecvCQ, qp.cfg.QPN, r)
 }
 
 // FlushRecv completes every posted receive with WR_FLUSH_ERR if the QP is

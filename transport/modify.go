@@ -1,0 +1,84 @@
+package transport
+
+import "github.com/softnic/softnic/wire"
+
+// The modify and flush plumbing RC, UC and UD share; what a state change
+// does to a QP (its timers, its send queue, the events it raises) stays
+// with each transport.
+
+// StoreAttrs copies into a the attributes of attr that mask selects, as
+// ibv_query_qp returns them afterwards (rxe_qp.c rxe_qp_from_attr): the
+// destination QPN cut to 24 bits, max_rd_atomic and max_dest_rd_atomic
+// rounded up to a power of two. The caller has validated mask and values
+// (CheckModify, CheckAttrValues), so only attributes of its QP type are
+// set; it applies what they change in the transport itself.
+func StoreAttrs(a, attr *QPAttr, mask AttrMask) {
+	if mask&AttrAccessFlags != 0 {
+		a.AccessFlags = attr.AccessFlags
+	}
+	if mask&AttrPKeyIndex != 0 {
+		a.PKeyIndex = attr.PKeyIndex
+	}
+	if mask&AttrPort != 0 {
+		a.PortNum = attr.PortNum
+	}
+	if mask&AttrQKey != 0 {
+		a.QKey = attr.QKey
+	}
+	if mask&AttrAV != 0 {
+		a.AHAttr = attr.AHAttr
+	}
+	if mask&AttrPathMTU != 0 {
+		a.PathMTU = attr.PathMTU
+	}
+	if mask&AttrTimeout != 0 {
+		a.Timeout = attr.Timeout
+	}
+	if mask&AttrRetryCnt != 0 {
+		a.RetryCnt = attr.RetryCnt
+	}
+	if mask&AttrRNRRetry != 0 {
+		a.RNRRetry = attr.RNRRetry
+	}
+	if mask&AttrRQPSN != 0 {
+		a.RQPSN = attr.RQPSN
+	}
+	if mask&AttrMaxQPRdAtomic != 0 {
+		a.MaxRdAtomic = roundUpPow2(attr.MaxRdAtomic)
+	}
+	if mask&AttrMinRNRTimer != 0 {
+		a.MinRNRTimer = attr.MinRNRTimer
+	}
+	if mask&AttrSQPSN != 0 {
+		a.SQPSN = attr.SQPSN
+	}
+	if mask&AttrMaxDestRdAtomic != 0 {
+		a.MaxDestRdAtomic = roundUpPow2(attr.MaxDestRdAtomic)
+	}
+	if mask&AttrDestQPN != 0 {
+		a.DestQPN = attr.DestQPN & wire.QPNMask
+	}
+	if mask&AttrEnSQDAsyncNotify != 0 {
+		a.EnSQDAsyncNotify = attr.EnSQDAsyncNotify
+	}
+}
+
+// roundUpPow2 rounds n up to a power of two, as rxe_qp_from_attr does for
+// max_rd_atomic and max_dest_rd_atomic (0 stays 0).
+func roundUpPow2(n uint8) uint8 {
+	if n == 0 {
+		return 0
+	}
+	p := 1
+	for p < int(n) {
+		p <<= 1
+	}
+	return uint8(min(p, 255))
+}
+
+// FlushRecvWQE completes receive WQE r of QP qpn on cq with WR_FLUSH_ERR
+// (IBTA 10.3.1, ERR; 10.8.3.3 for receives posted in ERR).
+func FlushRecvWQE(cq CQ, qpn uint32, r *RecvWQE) {
+	wc := WorkCompletion{WRID: r.WRID, Status: WCWRFlushErr, Opcode: WCRecv, QPNum: qpn}
+	cq.Push(&wc, false)
+}

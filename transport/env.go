@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"net/netip"
 	"sync/atomic"
 	"syscall"
 
@@ -14,6 +15,27 @@ import (
 // leave with TTL 64 whatever ibv_rc_pingpong (1) or perftest (255) set
 // (rxe-interop-facts.md §3). softnic does the same.
 const RouteHopLimit = 64
+
+// RouteEncap returns the IP/UDP header of a packet from the NIC's address
+// local along the global route g to UDP port dstPort (rxe_net.c
+// prepare4/prepare6): g's traffic class, RouteHopLimit, DF on IPv4, and
+// both addresses in their 4-byte form when the destination is IPv4. The
+// source port, and the flow label of IPv6, are the transport's to set:
+// they differ between connected QPs and UD.
+func RouteEncap(local netip.Addr, g *GRH, dstPort uint16) wire.Encap {
+	e := wire.Encap{
+		Src:          local,
+		Dst:          g.DGID,
+		DstPort:      dstPort,
+		TrafficClass: g.TrafficClass,
+		HopLimit:     RouteHopLimit,
+		FragOff:      wire.IPv4DF,
+	}
+	if e.Dst.Unmap().Is4() {
+		e.Src, e.Dst = e.Src.Unmap(), e.Dst.Unmap()
+	}
+	return e
+}
 
 // Output is where a transport puts the packets it builds: a batch owned by
 // the goroutine running the transport, flushed to the link when full and

@@ -82,3 +82,27 @@ func FlushRecvWQE(cq CQ, qpn uint32, r *RecvWQE) {
 	wc := WorkCompletion{WRID: r.WRID, Status: WCWRFlushErr, Opcode: WCRecv, QPNum: qpn}
 	cq.Push(&wc, false)
 }
+
+// FlushRecvs completes a QP's receives with WR_FLUSH_ERR in posting order
+// (IBTA 10.3.1, ERR): first *held, the receive WQE the QP took from its
+// queue and has not completed, if *haveHeld (it is then released); then,
+// unless the queue is shared, every receive still posted on rq. A shared
+// queue (an SRQ or a WQ) keeps its receives for its other QPs.
+func FlushRecvs(cq CQ, qpn uint32, held *RecvWQE, haveHeld *bool, rq *RecvQueue, shared bool) {
+	if *haveHeld {
+		*haveHeld = false
+		FlushRecvWQE(cq, qpn, held)
+	}
+	if !shared {
+		rq.Drain(func(r *RecvWQE) { FlushRecvWQE(cq, qpn, r) })
+	}
+}
+
+// DiscardRecvs drops every receive posted on a QP's own receive queue
+// without completions, as a modify to RESET does (IBTA 10.3.1, RESET); a
+// shared queue keeps them.
+func DiscardRecvs(rq *RecvQueue, shared bool) {
+	if !shared {
+		rq.Drain(func(*RecvWQE) {})
+	}
+}

@@ -19,3 +19,41 @@ func TestStoreAttrs(t *testing.T) {
 		}
 	}
 }
+
+// cqLog is a CQ that records what is pushed on it.
+type cqLog []WorkCompletion
+
+func (c *cqLog) Push(wc *WorkCompletion, _ bool) bool { *c = append(*c, *wc); return true }
+
+func TestFlushRecvs(t *testing.T) {
+	rq := NewRecvQueue(4, 1)
+	if _, err := rq.Post([]RecvWR{{WRID: 2}, {WRID: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	var cq cqLog
+	held, have := RecvWQE{WRID: 1}, true
+	FlushRecvs(&cq, 9, &held, &have, rq, false)
+	if have || len(cq) != 3 {
+		t.Fatalf("flushed %d receives, held still held %v; want 3 and released", len(cq), have)
+	}
+	for i, wc := range cq {
+		if wc.WRID != uint64(i+1) || wc.Status != WCWRFlushErr || wc.Opcode != WCRecv || wc.QPNum != 9 {
+			t.Errorf("completion %d: %+v; want WRID %d, WR_FLUSH_ERR, RECV, QP 9 (posting order)", i, wc, i+1)
+		}
+	}
+
+	// A shared queue keeps its receives, for flush and for reset.
+	if _, err := rq.Post([]RecvWR{{WRID: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	cq = nil
+	FlushRecvs(&cq, 9, &held, &have, rq, true)
+	DiscardRecvs(rq, true)
+	if len(cq) != 0 || rq.Len() != 1 {
+		t.Errorf("shared queue: %d completions, %d receives left; want 0 and 1", len(cq), rq.Len())
+	}
+	DiscardRecvs(rq, false)
+	if len(cq) != 0 || rq.Len() != 0 {
+		t.Errorf("discard: %d completions, %d receives left; want none of either", len(cq), rq.Len())
+	}
+}

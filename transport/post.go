@@ -11,7 +11,7 @@ import (
 // ERR or SQE. A transport fills in its own rules (which opcodes its QP
 // type takes, what a WQE holds) as the functions below, each about WR i
 // of the batch, and calls Post or PostAll with the QP's lock, which they
-// hold around every function but Done.
+// hold around every function but OnAsync and Wake.
 //
 // The functions take an index rather than a *SendWR: a pointer passed to
 // a function value escapes, and so would every caller's WR slice, at an
@@ -31,9 +31,12 @@ type SendPost struct {
 	Enqueue func(i int) error
 	// Flush completes every queued WR with WR_FLUSH_ERR.
 	Flush func()
-	// Done runs after the lock is released (the QP's queued events, its
-	// wake-up when posted is true).
-	Done func(posted bool)
+	// Events are the QP's queued events, reported to OnAsync once the
+	// lock is released (Flush raises some); Wake runs after a post that
+	// queued WRs.
+	Events  *EventQueue
+	OnAsync func(AsyncEvent)
+	Wake    func()
 }
 
 // Post queues WRs 0..n-1 in order (ibv_post_send). It stops at the first
@@ -44,7 +47,7 @@ func (p *SendPost) Post(mu *sync.Mutex, n int) (int, error) {
 	mu.Lock()
 	i, err := p.postLocked(n)
 	mu.Unlock()
-	p.Done(i > 0)
+	p.done(mu, i > 0)
 	return i, err
 }
 
@@ -58,8 +61,15 @@ func (p *SendPost) PostAll(mu *sync.Mutex, n int) error {
 		_, err = p.postLocked(n)
 	}
 	mu.Unlock()
-	p.Done(err == nil && n > 0)
+	p.done(mu, err == nil && n > 0)
 	return err
+}
+
+func (p *SendPost) done(mu *sync.Mutex, posted bool) {
+	p.Events.Deliver(mu, p.OnAsync)
+	if posted {
+		p.Wake()
+	}
 }
 
 func (p *SendPost) checkAllLocked(n int) error {

@@ -16,7 +16,8 @@ type fakeSQ struct {
 	size    int
 	queued  []uint64
 	flushed []uint64
-	done    []bool
+	wakes   int
+	events  EventQueue
 }
 
 func (q *fakeSQ) post(wrs []SendWR, all bool) (int, error) {
@@ -35,7 +36,8 @@ func (q *fakeSQ) post(wrs []SendWR, all bool) (int, error) {
 			q.flushed = append(q.flushed, q.queued...)
 			q.queued = q.queued[:0]
 		},
-		Done: func(posted bool) { q.done = append(q.done, posted) },
+		Events: &q.events,
+		Wake:   func() { q.wakes++ },
 	}
 	if all {
 		return 0, p.PostAll(&q.mu, len(wrs))
@@ -74,8 +76,8 @@ func TestSendPost(t *testing.T) {
 	if i, err := q.post(wrsOf(3, 4), false); i != 1 || !errors.Is(err, ErrFull) {
 		t.Errorf("Post past the queue: %d, %v; want 1 and ErrFull", i, err)
 	}
-	if len(q.queued) != 3 || len(q.done) != 2 || !q.done[0] || !q.done[1] {
-		t.Errorf("queued %v, done %v; want 3 WRs and two posts that posted", q.queued, q.done)
+	if len(q.queued) != 3 || q.wakes != 2 {
+		t.Errorf("queued %v, %d wake-ups; want 3 WRs and two posts that woke the QP", q.queued, q.wakes)
 	}
 
 	q = &fakeSQ{state: QPStateRTS, size: 2}
@@ -89,8 +91,8 @@ func TestSendPost(t *testing.T) {
 	if err := q.postAll(wrsOf(1, 2)); err != nil || len(q.queued) != 2 {
 		t.Errorf("PostAll of 2 into 2: %v, queued %v", err, q.queued)
 	}
-	if want := []bool{false, false, true}; len(q.done) != 3 || q.done[0] != want[0] || q.done[2] != want[2] {
-		t.Errorf("done %v, want %v", q.done, want)
+	if q.wakes != 1 {
+		t.Errorf("%d wake-ups, want 1: a batch refused queues nothing", q.wakes)
 	}
 
 	// WRs posted in ERR or SQE are flushed as they are posted.

@@ -201,17 +201,7 @@ func (qp *QP) modifyLocked(attr *transport.QPAttr, mask transport.AttrMask) {
 // (rxe_net.c prepare4/prepare6; rxe-interop-facts.md §2.1, §3).
 func (qp *QP) setPathLocked() {
 	g := &qp.attr.AHAttr.GRH
-	e := wire.Encap{
-		Src:          qp.cfg.LocalAddr,
-		Dst:          g.DGID,
-		DstPort:      qp.cfg.DstPort,
-		TrafficClass: g.TrafficClass,
-		HopLimit:     transport.RouteHopLimit,
-		FragOff:      wire.IPv4DF,
-	}
-	if e.Dst.Unmap().Is4() {
-		e.Src, e.Dst = e.Src.Unmap(), e.Dst.Unmap()
-	}
+	e := transport.RouteEncap(qp.cfg.LocalAddr, g, qp.cfg.DstPort)
 	// A flow label gives the source port (rdma_flow_label_to_udp_sport);
 	// without one rxe derives it from both QPNs, symmetric, so both ends
 	// of a connection use the same port (captures/FACTS.md).
@@ -232,9 +222,7 @@ func (qp *QP) setPathLocked() {
 func (qp *QP) resetLocked() {
 	qp.stopTimersLocked()
 	qp.sq.reset()
-	if !qp.cfg.SRQ {
-		qp.cfg.RQ.Drain(func(*transport.RecvWQE) {})
-	}
+	transport.DiscardRecvs(qp.cfg.RQ, qp.cfg.SRQ)
 	qp.req = requester{}
 	qp.comp = completer{retryCnt: qp.attr.RetryCnt, rnrRetry: qp.attr.RNRRetry}
 	res := qp.resp.resources
@@ -341,26 +329,14 @@ func (qp *QP) flushLocked() {
 		qp.sq.pop()
 	}
 	qp.req.idx = qp.sq.headIdx
-	// The receive in progress was posted first: flush it before the ones
-	// still queued behind it, so completions keep posting order.
-	if qp.resp.haveWQE {
-		qp.resp.haveWQE = false
-		qp.flushRecvWQE(&qp.resp.wqe)
-	}
-	qp.flushRQLocked()
+	// The receive in progress was posted first: it is flushed before the
+	// ones still queued behind it, so completions keep posting order.
+	qp.flushRecvLocked()
 }
 
-// flushRQLocked completes every receive queued on the QP's own RQ with
-// WR_FLUSH_ERR; an SRQ keeps its receives for the other QPs.
-func (qp *QP) flushRQLocked() {
-	if !qp.cfg.SRQ {
-		qp.cfg.RQ.Drain(qp.flushRecvWQE)
-	}
-}
-
-// flushRecvWQE completes receive WQE r with WR_FLUSH_ERR.
-func (qp *QP) flushRecvWQE(r *transport.RecvWQE) {
-	transport.FlushRecvWQE(qp.cfg.RecvCQ, qp.cfg.QPN, r)
+// flushRecvLocked completes the QP's receives with WR_FLUSH_ERR.
+func (qp *QP) flushRecvLocked() {
+	transport.FlushRecvs(qp.cfg.RecvCQ, qp.cfg.QPN, &qp.resp.wqe, &qp.resp.haveWQE, qp.cfg.RQ, qp.cfg.SRQ)
 }
 
 // FlushRecv completes every posted receive with WR_FLUSH_ERR if the QP is
@@ -369,7 +345,7 @@ func (qp *QP) FlushRecv() {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
 	if qp.state == transport.QPStateErr {
-		qp.flushRQLocked()
+		qp.flushRecvLocked()
 	}
 }
 

@@ -162,20 +162,14 @@ func (qp *QP) post(wrs []transport.SendWR, all bool) (int, error) {
 		Size:    len(qp.sq.ring),
 		Enqueue: func(i int) error { return qp.enqueueLocked(&wrs[i]) },
 		Flush:   qp.flushLocked,
-		Done:    qp.postDone,
+		Events:  &qp.events,
+		OnAsync: qp.cfg.OnAsync,
+		Wake:    qp.cfg.Wake,
 	}
 	if all {
 		return 0, p.PostAll(&qp.mu, len(wrs))
 	}
 	return p.Post(&qp.mu, len(wrs))
-}
-
-// postDone runs after a post: the events it raised, the requester's turn.
-func (qp *QP) postDone(posted bool) {
-	qp.flushEvents()
-	if posted {
-		qp.cfg.Wake()
-	}
 }
 
 // checkSendWR validates a WR against the QP (ibv_post_send(3); rxe

@@ -191,9 +191,7 @@ func (qp *QP) modifyLocked(attr *transport.QPAttr, mask transport.AttrMask) {
 func (qp *QP) resetLocked() {
 	qp.sq.reset()
 	qp.haveWQE = false
-	if !qp.cfg.SRQ {
-		qp.cfg.RQ.Drain(func(*transport.RecvWQE) {})
-	}
+	transport.DiscardRecvs(qp.cfg.RQ, qp.cfg.SRQ)
 	qp.psn = 0
 	qp.inbox.Release()
 }
@@ -232,17 +230,7 @@ func (qp *QP) flushSendLocked() {
 // flushRecvLocked completes the QP's receive WRs with WR_FLUSH_ERR: the
 // one it holds and, without an SRQ, every one still posted.
 func (qp *QP) flushRecvLocked() {
-	if qp.haveWQE {
-		qp.haveWQE = false
-		qp.flushRecvWQE(&qp.wqe)
-	}
-	if !qp.cfg.SRQ {
-		qp.cfg.RQ.Drain(qp.flushRecvWQE)
-	}
-}
-
-func (qp *QP) flushRecvWQE(r *transport.RecvWQE) {
-	transport.FlushRecvWQE(qp.cfg.RecvCQ, qp.cfg.QPN, r)
+	transport.FlushRecvs(qp.cfg.RecvCQ, qp.cfg.QPN, &qp.wqe, &qp.haveWQE, qp.cfg.RQ, qp.cfg.SRQ)
 }
 
 // FlushRecv completes every posted receive with WR_FLUSH_ERR if the QP is

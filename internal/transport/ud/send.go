@@ -102,20 +102,14 @@ func (qp *QP) post(wrs []transport.SendWR, all bool) (int, error) {
 		Size:    len(qp.sq.ring),
 		Enqueue: func(i int) error { return qp.enqueueLocked(&wrs[i]) },
 		Flush:   qp.flushSendLocked,
-		Done:    qp.postDone,
+		Events:  &qp.events,
+		OnAsync: qp.cfg.OnAsync,
+		Wake:    qp.cfg.Wake,
 	}
 	if all {
 		return 0, p.PostAll(&qp.mu, len(wrs))
 	}
 	return p.Post(&qp.mu, len(wrs))
-}
-
-// postDone runs after a post: the events it raised, the sender's turn.
-func (qp *QP) postDone(posted bool) {
-	qp.flushEvents()
-	if posted {
-		qp.cfg.Wake()
-	}
 }
 
 // checkSendWR validates a WR against the QP (ibv_post_send(3): a UD QP
@@ -374,18 +368,9 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output) bool {
 // fixed source port.
 func (qp *QP) encapFor(av *transport.AHAttr) wire.Encap {
 	g := &av.GRH
-	e := wire.Encap{
-		Src:          qp.cfg.LocalAddr,
-		Dst:          g.DGID,
-		SrcPort:      qp.srcPort,
-		DstPort:      qp.cfg.DstPort,
-		TrafficClass: g.TrafficClass,
-		HopLimit:     transport.RouteHopLimit,
-		FragOff:      wire.IPv4DF,
-	}
-	if e.Dst.Unmap().Is4() {
-		e.Src, e.Dst = e.Src.Unmap(), e.Dst.Unmap()
-	} else {
+	e := transport.RouteEncap(qp.cfg.LocalAddr, g, qp.cfg.DstPort)
+	e.SrcPort = qp.srcPort
+	if !e.Dst.Is4() {
 		e.FlowLabel = g.FlowLabel & 0xFFFFF
 	}
 	return e

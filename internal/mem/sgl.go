@@ -45,26 +45,11 @@ func (v *mrView) copyAt(pos uint64, b []byte, in bool) {
 // by piece. It fails on the first SGE refused, or when the list ends
 // before src does (an ErrRange). It allocates nothing.
 func (t *Table) Scatter(pd *PD, sgl []transport.SGE, off uint64, src []byte) error {
-	for _, s := range sgl {
-		if len(src) == 0 {
-			break
-		}
-		if off >= uint64(s.Length) {
-			off -= uint64(s.Length)
-			continue
-		}
-		v, err := t.lookupLocal(pd, s, true)
-		if err != nil {
-			return err
-		}
-		n := min(uint64(len(src)), uint64(s.Length)-off)
-		v.copyAt(s.Addr-v.iova+off, src[:n], true)
-		src, off = src[n:], 0
-	}
-	if len(src) > 0 {
+	rest, err := t.copySGL(pd, sgl, off, src, true)
+	if err == nil && rest > 0 {
 		return errShortSGL
 	}
-	return nil
+	return err
 }
 
 // GatherAt copies bytes [off, off+len(dst)) of the message the SGEs of sgl
@@ -72,23 +57,32 @@ func (t *Table) Scatter(pd *PD, sgl []transport.SGE, off uint64, src []byte) err
 // checked as Local checks it (no access right needed); bytes past the
 // list's end are left as they are. It allocates nothing.
 func (t *Table) GatherAt(pd *PD, sgl []transport.SGE, off uint64, dst []byte) error {
+	_, err := t.copySGL(pd, sgl, off, dst, false)
+	return err
+}
+
+// copySGL copies between b and the SGE list from byte offset off of the
+// list on: into the list's memory when write, out of it otherwise. It
+// looks up only the SGEs it copies through and returns the bytes of b
+// the list had no room for.
+func (t *Table) copySGL(pd *PD, sgl []transport.SGE, off uint64, b []byte, write bool) (int, error) {
 	for _, s := range sgl {
-		if len(dst) == 0 {
+		if len(b) == 0 {
 			break
 		}
 		if off >= uint64(s.Length) {
 			off -= uint64(s.Length)
 			continue
 		}
-		v, err := t.lookupLocal(pd, s, false)
+		v, err := t.lookupLocal(pd, s, write)
 		if err != nil {
-			return err
+			return len(b), err
 		}
-		n := min(uint64(len(dst)), uint64(s.Length)-off)
-		v.copyAt(s.Addr-v.iova+off, dst[:n], false)
-		dst, off = dst[n:], 0
+		n := min(uint64(len(b)), uint64(s.Length)-off)
+		v.copyAt(s.Addr-v.iova+off, b[:n], write)
+		b, off = b[n:], 0
 	}
-	return nil
+	return len(b), nil
 }
 
 // Gather appends to dst the bytes the SGEs of sgl name, read locally by a
@@ -125,35 +119,29 @@ func CopyOut(dst []byte, src [][]byte) int { return CopyOutAt(dst, src, 0) }
 
 // CopyInAt copies src into the pieces of dst from byte offset off of the
 // pieces on and returns the number of bytes copied.
-func CopyInAt(dst [][]byte, off int, src []byte) int {
-	n := 0
-	for _, b := range dst {
-		if n == len(src) {
-			break
-		}
-		if off >= len(b) {
-			off -= len(b)
-			continue
-		}
-		n += copy(b[off:], src[n:])
-		off = 0
-	}
-	return n
-}
+func CopyInAt(dst [][]byte, off int, src []byte) int { return copyPieces(dst, off, src, true) }
 
 // CopyOutAt copies the pieces of src from byte offset off of them on into
 // dst and returns the number of bytes copied.
-func CopyOutAt(dst []byte, src [][]byte, off int) int {
+func CopyOutAt(dst []byte, src [][]byte, off int) int { return copyPieces(src, off, dst, false) }
+
+// copyPieces copies between b and the pieces from byte offset off of them
+// on: into the pieces when in, out of them otherwise.
+func copyPieces(pieces [][]byte, off int, b []byte, in bool) int {
 	n := 0
-	for _, b := range src {
-		if n == len(dst) {
+	for _, p := range pieces {
+		if n == len(b) {
 			break
 		}
-		if off >= len(b) {
-			off -= len(b)
+		if off >= len(p) {
+			off -= len(p)
 			continue
 		}
-		n += copy(dst[n:], b[off:])
+		if in {
+			n += copy(p[off:], b[n:])
+		} else {
+			n += copy(b[n:], p[off:])
+		}
 		off = 0
 	}
 	return n

@@ -182,6 +182,7 @@ type QP struct {
 	t      qpTransport
 	srq    *SRQ
 	wq     *WQ
+	shared *sharedRQ // the SRQ's or the WQ's: what rq belongs to, if not the QP
 	ctx    any
 	dr     drainState
 	// lastWQE is set once IBV_EVENT_QP_LAST_WQE_REACHED went out for the
@@ -235,21 +236,20 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 	qp.dr.init(a.SendCQ, recvCQ)
 	switch {
 	case a.SRQ != nil:
-		if err := a.SRQ.attach(); err != nil {
-			return nil, err
-		}
-		qp.rq = a.SRQ.rq
-		c.MaxRecvWR, c.MaxRecvSGE = 0, 0
+		qp.shared = &a.SRQ.sharedRQ
 	case a.WQ != nil:
-		if err := a.WQ.attach(); err != nil {
+		qp.shared = &a.WQ.sharedRQ
+	}
+	if qp.shared != nil {
+		if err := qp.shared.attach(); err != nil {
 			return nil, err
 		}
-		qp.rq = a.WQ.rq
+		qp.rq = qp.shared.rq
 		c.MaxRecvWR, c.MaxRecvSGE = 0, 0
-	default:
+	} else {
 		qp.rq = transport.NewRecvQueue(int(c.MaxRecvWR), int(c.MaxRecvSGE))
 	}
-	shared := a.SRQ != nil || a.WQ != nil
+	shared := qp.shared != nil
 	_, err := n.RegisterQP(a.Type, func(qpn uint32, wake func()) (Handler, error) {
 		qp.qpn = qpn
 		if a.Type == transport.QPTypeUD {
@@ -269,11 +269,8 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 		return t, err
 	})
 	if err != nil {
-		switch {
-		case a.SRQ != nil:
-			a.SRQ.detach()
-		case a.WQ != nil:
-			a.WQ.detach()
+		if shared {
+			qp.shared.detach()
 		}
 		return nil, err
 	}
@@ -432,7 +429,7 @@ func (qp *QP) PostRecv(wrs []transport.RecvWR) (int, error) {
 	if err := qp.usable(); err != nil {
 		return 0, err
 	}
-	if qp.srq != nil || qp.wq != nil {
+	if qp.shared != nil {
 		// A QP on an SRQ has no receive queue of its own (rxe post_recv:
 		// EINVAL; ibv_post_recv(3): use ibv_post_srq_recv).
 		return 0, fmt.Errorf("%w: QP %#x takes its receives from an SRQ or WQ", ErrInvalid, qp.qpn)
@@ -461,11 +458,8 @@ func (qp *QP) Destroy() error {
 	qp.pd.Unref()
 	qp.sendCQ.Unref()
 	qp.recvCQ.Unref()
-	if qp.srq != nil {
-		qp.srq.detach()
-	}
-	if qp.wq != nil {
-		qp.wq.detach()
+	if qp.shared != nil {
+		qp.shared.detach()
 	}
 	// Events about the QP still queued go with it (its QPN may be reused).
 	qp.n.dropAsync(func(e *AsyncEvent) bool { return e.Type.IsQPEvent() && e.QPN == qp.qpn })

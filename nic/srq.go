@@ -2,7 +2,6 @@ package nic
 
 import (
 	"fmt"
-	"sync"
 
 	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/transport"
@@ -44,20 +43,13 @@ type SRQInitAttr struct {
 
 // SRQ is a shared receive queue (ibv_srq): one receive queue that any
 // number of RC, UC and UD QPs take their receive WQEs from, in posting
-// order (ibv_create_srq(3)). Receive WQEs are checked against the PD of
-// the QP that takes them, as rxe's responder does (copy_data(qp->pd)).
-
+// order (ibv_create_srq(3)). It is a sharedRQ (posting, attaching,
+// destroying) with the limit event and resizing of its own.
 type SRQ struct {
-	n   *NIC
-	pd  *mem.PD
-	rq  *transport.RecvQueue
-	ctx any
+	sharedRQ
 
-	mu        sync.Mutex
-	limit     uint32 // guarded by mu: the armed limit, 0 when disarmed
-	gen       uint64 // guarded by mu: bumped by every arming
-	users     int    // guarded by mu: QPs attached
-	destroyed bool   // guarded by mu
+	limit uint32 // guarded by mu: the armed limit, 0 when disarmed
+	gen   uint64 // guarded by mu: bumped by every arming
 }
 
 const (
@@ -85,9 +77,8 @@ func (n *NIC) CreateSRQ(pd *mem.PD, a SRQInitAttr) (*SRQ, error) {
 		n.srqs.Add(-1)
 		return nil, fmt.Errorf("%w: %d SRQs exist", ErrNoMemory, maxSRQ)
 	}
-	s := &SRQ{n: n, pd: pd, ctx: a.Context,
-		rq: transport.NewRecvQueue(int(max(a.MaxWR, minSRQWR)), int(max(a.MaxSGE, 1)))}
-	pd.Ref()
+	s := &SRQ{}
+	s.init(n, pd, a.Context, "SRQ", max(a.MaxWR, minSRQWR), a.MaxSGE)
 	return s, nil
 }
 
@@ -113,11 +104,10 @@ func (s *SRQ) Query() (SRQAttr, error) {
 func (s *SRQ) Modify(attr *SRQAttr, mask SRQAttrMask) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return err
+	}
 	switch {
-	case s.destroyed:
-		return fmt.Errorf("%w: SRQ destroyed", ErrInvalid)
-	case s.n.closed.Load():
-		return ErrClosed
 	case attr == nil || mask&^(SRQAttrMaxWR|SRQAttrLimit) != 0:
 		return fmt.Errorf("%w: SRQ attribute mask %#x", ErrInvalid, uint32(mask))
 	}
@@ -174,39 +164,16 @@ func (s *SRQ) limitReached(gen uint64) {
 }
 
 // PostRecv posts receive WRs to the SRQ (ibv_post_srq_recv); on error it
-// returns the index of the first WR not posted.
+// returns the index of the first WR not posted. It holds s.mu, then the
+// ring's lock; the limit event takes s.mu only after Take has let go of
+// the ring's, so the locks are always taken in that order.
 func (s *SRQ) PostRecv(wrs []transport.RecvWR) (int, error) {
 	s.mu.Lock()
-	dead := s.destroyed
-	s.mu.Unlock()
-	switch {
-	case dead:
-		return 0, fmt.Errorf("%w: SRQ destroyed", ErrInvalid)
-	case s.n.closed.Load():
-		return 0, ErrClosed
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return 0, err
 	}
 	return s.rq.Post(wrs)
-}
-
-// Len returns the number of WRs posted and not yet taken.
-func (s *SRQ) Len() int { return s.rq.Len() }
-
-// attach records a QP taking its receive WQEs from the SRQ.
-func (s *SRQ) attach() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.destroyed {
-		return fmt.Errorf("%w: SRQ destroyed", ErrInvalid)
-	}
-	s.users++
-	return nil
-}
-
-// detach drops a QP recorded by attach.
-func (s *SRQ) detach() {
-	s.mu.Lock()
-	s.users--
-	s.mu.Unlock()
 }
 
 // Destroy destroys the SRQ (ibv_destroy_srq). It fails with ErrBusy while
@@ -215,19 +182,12 @@ func (s *SRQ) detach() {
 func (s *SRQ) Destroy() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.destroyed:
-		return fmt.Errorf("%w: SRQ already destroyed", ErrInvalid)
-	case s.users > 0:
-		return fmt.Errorf("%w: SRQ used by %d QPs", ErrBusy, s.users)
+	if err := s.destroyableLocked(); err != nil {
+		return err
 	}
-	s.destroyed = true
-	s.gen++
-	s.limit = 0
-	s.rq.ArmLimit(0, nil)
-	s.rq.Drain(func(*transport.RecvWQE) {})
-	s.pd.Unref()
+	// Disarmed first: dropping the WRs must not raise the limit event.
+	s.armLocked(0)
+	s.destroyLocked()
 	s.n.srqs.Add(-1)
-	s.n.DropAsyncFor(s.ctx) // its queued events go with it
 	return nil
 }

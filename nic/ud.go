@@ -52,7 +52,7 @@ func (n *NIC) PortMTU() transport.MTU {
 func (n *NIC) newUD(qp *QP, qpn uint32, wake func(), a *QPInitAttr, c transport.QPCap) (*ud.QP, error) {
 	return ud.New(ud.Config{
 		QPN: qpn, PD: a.PD, Mem: n.mem, SendCQ: qp.dr.send, RecvCQ: qp.dr.recv,
-		RQ: qp.rq, SRQ: a.SRQ != nil || a.WQ != nil, Cap: c, SigAll: a.SigAll,
+		RQ: qp.rq, SRQ: qp.shared != nil, Cap: c, SigAll: a.SigAll,
 		LocalAddr: n.addr, DstPort: n.cfg.PeerPort, SrcPort: n.cfg.Link.SrcPort(),
 		MTU:      func() int { return n.PortMTU().Bytes() },
 		Counters: &n.ctr, Wake: wake,

@@ -2,7 +2,6 @@ package nic
 
 import (
 	"fmt"
-	"sync"
 
 	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/nic/cq"
@@ -73,21 +72,15 @@ type WQInitAttr struct {
 // RESET discards them without completions. RC, UC and UD QPs created with
 // QPInitAttr.WQ take their receive WQEs from it, and complete them on its
 // CQ; a WQ that is not RDY holds none to take (softnic has no receive
-// side scaling: a QP on a WQ is an indirection table of one WQ). As with
-// an SRQ, a WQE's buffers are checked against the PD of the QP that takes
-// it.
+// side scaling: a QP on a WQ is an indirection table of one WQ). It is a
+// sharedRQ (posting, attaching, destroying) with a CQ and the state
+// machine of its own.
 type WQ struct {
-	n   *NIC
-	pd  *mem.PD
-	cq  *cq.CQ
-	rq  *transport.RecvQueue
-	num uint32
-	ctx any
+	sharedRQ
 
-	mu        sync.Mutex
-	state     WQState // guarded by mu
-	users     int     // guarded by mu: QPs attached
-	destroyed bool    // guarded by mu
+	cq    *cq.CQ
+	num   uint32
+	state WQState // guarded by mu
 }
 
 // CreateWQ creates a receive work queue in pd, in RESET (ibv_create_wq;
@@ -110,9 +103,8 @@ func (n *NIC) CreateWQ(pd *mem.PD, a WQInitAttr) (*WQ, error) {
 	}
 	// WQ numbers are a space of their own, apart from QPNs, as mlx5's RQ
 	// numbers are.
-	w := &WQ{n: n, pd: pd, cq: a.CQ, ctx: a.Context, num: n.wqNum.Add(1),
-		rq: transport.NewRecvQueue(int(a.MaxWR), int(max(a.MaxSGE, 1)))}
-	pd.Ref()
+	w := &WQ{cq: a.CQ, num: n.wqNum.Add(1)}
+	w.init(n, pd, a.Context, fmt.Sprintf("WQ %#x", w.num), a.MaxWR, a.MaxSGE)
 	a.CQ.Ref()
 	return w, nil
 }
@@ -133,9 +125,6 @@ func (w *WQ) State() WQState {
 
 // Cap returns the WQ's capacity in WRs and SGEs per WR.
 func (w *WQ) Cap() (maxWR, maxSGE int) { return w.rq.Cap(), w.rq.MaxSGE() }
-
-// Len returns the number of WRs posted and not yet taken.
-func (w *WQ) Len() int { return w.rq.Len() }
 
 // wqTransitionOK is the WQ state table: any state to RESET or ERR, RESET
 // to RDY, RDY to RDY (IBTA 10.3.1 applied to a lone receive queue, as for
@@ -158,11 +147,10 @@ func wqTransitionOK(cur, next WQState) bool {
 func (w *WQ) Modify(attr *WQAttr, mask WQAttrMask) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if err := w.usableLocked(); err != nil {
+		return err
+	}
 	switch {
-	case w.destroyed:
-		return fmt.Errorf("%w: WQ %#x destroyed", ErrInvalid, w.num)
-	case w.n.closed.Load():
-		return ErrClosed
 	case attr == nil || mask&^(WQAttrState|WQAttrCurrState|WQAttrFlags) != 0:
 		return fmt.Errorf("%w: WQ attribute mask %#x", ErrInvalid, uint32(mask))
 	case mask&WQAttrFlags != 0 && attr.FlagsMask != 0:
@@ -202,12 +190,10 @@ func (w *WQ) flushLocked() {
 func (w *WQ) PostRecv(wrs []transport.RecvWR) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	switch {
-	case w.destroyed:
-		return 0, fmt.Errorf("%w: WQ %#x destroyed", ErrInvalid, w.num)
-	case w.n.closed.Load():
-		return 0, ErrClosed
-	case w.state == WQStateReset:
+	if err := w.usableLocked(); err != nil {
+		return 0, err
+	}
+	if w.state == WQStateReset {
 		return 0, fmt.Errorf("%w: post receive to WQ %#x in RESET", transport.ErrState, w.num)
 	}
 	i, err := w.rq.Post(wrs)
@@ -217,39 +203,16 @@ func (w *WQ) PostRecv(wrs []transport.RecvWR) (int, error) {
 	return i, err
 }
 
-// attach records a QP taking its receive WQEs from the WQ.
-func (w *WQ) attach() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.destroyed {
-		return fmt.Errorf("%w: WQ %#x destroyed", ErrInvalid, w.num)
-	}
-	w.users++
-	return nil
-}
-
-func (w *WQ) detach() {
-	w.mu.Lock()
-	w.users--
-	w.mu.Unlock()
-}
-
 // Destroy destroys the WQ (ibv_destroy_wq): EBUSY while QPs use it; WRs
 // still posted are dropped without completions, and queued asynchronous
 // events about it are dropped too.
 func (w *WQ) Destroy() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	switch {
-	case w.destroyed:
-		return fmt.Errorf("%w: WQ %#x already destroyed", ErrInvalid, w.num)
-	case w.users > 0:
-		return fmt.Errorf("%w: WQ %#x used by %d QPs", ErrBusy, w.num, w.users)
+	if err := w.destroyableLocked(); err != nil {
+		return err
 	}
-	w.destroyed = true
-	w.rq.Drain(func(*transport.RecvWQE) {})
-	w.pd.Unref()
+	w.destroyLocked()
 	w.cq.Unref()
-	w.n.DropAsyncFor(w.ctx)
 	return nil
 }

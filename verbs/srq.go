@@ -1,10 +1,6 @@
 package verbs
 
-import (
-	"fmt"
-
-	"github.com/softnic/softnic/nic"
-)
+import "github.com/softnic/softnic/nic"
 
 // SRQAttr holds a shared receive queue's attributes (struct
 // ibv_srq_attr): its capacity in WRs, its SGEs per WR and its armed limit
@@ -134,21 +130,11 @@ func (s *SRQ) PD() *PD {
 }
 
 // Destroy destroys the SRQ (ibv_destroy_srq): EBUSY while QPs use it (the
-// error names them);
-// WRs still posted are dropped without completions.
+// error names them) or while events about it are not acknowledged; WRs
+// still posted are dropped without completions.
 func (s *SRQ) Destroy() error {
 	if !s.ok() {
 		return errNil("SRQ")
 	}
-	if err := s.pd.d.asyncBusy(s); err != nil {
-		return fmt.Errorf("destroy SRQ: %w", err)
-	}
-	if err := s.s.Destroy(); err != nil {
-		return s.pd.d.busy(errno(err), "SRQ", func(obj any) bool {
-			qp, ok := obj.(*QP)
-			return ok && qp.init.SRQ == s
-		})
-	}
-	s.pd.d.objs.del(s)
-	return nil
+	return s.pd.d.destroyRQ(s, "SRQ", s.s, func(qp *QP) bool { return qp.init.SRQ == s })
 }

@@ -188,19 +188,11 @@ func (w *WQ) PostRecv(wrs ...RecvWR) (int, error) {
 }
 
 // Destroy destroys the WQ (ibv_destroy_wq): EBUSY while QPs use it (the
-// error names them);
-// posted WRs are dropped without completions. Destroying it again is
-// EINVAL.
+// error names them); posted WRs are dropped without completions.
+// Destroying it again is EINVAL.
 func (w *WQ) Destroy() error {
 	if !w.ok() {
 		return errNil("WQ")
 	}
-	if err := w.w.Destroy(); err != nil {
-		return w.pd.d.busy(errno(err), fmt.Sprintf("WQ %#x", w.Num()), func(obj any) bool {
-			qp, ok := obj.(*QP)
-			return ok && qp.init.WQ == w
-		})
-	}
-	w.pd.d.objs.del(w)
-	return nil
+	return w.pd.d.destroyRQ(w, fmt.Sprintf("WQ %#x", w.Num()), w.w, func(qp *QP) bool { return qp.init.WQ == w })
 }

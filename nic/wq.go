@@ -178,8 +178,7 @@ func (w *WQ) Modify(attr *WQAttr, mask WQAttrMask) error {
 // flushLocked completes every posted WR with WR_FLUSH_ERR.
 func (w *WQ) flushLocked() {
 	w.rq.Drain(func(r *transport.RecvWQE) {
-		wc := transport.WorkCompletion{WRID: r.WRID, Status: transport.WCWRFlushErr,
-			Opcode: transport.WCRecv, QPNum: w.num}
+		wc := transport.FlushedRecv(r, w.num)
 		w.cq.Push(&wc, false)
 	})
 }

@@ -79,7 +79,7 @@ func roundUpPow2(n uint8) uint8 {
 // FlushRecvWQE completes receive WQE r of QP qpn on cq with WR_FLUSH_ERR
 // (IBTA 10.3.1, ERR; 10.8.3.3 for receives posted in ERR).
 func FlushRecvWQE(cq CQ, qpn uint32, r *RecvWQE) {
-	wc := WorkCompletion{WRID: r.WRID, Status: WCWRFlushErr, Opcode: WCRecv, QPNum: qpn}
+	wc := FlushedRecv(r, qpn)
 	cq.Push(&wc, false)
 }
 
@@ -94,7 +94,7 @@ func FlushRecvs(cq CQ, qpn uint32, held *RecvWQE, haveHeld *bool, rq *RecvQueue,
 		FlushRecvWQE(cq, qpn, held)
 	}
 	if !shared {
-		rq.Drain(func(r *RecvWQE) { FlushRecvWQE(cq, qpn, r) })
+		rq.Flush(cq, qpn)
 	}
 }
 

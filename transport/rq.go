@@ -120,6 +120,24 @@ func (q *RecvQueue) Drain(f func(*RecvWQE)) {
 	}
 }
 
+// Flush completes every WR with WR_FLUSH_ERR on cq, in order, as qpn's:
+// receive WRs are flushed when their queue enters ERR and when posted to
+// it in ERR (IBTA 10.8.3.3; rxe_resp.c flush_recv_queue).
+func (q *RecvQueue) Flush(cq CQ, qpn uint32) {
+	q.Drain(func(r *RecvWQE) {
+		wc := FlushedRecv(r, qpn)
+		cq.Push(&wc, false)
+	})
+}
+
+// FlushedRecv returns the WR_FLUSH_ERR completion of receive WQE r of QP
+// qpn (or of the WQ numbered qpn): its wr_id, opcode RECV and the number,
+// nothing else. A caller pushing it to a concrete CQ rather than through
+// the CQ interface keeps it off the heap.
+func FlushedRecv(r *RecvWQE, qpn uint32) WorkCompletion {
+	return WorkCompletion{WRID: r.WRID, Status: WCWRFlushErr, Opcode: WCRecv, QPNum: qpn}
+}
+
 // ArmLimit arms the one-shot limit event: when a Take leaves fewer than
 // limit WRs, onLimit runs once. limit 0 disarms.
 func (q *RecvQueue) ArmLimit(limit int, onLimit func()) {

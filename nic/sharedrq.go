@@ -32,6 +32,20 @@ type sharedRQ struct {
 	destroyed bool       // guarded by mu
 }
 
+// checkRQCap refuses (EINVAL) an SRQ or a WQ of maxWR WRs outside
+// 1..limWR or of maxSGE SGEs per WR above limSGE (rxe rxe_srq_chk_attr;
+// the kernel's ib_create_wq leaves the WQ's to the driver, and softnic
+// gives it a QP's RQ limits).
+func checkRQCap(kind string, maxWR, limWR, maxSGE, limSGE uint32) error {
+	switch {
+	case maxWR == 0 || maxWR > limWR:
+		return fmt.Errorf("%w: %s max_wr %d not in 1..%d", ErrInvalid, kind, maxWR, limWR)
+	case maxSGE > limSGE:
+		return fmt.Errorf("%w: %s max_sge %d exceeds %d", ErrInvalid, kind, maxSGE, limSGE)
+	}
+	return nil
+}
+
 // init makes the queue's ring of maxWR WRs of up to maxSGE SGEs (at least
 // one), and takes a reference on pd.
 func (q *sharedRQ) init(n *NIC, pd *mem.PD, ctx any, name string, maxWR, maxSGE uint32) {

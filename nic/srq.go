@@ -68,10 +68,9 @@ func (n *NIC) CreateSRQ(pd *mem.PD, a SRQInitAttr) (*SRQ, error) {
 		return nil, ErrClosed
 	case pd == nil:
 		return nil, fmt.Errorf("%w: SRQ needs a PD", ErrInvalid)
-	case a.MaxWR == 0 || a.MaxWR > maxSRQWR:
-		return nil, fmt.Errorf("%w: SRQ max_wr %d not in 1..%d", ErrInvalid, a.MaxWR, maxSRQWR)
-	case a.MaxSGE > maxSRQSGE:
-		return nil, fmt.Errorf("%w: SRQ max_sge %d exceeds %d", ErrInvalid, a.MaxSGE, maxSRQSGE)
+	}
+	if err := checkRQCap("SRQ", a.MaxWR, maxSRQWR, a.MaxSGE, maxSRQSGE); err != nil {
+		return nil, err
 	}
 	if int(n.srqs.Add(1)) > maxSRQ {
 		n.srqs.Add(-1)
@@ -112,10 +111,10 @@ func (s *SRQ) Modify(attr *SRQAttr, mask SRQAttrMask) error {
 		return fmt.Errorf("%w: SRQ attribute mask %#x", ErrInvalid, uint32(mask))
 	}
 	if mask&SRQAttrMaxWR != 0 {
-		switch {
-		case attr.MaxWR == 0 || attr.MaxWR > maxSRQWR:
-			return fmt.Errorf("%w: SRQ max_wr %d not in 1..%d", ErrInvalid, attr.MaxWR, maxSRQWR)
-		case mask&SRQAttrLimit == 0 && s.limit != 0 && attr.MaxWR < s.limit:
+		if err := checkRQCap("SRQ", attr.MaxWR, maxSRQWR, 0, 0); err != nil {
+			return err
+		}
+		if mask&SRQAttrLimit == 0 && s.limit != 0 && attr.MaxWR < s.limit {
 			return fmt.Errorf("%w: SRQ max_wr %d below the armed limit %d", ErrInvalid, attr.MaxWR, s.limit)
 		}
 	}

@@ -94,11 +94,11 @@ func (n *NIC) CreateWQ(pd *mem.PD, a WQInitAttr) (*WQ, error) {
 		return nil, fmt.Errorf("%w: WQ needs a PD and a CQ", ErrInvalid)
 	case a.Type != WQTypeRQ:
 		return nil, fmt.Errorf("%w: WQ type %d (softnic has IBV_WQT_RQ)", ErrInvalid, a.Type)
-	case a.MaxWR == 0 || a.MaxWR > maxQPWR:
-		return nil, fmt.Errorf("%w: WQ max_wr %d not in 1..%d", ErrInvalid, a.MaxWR, maxQPWR)
-	case a.MaxSGE > maxSGE:
-		return nil, fmt.Errorf("%w: WQ max_sge %d exceeds %d", ErrInvalid, a.MaxSGE, maxSGE)
-	case a.CreateFlags != 0:
+	}
+	if err := checkRQCap("WQ", a.MaxWR, maxQPWR, a.MaxSGE, maxSGE); err != nil {
+		return nil, err
+	}
+	if a.CreateFlags != 0 {
 		return nil, fmt.Errorf("%w: WQ create flags %#x not supported", ErrInvalid, a.CreateFlags)
 	}
 	// WQ numbers are a space of their own, apart from QPNs, as mlx5's RQ

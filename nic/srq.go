@@ -43,8 +43,10 @@ type SRQInitAttr struct {
 
 // SRQ is a shared receive queue (ibv_srq): one receive queue that any
 // number of RC, UC and UD QPs take their receive WQEs from, in posting
-// order (ibv_create_srq(3)). It is a sharedRQ (posting, attaching,
-// destroying) with the limit event and resizing of its own.
+// order (ibv_create_srq(3)). Receive WQEs are checked against the PD of
+// the QP that takes them, as rxe's responder does (copy_data(qp->pd)).
+// It is a sharedRQ (the ring, attaching QPs, destroying) with the limit
+// event and resizing of its own.
 type SRQ struct {
 	sharedRQ
 
@@ -106,8 +108,7 @@ func (s *SRQ) Modify(attr *SRQAttr, mask SRQAttrMask) error {
 	if err := s.usableLocked(); err != nil {
 		return err
 	}
-	switch {
-	case attr == nil || mask&^(SRQAttrMaxWR|SRQAttrLimit) != 0:
+	if attr == nil || mask&^(SRQAttrMaxWR|SRQAttrLimit) != 0 {
 		return fmt.Errorf("%w: SRQ attribute mask %#x", ErrInvalid, uint32(mask))
 	}
 	if mask&SRQAttrMaxWR != 0 {

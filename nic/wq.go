@@ -72,9 +72,10 @@ type WQInitAttr struct {
 // RESET discards them without completions. RC, UC and UD QPs created with
 // QPInitAttr.WQ take their receive WQEs from it, and complete them on its
 // CQ; a WQ that is not RDY holds none to take (softnic has no receive
-// side scaling: a QP on a WQ is an indirection table of one WQ). It is a
-// sharedRQ (posting, attaching, destroying) with a CQ and the state
-// machine of its own.
+// side scaling: a QP on a WQ is an indirection table of one WQ). As with
+// an SRQ, a WQE's buffers are checked against the PD of the QP that takes
+// it. It is a sharedRQ (the ring, attaching QPs, destroying) with a CQ and
+// the state machine of its own.
 type WQ struct {
 	sharedRQ
 

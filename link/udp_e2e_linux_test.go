@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/capture"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/decode"
 	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/verbs"
@@ -86,10 +87,10 @@ func openUDPEnd(t testing.TB, l *link.UDPLink, link link.Link, peerPort uint16) 
 	check(t, err)
 	e.cq, err = dev.CreateCQ(1024, nil)
 	check(t, err)
-	e.mr, err = e.pd.RegMR(e.buf, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic)
+	e.mr, err = e.pd.RegMR(e.buf, ibv.AccessLocalWrite|ibv.AccessRemoteWrite|ibv.AccessRemoteRead|ibv.AccessRemoteAtomic)
 	check(t, err)
-	e.qp, err = e.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: e.cq, RecvCQ: e.cq,
-		Cap: verbs.QPCap{MaxSendWR: 256, MaxRecvWR: 256, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64}})
+	e.qp, err = e.pd.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: e.cq, RecvCQ: e.cq,
+		Cap: ibv.QPCap{MaxSendWR: 256, MaxRecvWR: 256, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64}})
 	check(t, err)
 	return e
 }
@@ -97,16 +98,16 @@ func openUDPEnd(t testing.TB, l *link.UDPLink, link link.Link, peerPort uint16) 
 // connectUDP moves e's QP to RTS towards peer, as ibv_rc_pingpong does.
 func connectUDP(t testing.TB, e, peer *udpEnd) {
 	t.Helper()
-	check(t, e.qp.Modify(&verbs.QPAttr{State: verbs.QPStateInit, PKeyIndex: 0, PortNum: 1,
-		AccessFlags: verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic},
-		verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags))
-	check(t, e.qp.Modify(&verbs.QPAttr{State: verbs.QPStateRTR, PathMTU: verbs.MTU4096, DestQPN: peer.qp.QPN(), RQPSN: 0,
+	check(t, e.qp.Modify(&ibv.QPAttr{State: ibv.QPStateInit, PKeyIndex: 0, PortNum: 1,
+		AccessFlags: ibv.AccessRemoteWrite | ibv.AccessRemoteRead | ibv.AccessRemoteAtomic},
+		ibv.QPAttrState|ibv.QPAttrPKeyIndex|ibv.QPAttrPort|ibv.QPAttrAccessFlags))
+	check(t, e.qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTR, PathMTU: ibv.MTU4096, DestQPN: peer.qp.QPN(), RQPSN: 0,
 		MaxDestRdAtomic: 16, MinRNRTimer: 12,
-		AHAttr: verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GlobalRoute{DGID: peer.dev.Addr(), HopLimit: 64}}},
-		verbs.QPAttrState|verbs.QPAttrAV|verbs.QPAttrPathMTU|verbs.QPAttrDestQPN|verbs.QPAttrRQPSN|
-			verbs.QPAttrMaxDestRdAtomic|verbs.QPAttrMinRNRTimer))
-	check(t, e.qp.Modify(&verbs.QPAttr{State: verbs.QPStateRTS, SQPSN: 0, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 16},
-		verbs.QPAttrState|verbs.QPAttrSQPSN|verbs.QPAttrTimeout|verbs.QPAttrRetryCnt|verbs.QPAttrRNRRetry|verbs.QPAttrMaxQPRdAtomic))
+		AHAttr: ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{DGID: peer.dev.Addr(), HopLimit: 64}}},
+		ibv.QPAttrState|ibv.QPAttrAV|ibv.QPAttrPathMTU|ibv.QPAttrDestQPN|ibv.QPAttrRQPSN|
+			ibv.QPAttrMaxDestRdAtomic|ibv.QPAttrMinRNRTimer))
+	check(t, e.qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTS, SQPSN: 0, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 16},
+		ibv.QPAttrState|ibv.QPAttrSQPSN|ibv.QPAttrTimeout|ibv.QPAttrRetryCnt|ibv.QPAttrRNRRetry|ibv.QPAttrMaxQPRdAtomic))
 }
 
 func check(t testing.TB, err error) {
@@ -117,9 +118,9 @@ func check(t testing.TB, err error) {
 }
 
 // pollWC waits, in real time, for one completion on cq.
-func pollWC(t *testing.T, cq *verbs.CQ) verbs.WorkCompletion {
+func pollWC(t *testing.T, cq *verbs.CQ) ibv.WorkCompletion {
 	t.Helper()
-	wc := make([]verbs.WorkCompletion, 1)
+	wc := make([]ibv.WorkCompletion, 1)
 	deadline := time.Now().Add(10 * time.Second)
 	for cq.Poll(wc) == 0 {
 		if time.Now().After(deadline) {
@@ -127,7 +128,7 @@ func pollWC(t *testing.T, cq *verbs.CQ) verbs.WorkCompletion {
 		}
 		time.Sleep(50 * time.Microsecond)
 	}
-	if wc[0].Status != verbs.WCSuccess {
+	if wc[0].Status != ibv.WCSuccess {
 		t.Fatalf("completion %+v", wc[0])
 	}
 	return wc[0]
@@ -193,12 +194,12 @@ func testUDPVerbsEndToEnd(t *testing.T, addrA, addrB, addrC netip.Addr) {
 	for i := range a.buf[:sendLen] {
 		a.buf[i] = byte(i * 7)
 	}
-	_, err = b.qp.PostRecv(verbs.RecvWR{WRID: 100, SGList: []verbs.SGE{b.mr.SGE(0, sendLen)}})
+	_, err = b.qp.PostRecv(ibv.RecvWR{WRID: 100, SGList: []ibv.SGE{b.mr.SGE(0, sendLen)}})
 	check(t, err)
-	_, err = a.qp.PostSend(verbs.SendWR{WRID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
-		SGList: []verbs.SGE{a.mr.SGE(0, sendLen)}})
+	_, err = a.qp.PostSend(ibv.SendWR{WRID: 1, Opcode: ibv.WRSend, Flags: ibv.SendSignaled,
+		SGList: []ibv.SGE{a.mr.SGE(0, sendLen)}})
 	check(t, err)
-	if wc := pollWC(t, a.cq); wc.WRID != 1 || wc.Opcode != verbs.WCSend {
+	if wc := pollWC(t, a.cq); wc.WRID != 1 || wc.Opcode != ibv.WCSend {
 		t.Fatalf("send completion %+v", wc)
 	}
 	if wc := pollWC(t, b.cq); wc.WRID != 100 || wc.ByteLen != sendLen {
@@ -214,17 +215,17 @@ func testUDPVerbsEndToEnd(t *testing.T, addrA, addrB, addrC netip.Addr) {
 	for i := range a.buf[src : src+wlen] {
 		a.buf[src+i] = byte(i ^ 0x5A)
 	}
-	_, err = a.qp.PostSend(verbs.SendWR{WRID: 2, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
-		SGList: []verbs.SGE{a.mr.SGE(src, wlen)}, RemoteAddr: b.mr.Addr() + uint64(dst), RKey: b.mr.RKey()})
+	_, err = a.qp.PostSend(ibv.SendWR{WRID: 2, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
+		SGList: []ibv.SGE{a.mr.SGE(src, wlen)}, RemoteAddr: b.mr.Addr() + uint64(dst), RKey: b.mr.RKey()})
 	check(t, err)
 	pollWC(t, a.cq)
 	// B's memory is checked by reading it back: the race detector cannot
 	// see the order the UDP round trip gives between B's engine writing
 	// it and A's completion.
-	_, err = a.qp.PostSend(verbs.SendWR{WRID: 3, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
-		SGList: []verbs.SGE{a.mr.SGE(back, wlen)}, RemoteAddr: b.mr.Addr() + uint64(dst), RKey: b.mr.RKey()})
+	_, err = a.qp.PostSend(ibv.SendWR{WRID: 3, Opcode: ibv.WRRDMARead, Flags: ibv.SendSignaled,
+		SGList: []ibv.SGE{a.mr.SGE(back, wlen)}, RemoteAddr: b.mr.Addr() + uint64(dst), RKey: b.mr.RKey()})
 	check(t, err)
-	if wc := pollWC(t, a.cq); wc.Opcode != verbs.WCRDMARead || wc.ByteLen != wlen {
+	if wc := pollWC(t, a.cq); wc.Opcode != ibv.WCRDMARead || wc.ByteLen != wlen {
 		t.Fatalf("read completion %+v", wc)
 	}
 	if !bytes.Equal(a.buf[back:back+wlen], a.buf[src:src+wlen]) {
@@ -233,16 +234,16 @@ func testUDPVerbsEndToEnd(t *testing.T, addrA, addrB, addrC netip.Addr) {
 
 	// Fetch-and-add, then compare-and-swap, on the word set before the
 	// QPs were connected; the result is read back.
-	_, err = a.qp.PostSend(verbs.SendWR{WRID: 4, Opcode: verbs.WRAtomicFetchAndAdd, Flags: verbs.SendSignaled,
-		SGList: []verbs.SGE{a.mr.SGE(at, 8)}, RemoteAddr: b.mr.Addr() + uint64(at), RKey: b.mr.RKey(), CompareAdd: 5})
+	_, err = a.qp.PostSend(ibv.SendWR{WRID: 4, Opcode: ibv.WRAtomicFetchAndAdd, Flags: ibv.SendSignaled,
+		SGList: []ibv.SGE{a.mr.SGE(at, 8)}, RemoteAddr: b.mr.Addr() + uint64(at), RKey: b.mr.RKey(), CompareAdd: 5})
 	check(t, err)
 	pollWC(t, a.cq)
-	_, err = a.qp.PostSend(verbs.SendWR{WRID: 5, Opcode: verbs.WRAtomicCmpAndSwp, Flags: verbs.SendSignaled,
-		SGList: []verbs.SGE{a.mr.SGE(at+8, 8)}, RemoteAddr: b.mr.Addr() + uint64(at), RKey: b.mr.RKey(), CompareAdd: 105, Swap: 7})
+	_, err = a.qp.PostSend(ibv.SendWR{WRID: 5, Opcode: ibv.WRAtomicCmpAndSwp, Flags: ibv.SendSignaled,
+		SGList: []ibv.SGE{a.mr.SGE(at+8, 8)}, RemoteAddr: b.mr.Addr() + uint64(at), RKey: b.mr.RKey(), CompareAdd: 105, Swap: 7})
 	check(t, err)
 	pollWC(t, a.cq)
-	_, err = a.qp.PostSend(verbs.SendWR{WRID: 6, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
-		SGList: []verbs.SGE{a.mr.SGE(at+16, 8)}, RemoteAddr: b.mr.Addr() + uint64(at), RKey: b.mr.RKey()})
+	_, err = a.qp.PostSend(ibv.SendWR{WRID: 6, Opcode: ibv.WRRDMARead, Flags: ibv.SendSignaled,
+		SGList: []ibv.SGE{a.mr.SGE(at+16, 8)}, RemoteAddr: b.mr.Addr() + uint64(at), RKey: b.mr.RKey()})
 	check(t, err)
 	pollWC(t, a.cq)
 	if got, old, rem := binary.NativeEndian.Uint64(a.buf[at:]), binary.NativeEndian.Uint64(a.buf[at+8:]),
@@ -345,9 +346,9 @@ func BenchmarkUDPVerbsWrite(b *testing.B) {
 			connectUDP(b, a, c)
 			connectUDP(b, c, a)
 			const size, depth = 64 << 10, 32
-			wr := verbs.SendWR{Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
-				SGList: []verbs.SGE{a.mr.SGE(0, size)}, RemoteAddr: c.mr.Addr(), RKey: c.mr.RKey()}
-			wc := make([]verbs.WorkCompletion, depth)
+			wr := ibv.SendWR{Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
+				SGList: []ibv.SGE{a.mr.SGE(0, size)}, RemoteAddr: c.mr.Addr(), RKey: c.mr.RKey()}
+			wc := make([]ibv.WorkCompletion, depth)
 			inflight, done := 0, 0
 			b.SetBytes(size)
 			b.ResetTimer()
@@ -361,7 +362,7 @@ func BenchmarkUDPVerbsWrite(b *testing.B) {
 				}
 				n := a.cq.Poll(wc)
 				for _, w := range wc[:n] {
-					if w.Status != verbs.WCSuccess {
+					if w.Status != ibv.WCSuccess {
 						b.Fatalf("completion %+v", w)
 					}
 				}

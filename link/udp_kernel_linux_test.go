@@ -39,8 +39,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/link"
-	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -389,13 +389,13 @@ func TestKernelRCRecovers(t *testing.T) {
 			for i := range a.buf[:n] {
 				a.buf[i] = byte(i*7 + 3)
 			}
-			_, err := a.qp.PostSend(verbs.SendWR{WRID: 5, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
-				SGList: []verbs.SGE{a.mr.SGE(0, n)}, RemoteAddr: e.mr.Addr(), RKey: e.mr.RKey()})
+			_, err := a.qp.PostSend(ibv.SendWR{WRID: 5, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
+				SGList: []ibv.SGE{a.mr.SGE(0, n)}, RemoteAddr: e.mr.Addr(), RKey: e.mr.RKey()})
 			check(t, err)
 			waitCounter(t, c.name+" send errors", func() uint64 { return la.Stats().TxErrnos[c.class] }, 1)
 			c.undo(t, b, false)
 			undone = true
-			wc := make([]verbs.WorkCompletion, 1)
+			wc := make([]ibv.WorkCompletion, 1)
 			deadline := time.Now().Add(10 * time.Second)
 			for a.cq.Poll(wc) == 0 {
 				if time.Now().After(deadline) {
@@ -403,7 +403,7 @@ func TestKernelRCRecovers(t *testing.T) {
 				}
 				time.Sleep(50 * time.Microsecond)
 			}
-			if wc[0].Status != verbs.WCSuccess || wc[0].WRID != 5 {
+			if wc[0].Status != ibv.WCSuccess || wc[0].WRID != 5 {
 				t.Fatalf("completion %+v", wc[0])
 			}
 			e.dev.Close() // the WRITE reached e.buf through the kernel: see TestUDPRCSendErrorsRecover
@@ -429,7 +429,7 @@ func TestKernelUDUnroutable(t *testing.T) {
 	b.inA(t, "route", "add", "unreachable", "10.79.0.2/32")
 	defer b.inA(t, "route", "del", "unreachable", "10.79.0.2/32")
 	a.sendUD(t, e, 1, 64)
-	if wc := waitWC(t, a.cq); wc.Status != verbs.WCLocQPOpErr {
+	if wc := waitWC(t, a.cq); wc.Status != ibv.WCLocQPOpErr {
 		t.Fatalf("completion %+v, want a local QP operation error", wc)
 	}
 	if st := la.Stats(); st.TxErrnos[link.ErrnoEHOSTUNREACH] != 1 || a.dev.Counters().SendErr < 1 {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/netnstest"
 	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/verbs"
@@ -78,20 +79,20 @@ func TestUDPLinkFollowsInterfaceMTU(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dev.Close()
-	active := func() verbs.MTU {
+	active := func() ibv.MTU {
 		pa, err := dev.QueryPort(1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return pa.ActiveMTU
 	}
-	if m := active(); m != verbs.MTU1024 {
+	if m := active(); m != ibv.MTU1024 {
 		t.Fatalf("active MTU on a 1500 veth %v, want 1024", m)
 	}
 	for _, c := range []struct {
 		mtu  int
-		want verbs.MTU
-	}{{9000, verbs.MTU4096}, {4175, verbs.MTU2048}, {1280, verbs.MTU1024}, {1500, verbs.MTU1024}} {
+		want ibv.MTU
+	}{{9000, ibv.MTU4096}, {4175, ibv.MTU2048}, {1280, ibv.MTU1024}, {1500, ibv.MTU1024}} {
 		a.SetMTU(t, "mtu0", c.mtu)
 		waitMTU(t, l4, c.mtu)
 		waitMTU(t, l6, c.mtu)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/verbs"
 )
@@ -54,8 +55,8 @@ func TestUDPRCSendErrorsRecover(t *testing.T) {
 	for i := range a.buf[:n] {
 		a.buf[i] = byte(i*13 + 1)
 	}
-	_, err := a.qp.PostSend(verbs.SendWR{WRID: 7, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
-		SGList: []verbs.SGE{a.mr.SGE(0, n)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+	_, err := a.qp.PostSend(ibv.SendWR{WRID: 7, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
+		SGList: []ibv.SGE{a.mr.SGE(0, n)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
 	check(t, err)
 	if wc := pollWC(t, a.cq); wc.WRID != 7 {
 		t.Fatalf("completion %+v", wc)
@@ -100,33 +101,33 @@ func openUDPUDEnd(t *testing.T, l *link.UDPLink, peerPort uint16) *udpUDEnd {
 	check(t, err)
 	e.cq, err = dev.CreateCQ(256, nil)
 	check(t, err)
-	e.mr, err = e.pd.RegMR(e.buf, verbs.AccessLocalWrite)
+	e.mr, err = e.pd.RegMR(e.buf, ibv.AccessLocalWrite)
 	check(t, err)
-	e.qp, err = e.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeUD, SendCQ: e.cq, RecvCQ: e.cq,
-		Cap: verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	e.qp, err = e.pd.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeUD, SendCQ: e.cq, RecvCQ: e.cq,
+		Cap: ibv.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	check(t, err)
-	check(t, e.qp.Modify(&verbs.QPAttr{State: verbs.QPStateInit, PKeyIndex: 0, PortNum: 1, QKey: 0x11},
-		verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrQKey))
-	check(t, e.qp.Modify(&verbs.QPAttr{State: verbs.QPStateRTR}, verbs.QPAttrState))
-	check(t, e.qp.Modify(&verbs.QPAttr{State: verbs.QPStateRTS}, verbs.QPAttrState|verbs.QPAttrSQPSN))
+	check(t, e.qp.Modify(&ibv.QPAttr{State: ibv.QPStateInit, PKeyIndex: 0, PortNum: 1, QKey: 0x11},
+		ibv.QPAttrState|ibv.QPAttrPKeyIndex|ibv.QPAttrPort|ibv.QPAttrQKey))
+	check(t, e.qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTR}, ibv.QPAttrState))
+	check(t, e.qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTS}, ibv.QPAttrState|ibv.QPAttrSQPSN))
 	return e
 }
 
 // sendUD posts a signaled UD SEND of buf[:n] from a to b's QP.
 func (a *udpUDEnd) sendUD(t *testing.T, b *udpUDEnd, wrid uint64, n int) {
 	t.Helper()
-	ah, err := a.pd.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GlobalRoute{DGID: b.dev.Addr(), HopLimit: 64}})
+	ah, err := a.pd.CreateAH(ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{DGID: b.dev.Addr(), HopLimit: 64}})
 	check(t, err)
-	_, err = a.qp.PostSend(verbs.SendWR{WRID: wrid, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
-		SGList: []verbs.SGE{a.mr.SGE(0, n)}, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 0x11})
+	_, err = a.qp.PostSend(ibv.SendWR{WRID: wrid, Opcode: ibv.WRSend, Flags: ibv.SendSignaled,
+		SGList: []ibv.SGE{a.mr.SGE(0, n)}, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 0x11})
 	check(t, err)
 }
 
 // waitWC waits, in real time, for one completion on cq, whatever its
 // status.
-func waitWC(t *testing.T, cq *verbs.CQ) verbs.WorkCompletion {
+func waitWC(t *testing.T, cq *verbs.CQ) ibv.WorkCompletion {
 	t.Helper()
-	wc := make([]verbs.WorkCompletion, 1)
+	wc := make([]ibv.WorkCompletion, 1)
 	deadline := time.Now().Add(10 * time.Second)
 	for cq.Poll(wc) == 0 {
 		if time.Now().After(deadline) {
@@ -150,15 +151,15 @@ func TestUDPUDSendErrors(t *testing.T) {
 		var failed atomic.Int32
 		link.SetSendFault(la, failFirst(5, syscall.ENOBUFS, &failed))
 		a, b := openUDPUDEnd(t, la, lb.Port()), openUDPUDEnd(t, lb, la.Port())
-		_, err := b.qp.PostRecv(verbs.RecvWR{WRID: 9, SGList: []verbs.SGE{b.mr.SGE(0, 4096)}})
+		_, err := b.qp.PostRecv(ibv.RecvWR{WRID: 9, SGList: []ibv.SGE{b.mr.SGE(0, 4096)}})
 		check(t, err)
 		copy(a.buf, "datagram after five failed sends")
 		a.sendUD(t, b, 1, 32)
-		if wc := waitWC(t, a.cq); wc.Status != verbs.WCSuccess || wc.WRID != 1 {
+		if wc := waitWC(t, a.cq); wc.Status != ibv.WCSuccess || wc.WRID != 1 {
 			t.Fatalf("send completion %+v", wc)
 		}
 		wc := waitWC(t, b.cq)
-		if wc.Status != verbs.WCSuccess || wc.ByteLen != 40+32 || !bytes.Equal(b.buf[40:72], a.buf[:32]) {
+		if wc.Status != ibv.WCSuccess || wc.ByteLen != 40+32 || !bytes.Equal(b.buf[40:72], a.buf[:32]) {
 			t.Fatalf("receive completion %+v, data %q", wc, b.buf[40:72])
 		}
 		st := la.Stats()
@@ -169,7 +170,7 @@ func TestUDPUDSendErrors(t *testing.T) {
 			t.Fatalf("send_err %d, sent_pkts %d; want 5 and 1", ctr.SendErr, ctr.SentPkts)
 		}
 		// Nothing more arrives: the datagram went once.
-		check(t, a.qp.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState))
+		check(t, a.qp.Modify(&ibv.QPAttr{State: ibv.QPStateErr}, ibv.QPAttrState))
 		if lb.Stats().RxPackets != 1 {
 			t.Fatalf("receiver got %d datagrams", lb.Stats().RxPackets)
 		}
@@ -184,20 +185,20 @@ func TestUDPUDSendErrors(t *testing.T) {
 		link.SetSendFault(la, failFirst(1, syscall.ENOBUFS, &failed))
 		a, b := openUDPUDEnd(t, la, lb.Port()), openUDPUDEnd(t, lb, la.Port())
 		for i := range 3 {
-			_, err := b.qp.PostRecv(verbs.RecvWR{WRID: uint64(10 + i), SGList: []verbs.SGE{b.mr.SGE(i*4096, 4096)}})
+			_, err := b.qp.PostRecv(ibv.RecvWR{WRID: uint64(10 + i), SGList: []ibv.SGE{b.mr.SGE(i*4096, 4096)}})
 			check(t, err)
 		}
-		ah, err := a.pd.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GlobalRoute{DGID: b.dev.Addr(), HopLimit: 64}})
+		ah, err := a.pd.CreateAH(ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{DGID: b.dev.Addr(), HopLimit: 64}})
 		check(t, err)
-		var wrs []verbs.SendWR
+		var wrs []ibv.SendWR
 		for i := range 3 {
-			wrs = append(wrs, verbs.SendWR{WRID: uint64(i + 1), Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
-				SGList: []verbs.SGE{a.mr.SGE(0, 100*(i+1))}, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 0x11})
+			wrs = append(wrs, ibv.SendWR{WRID: uint64(i + 1), Opcode: ibv.WRSend, Flags: ibv.SendSignaled,
+				SGList: []ibv.SGE{a.mr.SGE(0, 100*(i+1))}, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 0x11})
 		}
 		_, err = a.qp.PostSend(wrs...)
 		check(t, err)
 		for i := range 3 {
-			if wc := waitWC(t, a.cq); wc.Status != verbs.WCSuccess || wc.WRID != uint64(i+1) {
+			if wc := waitWC(t, a.cq); wc.Status != ibv.WCSuccess || wc.WRID != uint64(i+1) {
 				t.Fatalf("send completion %d: %+v", i, wc)
 			}
 		}
@@ -206,7 +207,7 @@ func TestUDPUDSendErrors(t *testing.T) {
 		var lens []uint32
 		for range 3 {
 			wc := waitWC(t, b.cq)
-			if wc.Status != verbs.WCSuccess {
+			if wc.Status != ibv.WCSuccess {
 				t.Fatalf("receive completion %+v", wc)
 			}
 			lens = append(lens, wc.ByteLen-40)
@@ -224,10 +225,10 @@ func TestUDPUDSendErrors(t *testing.T) {
 		link.SetSendFault(la, failFirst(1, syscall.EHOSTUNREACH, &failed))
 		a, b := openUDPUDEnd(t, la, lb.Port()), openUDPUDEnd(t, lb, la.Port())
 		a.sendUD(t, b, 1, 32)
-		if wc := waitWC(t, a.cq); wc.Status != verbs.WCLocQPOpErr || wc.WRID != 1 {
+		if wc := waitWC(t, a.cq); wc.Status != ibv.WCLocQPOpErr || wc.WRID != 1 {
 			t.Fatalf("send completion %+v, want a local QP operation error", wc)
 		}
-		if attr, _ := a.qp.Query(); attr.State != verbs.QPStateSQE {
+		if attr, _ := a.qp.Query(); attr.State != ibv.QPStateSQE {
 			t.Fatalf("QP in %v after the error, want SQE", attr.State)
 		}
 		if st := la.Stats(); st.TxErrnos[link.ErrnoEHOSTUNREACH] != 1 || a.dev.Counters().SendErr < 1 {

@@ -22,14 +22,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/link"
-	"github.com/softnic/softnic/transport"
 )
 
 // Device is what a collector reads: *verbs.Device is one.
 type Device interface {
 	Name() string
-	Counters() transport.CounterValues
+	Counters() ibv.Counters
 }
 
 // LinkStatser is a link with counters: *link.UDPLink is one.
@@ -43,55 +43,55 @@ type counter struct {
 	name, help string
 	label      string // label name for split metrics ("" for none)
 	value      string // label value
-	get        func(*transport.CounterValues) uint64
+	get        func(*ibv.Counters) uint64
 }
 
 // deviceCounters maps every field of transport.Counters to a metric;
 // TestEveryCounterExported keeps it complete.
 var deviceCounters = []counter{
-	{name: "sent_pkts", help: "Packets sent (rxe sent_pkts).", get: func(c *transport.CounterValues) uint64 { return c.SentPkts }},
-	{name: "rcvd_pkts", help: "Packets received (rxe rcvd_pkts).", get: func(c *transport.CounterValues) uint64 { return c.RcvdPkts }},
-	{name: "sent_bytes", help: "UDP payload bytes sent.", get: func(c *transport.CounterValues) uint64 { return c.SentBytes }},
-	{name: "rcvd_bytes", help: "UDP payload bytes received.", get: func(c *transport.CounterValues) uint64 { return c.RcvdBytes }},
-	{name: "duplicate_request", help: "Duplicate requests received (rxe duplicate_request).", get: func(c *transport.CounterValues) uint64 { return c.DuplicateRequest }},
-	{name: "out_of_sequence", help: "Out-of-sequence requests received (rxe out_of_sequence).", get: func(c *transport.CounterValues) uint64 { return c.OutOfSequence }},
-	{name: "rcvd_rnr_err", help: "RNR NAKs received (rxe rcvd_rnr_err).", get: func(c *transport.CounterValues) uint64 { return c.RcvdRNRErr }},
-	{name: "send_rnr_err", help: "RNR NAKs sent (rxe send_rnr_err).", get: func(c *transport.CounterValues) uint64 { return c.SendRNRErr }},
-	{name: "rcvd_seq_err", help: "Sequence-error NAKs received (rxe rcvd_seq_err).", get: func(c *transport.CounterValues) uint64 { return c.RcvdSeqErr }},
-	{name: "ack_deferred", help: "ACKs deferred (rxe ack_deferred).", get: func(c *transport.CounterValues) uint64 { return c.AckDeferred }},
-	{name: "retry_exceeded_err", help: "Requests that ran out of transport retries (rxe retry_exceeded_err).", get: func(c *transport.CounterValues) uint64 { return c.RetryExceededErr }},
-	{name: "retry_rnr_exceeded_err", help: "Requests that ran out of RNR retries (rxe retry_rnr_exceeded_err).", get: func(c *transport.CounterValues) uint64 { return c.RetryRNRExceededErr }},
-	{name: "completer_retry_err", help: "Retries started by the completer (rxe completer_retry_err).", get: func(c *transport.CounterValues) uint64 { return c.CompleterRetryErr }},
-	{name: "send_err", help: "Packets the link could not send (rxe send_err).", get: func(c *transport.CounterValues) uint64 { return c.SendErr }},
-	{name: "link_downed", help: "Link down events (rxe link_downed).", get: func(c *transport.CounterValues) uint64 { return c.LinkDowned }},
-	{name: "rdma_sends", help: "RDMA send operations (rxe rdma_sends).", get: func(c *transport.CounterValues) uint64 { return c.RDMASends }},
-	{name: "rdma_recvs", help: "RDMA receive operations (rxe rdma_recvs).", get: func(c *transport.CounterValues) uint64 { return c.RDMARecvs }},
-	{name: "icrc_err", help: "Packets dropped for a bad ICRC.", get: func(c *transport.CounterValues) uint64 { return c.ICRCErr }},
-	{name: "icrc_unverified", help: "Packets accepted without an ICRC check (the link could not see the IP header).", get: func(c *transport.CounterValues) uint64 { return c.ICRCUnverified }},
-	{name: "retransmitted_pkts", help: "Packets sent again by go-back-N.", get: func(c *transport.CounterValues) uint64 { return c.Retransmits }},
-	{name: "retransmit_timeouts", help: "Retransmit timer expiries.", get: func(c *transport.CounterValues) uint64 { return c.Timeouts }},
-	drop("malformed", func(c *transport.CounterValues) uint64 { return c.DropMalformed }),
-	drop("no_qp", func(c *transport.CounterValues) uint64 { return c.DropNoQP }),
-	drop("qp_state", func(c *transport.CounterValues) uint64 { return c.DropState }),
-	drop("address", func(c *transport.CounterValues) uint64 { return c.DropAddr }),
-	drop("bad_pkey", func(c *transport.CounterValues) uint64 { return c.DropPKey }),
-	drop("qkey_violation", func(c *transport.CounterValues) uint64 { return c.DropQKey }),
-	drop("queue_full", func(c *transport.CounterValues) uint64 { return c.DropQueueFull }),
-	drop("length", func(c *transport.CounterValues) uint64 { return c.DropLength }),
-	drop("uc_message", func(c *transport.CounterValues) uint64 { return c.DropUCMessage }),
-	drop("no_recv_wqe", func(c *transport.CounterValues) uint64 { return c.DropNoRecvWQE }),
-	drop("response", func(c *transport.CounterValues) uint64 { return c.DropResponse }),
-	nak("remote_access", func(c *transport.CounterValues) uint64 { return c.RemoteAccessErr }),
-	nak("invalid_request", func(c *transport.CounterValues) uint64 { return c.InvalidRequestErr }),
-	nak("remote_operational", func(c *transport.CounterValues) uint64 { return c.RemoteOpErr }),
+	{name: "sent_pkts", help: "Packets sent (rxe sent_pkts).", get: func(c *ibv.Counters) uint64 { return c.SentPkts }},
+	{name: "rcvd_pkts", help: "Packets received (rxe rcvd_pkts).", get: func(c *ibv.Counters) uint64 { return c.RcvdPkts }},
+	{name: "sent_bytes", help: "UDP payload bytes sent.", get: func(c *ibv.Counters) uint64 { return c.SentBytes }},
+	{name: "rcvd_bytes", help: "UDP payload bytes received.", get: func(c *ibv.Counters) uint64 { return c.RcvdBytes }},
+	{name: "duplicate_request", help: "Duplicate requests received (rxe duplicate_request).", get: func(c *ibv.Counters) uint64 { return c.DuplicateRequest }},
+	{name: "out_of_sequence", help: "Out-of-sequence requests received (rxe out_of_sequence).", get: func(c *ibv.Counters) uint64 { return c.OutOfSequence }},
+	{name: "rcvd_rnr_err", help: "RNR NAKs received (rxe rcvd_rnr_err).", get: func(c *ibv.Counters) uint64 { return c.RcvdRNRErr }},
+	{name: "send_rnr_err", help: "RNR NAKs sent (rxe send_rnr_err).", get: func(c *ibv.Counters) uint64 { return c.SendRNRErr }},
+	{name: "rcvd_seq_err", help: "Sequence-error NAKs received (rxe rcvd_seq_err).", get: func(c *ibv.Counters) uint64 { return c.RcvdSeqErr }},
+	{name: "ack_deferred", help: "ACKs deferred (rxe ack_deferred).", get: func(c *ibv.Counters) uint64 { return c.AckDeferred }},
+	{name: "retry_exceeded_err", help: "Requests that ran out of transport retries (rxe retry_exceeded_err).", get: func(c *ibv.Counters) uint64 { return c.RetryExceededErr }},
+	{name: "retry_rnr_exceeded_err", help: "Requests that ran out of RNR retries (rxe retry_rnr_exceeded_err).", get: func(c *ibv.Counters) uint64 { return c.RetryRNRExceededErr }},
+	{name: "completer_retry_err", help: "Retries started by the completer (rxe completer_retry_err).", get: func(c *ibv.Counters) uint64 { return c.CompleterRetryErr }},
+	{name: "send_err", help: "Packets the link could not send (rxe send_err).", get: func(c *ibv.Counters) uint64 { return c.SendErr }},
+	{name: "link_downed", help: "Link down events (rxe link_downed).", get: func(c *ibv.Counters) uint64 { return c.LinkDowned }},
+	{name: "rdma_sends", help: "RDMA send operations (rxe rdma_sends).", get: func(c *ibv.Counters) uint64 { return c.RDMASends }},
+	{name: "rdma_recvs", help: "RDMA receive operations (rxe rdma_recvs).", get: func(c *ibv.Counters) uint64 { return c.RDMARecvs }},
+	{name: "icrc_err", help: "Packets dropped for a bad ICRC.", get: func(c *ibv.Counters) uint64 { return c.ICRCErr }},
+	{name: "icrc_unverified", help: "Packets accepted without an ICRC check (the link could not see the IP header).", get: func(c *ibv.Counters) uint64 { return c.ICRCUnverified }},
+	{name: "retransmitted_pkts", help: "Packets sent again by go-back-N.", get: func(c *ibv.Counters) uint64 { return c.Retransmits }},
+	{name: "retransmit_timeouts", help: "Retransmit timer expiries.", get: func(c *ibv.Counters) uint64 { return c.Timeouts }},
+	drop("malformed", func(c *ibv.Counters) uint64 { return c.DropMalformed }),
+	drop("no_qp", func(c *ibv.Counters) uint64 { return c.DropNoQP }),
+	drop("qp_state", func(c *ibv.Counters) uint64 { return c.DropState }),
+	drop("address", func(c *ibv.Counters) uint64 { return c.DropAddr }),
+	drop("bad_pkey", func(c *ibv.Counters) uint64 { return c.DropPKey }),
+	drop("qkey_violation", func(c *ibv.Counters) uint64 { return c.DropQKey }),
+	drop("queue_full", func(c *ibv.Counters) uint64 { return c.DropQueueFull }),
+	drop("length", func(c *ibv.Counters) uint64 { return c.DropLength }),
+	drop("uc_message", func(c *ibv.Counters) uint64 { return c.DropUCMessage }),
+	drop("no_recv_wqe", func(c *ibv.Counters) uint64 { return c.DropNoRecvWQE }),
+	drop("response", func(c *ibv.Counters) uint64 { return c.DropResponse }),
+	nak("remote_access", func(c *ibv.Counters) uint64 { return c.RemoteAccessErr }),
+	nak("invalid_request", func(c *ibv.Counters) uint64 { return c.InvalidRequestErr }),
+	nak("remote_operational", func(c *ibv.Counters) uint64 { return c.RemoteOpErr }),
 }
 
-func drop(reason string, get func(*transport.CounterValues) uint64) counter {
+func drop(reason string, get func(*ibv.Counters) uint64) counter {
 	return counter{name: "rcvd_dropped_pkts", help: "Received packets dropped, by reason (bad_pkey is rxe's bad_pkey_cntr, qkey_violation its qkey_viol_cntr).",
 		label: "reason", value: reason, get: get}
 }
 
-func nak(reason string, get func(*transport.CounterValues) uint64) counter {
+func nak(reason string, get func(*ibv.Counters) uint64) counter {
 	return counter{name: "sent_naks", help: "NAKs sent, by cause (AETH syndrome).", label: "reason", value: reason, get: get}
 }
 

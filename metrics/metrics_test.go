@@ -11,8 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/link"
-	"github.com/softnic/softnic/transport"
 )
 
 type fakeDevice struct {
@@ -20,14 +21,14 @@ type fakeDevice struct {
 	c    transport.Counters
 }
 
-func (d *fakeDevice) Name() string                      { return d.name }
-func (d *fakeDevice) Counters() transport.CounterValues { return d.c.Load() }
+func (d *fakeDevice) Name() string           { return d.name }
+func (d *fakeDevice) Counters() ibv.Counters { return d.c.Load() }
 
 // TestEveryCounterExported fails when transport.Counters gains a field
 // the collector does not export: each field of a snapshot gets its own
 // value, and every value must be read by exactly one metric.
 func TestEveryCounterExported(t *testing.T) {
-	var c transport.CounterValues
+	var c ibv.Counters
 	v := reflect.ValueOf(&c).Elem()
 	for i := range v.NumField() {
 		v.Field(i).SetUint(uint64(i + 1))

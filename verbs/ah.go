@@ -3,15 +3,14 @@ package verbs
 import (
 	"fmt"
 
-	"github.com/softnic/softnic/nic"
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/nic"
 )
 
 // AddressHandle is the destination of a UD send, SendWR.AH (the ibv_ah
 // of wr.ud.ah): an *AH, or a bare *AHAttr for a one-off destination that
 // any QP may use. An *AH is checked when it is created, a bare *AHAttr
 // when the WR is posted.
-type AddressHandle = transport.AddressHandle
 
 // AH is an address handle (ibv_ah): a checked, immutable address vector
 // of a PD, the destination of UD send work requests. A WR copies the
@@ -25,7 +24,7 @@ type AH struct {
 	ah *nic.AH
 }
 
-var _ AddressHandle = (*AH)(nil)
+var _ ibv.AddressHandle = (*AH)(nil)
 
 func (ah *AH) ok() bool { return ah != nil && ah.ah != nil }
 
@@ -41,7 +40,7 @@ func (ah *AH) ok() bool { return ah != nil && ah.ah != nil }
 // (ib_resolve_eth_dmac), so rxe sends TTL 64 whatever the AH says. A multicast DGID is accepted, but softnic has no multicast
 // groups (ibv_attach_mcast), so nobody receives such datagrams. More than
 // MaxAH handles is ENOMEM.
-func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
+func (pd *PD) CreateAH(attr ibv.AHAttr) (*AH, error) {
 	release, err := pd.use()
 	if err != nil {
 		return nil, err
@@ -70,9 +69,9 @@ func (ah *AH) Destroy() error {
 }
 
 // Attr returns the handle's address vector (the kernel's rdma_query_ah).
-func (ah *AH) Attr() AHAttr {
+func (ah *AH) Attr() ibv.AHAttr {
 	if !ah.ok() {
-		return AHAttr{}
+		return ibv.AHAttr{}
 	}
 	return ah.ah.Attr()
 }
@@ -87,7 +86,7 @@ func (ah *AH) PD() *PD {
 
 // AddressVector implements AddressHandle for the engine: the handle's
 // address vector, its PD's handle, and whether it is still alive.
-func (ah *AH) AddressVector() (av *AHAttr, pd uint32, ok bool) {
+func (ah *AH) AddressVector() (av *ibv.AHAttr, pd uint32, ok bool) {
 	if !ah.ok() {
 		return nil, 0, false
 	}

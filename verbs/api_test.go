@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -30,11 +31,11 @@ var (
 
 // apiCfg describes one side of a test connection.
 type apiCfg struct {
-	typ     verbs.QPType // default RC
-	cqe     int          // receive CQ size, and send CQ size unless sendCQE; default 256
-	sendCQE int          // a separate send CQ of this size when not 0
-	ch      bool         // attach the CQs to a completion channel
-	cap     verbs.QPCap  // default 16 WRs, 4 SGEs, 64 inline bytes
+	typ     ibv.QPType // default RC
+	cqe     int        // receive CQ size, and send CQ size unless sendCQE; default 256
+	sendCQE int        // a separate send CQ of this size when not 0
+	ch      bool       // attach the CQs to a completion channel
+	cap     ibv.QPCap  // default 16 WRs, 4 SGEs, 64 inline bytes
 	ops     verbs.SendOpsFlags
 	sigAll  bool
 }
@@ -65,19 +66,19 @@ func apiOpen(t testing.TB, f *fabric.Fabric, addr netip.Addr) *verbs.Device {
 func apiNewEnd(t testing.TB, f *fabric.Fabric, addr netip.Addr, c apiCfg) *aEnd {
 	t.Helper()
 	if c.typ == 0 {
-		c.typ = verbs.QPTypeRC
+		c.typ = ibv.QPTypeRC
 	}
 	if c.cqe == 0 {
 		c.cqe = 256
 	}
-	if c.cap == (verbs.QPCap{}) {
-		c.cap = verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64}
+	if c.cap == (ibv.QPCap{}) {
+		c.cap = ibv.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64}
 	}
 	e := &aEnd{dev: apiOpen(t, f, addr), buf: make([]byte, 1<<16), cfg: c}
 	var err error
 	e.pd, err = e.dev.AllocPD()
 	must(t, err)
-	e.mr, err = e.pd.RegMR(e.buf, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic)
+	e.mr, err = e.pd.RegMR(e.buf, ibv.AccessLocalWrite|ibv.AccessRemoteWrite|ibv.AccessRemoteRead|ibv.AccessRemoteAtomic)
 	must(t, err)
 	if c.ch {
 		e.ch = e.dev.CreateCompChannel()
@@ -98,27 +99,27 @@ func apiNewEnd(t testing.TB, f *fabric.Fabric, addr netip.Addr, c apiCfg) *aEnd 
 // apiToRTS brings e's QP to RTS towards peer with PSNs 0.
 func apiToRTS(t testing.TB, e, peer *aEnd) {
 	t.Helper()
-	access := verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic
-	must(t, e.qp.Modify(&verbs.QPAttr{State: verbs.QPStateInit, PortNum: 1, AccessFlags: access},
-		verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags))
+	access := ibv.AccessRemoteWrite | ibv.AccessRemoteRead | ibv.AccessRemoteAtomic
+	must(t, e.qp.Modify(&ibv.QPAttr{State: ibv.QPStateInit, PortNum: 1, AccessFlags: access},
+		ibv.QPAttrState|ibv.QPAttrPKeyIndex|ibv.QPAttrPort|ibv.QPAttrAccessFlags))
 	apiToRTSFromInit(t, e, peer)
 }
 
 func apiToRTSFromInit(t testing.TB, e, peer *aEnd) {
 	t.Helper()
-	rc := e.cfg.typ == verbs.QPTypeRC
-	rtr := verbs.QPAttr{State: verbs.QPStateRTR, PathMTU: verbs.MTU1024, DestQPN: peer.qp.QPN(),
+	rc := e.cfg.typ == ibv.QPTypeRC
+	rtr := ibv.QPAttr{State: ibv.QPStateRTR, PathMTU: ibv.MTU1024, DestQPN: peer.qp.QPN(),
 		MaxDestRdAtomic: 16, MinRNRTimer: 1,
-		AHAttr: verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GlobalRoute{DGID: peer.dev.Addr(), HopLimit: 64}}}
-	mask := verbs.QPAttrState | verbs.QPAttrAV | verbs.QPAttrPathMTU | verbs.QPAttrDestQPN | verbs.QPAttrRQPSN
+		AHAttr: ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{DGID: peer.dev.Addr(), HopLimit: 64}}}
+	mask := ibv.QPAttrState | ibv.QPAttrAV | ibv.QPAttrPathMTU | ibv.QPAttrDestQPN | ibv.QPAttrRQPSN
 	if rc {
-		mask |= verbs.QPAttrMaxDestRdAtomic | verbs.QPAttrMinRNRTimer
+		mask |= ibv.QPAttrMaxDestRdAtomic | ibv.QPAttrMinRNRTimer
 	}
 	must(t, e.qp.Modify(&rtr, mask))
-	rts := verbs.QPAttr{State: verbs.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 16}
-	mask = verbs.QPAttrState | verbs.QPAttrSQPSN
+	rts := ibv.QPAttr{State: ibv.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 16}
+	mask = ibv.QPAttrState | ibv.QPAttrSQPSN
 	if rc {
-		mask |= verbs.QPAttrTimeout | verbs.QPAttrRetryCnt | verbs.QPAttrRNRRetry | verbs.QPAttrMaxQPRdAtomic
+		mask |= ibv.QPAttrTimeout | ibv.QPAttrRetryCnt | ibv.QPAttrRNRRetry | ibv.QPAttrMaxQPRdAtomic
 	}
 	must(t, e.qp.Modify(&rts, mask))
 }
@@ -158,7 +159,7 @@ func apiQuiet(t testing.TB, what string, e *aEnd, sent uint64, cqs ...*verbs.CQ)
 	if got := e.dev.Counters().SentPkts; got != sent {
 		t.Errorf("%s: %d packets sent, want none", what, got-sent)
 	}
-	var wc [4]verbs.WorkCompletion
+	var wc [4]ibv.WorkCompletion
 	for _, c := range cqs {
 		if n := c.Poll(wc[:]); n != 0 {
 			t.Errorf("%s: got completions %+v, want none", what, wc[:n])
@@ -207,8 +208,8 @@ func TestQueryDevice(t *testing.T) {
 			got, want any
 		}{
 			{"state", p.State, uint8(verbs.PortActive)},
-			{"max_mtu", p.MaxMTU, verbs.MTU4096},
-			{"active_mtu", p.ActiveMTU, verbs.MTU4096},
+			{"max_mtu", p.MaxMTU, ibv.MTU4096},
+			{"active_mtu", p.ActiveMTU, ibv.MTU4096},
 			{"link_layer", p.LinkLayer, uint8(verbs.LinkLayerEthernet)},
 			{"gid_tbl_len", p.GIDTblLen, 1},
 			{"pkey_tbl_len", p.PKeyTblLen, uint16(1)},
@@ -245,7 +246,7 @@ func TestQueryDevice(t *testing.T) {
 		}
 
 		evs, _ := dev.AsyncEvents()
-		if !slices.ContainsFunc(evs, func(e verbs.AsyncEvent) bool { return e.Type == verbs.EventPortActive }) {
+		if !slices.ContainsFunc(evs, func(e ibv.AsyncEvent) bool { return e.Type == ibv.EventPortActive }) {
 			t.Errorf("async events after Open = %+v, want PORT_ACTIVE", evs)
 		}
 	})
@@ -275,7 +276,7 @@ func TestLifetimes(t *testing.T) {
 		dev := apiOpen(t, f, apiAddrA)
 		pd, err := dev.AllocPD()
 		must(t, err)
-		mr, err := pd.RegMR(make([]byte, 4096), verbs.AccessLocalWrite)
+		mr, err := pd.RegMR(make([]byte, 4096), ibv.AccessLocalWrite)
 		must(t, err)
 		apiWantErr(t, "Dealloc of a PD with an MR", pd.Dealloc(), "", verbs.EBUSY)
 		must(t, mr.Dereg())
@@ -286,7 +287,7 @@ func TestLifetimes(t *testing.T) {
 		must(t, err)
 		cq2, err := dev.CreateCQ(16, nil)
 		must(t, err)
-		qp, err := pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: cq, RecvCQ: cq2})
+		qp, err := pd.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: cq, RecvCQ: cq2})
 		must(t, err)
 		apiWantErr(t, "Dealloc of a PD with a QP", pd.Dealloc(), "", verbs.EBUSY)
 		apiWantErr(t, "Destroy of a send CQ with a QP", cq.Destroy(), "", verbs.EBUSY)
@@ -305,17 +306,17 @@ func TestLifetimes(t *testing.T) {
 		// A QP on a destroyed CQ or a freed PD is refused.
 		pd2, err := dev.AllocPD()
 		must(t, err)
-		_, err = pd2.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: cq, RecvCQ: cq})
+		_, err = pd2.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: cq, RecvCQ: cq})
 		apiWantErr(t, "CreateQP on a destroyed CQ", err, "destroyed", verbs.EINVAL)
 		cq3, err := dev.CreateCQ(16, nil)
 		must(t, err)
-		_, err = pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: cq3, RecvCQ: cq3})
+		_, err = pd.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: cq3, RecvCQ: cq3})
 		apiWantErr(t, "CreateQP on a freed PD", err, "deallocated", verbs.EINVAL)
-		_, err = pd.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GlobalRoute{DGID: apiAddrB}})
+		_, err = pd.CreateAH(ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{DGID: apiAddrB}})
 		apiWantErr(t, "CreateAH on a freed PD", err, "deallocated", verbs.EINVAL)
 		_, err = pd.CreateSRQ(verbs.SRQInitAttr{MaxWR: 4, MaxSGE: 1})
 		apiWantErr(t, "CreateSRQ on a freed PD", err, "deallocated", verbs.EINVAL)
-		_, err = pd.RegMR(make([]byte, 64), verbs.AccessLocalWrite)
+		_, err = pd.RegMR(make([]byte, 64), ibv.AccessLocalWrite)
 		apiWantErr(t, "RegMR on a freed PD", err, "", verbs.EINVAL)
 		must(t, pd2.Dealloc())
 		must(t, cq3.Destroy())
@@ -323,7 +324,7 @@ func TestLifetimes(t *testing.T) {
 }
 
 func TestRegMRAccess(t *testing.T) {
-	LW, RW, RR, RA := verbs.AccessLocalWrite, verbs.AccessRemoteWrite, verbs.AccessRemoteRead, verbs.AccessRemoteAtomic
+	LW, RW, RR, RA := ibv.AccessLocalWrite, ibv.AccessRemoteWrite, ibv.AccessRemoteRead, ibv.AccessRemoteAtomic
 	synctest.Test(t, func(t *testing.T) {
 		f := fabric.New(fabric.Config{})
 		defer f.Close()
@@ -331,7 +332,7 @@ func TestRegMRAccess(t *testing.T) {
 		pd, err := dev.AllocPD()
 		must(t, err)
 		for _, c := range []struct {
-			access verbs.Access
+			access ibv.Access
 			ok     bool
 		}{
 			{0, true}, {LW, true}, {RR, true}, {LW | RW, true}, {LW | RA, true}, {LW | RW | RR | RA, true},
@@ -348,10 +349,10 @@ func TestRegMRAccess(t *testing.T) {
 			}
 			apiWantErr(t, fmt.Sprintf("RegMR(access %#x)", c.access), err, "LOCAL_WRITE", verbs.EINVAL)
 		}
-		_, err = pd.RegMR(nil, verbs.AccessLocalWrite)
+		_, err = pd.RegMR(nil, ibv.AccessLocalWrite)
 		apiWantErr(t, "RegMR of no memory", err, "", verbs.EINVAL)
 		buf := make([]byte, 100)
-		mr, err := pd.RegMRIOVA(buf, 0x1000, verbs.AccessLocalWrite)
+		mr, err := pd.RegMRIOVA(buf, 0x1000, ibv.AccessLocalWrite)
 		must(t, err)
 		if mr.Addr() != 0x1000 || mr.Len() != 100 || &mr.Buf()[0] != &buf[0] {
 			t.Errorf("RegMRIOVA: addr %#x len %d, want 0x1000 100 over the caller's buffer", mr.Addr(), mr.Len())
@@ -373,23 +374,23 @@ func TestCreateQPCaps(t *testing.T) {
 		must(t, err)
 		for _, c := range []struct {
 			name string
-			cap  verbs.QPCap
-			want verbs.QPCap // zero: refused
+			cap  ibv.QPCap
+			want ibv.QPCap // zero: refused
 		}{
-			{"zero", verbs.QPCap{}, verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}},
-			{"limits", verbs.QPCap{MaxSendWR: 1 << 14, MaxRecvWR: 1 << 14, MaxSendSGE: 32, MaxRecvSGE: 32, MaxInlineData: 512},
-				verbs.QPCap{MaxSendWR: 1 << 14, MaxRecvWR: 1 << 14, MaxSendSGE: 32, MaxRecvSGE: 32, MaxInlineData: 512}},
-			{"typical", verbs.QPCap{MaxSendWR: 100, MaxRecvWR: 50, MaxSendSGE: 3, MaxRecvSGE: 2, MaxInlineData: 100},
-				verbs.QPCap{MaxSendWR: 100, MaxRecvWR: 50, MaxSendSGE: 3, MaxRecvSGE: 2, MaxInlineData: 100}},
-			{"max_send_wr", verbs.QPCap{MaxSendWR: 1<<14 + 1}, verbs.QPCap{}},
-			{"max_recv_wr", verbs.QPCap{MaxRecvWR: 1<<14 + 1}, verbs.QPCap{}},
-			{"max_send_sge", verbs.QPCap{MaxSendSGE: 33}, verbs.QPCap{}},
-			{"max_recv_sge", verbs.QPCap{MaxRecvSGE: 33}, verbs.QPCap{}},
-			{"max_inline_data", verbs.QPCap{MaxInlineData: 513}, verbs.QPCap{}},
+			{"zero", ibv.QPCap{}, ibv.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}},
+			{"limits", ibv.QPCap{MaxSendWR: 1 << 14, MaxRecvWR: 1 << 14, MaxSendSGE: 32, MaxRecvSGE: 32, MaxInlineData: 512},
+				ibv.QPCap{MaxSendWR: 1 << 14, MaxRecvWR: 1 << 14, MaxSendSGE: 32, MaxRecvSGE: 32, MaxInlineData: 512}},
+			{"typical", ibv.QPCap{MaxSendWR: 100, MaxRecvWR: 50, MaxSendSGE: 3, MaxRecvSGE: 2, MaxInlineData: 100},
+				ibv.QPCap{MaxSendWR: 100, MaxRecvWR: 50, MaxSendSGE: 3, MaxRecvSGE: 2, MaxInlineData: 100}},
+			{"max_send_wr", ibv.QPCap{MaxSendWR: 1<<14 + 1}, ibv.QPCap{}},
+			{"max_recv_wr", ibv.QPCap{MaxRecvWR: 1<<14 + 1}, ibv.QPCap{}},
+			{"max_send_sge", ibv.QPCap{MaxSendSGE: 33}, ibv.QPCap{}},
+			{"max_recv_sge", ibv.QPCap{MaxRecvSGE: 33}, ibv.QPCap{}},
+			{"max_inline_data", ibv.QPCap{MaxInlineData: 513}, ibv.QPCap{}},
 		} {
-			for _, typ := range []verbs.QPType{verbs.QPTypeRC, verbs.QPTypeUC} {
+			for _, typ := range []ibv.QPType{ibv.QPTypeRC, ibv.QPTypeUC} {
 				qp, err := pd.CreateQP(verbs.QPInitAttr{Type: typ, SendCQ: cq, RecvCQ: cq, Cap: c.cap})
-				if c.want == (verbs.QPCap{}) {
+				if c.want == (ibv.QPCap{}) {
 					apiWantErr(t, fmt.Sprintf("%v CreateQP with %s over the limit", typ, c.name), err, "exceeds", verbs.EINVAL)
 					continue
 				}
@@ -401,7 +402,7 @@ func TestCreateQPCaps(t *testing.T) {
 				if attr.Cap != c.want || init.Cap != c.want {
 					t.Errorf("%v CreateQP(%+v): Query caps %+v and %+v, want %+v", typ, c.cap, attr.Cap, init.Cap, c.want)
 				}
-				if attr.State != verbs.QPStateReset {
+				if attr.State != ibv.QPStateReset {
 					t.Errorf("%v new QP in %v, want RESET", typ, attr.State)
 				}
 				must(t, qp.Destroy())
@@ -413,18 +414,18 @@ func TestCreateQPCaps(t *testing.T) {
 			text string
 			want error
 		}{
-			{"no send CQ", verbs.QPInitAttr{Type: verbs.QPTypeRC, RecvCQ: cq}, "SendCQ", verbs.EINVAL},
-			{"no receive CQ", verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: cq}, "RecvCQ", verbs.EINVAL},
-			{"zero CQ", verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: &verbs.CQ{}, RecvCQ: cq}, "SendCQ", verbs.EINVAL},
+			{"no send CQ", verbs.QPInitAttr{Type: ibv.QPTypeRC, RecvCQ: cq}, "SendCQ", verbs.EINVAL},
+			{"no receive CQ", verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: cq}, "RecvCQ", verbs.EINVAL},
+			{"zero CQ", verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: &verbs.CQ{}, RecvCQ: cq}, "SendCQ", verbs.EINVAL},
 			{"no type", verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq}, "type", verbs.EINVAL},
 			{"RAW_PACKET", verbs.QPInitAttr{Type: 8, SendCQ: cq, RecvCQ: cq}, "type", verbs.EINVAL},
-			{"READ builder on UC", verbs.QPInitAttr{Type: verbs.QPTypeUC, SendCQ: cq, RecvCQ: cq,
+			{"READ builder on UC", verbs.QPInitAttr{Type: ibv.QPTypeUC, SendCQ: cq, RecvCQ: cq,
 				SendOpsFlags: verbs.SendOpsSend | verbs.SendOpsRDMARead}, "send_ops_flags", verbs.EOPNOTSUPP},
-			{"atomic builder on UC", verbs.QPInitAttr{Type: verbs.QPTypeUC, SendCQ: cq, RecvCQ: cq,
+			{"atomic builder on UC", verbs.QPInitAttr{Type: ibv.QPTypeUC, SendCQ: cq, RecvCQ: cq,
 				SendOpsFlags: verbs.SendOpsAtomicFetchAdd}, "send_ops_flags", verbs.EOPNOTSUPP},
-			{"TSO on RC", verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: cq, RecvCQ: cq,
+			{"TSO on RC", verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: cq, RecvCQ: cq,
 				SendOpsFlags: verbs.SendOpsTSO}, "send_ops_flags", verbs.EOPNOTSUPP},
-			{"unknown send op", verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: cq, RecvCQ: cq,
+			{"unknown send op", verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: cq, RecvCQ: cq,
 				SendOpsFlags: 1 << 40}, "send_ops_flags", verbs.EOPNOTSUPP},
 		} {
 			_, err := pd.CreateQP(c.attr)
@@ -436,8 +437,8 @@ func TestCreateQPCaps(t *testing.T) {
 // TestPostSendErrors: WRs the QP cannot carry are refused with EINVAL at
 // index 0, and nothing is sent or completed.
 func TestPostSendErrors(t *testing.T) {
-	sge := func(e *aEnd, n int) []verbs.SGE {
-		s := make([]verbs.SGE, n)
+	sge := func(e *aEnd, n int) []ibv.SGE {
+		s := make([]ibv.SGE, n)
 		for i := range s {
 			s[i] = e.mr.SGE(i*16, 16)
 		}
@@ -445,54 +446,54 @@ func TestPostSendErrors(t *testing.T) {
 	}
 	type tc struct {
 		name string
-		typ  verbs.QPType
-		wr   func(a, b *aEnd) verbs.SendWR
+		typ  ibv.QPType
+		wr   func(a, b *aEnd) ibv.SendWR
 		text string
 	}
-	remote := func(op verbs.WROpcode, n int, off int) func(a, b *aEnd) verbs.SendWR {
-		return func(a, b *aEnd) verbs.SendWR {
-			return verbs.SendWR{Opcode: op, SGList: []verbs.SGE{a.mr.SGE(0, n)},
-				RemoteAddr: b.mr.Addr() + uint64(off), RKey: b.mr.RKey(), Flags: verbs.SendSignaled}
+	remote := func(op ibv.WROpcode, n int, off int) func(a, b *aEnd) ibv.SendWR {
+		return func(a, b *aEnd) ibv.SendWR {
+			return ibv.SendWR{Opcode: op, SGList: []ibv.SGE{a.mr.SGE(0, n)},
+				RemoteAddr: b.mr.Addr() + uint64(off), RKey: b.mr.RKey(), Flags: ibv.SendSignaled}
 		}
 	}
-	rc, uc := verbs.QPTypeRC, verbs.QPTypeUC
+	rc, uc := ibv.QPTypeRC, ibv.QPTypeUC
 	tcs := []tc{
-		{"UC READ", uc, remote(verbs.WRRDMARead, 8, 0), "not supported on UC"},
-		{"UC CMP_SWP", uc, remote(verbs.WRAtomicCmpAndSwp, 8, 0), "not supported on UC"},
-		{"UC FETCH_ADD", uc, remote(verbs.WRAtomicFetchAndAdd, 8, 0), "not supported on UC"},
-		{"too many SGEs", rc, func(a, b *aEnd) verbs.SendWR {
-			return verbs.SendWR{Opcode: verbs.WRSend, SGList: sge(a, 5)}
+		{"UC READ", uc, remote(ibv.WRRDMARead, 8, 0), "not supported on UC"},
+		{"UC CMP_SWP", uc, remote(ibv.WRAtomicCmpAndSwp, 8, 0), "not supported on UC"},
+		{"UC FETCH_ADD", uc, remote(ibv.WRAtomicFetchAndAdd, 8, 0), "not supported on UC"},
+		{"too many SGEs", rc, func(a, b *aEnd) ibv.SendWR {
+			return ibv.SendWR{Opcode: ibv.WRSend, SGList: sge(a, 5)}
 		}, "max_send_sge"},
-		{"too many SGEs on UC WRITE", uc, func(a, b *aEnd) verbs.SendWR {
-			return verbs.SendWR{Opcode: verbs.WRRDMAWrite, SGList: sge(a, 5), RKey: b.mr.RKey(), RemoteAddr: b.mr.Addr()}
+		{"too many SGEs on UC WRITE", uc, func(a, b *aEnd) ibv.SendWR {
+			return ibv.SendWR{Opcode: ibv.WRRDMAWrite, SGList: sge(a, 5), RKey: b.mr.RKey(), RemoteAddr: b.mr.Addr()}
 		}, "max_send_sge"},
-		{"inline over max_inline", rc, func(a, b *aEnd) verbs.SendWR {
-			return verbs.SendWR{Opcode: verbs.WRSend, Flags: verbs.SendInline, InlineData: make([]byte, 65)}
+		{"inline over max_inline", rc, func(a, b *aEnd) ibv.SendWR {
+			return ibv.SendWR{Opcode: ibv.WRSend, Flags: ibv.SendInline, InlineData: make([]byte, 65)}
 		}, "max_inline_data"},
-		{"inline SGEs over max_inline", uc, func(a, b *aEnd) verbs.SendWR {
-			return verbs.SendWR{Opcode: verbs.WRSend, Flags: verbs.SendInline, SGList: sge(a, 4)[:1:1]}
+		{"inline SGEs over max_inline", uc, func(a, b *aEnd) ibv.SendWR {
+			return ibv.SendWR{Opcode: ibv.WRSend, Flags: ibv.SendInline, SGList: sge(a, 4)[:1:1]}
 		}, ""}, // 16 bytes fit: replaced below
-		{"inline READ", rc, func(a, b *aEnd) verbs.SendWR {
-			w := remote(verbs.WRRDMARead, 8, 0)(a, b)
-			w.Flags |= verbs.SendInline
+		{"inline READ", rc, func(a, b *aEnd) ibv.SendWR {
+			w := remote(ibv.WRRDMARead, 8, 0)(a, b)
+			w.Flags |= ibv.SendInline
 			return w
 		}, "INLINE"},
-		{"atomic of 4 bytes", rc, remote(verbs.WRAtomicFetchAndAdd, 4, 0), "8-byte"},
-		{"atomic unaligned", rc, remote(verbs.WRAtomicCmpAndSwp, 8, 4), "aligned"},
-		{"BIND_MW without bind information", rc, remote(verbs.WRBindMW, 0, 0), "bind information"},
-		{"REG_MR without registration information", rc, remote(verbs.WRRegMR, 0, 0), "registration information"},
-		{"UC SEND_WITH_INV", uc, remote(verbs.WRSendWithInv, 8, 0), "not supported on UC"},
-		{"FLUSH of placement type 0", rc, remote(verbs.WRFlush, 0, 0), "placement type"},
-		{"ATOMIC_WRITE of 4 bytes", rc, remote(verbs.WRAtomicWrite, 4, 0), "exactly 8"},
-		{"ATOMIC_WRITE unaligned", rc, remote(verbs.WRAtomicWrite, 8, 4), "aligned"},
+		{"atomic of 4 bytes", rc, remote(ibv.WRAtomicFetchAndAdd, 4, 0), "8-byte"},
+		{"atomic unaligned", rc, remote(ibv.WRAtomicCmpAndSwp, 8, 4), "aligned"},
+		{"BIND_MW without bind information", rc, remote(ibv.WRBindMW, 0, 0), "bind information"},
+		{"REG_MR without registration information", rc, remote(ibv.WRRegMR, 0, 0), "registration information"},
+		{"UC SEND_WITH_INV", uc, remote(ibv.WRSendWithInv, 8, 0), "not supported on UC"},
+		{"FLUSH of placement type 0", rc, remote(ibv.WRFlush, 0, 0), "placement type"},
+		{"ATOMIC_WRITE of 4 bytes", rc, remote(ibv.WRAtomicWrite, 4, 0), "exactly 8"},
+		{"ATOMIC_WRITE unaligned", rc, remote(ibv.WRAtomicWrite, 8, 4), "aligned"},
 		{"opcode 99", rc, remote(99, 8, 0), "not supported"},
 	}
 	// The inline-SGE case: 80 bytes gathered through SGEs exceed 64.
-	tcs[6].wr = func(a, b *aEnd) verbs.SendWR {
-		return verbs.SendWR{Opcode: verbs.WRSend, Flags: verbs.SendInline, SGList: []verbs.SGE{a.mr.SGE(0, 40), a.mr.SGE(40, 40)}}
+	tcs[6].wr = func(a, b *aEnd) ibv.SendWR {
+		return ibv.SendWR{Opcode: ibv.WRSend, Flags: ibv.SendInline, SGList: []ibv.SGE{a.mr.SGE(0, 40), a.mr.SGE(40, 40)}}
 	}
 	tcs[6].text = "max_inline_data"
-	for _, typ := range []verbs.QPType{rc, uc} {
+	for _, typ := range []ibv.QPType{rc, uc} {
 		t.Run(typ.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := fabric.New(fabric.Config{})
@@ -523,7 +524,7 @@ func TestPostSendState(t *testing.T) {
 		defer f.Close()
 		a := apiNewEnd(t, f, apiAddrA, apiCfg{})
 		b := apiNewEnd(t, f, apiAddrB, apiCfg{})
-		wr := verbs.SendWR{WRID: 1, Opcode: verbs.WRRDMAWrite, SGList: []verbs.SGE{a.mr.SGE(0, 8)}}
+		wr := ibv.SendWR{WRID: 1, Opcode: ibv.WRRDMAWrite, SGList: []ibv.SGE{a.mr.SGE(0, 8)}}
 		try := func(state string) {
 			t.Helper()
 			sent := a.dev.Counters().SentPkts
@@ -535,14 +536,14 @@ func TestPostSendState(t *testing.T) {
 			apiQuiet(t, state, a, sent, a.scq)
 		}
 		try("RESET")
-		must(t, a.qp.Modify(&verbs.QPAttr{State: verbs.QPStateInit, PortNum: 1},
-			verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags))
+		must(t, a.qp.Modify(&ibv.QPAttr{State: ibv.QPStateInit, PortNum: 1},
+			ibv.QPAttrState|ibv.QPAttrPKeyIndex|ibv.QPAttrPort|ibv.QPAttrAccessFlags))
 		try("INIT")
 		// RTR: the RTS step of apiToRTSFromInit is not taken yet.
-		must(t, a.qp.Modify(&verbs.QPAttr{State: verbs.QPStateRTR, PathMTU: verbs.MTU1024, DestQPN: b.qp.QPN(),
-			AHAttr: verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GlobalRoute{DGID: apiAddrB}}},
-			verbs.QPAttrState|verbs.QPAttrAV|verbs.QPAttrPathMTU|verbs.QPAttrDestQPN|verbs.QPAttrRQPSN|
-				verbs.QPAttrMaxDestRdAtomic|verbs.QPAttrMinRNRTimer))
+		must(t, a.qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTR, PathMTU: ibv.MTU1024, DestQPN: b.qp.QPN(),
+			AHAttr: ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{DGID: apiAddrB}}},
+			ibv.QPAttrState|ibv.QPAttrAV|ibv.QPAttrPathMTU|ibv.QPAttrDestQPN|ibv.QPAttrRQPSN|
+				ibv.QPAttrMaxDestRdAtomic|ibv.QPAttrMinRNRTimer))
 		try("RTR")
 	})
 }
@@ -555,13 +556,13 @@ func TestPostSendBadWR(t *testing.T) {
 		defer f.Close()
 		a, b := apiPair(t, f, apiCfg{}, apiCfg{})
 		for i := range 4 {
-			must2(t)(b.qp.PostRecv(verbs.RecvWR{WRID: uint64(100 + i), SGList: []verbs.SGE{b.mr.SGE(i*1024, 1024)}}))
+			must2(t)(b.qp.PostRecv(ibv.RecvWR{WRID: uint64(100 + i), SGList: []ibv.SGE{b.mr.SGE(i*1024, 1024)}}))
 		}
-		send := func(id uint64) verbs.SendWR {
-			return verbs.SendWR{WRID: id, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGList: []verbs.SGE{a.mr.SGE(0, 100)}}
+		send := func(id uint64) ibv.SendWR {
+			return ibv.SendWR{WRID: id, Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGList: []ibv.SGE{a.mr.SGE(0, 100)}}
 		}
 		bad := send(3)
-		bad.SGList = []verbs.SGE{a.mr.SGE(0, 1), a.mr.SGE(1, 1), a.mr.SGE(2, 1), a.mr.SGE(3, 1), a.mr.SGE(4, 1)}
+		bad.SGList = []ibv.SGE{a.mr.SGE(0, 1), a.mr.SGE(1, 1), a.mr.SGE(2, 1), a.mr.SGE(3, 1), a.mr.SGE(4, 1)}
 		n, err := a.qp.PostSend(send(1), send(2), bad, send(4))
 		if n != 2 {
 			t.Errorf("PostSend returned %d, want 2 (the index of the bad WR)", n)
@@ -570,17 +571,17 @@ func TestPostSendBadWR(t *testing.T) {
 		wa := waitWC(t, a.scq, 2)
 		wb := waitWC(t, b.rcq, 2)
 		synctest.Wait()
-		var more [4]verbs.WorkCompletion
+		var more [4]ibv.WorkCompletion
 		if k := a.scq.Poll(more[:]) + b.rcq.Poll(more[:]); k != 0 {
 			t.Errorf("%d completions beyond the first two WRs", k)
 		}
 		for i, w := range wa {
-			if w.WRID != uint64(i+1) || w.Status != verbs.WCSuccess {
+			if w.WRID != uint64(i+1) || w.Status != ibv.WCSuccess {
 				t.Errorf("send completion %d: %+v, want WRID %d success", i, w, i+1)
 			}
 		}
 		for i, w := range wb {
-			if w.WRID != uint64(100+i) || w.Status != verbs.WCSuccess || w.ByteLen != 100 {
+			if w.WRID != uint64(100+i) || w.Status != ibv.WCSuccess || w.ByteLen != 100 {
 				t.Errorf("receive completion %d: %+v, want WRID %d success 100 bytes", i, w, 100+i)
 			}
 		}
@@ -590,22 +591,22 @@ func TestPostSendBadWR(t *testing.T) {
 // TestPostSendFull: a full send queue refuses the WR that does not fit
 // with an error wrapping ENOMEM and ENOSPC and reports how many it took.
 func TestPostSendFull(t *testing.T) {
-	for _, typ := range []verbs.QPType{verbs.QPTypeRC, verbs.QPTypeUC} {
+	for _, typ := range []ibv.QPType{ibv.QPTypeRC, ibv.QPTypeUC} {
 		t.Run(typ.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := fabric.New(fabric.Config{})
 				defer f.Close()
-				c := apiCfg{typ: typ, cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}}
+				c := apiCfg{typ: typ, cap: ibv.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}}
 				a, b := apiPair(t, f, c, c)
 				// Nothing reaches b, so nothing is acknowledged (RC); the test
 				// does not block, so no time passes and no WQE completes.
 				f.AddFilter(fabric.DropIf(fabric.From(apiAddrA)))
-				wr := verbs.SendWR{Opcode: verbs.WRRDMAWrite, SGList: []verbs.SGE{a.mr.SGE(0, 8)},
+				wr := ibv.SendWR{Opcode: ibv.WRRDMAWrite, SGList: []ibv.SGE{a.mr.SGE(0, 8)},
 					RKey: b.mr.RKey(), RemoteAddr: b.mr.Addr()}
-				if typ == verbs.QPTypeUC {
+				if typ == ibv.QPTypeUC {
 					// UC WQEs complete once sent: hold the QP in SQD so
 					// nothing starts.
-					must(t, a.qp.Modify(&verbs.QPAttr{State: verbs.QPStateSQD}, verbs.QPAttrState))
+					must(t, a.qp.Modify(&ibv.QPAttr{State: ibv.QPStateSQD}, ibv.QPAttrState))
 				}
 				must2(t)(a.qp.PostSend(wr, wr, wr))
 				n, err := a.qp.PostSend(wr, wr, wr)
@@ -630,9 +631,9 @@ func TestPostRecvErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := fabric.New(fabric.Config{})
 		defer f.Close()
-		a := apiNewEnd(t, f, apiAddrA, apiCfg{cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 2, MaxRecvSGE: 2}})
-		r := func(id uint64, n int) verbs.RecvWR {
-			w := verbs.RecvWR{WRID: id}
+		a := apiNewEnd(t, f, apiAddrA, apiCfg{cap: ibv.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 2, MaxRecvSGE: 2}})
+		r := func(id uint64, n int) ibv.RecvWR {
+			w := ibv.RecvWR{WRID: id}
 			for i := range n {
 				w.SGList = append(w.SGList, a.mr.SGE(i*64, 64))
 			}
@@ -643,8 +644,8 @@ func TestPostRecvErrors(t *testing.T) {
 			t.Errorf("PostRecv in RESET posted %d", n)
 		}
 		apiWantErr(t, "PostRecv in RESET", err, "RESET", verbs.EINVAL)
-		must(t, a.qp.Modify(&verbs.QPAttr{State: verbs.QPStateInit, PortNum: 1},
-			verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags))
+		must(t, a.qp.Modify(&ibv.QPAttr{State: ibv.QPStateInit, PortNum: 1},
+			ibv.QPAttrState|ibv.QPAttrPKeyIndex|ibv.QPAttrPort|ibv.QPAttrAccessFlags))
 		n, err = a.qp.PostRecv(r(1, 2), r(2, 3), r(3, 1))
 		if n != 1 {
 			t.Errorf("PostRecv with a bad second WR returned %d, want 1", n)
@@ -657,10 +658,10 @@ func TestPostRecvErrors(t *testing.T) {
 		apiWantErr(t, "PostRecv to a full queue", err, "", verbs.ENOMEM, verbs.ENOSPC)
 
 		// The four posted receives are flushed in order when the QP errs.
-		must(t, a.qp.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState))
+		must(t, a.qp.Modify(&ibv.QPAttr{State: ibv.QPStateErr}, ibv.QPAttrState))
 		got := waitWC(t, a.rcq, 4)
 		for i, w := range got {
-			if w.WRID != uint64(i+1) || w.Status != verbs.WCWRFlushErr || w.Opcode != verbs.WCRecv {
+			if w.WRID != uint64(i+1) || w.Status != ibv.WCWRFlushErr || w.Opcode != ibv.WCRecv {
 				t.Errorf("flushed receive %d: %+v, want WRID %d WR_FLUSH_ERR RECV", i, w, i+1)
 			}
 		}
@@ -670,26 +671,26 @@ func TestPostRecvErrors(t *testing.T) {
 // TestPostInErrFlushes: WRs posted to a QP in ERR complete at once with
 // WR_FLUSH_ERR, signaled or not, sends and receives alike.
 func TestPostInErrFlushes(t *testing.T) {
-	for _, typ := range []verbs.QPType{verbs.QPTypeRC, verbs.QPTypeUC} {
+	for _, typ := range []ibv.QPType{ibv.QPTypeRC, ibv.QPTypeUC} {
 		t.Run(typ.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := fabric.New(fabric.Config{})
 				defer f.Close()
 				a, _ := apiPair(t, f, apiCfg{typ: typ}, apiCfg{typ: typ})
-				must(t, a.qp.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState))
+				must(t, a.qp.Modify(&ibv.QPAttr{State: ibv.QPStateErr}, ibv.QPAttrState))
 				sent := a.dev.Counters().SentPkts
 				n, err := a.qp.PostSend(
-					verbs.SendWR{WRID: 7, Opcode: verbs.WRSend, SGList: []verbs.SGE{a.mr.SGE(0, 8)}},
-					verbs.SendWR{WRID: 8, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGList: []verbs.SGE{a.mr.SGE(0, 8)}})
+					ibv.SendWR{WRID: 7, Opcode: ibv.WRSend, SGList: []ibv.SGE{a.mr.SGE(0, 8)}},
+					ibv.SendWR{WRID: 8, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled, SGList: []ibv.SGE{a.mr.SGE(0, 8)}})
 				if n != 2 || err != nil {
 					t.Fatalf("PostSend in ERR = %d, %v; want 2, nil", n, err)
 				}
-				must2(t)(a.qp.PostRecv(verbs.RecvWR{WRID: 9, SGList: []verbs.SGE{a.mr.SGE(0, 8)}}))
+				must2(t)(a.qp.PostRecv(ibv.RecvWR{WRID: 9, SGList: []ibv.SGE{a.mr.SGE(0, 8)}}))
 				got := waitWC(t, a.rcq, 3)
-				want := []verbs.WorkCompletion{
-					{WRID: 7, Status: verbs.WCWRFlushErr, Opcode: verbs.WCSend},
-					{WRID: 8, Status: verbs.WCWRFlushErr, Opcode: verbs.WCRDMAWrite},
-					{WRID: 9, Status: verbs.WCWRFlushErr, Opcode: verbs.WCRecv},
+				want := []ibv.WorkCompletion{
+					{WRID: 7, Status: ibv.WCWRFlushErr, Opcode: ibv.WCSend},
+					{WRID: 8, Status: ibv.WCWRFlushErr, Opcode: ibv.WCRDMAWrite},
+					{WRID: 9, Status: ibv.WCWRFlushErr, Opcode: ibv.WCRecv},
 				}
 				for i, w := range got {
 					if w.WRID != want[i].WRID || w.Status != want[i].Status || w.Opcode != want[i].Opcode || w.QPNum != a.qp.QPN() {
@@ -710,10 +711,10 @@ func TestCQPollNoAlloc(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := fabric.New(fabric.Config{})
 		defer f.Close()
-		a, b := apiPair(t, f, apiCfg{sigAll: true, cap: verbs.QPCap{MaxSendWR: 256, MaxSendSGE: 1, MaxRecvSGE: 1}}, apiCfg{})
+		a, b := apiPair(t, f, apiCfg{sigAll: true, cap: ibv.QPCap{MaxSendWR: 256, MaxSendSGE: 1, MaxRecvSGE: 1}}, apiCfg{})
 		const runs = 100
-		wr := verbs.SendWR{Opcode: verbs.WRRDMAWrite, SGList: []verbs.SGE{a.mr.SGE(0, 8)}, RKey: b.mr.RKey(), RemoteAddr: b.mr.Addr()}
-		wrs := make([]verbs.SendWR, runs+1)
+		wr := ibv.SendWR{Opcode: ibv.WRRDMAWrite, SGList: []ibv.SGE{a.mr.SGE(0, 8)}, RKey: b.mr.RKey(), RemoteAddr: b.mr.Addr()}
+		wrs := make([]ibv.SendWR, runs+1)
 		for i := range wrs {
 			wrs[i] = wr
 			wrs[i].WRID = uint64(i)
@@ -722,7 +723,7 @@ func TestCQPollNoAlloc(t *testing.T) {
 		// A second of fake time passes only once the engine is idle: every
 		// WRITE has been acknowledged and completed by then.
 		time.Sleep(time.Second)
-		buf := make([]verbs.WorkCompletion, 1)
+		buf := make([]ibv.WorkCompletion, 1)
 		next := uint64(0)
 		allocs := testing.AllocsPerRun(runs, func() {
 			if a.scq.Poll(buf) != 1 || buf[0].WRID != next {
@@ -749,11 +750,11 @@ func TestReqNotify(t *testing.T) {
 		defer f.Close()
 		a, b := apiPair(t, f, apiCfg{}, apiCfg{ch: true})
 		for i := range 8 {
-			must2(t)(b.qp.PostRecv(verbs.RecvWR{WRID: uint64(100 + i), SGList: []verbs.SGE{b.mr.SGE(i*256, 256)}}))
+			must2(t)(b.qp.PostRecv(ibv.RecvWR{WRID: uint64(100 + i), SGList: []ibv.SGE{b.mr.SGE(i*256, 256)}}))
 		}
-		send := func(id uint64, flags verbs.SendFlags) {
+		send := func(id uint64, flags ibv.SendFlags) {
 			t.Helper()
-			must2(t)(a.qp.PostSend(verbs.SendWR{WRID: id, Opcode: verbs.WRSend, Flags: flags, SGList: []verbs.SGE{a.mr.SGE(0, 16)}}))
+			must2(t)(a.qp.PostSend(ibv.SendWR{WRID: id, Opcode: ibv.WRSend, Flags: flags, SGList: []ibv.SGE{a.mr.SGE(0, 16)}}))
 			waitWC(t, b.rcq, 1)
 		}
 		// noEvent waits a second of fake time for an event that must not come.
@@ -779,11 +780,11 @@ func TestReqNotify(t *testing.T) {
 		}
 
 		must(t, b.rcq.ReqNotify(true))
-		send(1, verbs.SendSignaled)
+		send(1, ibv.SendSignaled)
 		noEvent("solicited-only, unsolicited SEND")
-		send(2, verbs.SendSolicited)
+		send(2, ibv.SendSolicited)
 		event("solicited-only, solicited SEND")
-		send(3, verbs.SendSolicited)
+		send(3, ibv.SendSolicited)
 		noEvent("not re-armed")
 
 		must(t, b.rcq.ReqNotify(false))
@@ -791,7 +792,7 @@ func TestReqNotify(t *testing.T) {
 		event("armed for any completion")
 
 		// A completion already queued does not notify: poll after arming.
-		must2(t)(a.qp.PostSend(verbs.SendWR{WRID: 5, Opcode: verbs.WRSend, SGList: []verbs.SGE{a.mr.SGE(0, 16)}}))
+		must2(t)(a.qp.PostSend(ibv.SendWR{WRID: 5, Opcode: ibv.WRSend, SGList: []ibv.SGE{a.mr.SGE(0, 16)}}))
 		time.Sleep(time.Second)
 		must(t, b.rcq.ReqNotify(true))
 		noEvent("completion queued before arming")
@@ -800,17 +801,17 @@ func TestReqNotify(t *testing.T) {
 		// An error completion satisfies a solicited-only request: the
 		// receives still posted are flushed when b's QP errs.
 		must(t, b.rcq.ReqNotify(true))
-		must(t, b.qp.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState))
+		must(t, b.qp.Modify(&ibv.QPAttr{State: ibv.QPStateErr}, ibv.QPAttrState))
 		event("solicited-only, flushed receive")
 		for _, w := range waitWC(t, b.rcq, 3) {
-			if w.Status != verbs.WCWRFlushErr {
+			if w.Status != ibv.WCWRFlushErr {
 				t.Errorf("completion after ERR: %+v, want WR_FLUSH_ERR", w)
 			}
 		}
 
 		// An unacknowledged event keeps the CQ alive.
 		must(t, b.rcq.ReqNotify(false))
-		must2(t)(b.qp.PostRecv(verbs.RecvWR{WRID: 200}))
+		must2(t)(b.qp.PostRecv(ibv.RecvWR{WRID: 200}))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		c, err := b.ch.GetEvent(ctx)
 		cancel()
@@ -848,8 +849,8 @@ func TestCQOverflow(t *testing.T) {
 			t.Fatalf("CreateCQ(1) has capacity %d, want 1", c)
 		}
 		a.dev.AsyncEvents()
-		wr := verbs.SendWR{Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
-			SGList: []verbs.SGE{a.mr.SGE(0, 8)}, RKey: b.mr.RKey(), RemoteAddr: b.mr.Addr()}
+		wr := ibv.SendWR{Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
+			SGList: []ibv.SGE{a.mr.SGE(0, 8)}, RKey: b.mr.RKey(), RemoteAddr: b.mr.Addr()}
 		wr2 := wr
 		wr.WRID, wr2.WRID = 1, 2
 		must2(t)(a.qp.PostSend(wr, wr2))
@@ -858,17 +859,17 @@ func TestCQOverflow(t *testing.T) {
 		evs, _ := a.dev.AsyncEvents()
 		var cqErr, qpFatal bool
 		for _, ev := range evs {
-			cqErr = cqErr || ev.Type == verbs.EventCQErr && ev.Other == a.scq
-			qpFatal = qpFatal || ev.Type == verbs.EventQPFatal && ev.QPN == a.qp.QPN()
+			cqErr = cqErr || ev.Type == ibv.EventCQErr && ev.Other == a.scq
+			qpFatal = qpFatal || ev.Type == ibv.EventQPFatal && ev.QPN == a.qp.QPN()
 		}
 		if !cqErr || !qpFatal {
 			t.Errorf("async events %+v: want CQ_ERR for the send CQ and QP_FATAL for QP %#x", evs, a.qp.QPN())
 		}
-		if s := a.qp.State(); s != verbs.QPStateErr {
+		if s := a.qp.State(); s != ibv.QPStateErr {
 			t.Errorf("QP state after its CQ overran: %v, want ERR", s)
 		}
-		var wc [4]verbs.WorkCompletion
-		if n := a.scq.Poll(wc[:]); n != 1 || wc[0].WRID != 1 || wc[0].Status != verbs.WCSuccess {
+		var wc [4]ibv.WorkCompletion
+		if n := a.scq.Poll(wc[:]); n != 1 || wc[0].WRID != 1 || wc[0].Status != ibv.WCSuccess {
 			t.Errorf("overrun CQ gave %+v, want the first completion", wc[:n])
 		}
 		apiWantErr(t, "ReqNotify on an overrun CQ", a.scq.ReqNotify(false), "overrun", verbs.EINVAL)
@@ -899,8 +900,8 @@ func TestCQResize(t *testing.T) {
 		}
 
 		for i := range 5 {
-			must2(t)(a.qp.PostSend(verbs.SendWR{WRID: uint64(i + 1), Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
-				SGList: []verbs.SGE{a.mr.SGE(0, 8)}, RKey: b.mr.RKey(), RemoteAddr: b.mr.Addr()}))
+			must2(t)(a.qp.PostSend(ibv.SendWR{WRID: uint64(i + 1), Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
+				SGList: []ibv.SGE{a.mr.SGE(0, 8)}, RKey: b.mr.RKey(), RemoteAddr: b.mr.Addr()}))
 		}
 		time.Sleep(time.Second)
 		apiWantErr(t, "Resize below the completions queued", a.scq.Resize(4), "queued", verbs.EINVAL)
@@ -917,7 +918,7 @@ func TestCQResize(t *testing.T) {
 		}
 		got := waitWC(t, a.scq, 5)
 		for i, w := range got {
-			if w.WRID != uint64(i+1) || w.Status != verbs.WCSuccess {
+			if w.WRID != uint64(i+1) || w.Status != ibv.WCSuccess {
 				t.Errorf("completion %d after resizes: %+v, want WRID %d success", i, w, i+1)
 			}
 		}
@@ -928,7 +929,7 @@ func TestCQResize(t *testing.T) {
 // EINVAL (or return zero values) instead of panicking.
 func TestNilAndZeroObjects(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		wc := make([]verbs.WorkCompletion, 1)
+		wc := make([]ibv.WorkCompletion, 1)
 		for _, o := range []struct {
 			name string
 			dev  *verbs.Device
@@ -960,9 +961,9 @@ func TestNilAndZeroObjects(t *testing.T) {
 				"CQ.Destroy":        o.cq.Destroy(),
 				"CompChannel.Get":   second2(o.ch.GetEvent(context.Background())),
 				"CompChannel.Close": o.ch.Close(),
-				"QP.Modify":         o.qp.Modify(&verbs.QPAttr{}, verbs.QPAttrState),
-				"QP.PostSend":       second(o.qp.PostSend(verbs.SendWR{})),
-				"QP.PostRecv":       second(o.qp.PostRecv(verbs.RecvWR{})),
+				"QP.Modify":         o.qp.Modify(&ibv.QPAttr{}, ibv.QPAttrState),
+				"QP.PostSend":       second(o.qp.PostSend(ibv.SendWR{})),
+				"QP.PostRecv":       second(o.qp.PostRecv(ibv.RecvWR{})),
 				"QP.Destroy":        o.qp.Destroy(),
 				"QP.Ex":             second2(o.qp.Ex()),
 				"QPEx.WrComplete":   o.x.WrComplete(),
@@ -979,12 +980,12 @@ func TestNilAndZeroObjects(t *testing.T) {
 			o.x.WrAbort()
 			zeros := map[string]any{
 				"Device.Name": o.dev.Name() == "", "Device.Addr": !o.dev.Addr().IsValid(),
-				"Device.QueryDevice": o.dev.QueryDevice() == verbs.DeviceAttr{},
-				"Device.Counters":    o.dev.Counters() == verbs.Counters{},
+				"Device.QueryDevice": o.dev.QueryDevice() == ibv.DeviceAttr{},
+				"Device.Counters":    o.dev.Counters() == ibv.Counters{},
 				"PD.Handle":          o.pd.Handle() == 0, "MR.LKey": o.mr.LKey() == 0, "MR.RKey": o.mr.RKey() == 0,
 				"MR.Addr": o.mr.Addr() == 0, "MR.Len": o.mr.Len() == 0, "MR.Buf": o.mr.Buf() == nil,
 				"CQ.Poll": o.cq.Poll(wc) == 0, "CQ.Cap": o.cq.Cap() == 0,
-				"QP.QPN": o.qp.QPN() == 0, "QP.State": o.qp.State() == verbs.QPStateUnknown,
+				"QP.QPN": o.qp.QPN() == 0, "QP.State": o.qp.State() == ibv.QPStateUnknown,
 			}
 			for name, ok := range zeros {
 				if ok != true {
@@ -1015,10 +1016,10 @@ func TestAfterDeviceClose(t *testing.T) {
 			"AllocPD":  second2(a.dev.AllocPD()),
 			"CreateCQ": second2(a.dev.CreateCQ(4, nil)),
 			"RegMR":    second2(a.pd.RegMR(make([]byte, 8), 0)),
-			"CreateQP": second2(a.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: a.scq, RecvCQ: a.rcq})),
-			"Modify":   a.qp.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState),
-			"PostSend": second(a.qp.PostSend(verbs.SendWR{Opcode: verbs.WRSend})),
-			"PostRecv": second(a.qp.PostRecv(verbs.RecvWR{})),
+			"CreateQP": second2(a.pd.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: a.scq, RecvCQ: a.rcq})),
+			"Modify":   a.qp.Modify(&ibv.QPAttr{State: ibv.QPStateErr}, ibv.QPAttrState),
+			"PostSend": second(a.qp.PostSend(ibv.SendWR{Opcode: ibv.WRSend})),
+			"PostRecv": second(a.qp.PostRecv(ibv.RecvWR{})),
 			"WrComplete": func() error {
 				x.WrStart()
 				x.WrSend()
@@ -1027,7 +1028,7 @@ func TestAfterDeviceClose(t *testing.T) {
 		} {
 			apiWantErr(t, name+" after Close", err, "closed", verbs.ENODEV)
 		}
-		if s := a.qp.State(); s != verbs.QPStateRTS {
+		if s := a.qp.State(); s != ibv.QPStateRTS {
 			t.Errorf("QP state after Close: %v", s)
 		}
 		must(t, a.dev.Close())

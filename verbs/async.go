@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/softnic/softnic/ibv"
 )
 
 // Asynchronous events
@@ -58,19 +60,19 @@ type asyncAcks struct {
 // returned as is when it ends first. Once the device is closed and no
 // event is left it fails with ENODEV. Acknowledge each event with
 // AckAsyncEvent.
-func (d *Device) GetAsyncEvent(ctx context.Context) (AsyncEvent, error) {
+func (d *Device) GetAsyncEvent(ctx context.Context) (ibv.AsyncEvent, error) {
 	if !d.ok() {
-		return AsyncEvent{}, errNil("Device")
+		return ibv.AsyncEvent{}, errNil("Device")
 	}
 	if ctx == nil {
-		return AsyncEvent{}, errNilCtx
+		return ibv.AsyncEvent{}, errNilCtx
 	}
 	ev, err := d.n.GetAsyncEvent(ctx)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			return AsyncEvent{}, err
+			return ibv.AsyncEvent{}, err
 		}
-		return AsyncEvent{}, errno(err)
+		return ibv.AsyncEvent{}, errno(err)
 	}
 	d.acks.mu.Lock()
 	if d.acks.unacked == nil {
@@ -84,7 +86,7 @@ func (d *Device) GetAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 // AckAsyncEvent acknowledges an event GetAsyncEvent returned
 // (ibv_ack_async_event). Acknowledging more events about an object than
 // were returned is EINVAL.
-func (d *Device) AckAsyncEvent(ev AsyncEvent) error {
+func (d *Device) AckAsyncEvent(ev ibv.AsyncEvent) error {
 	if !d.ok() {
 		return errNil("Device")
 	}

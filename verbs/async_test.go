@@ -15,15 +15,16 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
 // getEvents takes every event dev has queued (GetAsyncEvent until a
 // millisecond of fake time passes without one), acknowledging each
 // unless keep is set.
-func getEvents(t testing.TB, dev *verbs.Device, keep bool) []verbs.AsyncEvent {
+func getEvents(t testing.TB, dev *verbs.Device, keep bool) []ibv.AsyncEvent {
 	t.Helper()
-	var evs []verbs.AsyncEvent
+	var evs []ibv.AsyncEvent
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 		ev, err := dev.GetAsyncEvent(ctx)
@@ -42,7 +43,7 @@ func getEvents(t testing.TB, dev *verbs.Device, keep bool) []verbs.AsyncEvent {
 }
 
 // eventNames renders events for comparisons: "TYPE" or "TYPE QP 0x11".
-func eventNames(evs []verbs.AsyncEvent) []string {
+func eventNames(evs []ibv.AsyncEvent) []string {
 	var s []string
 	for _, ev := range evs {
 		s = append(s, ev.String())
@@ -51,28 +52,28 @@ func eventNames(evs []verbs.AsyncEvent) []string {
 }
 
 // wantEventsExactly checks that evs are exactly want, in order.
-func wantEventsExactly(t testing.TB, what string, evs []verbs.AsyncEvent, want ...string) {
+func wantEventsExactly(t testing.TB, what string, evs []ibv.AsyncEvent, want ...string) {
 	t.Helper()
 	if got := eventNames(evs); !slices.Equal(got, want) {
 		t.Errorf("%s: events %q, want %q", what, got, want)
 	}
 }
 
-func qpEv(typ verbs.AsyncEventType, qp *verbs.QP) string {
+func qpEv(typ ibv.AsyncEventType, qp *verbs.QP) string {
 	return fmt.Sprintf("%v QP %#x", typ, qp.QPN())
 }
 
 // TestAsyncEventNames: String gives each type's enum name.
 func TestAsyncEventNames(t *testing.T) {
-	for typ, want := range map[verbs.AsyncEventType]string{
-		verbs.EventCQErr: "CQ_ERR", verbs.EventQPFatal: "QP_FATAL", verbs.EventQPReqErr: "QP_REQ_ERR",
-		verbs.EventQPAccessErr: "QP_ACCESS_ERR", verbs.EventCommEst: "COMM_EST", verbs.EventSQDrained: "SQ_DRAINED",
-		verbs.EventPathMig: "PATH_MIG", verbs.EventPathMigErr: "PATH_MIG_ERR", verbs.EventDeviceFatal: "DEVICE_FATAL",
-		verbs.EventPortActive: "PORT_ACTIVE", verbs.EventPortErr: "PORT_ERR", verbs.EventLIDChange: "LID_CHANGE",
-		verbs.EventPKeyChange: "PKEY_CHANGE", verbs.EventSMChange: "SM_CHANGE", verbs.EventSRQErr: "SRQ_ERR",
-		verbs.EventSRQLimitReached: "SRQ_LIMIT_REACHED", verbs.EventQPLastWQEReached: "QP_LAST_WQE_REACHED",
-		verbs.EventClientReregister: "CLIENT_REREGISTER", verbs.EventGIDChange: "GID_CHANGE",
-		verbs.EventWQFatal: "WQ_FATAL", verbs.AsyncEventType(200): "AsyncEventType(200)",
+	for typ, want := range map[ibv.AsyncEventType]string{
+		ibv.EventCQErr: "CQ_ERR", ibv.EventQPFatal: "QP_FATAL", ibv.EventQPReqErr: "QP_REQ_ERR",
+		ibv.EventQPAccessErr: "QP_ACCESS_ERR", ibv.EventCommEst: "COMM_EST", ibv.EventSQDrained: "SQ_DRAINED",
+		ibv.EventPathMig: "PATH_MIG", ibv.EventPathMigErr: "PATH_MIG_ERR", ibv.EventDeviceFatal: "DEVICE_FATAL",
+		ibv.EventPortActive: "PORT_ACTIVE", ibv.EventPortErr: "PORT_ERR", ibv.EventLIDChange: "LID_CHANGE",
+		ibv.EventPKeyChange: "PKEY_CHANGE", ibv.EventSMChange: "SM_CHANGE", ibv.EventSRQErr: "SRQ_ERR",
+		ibv.EventSRQLimitReached: "SRQ_LIMIT_REACHED", ibv.EventQPLastWQEReached: "QP_LAST_WQE_REACHED",
+		ibv.EventClientReregister: "CLIENT_REREGISTER", ibv.EventGIDChange: "GID_CHANGE",
+		ibv.EventWQFatal: "WQ_FATAL", ibv.AsyncEventType(200): "AsyncEventType(200)",
 	} {
 		if got := typ.String(); got != want {
 			t.Errorf("AsyncEventType(%d).String() = %q, want %q", uint8(typ), got, want)
@@ -90,7 +91,7 @@ func TestAsyncPortActive(t *testing.T) {
 		dev := openDev(t, f, "10.0.0.1", 0)
 		ev, err := dev.GetAsyncEvent(t.Context())
 		must(t, err)
-		if ev.Type != verbs.EventPortActive || ev.Other != nil || ev.QPN != 0 {
+		if ev.Type != ibv.EventPortActive || ev.Other != nil || ev.QPN != 0 {
 			t.Fatalf("first event %+v, want PORT_ACTIVE about nothing", ev)
 		}
 		must(t, dev.AckAsyncEvent(ev))
@@ -137,12 +138,12 @@ func TestAsyncQPFatal(t *testing.T) {
 		getEvents(t, b.dev, false)
 
 		remove := f.AddFilter(fabric.DropIf(from(b))) // no ACK ever comes back
-		post(t, a, rdmaWR(a, b, 1, verbs.WRRDMAWrite, 0, 0, 64))
-		wantWC(t, waitWC(t, a.cq, 1)[0], 1, verbs.WCRetryExcErr, verbs.WCRDMAWrite)
+		post(t, a, rdmaWR(a, b, 1, ibv.WRRDMAWrite, 0, 0, 64))
+		wantWC(t, waitWC(t, a.cq, 1)[0], 1, ibv.WCRetryExcErr, ibv.WCRDMAWrite)
 		remove()
 		settle(time.Second)
 		evs := getEvents(t, a.dev, true)
-		wantEventsExactly(t, "retries exhausted", evs, qpEv(verbs.EventQPFatal, a.qp))
+		wantEventsExactly(t, "retries exhausted", evs, qpEv(ibv.EventQPFatal, a.qp))
 		if len(evs) == 1 && evs[0].Other != a.qp {
 			t.Errorf("QP_FATAL's Other is %v, want the *QP", evs[0].Other)
 		}
@@ -150,19 +151,19 @@ func TestAsyncQPFatal(t *testing.T) {
 			t.Errorf("Destroy with the event not acknowledged: %v, want EBUSY", err)
 		}
 		// Still in ERR: nothing more, even when modified to ERR again.
-		modify(t, a, verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
+		modify(t, a, ibv.QPAttr{State: ibv.QPStateErr}, ibv.QPAttrState)
 		wantEventsExactly(t, "ERR to ERR", getEvents(t, a.dev, false))
 		must(t, a.dev.AckAsyncEvent(evs[0]))
 
 		// Modify to ERR, from RTS and from INIT, and a drain: no event.
-		toInit := verbs.QPAttr{State: verbs.QPStateInit, PortNum: 1}
-		initMask := verbs.QPAttrState | verbs.QPAttrPort | verbs.QPAttrPKeyIndex | verbs.QPAttrAccessFlags
-		modify(t, b, verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
-		modify(t, b, verbs.QPAttr{State: verbs.QPStateReset}, verbs.QPAttrState)
+		toInit := ibv.QPAttr{State: ibv.QPStateInit, PortNum: 1}
+		initMask := ibv.QPAttrState | ibv.QPAttrPort | ibv.QPAttrPKeyIndex | ibv.QPAttrAccessFlags
+		modify(t, b, ibv.QPAttr{State: ibv.QPStateErr}, ibv.QPAttrState)
+		modify(t, b, ibv.QPAttr{State: ibv.QPStateReset}, ibv.QPAttrState)
 		modify(t, b, toInit, initMask)
-		modify(t, b, verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
-		modify(t, b, verbs.QPAttr{State: verbs.QPStateReset}, verbs.QPAttrState)
-		connect(t, b, a, pairOpts{typ: verbs.QPTypeRC, mtu: verbs.MTU1024}, 0, 0)
+		modify(t, b, ibv.QPAttr{State: ibv.QPStateErr}, ibv.QPAttrState)
+		modify(t, b, ibv.QPAttr{State: ibv.QPStateReset}, ibv.QPAttrState)
+		connect(t, b, a, pairOpts{typ: ibv.QPTypeRC, mtu: ibv.MTU1024}, 0, 0)
 		must(t, b.qp.DrainQP(t.Context()))
 		wantEventsExactly(t, "modify and drain", getEvents(t, b.dev, false))
 		must(t, a.qp.Destroy())
@@ -176,18 +177,18 @@ func TestAsyncQPFatal(t *testing.T) {
 func TestAsyncResponderErrors(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		wr   func(t *testing.T, a, b *end) verbs.SendWR
-		ev   verbs.AsyncEventType
+		wr   func(t *testing.T, a, b *end) ibv.SendWR
+		ev   ibv.AsyncEventType
 	}{
-		{"invalid request", func(t *testing.T, a, b *end) verbs.SendWR {
-			modify(t, b, verbs.QPAttr{AccessFlags: verbs.AccessRemoteRead}, verbs.QPAttrAccessFlags)
-			return rdmaWR(a, b, 1, verbs.WRRDMAWrite, 0, 0, 64)
-		}, verbs.EventQPReqErr},
-		{"access error", func(t *testing.T, a, b *end) verbs.SendWR {
-			w := rdmaWR(a, b, 1, verbs.WRRDMAWrite, 0, 0, 64)
+		{"invalid request", func(t *testing.T, a, b *end) ibv.SendWR {
+			modify(t, b, ibv.QPAttr{AccessFlags: ibv.AccessRemoteRead}, ibv.QPAttrAccessFlags)
+			return rdmaWR(a, b, 1, ibv.WRRDMAWrite, 0, 0, 64)
+		}, ibv.EventQPReqErr},
+		{"access error", func(t *testing.T, a, b *end) ibv.SendWR {
+			w := rdmaWR(a, b, 1, ibv.WRRDMAWrite, 0, 0, 64)
 			w.RKey ^= 0x80
 			return w
-		}, verbs.EventQPAccessErr},
+		}, ibv.EventQPAccessErr},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -199,8 +200,8 @@ func TestAsyncResponderErrors(t *testing.T) {
 				post(t, a, c.wr(t, a, b))
 				waitWC(t, a.cq, 1)
 				settle(time.Second)
-				wantEventsExactly(t, "responder", getEvents(t, b.dev, false), qpEv(c.ev, b.qp), qpEv(verbs.EventQPFatal, b.qp))
-				wantEventsExactly(t, "requester", getEvents(t, a.dev, false), qpEv(verbs.EventQPFatal, a.qp))
+				wantEventsExactly(t, "responder", getEvents(t, b.dev, false), qpEv(c.ev, b.qp), qpEv(ibv.EventQPFatal, b.qp))
+				wantEventsExactly(t, "requester", getEvents(t, a.dev, false), qpEv(ibv.EventQPFatal, a.qp))
 			})
 		})
 	}
@@ -217,19 +218,19 @@ func TestAsyncPathMigration(t *testing.T) {
 		getEvents(t, a.dev, false)
 		before, _ := a.qp.Query()
 		for _, mig := range []uint8{1, 2} { // IBV_MIG_REARM, IBV_MIG_ARMED
-			err := a.qp.Modify(&verbs.QPAttr{PathMigState: mig}, verbs.QPAttrPathMigState)
+			err := a.qp.Modify(&ibv.QPAttr{PathMigState: mig}, ibv.QPAttrPathMigState)
 			if !errors.Is(err, verbs.EINVAL) || !strings.Contains(err.Error(), "IBV_QP_PATH_MIG_STATE") {
 				t.Errorf("path_mig_state %d: %v, want EINVAL naming IBV_QP_PATH_MIG_STATE", mig, err)
 			}
 		}
-		err := a.qp.Modify(&verbs.QPAttr{AltPortNum: 1, AltTimeout: 14}, verbs.QPAttrAltPath)
+		err := a.qp.Modify(&ibv.QPAttr{AltPortNum: 1, AltTimeout: 14}, ibv.QPAttrAltPath)
 		if !errors.Is(err, verbs.EINVAL) || !strings.Contains(err.Error(), "IBV_QP_ALT_PATH") {
 			t.Errorf("alternate path: %v, want EINVAL naming IBV_QP_ALT_PATH", err)
 		}
 		if after, _ := a.qp.Query(); after != before {
 			t.Errorf("refused modifies changed the QP:\n got %+v\nwant %+v", after, before)
 		}
-		must(t, a.qp.Modify(&verbs.QPAttr{PathMigState: 0}, verbs.QPAttrPathMigState))
+		must(t, a.qp.Modify(&ibv.QPAttr{PathMigState: 0}, ibv.QPAttrPathMigState))
 		settle(time.Second)
 		wantEventsExactly(t, "path migration", getEvents(t, a.dev, false))
 	})
@@ -245,11 +246,11 @@ func TestAsyncCQErr(t *testing.T) {
 		a, b := newPair(t, f, pairOpts{cqe: 1})
 		getEvents(t, a.dev, false)
 		for i := range 4 {
-			post(t, a, rdmaWR(a, b, uint64(i), verbs.WRRDMAWrite, 0, 0, 8))
+			post(t, a, rdmaWR(a, b, uint64(i), ibv.WRRDMAWrite, 0, 0, 8))
 		}
 		settle(time.Second)
 		evs := getEvents(t, a.dev, true)
-		wantEventsExactly(t, "overrun", evs, "CQ_ERR *verbs.CQ", qpEv(verbs.EventQPFatal, a.qp))
+		wantEventsExactly(t, "overrun", evs, "CQ_ERR *verbs.CQ", qpEv(ibv.EventQPFatal, a.qp))
 		if len(evs) != 2 || evs[0].Other != a.cq {
 			t.Fatalf("CQ_ERR about %v, want the CQ", evs[0].Other)
 		}
@@ -277,21 +278,21 @@ func TestAsyncSQDrained(t *testing.T) {
 		a, b := newPair(t, f, pairOpts{})
 		getEvents(t, a.dev, false)
 		for i := range 8 {
-			post(t, a, rdmaWR(a, b, uint64(i), verbs.WRRDMAWrite, 0, 0, 4096))
+			post(t, a, rdmaWR(a, b, uint64(i), ibv.WRRDMAWrite, 0, 0, 4096))
 		}
 		synctest.Wait()
-		modify(t, a, verbs.QPAttr{State: verbs.QPStateSQD, EnSQDAsyncNotify: true},
-			verbs.QPAttrState|verbs.QPAttrEnSQDAsyncNotify)
+		modify(t, a, ibv.QPAttr{State: ibv.QPStateSQD, EnSQDAsyncNotify: true},
+			ibv.QPAttrState|ibv.QPAttrEnSQDAsyncNotify)
 		wantEventsExactly(t, "WRITEs in flight", getEvents(t, a.dev, false))
 		waitWC(t, a.cq, 8)
 		settle(time.Millisecond)
-		wantEventsExactly(t, "drained", getEvents(t, a.dev, false), qpEv(verbs.EventSQDrained, a.qp))
+		wantEventsExactly(t, "drained", getEvents(t, a.dev, false), qpEv(ibv.EventSQDrained, a.qp))
 		settle(time.Second)
 		wantEventsExactly(t, "later", getEvents(t, a.dev, false))
 
-		modify(t, a, verbs.QPAttr{State: verbs.QPStateRTS}, verbs.QPAttrState)
-		modify(t, a, verbs.QPAttr{State: verbs.QPStateSQD, EnSQDAsyncNotify: false},
-			verbs.QPAttrState|verbs.QPAttrEnSQDAsyncNotify)
+		modify(t, a, ibv.QPAttr{State: ibv.QPStateRTS}, ibv.QPAttrState)
+		modify(t, a, ibv.QPAttr{State: ibv.QPStateSQD, EnSQDAsyncNotify: false},
+			ibv.QPAttrState|ibv.QPAttrEnSQDAsyncNotify)
 		settle(time.Second)
 		wantEventsExactly(t, "without notify", getEvents(t, a.dev, false))
 	})
@@ -306,11 +307,11 @@ func TestAsyncSRQEvents(t *testing.T) {
 		f := fabric.New(fabric.Config{Seed: 3})
 		defer f.Close()
 		s := newSRQServer(t, f, "10.0.0.100", 8, 256)
-		c, sq := rcClient(t, f, "10.0.0.1", s, pairOpts{typ: verbs.QPTypeRC, timeout: 14, retry: 7, rnr: 7})
+		c, sq := rcClient(t, f, "10.0.0.1", s, pairOpts{typ: ibv.QPTypeRC, timeout: 14, retry: 7, rnr: 7})
 		getEvents(t, s.dev, false)
-		must(t, s.srq.Modify(&verbs.SRQAttr{SRQLimit: 6}, verbs.SRQAttrLimit))
+		must(t, s.srq.Modify(&ibv.SRQAttr{SRQLimit: 6}, ibv.SRQAttrLimit))
 		for i := range 4 {
-			post(t, c, sendWR(c, uint64(i), verbs.WRSend, 0, 64))
+			post(t, c, sendWR(c, uint64(i), ibv.WRSend, 0, 64))
 		}
 		waitWC(t, s.cq, 4)
 		settle(time.Millisecond)
@@ -320,15 +321,15 @@ func TestAsyncSRQEvents(t *testing.T) {
 			t.Errorf("SRQ_LIMIT_REACHED about %v, want the SRQ", evs[0].Other)
 		}
 
-		modify(t, &end{qp: sq}, verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
-		modify(t, &end{qp: sq}, verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
-		wantEventsExactly(t, "QP to ERR", getEvents(t, s.dev, false), qpEv(verbs.EventQPLastWQEReached, sq))
+		modify(t, &end{qp: sq}, ibv.QPAttr{State: ibv.QPStateErr}, ibv.QPAttrState)
+		modify(t, &end{qp: sq}, ibv.QPAttr{State: ibv.QPStateErr}, ibv.QPAttrState)
+		wantEventsExactly(t, "QP to ERR", getEvents(t, s.dev, false), qpEv(ibv.EventQPLastWQEReached, sq))
 
 		// A queued event goes with its QP.
-		modify(t, &end{qp: sq}, verbs.QPAttr{State: verbs.QPStateReset}, verbs.QPAttrState)
-		modify(t, &end{qp: sq}, verbs.QPAttr{State: verbs.QPStateInit, PortNum: 1},
-			verbs.QPAttrState|verbs.QPAttrPort|verbs.QPAttrPKeyIndex|verbs.QPAttrAccessFlags)
-		modify(t, &end{qp: sq}, verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
+		modify(t, &end{qp: sq}, ibv.QPAttr{State: ibv.QPStateReset}, ibv.QPAttrState)
+		modify(t, &end{qp: sq}, ibv.QPAttr{State: ibv.QPStateInit, PortNum: 1},
+			ibv.QPAttrState|ibv.QPAttrPort|ibv.QPAttrPKeyIndex|ibv.QPAttrAccessFlags)
+		modify(t, &end{qp: sq}, ibv.QPAttr{State: ibv.QPStateErr}, ibv.QPAttrState)
 		must(t, sq.Destroy())
 		wantEventsExactly(t, "after destroy", getEvents(t, s.dev, false))
 

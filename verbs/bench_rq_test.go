@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -21,7 +22,7 @@ func benchRQ(b *testing.B) (*verbs.Device, *verbs.PD, *verbs.MR, *verbs.CQ) {
 	dev := openDev(b, f, "10.0.0.1", 0)
 	pd, err := dev.AllocPD()
 	must(b, err)
-	mr, err := pd.RegMR(make([]byte, 1<<16), verbs.AccessLocalWrite)
+	mr, err := pd.RegMR(make([]byte, 1<<16), ibv.AccessLocalWrite)
 	must(b, err)
 	cq, err := dev.CreateCQ(64, nil)
 	must(b, err)
@@ -35,7 +36,7 @@ func BenchmarkSRQPostRecv(b *testing.B) {
 	attr := verbs.SRQInitAttr{MaxWR: benchRQWR, MaxSGE: 2}
 	srq, err := pd.CreateSRQ(attr)
 	must(b, err)
-	wr := verbs.RecvWR{SGList: []verbs.SGE{mr.SGE(0, 64), mr.SGE(64, 64)}}
+	wr := ibv.RecvWR{SGList: []ibv.SGE{mr.SGE(0, 64), mr.SGE(64, 64)}}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
@@ -57,17 +58,17 @@ func BenchmarkSRQPostRecv(b *testing.B) {
 // emptied through RESET when full.
 func BenchmarkWQPostRecv(b *testing.B) {
 	dev, pd, mr, cq := benchRQ(b)
-	wq, err := dev.CreateWQ(verbs.WQInitAttr{Type: verbs.WQTypeRQ, MaxWR: benchRQWR, MaxSGE: 2, PD: pd, CQ: cq})
+	wq, err := dev.CreateWQ(verbs.WQInitAttr{Type: ibv.WQTypeRQ, MaxWR: benchRQWR, MaxSGE: 2, PD: pd, CQ: cq})
 	must(b, err)
-	wqTo(b, wq, verbs.WQStateRdy)
-	wr := verbs.RecvWR{SGList: []verbs.SGE{mr.SGE(0, 64), mr.SGE(64, 64)}}
+	wqTo(b, wq, ibv.WQStateRdy)
+	wr := ibv.RecvWR{SGList: []ibv.SGE{mr.SGE(0, 64), mr.SGE(64, 64)}}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
 		if wq.Len() == benchRQWR {
 			b.StopTimer()
-			wqTo(b, wq, verbs.WQStateReset)
-			wqTo(b, wq, verbs.WQStateRdy)
+			wqTo(b, wq, ibv.WQStateReset)
+			wqTo(b, wq, ibv.WQStateRdy)
 			b.StartTimer()
 		}
 		wr.WRID = uint64(i)

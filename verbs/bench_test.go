@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -16,7 +17,7 @@ import (
 
 // benchPair returns a connected RC pair at the given path MTU with a
 // 1 MiB buffer on each side.
-func benchPair(b *testing.B, mtu verbs.MTU) (a, c *end) {
+func benchPair(b *testing.B, mtu ibv.MTU) (a, c *end) {
 	b.Helper()
 	f := fabric.New(fabric.Config{})
 	b.Cleanup(func() { f.Close() })
@@ -27,16 +28,16 @@ func benchPair(b *testing.B, mtu verbs.MTU) (a, c *end) {
 // completion or when nothing completes for ten seconds.
 type poller struct {
 	b  *testing.B
-	wc []verbs.WorkCompletion
+	wc []ibv.WorkCompletion
 }
 
-func newPoller(b *testing.B) *poller { return &poller{b: b, wc: make([]verbs.WorkCompletion, 64)} }
+func newPoller(b *testing.B) *poller { return &poller{b: b, wc: make([]ibv.WorkCompletion, 64)} }
 
 // poll returns the completions cq has now, possibly none.
-func (p *poller) poll(cq *verbs.CQ) []verbs.WorkCompletion {
+func (p *poller) poll(cq *verbs.CQ) []ibv.WorkCompletion {
 	n := cq.Poll(p.wc)
 	for _, w := range p.wc[:n] {
-		if w.Status != verbs.WCSuccess {
+		if w.Status != ibv.WCSuccess {
 			p.b.Fatalf("completion %+v", w)
 		}
 	}
@@ -44,7 +45,7 @@ func (p *poller) poll(cq *verbs.CQ) []verbs.WorkCompletion {
 }
 
 // wait polls cq until it has at least one completion.
-func (p *poller) wait(cq *verbs.CQ) []verbs.WorkCompletion {
+func (p *poller) wait(cq *verbs.CQ) []ibv.WorkCompletion {
 	var deadline time.Time
 	for i := 0; ; i++ {
 		if wc := p.poll(cq); len(wc) > 0 {
@@ -64,24 +65,24 @@ func (p *poller) wait(cq *verbs.CQ) []verbs.WorkCompletion {
 // BenchmarkRCWrite64K measures WRITE throughput: 64 KiB WRITEs at MTU
 // 4096 (16 packets each), 16 outstanding.
 func BenchmarkRCWrite64K(b *testing.B) {
-	benchWindow(b, verbs.WRRDMAWrite, 64<<10, 16)
+	benchWindow(b, ibv.WRRDMAWrite, 64<<10, 16)
 }
 
 // BenchmarkRCRead64K measures READ throughput: 64 KiB READs at MTU 4096,
 // 16 outstanding (the QPs' max_rd_atomic).
 func BenchmarkRCRead64K(b *testing.B) {
-	benchWindow(b, verbs.WRRDMARead, 64<<10, 16)
+	benchWindow(b, ibv.WRRDMARead, 64<<10, 16)
 }
 
 // benchWindow keeps window signaled WRITEs or READs of size bytes in
 // flight from a to c, each on its own 64 KiB slot of both buffers.
-func benchWindow(b *testing.B, op verbs.WROpcode, size, window int) {
-	a, c := benchPair(b, verbs.MTU4096)
+func benchWindow(b *testing.B, op ibv.WROpcode, size, window int) {
+	a, c := benchPair(b, ibv.MTU4096)
 	p := newPoller(b)
 	post := func(i int) {
 		off := (i % window) * size
-		_, err := a.qp.PostSend(verbs.SendWR{WRID: uint64(i), Opcode: op, Flags: verbs.SendSignaled,
-			SGList: []verbs.SGE{a.mr.SGE(off, size)}, RemoteAddr: c.mr.Addr() + uint64(off), RKey: c.mr.RKey()})
+		_, err := a.qp.PostSend(ibv.SendWR{WRID: uint64(i), Opcode: op, Flags: ibv.SendSignaled,
+			SGList: []ibv.SGE{a.mr.SGE(off, size)}, RemoteAddr: c.mr.Addr() + uint64(off), RKey: c.mr.RKey()})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -107,17 +108,17 @@ func BenchmarkRCSend64B(b *testing.B) {
 		size   = 64
 		window = 128
 	)
-	a, c := benchPair(b, verbs.MTU1024)
+	a, c := benchPair(b, ibv.MTU1024)
 	p := newPoller(b)
 	recv := func(i uint64) {
-		if _, err := c.qp.PostRecv(verbs.RecvWR{WRID: i, SGList: []verbs.SGE{c.mr.SGE(int(i)*size, size)}}); err != nil {
+		if _, err := c.qp.PostRecv(ibv.RecvWR{WRID: i, SGList: []ibv.SGE{c.mr.SGE(int(i)*size, size)}}); err != nil {
 			b.Fatal(err)
 		}
 	}
 	for i := range uint64(2 * window) {
 		recv(i)
 	}
-	wr := verbs.SendWR{Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGList: []verbs.SGE{a.mr.SGE(0, size)}}
+	wr := ibv.SendWR{Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGList: []ibv.SGE{a.mr.SGE(0, size)}}
 	b.SetBytes(size)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -151,16 +152,16 @@ func BenchmarkRCSend64B(b *testing.B) {
 // ends when the answer is in a's receive buffer.
 func BenchmarkRCPingPong8B(b *testing.B) {
 	const size = 8
-	a, c := benchPair(b, verbs.MTU1024)
+	a, c := benchPair(b, ibv.MTU1024)
 	p := newPoller(b)
 	recv := func(e *end) {
-		if _, err := e.qp.PostRecv(verbs.RecvWR{WRID: 1, SGList: []verbs.SGE{e.mr.SGE(4096, size)}}); err != nil {
+		if _, err := e.qp.PostRecv(ibv.RecvWR{WRID: 1, SGList: []ibv.SGE{e.mr.SGE(4096, size)}}); err != nil {
 			b.Fatal(err)
 		}
 	}
 	send := func(e *end) {
-		if _, err := e.qp.PostSend(verbs.SendWR{WRID: 2, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
-			SGList: []verbs.SGE{e.mr.SGE(0, size)}}); err != nil {
+		if _, err := e.qp.PostSend(ibv.SendWR{WRID: 2, Opcode: ibv.WRSend, Flags: ibv.SendSignaled,
+			SGList: []ibv.SGE{e.mr.SGE(0, size)}}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -169,7 +170,7 @@ func BenchmarkRCPingPong8B(b *testing.B) {
 	waitRecv := func(e *end) {
 		for {
 			for _, w := range p.wait(e.cq) {
-				if w.Opcode == verbs.WCRecv {
+				if w.Opcode == ibv.WCRecv {
 					return
 				}
 			}

@@ -3,7 +3,8 @@ package verbs
 import (
 	"fmt"
 
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/transport"
 )
 
 // Connecting queue pairs
@@ -45,10 +46,10 @@ func (qp *QP) Endpoint(psn uint32) Endpoint {
 // does not take are ignored. DefaultConnectAttr gives the usual values.
 type ConnectAttr struct {
 	// PathMTU is the path MTU of an RC or UC QP (IBV_QP_PATH_MTU).
-	PathMTU MTU
+	PathMTU ibv.MTU
 	// Access is the remote access an RC or UC QP grants
 	// (IBV_QP_ACCESS_FLAGS).
-	Access Access
+	Access ibv.Access
 	// QKey is a UD QP's Q_Key (IBV_QP_QKEY).
 	QKey uint32
 	// MaxDestRdAtomic and MinRNRTimer are an RC QP's responder resources
@@ -77,16 +78,16 @@ const DefaultQKey = 0x11111111
 // ibv_ud_pingpong (0x11111111), and remote access for what the type
 // carries: REMOTE_WRITE|REMOTE_READ|REMOTE_ATOMIC on RC, REMOTE_WRITE on
 // UC. (ibv_rc_pingpong itself grants no remote access: it only SENDs.)
-func DefaultConnectAttr(t QPType) ConnectAttr {
+func DefaultConnectAttr(t ibv.QPType) ConnectAttr {
 	a := ConnectAttr{
-		PathMTU: MTU1024, QKey: DefaultQKey,
+		PathMTU: ibv.MTU1024, QKey: DefaultQKey,
 		MaxDestRdAtomic: 1, MinRNRTimer: 12, MaxRdAtomic: 1, Timeout: 14, RetryCnt: 7, RNRRetry: 7,
 	}
 	switch t {
-	case QPTypeRC:
-		a.Access = AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic
-	case QPTypeUC:
-		a.Access = AccessRemoteWrite
+	case ibv.QPTypeRC:
+		a.Access = ibv.AccessRemoteWrite | ibv.AccessRemoteRead | ibv.AccessRemoteAtomic
+	case ibv.QPTypeUC:
+		a.Access = ibv.AccessRemoteWrite
 	}
 	return a
 }
@@ -110,7 +111,7 @@ func (qp *QP) Connect(local, remote Endpoint, attr *ConnectAttr) error {
 		return fmt.Errorf("%w: connect QP %#x at %v: the local endpoint is QP %#x's at %v", EINVAL,
 			own.QPN, own.GID.Addr(), local.QPN, local.GID.Addr())
 	}
-	if qp.init.Type == QPTypeUD && remote != (Endpoint{}) {
+	if qp.init.Type == ibv.QPTypeUD && remote != (Endpoint{}) {
 		return errUDRemote(qp, remote)
 	}
 	if err := qp.ToInit(attr); err != nil {
@@ -127,7 +128,7 @@ func (qp *QP) Connect(local, remote Endpoint, attr *ConnectAttr) error {
 // 1 and attr.Access on RC and UC; P_Key index 0, port 1 and attr.QKey on
 // UD. A nil attr is DefaultConnectAttr of the QP's type.
 func (qp *QP) ToInit(attr *ConnectAttr) error {
-	return qp.connectStep(QPStateReset, QPStateInit, Endpoint{}, 0, attr)
+	return qp.connectStep(ibv.QPStateReset, ibv.QPStateInit, Endpoint{}, 0, attr)
 }
 
 // ToRTR moves the QP from INIT to RTR towards remote with the attributes
@@ -138,20 +139,20 @@ func (qp *QP) ToInit(attr *ConnectAttr) error {
 // state, and remote must be the zero Endpoint. A nil attr is
 // DefaultConnectAttr of the QP's type.
 func (qp *QP) ToRTR(remote Endpoint, attr *ConnectAttr) error {
-	return qp.connectStep(QPStateInit, QPStateRTR, remote, 0, attr)
+	return qp.connectStep(ibv.QPStateInit, ibv.QPStateRTR, remote, 0, attr)
 }
 
 // ToRTS moves the QP from RTR to RTS sending from sqPSN, with, on RC,
 // attr's Timeout, RetryCnt, RNRRetry and MaxRdAtomic. A nil attr is
 // DefaultConnectAttr of the QP's type.
 func (qp *QP) ToRTS(sqPSN uint32, attr *ConnectAttr) error {
-	return qp.connectStep(QPStateRTR, QPStateRTS, Endpoint{}, sqPSN, attr)
+	return qp.connectStep(ibv.QPStateRTR, ibv.QPStateRTS, Endpoint{}, sqPSN, attr)
 }
 
 // connectStep makes the from->to modify with the attributes the state
 // table requires for the QP's type (transport.ModifyAttrs, the kernel's
 // qp_state_table), filled in from attr, remote and sqPSN.
-func (qp *QP) connectStep(from, to QPState, remote Endpoint, sqPSN uint32, attr *ConnectAttr) error {
+func (qp *QP) connectStep(from, to ibv.QPState, remote Endpoint, sqPSN uint32, attr *ConnectAttr) error {
 	if !qp.ok() {
 		return errNil("QP")
 	}
@@ -164,18 +165,18 @@ func (qp *QP) connectStep(from, to QPState, remote Endpoint, sqPSN uint32, attr 
 	if attr != nil {
 		a = *attr
 	}
-	if t == QPTypeUD && remote != (Endpoint{}) {
+	if t == ibv.QPTypeUD && remote != (Endpoint{}) {
 		return errUDRemote(qp, remote)
 	}
-	qa := QPAttr{
+	qa := ibv.QPAttr{
 		State: to, PKeyIndex: 0, PortNum: 1, AccessFlags: a.Access, QKey: a.QKey,
 		PathMTU: a.PathMTU, DestQPN: remote.QPN, RQPSN: remote.PSN,
 		MaxDestRdAtomic: a.MaxDestRdAtomic, MinRNRTimer: a.MinRNRTimer,
-		AHAttr: AHAttr{IsGlobal: true, PortNum: 1, GRH: GlobalRoute{
+		AHAttr: ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{
 			DGID: remote.GID.Addr(), TrafficClass: a.TrafficClass, FlowLabel: a.FlowLabel, HopLimit: transport.RouteHopLimit}},
 		SQPSN: sqPSN, Timeout: a.Timeout, RetryCnt: a.RetryCnt, RNRRetry: a.RNRRetry, MaxRdAtomic: a.MaxRdAtomic,
 	}
-	if err := qp.Modify(&qa, QPAttrState|req); err != nil {
+	if err := qp.Modify(&qa, ibv.QPAttrState|req); err != nil {
 		return fmt.Errorf("connect QP %#x: %w", qp.QPN(), err)
 	}
 	return nil

@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/softnic/softnic/nic/cq"
+	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/nic/cq"
 )
 
 // CompChannel is a completion event channel (ibv_comp_channel): CQs
@@ -92,7 +93,7 @@ func (d *Device) CreateCQ(cqe int, ch *CompChannel) (*CQ, error) {
 	}
 	c := &CQ{d: d, q: q, ch: ch, wait: newCQWaiter(q)}
 	q.SetOverflowHandler(func() {
-		d.n.PostAsync(AsyncEvent{Type: EventCQErr, Other: c})
+		d.n.PostAsync(ibv.AsyncEvent{Type: ibv.EventCQErr, Other: c})
 	})
 	if ch != nil {
 		ch.ch.Attach(q)
@@ -104,7 +105,7 @@ func (d *Device) CreateCQ(cqe int, ch *CompChannel) (*CQ, error) {
 
 // Poll copies up to len(wc) completions into wc and returns how many
 // (ibv_poll_cq). It does not allocate.
-func (c *CQ) Poll(wc []WorkCompletion) int {
+func (c *CQ) Poll(wc []ibv.WorkCompletion) int {
 	if !c.ok() {
 		return 0
 	}

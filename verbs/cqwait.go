@@ -6,7 +6,8 @@ import (
 	"iter"
 	"sync/atomic"
 
-	"github.com/softnic/softnic/nic/cq"
+	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/nic/cq"
 )
 
 // Waiting for completions
@@ -69,7 +70,7 @@ func (w *cqWaiter) wake() {
 // works unchanged on the fabric's fake clock and inside testing/synctest.
 // Wait does not allocate. Several goroutines may Wait on one CQ: each
 // completion goes to one of them.
-func (c *CQ) Wait(ctx context.Context, wc []WorkCompletion) (int, error) {
+func (c *CQ) Wait(ctx context.Context, wc []ibv.WorkCompletion) (int, error) {
 	if !c.ok() {
 		return 0, errNil("CQ")
 	}
@@ -156,12 +157,12 @@ func (c *CQ) ackEvents() {
 // ends on its own otherwise. Wait's rules on notifications and
 // completion channels apply. Neither All nor its loop allocates per
 // completion.
-func (c *CQ) All(ctx context.Context) iter.Seq2[WorkCompletion, error] {
-	return func(yield func(WorkCompletion, error) bool) {
-		var wc [1]WorkCompletion
+func (c *CQ) All(ctx context.Context) iter.Seq2[ibv.WorkCompletion, error] {
+	return func(yield func(ibv.WorkCompletion, error) bool) {
+		var wc [1]ibv.WorkCompletion
 		for {
 			if _, err := c.Wait(ctx, wc[:]); err != nil {
-				yield(WorkCompletion{}, err)
+				yield(ibv.WorkCompletion{}, err)
 				return
 			}
 			if !yield(wc[0], nil) {

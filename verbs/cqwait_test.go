@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
 // waitResult is what a CQ.Wait in a goroutine returned.
 type waitResult struct {
-	wc  verbs.WorkCompletion
+	wc  ibv.WorkCompletion
 	n   int
 	err error
 }
@@ -22,7 +23,7 @@ type waitResult struct {
 func goWait(ctx context.Context, cq *verbs.CQ) <-chan waitResult {
 	res := make(chan waitResult, 1)
 	go func() {
-		var wc [1]verbs.WorkCompletion
+		var wc [1]ibv.WorkCompletion
 		n, err := cq.Wait(ctx, wc[:])
 		res <- waitResult{wc[0], n, err}
 	}()
@@ -59,10 +60,10 @@ func TestCQWait(t *testing.T) {
 				for i := range 3 { // the second and third Waits reuse the arming
 					res := goWait(context.Background(), b.rcq)
 					blocked(t, res)
-					must2(t)(b.qp.PostRecv(verbs.RecvWR{WRID: uint64(100 + i), SGList: []verbs.SGE{b.mr.SGE(0, 64)}}))
-					must2(t)(a.qp.PostSend(verbs.SendWR{WRID: uint64(i), Opcode: verbs.WRSend, SGList: []verbs.SGE{a.mr.SGE(0, 8)}}))
+					must2(t)(b.qp.PostRecv(ibv.RecvWR{WRID: uint64(100 + i), SGList: []ibv.SGE{b.mr.SGE(0, 64)}}))
+					must2(t)(a.qp.PostSend(ibv.SendWR{WRID: uint64(i), Opcode: ibv.WRSend, SGList: []ibv.SGE{a.mr.SGE(0, 8)}}))
 					r := <-res
-					if r.err != nil || r.n != 1 || r.wc.WRID != uint64(100+i) || r.wc.Opcode != verbs.WCRecv || r.wc.Status != verbs.WCSuccess {
+					if r.err != nil || r.n != 1 || r.wc.WRID != uint64(100+i) || r.wc.Opcode != ibv.WCRecv || r.wc.Status != ibv.WCSuccess {
 						t.Fatalf("Wait %d = %d, %+v, %v; want the receive of WR %d", i, r.n, r.wc, r.err, 100+i)
 					}
 				}
@@ -92,14 +93,14 @@ func TestCQWaitQueued(t *testing.T) {
 		defer f.Close()
 		a, _ := apiPair(t, f, apiCfg{}, apiCfg{})
 		for i := range 3 {
-			must2(t)(a.qp.PostSend(verbs.SendWR{WRID: uint64(i), Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
-				SGList: []verbs.SGE{a.mr.SGE(0, 8)}, RemoteAddr: a.mr.Addr(), RKey: 0}))
+			must2(t)(a.qp.PostSend(ibv.SendWR{WRID: uint64(i), Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
+				SGList: []ibv.SGE{a.mr.SGE(0, 8)}, RemoteAddr: a.mr.Addr(), RKey: 0}))
 		}
 		synctest.Wait()
 		time.Sleep(time.Minute) // let every retry and NAK play out
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		wc := make([]verbs.WorkCompletion, 2)
+		wc := make([]ibv.WorkCompletion, 2)
 		n, err := a.scq.Wait(ctx, wc)
 		if n != 2 || err != nil {
 			t.Fatalf("Wait = %d, %v; want the 2 first of 3 queued completions", n, err)
@@ -110,7 +111,7 @@ func TestCQWaitQueued(t *testing.T) {
 		}
 		// A completion with an error status is returned like any other:
 		// the WRITEs used rkey 0, which names no region of the peer.
-		if wc[0].Status != verbs.WCRemAccessErr && wc[0].Status != verbs.WCWRFlushErr {
+		if wc[0].Status != ibv.WCRemAccessErr && wc[0].Status != ibv.WCWRFlushErr {
 			t.Errorf("completion %+v, want a remote access error or a flush", wc[0])
 		}
 		if n, err = a.scq.Wait(ctx, wc); n != 0 || !errors.Is(err, context.Canceled) {
@@ -140,7 +141,7 @@ func TestCQWaitCancel(t *testing.T) {
 		start := time.Now()
 		ctx, cancel = context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		var wc [4]verbs.WorkCompletion
+		var wc [4]ibv.WorkCompletion
 		n, err := cq.Wait(ctx, wc[:])
 		if n != 0 || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Wait with a 3 s deadline = %d, %v; want context.DeadlineExceeded", n, err)
@@ -161,11 +162,11 @@ func TestCQWaitErrors(t *testing.T) {
 		// A send CQ of one entry: the second signaled WRITE overruns it.
 		a, _ := apiPair(t, f, apiCfg{sendCQE: 1}, apiCfg{})
 		for i := range 2 {
-			must2(t)(a.qp.PostSend(verbs.SendWR{WRID: uint64(i), Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
-				SGList: []verbs.SGE{a.mr.SGE(0, 8)}, RemoteAddr: a.mr.Addr(), RKey: a.mr.RKey()}))
+			must2(t)(a.qp.PostSend(ibv.SendWR{WRID: uint64(i), Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
+				SGList: []ibv.SGE{a.mr.SGE(0, 8)}, RemoteAddr: a.mr.Addr(), RKey: a.mr.RKey()}))
 		}
 		synctest.Wait()
-		var wc [4]verbs.WorkCompletion
+		var wc [4]ibv.WorkCompletion
 		if n, err := a.scq.Wait(context.Background(), wc[:]); n != 1 || err != nil || wc[0].WRID != 0 {
 			t.Fatalf("Wait on the overrun CQ = %d, %+v, %v; want WR 0's completion", n, wc[0], err)
 		}
@@ -224,10 +225,10 @@ func TestCQWaitTwoWaiters(t *testing.T) {
 		blocked(t, r1)
 		blocked(t, r2)
 		for i := range 2 {
-			must2(t)(b.qp.PostRecv(verbs.RecvWR{WRID: uint64(100 + i), SGList: []verbs.SGE{b.mr.SGE(0, 64)}}))
+			must2(t)(b.qp.PostRecv(ibv.RecvWR{WRID: uint64(100 + i), SGList: []ibv.SGE{b.mr.SGE(0, 64)}}))
 		}
 		for i := range 2 {
-			must2(t)(a.qp.PostSend(verbs.SendWR{WRID: uint64(i), Opcode: verbs.WRSend, SGList: []verbs.SGE{a.mr.SGE(0, 8)}}))
+			must2(t)(a.qp.PostSend(ibv.SendWR{WRID: uint64(i), Opcode: ibv.WRSend, SGList: []ibv.SGE{a.mr.SGE(0, 8)}}))
 		}
 		got := map[uint64]bool{}
 		for _, r := range []waitResult{<-r1, <-r2} {
@@ -251,11 +252,11 @@ func TestCQAll(t *testing.T) {
 		defer f.Close()
 		a, b := apiPair(t, f, apiCfg{}, apiCfg{})
 		for i := range 5 {
-			must2(t)(b.qp.PostRecv(verbs.RecvWR{WRID: uint64(i), SGList: []verbs.SGE{b.mr.SGE(0, 64)}}))
+			must2(t)(b.qp.PostRecv(ibv.RecvWR{WRID: uint64(i), SGList: []ibv.SGE{b.mr.SGE(0, 64)}}))
 		}
 		go func() {
 			for i := range 5 {
-				a.qp.PostSend(verbs.SendWR{WRID: uint64(i), Opcode: verbs.WRSend, SGList: []verbs.SGE{a.mr.SGE(0, 8)}})
+				a.qp.PostSend(ibv.SendWR{WRID: uint64(i), Opcode: ibv.WRSend, SGList: []ibv.SGE{a.mr.SGE(0, 8)}})
 				time.Sleep(time.Millisecond)
 			}
 		}()
@@ -295,15 +296,15 @@ func TestCQWaitAllocs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := fabric.New(fabric.Config{Seed: 1})
 		defer f.Close()
-		a, _ := apiPair(t, f, apiCfg{cap: verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}, apiCfg{})
+		a, _ := apiPair(t, f, apiCfg{cap: ibv.QPCap{MaxSendWR: 64, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}, apiCfg{})
 		const n = 40
 		for i := range n {
-			must2(t)(a.qp.PostSend(verbs.SendWR{WRID: uint64(i), Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
-				SGList: []verbs.SGE{a.mr.SGE(0, 8)}, RemoteAddr: a.mr.Addr(), RKey: a.mr.RKey()}))
+			must2(t)(a.qp.PostSend(ibv.SendWR{WRID: uint64(i), Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
+				SGList: []ibv.SGE{a.mr.SGE(0, 8)}, RemoteAddr: a.mr.Addr(), RKey: a.mr.RKey()}))
 		}
 		time.Sleep(time.Second)
 		ctx := context.Background()
-		var wc [1]verbs.WorkCompletion
+		var wc [1]ibv.WorkCompletion
 		if allocs := testing.AllocsPerRun(n-1, func() {
 			if k, err := a.scq.Wait(ctx, wc[:]); k != 1 || err != nil {
 				t.Fatalf("Wait = %d, %v", k, err)

@@ -3,13 +3,10 @@ package verbs
 import (
 	"context"
 	"errors"
-
-	"github.com/softnic/softnic/nic"
 )
 
 // DrainWRID is the wr_id of the marker work requests the drains post.
 // Their completions never reach the application: see DrainSQ.
-const DrainWRID = nic.DrainWRID
 
 // DrainSQ moves the QP to ERR and waits until every send WR posted
 // before the call has completed or been flushed with WCWRFlushErr: their

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/wire"
 )
@@ -24,13 +25,13 @@ import (
 // posting order and with opcode op, then the flushed ones. With inOrder
 // the flushed ones must be in posting order too. It returns how many
 // succeeded.
-func checkDrained(t testing.TB, what string, wcs []verbs.WorkCompletion, ids []uint64, op verbs.WCOpcode, inOrder bool) int {
+func checkDrained(t testing.TB, what string, wcs []ibv.WorkCompletion, ids []uint64, op ibv.WCOpcode, inOrder bool) int {
 	t.Helper()
 	if len(wcs) != len(ids) {
 		t.Fatalf("%s: %d completions for %d WRs: %+v", what, len(wcs), len(ids), wcs)
 	}
 	ok := 0
-	for ok < len(wcs) && wcs[ok].Status == verbs.WCSuccess {
+	for ok < len(wcs) && wcs[ok].Status == ibv.WCSuccess {
 		if wc := wcs[ok]; wc.WRID != ids[ok] || wc.Opcode != op {
 			t.Fatalf("%s: successful completion %d is %+v, want WR %d with opcode %d", what, ok, wc, ids[ok], op)
 		}
@@ -42,10 +43,10 @@ func checkDrained(t testing.TB, what string, wcs []verbs.WorkCompletion, ids []u
 	}
 	for i, wc := range wcs[ok:] {
 		switch {
-		case wc.WRID == verbs.DrainWRID:
+		case wc.WRID == ibv.DrainWRID:
 			t.Fatalf("%s: the drain marker's completion reached the CQ: %+v", what, wc)
-		case wc.Status != verbs.WCWRFlushErr:
-			t.Fatalf("%s: completion %+v after %d successes, want %q", what, wc, ok, verbs.WCWRFlushErr)
+		case wc.Status != ibv.WCWRFlushErr:
+			t.Fatalf("%s: completion %+v after %d successes, want %q", what, wc, ok, ibv.WCWRFlushErr)
 		case !left[wc.WRID]:
 			t.Fatalf("%s: flushed completion for WR %d, which is not due one (twice, or never posted)", what, wc.WRID)
 		case inOrder && wc.WRID != ids[ok+i]:
@@ -69,7 +70,7 @@ func noFatal(t testing.TB, e *end) {
 	t.Helper()
 	evs, _ := e.dev.AsyncEvents()
 	for _, ev := range evs {
-		if ev.Type == verbs.EventQPFatal && ev.QPN == e.qp.QPN() {
+		if ev.Type == ibv.EventQPFatal && ev.QPN == e.qp.QPN() {
 			t.Errorf("QP_FATAL for a drained QP: %v", ev)
 		}
 	}
@@ -88,15 +89,15 @@ func TestDrainSQBusy(t *testing.T) {
 		a, b := newPair(t, f, pairOpts{bufSize: 1 << 22, timeout: 14, retry: 7})
 		const n, size = 128, 16 << 10
 		for i := range n {
-			post(t, a, rdmaWR(a, b, uint64(i), verbs.WRRDMAWrite, i*size, i*size, size))
+			post(t, a, rdmaWR(a, b, uint64(i), ibv.WRRDMAWrite, i*size, i*size, size))
 		}
 		// Let some complete.
-		var wcs []verbs.WorkCompletion
+		var wcs []ibv.WorkCompletion
 		wcs = append(wcs, waitWC(t, a.cq, 3)...)
 		must(t, a.qp.DrainSQ(t.Context()))
-		wantState(t, "drained", a, verbs.QPStateErr)
+		wantState(t, "drained", a, ibv.QPStateErr)
 		wcs = append(wcs, pollAll(a.cq)...)
-		ok := checkDrained(t, "SQ", wcs, seq(0, n), verbs.WCRDMAWrite, true)
+		ok := checkDrained(t, "SQ", wcs, seq(0, n), ibv.WCRDMAWrite, true)
 		if ok == n {
 			t.Fatalf("all %d WRITEs completed before the drain: it flushed nothing", n)
 		}
@@ -104,10 +105,10 @@ func TestDrainSQBusy(t *testing.T) {
 
 		// After the drain: flushed, not lost.
 		for i := range 5 {
-			post(t, a, rdmaWR(a, b, uint64(1000+i), verbs.WRRDMAWrite, 0, 0, 8))
+			post(t, a, rdmaWR(a, b, uint64(1000+i), ibv.WRRDMAWrite, 0, 0, 8))
 		}
 		wcs = pollAll(a.cq)
-		if got := checkDrained(t, "after", wcs, seq(1000, 5), verbs.WCRDMAWrite, true); got != 0 {
+		if got := checkDrained(t, "after", wcs, seq(1000, 5), ibv.WCRDMAWrite, true); got != 0 {
 			t.Fatalf("%d WRs posted in ERR succeeded", got)
 		}
 		noWC(t, a.cq, time.Second)
@@ -135,7 +136,7 @@ func TestDrainSQConcurrentPosts(t *testing.T) {
 					return
 				default:
 				}
-				_, err := a.qp.PostSend(rdmaWR(a, b, uint64(i), verbs.WRRDMAWrite, 0, 0, 4096))
+				_, err := a.qp.PostSend(rdmaWR(a, b, uint64(i), ibv.WRRDMAWrite, 0, 0, 4096))
 				switch {
 				case err == nil:
 					i++
@@ -155,18 +156,18 @@ func TestDrainSQConcurrentPosts(t *testing.T) {
 		if len(wcs) < before {
 			t.Fatalf("%d completions after the drain, want at least the %d WRs posted before it", len(wcs), before)
 		}
-		checkDrained(t, "before", wcs[:before], seq(0, before), verbs.WCRDMAWrite, true)
+		checkDrained(t, "before", wcs[:before], seq(0, before), ibv.WCRDMAWrite, true)
 		time.Sleep(time.Millisecond)
 		close(stop)
 		wg.Wait()
 		all := int(posted.Load())
 		wcs = append(wcs, pollAll(a.cq)...)
-		checkDrained(t, "all", wcs, seq(0, all), verbs.WCRDMAWrite, true)
+		checkDrained(t, "all", wcs, seq(0, all), ibv.WCRDMAWrite, true)
 		if all <= before {
 			t.Fatalf("nothing posted after the drain (%d before, %d in all)", before, all)
 		}
 		for _, wc := range wcs[before:] {
-			if wc.Status != verbs.WCWRFlushErr {
+			if wc.Status != ibv.WCWRFlushErr {
 				t.Fatalf("WR %d posted after the drain: %+v", wc.WRID, wc)
 			}
 		}
@@ -193,18 +194,18 @@ func TestDrainRQ(t *testing.T) {
 			postRecv(t, b, recvWR(b, uint64(i), i*size, size))
 		}
 		for i := range sends {
-			post(t, a, sendWR(a, uint64(i), verbs.WRSend, 0, size))
+			post(t, a, sendWR(a, uint64(i), ibv.WRSend, 0, size))
 		}
 		wcs := waitWC(t, b.cq, 2)
 		must(t, b.qp.DrainRQ(t.Context()))
 		wcs = append(wcs, pollAll(b.cq)...)
-		ok := checkDrained(t, "RQ", wcs, seq(0, n), verbs.WCRecv, false)
+		ok := checkDrained(t, "RQ", wcs, seq(0, n), ibv.WCRecv, false)
 		if ok >= sends {
 			t.Fatalf("all %d SENDs arrived before the drain", ok)
 		}
 		t.Logf("%d receives completed, %d flushed", ok, n-ok)
 		postRecv(t, b, recvWR(b, 500, 0, 64), recvWR(b, 501, 64, 64))
-		checkDrained(t, "after", pollAll(b.cq), seq(500, 2), verbs.WCRecv, true)
+		checkDrained(t, "after", pollAll(b.cq), seq(500, 2), ibv.WCRecv, true)
 		noWC(t, b.cq, time.Second)
 		noFatal(t, b)
 	})
@@ -214,22 +215,22 @@ func TestDrainRQ(t *testing.T) {
 // in flight and receives posted: each WR completes once, the markers do
 // not show, and the QP ends in ERR without QP_FATAL.
 func TestDrainQPTypes(t *testing.T) {
-	for _, typ := range []verbs.QPType{verbs.QPTypeRC, verbs.QPTypeUC, verbs.QPTypeUD} {
+	for _, typ := range []ibv.QPType{ibv.QPTypeRC, ibv.QPTypeUC, ibv.QPTypeUD} {
 		t.Run(typ.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := fabric.New(fabric.Config{Seed: 6})
 				defer f.Close()
 				f.SetImpairment(fabric.Impairment{Delay: time.Millisecond})
 				var a, b *end
-				send := func(i int) verbs.SendWR { return sendWR(a, uint64(i), verbs.WRSend, 0, 256) }
-				if typ == verbs.QPTypeUD {
+				send := func(i int) ibv.SendWR { return sendWR(a, uint64(i), ibv.WRSend, 0, 256) }
+				if typ == ibv.QPTypeUD {
 					ua := newUDEnd(t, f, "10.0.0.1", udOpts{qkey: 7})
 					ub := newUDEnd(t, f, "10.0.0.2", udOpts{qkey: 7})
 					a = &end{dev: ua.dev, pd: ua.pd, cq: ua.cq, qp: ua.qp, buf: ua.buf, mr: ua.mr}
 					b = &end{dev: ub.dev, pd: ub.pd, cq: ub.cq, qp: ub.qp, buf: ub.buf, mr: ub.mr}
 					ah := ua.ahTo(t, ub, 0, 64, 0)
-					send = func(i int) verbs.SendWR {
-						w := sendWR(a, uint64(i), verbs.WRSend, 0, 256)
+					send = func(i int) ibv.SendWR {
+						w := sendWR(a, uint64(i), ibv.WRSend, 0, 256)
 						w.AH, w.RemoteQPN, w.RemoteQKey = ah, b.qp.QPN(), 7
 						return w
 					}
@@ -244,27 +245,27 @@ func TestDrainQPTypes(t *testing.T) {
 					post(t, a, send(i))
 				}
 				must(t, a.qp.DrainQP(t.Context()))
-				wantState(t, "drained", a, verbs.QPStateErr)
-				var sends, recvs []verbs.WorkCompletion
+				wantState(t, "drained", a, ibv.QPStateErr)
+				var sends, recvs []ibv.WorkCompletion
 				for _, wc := range pollAll(a.cq) {
-					if wc.Opcode&verbs.WCRecv != 0 {
+					if wc.Opcode&ibv.WCRecv != 0 {
 						recvs = append(recvs, wc)
 					} else {
 						sends = append(sends, wc)
 					}
 				}
-				ok := checkDrained(t, "SQ", sends, seq(0, 64), verbs.WCSend, true)
+				ok := checkDrained(t, "SQ", sends, seq(0, 64), ibv.WCSend, true)
 				t.Logf("%d SENDs completed, %d flushed", ok, 64-ok)
-				if got := checkDrained(t, "RQ", recvs, seq(100, 32), verbs.WCRecv, true); got != 0 {
+				if got := checkDrained(t, "RQ", recvs, seq(100, 32), ibv.WCRecv, true); got != 0 {
 					t.Errorf("%d receives completed with nothing sent to them", got)
 				}
 				noWC(t, a.cq, time.Second)
 				noFatal(t, a)
 				// The peer got what left before the drain, intact.
 				settle(10 * time.Millisecond)
-				if typ != verbs.QPTypeRC {
+				if typ != ibv.QPTypeRC {
 					for _, wc := range pollAll(b.cq) {
-						if wc.Status != verbs.WCSuccess {
+						if wc.Status != ibv.WCSuccess {
 							t.Errorf("peer completion %+v", wc)
 						}
 					}
@@ -284,26 +285,26 @@ func TestDrainRQSRQ(t *testing.T) {
 		f := fabric.New(fabric.Config{Seed: 7})
 		defer f.Close()
 		s := newSRQServer(t, f, "10.0.0.100", 8, 4096)
-		c, sq := rcClient(t, f, "10.0.0.1", s, pairOpts{typ: verbs.QPTypeRC, timeout: 14, retry: 7, rnr: 7})
+		c, sq := rcClient(t, f, "10.0.0.1", s, pairOpts{typ: ibv.QPTypeRC, timeout: 14, retry: 7, rnr: 7})
 		s.dev.AsyncEvents()
 		// The SEND's last packet never arrives: the server's QP holds
 		// WQE 0 with half a message in it.
 		f.AddFilter(fabric.DropIf(ops(c, wire.RCSendLast)))
-		post(t, c, sendWR(c, 1, verbs.WRSend, 0, 2048))
+		post(t, c, sendWR(c, 1, ibv.WRSend, 0, 2048))
 		waitUntil(t, time.Second, "the SRQ to give a WQE", func() bool { return s.srq.Len() == 7 })
 		settle(0)
 		if got := pollAll(s.cq); len(got) != 0 {
 			t.Fatalf("completions before the drain: %+v", got)
 		}
 		must(t, sq.DrainRQ(t.Context()))
-		if st := sq.State(); st != verbs.QPStateErr {
+		if st := sq.State(); st != ibv.QPStateErr {
 			t.Fatalf("drained QP in %v", st)
 		}
 		wcs := pollAll(s.cq)
 		if len(wcs) != 1 {
 			t.Fatalf("completions after the drain: %+v, want WQE 0 flushed", wcs)
 		}
-		wantWC(t, wcs[0], 0, verbs.WCWRFlushErr, verbs.WCRecv)
+		wantWC(t, wcs[0], 0, ibv.WCWRFlushErr, ibv.WCRecv)
 		if n := s.srq.Len(); n != 7 {
 			t.Fatalf("%d WQEs left in the SRQ, want 7", n)
 		}
@@ -311,9 +312,9 @@ func TestDrainRQSRQ(t *testing.T) {
 		evs, _ := s.dev.AsyncEvents()
 		for _, ev := range evs {
 			switch {
-			case ev.Type == verbs.EventQPLastWQEReached && ev.QPN == sq.QPN():
+			case ev.Type == ibv.EventQPLastWQEReached && ev.QPN == sq.QPN():
 				last++
-			case ev.Type == verbs.EventQPFatal:
+			case ev.Type == ibv.EventQPFatal:
 				fatal++
 			}
 		}
@@ -354,11 +355,11 @@ func TestDrainContext(t *testing.T) {
 				}
 			}
 		}
-		wantState(t, "after ended drains", a, verbs.QPStateRTS)
+		wantState(t, "after ended drains", a, ibv.QPStateRTS)
 		postRecv(t, b, recvWR(b, 1, 0, 64))
-		post(t, a, sendWR(a, 2, verbs.WRSend, 0, 64))
-		wantWC(t, waitWC(t, b.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCRecv)
-		wantWC(t, waitWC(t, a.cq, 1)[0], 2, verbs.WCSuccess, verbs.WCSend)
+		post(t, a, sendWR(a, 2, ibv.WRSend, 0, 64))
+		wantWC(t, waitWC(t, b.cq, 1)[0], 1, ibv.WCSuccess, ibv.WCRecv)
+		wantWC(t, waitWC(t, a.cq, 1)[0], 2, ibv.WCSuccess, ibv.WCSend)
 
 		ctx, cancel3 := context.WithTimeout(t.Context(), time.Second)
 		defer cancel3()

@@ -6,10 +6,11 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/mem"
-	"github.com/softnic/softnic/nic"
-	"github.com/softnic/softnic/nic/cq"
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/internal/nic"
+	"github.com/softnic/softnic/internal/nic/cq"
+	"github.com/softnic/softnic/internal/transport"
 )
 
 // The errno values verbs errors wrap, as libibverbs returns them: test
@@ -139,7 +140,7 @@ func (d *Device) sameDevice(what string, other *Device) error {
 // checkWRs returns the index of the first of wrs naming a typed object of
 // another device than d (an *AH, a fast-registration MR) and why, or
 // len(wrs) and nil.
-func (d *Device) checkWRs(wrs []SendWR) (int, error) {
+func (d *Device) checkWRs(wrs []ibv.SendWR) (int, error) {
 	for i := range wrs {
 		if ah, ok := wrs[i].AH.(*AH); ok && ah.ok() {
 			if err := d.sameDevice("SendWR.AH", ah.pd.d); err != nil {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
-	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/ibv"
 )
 
 // ibv_rc_pingpong's connection in three lines: each side tells the other
@@ -17,7 +17,7 @@ func ExampleQP_Connect() {
 	defer f.Close()
 	a, b := newNode(f, "192.0.2.1"), newNode(f, "192.0.2.2")
 	defer closeAll(a, b)
-	qa, qb := a.newQP(verbs.QPTypeRC, nil, 0), b.newQP(verbs.QPTypeRC, nil, 0)
+	qa, qb := a.newQP(ibv.QPTypeRC, nil, 0), b.newQP(ibv.QPTypeRC, nil, 0)
 
 	aMe, bMe := qa.Endpoint(0x1234), qb.Endpoint(0x5678) // sent over TCP by rc_pingpong
 	check(qa.Connect(aMe, bMe, nil))
@@ -40,13 +40,13 @@ func ExampleCQ_Wait() {
 	defer closeAll(a, b)
 	qa, qb := connectRC(a, b)
 
-	_, err := qb.PostRecv(verbs.RecvWR{WRID: 7, SGList: []verbs.SGE{b.mr.SGE(0, 64)}})
+	_, err := qb.PostRecv(ibv.RecvWR{WRID: 7, SGList: []ibv.SGE{b.mr.SGE(0, 64)}})
 	check(err)
 	n := copy(a.buf, "ping")
-	_, err = qa.PostSend(verbs.SendWR{WRID: 1, Opcode: verbs.WRSend, SGList: []verbs.SGE{a.mr.SGE(0, n)}})
+	_, err = qa.PostSend(ibv.SendWR{WRID: 1, Opcode: ibv.WRSend, SGList: []ibv.SGE{a.mr.SGE(0, n)}})
 	check(err)
 
-	wc := make([]verbs.WorkCompletion, 4)
+	wc := make([]ibv.WorkCompletion, 4)
 	k, err := b.cq.Wait(context.Background(), wc)
 	check(err)
 	fmt.Printf("%d completion: WR %d %v %v, %q\n", k, wc[0].WRID, wc[0].Opcode, wc[0].Status, b.buf[:wc[0].ByteLen])
@@ -69,12 +69,12 @@ func ExampleCQ_All() {
 	qa, qb := connectRC(a, b)
 
 	for i := range 3 {
-		_, err := qb.PostRecv(verbs.RecvWR{WRID: uint64(i), SGList: []verbs.SGE{b.mr.SGE(64*i, 64)}})
+		_, err := qb.PostRecv(ibv.RecvWR{WRID: uint64(i), SGList: []ibv.SGE{b.mr.SGE(64*i, 64)}})
 		check(err)
 	}
 	for i, msg := range []string{"one", "two", "three"} {
 		n := copy(a.buf[64*i:], msg)
-		_, err := qa.PostSend(verbs.SendWR{WRID: uint64(i), Opcode: verbs.WRSend, SGList: []verbs.SGE{a.mr.SGE(64*i, n)}})
+		_, err := qa.PostSend(ibv.SendWR{WRID: uint64(i), Opcode: ibv.WRSend, SGList: []ibv.SGE{a.mr.SGE(64*i, n)}})
 		check(err)
 	}
 

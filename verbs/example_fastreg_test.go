@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -25,18 +26,18 @@ func ExamplePD_AllocMR() {
 	check(err)
 	oldKey := mr.RKey()
 	check(mr.UpdateFastRegKey(verbs.IncKey(oldKey))) // ib_update_fast_reg_key
-	_, err = qb.PostSend(mr.RegWR(1, verbs.SendSignaled, verbs.AccessLocalWrite|verbs.AccessRemoteWrite))
+	_, err = qb.PostSend(mr.RegWR(1, ibv.SendSignaled, ibv.AccessLocalWrite|ibv.AccessRemoteWrite))
 	check(err)
 	fmt.Printf("%v: %d bytes, rkey is IncKey(old): %v\n", b.next().Opcode, mr.Len(), mr.RKey() == verbs.IncKey(oldKey))
 
 	n := copy(a.buf, "fast")
-	write := verbs.SendWR{Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
-		SGList: []verbs.SGE{a.mr.SGE(0, n)}, RemoteAddr: mr.Addr(), RKey: mr.RKey()}
+	write := ibv.SendWR{Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
+		SGList: []ibv.SGE{a.mr.SGE(0, n)}, RemoteAddr: mr.Addr(), RKey: mr.RKey()}
 	_, err = qa.PostSend(write)
 	check(err)
 	fmt.Printf("WRITE: %v, page holds %q\n", a.next().Status, page[:n])
 
-	_, err = qb.PostSend(verbs.SendWR{Opcode: verbs.WRLocalInv, Flags: verbs.SendSignaled, InvRKey: mr.RKey()})
+	_, err = qb.PostSend(ibv.SendWR{Opcode: ibv.WRLocalInv, Flags: ibv.SendSignaled, InvRKey: mr.RKey()})
 	check(err)
 	fmt.Println(b.next().Opcode)
 	_, err = qa.PostSend(write)

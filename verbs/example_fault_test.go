@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/wire"
 )
@@ -21,8 +22,8 @@ func Example_faultInjection() {
 	defer f.Close()
 	a, b := newNode(f, "192.0.2.1"), newNode(f, "192.0.2.2")
 	defer closeAll(a, b)
-	qa, qb := a.newQP(verbs.QPTypeRC, nil, 0), b.newQP(verbs.QPTypeRC, nil, 0)
-	attr := verbs.DefaultConnectAttr(verbs.QPTypeRC)
+	qa, qb := a.newQP(ibv.QPTypeRC, nil, 0), b.newQP(ibv.QPTypeRC, nil, 0)
+	attr := verbs.DefaultConnectAttr(ibv.QPTypeRC)
 	attr.Timeout = 20 // about 4 s: the NAK, not the timer, brings the resend
 	check(qa.Connect(qa.Endpoint(0), qb.Endpoint(0), &attr))
 	check(qb.Connect(qb.Endpoint(0), qa.Endpoint(0), &attr))
@@ -43,8 +44,8 @@ func Example_faultInjection() {
 	for i := range 8192 {
 		a.buf[i] = byte(i * 7)
 	}
-	_, err := qa.PostSend(verbs.SendWR{Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
-		SGList: []verbs.SGE{a.mr.SGE(0, 8192)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+	_, err := qa.PostSend(ibv.SendWR{Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
+		SGList: []ibv.SGE{a.mr.SGE(0, 8192)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
 	check(err)
 	wc := a.next()
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -29,8 +30,8 @@ func newNode(f *fabric.Fabric, addr string) *node {
 	check(err)
 	n.pd, err = n.dev.AllocPD()
 	check(err)
-	n.mr, err = n.pd.RegMR(n.buf, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|
-		verbs.AccessRemoteRead|verbs.AccessRemoteAtomic|verbs.AccessMWBind)
+	n.mr, err = n.pd.RegMR(n.buf, ibv.AccessLocalWrite|ibv.AccessRemoteWrite|
+		ibv.AccessRemoteRead|ibv.AccessRemoteAtomic|ibv.AccessMWBind)
 	check(err)
 	n.cq, err = n.dev.CreateCQ(64, nil)
 	check(err)
@@ -40,20 +41,20 @@ func newNode(f *fabric.Fabric, addr string) *node {
 // newQP creates a QP of type typ on n's CQ, taking its receives from srq
 // when it is not nil, with the send operations ops for the ibv_wr_*
 // builders.
-func (n *node) newQP(typ verbs.QPType, srq *verbs.SRQ, ops verbs.SendOpsFlags) *verbs.QP {
+func (n *node) newQP(typ ibv.QPType, srq *verbs.SRQ, ops verbs.SendOpsFlags) *verbs.QP {
 	qp, err := n.pd.CreateQP(verbs.QPInitAttr{
 		Type: typ, SendCQ: n.cq, RecvCQ: n.cq, SRQ: srq, SendOpsFlags: ops,
-		Cap: verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 64},
+		Cap: ibv.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 64},
 	})
 	check(err)
 	return qp
 }
 
 // next waits (ten seconds at most) for n's next completion.
-func (n *node) next() verbs.WorkCompletion {
+func (n *node) next() ibv.WorkCompletion {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	wc := make([]verbs.WorkCompletion, 1)
+	wc := make([]ibv.WorkCompletion, 1)
 	_, err := n.cq.Wait(ctx, wc)
 	check(err)
 	return wc[0]
@@ -61,7 +62,7 @@ func (n *node) next() verbs.WorkCompletion {
 
 // connectRC makes an RC QP on a and one on b and connects them.
 func connectRC(a, b *node) (qa, qb *verbs.QP) {
-	qa, qb = a.newQP(verbs.QPTypeRC, nil, 0), b.newQP(verbs.QPTypeRC, nil, 0)
+	qa, qb = a.newQP(ibv.QPTypeRC, nil, 0), b.newQP(ibv.QPTypeRC, nil, 0)
 	check(qa.Connect(qa.Endpoint(0), qb.Endpoint(0), nil))
 	check(qb.Connect(qb.Endpoint(0), qa.Endpoint(0), nil))
 	return qa, qb

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -18,20 +19,20 @@ func ExamplePD_CreateSRQ() {
 	check(err)
 	var senders []*verbs.QP
 	for range 2 {
-		qa, qb := a.newQP(verbs.QPTypeRC, nil, 0), b.newQP(verbs.QPTypeRC, srq, 0)
+		qa, qb := a.newQP(ibv.QPTypeRC, nil, 0), b.newQP(ibv.QPTypeRC, srq, 0)
 		check(qa.Connect(qa.Endpoint(0), qb.Endpoint(0), nil))
 		check(qb.Connect(qb.Endpoint(0), qa.Endpoint(0), nil))
 		senders = append(senders, qa)
 	}
 	for i := range 2 {
-		_, err := srq.PostRecv(verbs.RecvWR{WRID: uint64(100 + i), SGList: []verbs.SGE{b.mr.SGE(64*i, 64)}})
+		_, err := srq.PostRecv(ibv.RecvWR{WRID: uint64(100 + i), SGList: []ibv.SGE{b.mr.SGE(64*i, 64)}})
 		check(err)
 	}
 	fmt.Println("receive WRs posted to the SRQ:", srq.Len())
 
 	for i, qa := range senders {
 		n := copy(a.buf[64*i:], fmt.Sprintf("via QP %d", i))
-		_, err := qa.PostSend(verbs.SendWR{Opcode: verbs.WRSend, SGList: []verbs.SGE{a.mr.SGE(64*i, n)}})
+		_, err := qa.PostSend(ibv.SendWR{Opcode: ibv.WRSend, SGList: []ibv.SGE{a.mr.SGE(64*i, n)}})
 		check(err)
 		wc := b.next() // one message at a time: the SRQ's buffers are taken in order
 		off := 64 * (wc.WRID - 100)

@@ -8,6 +8,7 @@ import (
 	"runtime"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -43,14 +44,14 @@ func openHost(f *fabric.Fabric, addr string) *host {
 	check(err)
 	h.pd, err = h.dev.AllocPD()
 	check(err)
-	h.mr, err = h.pd.RegMR(h.buf, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|
-		verbs.AccessRemoteRead|verbs.AccessRemoteAtomic)
+	h.mr, err = h.pd.RegMR(h.buf, ibv.AccessLocalWrite|ibv.AccessRemoteWrite|
+		ibv.AccessRemoteRead|ibv.AccessRemoteAtomic)
 	check(err)
 	h.cq, err = h.dev.CreateCQ(16, nil)
 	check(err)
 	h.qp, err = h.pd.CreateQP(verbs.QPInitAttr{
-		Type: verbs.QPTypeRC, SendCQ: h.cq, RecvCQ: h.cq,
-		Cap: verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1},
+		Type: ibv.QPTypeRC, SendCQ: h.cq, RecvCQ: h.cq,
+		Cap: ibv.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1},
 	})
 	check(err)
 	return h
@@ -66,46 +67,46 @@ func (h *host) info(psn uint32) peerInfo {
 // connect takes h's QP from RESET to RTS towards peer, with the
 // attributes ibv_rc_pingpong's pp_connect_ctx uses.
 func (h *host) connect(me, peer peerInfo) {
-	check(h.qp.Modify(&verbs.QPAttr{
-		State:       verbs.QPStateInit,
+	check(h.qp.Modify(&ibv.QPAttr{
+		State:       ibv.QPStateInit,
 		PKeyIndex:   0,
 		PortNum:     1,
-		AccessFlags: verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic,
-	}, verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags))
+		AccessFlags: ibv.AccessRemoteWrite | ibv.AccessRemoteRead | ibv.AccessRemoteAtomic,
+	}, ibv.QPAttrState|ibv.QPAttrPKeyIndex|ibv.QPAttrPort|ibv.QPAttrAccessFlags))
 
-	check(h.qp.Modify(&verbs.QPAttr{
-		State:           verbs.QPStateRTR,
-		PathMTU:         verbs.MTU1024,
+	check(h.qp.Modify(&ibv.QPAttr{
+		State:           ibv.QPStateRTR,
+		PathMTU:         ibv.MTU1024,
 		DestQPN:         peer.QPN,
 		RQPSN:           peer.PSN,
 		MaxDestRdAtomic: 1,
 		MinRNRTimer:     12,
-		AHAttr: verbs.AHAttr{
+		AHAttr: ibv.AHAttr{
 			IsGlobal: true, // RoCE: the GRH carries the peer's GID
 			PortNum:  1,
-			GRH:      verbs.GlobalRoute{DGID: peer.GID.Addr(), HopLimit: 1, SGIDIndex: 0},
+			GRH:      ibv.GlobalRoute{DGID: peer.GID.Addr(), HopLimit: 1, SGIDIndex: 0},
 		},
-	}, verbs.QPAttrState|verbs.QPAttrAV|verbs.QPAttrPathMTU|verbs.QPAttrDestQPN|
-		verbs.QPAttrRQPSN|verbs.QPAttrMaxDestRdAtomic|verbs.QPAttrMinRNRTimer))
+	}, ibv.QPAttrState|ibv.QPAttrAV|ibv.QPAttrPathMTU|ibv.QPAttrDestQPN|
+		ibv.QPAttrRQPSN|ibv.QPAttrMaxDestRdAtomic|ibv.QPAttrMinRNRTimer))
 
-	check(h.qp.Modify(&verbs.QPAttr{
-		State:       verbs.QPStateRTS,
+	check(h.qp.Modify(&ibv.QPAttr{
+		State:       ibv.QPStateRTS,
 		SQPSN:       me.PSN,
 		Timeout:     14, // 4.096 µs × 2^14 ≈ 67 ms before a retransmission
 		RetryCnt:    7,  // seven retransmissions, then RETRY_EXC_ERR (rxe: for ever)
 		RNRRetry:    7,  // 7: retry forever while the peer has no receive posted
 		MaxRdAtomic: 1,
-	}, verbs.QPAttrState|verbs.QPAttrSQPSN|verbs.QPAttrTimeout|verbs.QPAttrRetryCnt|
-		verbs.QPAttrRNRRetry|verbs.QPAttrMaxQPRdAtomic))
+	}, ibv.QPAttrState|ibv.QPAttrSQPSN|ibv.QPAttrTimeout|ibv.QPAttrRetryCnt|
+		ibv.QPAttrRNRRetry|ibv.QPAttrMaxQPRdAtomic))
 }
 
 // wait polls h's completion queue until a work request completes.
-func (h *host) wait() verbs.WorkCompletion {
-	wc := make([]verbs.WorkCompletion, 1)
+func (h *host) wait() ibv.WorkCompletion {
+	wc := make([]ibv.WorkCompletion, 1)
 	for h.cq.Poll(wc) == 0 {
 		runtime.Gosched()
 	}
-	if wc[0].Status != verbs.WCSuccess {
+	if wc[0].Status != ibv.WCSuccess {
 		log.Fatalf("work request %d: %v", wc[0].WRID, wc[0].Status)
 	}
 	return wc[0]
@@ -134,11 +135,11 @@ func Example() {
 	fmt.Printf("QP %#x on %v connected to QP %#x on %v\n", aInfo.QPN, aInfo.GID.Addr(), bInfo.QPN, bInfo.GID.Addr())
 
 	// SEND: b posts a receive buffer, a sends into it.
-	_, err := b.qp.PostRecv(verbs.RecvWR{WRID: 1, SGList: []verbs.SGE{b.mr.SGE(0, 64)}})
+	_, err := b.qp.PostRecv(ibv.RecvWR{WRID: 1, SGList: []ibv.SGE{b.mr.SGE(0, 64)}})
 	check(err)
 	n := copy(a.buf, "hello from a")
-	_, err = a.qp.PostSend(verbs.SendWR{WRID: 2, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
-		SGList: []verbs.SGE{a.mr.SGE(0, n)}})
+	_, err = a.qp.PostSend(ibv.SendWR{WRID: 2, Opcode: ibv.WRSend, Flags: ibv.SendSignaled,
+		SGList: []ibv.SGE{a.mr.SGE(0, n)}})
 	check(err)
 	a.wait()
 	wc := b.wait()
@@ -146,16 +147,16 @@ func Example() {
 
 	// WRITE: a puts bytes at offset 256 of b's buffer; b's CPU is not involved.
 	n = copy(a.buf[128:], "written by a")
-	_, err = a.qp.PostSend(verbs.SendWR{WRID: 3, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
-		SGList:     []verbs.SGE{a.mr.SGE(128, n)},
+	_, err = a.qp.PostSend(ibv.SendWR{WRID: 3, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
+		SGList:     []ibv.SGE{a.mr.SGE(128, n)},
 		RemoteAddr: bInfo.Addr + 256, RKey: bInfo.RKey})
 	check(err)
 	a.wait()
 	fmt.Printf("WRITE: b's buffer at 256 holds %q\n", b.buf[256:256+n])
 
 	// READ: a fetches the same bytes back into its own buffer.
-	_, err = a.qp.PostSend(verbs.SendWR{WRID: 4, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
-		SGList:     []verbs.SGE{a.mr.SGE(512, n)},
+	_, err = a.qp.PostSend(ibv.SendWR{WRID: 4, Opcode: ibv.WRRDMARead, Flags: ibv.SendSignaled,
+		SGList:     []ibv.SGE{a.mr.SGE(512, n)},
 		RemoteAddr: bInfo.Addr + 256, RKey: bInfo.RKey})
 	check(err)
 	wc = a.wait()
@@ -164,8 +165,8 @@ func Example() {
 	// FETCH_AND_ADD: a adds 2 to the 8-byte counter at offset 1024 of b's
 	// buffer; the counter's previous value lands in a's buffer.
 	binary.NativeEndian.PutUint64(b.buf[1024:], 40)
-	_, err = a.qp.PostSend(verbs.SendWR{WRID: 5, Opcode: verbs.WRAtomicFetchAndAdd, Flags: verbs.SendSignaled,
-		SGList:     []verbs.SGE{a.mr.SGE(1024, 8)},
+	_, err = a.qp.PostSend(ibv.SendWR{WRID: 5, Opcode: ibv.WRAtomicFetchAndAdd, Flags: ibv.SendSignaled,
+		SGList:     []ibv.SGE{a.mr.SGE(1024, 8)},
 		RemoteAddr: bInfo.Addr + 1024, RKey: bInfo.RKey, CompareAdd: 2})
 	check(err)
 	a.wait()

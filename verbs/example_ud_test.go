@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -15,18 +16,18 @@ func ExamplePD_CreateAH() {
 	defer f.Close()
 	a, b := newNode(f, "192.0.2.1"), newNode(f, "192.0.2.2")
 	defer closeAll(a, b)
-	qa, qb := a.newQP(verbs.QPTypeUD, nil, 0), b.newQP(verbs.QPTypeUD, nil, 0)
+	qa, qb := a.newQP(ibv.QPTypeUD, nil, 0), b.newQP(ibv.QPTypeUD, nil, 0)
 	check(qa.Connect(qa.Endpoint(0), verbs.Endpoint{}, nil)) // UD: no peer, Q_Key verbs.DefaultQKey
 	check(qb.Connect(qb.Endpoint(0), verbs.Endpoint{}, nil))
 
 	// b's receive buffer: GRHLen bytes of GRH, then the payload.
-	_, err := qb.PostRecv(verbs.RecvWR{WRID: 1, SGList: []verbs.SGE{b.mr.SGE(0, verbs.GRHLen+64)}})
+	_, err := qb.PostRecv(ibv.RecvWR{WRID: 1, SGList: []ibv.SGE{b.mr.SGE(0, verbs.GRHLen+64)}})
 	check(err)
-	ah, err := a.pd.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1,
-		GRH: verbs.GlobalRoute{DGID: b.dev.Addr(), TrafficClass: 0x20}})
+	ah, err := a.pd.CreateAH(ibv.AHAttr{IsGlobal: true, PortNum: 1,
+		GRH: ibv.GlobalRoute{DGID: b.dev.Addr(), TrafficClass: 0x20}})
 	check(err)
 	n := copy(a.buf, "datagram")
-	_, err = qa.PostSend(verbs.SendWR{WRID: 2, Opcode: verbs.WRSend, SGList: []verbs.SGE{a.mr.SGE(0, n)},
+	_, err = qa.PostSend(ibv.SendWR{WRID: 2, Opcode: ibv.WRSend, SGList: []ibv.SGE{a.mr.SGE(0, n)},
 		AH: ah, RemoteQPN: qb.QPN(), RemoteQKey: verbs.DefaultQKey})
 	check(err)
 

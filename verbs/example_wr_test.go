@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -14,11 +15,11 @@ func ExampleQPEx() {
 	defer f.Close()
 	a, b := newNode(f, "192.0.2.1"), newNode(f, "192.0.2.2")
 	defer closeAll(a, b)
-	qa := a.newQP(verbs.QPTypeRC, nil, verbs.SendOpsRDMAWrite|verbs.SendOpsSend)
-	qb := b.newQP(verbs.QPTypeRC, nil, 0)
+	qa := a.newQP(ibv.QPTypeRC, nil, verbs.SendOpsRDMAWrite|verbs.SendOpsSend)
+	qb := b.newQP(ibv.QPTypeRC, nil, 0)
 	check(qa.Connect(qa.Endpoint(0), qb.Endpoint(0), nil))
 	check(qb.Connect(qb.Endpoint(0), qa.Endpoint(0), nil))
-	_, err := qb.PostRecv(verbs.RecvWR{WRID: 9, SGList: []verbs.SGE{b.mr.SGE(0, 64)}})
+	_, err := qb.PostRecv(ibv.RecvWR{WRID: 9, SGList: []ibv.SGE{b.mr.SGE(0, 64)}})
 	check(err)
 
 	x, err := qa.Ex() // ibv_qp_to_qp_ex
@@ -28,7 +29,7 @@ func ExampleQPEx() {
 	x.WRID, x.WRFlags = 1, 0
 	x.WrRDMAWrite(b.mr.RKey(), b.mr.Addr()+1024)
 	x.WrSetSGE(a.mr.LKey(), a.mr.Addr(), uint32(n))
-	x.WRID, x.WRFlags = 2, verbs.SendSignaled
+	x.WRID, x.WRFlags = 2, ibv.SendSignaled
 	x.WrSend()
 	x.WrSetInlineData([]byte("done"))
 	check(x.WrComplete())

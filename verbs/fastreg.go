@@ -3,21 +3,13 @@ package verbs
 import (
 	"fmt"
 
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/ibv"
 )
 
 // Work-request and completion opcodes of the memory operations, FLUSH and
 // ATOMIC WRITE, and the FLUSH arguments (libibverbs verbs.h; REG_MR is
 // the kernel's IB_WR_REG_MR / IB_WC_REG_MR, which libibverbs lacks).
 const (
-	WRRegMR = transport.WRRegMR
-
-	WCBindMW      = transport.WCBindMW
-	WCLocalInv    = transport.WCLocalInv
-	WCFlush       = transport.WCFlush
-	WCAtomicWrite = transport.WCAtomicWrite
-	WCRegMR       = transport.WCRegMR
-
 	FlushGlobal     = 1 // IBV_FLUSH_GLOBAL: placement type global visibility
 	FlushPersistent = 2 // IBV_FLUSH_PERSISTENT: placement type persistence
 	FlushRange      = 0 // IBV_FLUSH_RANGE: flush [addr, addr+len) of the region
@@ -33,7 +25,6 @@ const MRTypeMemReg MRType = 0
 
 // RegMRWR is the reg part of a REG_MR work request (the kernel's
 // ib_reg_wr); MR.RegWR builds one.
-type RegMRWR = transport.RegMR
 
 // AllocMR allocates a fast-registration memory region able to map
 // maxNumSG pages (ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG, max_num_sg);
@@ -47,7 +38,7 @@ type RegMRWR = transport.RegMR
 //	mr.UpdateFastRegKey(verbs.IncKey(mr.RKey()))    // ib_update_fast_reg_key
 //	qp.PostSend(mr.RegWR(id, verbs.SendSignaled, access)) // IB_WR_REG_MR
 //	... remote access with mr.RKey() at mr.Addr() ...
-//	qp.PostSend(verbs.SendWR{Opcode: verbs.WRLocalInv, InvRKey: mr.RKey()}) // or the peer's SEND_WITH_INV
+//	qp.PostSend(ibv.SendWR{Opcode: ibv.WRLocalInv, InvRKey: mr.RKey()}) // or the peer's SEND_WITH_INV
 //
 // after which the region is free again, to be mapped anew.
 func (pd *PD) AllocMR(typ MRType, maxNumSG int) (*MR, error) {
@@ -122,12 +113,12 @@ func (mr *MR) UpdateFastRegKey(newKey uint32) error {
 // with WCLocQPOpErr if the region was not free, belongs to another PD, or
 // the key changes more than its key byte (rxe_reg_fast_mr), or access is
 // one ibv_reg_mr would refuse.
-func (mr *MR) RegWR(wrid uint64, flags SendFlags, access Access) SendWR {
-	reg := &RegMRWR{Key: mr.RKey(), Access: access}
+func (mr *MR) RegWR(wrid uint64, flags ibv.SendFlags, access ibv.Access) ibv.SendWR {
+	reg := &ibv.RegMRWR{Key: mr.RKey(), Access: access}
 	if mr.ok() {
 		reg.MR = mr.mr
 		reg.MRLKey = mr.mr.LKey()
 		reg.IOVA, reg.Length = mr.mr.Mapped()
 	}
-	return SendWR{WRID: wrid, Opcode: WRRegMR, Flags: flags, Reg: reg}
+	return ibv.SendWR{WRID: wrid, Opcode: ibv.WRRegMR, Flags: flags, Reg: reg}
 }

@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -42,11 +43,11 @@ func concat(chunks [][]byte) []byte {
 	return out
 }
 
-const fastAccess = verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead
+const fastAccess = ibv.AccessLocalWrite | ibv.AccessRemoteWrite | ibv.AccessRemoteRead
 
 // fastReg maps chunks into mr, rotates its key and registers it on s's QP
 // with access, waiting for the REG_MR completion.
-func fastReg(t testing.TB, s *mside, mr *verbs.MR, chunks [][]byte, access verbs.Access) {
+func fastReg(t testing.TB, s *mside, mr *verbs.MR, chunks [][]byte, access ibv.Access) {
 	t.Helper()
 	n, err := mr.MapSG(chunks, 4096)
 	must(t, err)
@@ -58,8 +59,8 @@ func fastReg(t testing.TB, s *mside, mr *verbs.MR, chunks [][]byte, access verbs
 	if k := mr.RKey(); k>>8 != old>>8 || k == old || mr.LKey() != k {
 		t.Fatalf("UpdateFastRegKey: keys %#x/%#x (was %#x), want the same index with the next key byte", mr.LKey(), k, old)
 	}
-	mpost(t, s.qp, mr.RegWR(50, verbs.SendSignaled, access))
-	wc := mone(t, s, 50, verbs.WCSuccess, verbs.WCRegMR)
+	mpost(t, s.qp, mr.RegWR(50, ibv.SendSignaled, access))
+	wc := mone(t, s, 50, ibv.WCSuccess, ibv.WCRegMR)
 	if wc.ByteLen != 0 {
 		t.Errorf("REG_MR byte_len %d, want 0", wc.ByteLen)
 	}
@@ -84,7 +85,7 @@ func TestFastRegCycle(t *testing.T) {
 			a2, b2 := mlink(t, a, b, a.pd, b.pd, mopts{})
 			_ = b2
 			mpost(t, a2, mwrite(a, 1, 0, 8, mr.RKey(), 0x1000))
-			mone(t, a, 1, verbs.WCRemAccessErr, verbs.WCRDMAWrite)
+			mone(t, a, 1, ibv.WCRemAccessErr, ibv.WCRDMAWrite)
 		}()
 
 		fastReg(t, b, mr, chunks, fastAccess)
@@ -94,35 +95,35 @@ func TestFastRegCycle(t *testing.T) {
 		// Remote WRITE across both boundaries, then READ it all back.
 		fill(a.buf[:8192], 11)
 		mpost(t, a.qp, mwrite(a, 2, 0, 6000, mr.RKey(), mr.Addr()+3000))
-		mone(t, a, 2, verbs.WCSuccess, verbs.WCRDMAWrite)
+		mone(t, a, 2, ibv.WCSuccess, ibv.WCRDMAWrite)
 		checkBytes(t, "WRITE across chunks", concat(chunks)[3000:9000], a.buf[:6000])
 		mpost(t, a.qp, mread(a, 3, 16384, 2*4096+1000, mr.RKey(), mr.Addr()))
-		mone(t, a, 3, verbs.WCSuccess, verbs.WCRDMARead)
+		mone(t, a, 3, ibv.WCSuccess, ibv.WCRDMARead)
 		checkBytes(t, "READ of the whole MR", a.buf[16384:16384+2*4096+1000], concat(chunks))
 
 		// Local access across a boundary: b sends from the fast MR, and
 		// receives into it.
 		postRecvMS(t, a, 60, 32768, 4096)
-		mpost(t, b.qp, verbs.SendWR{WRID: 4, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
-			SGList: []verbs.SGE{{Addr: mr.Addr() + 4000, Length: 300, LKey: mr.LKey()}}})
-		mone(t, b, 4, verbs.WCSuccess, verbs.WCSend)
-		mone(t, a, 60, verbs.WCSuccess, verbs.WCRecv)
+		mpost(t, b.qp, ibv.SendWR{WRID: 4, Opcode: ibv.WRSend, Flags: ibv.SendSignaled,
+			SGList: []ibv.SGE{{Addr: mr.Addr() + 4000, Length: 300, LKey: mr.LKey()}}})
+		mone(t, b, 4, ibv.WCSuccess, ibv.WCSend)
+		mone(t, a, 60, ibv.WCSuccess, ibv.WCRecv)
 		checkBytes(t, "SEND from across chunks", a.buf[32768:32768+300], concat(chunks)[4000:4300])
-		must2(t)(b.qp.PostRecv(verbs.RecvWR{WRID: 61, SGList: []verbs.SGE{{Addr: mr.Addr() + 8000, Length: 500, LKey: mr.LKey()}}}))
+		must2(t)(b.qp.PostRecv(ibv.RecvWR{WRID: 61, SGList: []ibv.SGE{{Addr: mr.Addr() + 8000, Length: 500, LKey: mr.LKey()}}}))
 		fill(a.buf[40000:40400], 77)
-		mpost(t, a.qp, verbs.SendWR{WRID: 5, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGList: []verbs.SGE{a.mr.SGE(40000, 400)}})
-		mone(t, a, 5, verbs.WCSuccess, verbs.WCSend)
-		mone(t, b, 61, verbs.WCSuccess, verbs.WCRecv)
+		mpost(t, a.qp, ibv.SendWR{WRID: 5, Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGList: []ibv.SGE{a.mr.SGE(40000, 400)}})
+		mone(t, a, 5, ibv.WCSuccess, ibv.WCSend)
+		mone(t, b, 61, ibv.WCSuccess, ibv.WCRecv)
 		checkBytes(t, "receive into across chunks", concat(chunks)[8000:8400], a.buf[40000:40400])
 
 		// LOCAL_INV: FREE again; a WRITE writes nothing.
 		old := mr.RKey()
-		mpost(t, b.qp, verbs.SendWR{WRID: 6, Opcode: verbs.WRLocalInv, Flags: verbs.SendSignaled, InvRKey: old})
-		mone(t, b, 6, verbs.WCSuccess, verbs.WCLocalInv)
+		mpost(t, b.qp, ibv.SendWR{WRID: 6, Opcode: ibv.WRLocalInv, Flags: ibv.SendSignaled, InvRKey: old})
+		mone(t, b, 6, ibv.WCSuccess, ibv.WCLocalInv)
 		snap := concat(chunks)
 		fill(a.buf[:64], 1)
 		mpost(t, a.qp, mwrite(a, 7, 0, 64, old, mr.Addr()))
-		mone(t, a, 7, verbs.WCRemAccessErr, verbs.WCRDMAWrite)
+		mone(t, a, 7, ibv.WCRemAccessErr, ibv.WCRDMAWrite)
 		settle(time.Millisecond)
 		if !bytes.Equal(concat(chunks), snap) {
 			t.Errorf("WRITE after LOCAL_INV wrote: %s", firstDiff(concat(chunks), snap))
@@ -139,10 +140,10 @@ func TestFastRegCycle(t *testing.T) {
 		}
 		fill(a.buf[:64], 2)
 		mpost(t, a2, mwrite(a, 8, 0, 64, mr.RKey(), mr.Addr()+4090))
-		mone(t, a, 8, verbs.WCSuccess, verbs.WCRDMAWrite)
+		mone(t, a, 8, ibv.WCSuccess, ibv.WCRDMAWrite)
 		checkBytes(t, "WRITE after re-registration", concat(chunks2)[4090:4154], a.buf[:64])
 		mpost(t, a2, mwrite(a, 9, 0, 8, old, mr.Addr()))
-		mone(t, a, 9, verbs.WCRemAccessErr, verbs.WCRDMAWrite)
+		mone(t, a, 9, ibv.WCRemAccessErr, ibv.WCRDMAWrite)
 		must(t, mr.Dereg())
 	})
 }
@@ -163,38 +164,38 @@ func TestFastRegSendInv(t *testing.T) {
 		rkey := mr.RKey()
 		postRecvMS(t, b, 70, 0, 64)
 		inv := func(wrid uint64, key uint32) {
-			mpost(t, a.qp, verbs.SendWR{WRID: wrid, Opcode: verbs.WRSendWithInv, Flags: verbs.SendSignaled,
-				SGList: []verbs.SGE{a.mr.SGE(0, 4)}, InvRKey: key})
-			mone(t, a, wrid, verbs.WCSuccess, verbs.WCSend)
+			mpost(t, a.qp, ibv.SendWR{WRID: wrid, Opcode: ibv.WRSendWithInv, Flags: ibv.SendSignaled,
+				SGList: []ibv.SGE{a.mr.SGE(0, 4)}, InvRKey: key})
+			mone(t, a, wrid, ibv.WCSuccess, ibv.WCSend)
 		}
 		inv(1, rkey)
-		wc := mone(t, b, 70, verbs.WCSuccess, verbs.WCRecv)
-		if wc.Flags&verbs.WCWithInv == 0 || wc.Imm != rkey {
+		wc := mone(t, b, 70, ibv.WCSuccess, ibv.WCRecv)
+		if wc.Flags&ibv.WCWithInv == 0 || wc.Imm != rkey {
 			t.Errorf("receive: %+v, want WITH_INV and rkey %#x", wc, rkey)
 		}
 		snap := bytes.Clone(chunks[0])
 		mpost(t, a.qp, mwrite(a, 2, 0, 8, rkey, mr.Addr()))
 		// The WRITE fails and a's QP goes to ERR; use a second pair.
-		mone(t, a, 2, verbs.WCRemAccessErr, verbs.WCRDMAWrite)
+		mone(t, a, 2, ibv.WCRemAccessErr, ibv.WCRDMAWrite)
 		if !bytes.Equal(chunks[0], snap) {
 			t.Errorf("WRITE after SEND_WITH_INV wrote")
 		}
 		a2, b2 := mlink(t, a, b, a.pd, b.pd, mopts{})
-		must2(t)(b2.PostRecv(verbs.RecvWR{WRID: 80, SGList: []verbs.SGE{b.mr.SGE(8192, 64)}}))
-		must2(t)(b2.PostRecv(verbs.RecvWR{WRID: 81, SGList: []verbs.SGE{b.mr.SGE(9000, 64)}}))
-		mpost(t, a2, verbs.SendWR{WRID: 3, Opcode: verbs.WRSendWithInv, Flags: verbs.SendSignaled,
-			SGList: []verbs.SGE{a.mr.SGE(0, 4)}, InvRKey: rkey})
-		mone(t, a, 3, verbs.WCSuccess, verbs.WCSend)
-		mone(t, b, 80, verbs.WCSuccess, verbs.WCRecv)
-		mpost(t, a2, verbs.SendWR{WRID: 4, Opcode: verbs.WRSendWithInv, Flags: verbs.SendSignaled,
-			SGList: []verbs.SGE{a.mr.SGE(0, 4)}, InvRKey: rkey ^ 0x55})
-		mone(t, a, 4, verbs.WCSuccess, verbs.WCSend)
-		mone(t, b, 81, verbs.WCRemInvReqErr, verbs.WCRecv)
-		if s := b2.State(); s != verbs.QPStateErr {
+		must2(t)(b2.PostRecv(ibv.RecvWR{WRID: 80, SGList: []ibv.SGE{b.mr.SGE(8192, 64)}}))
+		must2(t)(b2.PostRecv(ibv.RecvWR{WRID: 81, SGList: []ibv.SGE{b.mr.SGE(9000, 64)}}))
+		mpost(t, a2, ibv.SendWR{WRID: 3, Opcode: ibv.WRSendWithInv, Flags: ibv.SendSignaled,
+			SGList: []ibv.SGE{a.mr.SGE(0, 4)}, InvRKey: rkey})
+		mone(t, a, 3, ibv.WCSuccess, ibv.WCSend)
+		mone(t, b, 80, ibv.WCSuccess, ibv.WCRecv)
+		mpost(t, a2, ibv.SendWR{WRID: 4, Opcode: ibv.WRSendWithInv, Flags: ibv.SendSignaled,
+			SGList: []ibv.SGE{a.mr.SGE(0, 4)}, InvRKey: rkey ^ 0x55})
+		mone(t, a, 4, ibv.WCSuccess, ibv.WCSend)
+		mone(t, b, 81, ibv.WCRemInvReqErr, ibv.WCRecv)
+		if s := b2.State(); s != ibv.QPStateErr {
 			t.Errorf("QP after a failed SEND_WITH_INV: %v, want ERR", s)
 		}
 		evs, _ := b.dev.AsyncEvents()
-		if !hasEvent(evs, verbs.EventQPFatal, b2.QPN()) {
+		if !hasEvent(evs, ibv.EventQPFatal, b2.QPN()) {
 			t.Errorf("async events %+v, want QP_FATAL for %#x", evs, b2.QPN())
 		}
 	})
@@ -239,62 +240,62 @@ func TestFastRegRules(t *testing.T) {
 
 		type tc struct {
 			name string
-			wr   func(qp *verbs.QP) verbs.SendWR
+			wr   func(qp *verbs.QP) ibv.SendWR
 			pd2  bool // post on a QP of another PD
 		}
 		tcs := []tc{
-			{"REG_MR of a registered MR", func(*verbs.QP) verbs.SendWR { return mr.RegWR(51, verbs.SendSignaled, fastAccess) }, false},
-			{"REG_MR of a QP of another PD", func(*verbs.QP) verbs.SendWR {
+			{"REG_MR of a registered MR", func(*verbs.QP) ibv.SendWR { return mr.RegWR(51, ibv.SendSignaled, fastAccess) }, false},
+			{"REG_MR of a QP of another PD", func(*verbs.QP) ibv.SendWR {
 				m, err := b.pd.AllocMR(verbs.MRTypeMemReg, 1)
 				must(t, err)
 				_, err = m.MapSG(pages(1, 4096, 0), 4096)
 				must(t, err)
-				return m.RegWR(51, verbs.SendSignaled, fastAccess)
+				return m.RegWR(51, ibv.SendSignaled, fastAccess)
 			}, true},
-			{"REG_MR changing the index", func(*verbs.QP) verbs.SendWR {
+			{"REG_MR changing the index", func(*verbs.QP) ibv.SendWR {
 				m, err := b.pd.AllocMR(verbs.MRTypeMemReg, 1)
 				must(t, err)
 				_, err = m.MapSG(pages(1, 4096, 0), 4096)
 				must(t, err)
-				w := m.RegWR(51, verbs.SendSignaled, fastAccess)
+				w := m.RegWR(51, ibv.SendSignaled, fastAccess)
 				w.Reg.Key += 0x100
 				return w
 			}, false},
-			{"REG_MR longer than mapped", func(*verbs.QP) verbs.SendWR {
+			{"REG_MR longer than mapped", func(*verbs.QP) ibv.SendWR {
 				m, err := b.pd.AllocMR(verbs.MRTypeMemReg, 1)
 				must(t, err)
 				_, err = m.MapSG(pages(1, 4096, 100), 4096)
 				must(t, err)
-				w := m.RegWR(51, verbs.SendSignaled, fastAccess)
+				w := m.RegWR(51, ibv.SendSignaled, fastAccess)
 				w.Reg.Length = 200
 				return w
 			}, false},
-			{"REG_MR of nothing mapped", func(*verbs.QP) verbs.SendWR {
+			{"REG_MR of nothing mapped", func(*verbs.QP) ibv.SendWR {
 				m, err := b.pd.AllocMR(verbs.MRTypeMemReg, 1)
 				must(t, err)
-				return m.RegWR(51, verbs.SendSignaled, fastAccess)
+				return m.RegWR(51, ibv.SendSignaled, fastAccess)
 			}, false},
-			{"REG_MR with REMOTE_WRITE but not LOCAL_WRITE", func(*verbs.QP) verbs.SendWR {
+			{"REG_MR with REMOTE_WRITE but not LOCAL_WRITE", func(*verbs.QP) ibv.SendWR {
 				m, err := b.pd.AllocMR(verbs.MRTypeMemReg, 1)
 				must(t, err)
 				_, err = m.MapSG(pages(1, 4096, 0), 4096)
 				must(t, err)
-				return m.RegWR(51, verbs.SendSignaled, verbs.AccessRemoteWrite)
+				return m.RegWR(51, ibv.SendSignaled, ibv.AccessRemoteWrite)
 			}, false},
-			{"REG_MR of a deregistered MR", func(*verbs.QP) verbs.SendWR {
+			{"REG_MR of a deregistered MR", func(*verbs.QP) ibv.SendWR {
 				m, err := b.pd.AllocMR(verbs.MRTypeMemReg, 1)
 				must(t, err)
 				_, err = m.MapSG(pages(1, 4096, 0), 4096)
 				must(t, err)
-				w := m.RegWR(51, verbs.SendSignaled, fastAccess)
+				w := m.RegWR(51, ibv.SendSignaled, fastAccess)
 				must(t, m.Dereg())
 				return w
 			}, false},
-			{"LOCAL_INV of an ordinary MR", func(*verbs.QP) verbs.SendWR {
-				return verbs.SendWR{WRID: 51, Opcode: verbs.WRLocalInv, Flags: verbs.SendSignaled, InvRKey: b.mr.RKey()}
+			{"LOCAL_INV of an ordinary MR", func(*verbs.QP) ibv.SendWR {
+				return ibv.SendWR{WRID: 51, Opcode: ibv.WRLocalInv, Flags: ibv.SendSignaled, InvRKey: b.mr.RKey()}
 			}, false},
-			{"LOCAL_INV of an unknown key", func(*verbs.QP) verbs.SendWR {
-				return verbs.SendWR{WRID: 51, Opcode: verbs.WRLocalInv, Flags: verbs.SendSignaled, InvRKey: mr.RKey() ^ 0x80}
+			{"LOCAL_INV of an unknown key", func(*verbs.QP) ibv.SendWR {
+				return ibv.SendWR{WRID: 51, Opcode: ibv.WRLocalInv, Flags: ibv.SendSignaled, InvRKey: mr.RKey() ^ 0x80}
 			}, false},
 		}
 		for _, c := range tcs {
@@ -305,22 +306,22 @@ func TestFastRegRules(t *testing.T) {
 			}
 			_, q := mlink(t, a, b, a.pd, pd, mopts{})
 			w := c.wr(q)
-			op := verbs.WCRegMR
-			if w.Opcode == verbs.WRLocalInv {
-				op = verbs.WCLocalInv
+			op := ibv.WCRegMR
+			if w.Opcode == ibv.WRLocalInv {
+				op = ibv.WCLocalInv
 			}
 			mpost(t, q, w)
 			wc := waitWC(t, b.cq, 1)[0]
-			if wc.WRID != 51 || wc.Status != verbs.WCLocQPOpErr || wc.Opcode != op {
+			if wc.WRID != 51 || wc.Status != ibv.WCLocQPOpErr || wc.Opcode != op {
 				t.Errorf("%s: completion %+v, want LOC_QP_OP_ERR", c.name, wc)
 			}
-			if s := q.State(); s != verbs.QPStateErr {
+			if s := q.State(); s != ibv.QPStateErr {
 				t.Errorf("%s: QP state %v, want ERR", c.name, s)
 			}
 		}
 		// The first MR is still registered and usable.
 		mpost(t, a.qp, mwrite(a, 9, 0, 8, mr.RKey(), mr.Addr()))
-		mone(t, a, 9, verbs.WCSuccess, verbs.WCRDMAWrite)
+		mone(t, a, 9, ibv.WCSuccess, ibv.WCRDMAWrite)
 	})
 }
 
@@ -339,23 +340,23 @@ func TestFastRegChain(t *testing.T) {
 		must(t, err)
 		must(t, mr.UpdateFastRegKey(verbs.IncKey(mr.RKey())))
 		k1 := mr.RKey()
-		r1 := mr.RegWR(1, verbs.SendSignaled, fastAccess)
-		inv := verbs.SendWR{WRID: 2, Opcode: verbs.WRLocalInv, Flags: verbs.SendSignaled, InvRKey: k1}
+		r1 := mr.RegWR(1, ibv.SendSignaled, fastAccess)
+		inv := ibv.SendWR{WRID: 2, Opcode: ibv.WRLocalInv, Flags: ibv.SendSignaled, InvRKey: k1}
 		must(t, mr.UpdateFastRegKey(verbs.IncKey(k1)))
 		k2 := mr.RKey()
-		r2 := mr.RegWR(3, verbs.SendSignaled, verbs.AccessLocalWrite|verbs.AccessRemoteRead)
+		r2 := mr.RegWR(3, ibv.SendSignaled, ibv.AccessLocalWrite|ibv.AccessRemoteRead)
 		mpost(t, b.qp, r1, inv, r2)
 		got := waitWC(t, b.cq, 3)
-		wantWC(t, got[0], 1, verbs.WCSuccess, verbs.WCRegMR)
-		wantWC(t, got[1], 2, verbs.WCSuccess, verbs.WCLocalInv)
-		wantWC(t, got[2], 3, verbs.WCSuccess, verbs.WCRegMR)
+		wantWC(t, got[0], 1, ibv.WCSuccess, ibv.WCRegMR)
+		wantWC(t, got[1], 2, ibv.WCSuccess, ibv.WCLocalInv)
+		wantWC(t, got[2], 3, ibv.WCSuccess, ibv.WCRegMR)
 		copy(chunk[0], "chained")
 		mpost(t, a.qp, mread(a, 4, 0, 7, k2, mr.Addr()))
-		mone(t, a, 4, verbs.WCSuccess, verbs.WCRDMARead)
+		mone(t, a, 4, ibv.WCSuccess, ibv.WCRDMARead)
 		if string(a.buf[:7]) != "chained" {
 			t.Errorf("READ under the second key: %q", a.buf[:7])
 		}
 		// The second registration is read-only.
-		mrefusedWrite(t, a, b, k2, mr.Addr(), verbs.WCRemAccessErr)
+		mrefusedWrite(t, a, b, k2, mr.Addr(), ibv.WCRemAccessErr)
 	})
 }

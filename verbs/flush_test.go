@@ -12,25 +12,26 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/wire"
 )
 
 const (
-	qpFlush = verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic | verbs.AccessFlushGlobal
-	mrFlush = mAllMR | verbs.AccessFlushGlobal
+	qpFlush = ibv.AccessRemoteWrite | ibv.AccessRemoteRead | ibv.AccessRemoteAtomic | ibv.AccessFlushGlobal
+	mrFlush = mAllMR | ibv.AccessFlushGlobal
 )
 
 // mflush is a signaled FLUSH.
-func mflush(wrid uint64, rkey uint32, addr uint64, n uint32, typ, level uint8) verbs.SendWR {
-	return verbs.SendWR{WRID: wrid, Opcode: verbs.WRFlush, Flags: verbs.SendSignaled, RKey: rkey, RemoteAddr: addr,
+func mflush(wrid uint64, rkey uint32, addr uint64, n uint32, typ, level uint8) ibv.SendWR {
+	return ibv.SendWR{WRID: wrid, Opcode: ibv.WRFlush, Flags: ibv.SendSignaled, RKey: rkey, RemoteAddr: addr,
 		FlushLen: n, FlushType: typ, FlushLevel: level}
 }
 
 // matomicWrite is a signaled ATOMIC WRITE of v (as 8 inline bytes).
-func matomicWrite(wrid uint64, rkey uint32, addr uint64, v []byte) verbs.SendWR {
-	return verbs.SendWR{WRID: wrid, Opcode: verbs.WRAtomicWrite, Flags: verbs.SendSignaled | verbs.SendInline,
+func matomicWrite(wrid uint64, rkey uint32, addr uint64, v []byte) ibv.SendWR {
+	return ibv.SendWR{WRID: wrid, Opcode: ibv.WRAtomicWrite, Flags: ibv.SendSignaled | ibv.SendInline,
 		RKey: rkey, RemoteAddr: addr, InlineData: v}
 }
 
@@ -43,24 +44,24 @@ func matomicWrite(wrid uint64, rkey uint32, addr uint64, v []byte) verbs.SendWR 
 func TestFlush(t *testing.T) {
 	type tc struct {
 		name         string
-		qpAcc, mrAcc verbs.Access
+		qpAcc, mrAcc ibv.Access
 		typ, level   uint8
 		off          int64 // from the region's start
 		n            uint32
 		badKey       bool
-		want         verbs.WCStatus
+		want         ibv.WCStatus
 	}
 	pers := uint8(verbs.FlushPersistent)
 	tcs := []tc{
-		{"global range", qpFlush, mrFlush, verbs.FlushGlobal, verbs.FlushRange, 100, 4000, false, verbs.WCSuccess},
-		{"global whole MR", qpFlush, mrFlush, verbs.FlushGlobal, verbs.FlushMR, -1 << 20, 0, false, verbs.WCSuccess},
-		{"global empty range at the end", qpFlush, mrFlush, verbs.FlushGlobal, verbs.FlushRange, 1 << 16, 0, false, verbs.WCSuccess},
-		{"QP without FLUSH_GLOBAL", qpFlush &^ verbs.AccessFlushGlobal, mrFlush, verbs.FlushGlobal, verbs.FlushRange, 0, 64, false, verbs.WCRemInvReqErr},
-		{"QP without FLUSH_PERSISTENT", qpFlush, mrFlush, pers, verbs.FlushRange, 0, 64, false, verbs.WCRemInvReqErr},
-		{"MR without FLUSH_GLOBAL", qpFlush, mAllMR, verbs.FlushGlobal, verbs.FlushRange, 0, 64, false, verbs.WCRemAccessErr},
-		{"MR without FLUSH_PERSISTENT", qpFlush | verbs.AccessFlushPersistent, mrFlush, pers, verbs.FlushRange, 0, 64, false, verbs.WCRemAccessErr},
-		{"range past the MR", qpFlush, mrFlush, verbs.FlushGlobal, verbs.FlushRange, 1<<16 - 32, 64, false, verbs.WCRemAccessErr},
-		{"whole MR under a bad key", qpFlush, mrFlush, verbs.FlushGlobal, verbs.FlushMR, 0, 0, true, verbs.WCRemAccessErr},
+		{"global range", qpFlush, mrFlush, verbs.FlushGlobal, verbs.FlushRange, 100, 4000, false, ibv.WCSuccess},
+		{"global whole MR", qpFlush, mrFlush, verbs.FlushGlobal, verbs.FlushMR, -1 << 20, 0, false, ibv.WCSuccess},
+		{"global empty range at the end", qpFlush, mrFlush, verbs.FlushGlobal, verbs.FlushRange, 1 << 16, 0, false, ibv.WCSuccess},
+		{"QP without FLUSH_GLOBAL", qpFlush &^ ibv.AccessFlushGlobal, mrFlush, verbs.FlushGlobal, verbs.FlushRange, 0, 64, false, ibv.WCRemInvReqErr},
+		{"QP without FLUSH_PERSISTENT", qpFlush, mrFlush, pers, verbs.FlushRange, 0, 64, false, ibv.WCRemInvReqErr},
+		{"MR without FLUSH_GLOBAL", qpFlush, mAllMR, verbs.FlushGlobal, verbs.FlushRange, 0, 64, false, ibv.WCRemAccessErr},
+		{"MR without FLUSH_PERSISTENT", qpFlush | ibv.AccessFlushPersistent, mrFlush, pers, verbs.FlushRange, 0, 64, false, ibv.WCRemAccessErr},
+		{"range past the MR", qpFlush, mrFlush, verbs.FlushGlobal, verbs.FlushRange, 1<<16 - 32, 64, false, ibv.WCRemAccessErr},
+		{"whole MR under a bad key", qpFlush, mrFlush, verbs.FlushGlobal, verbs.FlushMR, 0, 0, true, ibv.WCRemAccessErr},
 	}
 	for _, c := range tcs {
 		t.Run(c.name, func(t *testing.T) {
@@ -75,11 +76,11 @@ func TestFlush(t *testing.T) {
 				}
 				// A WRITE first, so the FLUSH's MSN is the second message.
 				mpost(t, a.qp, mwrite(a, 1, 0, 8, b.mr.RKey(), b.mr.Addr()))
-				mone(t, a, 1, verbs.WCSuccess, verbs.WCRDMAWrite)
+				mone(t, a, 1, ibv.WCSuccess, ibv.WCRDMAWrite)
 				mpost(t, a.qp, mflush(2, rkey, uint64(int64(b.mr.Addr())+c.off), c.n, c.typ, c.level))
-				wc := mone(t, a, 2, c.want, verbs.WCFlush)
-				if c.want != verbs.WCSuccess {
-					wantState(t, "requester", &end{qp: a.qp}, verbs.QPStateErr)
+				wc := mone(t, a, 2, c.want, ibv.WCFlush)
+				if c.want != ibv.WCSuccess {
+					wantState(t, "requester", &end{qp: a.qp}, ibv.QPStateErr)
 					return
 				}
 				if wc.ByteLen != c.n {
@@ -119,7 +120,7 @@ func TestFlushPersistentMR(t *testing.T) {
 		f := fabric.New(fabric.Config{})
 		defer f.Close()
 		_, b := mpair(t, f, mopts{})
-		_, err := b.pd.RegMR(make([]byte, 64), verbs.AccessLocalWrite|verbs.AccessFlushPersistent)
+		_, err := b.pd.RegMR(make([]byte, 64), ibv.AccessLocalWrite|ibv.AccessFlushPersistent)
 		apiWantErr(t, "RegMR with FLUSH_PERSISTENT", err, "persistent", verbs.EINVAL)
 		caps := b.dev.QueryDevice().DeviceCapFlags
 		for _, c := range []struct {
@@ -152,23 +153,23 @@ func TestAtomicWrite(t *testing.T) {
 		a, b := mpair(t, f, mopts{ops: verbs.SendOpsAtomicWrite | verbs.SendOpsSend})
 		v1 := []byte{1, 2, 3, 4, 5, 6, 7, 8}
 		mpost(t, a.qp, matomicWrite(1, b.mr.RKey(), b.mr.Addr()+64, v1))
-		wc := mone(t, a, 1, verbs.WCSuccess, verbs.WCAtomicWrite)
+		wc := mone(t, a, 1, ibv.WCSuccess, ibv.WCAtomicWrite)
 		if wc.ByteLen != 8 {
 			t.Errorf("ATOMIC_WRITE byte_len %d, want 8", wc.ByteLen)
 		}
 		checkBytes(t, "inline ATOMIC_WRITE", b.buf[64:72], v1)
 		copy(a.buf[200:], "SGE-data")
-		mpost(t, a.qp, verbs.SendWR{WRID: 2, Opcode: verbs.WRAtomicWrite, Flags: verbs.SendSignaled,
-			SGList: []verbs.SGE{a.mr.SGE(200, 4), a.mr.SGE(204, 4)}, RKey: b.mr.RKey(), RemoteAddr: b.mr.Addr() + 72})
-		mone(t, a, 2, verbs.WCSuccess, verbs.WCAtomicWrite)
+		mpost(t, a.qp, ibv.SendWR{WRID: 2, Opcode: ibv.WRAtomicWrite, Flags: ibv.SendSignaled,
+			SGList: []ibv.SGE{a.mr.SGE(200, 4), a.mr.SGE(204, 4)}, RKey: b.mr.RKey(), RemoteAddr: b.mr.Addr() + 72})
+		mone(t, a, 2, ibv.WCSuccess, ibv.WCAtomicWrite)
 		checkBytes(t, "ATOMIC_WRITE from two SGEs", b.buf[72:80], []byte("SGE-data"))
 		x, err := a.qp.Ex()
 		must(t, err)
 		x.WrStart()
-		x.WRID, x.WRFlags = 3, verbs.SendSignaled
+		x.WRID, x.WRFlags = 3, ibv.SendSignaled
 		x.WrAtomicWrite(b.mr.RKey(), b.mr.Addr()+80, [8]byte{'b', 'u', 'i', 'l', 'd', 'e', 'r', '!'})
 		must(t, x.WrComplete())
-		mone(t, a, 3, verbs.WCSuccess, verbs.WCAtomicWrite)
+		mone(t, a, 3, ibv.WCSuccess, ibv.WCAtomicWrite)
 		checkBytes(t, "builder ATOMIC_WRITE", b.buf[80:88], []byte("builder!"))
 
 		req := rec.match(ops(&end{dev: a.dev}, wire.RCAtomicWrite))
@@ -187,18 +188,18 @@ func TestAtomicWrite(t *testing.T) {
 		// Refusals, each on a fresh pair.
 		for _, c := range []struct {
 			name         string
-			qpAcc, mrAcc verbs.Access
-			want         verbs.WCStatus
+			qpAcc, mrAcc ibv.Access
+			want         ibv.WCStatus
 		}{
-			{"QP without REMOTE_WRITE", verbs.AccessRemoteRead | verbs.AccessRemoteAtomic, mAllMR, verbs.WCRemInvReqErr},
-			{"MR without REMOTE_WRITE", 0, verbs.AccessLocalWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic, verbs.WCRemAccessErr},
+			{"QP without REMOTE_WRITE", ibv.AccessRemoteRead | ibv.AccessRemoteAtomic, mAllMR, ibv.WCRemInvReqErr},
+			{"MR without REMOTE_WRITE", 0, ibv.AccessLocalWrite | ibv.AccessRemoteRead | ibv.AccessRemoteAtomic, ibv.WCRemAccessErr},
 		} {
 			f2 := fabric.New(fabric.Config{})
 			a, b := mpair(t, f2, mopts{qpAccess: c.qpAcc, mrAccess: c.mrAcc})
 			fill(b.buf, 5)
 			before := append([]byte(nil), b.buf...)
 			mpost(t, a.qp, matomicWrite(1, b.mr.RKey(), b.mr.Addr(), v1))
-			mone(t, a, 1, c.want, verbs.WCAtomicWrite)
+			mone(t, a, 1, c.want, ibv.WCAtomicWrite)
 			settle(time.Millisecond)
 			checkBytes(t, c.name+": target", b.buf, before)
 			f2.Close()
@@ -258,8 +259,8 @@ func TestAtomicWriteNotReplayed(t *testing.T) {
 			copy(a.buf[8:], v2)
 			mpost(t, a.qp, matomicWrite(1, b.mr.RKey(), b.mr.Addr(), v1), mwrite(a, 2, 8, 8, b.mr.RKey(), b.mr.Addr()))
 			got := waitWC(t, a.cq, 2)
-			wantWC(t, got[0], 1, verbs.WCSuccess, verbs.WCAtomicWrite)
-			wantWC(t, got[1], 2, verbs.WCSuccess, verbs.WCRDMAWrite)
+			wantWC(t, got[0], 1, ibv.WCSuccess, ibv.WCAtomicWrite)
+			wantWC(t, got[1], 2, ibv.WCSuccess, ibv.WCRDMAWrite)
 			if n := rec.count(ops(&end{dev: a.dev}, wire.RCAtomicWrite)); n != 2 {
 				t.Errorf("ATOMIC_WRITE sent %d times, want 2 (one retransmission)", n)
 			}
@@ -276,10 +277,10 @@ func TestAtomicWriteNotReplayed(t *testing.T) {
 			rec := record(t, f)
 			a, b := mpair(t, f, mopts{})
 			mpost(t, a.qp, matomicWrite(1, b.mr.RKey(), b.mr.Addr(), v1))
-			mone(t, a, 1, verbs.WCSuccess, verbs.WCAtomicWrite)
+			mone(t, a, 1, ibv.WCSuccess, ibv.WCAtomicWrite)
 			copy(a.buf[8:], v2)
 			mpost(t, a.qp, mwrite(a, 2, 8, 8, b.mr.RKey(), b.mr.Addr()))
-			mone(t, a, 2, verbs.WCSuccess, verbs.WCRDMAWrite)
+			mone(t, a, 2, ibv.WCSuccess, ibv.WCRDMAWrite)
 			checkBytes(t, "before the late copy", b.buf[:8], v2)
 			// The network delivers the ATOMIC_WRITE once more, late.
 			aw := rec.match(ops(&end{dev: a.dev}, wire.RCAtomicWrite))
@@ -302,7 +303,7 @@ func TestAtomicWriteNotReplayed(t *testing.T) {
 			noWC(t, a.cq, time.Millisecond)
 			// The connection goes on.
 			mpost(t, a.qp, matomicWrite(3, b.mr.RKey(), b.mr.Addr(), v1))
-			mone(t, a, 3, verbs.WCSuccess, verbs.WCAtomicWrite)
+			mone(t, a, 3, ibv.WCSuccess, ibv.WCAtomicWrite)
 			checkBytes(t, "a new ATOMIC_WRITE", b.buf[:8], v1)
 		})
 	})
@@ -320,7 +321,7 @@ func TestFlushDuplicates(t *testing.T) {
 			a, b := mpair(t, f, mopts{qpAccess: qpFlush, mrAccess: mrFlush})
 			f.AddFilter(fabric.OnMatch(ops(&end{dev: a.dev}, wire.RCFlush), fabric.Duplicate))
 			mpost(t, a.qp, mflush(1, b.mr.RKey(), b.mr.Addr(), 64, verbs.FlushGlobal, verbs.FlushRange))
-			mone(t, a, 1, verbs.WCSuccess, verbs.WCFlush)
+			mone(t, a, 1, ibv.WCSuccess, ibv.WCFlush)
 			noWC(t, a.cq, time.Millisecond)
 			resp := rec.match(ops(&end{dev: b.dev}, wire.RCReadResponseOnly))
 			if len(resp) != 2 || resp[0].psn() != resp[1].psn() || resp[0].Wire.AETH().MSN() != resp[1].Wire.AETH().MSN() {
@@ -339,7 +340,7 @@ func TestFlushDuplicates(t *testing.T) {
 			a, b := mpair(t, f, mopts{qpAccess: qpFlush, mrAccess: mrFlush})
 			f.AddFilter(fabric.DropNth(1, ops(&end{dev: b.dev}, wire.RCReadResponseOnly)))
 			mpost(t, a.qp, mflush(1, b.mr.RKey(), 0, 0, verbs.FlushGlobal, verbs.FlushMR))
-			mone(t, a, 1, verbs.WCSuccess, verbs.WCFlush)
+			mone(t, a, 1, ibv.WCSuccess, ibv.WCFlush)
 			if n := rec.count(ops(&end{dev: a.dev}, wire.RCFlush)); n != 2 {
 				t.Errorf("FLUSH sent %d times, want 2", n)
 			}
@@ -368,8 +369,8 @@ func TestInitiatorDepth(t *testing.T) {
 			matomicWrite(3, b.mr.RKey(), b.mr.Addr()+8, v),
 			mread(a, 4, 0, 8, b.mr.RKey(), b.mr.Addr()))
 		got := waitWC(t, a.cq, 4)
-		for i, op := range []verbs.WCOpcode{verbs.WCAtomicWrite, verbs.WCFlush, verbs.WCAtomicWrite, verbs.WCRDMARead} {
-			wantWC(t, got[i], uint64(i+1), verbs.WCSuccess, op)
+		for i, op := range []ibv.WCOpcode{ibv.WCAtomicWrite, ibv.WCFlush, ibv.WCAtomicWrite, ibv.WCRDMARead} {
+			wantWC(t, got[i], uint64(i+1), ibv.WCSuccess, op)
 		}
 		checkSeq(t, "depth 1", rec.match(nil),
 			"ATOMIC_WRITE/0!", "RDMA_READ_RESPONSE_ONLY/0",

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/link"
-	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -63,7 +63,7 @@ func FuzzNICReceive(f *testing.F) {
 			b, raw := newRawPeer(t, fab, pairOpts{timeout: 10, retry: 3, rnr: 2}, 0)
 			postRecv(t, b, recvWR(b, 1, 0, 4096), recvWR(b, 2, 4096, 4096))
 			// Something of b's own in flight, so responses have a requester to reach.
-			post(t, b, rdmaWR(b, b, 7, verbs.WRRDMARead, 8192, 0, 3000))
+			post(t, b, rdmaWR(b, b, 7, ibv.WRRDMARead, 8192, 0, 3000))
 
 			if _, err := raw.ep.WriteBatch(hostile(in, raw.dst, &raw.encap)); err != nil {
 				t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/wire"
@@ -165,9 +166,9 @@ func checkBytes(t testing.TB, what string, got, want []byte) {
 }
 
 // pollAll returns every completion cq holds now.
-func pollAll(cq *verbs.CQ) []verbs.WorkCompletion {
-	var got []verbs.WorkCompletion
-	buf := make([]verbs.WorkCompletion, 16)
+func pollAll(cq *verbs.CQ) []ibv.WorkCompletion {
+	var got []ibv.WorkCompletion
+	buf := make([]ibv.WorkCompletion, 16)
 	for {
 		k := cq.Poll(buf)
 		if k == 0 {
@@ -178,9 +179,9 @@ func pollAll(cq *verbs.CQ) []verbs.WorkCompletion {
 }
 
 // waitWCFor is waitWC with a bound of d of fake time.
-func waitWCFor(t testing.TB, cq *verbs.CQ, n int, d time.Duration) []verbs.WorkCompletion {
+func waitWCFor(t testing.TB, cq *verbs.CQ, n int, d time.Duration) []ibv.WorkCompletion {
 	t.Helper()
-	var got []verbs.WorkCompletion
+	var got []ibv.WorkCompletion
 	deadline := time.Now().Add(d)
 	for len(got) < n {
 		got = append(got, pollAll(cq)...)
@@ -227,7 +228,7 @@ func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
 }
 
 // wantWC checks one completion's WRID, status and opcode.
-func wantWC(t testing.TB, wc verbs.WorkCompletion, wrid uint64, st verbs.WCStatus, op verbs.WCOpcode) {
+func wantWC(t testing.TB, wc ibv.WorkCompletion, wrid uint64, st ibv.WCStatus, op ibv.WCOpcode) {
 	t.Helper()
 	if wc.WRID != wrid || wc.Status != st || wc.Opcode != op {
 		t.Errorf("completion %+v: want wr_id %d, status %q, opcode %d", wc, wrid, st, op)
@@ -235,26 +236,26 @@ func wantWC(t testing.TB, wc verbs.WorkCompletion, wrid uint64, st verbs.WCStatu
 }
 
 // sendWR is a signaled send work request of n bytes at off in e's MR.
-func sendWR(e *end, wrid uint64, op verbs.WROpcode, off, n int) verbs.SendWR {
-	return verbs.SendWR{WRID: wrid, Opcode: op, Flags: verbs.SendSignaled,
-		SGList: []verbs.SGE{e.mr.SGE(off, n)}}
+func sendWR(e *end, wrid uint64, op ibv.WROpcode, off, n int) ibv.SendWR {
+	return ibv.SendWR{WRID: wrid, Opcode: op, Flags: ibv.SendSignaled,
+		SGList: []ibv.SGE{e.mr.SGE(off, n)}}
 }
 
 // rdmaWR is a signaled RDMA work request of n bytes between off in e's MR
 // and roff in peer's MR.
-func rdmaWR(e, peer *end, wrid uint64, op verbs.WROpcode, off, roff, n int) verbs.SendWR {
+func rdmaWR(e, peer *end, wrid uint64, op ibv.WROpcode, off, roff, n int) ibv.SendWR {
 	w := sendWR(e, wrid, op, off, n)
 	w.RemoteAddr, w.RKey = peer.mr.Addr()+uint64(roff), peer.mr.RKey()
 	return w
 }
 
 // recvWR is a receive work request of n bytes at off in e's MR.
-func recvWR(e *end, wrid uint64, off, n int) verbs.RecvWR {
-	return verbs.RecvWR{WRID: wrid, SGList: []verbs.SGE{e.mr.SGE(off, n)}}
+func recvWR(e *end, wrid uint64, off, n int) ibv.RecvWR {
+	return ibv.RecvWR{WRID: wrid, SGList: []ibv.SGE{e.mr.SGE(off, n)}}
 }
 
 // post posts send WRs on e's QP, failing the test on error.
-func post(t testing.TB, e *end, wrs ...verbs.SendWR) {
+func post(t testing.TB, e *end, wrs ...ibv.SendWR) {
 	t.Helper()
 	if _, err := e.qp.PostSend(wrs...); err != nil {
 		t.Fatalf("post send: %v", err)
@@ -262,7 +263,7 @@ func post(t testing.TB, e *end, wrs ...verbs.SendWR) {
 }
 
 // postRecv posts receive WRs on e's QP, failing the test on error.
-func postRecv(t testing.TB, e *end, wrs ...verbs.RecvWR) {
+func postRecv(t testing.TB, e *end, wrs ...ibv.RecvWR) {
 	t.Helper()
 	if _, err := e.qp.PostRecv(wrs...); err != nil {
 		t.Fatalf("post recv: %v", err)
@@ -270,7 +271,7 @@ func postRecv(t testing.TB, e *end, wrs ...verbs.RecvWR) {
 }
 
 // modify modifies e's QP, failing the test on error.
-func modify(t testing.TB, e *end, attr verbs.QPAttr, mask verbs.AttrMask) {
+func modify(t testing.TB, e *end, attr ibv.QPAttr, mask ibv.AttrMask) {
 	t.Helper()
 	if err := e.qp.Modify(&attr, mask); err != nil {
 		t.Fatalf("modify QP: %v", err)
@@ -278,7 +279,7 @@ func modify(t testing.TB, e *end, attr verbs.QPAttr, mask verbs.AttrMask) {
 }
 
 // wantState checks e's QP state.
-func wantState(t testing.TB, who string, e *end, want verbs.QPState) {
+func wantState(t testing.TB, who string, e *end, want ibv.QPState) {
 	t.Helper()
 	if got := e.qp.State(); got != want {
 		t.Errorf("%s QP state %v, want %v", who, got, want)
@@ -309,18 +310,18 @@ func newRawPeer(t testing.TB, f *fabric.Fabric, o pairOpts, psn uint32) (*end, *
 	}
 	b := newEnd(t, f, netip.MustParseAddr("10.0.0.2"), o)
 	raw := &rawPeer{ep: ep, qpn: 0x99, dst: b.qp.QPN()}
-	must(t, b.qp.Modify(&verbs.QPAttr{State: verbs.QPStateInit, PKeyIndex: 0, PortNum: 1,
-		AccessFlags: verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic},
-		verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags))
-	must(t, b.qp.Modify(&verbs.QPAttr{State: verbs.QPStateRTR, PathMTU: o.mtu, DestQPN: raw.qpn, RQPSN: psn,
+	must(t, b.qp.Modify(&ibv.QPAttr{State: ibv.QPStateInit, PKeyIndex: 0, PortNum: 1,
+		AccessFlags: ibv.AccessRemoteWrite | ibv.AccessRemoteRead | ibv.AccessRemoteAtomic},
+		ibv.QPAttrState|ibv.QPAttrPKeyIndex|ibv.QPAttrPort|ibv.QPAttrAccessFlags))
+	must(t, b.qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTR, PathMTU: o.mtu, DestQPN: raw.qpn, RQPSN: psn,
 		MaxDestRdAtomic: 16, MinRNRTimer: 12,
-		AHAttr: verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GlobalRoute{DGID: addr, HopLimit: 1}}},
-		verbs.QPAttrState|verbs.QPAttrAV|verbs.QPAttrPathMTU|verbs.QPAttrDestQPN|verbs.QPAttrRQPSN|
-			verbs.QPAttrMaxDestRdAtomic|verbs.QPAttrMinRNRTimer))
-	must(t, b.qp.Modify(&verbs.QPAttr{State: verbs.QPStateRTS, SQPSN: psn, Timeout: o.timeout,
+		AHAttr: ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{DGID: addr, HopLimit: 1}}},
+		ibv.QPAttrState|ibv.QPAttrAV|ibv.QPAttrPathMTU|ibv.QPAttrDestQPN|ibv.QPAttrRQPSN|
+			ibv.QPAttrMaxDestRdAtomic|ibv.QPAttrMinRNRTimer))
+	must(t, b.qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTS, SQPSN: psn, Timeout: o.timeout,
 		RetryCnt: o.retry, RNRRetry: o.rnr, MaxRdAtomic: 16},
-		verbs.QPAttrState|verbs.QPAttrSQPSN|verbs.QPAttrTimeout|verbs.QPAttrRetryCnt|
-			verbs.QPAttrRNRRetry|verbs.QPAttrMaxQPRdAtomic))
+		ibv.QPAttrState|ibv.QPAttrSQPSN|ibv.QPAttrTimeout|ibv.QPAttrRetryCnt|
+			ibv.QPAttrRNRRetry|ibv.QPAttrMaxQPRdAtomic))
 	raw.encap = wire.Encap{Src: addr, Dst: b.dev.Addr(), SrcPort: wire.ConnectedSrcPort(raw.qpn, raw.dst),
 		DstPort: wire.UDPPort, HopLimit: 64, FragOff: wire.IPv4DF}
 	return b, raw

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -24,16 +25,16 @@ import (
 // or outside its MR is refused by PostSend (EINVAL, bad_wr at it, nothing
 // posted before it undone), with no packet and no completion.
 func TestInlineGather(t *testing.T) {
-	for _, typ := range []verbs.QPType{verbs.QPTypeRC, verbs.QPTypeUC, verbs.QPTypeUD} {
+	for _, typ := range []ibv.QPType{ibv.QPTypeRC, ibv.QPTypeUC, ibv.QPTypeUD} {
 		t.Run(typ.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := fabric.New(fabric.Config{})
 				defer f.Close()
 				a, b := mpair(t, f, mopts{typ: typ})
 				e := &opEnv{a: a, b: b, typ: typ}
-				if typ == verbs.QPTypeUD {
+				if typ == ibv.QPTypeUD {
 					var err error
-					e.ah, err = a.pd.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GlobalRoute{DGID: b.dev.Addr()}})
+					e.ah, err = a.pd.CreateAH(ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{DGID: b.dev.Addr()}})
 					must(t, err)
 				}
 				// A fast-registration MR over two discontiguous pages,
@@ -48,13 +49,13 @@ func TestInlineGather(t *testing.T) {
 				fastReg(t, &mside{dev: a.dev, pd: a.pd, cq: a.cq, qp: qa}, fr, chunks, fastAccess)
 
 				postRecvMS(t, b, 1, 0, 256)
-				span := verbs.SGE{Addr: fr.Addr() + 4096 - 20, Length: 40, LKey: fr.LKey()}
+				span := ibv.SGE{Addr: fr.Addr() + 4096 - 20, Length: 40, LKey: fr.LKey()}
 				want := append(append([]byte{}, chunks[0][4096-20:]...), chunks[1][:20]...)
-				e.must(t, verbs.SendWR{WRID: 1, Opcode: verbs.WRSend, Flags: sig | verbs.SendInline,
-					SGList: []verbs.SGE{a.mr.SGE(100, 8), span}})
+				e.must(t, ibv.SendWR{WRID: 1, Opcode: ibv.WRSend, Flags: sig | ibv.SendInline,
+					SGList: []ibv.SGE{a.mr.SGE(100, 8), span}})
 				want = append(append([]byte{}, a.buf[100:108]...), want...)
-				mone(t, a, 1, verbs.WCSuccess, verbs.WCSend)
-				wc := mone(t, b, 1, verbs.WCSuccess, verbs.WCRecv)
+				mone(t, a, 1, ibv.WCSuccess, ibv.WCSend)
+				wc := mone(t, b, 1, ibv.WCSuccess, ibv.WCRecv)
 				if int(wc.ByteLen) != e.recvAt(len(want)) {
 					t.Errorf("byte_len %d, want %d", wc.ByteLen, e.recvAt(len(want)))
 				}
@@ -62,25 +63,25 @@ func TestInlineGather(t *testing.T) {
 
 				for _, tc := range []struct {
 					name string
-					sge  verbs.SGE
+					sge  ibv.SGE
 					text string
 				}{
-					{"bad lkey", verbs.SGE{Addr: a.mr.Addr(), Length: 16, LKey: a.mr.LKey() ^ 0xff}, "inline data: SGE 1"},
+					{"bad lkey", ibv.SGE{Addr: a.mr.Addr(), Length: 16, LKey: a.mr.LKey() ^ 0xff}, "inline data: SGE 1"},
 					{"out of the MR", a.mr.SGE(len(a.buf)-8, 16), "inline data: SGE 1"},
-					{"out of the fast-reg MR", verbs.SGE{Addr: fr.Addr() + 8192 - 8, Length: 16, LKey: fr.LKey()}, "inline data: SGE 1"},
+					{"out of the fast-reg MR", ibv.SGE{Addr: fr.Addr() + 8192 - 8, Length: 16, LKey: fr.LKey()}, "inline data: SGE 1"},
 				} {
 					sent := a.dev.Counters().SentPkts
-					good := e.ud(verbs.SendWR{WRID: 2, Opcode: verbs.WRSend, Flags: sig | verbs.SendInline, InlineData: []byte("ok")})
-					bad := e.ud(verbs.SendWR{WRID: 3, Opcode: verbs.WRSend, Flags: sig | verbs.SendInline,
-						SGList: []verbs.SGE{a.mr.SGE(0, 4), tc.sge}})
+					good := e.ud(ibv.SendWR{WRID: 2, Opcode: ibv.WRSend, Flags: sig | ibv.SendInline, InlineData: []byte("ok")})
+					bad := e.ud(ibv.SendWR{WRID: 3, Opcode: ibv.WRSend, Flags: sig | ibv.SendInline,
+						SGList: []ibv.SGE{a.mr.SGE(0, 4), tc.sge}})
 					postRecvMS(t, b, 2, 0, 256)
 					n, err := a.qp.PostSend(good, bad)
 					apiWantErr(t, tc.name, err, tc.text, verbs.EINVAL)
 					if n != 1 {
 						t.Errorf("%s: posted %d, want 1 (bad_wr is the second)", tc.name, n)
 					}
-					mone(t, a, 2, verbs.WCSuccess, verbs.WCSend)
-					mone(t, b, 2, verbs.WCSuccess, verbs.WCRecv)
+					mone(t, a, 2, ibv.WCSuccess, ibv.WCSend)
+					mone(t, b, 2, ibv.WCSuccess, ibv.WCRecv)
 					noWC(t, a.cq, time.Millisecond)
 					if got := a.dev.Counters().SentPkts - sent; got != 1 {
 						t.Errorf("%s: %d packets sent, want 1 (the good WR's)", tc.name, got)
@@ -102,19 +103,19 @@ func TestForeignObjects(t *testing.T) {
 		defer f.Close()
 		a, b := mpair(t, f, mopts{ops: verbs.SendOpsBindMW | verbs.SendOpsSend})
 		const text = "belongs to device softnic0 (10.0.0.2), not softnic0 (10.0.0.1)"
-		qpCap := verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}
+		qpCap := ibv.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}
 		bsrq, err := b.pd.CreateSRQ(verbs.SRQInitAttr{MaxWR: 4, MaxSGE: 1})
 		must(t, err)
-		bwq, err := b.dev.CreateWQ(verbs.WQInitAttr{Type: verbs.WQTypeRQ, MaxWR: 4, MaxSGE: 1, PD: b.pd, CQ: b.cq})
+		bwq, err := b.dev.CreateWQ(verbs.WQInitAttr{Type: ibv.WQTypeRQ, MaxWR: 4, MaxSGE: 1, PD: b.pd, CQ: b.cq})
 		must(t, err)
 		for _, tc := range []struct {
 			name string
 			attr verbs.QPInitAttr
 		}{
-			{"SendCQ", verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: b.cq, RecvCQ: a.cq, Cap: qpCap}},
-			{"RecvCQ", verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: a.cq, RecvCQ: b.cq, Cap: qpCap}},
-			{"SRQ", verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: a.cq, RecvCQ: a.cq, Cap: qpCap, SRQ: bsrq}},
-			{"WQ", verbs.QPInitAttr{Type: verbs.QPTypeUD, SendCQ: a.cq, Cap: qpCap, WQ: bwq}},
+			{"SendCQ", verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: b.cq, RecvCQ: a.cq, Cap: qpCap}},
+			{"RecvCQ", verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: a.cq, RecvCQ: b.cq, Cap: qpCap}},
+			{"SRQ", verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: a.cq, RecvCQ: a.cq, Cap: qpCap, SRQ: bsrq}},
+			{"WQ", verbs.QPInitAttr{Type: ibv.QPTypeUD, SendCQ: a.cq, Cap: qpCap, WQ: bwq}},
 		} {
 			qp, err := a.pd.CreateQP(tc.attr)
 			apiWantErr(t, "CreateQP with "+tc.name+" of another device", err, "QPInitAttr."+tc.name+" "+text, verbs.EINVAL)
@@ -126,9 +127,9 @@ func TestForeignObjects(t *testing.T) {
 		_, err = a.dev.CreateCQ(4, ch)
 		apiWantErr(t, "CreateCQ with another device's channel", err, "channel "+text, verbs.EINVAL)
 		must(t, ch.Close()) // nothing attached to it
-		_, err = a.dev.CreateWQ(verbs.WQInitAttr{Type: verbs.WQTypeRQ, MaxWR: 4, MaxSGE: 1, PD: b.pd, CQ: a.cq})
+		_, err = a.dev.CreateWQ(verbs.WQInitAttr{Type: ibv.WQTypeRQ, MaxWR: 4, MaxSGE: 1, PD: b.pd, CQ: a.cq})
 		apiWantErr(t, "CreateWQ with another device's PD", err, "WQInitAttr.PD "+text, verbs.EINVAL)
-		_, err = a.dev.CreateWQ(verbs.WQInitAttr{Type: verbs.WQTypeRQ, MaxWR: 4, MaxSGE: 1, PD: a.pd, CQ: b.cq})
+		_, err = a.dev.CreateWQ(verbs.WQInitAttr{Type: ibv.WQTypeRQ, MaxWR: 4, MaxSGE: 1, PD: a.pd, CQ: b.cq})
 		apiWantErr(t, "CreateWQ with another device's CQ", err, "WQInitAttr.CQ "+text, verbs.EINVAL)
 
 		// Binds: a window or an MR of b's device on a's QP.
@@ -136,14 +137,14 @@ func TestForeignObjects(t *testing.T) {
 		must(t, err)
 		amw, err := a.pd.AllocMW(verbs.MWType1)
 		must(t, err)
-		_, err = a.qp.BindMW(bmw, verbs.MWBind{WRID: 1, BindInfo: verbs.MWBindInfo{MR: a.mr, Addr: a.mr.Addr(), Length: 64, Access: verbs.AccessRemoteRead}})
+		_, err = a.qp.BindMW(bmw, verbs.MWBind{WRID: 1, BindInfo: verbs.MWBindInfo{MR: a.mr, Addr: a.mr.Addr(), Length: 64, Access: ibv.AccessRemoteRead}})
 		apiWantErr(t, "BindMW of another device's window", err, "memory window "+text, verbs.EINVAL)
-		_, err = a.qp.BindMW(amw, verbs.MWBind{WRID: 1, BindInfo: verbs.MWBindInfo{MR: b.mr, Addr: b.mr.Addr(), Length: 64, Access: verbs.AccessRemoteRead}})
+		_, err = a.qp.BindMW(amw, verbs.MWBind{WRID: 1, BindInfo: verbs.MWBindInfo{MR: b.mr, Addr: b.mr.Addr(), Length: 64, Access: ibv.AccessRemoteRead}})
 		apiWantErr(t, "BindMW over another device's MR", err, "MWBindInfo.MR "+text, verbs.EINVAL)
 		x, err := a.qp.Ex()
 		must(t, err)
 		x.WrStart()
-		x.WrBindMW(bmw, verbs.IncKey(bmw.RKey()), verbs.MWBindInfo{MR: a.mr, Addr: a.mr.Addr(), Length: 64, Access: verbs.AccessRemoteRead})
+		x.WrBindMW(bmw, verbs.IncKey(bmw.RKey()), verbs.MWBindInfo{MR: a.mr, Addr: a.mr.Addr(), Length: 64, Access: ibv.AccessRemoteRead})
 		apiWantErr(t, "WrBindMW of another device's window", x.WrComplete(), "memory window "+text, verbs.EINVAL)
 
 		// A fast-registration MR of b's device in a REG_MR on a's QP.
@@ -152,7 +153,7 @@ func TestForeignObjects(t *testing.T) {
 		_, err = fr.MapSG(pages(1, 4096, 0), 4096)
 		must(t, err)
 		postRecvMS(t, b, 9, 0, 64)
-		n, err := a.qp.PostSend(verbs.SendWR{WRID: 2, Opcode: verbs.WRSend, Flags: sig, SGList: []verbs.SGE{a.mr.SGE(0, 0)}},
+		n, err := a.qp.PostSend(ibv.SendWR{WRID: 2, Opcode: ibv.WRSend, Flags: sig, SGList: []ibv.SGE{a.mr.SGE(0, 0)}},
 			fr.RegWR(3, sig, fastAccess))
 		apiWantErr(t, "REG_MR of another device's MR", err, "WR 1: invalid argument: SendWR.Reg.MR belongs to another device", verbs.EINVAL)
 		if n != 1 {
@@ -160,17 +161,17 @@ func TestForeignObjects(t *testing.T) {
 		}
 
 		// A UD send with an AH of b's device.
-		uqp, err := a.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeUD, SendCQ: a.cq, RecvCQ: a.cq, Cap: qpCap})
+		uqp, err := a.pd.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeUD, SendCQ: a.cq, RecvCQ: a.cq, Cap: qpCap})
 		must(t, err)
 		udToRTS(t, uqp, 0x1111)
-		bah, err := b.pd.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GlobalRoute{DGID: a.dev.Addr()}})
+		bah, err := b.pd.CreateAH(ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{DGID: a.dev.Addr()}})
 		must(t, err)
-		n, err = uqp.PostSend(verbs.SendWR{WRID: 4, Opcode: verbs.WRSend, Flags: sig, AH: bah, RemoteQPN: 1, RemoteQKey: 0x1111})
+		n, err = uqp.PostSend(ibv.SendWR{WRID: 4, Opcode: ibv.WRSend, Flags: sig, AH: bah, RemoteQPN: 1, RemoteQKey: 0x1111})
 		apiWantErr(t, "UD send with another device's AH", err, "SendWR.AH "+text, verbs.EINVAL)
 		if n != 0 {
 			t.Errorf("UD send with another device's AH: posted %d", n)
 		}
-		mone(t, a, 2, verbs.WCSuccess, verbs.WCSend)
+		mone(t, a, 2, ibv.WCSuccess, ibv.WCSend)
 		noWC(t, a.cq, time.Millisecond)
 	})
 }
@@ -204,7 +205,7 @@ func TestOpenLinkInUse(t *testing.T) {
 		must(t, err)
 		cq, err := d3.CreateCQ(4, nil)
 		must(t, err)
-		qp, err := pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		qp, err := pd.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: ibv.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		must(t, err)
 		if qp.QPN() != 0x11 {
 			t.Errorf("QPN %#x on the new device, want 0x11", qp.QPN())
@@ -222,7 +223,7 @@ func TestNilArguments(t *testing.T) {
 		a.dev.AsyncEvents() // the port event: GetAsyncEvent would wait now
 		srq, err := a.pd.CreateSRQ(verbs.SRQInitAttr{MaxWR: 4, MaxSGE: 1})
 		must(t, err)
-		wq, err := a.dev.CreateWQ(verbs.WQInitAttr{Type: verbs.WQTypeRQ, MaxWR: 4, MaxSGE: 1, PD: a.pd, CQ: a.cq})
+		wq, err := a.dev.CreateWQ(verbs.WQInitAttr{Type: ibv.WQTypeRQ, MaxWR: 4, MaxSGE: 1, PD: a.pd, CQ: a.cq})
 		must(t, err)
 		ch := a.dev.CreateCompChannel()
 		var nilCtx context.Context
@@ -236,15 +237,15 @@ func TestNilArguments(t *testing.T) {
 			{"DrainSQ(nil)", func() error { return a.qp.DrainSQ(nilCtx) }, "nil context"},
 			{"DrainRQ(nil)", func() error { return a.qp.DrainRQ(nilCtx) }, "nil context"},
 			{"DrainQP(nil)", func() error { return a.qp.DrainQP(nilCtx) }, "nil context"},
-			{"QP.Modify(nil)", func() error { return a.qp.Modify(nil, verbs.QPAttrState) }, "no attributes"},
-			{"SRQ.Modify(nil)", func() error { return srq.Modify(nil, verbs.SRQAttrLimit) }, ""},
-			{"WQ.Modify(nil)", func() error { return wq.Modify(nil, verbs.WQAttrState) }, ""},
+			{"QP.Modify(nil)", func() error { return a.qp.Modify(nil, ibv.QPAttrState) }, "no attributes"},
+			{"SRQ.Modify(nil)", func() error { return srq.Modify(nil, ibv.SRQAttrLimit) }, ""},
+			{"WQ.Modify(nil)", func() error { return wq.Modify(nil, ibv.WQAttrState) }, ""},
 			{"InitAHFromWC(nil)", func() error { _, err := a.dev.InitAHFromWC(1, nil, make([]byte, 40)); return err }, ""},
 			{"CreateAHFromWC(nil)", func() error { _, err := a.pd.CreateAHFromWC(nil, make([]byte, 40), 1); return err }, ""},
 			{"MapMRSG(nil)", func() error { _, err := a.dev.MapMRSG(nil, nil, 4096); return err }, ""},
 			{"BindMW(nil)", func() error { _, err := a.qp.BindMW(nil, verbs.MWBind{}); return err }, "MW is nil"},
-			{"BIND_MW without Bind", func() error { _, err := a.qp.PostSend(verbs.SendWR{Opcode: verbs.WRBindMW}); return err }, "without bind information"},
-			{"REG_MR without Reg", func() error { _, err := a.qp.PostSend(verbs.SendWR{Opcode: verbs.WRRegMR}); return err }, "without registration information"},
+			{"BIND_MW without Bind", func() error { _, err := a.qp.PostSend(ibv.SendWR{Opcode: ibv.WRBindMW}); return err }, "without bind information"},
+			{"REG_MR without Reg", func() error { _, err := a.qp.PostSend(ibv.SendWR{Opcode: ibv.WRRegMR}); return err }, "without registration information"},
 		} {
 			var err error
 			func() {
@@ -274,8 +275,8 @@ func TestPostSendInBatch(t *testing.T) {
 		must(t, err)
 		mw, err := a.pd.AllocMW(verbs.MWType1)
 		must(t, err)
-		send := func(id uint64) verbs.SendWR {
-			return verbs.SendWR{WRID: id, Opcode: verbs.WRSend, Flags: sig, SGList: []verbs.SGE{a.mr.SGE(0, 8)}}
+		send := func(id uint64) ibv.SendWR {
+			return ibv.SendWR{WRID: id, Opcode: ibv.WRSend, Flags: sig, SGList: []ibv.SGE{a.mr.SGE(0, 8)}}
 		}
 		for i, end := range []string{"WrComplete", "WrAbort"} {
 			id := uint64(10 * (i + 1))
@@ -308,12 +309,12 @@ func TestPostSendInBatch(t *testing.T) {
 			}
 			if end == "WrComplete" {
 				must(t, x.WrComplete())
-				mone(t, a, id, verbs.WCSuccess, verbs.WCSend)
+				mone(t, a, id, ibv.WCSuccess, ibv.WCSend)
 			} else {
 				x.WrAbort()
 			}
 			mpost(t, a.qp, send(id+2))
-			mone(t, a, id+2, verbs.WCSuccess, verbs.WCSend)
+			mone(t, a, id+2, ibv.WCSuccess, ibv.WCSend)
 			noWC(t, a.cq, time.Millisecond)
 		}
 	})
@@ -329,7 +330,7 @@ func TestErrorText(t *testing.T) {
 		a, _ := mpair(t, f, mopts{})
 		srq, err := a.pd.CreateSRQ(verbs.SRQInitAttr{MaxWR: 4, MaxSGE: 1})
 		must(t, err)
-		mr, err := a.pd.RegMR(make([]byte, 64), verbs.AccessLocalWrite)
+		mr, err := a.pd.RegMR(make([]byte, 64), ibv.AccessLocalWrite)
 		must(t, err)
 		must(t, mr.Dereg())
 		second := func(_ any, err error) error { return err }
@@ -339,19 +340,19 @@ func TestErrorText(t *testing.T) {
 			errno error
 			want  string
 		}{
-			{"QP.Modify(nil)", a.qp.Modify(nil, verbs.QPAttrState), verbs.EINVAL,
+			{"QP.Modify(nil)", a.qp.Modify(nil, ibv.QPAttrState), verbs.EINVAL,
 				"invalid argument: modify QP 0x11 with mask IBV_QP_STATE but no attributes"},
-			{"SRQ.Modify(nil)", srq.Modify(nil, verbs.SRQAttrLimit), verbs.EINVAL,
+			{"SRQ.Modify(nil)", srq.Modify(nil, ibv.SRQAttrLimit), verbs.EINVAL,
 				"invalid argument: SRQ attribute mask 0x2"},
-			{"inline over max", second(a.qp.PostSend(verbs.SendWR{Opcode: verbs.WRSend, Flags: verbs.SendInline, InlineData: make([]byte, 65)})),
+			{"inline over max", second(a.qp.PostSend(ibv.SendWR{Opcode: ibv.WRSend, Flags: ibv.SendInline, InlineData: make([]byte, 65)})),
 				verbs.EINVAL, "invalid argument: 65 inline bytes, QP max_inline_data 64"},
 			{"CreateCQ(0)", second(a.dev.CreateCQ(0, nil)), verbs.EINVAL, "invalid argument: cqe 0 not in 1..32767"},
 			{"Dereg twice", mr.Dereg(), verbs.EINVAL, "invalid argument: memory region deregistered"},
-			{"RegMR REMOTE_WRITE alone", second(a.pd.RegMR(make([]byte, 64), verbs.AccessRemoteWrite)), verbs.EINVAL,
+			{"RegMR REMOTE_WRITE alone", second(a.pd.RegMR(make([]byte, 64), ibv.AccessRemoteWrite)), verbs.EINVAL,
 				"invalid argument: REMOTE_WRITE or REMOTE_ATOMIC without LOCAL_WRITE"},
-			{"illegal transition", a.qp.Modify(&verbs.QPAttr{State: verbs.QPStateRTR}, verbs.QPAttrState), verbs.EINVAL,
+			{"illegal transition", a.qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTR}, ibv.QPAttrState), verbs.EINVAL,
 				"invalid argument: invalid QP modify: RTS->RTR for RC is not a legal transition"},
-			{"full receive queue", second(a.qp.PostRecv(make([]verbs.RecvWR, 65)...)), verbs.ENOMEM,
+			{"full receive queue", second(a.qp.PostRecv(make([]ibv.RecvWR, 65)...)), verbs.ENOMEM,
 				"cannot allocate memory: no space left on device: queue full: receive queue holds 64 WRs"},
 		} {
 			if tc.err == nil || tc.err.Error() != tc.want {
@@ -373,23 +374,23 @@ func TestBusyNamesHolders(t *testing.T) {
 		f := fabric.New(fabric.Config{})
 		defer f.Close()
 		a, b := mpair(t, f, mopts{})
-		qpCap := verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}
+		qpCap := ibv.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}
 		srq, err := a.pd.CreateSRQ(verbs.SRQInitAttr{MaxWR: 4, MaxSGE: 1})
 		must(t, err)
 		cq2, err := a.dev.CreateCQ(16, nil)
 		must(t, err)
-		q2, err := a.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: cq2, RecvCQ: cq2, Cap: qpCap, SRQ: srq})
+		q2, err := a.pd.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: cq2, RecvCQ: cq2, Cap: qpCap, SRQ: srq})
 		must(t, err)
-		q3, err := a.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeUC, SendCQ: a.cq, RecvCQ: cq2, Cap: qpCap, SRQ: srq})
+		q3, err := a.pd.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeUC, SendCQ: a.cq, RecvCQ: cq2, Cap: qpCap, SRQ: srq})
 		must(t, err)
-		wq, err := a.dev.CreateWQ(verbs.WQInitAttr{Type: verbs.WQTypeRQ, MaxWR: 4, MaxSGE: 1, PD: a.pd, CQ: cq2})
+		wq, err := a.dev.CreateWQ(verbs.WQInitAttr{Type: ibv.WQTypeRQ, MaxWR: 4, MaxSGE: 1, PD: a.pd, CQ: cq2})
 		must(t, err)
-		q4, err := a.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeUD, SendCQ: a.cq, Cap: qpCap, WQ: wq})
+		q4, err := a.pd.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeUD, SendCQ: a.cq, Cap: qpCap, WQ: wq})
 		must(t, err)
 		mw, err := a.pd.AllocMW(verbs.MWType1)
 		must(t, err)
-		mbind(t, a, mw, a.mr, 0, 64, verbs.AccessRemoteRead)
-		ah, err := a.pd.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GlobalRoute{DGID: b.dev.Addr()}})
+		mbind(t, a, mw, a.mr, 0, 64, ibv.AccessRemoteRead)
+		ah, err := a.pd.CreateAH(ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{DGID: b.dev.Addr()}})
 		must(t, err)
 		qpn := func(qp *verbs.QP) string { return fmt.Sprintf("%#x", qp.QPN()) }
 		for _, tc := range []struct {
@@ -438,8 +439,8 @@ func TestCountersSnapshot(t *testing.T) {
 		scribbled := before
 		scribbled.SentPkts = 1 << 40
 		postRecvMS(t, b, 1, 0, 64)
-		mpost(t, a.qp, verbs.SendWR{WRID: 1, Opcode: verbs.WRSend, Flags: sig, SGList: []verbs.SGE{a.mr.SGE(0, 8)}})
-		mone(t, a, 1, verbs.WCSuccess, verbs.WCSend)
+		mpost(t, a.qp, ibv.SendWR{WRID: 1, Opcode: ibv.WRSend, Flags: sig, SGList: []ibv.SGE{a.mr.SGE(0, 8)}})
+		mone(t, a, 1, ibv.WCSuccess, ibv.WCSend)
 		after := a.dev.Counters()
 		if before.SentPkts != 0 || after.SentPkts != 1 {
 			t.Errorf("sent_pkts: %d before the SEND, %d after; want 0 and 1", before.SentPkts, after.SentPkts)

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -27,21 +28,21 @@ func TestPortMTUFollowsLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dev.Close()
-	if pa, _ := dev.QueryPort(1); pa.ActiveMTU != verbs.MTU4096 || pa.MaxMTU != verbs.MTU4096 {
+	if pa, _ := dev.QueryPort(1); pa.ActiveMTU != ibv.MTU4096 || pa.MaxMTU != ibv.MTU4096 {
 		t.Fatalf("default endpoint (MTU %d): active %v max %v, want 4096 4096", ep.MTU(), pa.ActiveMTU, pa.MaxMTU)
 	}
 	for _, c := range []struct {
 		netdev int
-		want   verbs.MTU
+		want   ibv.MTU
 	}{
-		{1500, verbs.MTU1024}, {9000, verbs.MTU4096}, {4175, verbs.MTU2048}, {4176, verbs.MTU4096},
-		{1103, verbs.MTU512}, {1104, verbs.MTU1024}, {576, verbs.MTU256}, {68, verbs.MTU256},
-		{65536, verbs.MTU4096},
+		{1500, ibv.MTU1024}, {9000, ibv.MTU4096}, {4175, ibv.MTU2048}, {4176, ibv.MTU4096},
+		{1103, ibv.MTU512}, {1104, ibv.MTU1024}, {576, ibv.MTU256}, {68, ibv.MTU256},
+		{65536, ibv.MTU4096},
 	} {
 		must(t, ep.SetMTU(c.netdev))
 		pa, err := dev.QueryPort(1)
 		must(t, err)
-		if pa.ActiveMTU != c.want || pa.MaxMTU != verbs.MTU4096 {
+		if pa.ActiveMTU != c.want || pa.MaxMTU != ibv.MTU4096 {
 			t.Errorf("netdev MTU %d: active %v max %v, want %v and 4096", c.netdev, pa.ActiveMTU, pa.MaxMTU, c.want)
 		}
 	}
@@ -51,12 +52,12 @@ func TestPortMTUFollowsLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	must(t, ep2.SetMTU(1500))
-	fixed, err := verbs.Open(verbs.Config{Link: ep2, PortMTU: verbs.MTU2048})
+	fixed, err := verbs.Open(verbs.Config{Link: ep2, PortMTU: ibv.MTU2048})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fixed.Close()
-	if pa, _ := fixed.QueryPort(1); pa.ActiveMTU != verbs.MTU2048 {
+	if pa, _ := fixed.QueryPort(1); pa.ActiveMTU != ibv.MTU2048 {
 		t.Errorf("Config.PortMTU 2048 on a 1500 link: active %v, want 2048", pa.ActiveMTU)
 	}
 }
@@ -78,7 +79,7 @@ func TestUDSendFollowsPortMTU(t *testing.T) {
 		b.postRecvs(t, 3, 0, 8192, 1)
 
 		a.send(t, ah, b.qp.QPN(), 1, 1, 0, 1025)
-		if w := waitWC(t, a.cq, 1)[0]; w.Status != verbs.WCSuccess || w.ByteLen != 1025 {
+		if w := waitWC(t, a.cq, 1)[0]; w.Status != ibv.WCSuccess || w.ByteLen != 1025 {
 			t.Fatalf("1025 bytes on MTU 1024: completion %+v, want success", w)
 		}
 		synctest.Wait()
@@ -87,16 +88,16 @@ func TestUDSendFollowsPortMTU(t *testing.T) {
 		}
 		a.send(t, ah, b.qp.QPN(), 1, 2, 0, 1024)
 		waitWC(t, a.cq, 1)
-		if w := waitWC(t, b.cq, 1)[0]; w.Status != verbs.WCSuccess || w.ByteLen != 40+1024 {
+		if w := waitWC(t, b.cq, 1)[0]; w.Status != ibv.WCSuccess || w.ByteLen != 40+1024 {
 			t.Fatalf("recv of 1024 bytes: %+v", w)
 		}
 
 		must(t, epA.SetMTU(9000))
 		a.send(t, ah, b.qp.QPN(), 1, 3, 0, 4096)
-		if w := waitWC(t, a.cq, 1)[0]; w.Status != verbs.WCSuccess {
+		if w := waitWC(t, a.cq, 1)[0]; w.Status != ibv.WCSuccess {
 			t.Fatalf("4096 bytes on MTU 4096: %+v", w)
 		}
-		if w := waitWC(t, b.cq, 1)[0]; w.Status != verbs.WCSuccess || w.ByteLen != 40+4096 {
+		if w := waitWC(t, b.cq, 1)[0]; w.Status != ibv.WCSuccess || w.ByteLen != 40+4096 {
 			t.Fatalf("recv of 4096 bytes after the MTU change: %+v", w)
 		}
 		if st := epA.Stats(); st.DropOversize.Packets != 0 {
@@ -112,7 +113,7 @@ func TestUDSendFollowsPortMTU(t *testing.T) {
 // netdev (counted by the fabric as DropOversize, the kernel's EMSGSIZE);
 // an enum above 4096 is EINVAL.
 func TestPathMTUAgainstMaxMTU(t *testing.T) {
-	for _, mtu := range []verbs.MTU{verbs.MTU1024, verbs.MTU4096} {
+	for _, mtu := range []ibv.MTU{ibv.MTU1024, ibv.MTU4096} {
 		t.Run(fmt.Sprint(mtu.Bytes()), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := fabric.New(fabric.Config{Seed: 3})
@@ -124,20 +125,20 @@ func TestPathMTUAgainstMaxMTU(t *testing.T) {
 				b := newEndOn(t, attachMTU(t, f, "10.0.0.2", 1500), o)
 				connect(t, a, b, o, 0, 0)
 				connect(t, b, a, o, 0, 0)
-				if pa, _ := a.dev.QueryPort(1); pa.ActiveMTU != verbs.MTU1024 {
+				if pa, _ := a.dev.QueryPort(1); pa.ActiveMTU != ibv.MTU1024 {
 					t.Fatalf("active MTU %v, want 1024", pa.ActiveMTU)
 				}
-				must2(t)(a.qp.PostSend(verbs.SendWR{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
-					SGList: []verbs.SGE{a.mr.SGE(0, 4096)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}))
+				must2(t)(a.qp.PostSend(ibv.SendWR{WRID: 1, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
+					SGList: []ibv.SGE{a.mr.SGE(0, 4096)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}))
 				w := waitWC(t, a.cq, 1)[0]
 				drops := epA.Stats().DropOversize.Packets
-				if mtu == verbs.MTU1024 {
-					if w.Status != verbs.WCSuccess || drops != 0 {
+				if mtu == ibv.MTU1024 {
+					if w.Status != ibv.WCSuccess || drops != 0 {
 						t.Fatalf("path MTU 1024: %v, %d oversize drops; want success, 0", w.Status, drops)
 					}
 					return
 				}
-				if w.Status != verbs.WCRetryExcErr || drops == 0 {
+				if w.Status != ibv.WCRetryExcErr || drops == 0 {
 					t.Fatalf("path MTU 4096 on a 1500 link: %v, %d oversize drops; want retry exceeded, > 0", w.Status, drops)
 				}
 			})
@@ -148,10 +149,10 @@ func TestPathMTUAgainstMaxMTU(t *testing.T) {
 	o := pairOpts{}
 	o.defaults()
 	e := newEnd(t, f, netip.MustParseAddr("10.0.0.1"), o)
-	must(t, e.qp.Modify(&verbs.QPAttr{State: verbs.QPStateInit, PortNum: 1}, verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags))
-	err := e.qp.Modify(&verbs.QPAttr{State: verbs.QPStateRTR, PathMTU: verbs.MTU4096 + 1, DestQPN: 0x11,
-		AHAttr: verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GlobalRoute{DGID: netip.MustParseAddr("10.0.0.2"), HopLimit: 1}}},
-		verbs.QPAttrState|verbs.QPAttrAV|verbs.QPAttrPathMTU|verbs.QPAttrDestQPN|verbs.QPAttrRQPSN|verbs.QPAttrMaxDestRdAtomic|verbs.QPAttrMinRNRTimer)
+	must(t, e.qp.Modify(&ibv.QPAttr{State: ibv.QPStateInit, PortNum: 1}, ibv.QPAttrState|ibv.QPAttrPKeyIndex|ibv.QPAttrPort|ibv.QPAttrAccessFlags))
+	err := e.qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTR, PathMTU: ibv.MTU4096 + 1, DestQPN: 0x11,
+		AHAttr: ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{DGID: netip.MustParseAddr("10.0.0.2"), HopLimit: 1}}},
+		ibv.QPAttrState|ibv.QPAttrAV|ibv.QPAttrPathMTU|ibv.QPAttrDestQPN|ibv.QPAttrRQPSN|ibv.QPAttrMaxDestRdAtomic|ibv.QPAttrMinRNRTimer)
 	if !errors.Is(err, verbs.EINVAL) {
 		t.Fatalf("path MTU enum 6: %v, want EINVAL", err)
 	}
@@ -180,7 +181,7 @@ func udEndOn(t testing.TB, ep *fabric.Endpoint) *udEnd {
 	if e.cq, err = dev.CreateCQ(256, nil); err != nil {
 		t.Fatal(err)
 	}
-	if e.mr, err = e.pd.RegMR(e.buf, verbs.AccessLocalWrite); err != nil {
+	if e.mr, err = e.pd.RegMR(e.buf, ibv.AccessLocalWrite); err != nil {
 		t.Fatal(err)
 	}
 	e.qp = newUDQP(t, e.pd, e.cq, udOpts{qkey: 1})

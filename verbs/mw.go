@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/mem"
-	"github.com/softnic/softnic/transport"
 )
 
 // MWType is a memory window's type (enum ibv_mw_type).
@@ -21,7 +21,6 @@ const (
 // MWBindWR is the bind_mw part of a BIND_MW work request (ibv_send_wr's
 // bind_mw: the window, its new rkey and the ibv_mw_bind_info), with the
 // window and the MR named by their keys; BindMWWR builds one.
-type MWBindWR = transport.MWBind
 
 // MW is a memory window (ibv_mw): a remotely accessible view of part of
 // an MR with its own rkey and rights, bound and unbound by work requests
@@ -117,13 +116,13 @@ type MWBindInfo struct {
 	MR     *MR
 	Addr   uint64
 	Length uint64
-	Access Access
+	Access ibv.Access
 }
 
 // MWBind is a type-1 bind request (struct ibv_mw_bind).
 type MWBind struct {
 	WRID      uint64
-	SendFlags SendFlags
+	SendFlags ibv.SendFlags
 	BindInfo  MWBindInfo
 }
 
@@ -133,12 +132,12 @@ type MWBind struct {
 // its key byte counts (IncKey(mw.RKey()) is the usual one); a type-1
 // window takes it only when it is a whole rkey of this window, as
 // QP.BindMW passes.
-func BindMWWR(wrid uint64, flags SendFlags, mw *MW, rkey uint32, info MWBindInfo) SendWR {
-	b := &MWBindWR{MWHandle: mw.RKey(), NewRKey: rkey, Addr: info.Addr, Length: info.Length, Access: info.Access}
+func BindMWWR(wrid uint64, flags ibv.SendFlags, mw *MW, rkey uint32, info MWBindInfo) ibv.SendWR {
+	b := &ibv.MWBindWR{MWHandle: mw.RKey(), NewRKey: rkey, Addr: info.Addr, Length: info.Length, Access: info.Access}
 	if info.MR.ok() {
 		b.MRLKey = info.MR.LKey()
 	}
-	return SendWR{WRID: wrid, Opcode: WRBindMW, Flags: flags, Bind: b}
+	return ibv.SendWR{WRID: wrid, Opcode: ibv.WRBindMW, Flags: flags, Bind: b}
 }
 
 // BindMW binds the type-1 window mw (ibv_bind_mw): it posts a BIND_MW work
@@ -167,7 +166,7 @@ func (qp *QP) BindMW(mw *MW, bind MWBind) (uint32, error) {
 	switch {
 	case mw.typ != MWType1:
 		return 0, fmt.Errorf("%w: ibv_bind_mw binds type-1 windows; bind a type-2 window with a BIND_MW work request", EINVAL)
-	case info.Access&AccessZeroBased != 0:
+	case info.Access&ibv.AccessZeroBased != 0:
 		return 0, fmt.Errorf("%w: a type-1 window cannot be zero-based (IBA o10-36.2.2)", EINVAL)
 	case info.Length > 0 && !info.MR.ok():
 		return 0, fmt.Errorf("%w: bind of %d bytes without an MR", EINVAL, info.Length)
@@ -181,7 +180,7 @@ func (qp *QP) BindMW(mw *MW, bind MWBind) (uint32, error) {
 	defer qp.postMu.Unlock()
 	rkey := IncKey(mw.RKey())
 	wr := BindMWWR(bind.WRID, bind.SendFlags, mw, rkey, *info)
-	if _, err := qp.postLocked([]SendWR{wr}); err != nil {
+	if _, err := qp.postLocked([]ibv.SendWR{wr}); err != nil {
 		return 0, err
 	}
 	return rkey, nil
@@ -203,10 +202,10 @@ func (d *Device) checkBind(mw *MW, info *MWBindInfo) error {
 }
 
 // noteBinds sets the rkey of the windows the posted wrs bind.
-func (qp *QP) noteBinds(wrs []SendWR) {
+func (qp *QP) noteBinds(wrs []ibv.SendWR) {
 	for i := range wrs {
 		b := wrs[i].Bind
-		if wrs[i].Opcode != WRBindMW || b == nil {
+		if wrs[i].Opcode != ibv.WRBindMW || b == nil {
 			continue
 		}
 		mw, ok := qp.pd.d.mws.get(mwIndex{qp.pd.d.n.Mem(), b.MWHandle >> 8})

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/wire"
 )
@@ -35,9 +36,9 @@ type mside struct {
 
 // mopts configures mpair; zero fields take the defaults in brackets.
 type mopts struct {
-	typ         verbs.QPType       // [RC]
-	qpAccess    verbs.Access       // QP access flags [REMOTE_WRITE|READ|ATOMIC; UC: REMOTE_WRITE]
-	mrAccess    verbs.Access       // the MRs' access [LOCAL_WRITE|REMOTE_*|MW_BIND]
+	typ         ibv.QPType         // [RC]
+	qpAccess    ibv.Access         // QP access flags [REMOTE_WRITE|READ|ATOMIC; UC: REMOTE_WRITE]
+	mrAccess    ibv.Access         // the MRs' access [LOCAL_WRITE|REMOTE_*|MW_BIND]
 	ops         verbs.SendOpsFlags // send_ops_flags of the QPs
 	timeout     uint8              // [14]
 	maxRdAtomic uint8              // requester's max_rd_atomic [16]
@@ -49,21 +50,21 @@ var (
 	mAddrB = netip.MustParseAddr("10.0.0.2")
 )
 
-const mAllMR = verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead |
-	verbs.AccessRemoteAtomic | verbs.AccessMWBind
+const mAllMR = ibv.AccessLocalWrite | ibv.AccessRemoteWrite | ibv.AccessRemoteRead |
+	ibv.AccessRemoteAtomic | ibv.AccessMWBind
 
 // mpair makes two sides on f, a at 10.0.0.1 and b at 10.0.0.2, with their
 // QPs connected (RC or UC) or in RTS (UD).
 func mpair(t testing.TB, f *fabric.Fabric, o mopts) (a, b *mside) {
 	t.Helper()
 	if o.typ == 0 {
-		o.typ = verbs.QPTypeRC
+		o.typ = ibv.QPTypeRC
 	}
 	if o.mrAccess == 0 {
 		o.mrAccess = mAllMR
 	}
 	a, b = mnewSide(t, f, mAddrA, o), mnewSide(t, f, mAddrB, o)
-	if o.typ == verbs.QPTypeUD {
+	if o.typ == ibv.QPTypeUD {
 		udToRTS(t, a.qp, 0x1111)
 		udToRTS(t, b.qp, 0x1111)
 		return a, b
@@ -95,13 +96,13 @@ func mnewSide(t testing.TB, f *fabric.Fabric, addr netip.Addr, o mopts) *mside {
 func mnewQP(t testing.TB, s *mside, pd *verbs.PD, o mopts) *verbs.QP {
 	t.Helper()
 	if o.typ == 0 {
-		o.typ = verbs.QPTypeRC
+		o.typ = ibv.QPTypeRC
 	}
 	if o.maxInline == 0 {
 		o.maxInline = 64
 	}
 	qp, err := pd.CreateQP(verbs.QPInitAttr{Type: o.typ, SendCQ: s.cq, RecvCQ: s.cq, SendOpsFlags: o.ops,
-		Cap: verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: o.maxInline}})
+		Cap: ibv.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: o.maxInline}})
 	must(t, err)
 	return qp
 }
@@ -109,34 +110,34 @@ func mnewQP(t testing.TB, s *mside, pd *verbs.PD, o mopts) *verbs.QP {
 // mconnect moves qp to RTS towards peer (a QP of the device at dst).
 func mconnect(t testing.TB, qp, peer *verbs.QP, dst netip.Addr, o mopts) {
 	t.Helper()
-	rc := o.typ != verbs.QPTypeUC
+	rc := o.typ != ibv.QPTypeUC
 	access := o.qpAccess
 	if access == 0 {
-		access = verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic
+		access = ibv.AccessRemoteWrite | ibv.AccessRemoteRead | ibv.AccessRemoteAtomic
 		if !rc {
-			access = verbs.AccessRemoteWrite
+			access = ibv.AccessRemoteWrite
 		}
 	}
-	must(t, qp.Modify(&verbs.QPAttr{State: verbs.QPStateInit, PortNum: 1, AccessFlags: access},
-		verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags))
-	rtr := verbs.QPAttr{State: verbs.QPStateRTR, PathMTU: verbs.MTU1024, DestQPN: peer.QPN(),
+	must(t, qp.Modify(&ibv.QPAttr{State: ibv.QPStateInit, PortNum: 1, AccessFlags: access},
+		ibv.QPAttrState|ibv.QPAttrPKeyIndex|ibv.QPAttrPort|ibv.QPAttrAccessFlags))
+	rtr := ibv.QPAttr{State: ibv.QPStateRTR, PathMTU: ibv.MTU1024, DestQPN: peer.QPN(),
 		MaxDestRdAtomic: 16, MinRNRTimer: 12,
-		AHAttr: verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GlobalRoute{DGID: dst, HopLimit: 64}}}
-	mask := verbs.QPAttrState | verbs.QPAttrAV | verbs.QPAttrPathMTU | verbs.QPAttrDestQPN | verbs.QPAttrRQPSN
+		AHAttr: ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{DGID: dst, HopLimit: 64}}}
+	mask := ibv.QPAttrState | ibv.QPAttrAV | ibv.QPAttrPathMTU | ibv.QPAttrDestQPN | ibv.QPAttrRQPSN
 	if rc {
-		mask |= verbs.QPAttrMaxDestRdAtomic | verbs.QPAttrMinRNRTimer
+		mask |= ibv.QPAttrMaxDestRdAtomic | ibv.QPAttrMinRNRTimer
 	}
 	must(t, qp.Modify(&rtr, mask))
-	rts := verbs.QPAttr{State: verbs.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 16}
+	rts := ibv.QPAttr{State: ibv.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 16}
 	if o.timeout != 0 {
 		rts.Timeout = o.timeout
 	}
 	if o.maxRdAtomic != 0 {
 		rts.MaxRdAtomic = o.maxRdAtomic
 	}
-	mask = verbs.QPAttrState | verbs.QPAttrSQPSN
+	mask = ibv.QPAttrState | ibv.QPAttrSQPSN
 	if rc {
-		mask |= verbs.QPAttrTimeout | verbs.QPAttrRetryCnt | verbs.QPAttrRNRRetry | verbs.QPAttrMaxQPRdAtomic
+		mask |= ibv.QPAttrTimeout | ibv.QPAttrRetryCnt | ibv.QPAttrRNRRetry | ibv.QPAttrMaxQPRdAtomic
 	}
 	must(t, qp.Modify(&rts, mask))
 }
@@ -152,7 +153,7 @@ func mlink(t testing.TB, a, b *mside, pa, pb *verbs.PD, o mopts) (qa, qb *verbs.
 }
 
 // mpost posts wrs on qp, failing the test on error.
-func mpost(t testing.TB, qp *verbs.QP, wrs ...verbs.SendWR) {
+func mpost(t testing.TB, qp *verbs.QP, wrs ...ibv.SendWR) {
 	t.Helper()
 	if _, err := qp.PostSend(wrs...); err != nil {
 		t.Fatalf("post send: %v", err)
@@ -160,21 +161,21 @@ func mpost(t testing.TB, qp *verbs.QP, wrs ...verbs.SendWR) {
 }
 
 // mwrite is a signaled RDMA WRITE of a.buf[off:off+n] to addr under rkey.
-func mwrite(a *mside, wrid uint64, off, n int, rkey uint32, addr uint64) verbs.SendWR {
-	return verbs.SendWR{WRID: wrid, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
-		SGList: []verbs.SGE{a.mr.SGE(off, n)}, RKey: rkey, RemoteAddr: addr}
+func mwrite(a *mside, wrid uint64, off, n int, rkey uint32, addr uint64) ibv.SendWR {
+	return ibv.SendWR{WRID: wrid, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
+		SGList: []ibv.SGE{a.mr.SGE(off, n)}, RKey: rkey, RemoteAddr: addr}
 }
 
 // mread is a signaled RDMA READ of n bytes at addr under rkey into
 // a.buf[off:].
-func mread(a *mside, wrid uint64, off, n int, rkey uint32, addr uint64) verbs.SendWR {
+func mread(a *mside, wrid uint64, off, n int, rkey uint32, addr uint64) ibv.SendWR {
 	w := mwrite(a, wrid, off, n, rkey, addr)
-	w.Opcode = verbs.WRRDMARead
+	w.Opcode = ibv.WRRDMARead
 	return w
 }
 
 // mone waits for one completion on s's CQ and checks it.
-func mone(t testing.TB, s *mside, wrid uint64, st verbs.WCStatus, op verbs.WCOpcode) verbs.WorkCompletion {
+func mone(t testing.TB, s *mside, wrid uint64, st ibv.WCStatus, op ibv.WCOpcode) ibv.WorkCompletion {
 	t.Helper()
 	wc := waitWC(t, s.cq, 1)[0]
 	wantWC(t, wc, wrid, st, op)
@@ -184,12 +185,12 @@ func mone(t testing.TB, s *mside, wrid uint64, st verbs.WCStatus, op verbs.WCOpc
 // mrefusedWrite posts a WRITE of 64 bytes of pattern from a to addr under
 // rkey and checks that it fails with want and that b's whole buffer is as
 // before.
-func mrefusedWrite(t testing.TB, a, b *mside, rkey uint32, addr uint64, want verbs.WCStatus) {
+func mrefusedWrite(t testing.TB, a, b *mside, rkey uint32, addr uint64, want ibv.WCStatus) {
 	t.Helper()
 	before := bytes.Clone(b.buf)
 	fill(a.buf[:64], 0x5a)
 	mpost(t, a.qp, mwrite(a, 901, 0, 64, rkey, addr))
-	mone(t, a, 901, want, verbs.WCRDMAWrite)
+	mone(t, a, 901, want, ibv.WCRDMAWrite)
 	settle(time.Millisecond)
 	if !bytes.Equal(b.buf, before) {
 		t.Errorf("refused WRITE changed the target buffer: %s", firstDiff(b.buf, before))
@@ -197,23 +198,23 @@ func mrefusedWrite(t testing.TB, a, b *mside, rkey uint32, addr uint64, want ver
 }
 
 // mbind binds the type-1 window mw on s's QP and waits for the completion.
-func mbind(t testing.TB, s *mside, mw *verbs.MW, mr *verbs.MR, off, n int, access verbs.Access) uint32 {
+func mbind(t testing.TB, s *mside, mw *verbs.MW, mr *verbs.MR, off, n int, access ibv.Access) uint32 {
 	t.Helper()
-	rkey, err := s.qp.BindMW(mw, verbs.MWBind{WRID: 77, SendFlags: verbs.SendSignaled,
+	rkey, err := s.qp.BindMW(mw, verbs.MWBind{WRID: 77, SendFlags: ibv.SendSignaled,
 		BindInfo: verbs.MWBindInfo{MR: mr, Addr: mr.Addr() + uint64(off), Length: uint64(n), Access: access}})
 	must(t, err)
-	mone(t, s, 77, verbs.WCSuccess, verbs.WCBindMW)
+	mone(t, s, 77, ibv.WCSuccess, ibv.WCBindMW)
 	return rkey
 }
 
 // mbind2 binds the type-2 window mw with a BIND_MW work request on qp of
 // s and waits for the completion.
-func mbind2(t testing.TB, s *mside, qp *verbs.QP, mw *verbs.MW, mr *verbs.MR, off, n int, access verbs.Access) uint32 {
+func mbind2(t testing.TB, s *mside, qp *verbs.QP, mw *verbs.MW, mr *verbs.MR, off, n int, access ibv.Access) uint32 {
 	t.Helper()
 	rkey := verbs.IncKey(mw.RKey())
-	mpost(t, qp, verbs.BindMWWR(78, verbs.SendSignaled, mw, rkey,
+	mpost(t, qp, verbs.BindMWWR(78, ibv.SendSignaled, mw, rkey,
 		verbs.MWBindInfo{MR: mr, Addr: mr.Addr() + uint64(off), Length: uint64(n), Access: access}))
-	mone(t, s, 78, verbs.WCSuccess, verbs.WCBindMW)
+	mone(t, s, 78, ibv.WCSuccess, ibv.WCBindMW)
 	if mw.RKey() != rkey {
 		t.Errorf("MW.RKey after the bind: %#x, want %#x", mw.RKey(), rkey)
 	}
@@ -234,11 +235,11 @@ const mwOff, mwLen = 4096, 256 // the window's place in b's MR
 // has it), or through a type-2 window bound to another QP they fail with
 // a remote access error and write nothing.
 func TestMWAccess(t *testing.T) {
-	rw := verbs.AccessRemoteWrite | verbs.AccessRemoteRead
+	rw := ibv.AccessRemoteWrite | ibv.AccessRemoteRead
 	type tc struct {
 		name   string
 		typ    verbs.MWType
-		access verbs.Access
+		access ibv.Access
 		off, n int // of the WRITE, relative to the window's start
 		ok     bool
 	}
@@ -247,8 +248,8 @@ func TestMWAccess(t *testing.T) {
 		{"type 2 inside", verbs.MWType2, rw, 16, 64, true},
 		{"type 1 before the window", verbs.MWType1, rw, -8, 16, false},
 		{"type 2 across the end", verbs.MWType2, rw, mwLen - 8, 16, false},
-		{"type 1 read-only window", verbs.MWType1, verbs.AccessRemoteRead, 0, 8, false},
-		{"type 2 read-only window", verbs.MWType2, verbs.AccessRemoteRead, 0, 8, false},
+		{"type 1 read-only window", verbs.MWType1, ibv.AccessRemoteRead, 0, 8, false},
+		{"type 2 read-only window", verbs.MWType2, ibv.AccessRemoteRead, 0, 8, false},
 	}
 	for _, c := range tcs {
 		t.Run(c.name, func(t *testing.T) {
@@ -269,15 +270,15 @@ func TestMWAccess(t *testing.T) {
 				}
 				addr := b.mr.Addr() + uint64(mwOff+c.off)
 				if !c.ok {
-					mrefusedWrite(t, a, b, rkey, addr, verbs.WCRemAccessErr)
+					mrefusedWrite(t, a, b, rkey, addr, ibv.WCRemAccessErr)
 					return
 				}
 				fill(a.buf[:c.n], 99)
 				mpost(t, a.qp, mwrite(a, 1, 0, c.n, rkey, addr))
-				mone(t, a, 1, verbs.WCSuccess, verbs.WCRDMAWrite)
+				mone(t, a, 1, ibv.WCSuccess, ibv.WCRDMAWrite)
 				checkBytes(t, "written through the window", b.buf[mwOff+c.off:mwOff+c.off+c.n], a.buf[:c.n])
 				mpost(t, a.qp, mread(a, 2, 8192, mwLen, rkey, b.mr.Addr()+mwOff))
-				mone(t, a, 2, verbs.WCSuccess, verbs.WCRDMARead)
+				mone(t, a, 2, ibv.WCSuccess, ibv.WCRDMARead)
 				checkBytes(t, "read through the window", a.buf[8192:8192+mwLen], b.buf[mwOff:mwOff+mwLen])
 			})
 		})
@@ -293,7 +294,7 @@ func TestMWType2BoundToQP(t *testing.T) {
 		defer f.Close()
 		a, b := mpair(t, f, mopts{})
 		qa2, qb2 := mlink(t, a, b, a.pd, b.pd, mopts{})
-		rw := verbs.AccessRemoteWrite | verbs.AccessRemoteRead
+		rw := ibv.AccessRemoteWrite | ibv.AccessRemoteRead
 		mw1 := mallocMW(t, b, verbs.MWType1)
 		k1 := mbind(t, b, mw1, b.mr, 0, 1024, rw)
 		mw2 := mallocMW(t, b, verbs.MWType2)
@@ -302,13 +303,13 @@ func TestMWType2BoundToQP(t *testing.T) {
 		// Through the second pair, both work.
 		mpost(t, qa2, mwrite(a, 1, 0, 8, k1, b.mr.Addr()), mwrite(a, 2, 0, 8, k2, b.mr.Addr()+mwOff))
 		got := waitWC(t, a.cq, 2)
-		wantWC(t, got[0], 1, verbs.WCSuccess, verbs.WCRDMAWrite)
-		wantWC(t, got[1], 2, verbs.WCSuccess, verbs.WCRDMAWrite)
+		wantWC(t, got[0], 1, ibv.WCSuccess, ibv.WCRDMAWrite)
+		wantWC(t, got[1], 2, ibv.WCSuccess, ibv.WCRDMAWrite)
 		// Through the first pair, the type-1 window works, the type-2 one
 		// (bound through qb2) is refused.
 		mpost(t, a.qp, mwrite(a, 3, 0, 8, k1, b.mr.Addr()+8))
-		mone(t, a, 3, verbs.WCSuccess, verbs.WCRDMAWrite)
-		mrefusedWrite(t, a, b, k2, b.mr.Addr()+mwOff, verbs.WCRemAccessErr)
+		mone(t, a, 3, ibv.WCSuccess, ibv.WCRDMAWrite)
+		mrefusedWrite(t, a, b, k2, b.mr.Addr()+mwOff, ibv.WCRemAccessErr)
 	})
 }
 
@@ -317,7 +318,7 @@ func TestMWType2BoundToQP(t *testing.T) {
 // at the call for what ibv_bind_mw checks itself; the window keeps
 // granting nothing new.
 func TestMWBindRules(t *testing.T) {
-	rw := verbs.AccessRemoteWrite | verbs.AccessRemoteRead
+	rw := ibv.AccessRemoteWrite | ibv.AccessRemoteRead
 	type env struct {
 		a, b *mside
 		f    *fabric.Fabric
@@ -334,18 +335,18 @@ func TestMWBindRules(t *testing.T) {
 		_, q := mlink(t, e.a, e.b, e.a.pd, pd2, mopts{})
 		return pd2, q
 	}
-	regMR := func(t *testing.T, e env, pd *verbs.PD, access verbs.Access) *verbs.MR {
+	regMR := func(t *testing.T, e env, pd *verbs.PD, access ibv.Access) *verbs.MR {
 		mr, err := pd.RegMR(make([]byte, 4096), access)
 		must(t, err)
 		return mr
 	}
-	bind2 := func(t *testing.T, qp *verbs.QP, mw *verbs.MW, mr *verbs.MR, off, n uint64, access verbs.Access) *verbs.QP {
-		mpost(t, qp, verbs.BindMWWR(5, verbs.SendSignaled, mw, verbs.IncKey(mw.RKey()),
+	bind2 := func(t *testing.T, qp *verbs.QP, mw *verbs.MW, mr *verbs.MR, off, n uint64, access ibv.Access) *verbs.QP {
+		mpost(t, qp, verbs.BindMWWR(5, ibv.SendSignaled, mw, verbs.IncKey(mw.RKey()),
 			verbs.MWBindInfo{MR: mr, Addr: mr.Addr() + off, Length: n, Access: access}))
 		return qp
 	}
-	bind1 := func(t *testing.T, qp *verbs.QP, mw *verbs.MW, mr *verbs.MR, off, n uint64, access verbs.Access) *verbs.QP {
-		_, err := qp.BindMW(mw, verbs.MWBind{WRID: 5, SendFlags: verbs.SendSignaled,
+	bind1 := func(t *testing.T, qp *verbs.QP, mw *verbs.MW, mr *verbs.MR, off, n uint64, access ibv.Access) *verbs.QP {
+		_, err := qp.BindMW(mw, verbs.MWBind{WRID: 5, SendFlags: ibv.SendSignaled,
 			BindInfo: verbs.MWBindInfo{MR: mr, Addr: mr.Addr() + off, Length: n, Access: access}})
 		must(t, err)
 		return qp
@@ -364,35 +365,35 @@ func TestMWBindRules(t *testing.T) {
 			return bind2(t, e.b.qp, mallocMW(t, e.b, verbs.MWType2), regMR(t, e, pd2, mAllMR), 0, 64, rw)
 		}},
 		{"C10-73 MR without MW_BIND", func(t *testing.T, e env) *verbs.QP {
-			mr := regMR(t, e, e.b.pd, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead)
-			return bind1(t, e.b.qp, mallocMW(t, e.b, verbs.MWType1), mr, 0, 64, verbs.AccessRemoteRead)
+			mr := regMR(t, e, e.b.pd, ibv.AccessLocalWrite|ibv.AccessRemoteWrite|ibv.AccessRemoteRead)
+			return bind1(t, e.b.qp, mallocMW(t, e.b, verbs.MWType1), mr, 0, 64, ibv.AccessRemoteRead)
 		}},
 		{"C10-74 writable window on an MR without LOCAL_WRITE", func(t *testing.T, e env) *verbs.QP {
-			mr := regMR(t, e, e.b.pd, verbs.AccessRemoteRead|verbs.AccessMWBind)
-			return bind2(t, e.b.qp, mallocMW(t, e.b, verbs.MWType2), mr, 0, 64, verbs.AccessRemoteWrite)
+			mr := regMR(t, e, e.b.pd, ibv.AccessRemoteRead|ibv.AccessMWBind)
+			return bind2(t, e.b.qp, mallocMW(t, e.b, verbs.MWType2), mr, 0, 64, ibv.AccessRemoteWrite)
 		}},
 		{"C10-74 atomic window on an MR without LOCAL_WRITE", func(t *testing.T, e env) *verbs.QP {
-			mr := regMR(t, e, e.b.pd, verbs.AccessRemoteRead|verbs.AccessMWBind)
-			return bind1(t, e.b.qp, mallocMW(t, e.b, verbs.MWType1), mr, 0, 64, verbs.AccessRemoteAtomic)
+			mr := regMR(t, e, e.b.pd, ibv.AccessRemoteRead|ibv.AccessMWBind)
+			return bind1(t, e.b.qp, mallocMW(t, e.b, verbs.MWType1), mr, 0, 64, ibv.AccessRemoteAtomic)
 		}},
 		{"C10-75 range past the MR", func(t *testing.T, e env) *verbs.QP {
 			return bind1(t, e.b.qp, mallocMW(t, e.b, verbs.MWType1), e.b.mr, uint64(len(e.b.buf))-32, 64, rw)
 		}},
 		{"C10-75 range before the MR", func(t *testing.T, e env) *verbs.QP {
 			mr := e.b.mr
-			mpost(t, e.b.qp, verbs.BindMWWR(5, verbs.SendSignaled, mallocMW(t, e.b, verbs.MWType2), 0x77,
+			mpost(t, e.b.qp, verbs.BindMWWR(5, ibv.SendSignaled, mallocMW(t, e.b, verbs.MWType2), 0x77,
 				verbs.MWBindInfo{MR: mr, Addr: mr.Addr() - 8, Length: 64, Access: rw}))
 			return e.b.qp
 		}},
 		{"o10-36.2.2 type 1 zero-based by work request", func(t *testing.T, e env) *verbs.QP {
 			mw := mallocMW(t, e.b, verbs.MWType1)
-			mpost(t, e.b.qp, verbs.BindMWWR(5, verbs.SendSignaled, mw, verbs.IncKey(mw.RKey()),
-				verbs.MWBindInfo{MR: e.b.mr, Addr: e.b.mr.Addr(), Length: 64, Access: rw | verbs.AccessZeroBased}))
+			mpost(t, e.b.qp, verbs.BindMWWR(5, ibv.SendSignaled, mw, verbs.IncKey(mw.RKey()),
+				verbs.MWBindInfo{MR: e.b.mr, Addr: e.b.mr.Addr(), Length: 64, Access: rw | ibv.AccessZeroBased}))
 			return e.b.qp
 		}},
 		{"o10-36.2.2 type 1 zero-based by ibv_bind_mw", func(t *testing.T, e env) *verbs.QP {
 			_, err := e.b.qp.BindMW(mallocMW(t, e.b, verbs.MWType1), verbs.MWBind{
-				BindInfo: verbs.MWBindInfo{MR: e.b.mr, Addr: e.b.mr.Addr(), Length: 64, Access: rw | verbs.AccessZeroBased}})
+				BindInfo: verbs.MWBindInfo{MR: e.b.mr, Addr: e.b.mr.Addr(), Length: 64, Access: rw | ibv.AccessZeroBased}})
 			apiWantErr(t, "BindMW zero-based", err, "o10-36.2.2", verbs.EINVAL)
 			return nil
 		}},
@@ -411,7 +412,7 @@ func TestMWBindRules(t *testing.T) {
 			return bind2(t, e.b.qp, mw, e.b.mr, 64, 64, rw)
 		}},
 		{"zero-based MR", func(t *testing.T, e env) *verbs.QP {
-			mr := regMR(t, e, e.b.pd, mAllMR|verbs.AccessZeroBased)
+			mr := regMR(t, e, e.b.pd, mAllMR|ibv.AccessZeroBased)
 			return bind1(t, e.b.qp, mallocMW(t, e.b, verbs.MWType1), mr, 0, 64, rw)
 		}},
 		{"deregistered MR", func(t *testing.T, e env) *verbs.QP {
@@ -442,11 +443,11 @@ func TestMWBindRules(t *testing.T) {
 				qp := c.bind(t, env{a, b, f})
 				if qp == nil {
 					noWC(t, b.cq, time.Millisecond)
-					wantState(t, "b", &end{qp: b.qp}, verbs.QPStateRTS)
+					wantState(t, "b", &end{qp: b.qp}, ibv.QPStateRTS)
 					return
 				}
-				mone(t, b, 5, verbs.WCMWBindErr, verbs.WCBindMW)
-				if s := qp.State(); s != verbs.QPStateErr {
+				mone(t, b, 5, ibv.WCMWBindErr, ibv.WCBindMW)
+				if s := qp.State(); s != ibv.QPStateErr {
 					t.Errorf("QP state after MW_BIND_ERR: %v, want ERR", s)
 				}
 				if !bytes.Equal(b.buf, before) {
@@ -461,7 +462,7 @@ func TestMWBindRules(t *testing.T) {
 // Invalidate of it, deallocation, a type-1 unbind or rebind, the old rkey
 // grants nothing and a WRITE through it writes nothing.
 func TestMWInvalidated(t *testing.T) {
-	rw := verbs.AccessRemoteWrite | verbs.AccessRemoteRead
+	rw := ibv.AccessRemoteWrite | ibv.AccessRemoteRead
 	type tc struct {
 		name string
 		typ  verbs.MWType
@@ -470,8 +471,8 @@ func TestMWInvalidated(t *testing.T) {
 	}
 	tcs := []tc{
 		{"LOCAL_INV", verbs.MWType2, func(t *testing.T, a, b *mside, mw *verbs.MW, rkey uint32) {
-			mpost(t, b.qp, verbs.SendWR{WRID: 6, Opcode: verbs.WRLocalInv, Flags: verbs.SendSignaled, InvRKey: rkey})
-			mone(t, b, 6, verbs.WCSuccess, verbs.WCLocalInv)
+			mpost(t, b.qp, ibv.SendWR{WRID: 6, Opcode: ibv.WRLocalInv, Flags: ibv.SendSignaled, InvRKey: rkey})
+			mone(t, b, 6, ibv.WCSuccess, ibv.WCLocalInv)
 			if mw.RKey() != rkey {
 				t.Errorf("invalidation changed the rkey: %#x, want %#x kept", mw.RKey(), rkey)
 			}
@@ -479,11 +480,11 @@ func TestMWInvalidated(t *testing.T) {
 		{"SEND_WITH_INV", verbs.MWType2, func(t *testing.T, a, b *mside, mw *verbs.MW, rkey uint32) {
 			postRecvMS(t, b, 40, 32768, 64)
 			copy(a.buf[1024:], "invalidate it")
-			mpost(t, a.qp, verbs.SendWR{WRID: 6, Opcode: verbs.WRSendWithInv, Flags: verbs.SendSignaled,
-				SGList: []verbs.SGE{a.mr.SGE(1024, 13)}, InvRKey: rkey})
-			mone(t, a, 6, verbs.WCSuccess, verbs.WCSend)
-			wc := mone(t, b, 40, verbs.WCSuccess, verbs.WCRecv)
-			if wc.Flags&verbs.WCWithInv == 0 || wc.Imm != rkey || wc.ByteLen != 13 {
+			mpost(t, a.qp, ibv.SendWR{WRID: 6, Opcode: ibv.WRSendWithInv, Flags: ibv.SendSignaled,
+				SGList: []ibv.SGE{a.mr.SGE(1024, 13)}, InvRKey: rkey})
+			mone(t, a, 6, ibv.WCSuccess, ibv.WCSend)
+			wc := mone(t, b, 40, ibv.WCSuccess, ibv.WCRecv)
+			if wc.Flags&ibv.WCWithInv == 0 || wc.Imm != rkey || wc.ByteLen != 13 {
 				t.Errorf("receive of SEND_WITH_INV: %+v, want IBV_WC_WITH_INV, invalidated rkey %#x, 13 bytes", wc, rkey)
 			}
 			if string(b.buf[32768:32768+13]) != "invalidate it" {
@@ -498,9 +499,9 @@ func TestMWInvalidated(t *testing.T) {
 			must(t, mw.Dealloc())
 		}},
 		{"type 1 unbound", verbs.MWType1, func(t *testing.T, a, b *mside, mw *verbs.MW, rkey uint32) {
-			k, err := b.qp.BindMW(mw, verbs.MWBind{WRID: 6, SendFlags: verbs.SendSignaled})
+			k, err := b.qp.BindMW(mw, verbs.MWBind{WRID: 6, SendFlags: ibv.SendSignaled})
 			must(t, err)
-			mone(t, b, 6, verbs.WCSuccess, verbs.WCBindMW)
+			mone(t, b, 6, ibv.WCSuccess, ibv.WCBindMW)
 			if k == rkey || mw.RKey() != k {
 				t.Errorf("unbind: rkey %#x (was %#x), MW.RKey %#x", k, rkey, mw.RKey())
 			}
@@ -511,7 +512,7 @@ func TestMWInvalidated(t *testing.T) {
 				t.Fatalf("rebind kept rkey %#x", k)
 			}
 			mpost(t, a.qp, mwrite(a, 7, 0, 8, k, b.mr.Addr()+mwOff+mwLen))
-			mone(t, a, 7, verbs.WCSuccess, verbs.WCRDMAWrite)
+			mone(t, a, 7, ibv.WCSuccess, ibv.WCRDMAWrite)
 		}},
 	}
 	for _, c := range tcs {
@@ -528,9 +529,9 @@ func TestMWInvalidated(t *testing.T) {
 					rkey = mbind2(t, b, b.qp, mw, b.mr, mwOff, mwLen, rw)
 				}
 				mpost(t, a.qp, mwrite(a, 1, 0, 8, rkey, b.mr.Addr()+mwOff))
-				mone(t, a, 1, verbs.WCSuccess, verbs.WCRDMAWrite)
+				mone(t, a, 1, ibv.WCSuccess, ibv.WCRDMAWrite)
 				c.kill(t, a, b, mw, rkey)
-				mrefusedWrite(t, a, b, rkey, b.mr.Addr()+mwOff, verbs.WCRemAccessErr)
+				mrefusedWrite(t, a, b, rkey, b.mr.Addr()+mwOff, ibv.WCRemAccessErr)
 			})
 		})
 	}
@@ -539,7 +540,7 @@ func TestMWInvalidated(t *testing.T) {
 // postRecvMS posts one receive of n bytes at off of s's MR.
 func postRecvMS(t testing.TB, s *mside, wrid uint64, off, n int) {
 	t.Helper()
-	must2(t)(s.qp.PostRecv(verbs.RecvWR{WRID: wrid, SGList: []verbs.SGE{s.mr.SGE(off, n)}}))
+	must2(t)(s.qp.PostRecv(ibv.RecvWR{WRID: wrid, SGList: []ibv.SGE{s.mr.SGE(off, n)}}))
 }
 
 // TestMWType1NotInvalidated: a type-1 window cannot be invalidated
@@ -548,7 +549,7 @@ func postRecvMS(t testing.TB, s *mside, wrid uint64, off, n int) {
 // delivered and acknowledged, its receive completes with REM_INV_REQ_ERR
 // and the QP goes to ERR), and the window keeps working.
 func TestMWType1NotInvalidated(t *testing.T) {
-	rw := verbs.AccessRemoteWrite | verbs.AccessRemoteRead
+	rw := ibv.AccessRemoteWrite | ibv.AccessRemoteRead
 	t.Run("LOCAL_INV", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			f := fabric.New(fabric.Config{})
@@ -557,11 +558,11 @@ func TestMWType1NotInvalidated(t *testing.T) {
 			qa2, _ := mlink(t, a, b, a.pd, b.pd, mopts{})
 			mw := mallocMW(t, b, verbs.MWType1)
 			rkey := mbind(t, b, mw, b.mr, mwOff, mwLen, rw)
-			mpost(t, b.qp, verbs.SendWR{WRID: 6, Opcode: verbs.WRLocalInv, Flags: verbs.SendSignaled, InvRKey: rkey})
-			mone(t, b, 6, verbs.WCLocQPOpErr, verbs.WCLocalInv)
-			wantState(t, "b", &end{qp: b.qp}, verbs.QPStateErr)
+			mpost(t, b.qp, ibv.SendWR{WRID: 6, Opcode: ibv.WRLocalInv, Flags: ibv.SendSignaled, InvRKey: rkey})
+			mone(t, b, 6, ibv.WCLocQPOpErr, ibv.WCLocalInv)
+			wantState(t, "b", &end{qp: b.qp}, ibv.QPStateErr)
 			mpost(t, qa2, mwrite(a, 1, 0, 8, rkey, b.mr.Addr()+mwOff))
-			mone(t, a, 1, verbs.WCSuccess, verbs.WCRDMAWrite)
+			mone(t, a, 1, ibv.WCSuccess, ibv.WCRDMAWrite)
 		})
 	})
 	t.Run("SEND_WITH_INV", func(t *testing.T) {
@@ -574,16 +575,16 @@ func TestMWType1NotInvalidated(t *testing.T) {
 			rkey := mbind(t, b, mw, b.mr, mwOff, mwLen, rw)
 			postRecvMS(t, b, 40, 32768, 64)
 			copy(a.buf, "hello")
-			mpost(t, a.qp, verbs.SendWR{WRID: 6, Opcode: verbs.WRSendWithInv, Flags: verbs.SendSignaled,
-				SGList: []verbs.SGE{a.mr.SGE(0, 5)}, InvRKey: rkey})
-			mone(t, a, 6, verbs.WCSuccess, verbs.WCSend) // class J: the requester sees an ACK
-			mone(t, b, 40, verbs.WCRemInvReqErr, verbs.WCRecv)
-			wantState(t, "b", &end{qp: b.qp}, verbs.QPStateErr)
+			mpost(t, a.qp, ibv.SendWR{WRID: 6, Opcode: ibv.WRSendWithInv, Flags: ibv.SendSignaled,
+				SGList: []ibv.SGE{a.mr.SGE(0, 5)}, InvRKey: rkey})
+			mone(t, a, 6, ibv.WCSuccess, ibv.WCSend) // class J: the requester sees an ACK
+			mone(t, b, 40, ibv.WCRemInvReqErr, ibv.WCRecv)
+			wantState(t, "b", &end{qp: b.qp}, ibv.QPStateErr)
 			if string(b.buf[32768:32773]) != "hello" {
 				t.Errorf("class J: the message must stay delivered, got %q", b.buf[32768:32773])
 			}
 			mpost(t, qa2, mwrite(a, 1, 0, 8, rkey, b.mr.Addr()+mwOff))
-			mone(t, a, 1, verbs.WCSuccess, verbs.WCRDMAWrite)
+			mone(t, a, 1, ibv.WCSuccess, ibv.WCRDMAWrite)
 		})
 	})
 }
@@ -598,15 +599,15 @@ func TestMWBusyMR(t *testing.T) {
 		mr, err := b.pd.RegMR(make([]byte, 4096), mAllMR)
 		must(t, err)
 		mw1, mw2 := mallocMW(t, b, verbs.MWType1), mallocMW(t, b, verbs.MWType2)
-		mbind(t, b, mw1, mr, 0, 64, verbs.AccessRemoteRead)
-		k2 := mbind2(t, b, b.qp, mw2, mr, 64, 64, verbs.AccessRemoteRead)
+		mbind(t, b, mw1, mr, 0, 64, ibv.AccessRemoteRead)
+		k2 := mbind2(t, b, b.qp, mw2, mr, 64, 64, ibv.AccessRemoteRead)
 		apiWantErr(t, "Dereg with two windows", mr.Dereg(), "", verbs.EBUSY)
-		_, err = b.qp.BindMW(mw1, verbs.MWBind{WRID: 1, SendFlags: verbs.SendSignaled}) // unbind
+		_, err = b.qp.BindMW(mw1, verbs.MWBind{WRID: 1, SendFlags: ibv.SendSignaled}) // unbind
 		must(t, err)
-		mone(t, b, 1, verbs.WCSuccess, verbs.WCBindMW)
+		mone(t, b, 1, ibv.WCSuccess, ibv.WCBindMW)
 		apiWantErr(t, "Dereg with one window", mr.Dereg(), "", verbs.EBUSY)
-		mpost(t, b.qp, verbs.SendWR{WRID: 2, Opcode: verbs.WRLocalInv, Flags: verbs.SendSignaled, InvRKey: k2})
-		mone(t, b, 2, verbs.WCSuccess, verbs.WCLocalInv)
+		mpost(t, b.qp, ibv.SendWR{WRID: 2, Opcode: ibv.WRLocalInv, Flags: ibv.SendSignaled, InvRKey: k2})
+		mone(t, b, 2, ibv.WCSuccess, ibv.WCLocalInv)
 		must(t, mr.Dereg())
 		apiWantErr(t, "PD Dealloc with windows", b.pd.Dealloc(), "", verbs.EBUSY)
 		_, err = b.pd.AllocMW(3)
@@ -632,22 +633,22 @@ func TestMWBindOrder(t *testing.T) {
 		postRecvMS(t, a, 1, 0, 64)
 		mw := mallocMW(t, b, verbs.MWType2)
 		rkey := verbs.IncKey(mw.RKey())
-		mpost(t, b.qp, verbs.SendWR{WRID: 10, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGList: []verbs.SGE{b.mr.SGE(0, 8)}},
-			verbs.BindMWWR(11, verbs.SendSignaled, mw, rkey, verbs.MWBindInfo{MR: b.mr, Addr: b.mr.Addr() + mwOff,
-				Length: mwLen, Access: verbs.AccessRemoteWrite}))
-		mone(t, a, 1, verbs.WCSuccess, verbs.WCRecv)
+		mpost(t, b.qp, ibv.SendWR{WRID: 10, Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGList: []ibv.SGE{b.mr.SGE(0, 8)}},
+			verbs.BindMWWR(11, ibv.SendSignaled, mw, rkey, verbs.MWBindInfo{MR: b.mr, Addr: b.mr.Addr() + mwOff,
+				Length: mwLen, Access: ibv.AccessRemoteWrite}))
+		mone(t, a, 1, ibv.WCSuccess, ibv.WCRecv)
 		// The bind ran: a WRITE through the window works while b's SEND is
 		// still unacknowledged and b has no completion.
 		fill(a.buf[100:108], 8)
 		mpost(t, a.qp, mwrite(a, 2, 100, 8, rkey, b.mr.Addr()+mwOff))
-		mone(t, a, 2, verbs.WCSuccess, verbs.WCRDMAWrite)
+		mone(t, a, 2, ibv.WCSuccess, ibv.WCRDMAWrite)
 		checkBytes(t, "WRITE through the window", b.buf[mwOff:mwOff+8], a.buf[100:108])
 		if got := pollAll(b.cq); len(got) != 0 {
 			t.Fatalf("completions before the SEND was acknowledged: %+v", got)
 		}
 		got := waitWC(t, b.cq, 2)
-		wantWC(t, got[0], 10, verbs.WCSuccess, verbs.WCSend)
-		wantWC(t, got[1], 11, verbs.WCSuccess, verbs.WCBindMW)
+		wantWC(t, got[0], 10, ibv.WCSuccess, ibv.WCSend)
+		wantWC(t, got[1], 11, ibv.WCSuccess, ibv.WCBindMW)
 	})
 }
 
@@ -662,20 +663,20 @@ func TestLocalInvFenced(t *testing.T) {
 		f.AddFilter(fabric.OnMatch(fabric.And(fabric.From(a.dev.Addr()), fabric.OpcodeIs(wire.RCAck)), fabric.Delay(10*time.Millisecond)))
 		postRecvMS(t, a, 1, 0, 64)
 		mw := mallocMW(t, b, verbs.MWType2)
-		rkey := mbind2(t, b, b.qp, mw, b.mr, mwOff, mwLen, verbs.AccessRemoteWrite)
+		rkey := mbind2(t, b, b.qp, mw, b.mr, mwOff, mwLen, ibv.AccessRemoteWrite)
 		start := time.Now()
-		mpost(t, b.qp, verbs.SendWR{WRID: 10, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGList: []verbs.SGE{b.mr.SGE(0, 8)}},
-			verbs.SendWR{WRID: 11, Opcode: verbs.WRLocalInv, Flags: verbs.SendSignaled, InvRKey: rkey})
-		mone(t, a, 1, verbs.WCSuccess, verbs.WCRecv)
+		mpost(t, b.qp, ibv.SendWR{WRID: 10, Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGList: []ibv.SGE{b.mr.SGE(0, 8)}},
+			ibv.SendWR{WRID: 11, Opcode: ibv.WRLocalInv, Flags: ibv.SendSignaled, InvRKey: rkey})
+		mone(t, a, 1, ibv.WCSuccess, ibv.WCRecv)
 		mpost(t, a.qp, mwrite(a, 2, 100, 8, rkey, b.mr.Addr()+mwOff))
-		mone(t, a, 2, verbs.WCSuccess, verbs.WCRDMAWrite)
+		mone(t, a, 2, ibv.WCSuccess, ibv.WCRDMAWrite)
 		got := waitWC(t, b.cq, 2)
-		wantWC(t, got[0], 10, verbs.WCSuccess, verbs.WCSend)
-		wantWC(t, got[1], 11, verbs.WCSuccess, verbs.WCLocalInv)
+		wantWC(t, got[0], 10, ibv.WCSuccess, ibv.WCSend)
+		wantWC(t, got[1], 11, ibv.WCSuccess, ibv.WCLocalInv)
 		if d := time.Since(start); d < 10*time.Millisecond {
 			t.Errorf("LOCAL_INV completed after %v, before the SEND's delayed ACK", d)
 		}
-		mrefusedWrite(t, a, b, rkey, b.mr.Addr()+mwOff, verbs.WCRemAccessErr)
+		mrefusedWrite(t, a, b, rkey, b.mr.Addr()+mwOff, ibv.WCRemAccessErr)
 	})
 }
 
@@ -686,23 +687,23 @@ func TestMWUC(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := fabric.New(fabric.Config{})
 		defer f.Close()
-		a, b := mpair(t, f, mopts{typ: verbs.QPTypeUC})
+		a, b := mpair(t, f, mopts{typ: ibv.QPTypeUC})
 		mw1 := mallocMW(t, b, verbs.MWType1)
-		k1 := mbind(t, b, mw1, b.mr, 0, 1024, verbs.AccessRemoteWrite)
+		k1 := mbind(t, b, mw1, b.mr, 0, 1024, ibv.AccessRemoteWrite)
 		mw2 := mallocMW(t, b, verbs.MWType2)
-		k2 := mbind2(t, b, b.qp, mw2, b.mr, mwOff, mwLen, verbs.AccessRemoteWrite)
+		k2 := mbind2(t, b, b.qp, mw2, b.mr, mwOff, mwLen, ibv.AccessRemoteWrite)
 		fill(a.buf[:16], 4)
 		mpost(t, a.qp, mwrite(a, 1, 0, 8, k1, b.mr.Addr()), mwrite(a, 2, 8, 8, k2, b.mr.Addr()+mwOff))
 		waitWC(t, a.cq, 2)
 		settle(time.Millisecond)
 		checkBytes(t, "UC WRITE through type 1", b.buf[:8], a.buf[:8])
 		checkBytes(t, "UC WRITE through type 2", b.buf[mwOff:mwOff+8], a.buf[8:16])
-		mpost(t, b.qp, verbs.SendWR{WRID: 3, Opcode: verbs.WRLocalInv, Flags: verbs.SendSignaled, InvRKey: k2})
-		mone(t, b, 3, verbs.WCSuccess, verbs.WCLocalInv)
+		mpost(t, b.qp, ibv.SendWR{WRID: 3, Opcode: ibv.WRLocalInv, Flags: ibv.SendSignaled, InvRKey: k2})
+		mone(t, b, 3, ibv.WCSuccess, ibv.WCLocalInv)
 		before := bytes.Clone(b.buf)
 		fill(a.buf[:8], 9)
 		mpost(t, a.qp, mwrite(a, 4, 0, 8, k2, b.mr.Addr()+mwOff))
-		mone(t, a, 4, verbs.WCSuccess, verbs.WCRDMAWrite) // UC: no response, the requester cannot know
+		mone(t, a, 4, ibv.WCSuccess, ibv.WCRDMAWrite) // UC: no response, the requester cannot know
 		settle(time.Millisecond)
 		if !bytes.Equal(b.buf, before) {
 			t.Errorf("UC WRITE through an invalidated window wrote: %s", firstDiff(b.buf, before))
@@ -733,12 +734,12 @@ func TestLocalOpsNotRepeatedOnRetry(t *testing.T) {
 		fill(a.buf[:64], 12)
 		wk := verbs.IncKey(mw.RKey())
 		mpost(t, a.qp, mwrite(a, 1, 0, 32, b.mr.RKey(), b.mr.Addr()),
-			verbs.BindMWWR(2, sig, mw, wk, verbs.MWBindInfo{MR: a.mr, Addr: a.mr.Addr() + 8192, Length: 64, Access: verbs.AccessRemoteWrite}),
+			verbs.BindMWWR(2, sig, mw, wk, verbs.MWBindInfo{MR: a.mr, Addr: a.mr.Addr() + 8192, Length: 64, Access: ibv.AccessRemoteWrite}),
 			mr.RegWR(3, sig, fastAccess),
 			mwrite(a, 4, 32, 32, b.mr.RKey(), b.mr.Addr()+32))
 		got := waitWC(t, a.cq, 4)
-		for i, op := range []verbs.WCOpcode{verbs.WCRDMAWrite, verbs.WCBindMW, verbs.WCRegMR, verbs.WCRDMAWrite} {
-			wantWC(t, got[i], uint64(i+1), verbs.WCSuccess, op)
+		for i, op := range []ibv.WCOpcode{ibv.WCRDMAWrite, ibv.WCBindMW, ibv.WCRegMR, ibv.WCRDMAWrite} {
+			wantWC(t, got[i], uint64(i+1), ibv.WCSuccess, op)
 		}
 		if n := rec.count(ops(&end{dev: a.dev}, wire.RCWriteOnly)); n < 3 {
 			t.Errorf("%d WRITE_ONLY packets, want a retry", n)
@@ -747,8 +748,8 @@ func TestLocalOpsNotRepeatedOnRetry(t *testing.T) {
 		fill(b.buf[:16], 13)
 		mpost(t, b.qp, mwrite(b, 5, 0, 8, wk, a.mr.Addr()+8192), mwrite(b, 6, 8, 8, mr.RKey(), mr.Addr()))
 		got = waitWC(t, b.cq, 2)
-		wantWC(t, got[0], 5, verbs.WCSuccess, verbs.WCRDMAWrite)
-		wantWC(t, got[1], 6, verbs.WCSuccess, verbs.WCRDMAWrite)
+		wantWC(t, got[0], 5, ibv.WCSuccess, ibv.WCRDMAWrite)
+		wantWC(t, got[1], 6, ibv.WCSuccess, ibv.WCRDMAWrite)
 		checkBytes(t, "through the window", a.buf[8192:8200], b.buf[:8])
 		checkBytes(t, "into the fast-reg MR", chunk[0][:8], b.buf[8:16])
 	})

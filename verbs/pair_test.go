@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -20,10 +21,10 @@ type end struct {
 }
 
 type pairOpts struct {
-	typ     verbs.QPType
-	mtu     verbs.MTU
+	typ     ibv.QPType
+	mtu     ibv.MTU
 	bufSize int
-	access  verbs.Access
+	access  ibv.Access
 	timeout uint8
 	retry   uint8
 	rnr     uint8
@@ -40,16 +41,16 @@ type pairOpts struct {
 
 func (o *pairOpts) defaults() {
 	if o.typ == 0 {
-		o.typ = verbs.QPTypeRC
+		o.typ = ibv.QPTypeRC
 	}
 	if o.mtu == 0 {
-		o.mtu = verbs.MTU1024
+		o.mtu = ibv.MTU1024
 	}
 	if o.bufSize == 0 {
 		o.bufSize = 1 << 16
 	}
 	if o.access == 0 {
-		o.access = verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic
+		o.access = ibv.AccessLocalWrite | ibv.AccessRemoteWrite | ibv.AccessRemoteRead | ibv.AccessRemoteAtomic
 	}
 	if o.cqe == 0 {
 		o.cqe = 1024
@@ -99,7 +100,7 @@ func newEndOn(t testing.TB, ep *fabric.Endpoint, o pairOpts) *end {
 		t.Fatal(err)
 	}
 	e.qp, err = e.pd.CreateQP(verbs.QPInitAttr{Type: o.typ, SendCQ: e.cq, RecvCQ: e.cq,
-		Cap:    verbs.QPCap{MaxSendWR: o.maxWR, MaxRecvWR: o.maxWR, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64},
+		Cap:    ibv.QPCap{MaxSendWR: o.maxWR, MaxRecvWR: o.maxWR, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64},
 		SigAll: o.sigAll})
 	if err != nil {
 		t.Fatal(err)
@@ -110,28 +111,28 @@ func newEndOn(t testing.TB, ep *fabric.Endpoint, o pairOpts) *end {
 // connect moves e's QP to RTS towards peer, the way ibv_rc_pingpong does.
 func connect(t testing.TB, e, peer *end, o pairOpts, sqPSN, rqPSN uint32) {
 	t.Helper()
-	access := verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic
-	if o.typ == verbs.QPTypeUC {
-		access = verbs.AccessRemoteWrite
+	access := ibv.AccessRemoteWrite | ibv.AccessRemoteRead | ibv.AccessRemoteAtomic
+	if o.typ == ibv.QPTypeUC {
+		access = ibv.AccessRemoteWrite
 	}
-	must(t, e.qp.Modify(&verbs.QPAttr{State: verbs.QPStateInit, PKeyIndex: 0, PortNum: 1, AccessFlags: access},
-		verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags))
-	rtr := verbs.QPAttr{State: verbs.QPStateRTR, PathMTU: o.mtu, DestQPN: peer.qp.QPN(), RQPSN: rqPSN,
-		AHAttr: verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GlobalRoute{DGID: peer.dev.Addr(), HopLimit: 1}}}
-	mask := verbs.QPAttrState | verbs.QPAttrAV | verbs.QPAttrPathMTU | verbs.QPAttrDestQPN | verbs.QPAttrRQPSN
-	if o.typ == verbs.QPTypeRC {
+	must(t, e.qp.Modify(&ibv.QPAttr{State: ibv.QPStateInit, PKeyIndex: 0, PortNum: 1, AccessFlags: access},
+		ibv.QPAttrState|ibv.QPAttrPKeyIndex|ibv.QPAttrPort|ibv.QPAttrAccessFlags))
+	rtr := ibv.QPAttr{State: ibv.QPStateRTR, PathMTU: o.mtu, DestQPN: peer.qp.QPN(), RQPSN: rqPSN,
+		AHAttr: ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{DGID: peer.dev.Addr(), HopLimit: 1}}}
+	mask := ibv.QPAttrState | ibv.QPAttrAV | ibv.QPAttrPathMTU | ibv.QPAttrDestQPN | ibv.QPAttrRQPSN
+	if o.typ == ibv.QPTypeRC {
 		rtr.MaxDestRdAtomic, rtr.MinRNRTimer = 16, 12
-		mask |= verbs.QPAttrMaxDestRdAtomic | verbs.QPAttrMinRNRTimer
+		mask |= ibv.QPAttrMaxDestRdAtomic | ibv.QPAttrMinRNRTimer
 	}
 	must(t, e.qp.Modify(&rtr, mask))
-	rts := verbs.QPAttr{State: verbs.QPStateRTS, SQPSN: sqPSN}
-	mask = verbs.QPAttrState | verbs.QPAttrSQPSN
-	if o.typ == verbs.QPTypeRC {
+	rts := ibv.QPAttr{State: ibv.QPStateRTS, SQPSN: sqPSN}
+	mask = ibv.QPAttrState | ibv.QPAttrSQPSN
+	if o.typ == ibv.QPTypeRC {
 		rts.Timeout, rts.RetryCnt, rts.RNRRetry, rts.MaxRdAtomic = o.timeout, o.retry, o.rnr, 16
 		if o.maxRdAtomic != 0 {
 			rts.MaxRdAtomic = o.maxRdAtomic
 		}
-		mask |= verbs.QPAttrTimeout | verbs.QPAttrRetryCnt | verbs.QPAttrRNRRetry | verbs.QPAttrMaxQPRdAtomic
+		mask |= ibv.QPAttrTimeout | ibv.QPAttrRetryCnt | ibv.QPAttrRNRRetry | ibv.QPAttrMaxQPRdAtomic
 	}
 	must(t, e.qp.Modify(&rts, mask))
 }
@@ -147,10 +148,10 @@ func must(t testing.TB, err error) {
 // testing/synctest bubble, so the sleeps are on fake time: the loop
 // advances only when every engine goroutine is idle, and the bound of a
 // minute of fake time covers every retransmission the tests provoke.
-func waitWC(t testing.TB, cq *verbs.CQ, n int) []verbs.WorkCompletion {
+func waitWC(t testing.TB, cq *verbs.CQ, n int) []ibv.WorkCompletion {
 	t.Helper()
-	var got []verbs.WorkCompletion
-	buf := make([]verbs.WorkCompletion, 16)
+	var got []ibv.WorkCompletion
+	buf := make([]ibv.WorkCompletion, 16)
 	deadline := time.Now().Add(time.Minute)
 	for len(got) < n {
 		k := cq.Poll(buf)

@@ -4,21 +4,22 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/softnic/softnic/nic"
-	"github.com/softnic/softnic/nic/cq"
+	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/nic"
+	"github.com/softnic/softnic/internal/nic/cq"
 )
 
 // QPInitAttr describes a QP to create (struct ibv_qp_init_attr).
 type QPInitAttr struct {
 	// Type is the transport service: QPTypeRC, QPTypeUC or QPTypeUD.
-	Type QPType
+	Type ibv.QPType
 	// SendCQ and RecvCQ receive the QP's send and receive completions;
 	// they may be the same CQ.
 	SendCQ *CQ
 	RecvCQ *CQ
 	// Cap are the queue sizes asked for; CreateQP refuses sizes above the
 	// device limits and QP.Query reports the sizes the QP got.
-	Cap QPCap
+	Cap ibv.QPCap
 	// SigAll makes every send WR signaled (sq_sig_all).
 	SigAll bool
 	// SendOpsFlags enables the extended send interface (QP.Ex) for these
@@ -103,9 +104,9 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if attr.SendOpsFlags != 0 {
 		allowed := rcSendOps
 		switch attr.Type {
-		case QPTypeUC:
+		case ibv.QPTypeUC:
 			allowed = ucSendOps
-		case QPTypeUD:
+		case ibv.QPTypeUD:
 			allowed = udSendOps
 		}
 		if extra := attr.SendOpsFlags &^ allowed; extra != 0 {
@@ -157,7 +158,7 @@ func (qp *QP) QPN() uint32 {
 // ib_modify_qp_is_ok does, and the values against the device limits; a
 // refusal wraps EINVAL, names the attribute in question and leaves the QP
 // as it was.
-func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
+func (qp *QP) Modify(attr *ibv.QPAttr, mask ibv.AttrMask) error {
 	if !qp.ok() {
 		return errNil("QP")
 	}
@@ -165,18 +166,18 @@ func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
 }
 
 // Query returns the QP's attributes and creation attributes (ibv_query_qp).
-func (qp *QP) Query() (QPAttr, QPInitAttr) {
+func (qp *QP) Query() (ibv.QPAttr, QPInitAttr) {
 	if !qp.ok() {
-		return QPAttr{State: QPStateUnknown, CurState: QPStateUnknown}, QPInitAttr{}
+		return ibv.QPAttr{State: ibv.QPStateUnknown, CurState: ibv.QPStateUnknown}, QPInitAttr{}
 	}
 	return qp.qp.Query(), qp.init
 }
 
 // State returns the QP's current state (QPStateUnknown for a QP not made
 // by CreateQP).
-func (qp *QP) State() QPState {
+func (qp *QP) State() ibv.QPState {
 	if !qp.ok() {
-		return QPStateUnknown
+		return ibv.QPStateUnknown
 	}
 	return qp.qp.State()
 }
@@ -195,7 +196,7 @@ func (qp *QP) State() QPState {
 // refuses at once with EBUSY, posting nothing: end the batch with
 // WrComplete or WrAbort first (a PostSend already waiting when a batch
 // starts still waits for it to end).
-func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
+func (qp *QP) PostSend(wrs ...ibv.SendWR) (int, error) {
 	if !qp.ok() {
 		return 0, errNil("QP")
 	}
@@ -220,7 +221,7 @@ func (qp *QP) lockPost() error {
 }
 
 // postLocked posts wrs with postMu held and notes the binds posted.
-func (qp *QP) postLocked(wrs []SendWR) (int, error) {
+func (qp *QP) postLocked(wrs []ibv.SendWR) (int, error) {
 	ok, foreign := qp.pd.d.checkWRs(wrs)
 	n, err := qp.qp.PostSend(wrs[:ok])
 	qp.noteBinds(wrs[:n])
@@ -233,7 +234,7 @@ func (qp *QP) postLocked(wrs []SendWR) (int, error) {
 // PostRecv posts receive WRs (ibv_post_recv), with bad-WR reporting as
 // PostSend: EINVAL for too many SGEs or a QP in RESET, ENOMEM (and
 // ENOSPC) for a full receive queue.
-func (qp *QP) PostRecv(wrs ...RecvWR) (int, error) {
+func (qp *QP) PostRecv(wrs ...ibv.RecvWR) (int, error) {
 	if !qp.ok() {
 		return 0, errNil("QP")
 	}

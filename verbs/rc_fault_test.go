@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
-	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -40,10 +40,10 @@ func TestRCLostSendMiddle(t *testing.T) {
 		const n = 4*1024 + 300 // FIRST, MIDDLE×3, LAST
 		fill(a.buf[:n], 1)
 		postRecv(t, b, recvWR(b, 100, 0, 8192))
-		post(t, a, sendWR(a, 1, verbs.WRSend, 0, n))
-		wantWC(t, waitWC(t, a.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCSend)
+		post(t, a, sendWR(a, 1, ibv.WRSend, 0, n))
+		wantWC(t, waitWC(t, a.cq, 1)[0], 1, ibv.WCSuccess, ibv.WCSend)
 		wc := waitWC(t, b.cq, 1)[0]
-		wantWC(t, wc, 100, verbs.WCSuccess, verbs.WCRecv)
+		wantWC(t, wc, 100, ibv.WCSuccess, ibv.WCRecv)
 		if wc.ByteLen != n {
 			t.Errorf("byte_len %d, want %d", wc.ByteLen, n)
 		}
@@ -81,8 +81,8 @@ func TestRCLostWriteMiddle(t *testing.T) {
 		const n, roff = 6*1024 + 100, 5000 // FIRST, MIDDLE×5, LAST
 		fill(a.buf[:n], 2)
 		before := append([]byte(nil), b.buf...)
-		post(t, a, rdmaWR(a, b, 7, verbs.WRRDMAWrite, 0, roff, n))
-		wantWC(t, waitWC(t, a.cq, 1)[0], 7, verbs.WCSuccess, verbs.WCRDMAWrite)
+		post(t, a, rdmaWR(a, b, 7, ibv.WRRDMAWrite, 0, roff, n))
+		wantWC(t, waitWC(t, a.cq, 1)[0], 7, ibv.WCSuccess, ibv.WCRDMAWrite)
 
 		want := append([]byte(nil), before...)
 		copy(want[roff:], a.buf[:n])
@@ -103,7 +103,7 @@ func TestRCLostWriteMiddle(t *testing.T) {
 func readSetup(t *testing.T, a, b *end, wrid uint64, off, roff, n int) {
 	t.Helper()
 	fill(b.buf[roff:roff+n], int(wrid))
-	post(t, a, rdmaWR(a, b, wrid, verbs.WRRDMARead, off, roff, n))
+	post(t, a, rdmaWR(a, b, wrid, ibv.WRRDMARead, off, roff, n))
 }
 
 // checkRead checks that a READ of n bytes from roff in b landed at off in
@@ -134,7 +134,7 @@ func TestRCLostReadResponseMiddle(t *testing.T) {
 		const n, off, roff = 5000, 1000, 20000 // responses FIRST, MIDDLE×3, LAST
 		readSetup(t, a, b, 3, off, roff, n)
 		wc := waitWC(t, a.cq, 1)[0]
-		wantWC(t, wc, 3, verbs.WCSuccess, verbs.WCRDMARead)
+		wantWC(t, wc, 3, ibv.WCSuccess, ibv.WCRDMARead)
 		if wc.ByteLen != n {
 			t.Errorf("byte_len %d, want %d", wc.ByteLen, n)
 		}
@@ -178,7 +178,7 @@ func TestRCLostReadRequest(t *testing.T) {
 		const n, off, roff = 3000, 0, 100
 		start := time.Now()
 		readSetup(t, a, b, 4, off, roff, n)
-		wantWC(t, waitWC(t, a.cq, 1)[0], 4, verbs.WCSuccess, verbs.WCRDMARead)
+		wantWC(t, waitWC(t, a.cq, 1)[0], 4, ibv.WCSuccess, ibv.WCRDMARead)
 		checkRead(t, a, b, off, roff, n)
 
 		reqs := rec.match(from(a))
@@ -216,7 +216,7 @@ func TestRCLostReadResponseLast(t *testing.T) {
 		const n, off, roff = 5000, 64, 10000
 		start := time.Now()
 		readSetup(t, a, b, 5, off, roff, n)
-		wantWC(t, waitWC(t, a.cq, 1)[0], 5, verbs.WCSuccess, verbs.WCRDMARead)
+		wantWC(t, waitWC(t, a.cq, 1)[0], 5, ibv.WCSuccess, ibv.WCRDMARead)
 		checkRead(t, a, b, off, roff, n)
 
 		reqs := rec.match(from(a))
@@ -255,14 +255,14 @@ func TestRCLostAck(t *testing.T) {
 		// A two-packet SEND whose ACK is lost.
 		fill(a.buf[:1500], 3)
 		postRecv(t, b, recvWR(b, 200, 0, 2048), recvWR(b, 201, 4096, 2048))
-		post(t, a, sendWR(a, 1, verbs.WRSend, 0, 1500))
-		wantWC(t, waitWC(t, a.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCSend)
+		post(t, a, sendWR(a, 1, ibv.WRSend, 0, 1500))
+		wantWC(t, waitWC(t, a.cq, 1)[0], 1, ibv.WCSuccess, ibv.WCSend)
 		got := waitWC(t, b.cq, 1)
 		noWC(t, b.cq, 2*timeout14)
 		if len(got) != 1 {
 			t.Fatalf("responder completions %+v, want one", got)
 		}
-		wantWC(t, got[0], 200, verbs.WCSuccess, verbs.WCRecv)
+		wantWC(t, got[0], 200, ibv.WCSuccess, ibv.WCRecv)
 		checkBytes(t, "received", b.buf[:1500], a.buf[:1500])
 		checkSeq(t, "SEND requests", rec.match(from(a)),
 			"SEND_FIRST/0", "SEND_LAST/1!", "SEND_FIRST/0", "SEND_LAST/1!")
@@ -275,14 +275,14 @@ func TestRCLostAck(t *testing.T) {
 		// A WRITE WITH IMMEDIATE whose ACK is lost.
 		rec.reset()
 		fill(a.buf[8192:8192+700], 4)
-		w := rdmaWR(a, b, 2, verbs.WRRDMAWriteWithImm, 8192, 30000, 700)
+		w := rdmaWR(a, b, 2, ibv.WRRDMAWriteWithImm, 8192, 30000, 700)
 		w.Imm = 0xfeedf00d
 		post(t, a, w)
-		wantWC(t, waitWC(t, a.cq, 1)[0], 2, verbs.WCSuccess, verbs.WCRDMAWrite)
+		wantWC(t, waitWC(t, a.cq, 1)[0], 2, ibv.WCSuccess, ibv.WCRDMAWrite)
 		got = waitWC(t, b.cq, 1)
 		noWC(t, b.cq, 2*timeout14)
-		wantWC(t, got[0], 201, verbs.WCSuccess, verbs.WCRecvRDMAWithImm)
-		if got[0].Imm != 0xfeedf00d || got[0].ByteLen != 700 || got[0].Flags&verbs.WCWithImm == 0 {
+		wantWC(t, got[0], 201, ibv.WCSuccess, ibv.WCRecvRDMAWithImm)
+		if got[0].Imm != 0xfeedf00d || got[0].ByteLen != 700 || got[0].Flags&ibv.WCWithImm == 0 {
 			t.Errorf("WRITE WITH IMM completion %+v", got[0])
 		}
 		checkBytes(t, "written", b.buf[30000:30700], a.buf[8192:8892])
@@ -310,28 +310,28 @@ func TestRCDuplicatedRequests(t *testing.T) {
 		// SEND: one receive WQE consumed of two.
 		fill(a.buf[:3000], 5)
 		postRecv(t, b, recvWR(b, 300, 0, 4096), recvWR(b, 301, 4096, 4096))
-		post(t, a, sendWR(a, 1, verbs.WRSend, 0, 3000))
-		wantWC(t, waitWC(t, a.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCSend)
+		post(t, a, sendWR(a, 1, ibv.WRSend, 0, 3000))
+		wantWC(t, waitWC(t, a.cq, 1)[0], 1, ibv.WCSuccess, ibv.WCSend)
 		got := waitWC(t, b.cq, 1)
 		noWC(t, b.cq, time.Millisecond)
-		wantWC(t, got[0], 300, verbs.WCSuccess, verbs.WCRecv)
+		wantWC(t, got[0], 300, ibv.WCSuccess, ibv.WCRecv)
 		checkBytes(t, "SEND data", b.buf[:3000], a.buf[:3000])
 
 		// WRITE WITH IMMEDIATE: completes once, consuming WQE 301.
 		fill(a.buf[8192:8192+2500], 6)
-		w := rdmaWR(a, b, 2, verbs.WRRDMAWriteWithImm, 8192, 16384, 2500)
+		w := rdmaWR(a, b, 2, ibv.WRRDMAWriteWithImm, 8192, 16384, 2500)
 		w.Imm = 7
 		post(t, a, w)
-		wantWC(t, waitWC(t, a.cq, 1)[0], 2, verbs.WCSuccess, verbs.WCRDMAWrite)
+		wantWC(t, waitWC(t, a.cq, 1)[0], 2, ibv.WCSuccess, ibv.WCRDMAWrite)
 		got = waitWC(t, b.cq, 1)
 		noWC(t, b.cq, time.Millisecond)
-		wantWC(t, got[0], 301, verbs.WCSuccess, verbs.WCRecvRDMAWithImm)
+		wantWC(t, got[0], 301, ibv.WCSuccess, ibv.WCRecvRDMAWithImm)
 		checkBytes(t, "WRITE data", b.buf[16384:16384+2500], a.buf[8192:8192+2500])
 
 		// READ: the copy is answered again, the requester drops the stale
 		// second reply.
 		readSetup(t, a, b, 3, 20000, 24000, 2100)
-		wantWC(t, waitWC(t, a.cq, 1)[0], 3, verbs.WCSuccess, verbs.WCRDMARead)
+		wantWC(t, waitWC(t, a.cq, 1)[0], 3, ibv.WCSuccess, ibv.WCRDMARead)
 		checkBytes(t, "READ data", a.buf[20000:22100], b.buf[24000:26100])
 		if got := rec.count(ops(b, wire.RCReadResponseLast)); got != 2 {
 			t.Errorf("%d READ_RESPONSE_LASTs, want 2 (original and replay)", got)
@@ -340,9 +340,9 @@ func TestRCDuplicatedRequests(t *testing.T) {
 		// 100 FETCH_ADDs of 1: exactly +100, every original distinct.
 		const nfa, cnt, res = 100, 40000, 48000 // counter in b; results in a
 		b.buf[cnt] = 0
-		var wrs []verbs.SendWR
+		var wrs []ibv.SendWR
 		for i := range nfa {
-			w := rdmaWR(a, b, uint64(1000+i), verbs.WRAtomicFetchAndAdd, res+8*i, cnt, 8)
+			w := rdmaWR(a, b, uint64(1000+i), ibv.WRAtomicFetchAndAdd, res+8*i, cnt, 8)
 			w.CompareAdd = 1
 			wrs = append(wrs, w)
 		}
@@ -350,7 +350,7 @@ func TestRCDuplicatedRequests(t *testing.T) {
 		wcs := waitWC(t, a.cq, nfa)
 		seenOrig := make(map[uint64]bool)
 		for i, wc := range wcs {
-			wantWC(t, wc, uint64(1000+i), verbs.WCSuccess, verbs.WCFetchAdd)
+			wantWC(t, wc, uint64(1000+i), ibv.WCSuccess, ibv.WCFetchAdd)
 			orig := u64(a.buf[res+8*i:])
 			if orig != uint64(i) || seenOrig[orig] {
 				t.Errorf("fetch-add %d returned %d, want %d", i, orig, i)
@@ -365,13 +365,13 @@ func TestRCDuplicatedRequests(t *testing.T) {
 		const ncas = 30
 		wrs = wrs[:0]
 		for i := range ncas {
-			w := rdmaWR(a, b, uint64(2000+i), verbs.WRAtomicCmpAndSwp, res+8*i, cnt, 8)
+			w := rdmaWR(a, b, uint64(2000+i), ibv.WRAtomicCmpAndSwp, res+8*i, cnt, 8)
 			w.CompareAdd, w.Swap = uint64(nfa+i), uint64(nfa+i+1)
 			wrs = append(wrs, w)
 		}
 		post(t, a, wrs...)
 		for i, wc := range waitWC(t, a.cq, ncas) {
-			wantWC(t, wc, uint64(2000+i), verbs.WCSuccess, verbs.WCCompSwap)
+			wantWC(t, wc, uint64(2000+i), ibv.WCSuccess, ibv.WCCompSwap)
 			if orig := u64(a.buf[res+8*i:]); orig != uint64(nfa+i) {
 				t.Errorf("cmp-swap %d returned %d, want %d", i, orig, nfa+i)
 			}
@@ -386,8 +386,8 @@ func TestRCDuplicatedRequests(t *testing.T) {
 		if uint64(reqs) != dup {
 			t.Errorf("%d requests sent, each delivered twice, but the responder saw %d duplicates", reqs, dup)
 		}
-		wantState(t, "requester", a, verbs.QPStateRTS)
-		wantState(t, "responder", b, verbs.QPStateRTS)
+		wantState(t, "requester", a, ibv.QPStateRTS)
+		wantState(t, "responder", b, ibv.QPStateRTS)
 	})
 }
 

@@ -12,8 +12,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
-	"github.com/softnic/softnic/nic"
-	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -35,9 +34,9 @@ func TestRCPSNWrap(t *testing.T) {
 		const n = 5*1024 + 10
 		fill(a.buf[:n], 21)
 		postRecv(t, b, recvWR(b, 1, 0, 8192))
-		post(t, a, sendWR(a, 1, verbs.WRSend, 0, n))
-		wantWC(t, waitWC(t, a.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCSend)
-		wantWC(t, waitWC(t, b.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCRecv)
+		post(t, a, sendWR(a, 1, ibv.WRSend, 0, n))
+		wantWC(t, waitWC(t, a.cq, 1)[0], 1, ibv.WCSuccess, ibv.WCSend)
+		wantWC(t, waitWC(t, b.cq, 1)[0], 1, ibv.WCSuccess, ibv.WCRecv)
 		checkBytes(t, "SEND over the wrap", b.buf[:n], a.buf[:n])
 		checkSeq(t, "a's requests", rec.match(from(a)),
 			"SEND_FIRST/16777213", "SEND_MIDDLE/16777214", "SEND_MIDDLE/16777215", "SEND_MIDDLE/0",
@@ -50,8 +49,8 @@ func TestRCPSNWrap(t *testing.T) {
 		rec.reset()
 		const rn, roff, loff = 4*1024 + 500, 20000, 40000
 		fill(a.buf[roff:roff+rn], 22)
-		post(t, b, rdmaWR(b, a, 2, verbs.WRRDMARead, loff, roff, rn))
-		wantWC(t, waitWC(t, b.cq, 1)[0], 2, verbs.WCSuccess, verbs.WCRDMARead)
+		post(t, b, rdmaWR(b, a, 2, ibv.WRRDMARead, loff, roff, rn))
+		wantWC(t, waitWC(t, b.cq, 1)[0], 2, ibv.WCSuccess, ibv.WCRDMARead)
 		checkBytes(t, "READ over the wrap", b.buf[loff:loff+rn], a.buf[roff:roff+rn])
 		reqs := rec.match(from(b))
 		checkSeq(t, "b's requests", reqs, "RDMA_READ_REQUEST/16777214!", "RDMA_READ_REQUEST/0!")
@@ -68,12 +67,12 @@ func TestRCPSNWrap(t *testing.T) {
 
 		// And on: an atomic and a WRITE after the wrap.
 		rec.reset()
-		w := rdmaWR(b, a, 3, verbs.WRAtomicFetchAndAdd, 48000, 48000, 8)
+		w := rdmaWR(b, a, 3, ibv.WRAtomicFetchAndAdd, 48000, 48000, 8)
 		w.CompareAdd = 5
-		post(t, b, w, rdmaWR(b, a, 4, verbs.WRRDMAWrite, 0, 50000, 1500))
+		post(t, b, w, rdmaWR(b, a, 4, ibv.WRRDMAWrite, 0, 50000, 1500))
 		wcs := waitWC(t, b.cq, 2)
-		wantWC(t, wcs[0], 3, verbs.WCSuccess, verbs.WCFetchAdd)
-		wantWC(t, wcs[1], 4, verbs.WCSuccess, verbs.WCRDMAWrite)
+		wantWC(t, wcs[0], 3, ibv.WCSuccess, ibv.WCFetchAdd)
+		wantWC(t, wcs[1], 4, ibv.WCSuccess, ibv.WCRDMAWrite)
 		checkSeq(t, "b's last requests", rec.match(from(b)), "FETCH_ADD/3!", "RDMA_WRITE_FIRST/4", "RDMA_WRITE_LAST/5!")
 		if got, orig := u64(a.buf[48000:]), u64(b.buf[48000:]); got != 5 || orig != 0 {
 			t.Errorf("fetch-add of 5 on 0 left %d and returned %d", got, orig)
@@ -87,7 +86,7 @@ func TestRCPSNWrap(t *testing.T) {
 // packet of each message; READ responses are cut the same way
 // (rxe_req.c next_opcode_rc, rxe_resp.c check_length; IBTA C9-89..C9-92).
 func TestRCSegmentation(t *testing.T) {
-	for _, mtu := range []verbs.MTU{verbs.MTU256, verbs.MTU512, verbs.MTU1024, verbs.MTU2048, verbs.MTU4096} {
+	for _, mtu := range []ibv.MTU{ibv.MTU256, ibv.MTU512, ibv.MTU1024, ibv.MTU2048, ibv.MTU4096} {
 		t.Run(fmt.Sprint(mtu.Bytes()), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := fabric.New(fabric.Config{Seed: 1})
@@ -96,30 +95,30 @@ func TestRCSegmentation(t *testing.T) {
 				a, b := newPair(t, f, pairOpts{mtu: mtu, timeout: 14, retry: 7, rnr: 7, bufSize: 1 << 15})
 				rec := record(t, f)
 				type msg struct {
-					op    verbs.WROpcode
+					op    ibv.WROpcode
 					n     int
 					sizes []int
 				}
 				msgs := []msg{
-					{verbs.WRSend, 3*p + 17, []int{p, p, p, 17}},
-					{verbs.WRSend, 2 * p, []int{p, p}},
-					{verbs.WRSend, 0, []int{0}},
-					{verbs.WRSend, p, []int{p}},
-					{verbs.WRRDMAWrite, 2*p + 1, []int{p, p, 1}},
-					{verbs.WRRDMAWrite, p - 3, []int{p - 3}},
-					{verbs.WRRDMARead, 2*p + 3, []int{p, p, 3}},
-					{verbs.WRRDMARead, 4 * p, []int{p, p, p, p}},
+					{ibv.WRSend, 3*p + 17, []int{p, p, p, 17}},
+					{ibv.WRSend, 2 * p, []int{p, p}},
+					{ibv.WRSend, 0, []int{0}},
+					{ibv.WRSend, p, []int{p}},
+					{ibv.WRRDMAWrite, 2*p + 1, []int{p, p, 1}},
+					{ibv.WRRDMAWrite, p - 3, []int{p - 3}},
+					{ibv.WRRDMARead, 2*p + 3, []int{p, p, 3}},
+					{ibv.WRRDMARead, 4 * p, []int{p, p, p, p}},
 				}
 				for i, m := range msgs {
 					fill(a.buf[:m.n], i)
 					fill(b.buf[:m.n], 100+i)
 					rec.reset()
-					if m.op == verbs.WRSend {
+					if m.op == ibv.WRSend {
 						postRecv(t, b, recvWR(b, uint64(i), 0, 4*p+64))
 					}
 					post(t, a, rdmaWR(a, b, uint64(i), m.op, 0, 0, m.n))
-					wantWC(t, waitWC(t, a.cq, 1)[0], uint64(i), verbs.WCSuccess, wcOpcodeOf(m.op))
-					if m.op == verbs.WRSend {
+					wantWC(t, waitWC(t, a.cq, 1)[0], uint64(i), ibv.WCSuccess, wcOpcodeOf(m.op))
+					if m.op == ibv.WRSend {
 						waitWC(t, b.cq, 1)
 					}
 					checkBytes(t, "data", a.buf[:m.n], b.buf[:m.n])
@@ -127,7 +126,7 @@ func TestRCSegmentation(t *testing.T) {
 					data := rec.match(fabric.And(fabric.MaskIs(wire.MaskPayload), func(p *fabric.Packet) bool {
 						return !p.Wire.Is(wire.MaskAck)
 					}))
-					if m.op == verbs.WRRDMARead {
+					if m.op == ibv.WRRDMARead {
 						if reqs := rec.match(ops(a, wire.RCReadRequest)); len(reqs) != 1 || reqs[0].Wire.RETH().DMALen() != uint32(m.n) {
 							t.Errorf("message %d: READ requests %q", i, descs(reqs))
 						}
@@ -145,7 +144,7 @@ func TestRCSegmentation(t *testing.T) {
 						if d.Wire.Is(wire.MaskRequest) && d.Wire.AckReq() != last {
 							t.Errorf("message %d packet %d (%s): AckReq %v, want %v", i, j, d.desc(), d.Wire.AckReq(), last)
 						}
-						if hasReth := d.Wire.RETH() != nil; hasReth != (m.op == verbs.WRRDMAWrite && first) {
+						if hasReth := d.Wire.RETH() != nil; hasReth != (m.op == ibv.WRRDMAWrite && first) {
 							t.Errorf("message %d packet %d (%s): RETH present %v", i, j, d.desc(), hasReth)
 						}
 						if pad := d.Wire.BTH().Pad(); pad != wire.PadFor(len(d.Wire.Payload)) {
@@ -162,18 +161,18 @@ func TestRCSegmentation(t *testing.T) {
 }
 
 // wcOpcodeOf is the completion opcode of a send WR's opcode.
-func wcOpcodeOf(op verbs.WROpcode) verbs.WCOpcode {
+func wcOpcodeOf(op ibv.WROpcode) ibv.WCOpcode {
 	switch op {
-	case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm:
-		return verbs.WCRDMAWrite
-	case verbs.WRRDMARead:
-		return verbs.WCRDMARead
-	case verbs.WRAtomicFetchAndAdd:
-		return verbs.WCFetchAdd
-	case verbs.WRAtomicCmpAndSwp:
-		return verbs.WCCompSwap
+	case ibv.WRRDMAWrite, ibv.WRRDMAWriteWithImm:
+		return ibv.WCRDMAWrite
+	case ibv.WRRDMARead:
+		return ibv.WCRDMARead
+	case ibv.WRAtomicFetchAndAdd:
+		return ibv.WCFetchAdd
+	case ibv.WRAtomicCmpAndSwp:
+		return ibv.WCCompSwap
 	}
-	return verbs.WCSend
+	return ibv.WCSend
 }
 
 // In a long message AckReq is set on one packet in 65 as well as the
@@ -183,12 +182,12 @@ func TestRCAckReqPeriodic(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := fabric.New(fabric.Config{Seed: 1})
 		defer f.Close()
-		a, b := newPair(t, f, pairOpts{mtu: verbs.MTU256, timeout: 14, retry: 7, rnr: 7, bufSize: 1 << 16})
+		a, b := newPair(t, f, pairOpts{mtu: ibv.MTU256, timeout: 14, retry: 7, rnr: 7, bufSize: 1 << 16})
 		rec := record(t, f)
 		const pkts = 200
 		fill(a.buf[:pkts*256], 31)
-		post(t, a, rdmaWR(a, b, 1, verbs.WRRDMAWrite, 0, 0, pkts*256))
-		wantWC(t, waitWC(t, a.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCRDMAWrite)
+		post(t, a, rdmaWR(a, b, 1, ibv.WRRDMAWrite, 0, 0, pkts*256))
+		wantWC(t, waitWC(t, a.cq, 1)[0], 1, ibv.WCSuccess, ibv.WCRDMAWrite)
 		checkBytes(t, "written", b.buf[:pkts*256], a.buf[:pkts*256])
 		reqs := rec.match(from(a))
 		if len(reqs) != pkts {
@@ -226,15 +225,15 @@ func index(all []seen, m fabric.Matcher) int {
 func TestRCFence(t *testing.T) {
 	for _, c := range []struct {
 		name   string
-		first  verbs.WROpcode
+		first  ibv.WROpcode
 		fence  bool
 		waits  bool
 		lastOf wire.Opcode // the response that completes the first WR
 	}{
-		{"READ then fenced SEND", verbs.WRRDMARead, true, true, wire.RCReadResponseLast},
-		{"READ then SEND", verbs.WRRDMARead, false, false, wire.RCReadResponseLast},
-		{"FETCH_ADD then fenced SEND", verbs.WRAtomicFetchAndAdd, true, true, wire.RCAtomicAck},
-		{"WRITE then fenced SEND", verbs.WRRDMAWrite, true, false, wire.RCAck},
+		{"READ then fenced SEND", ibv.WRRDMARead, true, true, wire.RCReadResponseLast},
+		{"READ then SEND", ibv.WRRDMARead, false, false, wire.RCReadResponseLast},
+		{"FETCH_ADD then fenced SEND", ibv.WRAtomicFetchAndAdd, true, true, wire.RCAtomicAck},
+		{"WRITE then fenced SEND", ibv.WRRDMAWrite, true, false, wire.RCAck},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -249,18 +248,18 @@ func TestRCFence(t *testing.T) {
 				f.AddFilter(fabric.OnMatch(nil, fabric.Delay(time.Millisecond)))
 
 				n := 8000
-				if c.first == verbs.WRAtomicFetchAndAdd {
+				if c.first == ibv.WRAtomicFetchAndAdd {
 					n = 8
 				}
-				s := sendWR(a, 2, verbs.WRSend, 30000, 10)
+				s := sendWR(a, 2, ibv.WRSend, 30000, 10)
 				if c.fence {
-					s.Flags |= verbs.SendFence
+					s.Flags |= ibv.SendFence
 				}
 				postRecv(t, b, recvWR(b, 1, 0, 64))
 				post(t, a, rdmaWR(a, b, 1, c.first, 8192, 8192, n), s)
 				wcs := waitWC(t, a.cq, 2)
-				wantWC(t, wcs[0], 1, verbs.WCSuccess, wcOpcodeOf(c.first))
-				wantWC(t, wcs[1], 2, verbs.WCSuccess, verbs.WCSend)
+				wantWC(t, wcs[0], 1, ibv.WCSuccess, wcOpcodeOf(c.first))
+				wantWC(t, wcs[1], 2, ibv.WCSuccess, ibv.WCSend)
 
 				all := rec.match(nil)
 				send := index(all, ops(a, wire.RCSendOnly))
@@ -294,18 +293,18 @@ func TestRCInitiatorDepth(t *testing.T) {
 				// Requests are recorded when sent, before this delay: all
 				// those of one pass precede any response in the record.
 				f.AddFilter(fabric.OnMatch(from(a), fabric.Delay(time.Millisecond)))
-				var wrs []verbs.SendWR
+				var wrs []ibv.SendWR
 				for i := range 12 {
 					if i%3 == 2 {
-						w := rdmaWR(a, b, uint64(i), verbs.WRAtomicFetchAndAdd, 40000+8*i, 60000, 8)
+						w := rdmaWR(a, b, uint64(i), ibv.WRAtomicFetchAndAdd, 40000+8*i, 60000, 8)
 						w.CompareAdd = 1
 						wrs = append(wrs, w)
 						continue
 					}
-					wrs = append(wrs, rdmaWR(a, b, uint64(i), verbs.WRRDMARead, 3000*i, 3000*i, 2500))
+					wrs = append(wrs, rdmaWR(a, b, uint64(i), ibv.WRRDMARead, 3000*i, 3000*i, 2500))
 				}
 				// Plain SENDs in between are not limited.
-				wrs = slices.Insert(wrs, 1, sendWR(a, 100, verbs.WRSend, 0, 10))
+				wrs = slices.Insert(wrs, 1, sendWR(a, 100, ibv.WRSend, 0, 10))
 				postRecv(t, b, recvWR(b, 1, 0, 64))
 				post(t, a, wrs...)
 				waitWC(t, a.cq, len(wrs))
@@ -341,13 +340,13 @@ func TestRCSignaling(t *testing.T) {
 				f := fabric.New(fabric.Config{Seed: 1})
 				defer f.Close()
 				a, b := newPair(t, f, pairOpts{timeout: 14, retry: 7, rnr: 7, sigAll: sigAll})
-				var wrs []verbs.SendWR
+				var wrs []ibv.SendWR
 				for i := range 6 {
-					w := rdmaWR(a, b, uint64(i), []verbs.WROpcode{verbs.WRSend, verbs.WRRDMAWrite, verbs.WRRDMARead}[i%3], 1000*i, 1000*i, 500)
+					w := rdmaWR(a, b, uint64(i), []ibv.WROpcode{ibv.WRSend, ibv.WRRDMAWrite, ibv.WRRDMARead}[i%3], 1000*i, 1000*i, 500)
 					if i != 1 && i != 4 {
 						w.Flags = 0
 					}
-					if w.Opcode == verbs.WRSend {
+					if w.Opcode == ibv.WRSend {
 						postRecv(t, b, recvWR(b, uint64(i), 0, 1000))
 					}
 					wrs = append(wrs, w)
@@ -362,7 +361,7 @@ func TestRCSignaling(t *testing.T) {
 				var got []uint64
 				for _, wc := range wcs {
 					got = append(got, wc.WRID)
-					if wc.Status != verbs.WCSuccess {
+					if wc.Status != ibv.WCSuccess {
 						t.Errorf("completion %+v", wc)
 					}
 				}
@@ -372,15 +371,15 @@ func TestRCSignaling(t *testing.T) {
 
 				// An unsignaled WR that fails completes, and so do the
 				// unsignaled WRs flushed behind it.
-				bad := rdmaWR(a, b, 10, verbs.WRRDMAWrite, 0, 0, 100)
+				bad := rdmaWR(a, b, 10, ibv.WRRDMAWrite, 0, 0, 100)
 				bad.RKey ^= 0x77
 				bad.Flags = 0
-				next := sendWR(a, 11, verbs.WRSend, 0, 10)
+				next := sendWR(a, 11, ibv.WRSend, 0, 10)
 				next.Flags = 0
 				post(t, a, bad, next)
 				wcs = waitWC(t, a.cq, 2)
-				wantWC(t, wcs[0], 10, verbs.WCRemAccessErr, verbs.WCRDMAWrite)
-				wantWC(t, wcs[1], 11, verbs.WCWRFlushErr, verbs.WCSend)
+				wantWC(t, wcs[0], 10, ibv.WCRemAccessErr, ibv.WCRDMAWrite)
+				wantWC(t, wcs[1], 11, ibv.WCWRFlushErr, ibv.WCSend)
 			})
 		})
 	}
@@ -397,42 +396,42 @@ func TestRCSQD(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := fabric.New(fabric.Config{Seed: 1})
 				defer f.Close()
-				a, b := newPair(t, f, pairOpts{mtu: verbs.MTU256, timeout: 14, retry: 7, rnr: 7, bufSize: 1 << 16})
+				a, b := newPair(t, f, pairOpts{mtu: ibv.MTU256, timeout: 14, retry: 7, rnr: 7, bufSize: 1 << 16})
 				rec := record(t, f)
 				f.AddFilter(fabric.OnMatch(from(b), fabric.Delay(time.Millisecond)))
 
 				const pkts = 200 // more than the window of 128 PSNs
 				fill(a.buf[:pkts*256], 41)
-				post(t, a, rdmaWR(a, b, 1, verbs.WRRDMAWrite, 0, 0, pkts*256))
+				post(t, a, rdmaWR(a, b, 1, ibv.WRRDMAWrite, 0, 0, pkts*256))
 				settle(0)
 				if got := rec.count(from(a)); got != 128 {
 					t.Fatalf("%d packets before the first ACK, want a window of 128", got)
 				}
-				modify(t, a, verbs.QPAttr{State: verbs.QPStateSQD, EnSQDAsyncNotify: notify},
-					verbs.QPAttrState|verbs.QPAttrEnSQDAsyncNotify)
-				if q, _ := a.qp.Query(); q.State != verbs.QPStateSQD || !q.SQDraining {
+				modify(t, a, ibv.QPAttr{State: ibv.QPStateSQD, EnSQDAsyncNotify: notify},
+					ibv.QPAttrState|ibv.QPAttrEnSQDAsyncNotify)
+				if q, _ := a.qp.Query(); q.State != ibv.QPStateSQD || !q.SQDraining {
 					t.Errorf("after RTS->SQD with a WRITE in flight: state %v draining %v", q.State, q.SQDraining)
 				}
 				postRecv(t, b, recvWR(b, 1, 0, 64))
-				post(t, a, sendWR(a, 2, verbs.WRSend, 0, 10))
-				wantWC(t, waitWC(t, a.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCRDMAWrite)
+				post(t, a, sendWR(a, 2, ibv.WRSend, 0, 10))
+				wantWC(t, waitWC(t, a.cq, 1)[0], 1, ibv.WCSuccess, ibv.WCRDMAWrite)
 				checkBytes(t, "written", b.buf[:pkts*256], a.buf[:pkts*256])
 				noWC(t, a.cq, 10*time.Millisecond)
 				if got := rec.count(ops(a, wire.RCSendOnly)); got != 0 {
 					t.Errorf("the SEND posted in SQD went out %d times", got)
 				}
 				q, _ := a.qp.Query()
-				if q.State != verbs.QPStateSQD || q.SQDraining {
+				if q.State != ibv.QPStateSQD || q.SQDraining {
 					t.Errorf("drained: state %v draining %v, want SQD false", q.State, q.SQDraining)
 				}
 				evs := qpEvents(a)
-				if want := notify; slices.Contains(evs, nic.EventSQDrained) != want || len(evs) > 1 {
+				if want := notify; slices.Contains(evs, ibv.EventSQDrained) != want || len(evs) > 1 {
 					t.Errorf("events %v, want SQ drained %v only", evs, want)
 				}
 
-				modify(t, a, verbs.QPAttr{State: verbs.QPStateRTS}, verbs.QPAttrState)
-				wantWC(t, waitWC(t, a.cq, 1)[0], 2, verbs.WCSuccess, verbs.WCSend)
-				wantWC(t, waitWC(t, b.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCRecv)
+				modify(t, a, ibv.QPAttr{State: ibv.QPStateRTS}, ibv.QPAttrState)
+				wantWC(t, waitWC(t, a.cq, 1)[0], 2, ibv.WCSuccess, ibv.WCSend)
+				wantWC(t, waitWC(t, b.cq, 1)[0], 1, ibv.WCSuccess, ibv.WCRecv)
 			})
 		})
 	}
@@ -457,26 +456,26 @@ func TestRCSQDRetry(t *testing.T) {
 		fill(a.buf[:3000], 51)
 		fill(b.buf[8192:8192+3000], 52)
 		postRecv(t, b, recvWR(b, 1, 0, 4096))
-		post(t, a, sendWR(a, 1, verbs.WRSend, 0, 3000), rdmaWR(a, b, 2, verbs.WRRDMARead, 8192, 8192, 3000))
+		post(t, a, sendWR(a, 1, ibv.WRSend, 0, 3000), rdmaWR(a, b, 2, ibv.WRRDMARead, 8192, 8192, 3000))
 		settle(0)
-		modify(t, a, verbs.QPAttr{State: verbs.QPStateSQD, EnSQDAsyncNotify: true},
-			verbs.QPAttrState|verbs.QPAttrEnSQDAsyncNotify)
+		modify(t, a, ibv.QPAttr{State: ibv.QPStateSQD, EnSQDAsyncNotify: true},
+			ibv.QPAttrState|ibv.QPAttrEnSQDAsyncNotify)
 
 		// t=10ms: the NAK of PSN 1 arrives, both WRs go out again;
 		// t=20ms: the SEND is acknowledged; t=40ms: the READ answered.
 		time.Sleep(25*time.Millisecond - time.Since(start))
-		wantWC(t, waitWC(t, a.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCSend)
+		wantWC(t, waitWC(t, a.cq, 1)[0], 1, ibv.WCSuccess, ibv.WCSend)
 		if q, _ := a.qp.Query(); !q.SQDraining {
 			t.Errorf("SQ drained with the READ unanswered")
 		}
 		if evs := qpEvents(a); len(evs) != 0 {
 			t.Errorf("events %v with the READ unanswered", evs)
 		}
-		wantWC(t, waitWC(t, a.cq, 1)[0], 2, verbs.WCSuccess, verbs.WCRDMARead)
-		wantWC(t, waitWC(t, b.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCRecv)
+		wantWC(t, waitWC(t, a.cq, 1)[0], 2, ibv.WCSuccess, ibv.WCRDMARead)
+		wantWC(t, waitWC(t, b.cq, 1)[0], 1, ibv.WCSuccess, ibv.WCRecv)
 		checkBytes(t, "SEND", b.buf[:3000], a.buf[:3000])
 		checkBytes(t, "READ", a.buf[8192:8192+3000], b.buf[8192:8192+3000])
-		wantState(t, "requester", a, verbs.QPStateSQD)
+		wantState(t, "requester", a, ibv.QPStateSQD)
 		reqs := rec.match(from(a))
 		checkSeq(t, "requests", reqs,
 			"SEND_FIRST/0", "SEND_MIDDLE/1", "SEND_LAST/2!", "RDMA_READ_REQUEST/3!",
@@ -489,7 +488,7 @@ func TestRCSQDRetry(t *testing.T) {
 		if got := a.dev.Counters().Timeouts; got != 0 {
 			t.Errorf("timeouts %d, want 0", got)
 		}
-		if evs := qpEvents(a); !slices.Equal(evs, []nic.AsyncEventType{nic.EventSQDrained}) {
+		if evs := qpEvents(a); !slices.Equal(evs, []ibv.AsyncEventType{ibv.EventSQDrained}) {
 			t.Errorf("events %v, want one SQ drained", evs)
 		}
 	})
@@ -507,37 +506,37 @@ func TestRCErrFlush(t *testing.T) {
 		rec := record(t, f)
 		f.AddFilter(fabric.DropIf(from(b))) // nothing is ever acknowledged
 
-		unsig := rdmaWR(a, b, 3, verbs.WRRDMARead, 8192, 0, 3000)
+		unsig := rdmaWR(a, b, 3, ibv.WRRDMARead, 8192, 0, 3000)
 		unsig.Flags = 0
 		postRecv(t, a, recvWR(a, 100, 0, 64), recvWR(a, 101, 64, 64))
 		postRecv(t, b, recvWR(b, 200, 0, 4096), recvWR(b, 201, 4096, 64))
-		post(t, a, sendWR(a, 1, verbs.WRSend, 0, 3000), rdmaWR(a, b, 2, verbs.WRRDMAWrite, 0, 0, 100), unsig,
-			rdmaWR(a, b, 4, verbs.WRAtomicCmpAndSwp, 16384, 16384, 8))
+		post(t, a, sendWR(a, 1, ibv.WRSend, 0, 3000), rdmaWR(a, b, 2, ibv.WRRDMAWrite, 0, 0, 100), unsig,
+			rdmaWR(a, b, 4, ibv.WRAtomicCmpAndSwp, 16384, 16384, 8))
 		settle(time.Millisecond)
 		sent := rec.count(from(a))
-		modify(t, a, verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
-		modify(t, b, verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState)
+		modify(t, a, ibv.QPAttr{State: ibv.QPStateErr}, ibv.QPAttrState)
+		modify(t, b, ibv.QPAttr{State: ibv.QPStateErr}, ibv.QPAttrState)
 		wcs := waitWC(t, a.cq, 6)
 		for i, want := range []struct {
 			wrid uint64
-			op   verbs.WCOpcode
-		}{{1, verbs.WCSend}, {2, verbs.WCRDMAWrite}, {3, verbs.WCRDMARead}, {4, verbs.WCCompSwap}} {
-			wantWC(t, wcs[i], want.wrid, verbs.WCWRFlushErr, want.op)
+			op   ibv.WCOpcode
+		}{{1, ibv.WCSend}, {2, ibv.WCRDMAWrite}, {3, ibv.WCRDMARead}, {4, ibv.WCCompSwap}} {
+			wantWC(t, wcs[i], want.wrid, ibv.WCWRFlushErr, want.op)
 		}
 		// Receives follow the sends here: the flush completes the SQ first.
-		wantWC(t, wcs[4], 100, verbs.WCWRFlushErr, verbs.WCRecv)
-		wantWC(t, wcs[5], 101, verbs.WCWRFlushErr, verbs.WCRecv)
+		wantWC(t, wcs[4], 100, ibv.WCWRFlushErr, ibv.WCRecv)
+		wantWC(t, wcs[5], 101, ibv.WCWRFlushErr, ibv.WCRecv)
 		// b took the SEND (only its ACKs are lost); its other receive is
 		// flushed.
 		rwcs := waitWC(t, b.cq, 2)
-		wantWC(t, rwcs[0], 200, verbs.WCSuccess, verbs.WCRecv)
-		wantWC(t, rwcs[1], 201, verbs.WCWRFlushErr, verbs.WCRecv)
+		wantWC(t, rwcs[0], 200, ibv.WCSuccess, ibv.WCRecv)
+		wantWC(t, rwcs[1], 201, ibv.WCWRFlushErr, ibv.WCRecv)
 
-		post(t, a, sendWR(a, 5, verbs.WRSend, 0, 10))
+		post(t, a, sendWR(a, 5, ibv.WRSend, 0, 10))
 		postRecv(t, a, recvWR(a, 102, 0, 64))
 		wcs = waitWC(t, a.cq, 2)
-		wantWC(t, wcs[0], 5, verbs.WCWRFlushErr, verbs.WCSend)
-		wantWC(t, wcs[1], 102, verbs.WCWRFlushErr, verbs.WCRecv)
+		wantWC(t, wcs[0], 5, ibv.WCWRFlushErr, ibv.WCSend)
+		wantWC(t, wcs[1], 102, ibv.WCWRFlushErr, ibv.WCRecv)
 		noWC(t, a.cq, 10*timeout14)
 		if got := rec.count(from(a)); got != sent {
 			t.Errorf("%d packets sent after ERR", got-sent)
@@ -560,25 +559,25 @@ func TestRCReuseAfterErr(t *testing.T) {
 		// Leave state behind: a READ and an atomic in the responder's
 		// resources, a SEND whose ACK never comes, then a fatal error.
 		readSetup(t, a, b, 1, 0, 0, 3000)
-		w := rdmaWR(a, b, 2, verbs.WRAtomicFetchAndAdd, 8192, 8192, 8)
+		w := rdmaWR(a, b, 2, ibv.WRAtomicFetchAndAdd, 8192, 8192, 8)
 		w.CompareAdd = 1
 		post(t, a, w)
 		waitWC(t, a.cq, 2)
 		drop := f.AddFilter(fabric.DropIf(ops(b, wire.RCAck)))
 		postRecv(t, b, recvWR(b, 3, 0, 64))
-		post(t, a, sendWR(a, 3, verbs.WRSend, 0, 10))
+		post(t, a, sendWR(a, 3, ibv.WRSend, 0, 10))
 		settle(time.Millisecond)
-		bad := rdmaWR(a, b, 4, verbs.WRRDMAWrite, 0, 0, 10)
+		bad := rdmaWR(a, b, 4, ibv.WRRDMAWrite, 0, 0, 10)
 		bad.RKey ^= 1
 		drop()
 		post(t, a, bad)
 		waitWCFor(t, a.cq, 2, 2*timeout14)
 		pollAll(b.cq)
-		wantState(t, "a", a, verbs.QPStateErr)
-		wantState(t, "b", b, verbs.QPStateErr)
+		wantState(t, "a", a, ibv.QPStateErr)
+		wantState(t, "b", b, ibv.QPStateErr)
 
 		for _, e := range []*end{a, b} {
-			modify(t, e, verbs.QPAttr{State: verbs.QPStateReset}, verbs.QPAttrState)
+			modify(t, e, ibv.QPAttr{State: ibv.QPStateReset}, ibv.QPAttrState)
 		}
 		settle(10 * timeout14)
 		if got := pollAll(a.cq); len(got) != 0 {
@@ -590,12 +589,12 @@ func TestRCReuseAfterErr(t *testing.T) {
 
 		fill(a.buf[:2500], 81)
 		postRecv(t, b, recvWR(b, 10, 0, 4096))
-		post(t, a, sendWR(a, 10, verbs.WRSend, 0, 2500))
+		post(t, a, sendWR(a, 10, ibv.WRSend, 0, 2500))
 		readSetup(t, a, b, 11, 8192, 4096, 2000)
 		wcs := waitWC(t, a.cq, 2)
-		wantWC(t, wcs[0], 10, verbs.WCSuccess, verbs.WCSend)
-		wantWC(t, wcs[1], 11, verbs.WCSuccess, verbs.WCRDMARead)
-		wantWC(t, waitWC(t, b.cq, 1)[0], 10, verbs.WCSuccess, verbs.WCRecv)
+		wantWC(t, wcs[0], 10, ibv.WCSuccess, ibv.WCSend)
+		wantWC(t, wcs[1], 11, ibv.WCSuccess, ibv.WCRDMARead)
+		wantWC(t, waitWC(t, b.cq, 1)[0], 10, ibv.WCSuccess, ibv.WCRecv)
 		checkBytes(t, "SEND", b.buf[:2500], a.buf[:2500])
 		checkBytes(t, "READ", a.buf[8192:8192+2000], b.buf[4096:4096+2000])
 		checkSeq(t, "requests", rec.match(from(a)),

@@ -14,18 +14,17 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
-	"github.com/softnic/softnic/nic"
-	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/wire"
 )
 
 // qpEvents returns the asynchronous event types e's device reported for
 // its QP so far.
-func qpEvents(e *end) []nic.AsyncEventType {
+func qpEvents(e *end) []ibv.AsyncEventType {
 	evs, _ := e.dev.AsyncEvents()
-	var out []nic.AsyncEventType
+	var out []ibv.AsyncEventType
 	for _, ev := range evs {
-		if ev.QPN == e.qp.QPN() && ev.Type != nic.EventPortActive {
+		if ev.QPN == e.qp.QPN() && ev.Type != ibv.EventPortActive {
 			out = append(out, ev.Type)
 		}
 	}
@@ -34,7 +33,7 @@ func qpEvents(e *end) []nic.AsyncEventType {
 
 // wantEvents checks that e's QP reported every event of evs since the
 // last call (AsyncEvents consumes them).
-func wantEvents(t testing.TB, who string, e *end, evs ...nic.AsyncEventType) {
+func wantEvents(t testing.TB, who string, e *end, evs ...ibv.AsyncEventType) {
 	t.Helper()
 	got := qpEvents(e)
 	for _, ev := range evs {
@@ -48,12 +47,12 @@ func wantEvents(t testing.TB, who string, e *end, evs ...nic.AsyncEventType) {
 type nakCase struct {
 	name string
 	// setup prepares b and returns the WR a posts.
-	setup func(t *testing.T, a, b *end) verbs.SendWR
+	setup func(t *testing.T, a, b *end) ibv.SendWR
 	// syn is the NAK the responder sends, st the requester's completion.
 	syn wire.Syndrome
-	st  verbs.WCStatus
+	st  ibv.WCStatus
 	// ev is the responder's affiliated asynchronous event (IBTA 11.6.3).
-	ev nic.AsyncEventType
+	ev ibv.AsyncEventType
 }
 
 // runNak posts c's WR followed by a SEND, and checks the NAK, both
@@ -72,19 +71,19 @@ func runNak(t *testing.T, c nakCase) {
 		beforeA, beforeB := bytes.Clone(a.buf), bytes.Clone(b.buf)
 
 		postRecv(t, b, recvWR(b, 77, 0, 4096))
-		post(t, a, wr, sendWR(a, 2, verbs.WRSend, 0, 100))
+		post(t, a, wr, sendWR(a, 2, ibv.WRSend, 0, 100))
 		wcs := waitWC(t, a.cq, 2)
 		wantWC(t, wcs[0], wr.WRID, c.st, wcOpcodeOf(wr.Opcode))
-		wantWC(t, wcs[1], 2, verbs.WCWRFlushErr, verbs.WCSend)
+		wantWC(t, wcs[1], 2, ibv.WCWRFlushErr, ibv.WCSend)
 		rwc := waitWC(t, b.cq, 1)
-		wantWC(t, rwc[0], 77, verbs.WCWRFlushErr, verbs.WCRecv)
+		wantWC(t, rwc[0], 77, ibv.WCWRFlushErr, ibv.WCRecv)
 		noWC(t, a.cq, 2*timeout14)
 		noWC(t, b.cq, 0)
 
 		checkSeq(t, "responses", rec.match(from(b)), fmt.Sprintf("ACKNOWLEDGE/0 %v", c.syn))
-		wantState(t, "requester", a, verbs.QPStateErr)
-		wantState(t, "responder", b, verbs.QPStateErr)
-		wantEvents(t, "responder", b, c.ev, nic.EventQPFatal)
+		wantState(t, "requester", a, ibv.QPStateErr)
+		wantState(t, "responder", b, ibv.QPStateErr)
+		wantEvents(t, "responder", b, c.ev, ibv.EventQPFatal)
 		checkBytes(t, "responder memory", b.buf, beforeB)
 		checkBytes(t, "requester memory", a.buf, beforeA)
 		if got := a.dev.Counters().Timeouts; got != 0 {
@@ -97,26 +96,26 @@ func runNak(t *testing.T, c nakCase) {
 // (C9-93; rxe check_op_valid → RESPST_ERR_UNSUPPORTED_OPCODE → NAK 0x61,
 // class C).
 func TestRCNakQPAccess(t *testing.T) {
-	all := verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic
+	all := ibv.AccessRemoteWrite | ibv.AccessRemoteRead | ibv.AccessRemoteAtomic
 	for _, c := range []struct {
 		name   string
-		op     verbs.WROpcode
+		op     ibv.WROpcode
 		n      int
-		revoke verbs.Access
+		revoke ibv.Access
 	}{
-		{"WRITE", verbs.WRRDMAWrite, 3000, verbs.AccessRemoteWrite},
-		{"WRITE_WITH_IMM", verbs.WRRDMAWriteWithImm, 10, verbs.AccessRemoteWrite},
-		{"READ", verbs.WRRDMARead, 3000, verbs.AccessRemoteRead},
-		{"FETCH_ADD", verbs.WRAtomicFetchAndAdd, 8, verbs.AccessRemoteAtomic},
-		{"CMP_SWAP", verbs.WRAtomicCmpAndSwp, 8, verbs.AccessRemoteAtomic},
+		{"WRITE", ibv.WRRDMAWrite, 3000, ibv.AccessRemoteWrite},
+		{"WRITE_WITH_IMM", ibv.WRRDMAWriteWithImm, 10, ibv.AccessRemoteWrite},
+		{"READ", ibv.WRRDMARead, 3000, ibv.AccessRemoteRead},
+		{"FETCH_ADD", ibv.WRAtomicFetchAndAdd, 8, ibv.AccessRemoteAtomic},
+		{"CMP_SWAP", ibv.WRAtomicCmpAndSwp, 8, ibv.AccessRemoteAtomic},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			runNak(t, nakCase{
-				setup: func(t *testing.T, a, b *end) verbs.SendWR {
-					modify(t, b, verbs.QPAttr{AccessFlags: all &^ c.revoke}, verbs.QPAttrAccessFlags)
+				setup: func(t *testing.T, a, b *end) ibv.SendWR {
+					modify(t, b, ibv.QPAttr{AccessFlags: all &^ c.revoke}, ibv.QPAttrAccessFlags)
 					return rdmaWR(a, b, 1, c.op, 8192, 16384, c.n)
 				},
-				syn: wire.NakInvalidRequest, st: verbs.WCRemInvReqErr, ev: nic.EventQPReqErr,
+				syn: wire.NakInvalidRequest, st: ibv.WCRemInvReqErr, ev: ibv.EventQPReqErr,
 			})
 		})
 	}
@@ -146,19 +145,19 @@ func TestRCNakRemoteAccess(t *testing.T) {
 		{"other PD", func(t *testing.T, b *end, n int) (uint64, uint32) {
 			pd, err := b.dev.AllocPD()
 			must(t, err)
-			mr, err := pd.RegMR(make([]byte, 8192), verbs.AccessLocalWrite|verbs.AccessRemoteWrite|
-				verbs.AccessRemoteRead|verbs.AccessRemoteAtomic)
+			mr, err := pd.RegMR(make([]byte, 8192), ibv.AccessLocalWrite|ibv.AccessRemoteWrite|
+				ibv.AccessRemoteRead|ibv.AccessRemoteAtomic)
 			must(t, err)
 			return mr.Addr(), mr.RKey()
 		}},
 		{"MR without the right", func(t *testing.T, b *end, n int) (uint64, uint32) {
-			mr, err := b.pd.RegMR(make([]byte, 8192), verbs.AccessLocalWrite|verbs.AccessMWBind)
+			mr, err := b.pd.RegMR(make([]byte, 8192), ibv.AccessLocalWrite|ibv.AccessMWBind)
 			must(t, err)
 			return mr.Addr(), mr.RKey()
 		}},
 		{"deregistered MR", func(t *testing.T, b *end, n int) (uint64, uint32) {
-			mr, err := b.pd.RegMR(make([]byte, 8192), verbs.AccessLocalWrite|verbs.AccessRemoteWrite|
-				verbs.AccessRemoteRead|verbs.AccessRemoteAtomic)
+			mr, err := b.pd.RegMR(make([]byte, 8192), ibv.AccessLocalWrite|ibv.AccessRemoteWrite|
+				ibv.AccessRemoteRead|ibv.AccessRemoteAtomic)
 			must(t, err)
 			must(t, mr.Dereg())
 			return mr.Addr(), mr.RKey()
@@ -167,22 +166,22 @@ func TestRCNakRemoteAccess(t *testing.T) {
 	for _, c := range cases {
 		for _, op := range []struct {
 			name string
-			op   verbs.WROpcode
+			op   ibv.WROpcode
 			n    int
 		}{
-			{"WRITE", verbs.WRRDMAWrite, 2500},
-			{"READ", verbs.WRRDMARead, 2500},
-			{"FETCH_ADD", verbs.WRAtomicFetchAndAdd, 8},
+			{"WRITE", ibv.WRRDMAWrite, 2500},
+			{"READ", ibv.WRRDMARead, 2500},
+			{"FETCH_ADD", ibv.WRAtomicFetchAndAdd, 8},
 		} {
 			t.Run(c.name+"/"+op.name, func(t *testing.T) {
 				runNak(t, nakCase{
-					setup: func(t *testing.T, a, b *end) verbs.SendWR {
+					setup: func(t *testing.T, a, b *end) ibv.SendWR {
 						addr, rkey := c.where(t, b, op.n)
 						w := sendWR(a, 1, op.op, 8192, op.n)
 						w.RemoteAddr, w.RKey = addr&^7, rkey
 						return w
 					},
-					syn: wire.NakRemoteAccess, st: verbs.WCRemAccessErr, ev: nic.EventQPAccessErr,
+					syn: wire.NakRemoteAccess, st: ibv.WCRemAccessErr, ev: ibv.EventQPAccessErr,
 				})
 			})
 		}
@@ -196,10 +195,10 @@ func TestRCNakRemoteAccess(t *testing.T) {
 func TestRCNakRemoteOp(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		sge  func(b *end) verbs.SGE
+		sge  func(b *end) ibv.SGE
 	}{
-		{"bad lkey", func(b *end) verbs.SGE { s := b.mr.SGE(0, 4096); s.LKey ^= 0x33; return s }},
-		{"outside the MR", func(b *end) verbs.SGE { s := b.mr.SGE(len(b.buf)-100, 4096); return s }},
+		{"bad lkey", func(b *end) ibv.SGE { s := b.mr.SGE(0, 4096); s.LKey ^= 0x33; return s }},
+		{"outside the MR", func(b *end) ibv.SGE { s := b.mr.SGE(len(b.buf)-100, 4096); return s }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -210,17 +209,17 @@ func TestRCNakRemoteOp(t *testing.T) {
 				fill(a.buf, 13)
 				before := bytes.Clone(b.buf)
 
-				postRecv(t, b, verbs.RecvWR{WRID: 1, SGList: []verbs.SGE{c.sge(b)}}, recvWR(b, 2, 0, 4096))
-				post(t, a, sendWR(a, 10, verbs.WRSend, 0, 2000), sendWR(a, 11, verbs.WRSend, 0, 10))
+				postRecv(t, b, ibv.RecvWR{WRID: 1, SGList: []ibv.SGE{c.sge(b)}}, recvWR(b, 2, 0, 4096))
+				post(t, a, sendWR(a, 10, ibv.WRSend, 0, 2000), sendWR(a, 11, ibv.WRSend, 0, 10))
 				wcs := waitWC(t, a.cq, 2)
-				wantWC(t, wcs[0], 10, verbs.WCRemOpErr, verbs.WCSend)
-				wantWC(t, wcs[1], 11, verbs.WCWRFlushErr, verbs.WCSend)
+				wantWC(t, wcs[0], 10, ibv.WCRemOpErr, ibv.WCSend)
+				wantWC(t, wcs[1], 11, ibv.WCWRFlushErr, ibv.WCSend)
 				rwcs := waitWC(t, b.cq, 2)
-				wantWC(t, rwcs[0], 1, verbs.WCLocProtErr, verbs.WCRecv)
-				wantWC(t, rwcs[1], 2, verbs.WCWRFlushErr, verbs.WCRecv)
+				wantWC(t, rwcs[0], 1, ibv.WCLocProtErr, ibv.WCRecv)
+				wantWC(t, rwcs[1], 2, ibv.WCWRFlushErr, ibv.WCRecv)
 				checkSeq(t, "responses", rec.match(from(b)), "ACKNOWLEDGE/0 NAK_REM_OP_ERR")
-				wantState(t, "requester", a, verbs.QPStateErr)
-				wantState(t, "responder", b, verbs.QPStateErr)
+				wantState(t, "requester", a, ibv.QPStateErr)
+				wantState(t, "responder", b, ibv.QPStateErr)
 				checkBytes(t, "responder memory", b.buf, before)
 				if got := b.dev.Counters().RemoteOpErr; got != 1 {
 					t.Errorf("responder remote op errors %d, want 1", got)
@@ -240,12 +239,12 @@ func TestRCNakReceiveTooShort(t *testing.T) {
 		a, b := newPair(t, f, rcOpts)
 		rec := record(t, f)
 		postRecv(t, b, recvWR(b, 1, 0, 1500))
-		post(t, a, sendWR(a, 10, verbs.WRSend, 0, 3000))
-		wantWC(t, waitWC(t, a.cq, 1)[0], 10, verbs.WCRemInvReqErr, verbs.WCSend)
-		wantWC(t, waitWC(t, b.cq, 1)[0], 1, verbs.WCLocLenErr, verbs.WCRecv)
+		post(t, a, sendWR(a, 10, ibv.WRSend, 0, 3000))
+		wantWC(t, waitWC(t, a.cq, 1)[0], 10, ibv.WCRemInvReqErr, ibv.WCSend)
+		wantWC(t, waitWC(t, b.cq, 1)[0], 1, ibv.WCLocLenErr, ibv.WCRecv)
 		checkSeq(t, "NAKs", rec.match(isNak), "ACKNOWLEDGE/1 NAK_INVALID_REQ")
-		wantState(t, "requester", a, verbs.QPStateErr)
-		wantState(t, "responder", b, verbs.QPStateErr)
+		wantState(t, "requester", a, ibv.QPStateErr)
+		wantState(t, "responder", b, ibv.QPStateErr)
 	})
 }
 
@@ -308,7 +307,7 @@ func TestRCNakRawRequests(t *testing.T) {
 				raw.send(t, c.h, c.payload)
 				settle(time.Millisecond)
 				checkSeq(t, "responses", rec.match(from(b)), fmt.Sprintf("ACKNOWLEDGE/0 %v", c.syn))
-				wantState(t, "responder", b, verbs.QPStateErr)
+				wantState(t, "responder", b, ibv.QPStateErr)
 				checkBytes(t, "responder memory", b.buf, before)
 			})
 		})
@@ -335,11 +334,11 @@ func TestRCNakSequenceOnce(t *testing.T) {
 		checkSeq(t, "responses", rec.match(from(b)),
 			"ACKNOWLEDGE/100 NAK_PSN_SEQ_ERR", "ACKNOWLEDGE/100", "ACKNOWLEDGE/101 NAK_PSN_SEQ_ERR", "ACKNOWLEDGE/101")
 		wcs := waitWC(t, b.cq, 2)
-		wantWC(t, wcs[0], 1, verbs.WCSuccess, verbs.WCRecv)
-		wantWC(t, wcs[1], 2, verbs.WCSuccess, verbs.WCRecv)
+		wantWC(t, wcs[0], 1, ibv.WCSuccess, ibv.WCRecv)
+		wantWC(t, wcs[1], 2, ibv.WCSuccess, ibv.WCRecv)
 		if got := b.dev.Counters().OutOfSequence; got != 4 {
 			t.Errorf("out_of_sequence %d, want 4", got)
 		}
-		wantState(t, "responder", b, verbs.QPStateRTS)
+		wantState(t, "responder", b, ibv.QPStateRTS)
 	})
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
-	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/ibv"
 )
 
 // Layout of each end's 1 MiB buffer in the random workload.
@@ -30,8 +30,8 @@ const (
 // receives peer posts for them, and what must be in memory afterwards.
 type flow struct {
 	e, peer *end
-	wrs     []verbs.SendWR
-	recvs   []verbs.RecvWR
+	wrs     []ibv.SendWR
+	recvs   []ibv.RecvWR
 	want    []func(t *testing.T) // memory checks
 	adds    int
 }
@@ -48,21 +48,21 @@ func newFlow(rng *rand.Rand, e, peer *end, n, seed int) *flow {
 		switch k := rng.IntN(10); {
 		case k < 4 && len(fl.recvs) < 128:
 			slot := rndRecv + len(fl.recvs)*rndSlot
-			fl.recvs = append(fl.recvs, verbs.RecvWR{WRID: id, SGList: []verbs.SGE{peer.mr.SGE(slot, rndSlot)}})
-			fl.wrs = append(fl.wrs, sendWR(e, id, verbs.WRSend, off, size))
+			fl.recvs = append(fl.recvs, ibv.RecvWR{WRID: id, SGList: []ibv.SGE{peer.mr.SGE(slot, rndSlot)}})
+			fl.wrs = append(fl.wrs, sendWR(e, id, ibv.WRSend, off, size))
 			fl.want = append(fl.want, region(fmt.Sprint("SEND ", i), peer.buf[slot:slot+size], e.buf[off:off+size]))
 		case k < 7:
 			s := rng.IntN(32)
 			dst := rndWrite + s*rndSlot
-			fl.wrs = append(fl.wrs, rdmaWR(e, peer, id, verbs.WRRDMAWrite, off, dst, size))
+			fl.wrs = append(fl.wrs, rdmaWR(e, peer, id, ibv.WRRDMAWrite, off, dst, size))
 			lastWrite[s] = region(fmt.Sprint("WRITE ", i), peer.buf[dst:dst+size], e.buf[off:off+size])
 		case k < 9:
 			s := rng.IntN(32)
 			dst := rndRead + s*rndSlot
-			fl.wrs = append(fl.wrs, rdmaWR(e, peer, id, verbs.WRRDMARead, dst, off, size))
+			fl.wrs = append(fl.wrs, rdmaWR(e, peer, id, ibv.WRRDMARead, dst, off, size))
 			lastRead[s] = region(fmt.Sprint("READ ", i), e.buf[dst:dst+size], peer.buf[off:off+size])
 		default:
-			w := rdmaWR(e, peer, id, verbs.WRAtomicFetchAndAdd, rndOrig+8*fl.adds, rndCount, 8)
+			w := rdmaWR(e, peer, id, ibv.WRAtomicFetchAndAdd, rndOrig+8*fl.adds, rndCount, 8)
 			w.CompareAdd = 1
 			fl.wrs = append(fl.wrs, w)
 			k := fl.adds
@@ -106,7 +106,7 @@ func runRandom(t *testing.T, seed int64) {
 	f := fabric.New(fabric.Config{Seed: seed})
 	defer f.Close()
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x50f7))
-	mtu := []verbs.MTU{verbs.MTU256, verbs.MTU1024, verbs.MTU4096}[rng.IntN(3)]
+	mtu := []ibv.MTU{ibv.MTU256, ibv.MTU1024, ibv.MTU4096}[rng.IntN(3)]
 	a, b := newPair(t, f, pairOpts{mtu: mtu, timeout: 10, retry: 7, rnr: 7, bufSize: 1 << 20, maxWR: 512, cqe: 4096})
 	f.SetImpairment(fabric.Impairment{Loss: 0.02, Duplicate: 0.02, Reorder: 0.02, Corrupt: 0.01,
 		Jitter: 20 * time.Microsecond})
@@ -125,13 +125,13 @@ func runRandom(t *testing.T, seed int64) {
 	}
 
 	// Each end's CQ holds its sends' completions and its receives'.
-	sends := map[*end][]verbs.WorkCompletion{}
-	recvs := map[*end][]verbs.WorkCompletion{}
+	sends := map[*end][]ibv.WorkCompletion{}
+	recvs := map[*end][]ibv.WorkCompletion{}
 	deadline := time.Now().Add(10 * time.Minute)
 	for len(sends[a]) < n || len(sends[b]) < n || len(recvs[a]) < len(flows[1].recvs) || len(recvs[b]) < len(flows[0].recvs) {
 		for _, e := range []*end{a, b} {
 			for _, wc := range pollAll(e.cq) {
-				if wc.Opcode >= verbs.WCRecv {
+				if wc.Opcode >= ibv.WCRecv {
 					recvs[e] = append(recvs[e], wc)
 				} else {
 					sends[e] = append(sends[e], wc)
@@ -148,12 +148,12 @@ func runRandom(t *testing.T, seed int64) {
 
 	for _, fl := range flows {
 		for i, wc := range sends[fl.e] {
-			if wc.WRID != uint64(i) || wc.Status != verbs.WCSuccess {
+			if wc.WRID != uint64(i) || wc.Status != ibv.WCSuccess {
 				t.Fatalf("seed %d: send completion %d: %+v", seed, i, wc)
 			}
 		}
 		for i, wc := range recvs[fl.peer] {
-			if want := fl.recvs[i].WRID; wc.WRID != want || wc.Status != verbs.WCSuccess {
+			if want := fl.recvs[i].WRID; wc.WRID != want || wc.Status != ibv.WCSuccess {
 				t.Fatalf("seed %d: receive completion %d: %+v, want wr_id %d", seed, i, wc, want)
 			}
 		}
@@ -163,7 +163,7 @@ func runRandom(t *testing.T, seed int64) {
 		if got := u64(fl.peer.buf[rndCount:]); got != uint64(fl.adds) {
 			t.Errorf("seed %d: counter %d after %d fetch-adds", seed, got, fl.adds)
 		}
-		wantState(t, "QP", fl.e, verbs.QPStateRTS)
+		wantState(t, "QP", fl.e, ibv.QPStateRTS)
 	}
 	ca, cb := a.dev.Counters(), b.dev.Counters()
 	t.Logf("seed %d: MTU %d, %d timeouts, %d sequence NAKs, %d duplicates, %d fabric drops, %d ICRC errors",

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
-	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -83,11 +83,11 @@ func TestRCRNRRecovery(t *testing.T) {
 
 		const n = 2500
 		fill(a.buf[:n], 9)
-		post(t, a, sendWR(a, 1, verbs.WRSend, 0, n))
+		post(t, a, sendWR(a, 1, ibv.WRSend, 0, n))
 		waitUntil(t, time.Second, "three RNR NAKs", func() bool { return rec.count(rnrNAK(b)) >= 3 })
 		postRecv(t, b, recvWR(b, 50, 100, 4096))
-		wantWC(t, waitWC(t, a.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCSend)
-		wantWC(t, waitWC(t, b.cq, 1)[0], 50, verbs.WCSuccess, verbs.WCRecv)
+		wantWC(t, waitWC(t, a.cq, 1)[0], 1, ibv.WCSuccess, ibv.WCSend)
+		wantWC(t, waitWC(t, b.cq, 1)[0], 50, ibv.WCSuccess, ibv.WCRecv)
 		checkBytes(t, "received", b.buf[100:100+n], a.buf[:n])
 
 		for _, nak := range rec.match(rnrNAK(b)) {
@@ -96,7 +96,7 @@ func TestRCRNRRecovery(t *testing.T) {
 			}
 		}
 		checkRNRWaits(t, rec, a, b, 0, rnrDelay(12))
-		wantState(t, "requester", a, verbs.QPStateRTS)
+		wantState(t, "requester", a, ibv.QPStateRTS)
 		if got, naks := a.dev.Counters().RcvdRNRErr, uint64(rec.count(rnrNAK(b))); got != naks {
 			t.Errorf("requester rcvd_rnr_err %d, want %d", got, naks)
 		}
@@ -121,17 +121,17 @@ func TestRCRNRRetryExceeded(t *testing.T) {
 				a, b := newPair(t, f, o)
 				rec := record(t, f)
 
-				unsig := sendWR(a, 3, verbs.WRSend, 0, 10)
+				unsig := sendWR(a, 3, ibv.WRSend, 0, 10)
 				unsig.Flags = 0
-				post(t, a, sendWR(a, 1, verbs.WRSend, 0, 10), sendWR(a, 2, verbs.WRRDMAWrite, 0, 10), unsig)
+				post(t, a, sendWR(a, 1, ibv.WRSend, 0, 10), sendWR(a, 2, ibv.WRRDMAWrite, 0, 10), unsig)
 				a.qp.PostSend() // nothing
 				wcs := waitWC(t, a.cq, 3)
-				wantWC(t, wcs[0], 1, verbs.WCRNRRetryExcErr, verbs.WCSend)
-				wantWC(t, wcs[1], 2, verbs.WCWRFlushErr, verbs.WCRDMAWrite)
-				wantWC(t, wcs[2], 3, verbs.WCWRFlushErr, verbs.WCSend)
+				wantWC(t, wcs[0], 1, ibv.WCRNRRetryExcErr, ibv.WCSend)
+				wantWC(t, wcs[1], 2, ibv.WCWRFlushErr, ibv.WCRDMAWrite)
+				wantWC(t, wcs[2], 3, ibv.WCWRFlushErr, ibv.WCSend)
 				noWC(t, a.cq, time.Second)
-				wantState(t, "requester", a, verbs.QPStateErr)
-				wantState(t, "responder", b, verbs.QPStateRTS)
+				wantState(t, "requester", a, ibv.QPStateErr)
+				wantState(t, "responder", b, ibv.QPStateRTS)
 				if got := rec.count(fabric.And(ops(a, wire.RCSendOnly), fabric.PSNIs(0))); got != int(rnr)+1 {
 					t.Errorf("SEND sent %d times, want %d (rnr_retry %d)", got, rnr+1, rnr)
 				}
@@ -142,8 +142,8 @@ func TestRCRNRRetryExceeded(t *testing.T) {
 					t.Errorf("retry_rnr_exceeded_err %d, want 1", got)
 				}
 				// Posting in ERR flushes at once.
-				post(t, a, sendWR(a, 4, verbs.WRSend, 0, 10))
-				wantWC(t, waitWC(t, a.cq, 1)[0], 4, verbs.WCWRFlushErr, verbs.WCSend)
+				post(t, a, sendWR(a, 4, ibv.WRSend, 0, 10))
+				wantWC(t, waitWC(t, a.cq, 1)[0], 4, ibv.WCWRFlushErr, ibv.WCSend)
 			})
 		})
 	}
@@ -156,18 +156,18 @@ func TestRCRNRRetryInfinite(t *testing.T) {
 		f := fabric.New(fabric.Config{Seed: 1})
 		defer f.Close()
 		a, b := newPair(t, f, rcOpts)
-		modify(t, b, verbs.QPAttr{MinRNRTimer: 1}, verbs.QPAttrMinRNRTimer) // 10 µs
+		modify(t, b, ibv.QPAttr{MinRNRTimer: 1}, ibv.QPAttrMinRNRTimer) // 10 µs
 		rec := record(t, f)
 
-		post(t, a, sendWR(a, 1, verbs.WRSend, 0, 100))
+		post(t, a, sendWR(a, 1, ibv.WRSend, 0, 100))
 		const rounds = 40
 		waitUntil(t, time.Second, "RNR rounds", func() bool { return rec.count(rnrNAK(b)) >= rounds })
 		if got := pollAll(a.cq); len(got) != 0 {
 			t.Fatalf("completions during RNR retries: %+v", got)
 		}
 		postRecv(t, b, recvWR(b, 8, 0, 100))
-		wantWC(t, waitWC(t, a.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCSend)
-		wantWC(t, waitWC(t, b.cq, 1)[0], 8, verbs.WCSuccess, verbs.WCRecv)
+		wantWC(t, waitWC(t, a.cq, 1)[0], 1, ibv.WCSuccess, ibv.WCSend)
+		wantWC(t, waitWC(t, b.cq, 1)[0], 8, ibv.WCSuccess, ibv.WCRecv)
 		checkRNRWaits(t, rec, a, b, 0, rnrDelay(1))
 		for _, nak := range rec.match(rnrNAK(b)) {
 			if s := nak.syn(); s != 0x21 {
@@ -186,10 +186,10 @@ func TestRCRNRTimerTable(t *testing.T) {
 				f := fabric.New(fabric.Config{Seed: 1})
 				defer f.Close()
 				a, b := newPair(t, f, rcOpts)
-				modify(t, b, verbs.QPAttr{MinRNRTimer: timer}, verbs.QPAttrMinRNRTimer)
+				modify(t, b, ibv.QPAttr{MinRNRTimer: timer}, ibv.QPAttrMinRNRTimer)
 				rec := record(t, f)
 
-				post(t, a, sendWR(a, 1, verbs.WRSend, 0, 64))
+				post(t, a, sendWR(a, 1, ibv.WRSend, 0, 64))
 				sends := fabric.And(ops(a, wire.RCSendOnly), fabric.PSNIs(0))
 				waitUntil(t, 2*time.Second, "a retransmission", func() bool { return rec.count(sends) >= 2 })
 				naks := rec.match(rnrNAK(b))
@@ -202,7 +202,7 @@ func TestRCRNRTimerTable(t *testing.T) {
 					t.Errorf("retried %v after the RNR NAK, want %v", gap, want)
 				}
 				postRecv(t, b, recvWR(b, 1, 0, 64))
-				wantWC(t, waitWCFor(t, a.cq, 1, 5*time.Second)[0], 1, verbs.WCSuccess, verbs.WCSend)
+				wantWC(t, waitWCFor(t, a.cq, 1, 5*time.Second)[0], 1, ibv.WCSuccess, ibv.WCSend)
 			})
 		})
 	}
@@ -226,18 +226,18 @@ func TestRCRetryExceeded(t *testing.T) {
 				f.AddFilter(fabric.DropIf(from(a)))
 
 				start := time.Now()
-				unsig := rdmaWR(a, b, 4, verbs.WRRDMARead, 4096, 0, 100)
+				unsig := rdmaWR(a, b, 4, ibv.WRRDMARead, 4096, 0, 100)
 				unsig.Flags = 0
-				post(t, a, sendWR(a, 1, verbs.WRSend, 0, 3000), rdmaWR(a, b, 2, verbs.WRRDMAWrite, 0, 0, 100),
-					rdmaWR(a, b, 3, verbs.WRRDMARead, 4096, 0, 100), unsig)
+				post(t, a, sendWR(a, 1, ibv.WRSend, 0, 3000), rdmaWR(a, b, 2, ibv.WRRDMAWrite, 0, 0, 100),
+					rdmaWR(a, b, 3, ibv.WRRDMARead, 4096, 0, 100), unsig)
 				wcs := waitWCFor(t, a.cq, 4, time.Duration(retry+2)*timeout14)
 				elapsed := time.Since(start)
-				wantWC(t, wcs[0], 1, verbs.WCRetryExcErr, verbs.WCSend)
-				wantWC(t, wcs[1], 2, verbs.WCWRFlushErr, verbs.WCRDMAWrite)
-				wantWC(t, wcs[2], 3, verbs.WCWRFlushErr, verbs.WCRDMARead)
-				wantWC(t, wcs[3], 4, verbs.WCWRFlushErr, verbs.WCRDMARead)
-				wantState(t, "requester", a, verbs.QPStateErr)
-				wantState(t, "responder", b, verbs.QPStateRTS)
+				wantWC(t, wcs[0], 1, ibv.WCRetryExcErr, ibv.WCSend)
+				wantWC(t, wcs[1], 2, ibv.WCWRFlushErr, ibv.WCRDMAWrite)
+				wantWC(t, wcs[2], 3, ibv.WCWRFlushErr, ibv.WCRDMARead)
+				wantWC(t, wcs[3], 4, ibv.WCWRFlushErr, ibv.WCRDMARead)
+				wantState(t, "requester", a, ibv.QPStateErr)
+				wantState(t, "responder", b, ibv.QPStateRTS)
 				if want := time.Duration(retry+1) * timeout14; elapsed < want || elapsed > want+time.Millisecond {
 					t.Errorf("failed after %v, want %v (retry_cnt %d + 1 timeouts)", elapsed, want, retry)
 				}
@@ -281,11 +281,11 @@ func TestRCRetryDeadResponder(t *testing.T) {
 
 				postRecv(t, b, recvWR(b, 1, 0, 64))
 				start := time.Now()
-				post(t, a, sendWR(a, 1, verbs.WRSend, 0, 64))
+				post(t, a, sendWR(a, 1, ibv.WRSend, 0, 64))
 				wcs := waitWCFor(t, a.cq, 1, time.Duration(retry+2)*timeout14)
 				elapsed := time.Since(start)
-				wantWC(t, wcs[0], 1, verbs.WCRetryExcErr, verbs.WCSend)
-				wantState(t, "requester", a, verbs.QPStateErr)
+				wantWC(t, wcs[0], 1, ibv.WCRetryExcErr, ibv.WCSend)
+				wantState(t, "requester", a, ibv.QPStateErr)
 				want := time.Duration(retry+1) * timeout14
 				if elapsed < want || elapsed > want+time.Millisecond {
 					t.Errorf("RETRY_EXC_ERR after %v, want %v = (%d+1) × %v", elapsed, want, retry, timeout14)
@@ -333,24 +333,24 @@ func TestRCRetryLastAnswerInTime(t *testing.T) {
 
 				postRecv(t, b, recvWR(b, 1, 0, 64), recvWR(b, 2, 64, 64))
 				start := time.Now()
-				post(t, a, sendWR(a, 1, verbs.WRSend, 0, 64))
-				wantWC(t, waitWCFor(t, a.cq, 1, time.Duration(retry+2)*timeout14)[0], 1, verbs.WCSuccess, verbs.WCSend)
+				post(t, a, sendWR(a, 1, ibv.WRSend, 0, 64))
+				wantWC(t, waitWCFor(t, a.cq, 1, time.Duration(retry+2)*timeout14)[0], 1, ibv.WCSuccess, ibv.WCSend)
 				if got, want := time.Since(start), time.Duration(retry)*timeout14; got < want || got > want+time.Millisecond {
 					t.Errorf("SEND completed after %v, want %v (at the last retry)", got, want)
 				}
-				wantWC(t, waitWC(t, b.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCRecv)
+				wantWC(t, waitWC(t, b.cq, 1)[0], 1, ibv.WCSuccess, ibv.WCRecv)
 				if got := rec.count(ops(a, wire.RCSendOnly)); got != int(retry)+1 {
 					t.Errorf("SEND transmitted %d times, want %d", got, retry+1)
 				}
-				wantState(t, "requester", a, verbs.QPStateRTS)
+				wantState(t, "requester", a, ibv.QPStateRTS)
 
 				// The counter is whole again: the next SEND, all of whose
 				// ACKs are lost, is transmitted retry_cnt+1 times.
 				f.AddFilter(fabric.DropIf(acks))
 				before := rec.count(ops(a, wire.RCSendOnly))
 				start = time.Now()
-				post(t, a, sendWR(a, 2, verbs.WRSend, 0, 64))
-				wantWC(t, waitWCFor(t, a.cq, 1, time.Duration(retry+2)*timeout14)[0], 2, verbs.WCRetryExcErr, verbs.WCSend)
+				post(t, a, sendWR(a, 2, ibv.WRSend, 0, 64))
+				wantWC(t, waitWCFor(t, a.cq, 1, time.Duration(retry+2)*timeout14)[0], 2, ibv.WCRetryExcErr, ibv.WCSend)
 				if got, want := time.Since(start), time.Duration(retry+1)*timeout14; got < want || got > want+time.Millisecond {
 					t.Errorf("second SEND failed after %v, want %v", got, want)
 				}
@@ -376,7 +376,7 @@ func TestRCTimeoutZero(t *testing.T) {
 		f.AddFilter(fabric.DropNth(1, ops(a, wire.RCSendOnly)))
 
 		postRecv(t, b, recvWR(b, 1, 0, 64), recvWR(b, 2, 64, 64))
-		post(t, a, sendWR(a, 1, verbs.WRSend, 0, 64))
+		post(t, a, sendWR(a, 1, ibv.WRSend, 0, 64))
 		noWC(t, a.cq, time.Minute)
 		if got := rec.count(from(a)); got != 1 {
 			t.Errorf("%d packets sent in a minute, want 1: no retransmit timer", got)
@@ -384,10 +384,10 @@ func TestRCTimeoutZero(t *testing.T) {
 		if got := a.dev.Counters().Timeouts; got != 0 {
 			t.Errorf("timeouts %d, want 0", got)
 		}
-		post(t, a, sendWR(a, 2, verbs.WRSend, 64, 64))
+		post(t, a, sendWR(a, 2, ibv.WRSend, 64, 64))
 		wcs := waitWC(t, a.cq, 2)
-		wantWC(t, wcs[0], 1, verbs.WCSuccess, verbs.WCSend)
-		wantWC(t, wcs[1], 2, verbs.WCSuccess, verbs.WCSend)
+		wantWC(t, wcs[0], 1, ibv.WCSuccess, ibv.WCSend)
+		wantWC(t, wcs[1], 2, ibv.WCSuccess, ibv.WCSend)
 		checkSeq(t, "requests", rec.match(from(a)), "SEND_ONLY/0!", "SEND_ONLY/1!", "SEND_ONLY/0!", "SEND_ONLY/1!")
 		// The ACKs of the resent pair may be coalesced into one for PSN 1.
 		resps := rec.match(from(b))
@@ -411,14 +411,14 @@ func TestRCRNRWriteWithImmLast(t *testing.T) {
 
 		const n = 2*1024 + 77
 		fill(a.buf[:n], 71)
-		w := rdmaWR(a, b, 1, verbs.WRRDMAWriteWithImm, 0, 9000, n)
+		w := rdmaWR(a, b, 1, ibv.WRRDMAWriteWithImm, 0, 9000, n)
 		w.Imm = 0xabcd
 		post(t, a, w)
 		waitUntil(t, time.Second, "an RNR NAK", func() bool { return rec.count(rnrNAK(b)) >= 2 })
 		postRecv(t, b, recvWR(b, 5, 0, 0))
-		wantWC(t, waitWC(t, a.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCRDMAWrite)
+		wantWC(t, waitWC(t, a.cq, 1)[0], 1, ibv.WCSuccess, ibv.WCRDMAWrite)
 		wc := waitWC(t, b.cq, 1)[0]
-		wantWC(t, wc, 5, verbs.WCSuccess, verbs.WCRecvRDMAWithImm)
+		wantWC(t, wc, 5, ibv.WCSuccess, ibv.WCRecvRDMAWithImm)
 		if wc.Imm != 0xabcd || wc.ByteLen != n {
 			t.Errorf("completion %+v, want imm 0xabcd, byte_len %d", wc, n)
 		}
@@ -453,14 +453,14 @@ func TestRCLostAtomicAck(t *testing.T) {
 		f.AddFilter(fabric.DropNth(2, ops(b, wire.RCAtomicAck)))
 
 		binaryPut(b.buf[64:], 40)
-		fa := rdmaWR(a, b, 1, verbs.WRAtomicFetchAndAdd, 0, 64, 8)
+		fa := rdmaWR(a, b, 1, ibv.WRAtomicFetchAndAdd, 0, 64, 8)
 		fa.CompareAdd = 2
-		cs := rdmaWR(a, b, 2, verbs.WRAtomicCmpAndSwp, 8, 64, 8)
+		cs := rdmaWR(a, b, 2, ibv.WRAtomicCmpAndSwp, 8, 64, 8)
 		cs.CompareAdd, cs.Swap = 42, 1000
 		post(t, a, fa, cs)
 		wcs := waitWC(t, a.cq, 2)
-		wantWC(t, wcs[0], 1, verbs.WCSuccess, verbs.WCFetchAdd)
-		wantWC(t, wcs[1], 2, verbs.WCSuccess, verbs.WCCompSwap)
+		wantWC(t, wcs[0], 1, ibv.WCSuccess, ibv.WCFetchAdd)
+		wantWC(t, wcs[1], 2, ibv.WCSuccess, ibv.WCCompSwap)
 		if got, got2, final := u64(a.buf[0:]), u64(a.buf[8:]), u64(b.buf[64:]); got != 40 || got2 != 42 || final != 1000 {
 			t.Errorf("fetch-add returned %d, cmp-swap %d, final %d; want 40, 42, 1000", got, got2, final)
 		}
@@ -489,11 +489,11 @@ func TestRCRNRNakDuplicated(t *testing.T) {
 		f.AddFilter(fabric.OnMatch(rnrNAK(b), fabric.Duplicate))
 
 		start := time.Now()
-		post(t, a, sendWR(a, 1, verbs.WRSend, 0, 64))
+		post(t, a, sendWR(a, 1, ibv.WRSend, 0, 64))
 		time.Sleep(100 * time.Microsecond)
 		postRecv(t, b, recvWR(b, 1, 0, 64))
-		wantWC(t, waitWC(t, a.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCSend)
-		wantWC(t, waitWC(t, b.cq, 1)[0], 1, verbs.WCSuccess, verbs.WCRecv)
+		wantWC(t, waitWC(t, a.cq, 1)[0], 1, ibv.WCSuccess, ibv.WCSend)
+		wantWC(t, waitWC(t, b.cq, 1)[0], 1, ibv.WCSuccess, ibv.WCRecv)
 		sends := rec.match(ops(a, wire.RCSendOnly))
 		if len(sends) != 2 {
 			t.Fatalf("SEND sent %d times, want 2", len(sends))

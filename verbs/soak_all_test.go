@@ -31,13 +31,14 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
 // soakAllOpcodes are TestSoakRCAllOps's operations, drawn uniformly.
-var soakAllOpcodes = []verbs.WROpcode{
-	verbs.WRSend, verbs.WRSendWithImm, verbs.WRSendWithInv, verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm,
-	verbs.WRRDMARead, verbs.WRAtomicCmpAndSwp, verbs.WRAtomicFetchAndAdd, verbs.WRAtomicWrite, verbs.WRFlush,
+var soakAllOpcodes = []ibv.WROpcode{
+	ibv.WRSend, ibv.WRSendWithImm, ibv.WRSendWithInv, ibv.WRRDMAWrite, ibv.WRRDMAWriteWithImm,
+	ibv.WRRDMARead, ibv.WRAtomicCmpAndSwp, ibv.WRAtomicFetchAndAdd, ibv.WRAtomicWrite, ibv.WRFlush,
 }
 
 // allLane is an RC soak lane (soak_test.go) whose workload also has the
@@ -81,21 +82,21 @@ func TestSoakRCAllOps(t *testing.T) {
 			newSoakDev(t, f, netip.MustParseAddr("10.0.0.1"), src),
 			newSoakDev(t, f, netip.MustParseAddr("10.0.0.2"), src),
 		}
-		o := pairOpts{mtu: verbs.MTU4096, timeout: 14, retry: 7, rnr: 7}
+		o := pairOpts{mtu: ibv.MTU4096, timeout: 14, retry: 7, rnr: 7}
 		o.defaults()
-		o.access |= verbs.AccessFlushGlobal
+		o.access |= ibv.AccessFlushGlobal
 		ls := make([]*allLane, lanes)
 		for i := range ls {
 			a, b := devs[i%2], devs[1-i%2]
 			l := &allLane{lane: &lane{id: i, rng: rand.New(rand.NewPCG(seed, uint64(i))), src: src, inv: inv,
-				mtu: o.mtu.Bytes(), maxSize: 256 << 10, window: 16, byOp: map[verbs.WROpcode]int{}}}
+				mtu: o.mtu.Bytes(), maxSize: 256 << 10, window: 16, byOp: map[ibv.WROpcode]int{}}}
 			l.req = newSoakSide(t, a, o, l.window*8)
 			l.resp = newSoakSide(t, b, o, 24)
 			reqPSN, respPSN := uint32(1<<24-1-l.rng.IntN(4096)), l.rng.Uint32()&(1<<24-1)
 			connect(t, &end{dev: a.dev, qp: l.req.qp}, &end{dev: b.dev, qp: l.resp.qp}, o, reqPSN, respPSN)
 			connect(t, &end{dev: b.dev, qp: l.resp.qp}, &end{dev: a.dev, qp: l.req.qp}, o, respPSN, reqPSN)
-			must(t, l.resp.qp.Modify(&verbs.QPAttr{AccessFlags: verbs.AccessRemoteWrite | verbs.AccessRemoteRead |
-				verbs.AccessRemoteAtomic | verbs.AccessFlushGlobal}, verbs.QPAttrAccessFlags))
+			must(t, l.resp.qp.Modify(&ibv.QPAttr{AccessFlags: ibv.AccessRemoteWrite | ibv.AccessRemoteRead |
+				ibv.AccessRemoteAtomic | ibv.AccessFlushGlobal}, ibv.QPAttrAccessFlags))
 			// The SEND_WITH_INVs' target: a fast-reg MR the responder
 			// registers on its QP. The first invalidation frees it; rxe
 			// (and softnic) invalidate a free MR again without complaint.
@@ -103,8 +104,8 @@ func TestSoakRCAllOps(t *testing.T) {
 			must(t, err)
 			must2(t)(fr.MapSG(pages(1, 4096, 0), 4096))
 			must(t, fr.UpdateFastRegKey(verbs.IncKey(fr.RKey())))
-			must2(t)(l.resp.qp.PostSend(fr.RegWR(1<<63, verbs.SendSignaled, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)))
-			if wc := waitWC(t, l.resp.cq, 1)[0]; wc.Status != verbs.WCSuccess || wc.Opcode != verbs.WCRegMR {
+			must2(t)(l.resp.qp.PostSend(fr.RegWR(1<<63, ibv.SendSignaled, ibv.AccessLocalWrite|ibv.AccessRemoteWrite)))
+			if wc := waitWC(t, l.resp.cq, 1)[0]; wc.Status != ibv.WCSuccess || wc.Opcode != ibv.WCRegMR {
 				t.Fatalf("lane %d: REG_MR completion %+v", i, wc)
 			}
 			l.invKey = fr.RKey()
@@ -125,7 +126,7 @@ func TestSoakRCAllOps(t *testing.T) {
 		if t.Failed() {
 			return
 		}
-		byOp := map[verbs.WROpcode]int{}
+		byOp := map[ibv.WROpcode]int{}
 		var volume int64
 		for _, l := range ls {
 			w := l.resp.atom.Buf()
@@ -162,7 +163,7 @@ func TestSoakRCAllOps(t *testing.T) {
 
 // run is lane.run with the lane's own post and complete.
 func (l *allLane) run(n int) error {
-	wc := make([]verbs.WorkCompletion, 32)
+	wc := make([]ibv.WorkCompletion, 32)
 	progress := time.Now()
 	for posted := 0; posted < n || len(l.ops) > 0; {
 		for posted < n && len(l.ops) < l.window {
@@ -204,14 +205,14 @@ func (l *allLane) run(n int) error {
 func (l *allLane) post() (bool, error) {
 	op := soakAllOpcodes[l.rng.IntN(len(soakAllOpcodes))]
 	w := &soakOp{seq: l.nextSeq, op: op, bufOff: -1}
-	wr := verbs.SendWR{WRID: w.seq, Opcode: op, Flags: verbs.SendSignaled}
+	wr := ibv.SendWR{WRID: w.seq, Opcode: op, Flags: ibv.SendSignaled}
 	slot := int(w.seq%uint64(l.window)) * 8
 	switch op {
-	case verbs.WRAtomicCmpAndSwp, verbs.WRAtomicFetchAndAdd:
+	case ibv.WRAtomicCmpAndSwp, ibv.WRAtomicFetchAndAdd:
 		w.n = 8
-		wr.SGList = []verbs.SGE{l.req.atom.SGE(slot, 8)}
+		wr.SGList = []ibv.SGE{l.req.atom.SGE(slot, 8)}
 		wr.RKey = l.resp.atom.RKey()
-		if op == verbs.WRAtomicFetchAndAdd {
+		if op == ibv.WRAtomicFetchAndAdd {
 			wr.RemoteAddr = l.resp.atom.Addr()
 			wr.CompareAdd = l.rng.Uint64() >> l.rng.IntN(64)
 			w.wantOrig = l.counter
@@ -228,14 +229,14 @@ func (l *allLane) post() (bool, error) {
 			}
 		}
 		binary.NativeEndian.PutUint64(l.req.atom.Buf()[slot:], ^w.wantOrig)
-	case verbs.WRAtomicWrite:
+	case ibv.WRAtomicWrite:
 		// The slot holds the value until the WR is retired.
 		w.n = 8
 		l.atomW = l.rng.Uint64()
 		binary.NativeEndian.PutUint64(l.req.atom.Buf()[slot:], l.atomW)
-		wr.SGList = []verbs.SGE{l.req.atom.SGE(slot, 8)}
+		wr.SGList = []ibv.SGE{l.req.atom.SGE(slot, 8)}
 		wr.RemoteAddr, wr.RKey = l.resp.atom.Addr()+16, l.resp.atom.RKey()
-	case verbs.WRFlush:
+	case ibv.WRFlush:
 		w.n = soakSize(l.rng, l.mtu, soakArena)
 		wr.FlushType, wr.FlushLevel, wr.FlushLen = verbs.FlushGlobal, verbs.FlushRange, uint32(w.n)
 		if l.rng.IntN(4) == 0 {
@@ -247,7 +248,7 @@ func (l *allLane) post() (bool, error) {
 		w.n = soakSize(l.rng, l.mtu, l.maxSize)
 		w.srcOff = l.rng.IntN(len(l.src) - w.n + 1)
 		w.buf = l.resp
-		if op == verbs.WRRDMARead {
+		if op == ibv.WRRDMARead {
 			w.buf = l.req
 		}
 		off, ok := w.buf.fifo.alloc(w.n)
@@ -256,7 +257,7 @@ func (l *allLane) post() (bool, error) {
 		}
 		w.bufOff = off
 		copy(w.buf.arena.Buf()[off:off+w.n], l.inv[w.srcOff:])
-		if op == verbs.WRRDMARead {
+		if op == ibv.WRRDMARead {
 			wr.SGList = splitSGE(l.rng, l.req.arena, off, w.n)
 			wr.RemoteAddr, wr.RKey = l.resp.d.src.Addr()+uint64(w.srcOff), l.resp.d.src.RKey()
 		} else {
@@ -264,17 +265,17 @@ func (l *allLane) post() (bool, error) {
 			wr.RemoteAddr, wr.RKey = l.resp.arena.Addr()+uint64(off), l.resp.arena.RKey()
 		}
 		switch op {
-		case verbs.WRSendWithImm, verbs.WRRDMAWriteWithImm:
+		case ibv.WRSendWithImm, ibv.WRRDMAWriteWithImm:
 			w.imm = l.rng.Uint32()
 			wr.Imm = w.imm
-		case verbs.WRSendWithInv:
+		case ibv.WRSendWithInv:
 			wr.InvRKey = l.invKey
 		}
-		w.needRecv = op == verbs.WRSend || op == verbs.WRSendWithImm || op == verbs.WRSendWithInv ||
-			op == verbs.WRRDMAWriteWithImm
+		w.needRecv = op == ibv.WRSend || op == ibv.WRSendWithImm || op == ibv.WRSendWithInv ||
+			op == ibv.WRRDMAWriteWithImm
 		if w.needRecv {
-			rwr := verbs.RecvWR{WRID: w.seq}
-			if op != verbs.WRRDMAWriteWithImm {
+			rwr := ibv.RecvWR{WRID: w.seq}
+			if op != ibv.WRRDMAWriteWithImm {
 				rwr.SGList = splitSGE(l.rng, l.resp.arena, off, w.n)
 			}
 			if _, err := l.resp.qp.PostRecv(rwr); err != nil {
@@ -294,7 +295,7 @@ func (l *allLane) post() (bool, error) {
 
 // complete checks a completion of an operation the RC soak has, with
 // lane.complete, and of the others here.
-func (l *allLane) complete(s *soakSide, wc *verbs.WorkCompletion) error {
+func (l *allLane) complete(s *soakSide, wc *ibv.WorkCompletion) error {
 	var w *soakOp
 	for _, o := range l.ops {
 		if s == l.req && !o.sent || s == l.resp && o.needRecv && !o.recvd {
@@ -309,20 +310,20 @@ func (l *allLane) complete(s *soakSide, wc *verbs.WorkCompletion) error {
 	if s == l.resp {
 		side = "receive"
 	}
-	if wc.Status != verbs.WCSuccess || wc.WRID != w.seq {
+	if wc.Status != ibv.WCSuccess || wc.WRID != w.seq {
 		return fmt.Errorf("lane %d: %s completion %+v, want WR %d (%v, %d bytes) to succeed", l.id, side, *wc, w.seq, w.op, w.n)
 	}
 	if s == l.resp { // SEND_WITH_INV
 		w.recvd = true
-		if wc.Opcode != verbs.WCRecv || wc.ByteLen != uint32(w.n) || wc.Flags&(verbs.WCWithInv|verbs.WCWithImm) != verbs.WCWithInv ||
+		if wc.Opcode != ibv.WCRecv || wc.ByteLen != uint32(w.n) || wc.Flags&(ibv.WCWithInv|ibv.WCWithImm) != ibv.WCWithInv ||
 			wc.Imm != l.invKey {
 			return fmt.Errorf("lane %d: receive completion %+v for SEND_WITH_INV of %d bytes invalidating %#x", l.id, *wc, w.n, l.invKey)
 		}
 		return l.checkData(w)
 	}
 	w.sent = true
-	want := map[verbs.WROpcode]verbs.WCOpcode{verbs.WRSendWithInv: verbs.WCSend, verbs.WRFlush: verbs.WCFlush,
-		verbs.WRAtomicWrite: verbs.WCAtomicWrite}[w.op]
+	want := map[ibv.WROpcode]ibv.WCOpcode{ibv.WRSendWithInv: ibv.WCSend, ibv.WRFlush: ibv.WCFlush,
+		ibv.WRAtomicWrite: ibv.WCAtomicWrite}[w.op]
 	if wc.Opcode != want || wc.ByteLen != uint32(w.n) {
 		return fmt.Errorf("lane %d: send completion %+v for %v of %d bytes, want opcode %d", l.id, *wc, w.op, w.n, want)
 	}
@@ -394,8 +395,8 @@ func TestSoakUD(t *testing.T) {
 		ahs := [2]*verbs.AH{}
 		for i, d := range devs {
 			var err error
-			ahs[i], err = d.pd.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1,
-				GRH: verbs.GlobalRoute{DGID: devs[1-i].dev.Addr()}})
+			ahs[i], err = d.pd.CreateAH(ibv.AHAttr{IsGlobal: true, PortNum: 1,
+				GRH: ibv.GlobalRoute{DGID: devs[1-i].dev.Addr()}})
 			must(t, err)
 		}
 		msgs := map[uint64]*udMsg{}
@@ -405,7 +406,7 @@ func TestSoakUD(t *testing.T) {
 				byQPN[qp.QPN()] = d
 			}
 		}
-		wc := make([]verbs.WorkCompletion, 256)
+		wc := make([]ibv.WorkCompletion, 256)
 		id := uint64(0)
 		for sent := 0; sent < total; {
 			// Each QP sends a round to random QPs of the other device.
@@ -422,11 +423,11 @@ func TestSoakUD(t *testing.T) {
 						binary.LittleEndian.PutUint64(d.hdr.Buf()[h:], id)
 						m.imm = uint32(id) * 2654435761
 						msgs[id] = m
-						sgl := append([]verbs.SGE{d.hdr.SGE(h, 8)}, splitSGE(rng, d.src, m.srcOff, m.n-8)...)
-						wr := verbs.SendWR{WRID: id, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+						sgl := append([]ibv.SGE{d.hdr.SGE(h, 8)}, splitSGE(rng, d.src, m.srcOff, m.n-8)...)
+						wr := ibv.SendWR{WRID: id, Opcode: ibv.WRSend, Flags: ibv.SendSignaled,
 							SGList: sgl, AH: ahs[di], RemoteQPN: m.to, RemoteQKey: udQKey}
 						if m.withIm {
-							wr.Opcode, wr.Imm = verbs.WRSendWithImm, m.imm
+							wr.Opcode, wr.Imm = ibv.WRSendWithImm, m.imm
 						}
 						if _, err := qp.PostSend(wr); err != nil {
 							t.Fatalf("post UD SEND %d: %v", id, err)
@@ -498,11 +499,11 @@ func newUDSoakDev(t *testing.T, f *fabric.Fabric, addr netip.Addr, src []byte) *
 	must(t, err)
 	d.hdr, err = d.pd.RegMR(make([]byte, udHdrs*8), 0)
 	must(t, err)
-	d.rbuf, err = d.pd.RegMR(make([]byte, 2*udRecvs*udSlot), verbs.AccessLocalWrite)
+	d.rbuf, err = d.pd.RegMR(make([]byte, 2*udRecvs*udSlot), ibv.AccessLocalWrite)
 	must(t, err)
 	for q := range d.qps {
-		d.qps[q], err = d.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeUD, SendCQ: d.cq, RecvCQ: d.cq,
-			Cap: verbs.QPCap{MaxSendWR: 256, MaxRecvWR: udRecvs, MaxSendSGE: 4, MaxRecvSGE: 1}})
+		d.qps[q], err = d.pd.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeUD, SendCQ: d.cq, RecvCQ: d.cq,
+			Cap: ibv.QPCap{MaxSendWR: 256, MaxRecvWR: udRecvs, MaxSendSGE: 4, MaxRecvSGE: 1}})
 		must(t, err)
 		udToRTS(t, d.qps[q], udQKey)
 		for k := range udRecvs {
@@ -515,25 +516,25 @@ func newUDSoakDev(t *testing.T, f *fabric.Fabric, addr netip.Addr, src []byte) *
 // repost posts receive buffer k (QP k/udRecvs) again; its WRID is k.
 func (d *udSoakDev) repost(t *testing.T, k int) {
 	t.Helper()
-	must2(t)(d.qps[k/udRecvs].PostRecv(verbs.RecvWR{WRID: uint64(k), SGList: []verbs.SGE{d.rbuf.SGE(k*udSlot, udSlot)}}))
+	must2(t)(d.qps[k/udRecvs].PostRecv(ibv.RecvWR{WRID: uint64(k), SGList: []ibv.SGE{d.rbuf.SGE(k*udSlot, udSlot)}}))
 }
 
 // poll takes the device's completions: sends must have succeeded,
 // receives must be intact; each receive buffer is posted again.
-func (d *udSoakDev) poll(t *testing.T, wc []verbs.WorkCompletion, msgs map[uint64]*udMsg, src []byte) error {
+func (d *udSoakDev) poll(t *testing.T, wc []ibv.WorkCompletion, msgs map[uint64]*udMsg, src []byte) error {
 	for {
 		k := d.cq.Poll(wc)
 		if k == 0 {
 			return nil
 		}
 		for _, c := range wc[:k] {
-			if c.Opcode&verbs.WCRecv == 0 {
-				if c.Status != verbs.WCSuccess {
+			if c.Opcode&ibv.WCRecv == 0 {
+				if c.Status != ibv.WCSuccess {
 					return fmt.Errorf("UD send completion %+v", c)
 				}
 				continue
 			}
-			if c.Status != verbs.WCSuccess {
+			if c.Status != ibv.WCSuccess {
 				return fmt.Errorf("UD receive completion %+v", c)
 			}
 			d.recv++
@@ -546,9 +547,9 @@ func (d *udSoakDev) poll(t *testing.T, wc []verbs.WorkCompletion, msgs map[uint6
 				return fmt.Errorf("UD receive %+v of unknown message %d", c, id)
 			case c.QPNum != m.to || d.qps[k/udRecvs].QPN() != m.to:
 				return fmt.Errorf("UD message %d for QP %#x completed on QP %#x (buffer %d)", id, m.to, c.QPNum, k)
-			case int(c.ByteLen) != verbs.GRHLen+m.n || c.Flags&verbs.WCGRH == 0:
+			case int(c.ByteLen) != verbs.GRHLen+m.n || c.Flags&ibv.WCGRH == 0:
 				return fmt.Errorf("UD message %d of %d bytes: completion %+v", id, m.n, c)
-			case (c.Flags&verbs.WCWithImm != 0) != m.withIm || m.withIm && c.Imm != m.imm:
+			case (c.Flags&ibv.WCWithImm != 0) != m.withIm || m.withIm && c.Imm != m.imm:
 				return fmt.Errorf("UD message %d (imm %v %#x): completion %+v", id, m.withIm, m.imm, c)
 			}
 			if !bytes.Equal(buf[verbs.GRHLen+8:verbs.GRHLen+m.n], src[m.srcOff:m.srcOff+m.n-8]) {
@@ -566,7 +567,7 @@ func (d *udSoakDev) poll(t *testing.T, wc []verbs.WorkCompletion, msgs map[uint6
 // srqClient is one client QP of TestSoakSRQ and what it sent.
 type srqClient struct {
 	id     int
-	typ    verbs.QPType
+	typ    ibv.QPType
 	qp     *verbs.QP // the client's QP
 	server *verbs.QP // its peer on the SRQ
 	cq     *verbs.CQ
@@ -618,20 +619,20 @@ func TestSoakSRQ(t *testing.T) {
 		// acknowledged), then n-8 bytes of the source.
 		hdr, err := cpd.RegMR(make([]byte, 4*64*8), 0)
 		must(t, err)
-		o := pairOpts{mtu: verbs.MTU1024, timeout: 14, retry: 7, rnr: 7}
+		o := pairOpts{mtu: ibv.MTU1024, timeout: 14, retry: 7, rnr: 7}
 		var cs []*srqClient
-		for i, typ := range []verbs.QPType{verbs.QPTypeRC, verbs.QPTypeRC, verbs.QPTypeUC, verbs.QPTypeUD} {
+		for i, typ := range []ibv.QPType{ibv.QPTypeRC, ibv.QPTypeRC, ibv.QPTypeUC, ibv.QPTypeUD} {
 			c := &srqClient{id: i, typ: typ, got: make([]int, perClient)}
 			c.cq, err = cdev.CreateCQ(256, nil)
 			must(t, err)
 			c.qp, err = cpd.CreateQP(verbs.QPInitAttr{Type: typ, SendCQ: c.cq, RecvCQ: c.cq,
-				Cap: verbs.QPCap{MaxSendWR: 64, MaxRecvWR: 1, MaxSendSGE: 4, MaxRecvSGE: 1}})
+				Cap: ibv.QPCap{MaxSendWR: 64, MaxRecvWR: 1, MaxSendSGE: 4, MaxRecvSGE: 1}})
 			must(t, err)
 			c.server = s.qp(t, typ)
-			if typ == verbs.QPTypeUD {
+			if typ == ibv.QPTypeUD {
 				udToRTS(t, c.qp, udQKey)
 				udToRTS(t, c.server, udQKey)
-				c.ah, err = cpd.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GlobalRoute{DGID: s.dev.Addr()}})
+				c.ah, err = cpd.CreateAH(ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{DGID: s.dev.Addr()}})
 				must(t, err)
 			} else {
 				o.typ = typ
@@ -641,7 +642,7 @@ func TestSoakSRQ(t *testing.T) {
 			}
 			for range perClient {
 				n := soakSize(rng, 1024, 16<<10)
-				if typ == verbs.QPTypeUD {
+				if typ == ibv.QPTypeUD {
 					n = soakSize(rng, 1024, udMaxSize)
 				}
 				c.sizes = append(c.sizes, max(n, 8))
@@ -655,11 +656,11 @@ func TestSoakSRQ(t *testing.T) {
 		// msgOff is where message (client, seq)'s payload after the header
 		// starts in src.
 		msgOff := func(c, seq, n int) int { return (c*7919 + seq*104729) % (len(src) - n + 9) }
-		arm := func() { must(t, s.srq.Modify(&verbs.SRQAttr{SRQLimit: 8}, verbs.SRQAttrLimit)) }
+		arm := func() { must(t, s.srq.Modify(&ibv.SRQAttr{SRQLimit: 8}, ibv.SRQAttrLimit)) }
 		arm()
 		armings, limits := 1, 0
 
-		wc := make([]verbs.WorkCompletion, 64)
+		wc := make([]ibv.WorkCompletion, 64)
 		progress := time.Now()
 		for {
 			busy := false
@@ -672,10 +673,10 @@ func TestSoakSRQ(t *testing.T) {
 					h := (c.id*64 + seq%64) * 8
 					binary.LittleEndian.PutUint32(hdr.Buf()[h:], uint32(c.id))
 					binary.LittleEndian.PutUint32(hdr.Buf()[h+4:], uint32(seq))
-					wr := verbs.SendWR{WRID: uint64(seq), Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
-						SGList: append([]verbs.SGE{hdr.SGE(h, 8)}, splitSGE(rng, csrc, msgOff(c.id, seq, n), n-8)...)}
+					wr := ibv.SendWR{WRID: uint64(seq), Opcode: ibv.WRSend, Flags: ibv.SendSignaled,
+						SGList: append([]ibv.SGE{hdr.SGE(h, 8)}, splitSGE(rng, csrc, msgOff(c.id, seq, n), n-8)...)}
 					if seq%2 == 1 {
-						wr.Opcode, wr.Imm = verbs.WRSendWithImm, uint32(c.id<<24|seq)
+						wr.Opcode, wr.Imm = ibv.WRSendWithImm, uint32(c.id<<24|seq)
 					}
 					if c.ah != nil {
 						wr.AH, wr.RemoteQPN, wr.RemoteQKey = c.ah, c.server.QPN(), udQKey
@@ -687,7 +688,7 @@ func TestSoakSRQ(t *testing.T) {
 				}
 				for k := c.cq.Poll(wc); k > 0; k = c.cq.Poll(wc) {
 					for _, w := range wc[:k] {
-						if w.Status != verbs.WCSuccess || w.WRID != uint64(c.done) {
+						if w.Status != ibv.WCSuccess || w.WRID != uint64(c.done) {
 							t.Fatalf("client %d (%v): send completion %+v, want %d to succeed", c.id, c.typ, w, c.done)
 						}
 						c.done++
@@ -699,11 +700,11 @@ func TestSoakSRQ(t *testing.T) {
 				busy = true
 				for _, w := range wc[:k] {
 					c := clientOf[w.QPNum]
-					if c == nil || w.Status != verbs.WCSuccess {
+					if c == nil || w.Status != ibv.WCSuccess {
 						t.Fatalf("server completion %+v", w)
 					}
 					buf := s.buf[int(w.WRID)*slot:]
-					if c.typ == verbs.QPTypeUD {
+					if c.typ == ibv.QPTypeUD {
 						buf = buf[verbs.GRHLen:]
 					}
 					id, seq := int(binary.LittleEndian.Uint32(buf)), int(binary.LittleEndian.Uint32(buf[4:]))
@@ -712,11 +713,11 @@ func TestSoakSRQ(t *testing.T) {
 					}
 					n := c.sizes[seq]
 					wantLen := n
-					if c.typ == verbs.QPTypeUD {
+					if c.typ == ibv.QPTypeUD {
 						wantLen += verbs.GRHLen
 					}
 					withImm := seq%2 == 1
-					if int(w.ByteLen) != wantLen || (w.Flags&verbs.WCWithImm != 0) != withImm || withImm && w.Imm != uint32(c.id<<24|seq) {
+					if int(w.ByteLen) != wantLen || (w.Flags&ibv.WCWithImm != 0) != withImm || withImm && w.Imm != uint32(c.id<<24|seq) {
 						t.Fatalf("client %d message %d of %d bytes: completion %+v", c.id, seq, n, w)
 					}
 					off := msgOff(c.id, seq, n)
@@ -724,7 +725,7 @@ func TestSoakSRQ(t *testing.T) {
 						t.Fatalf("client %d (%v) message %d of %d bytes arrived damaged", c.id, c.typ, seq, n)
 					}
 					c.got[seq]++
-					if c.typ == verbs.QPTypeRC {
+					if c.typ == ibv.QPTypeRC {
 						if seq != c.next {
 							t.Fatalf("RC client %d: message %d arrived, want %d", c.id, seq, c.next)
 						}
@@ -737,7 +738,7 @@ func TestSoakSRQ(t *testing.T) {
 			}
 			evs, _ := s.dev.AsyncEvents()
 			for _, ev := range evs {
-				if ev.Type == verbs.EventSRQLimitReached {
+				if ev.Type == ibv.EventSRQLimitReached {
 					limits++
 					arm()
 					armings++
@@ -745,7 +746,7 @@ func TestSoakSRQ(t *testing.T) {
 			}
 			finished := true
 			for _, c := range cs {
-				finished = finished && c.done == perClient && (c.typ != verbs.QPTypeRC || c.next == perClient)
+				finished = finished && c.done == perClient && (c.typ != ibv.QPTypeRC || c.next == perClient)
 			}
 			if finished {
 				break

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -39,9 +40,9 @@ func seedFor(t *testing.T) uint64 {
 var soakImpairment = fabric.Impairment{Loss: 0.10, Reorder: 0.10, Duplicate: 0.05}
 
 // soakOpcodes are the RC soak's operations, drawn uniformly.
-var soakOpcodes = []verbs.WROpcode{
-	verbs.WRSend, verbs.WRSendWithImm, verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm,
-	verbs.WRRDMARead, verbs.WRAtomicCmpAndSwp, verbs.WRAtomicFetchAndAdd,
+var soakOpcodes = []ibv.WROpcode{
+	ibv.WRSend, ibv.WRSendWithImm, ibv.WRRDMAWrite, ibv.WRRDMAWriteWithImm,
+	ibv.WRRDMARead, ibv.WRAtomicCmpAndSwp, ibv.WRAtomicFetchAndAdd,
 }
 
 // soakSize draws a message size from [1, max]: log-uniformly (every
@@ -68,13 +69,13 @@ func soakSize(rng *rand.Rand, mtu, max int) int {
 
 // splitSGE cuts [off, off+n) of mr into up to three SGEs at random points,
 // so gather and scatter cross SGE boundaries.
-func splitSGE(rng *rand.Rand, mr *verbs.MR, off, n int) []verbs.SGE {
+func splitSGE(rng *rand.Rand, mr *verbs.MR, off, n int) []ibv.SGE {
 	cuts := []int{0, n}
 	for range rng.IntN(3) {
 		cuts = append(cuts, rng.IntN(n+1))
 	}
 	slices.Sort(cuts)
-	sgl := make([]verbs.SGE, 0, len(cuts)-1)
+	sgl := make([]ibv.SGE, 0, len(cuts)-1)
 	for i := 1; i < len(cuts); i++ {
 		if l := cuts[i] - cuts[i-1]; l > 0 {
 			sgl = append(sgl, mr.SGE(off+cuts[i-1], l))
@@ -149,7 +150,7 @@ type soakSide struct {
 // soakOp is one posted work request and what the lane expects of it.
 type soakOp struct {
 	seq      uint64
-	op       verbs.WROpcode
+	op       ibv.WROpcode
 	n        int // message length
 	srcOff   int // payload: src[srcOff:srcOff+n]
 	buf      *soakSide
@@ -177,7 +178,7 @@ type lane struct {
 	cas       uint64 // the responder's CAS word, as it must be
 	casFailed int
 	bytes     int64
-	byOp      map[verbs.WROpcode]int
+	byOp      map[ibv.WROpcode]int
 }
 
 const soakArena = 4 << 20
@@ -215,13 +216,13 @@ func TestSoakRC(t *testing.T) {
 			newSoakDev(t, f, netip.MustParseAddr("10.0.0.1"), src),
 			newSoakDev(t, f, netip.MustParseAddr("10.0.0.2"), src),
 		}
-		o := pairOpts{mtu: verbs.MTU4096, timeout: 14, retry: 7, rnr: 7}
+		o := pairOpts{mtu: ibv.MTU4096, timeout: 14, retry: 7, rnr: 7}
 		o.defaults()
 		ls := make([]*lane, lanes)
 		for i := range ls {
 			a, b := devs[i%2], devs[1-i%2]
 			l := &lane{id: i, rng: rand.New(rand.NewPCG(seed, uint64(i))), src: src, inv: inv,
-				mtu: o.mtu.Bytes(), maxSize: 1 << 20, window: 16, byOp: map[verbs.WROpcode]int{}}
+				mtu: o.mtu.Bytes(), maxSize: 1 << 20, window: 16, byOp: map[ibv.WROpcode]int{}}
 			l.req = newSoakSide(t, a, o, l.window*8)
 			l.resp = newSoakSide(t, b, o, 16)
 			// The requester's PSNs start just short of the 24-bit wrap,
@@ -246,7 +247,7 @@ func TestSoakRC(t *testing.T) {
 		if t.Failed() {
 			return
 		}
-		byOp := map[verbs.WROpcode]int{}
+		byOp := map[ibv.WROpcode]int{}
 		var volume int64
 		for _, l := range ls {
 			// The atomics' words end where the model says.
@@ -290,7 +291,7 @@ func newSoakDev(t *testing.T, f *fabric.Fabric, addr netip.Addr, src []byte) *so
 	d := &soakDev{dev: dev}
 	d.pd, err = dev.AllocPD()
 	must(t, err)
-	d.src, err = d.pd.RegMR(bytes.Clone(src), verbs.AccessRemoteRead)
+	d.src, err = d.pd.RegMR(bytes.Clone(src), ibv.AccessRemoteRead)
 	must(t, err)
 	return d
 }
@@ -306,7 +307,7 @@ func newSoakSide(t *testing.T, d *soakDev, o pairOpts, atomLen int) *soakSide {
 	s.atom, err = d.pd.RegMR(make([]byte, atomLen), o.access)
 	must(t, err)
 	s.qp, err = d.pd.CreateQP(verbs.QPInitAttr{Type: o.typ, SendCQ: s.cq, RecvCQ: s.cq,
-		Cap: verbs.QPCap{MaxSendWR: o.maxWR, MaxRecvWR: o.maxWR, MaxSendSGE: 4, MaxRecvSGE: 4}})
+		Cap: ibv.QPCap{MaxSendWR: o.maxWR, MaxRecvWR: o.maxWR, MaxSendSGE: 4, MaxRecvSGE: 4}})
 	must(t, err)
 	return s
 }
@@ -314,7 +315,7 @@ func newSoakSide(t *testing.T, d *soakDev, o pairOpts, atomLen int) *soakSide {
 // run posts n work requests, keeping up to l.window outstanding, and
 // checks every completion as it arrives.
 func (l *lane) run(n int) error {
-	wc := make([]verbs.WorkCompletion, 32)
+	wc := make([]ibv.WorkCompletion, 32)
 	progress := time.Now()
 	for posted := 0; posted < n || len(l.ops) > 0; {
 		for posted < n && len(l.ops) < l.window {
@@ -356,14 +357,14 @@ func (l *lane) run(n int) error {
 func (l *lane) post() (bool, error) {
 	op := soakOpcodes[l.rng.IntN(len(soakOpcodes))]
 	w := &soakOp{seq: l.nextSeq, op: op, bufOff: -1}
-	wr := verbs.SendWR{WRID: w.seq, Opcode: op, Flags: verbs.SendSignaled}
+	wr := ibv.SendWR{WRID: w.seq, Opcode: op, Flags: ibv.SendSignaled}
 	switch op {
-	case verbs.WRAtomicCmpAndSwp, verbs.WRAtomicFetchAndAdd:
+	case ibv.WRAtomicCmpAndSwp, ibv.WRAtomicFetchAndAdd:
 		w.n = 8
 		slot := int(w.seq%uint64(l.window)) * 8
-		wr.SGList = []verbs.SGE{l.req.atom.SGE(slot, 8)}
+		wr.SGList = []ibv.SGE{l.req.atom.SGE(slot, 8)}
 		wr.RKey = l.resp.atom.RKey()
-		if op == verbs.WRAtomicFetchAndAdd {
+		if op == ibv.WRAtomicFetchAndAdd {
 			wr.RemoteAddr = l.resp.atom.Addr()
 			wr.CompareAdd = l.rng.Uint64() >> l.rng.IntN(64)
 			w.wantOrig = l.counter
@@ -385,7 +386,7 @@ func (l *lane) post() (bool, error) {
 		w.srcOff = l.rng.IntN(len(l.src) - w.n + 1)
 		local := l.req.d.src
 		w.buf = l.resp
-		if op == verbs.WRRDMARead {
+		if op == ibv.WRRDMARead {
 			w.buf = l.req
 		}
 		off, ok := w.buf.fifo.alloc(w.n)
@@ -397,21 +398,21 @@ func (l *lane) post() (bool, error) {
 		// there, so every byte not written is caught.
 		copy(w.buf.arena.Buf()[off:off+w.n], l.inv[w.srcOff:])
 		switch op {
-		case verbs.WRRDMARead:
+		case ibv.WRRDMARead:
 			wr.SGList = splitSGE(l.rng, l.req.arena, off, w.n)
 			wr.RemoteAddr, wr.RKey = l.resp.d.src.Addr()+uint64(w.srcOff), l.resp.d.src.RKey()
 		default:
 			wr.SGList = splitSGE(l.rng, local, w.srcOff, w.n)
 			wr.RemoteAddr, wr.RKey = l.resp.arena.Addr()+uint64(off), l.resp.arena.RKey()
 		}
-		if op == verbs.WRSendWithImm || op == verbs.WRRDMAWriteWithImm {
+		if op == ibv.WRSendWithImm || op == ibv.WRRDMAWriteWithImm {
 			w.imm = l.rng.Uint32()
 			wr.Imm = w.imm
 		}
-		w.needRecv = op == verbs.WRSend || op == verbs.WRSendWithImm || op == verbs.WRRDMAWriteWithImm
+		w.needRecv = op == ibv.WRSend || op == ibv.WRSendWithImm || op == ibv.WRRDMAWriteWithImm
 		if w.needRecv {
-			rwr := verbs.RecvWR{WRID: w.seq}
-			if op != verbs.WRRDMAWriteWithImm {
+			rwr := ibv.RecvWR{WRID: w.seq}
+			if op != ibv.WRRDMAWriteWithImm {
 				rwr.SGList = splitSGE(l.rng, l.resp.arena, off, w.n)
 			}
 			if _, err := l.resp.qp.PostRecv(rwr); err != nil {
@@ -431,7 +432,7 @@ func (l *lane) post() (bool, error) {
 
 // complete checks one completion against the oldest work request waiting
 // for it: RC completes both queues in order.
-func (l *lane) complete(s *soakSide, wc *verbs.WorkCompletion) error {
+func (l *lane) complete(s *soakSide, wc *ibv.WorkCompletion) error {
 	var w *soakOp
 	for _, o := range l.ops {
 		if s == l.req && !o.sent || s == l.resp && o.needRecv && !o.recvd {
@@ -446,42 +447,42 @@ func (l *lane) complete(s *soakSide, wc *verbs.WorkCompletion) error {
 	if w == nil {
 		return fmt.Errorf("lane %d: unexpected %s completion %+v", l.id, side, *wc)
 	}
-	if wc.Status != verbs.WCSuccess || wc.WRID != w.seq {
+	if wc.Status != ibv.WCSuccess || wc.WRID != w.seq {
 		return fmt.Errorf("lane %d: %s completion %+v, want WR %d (%v, %d bytes) to succeed", l.id, side, *wc, w.seq, w.op, w.n)
 	}
 	if s == l.resp {
 		w.recvd = true
-		wantOp, n := verbs.WCRecv, uint32(w.n)
-		if w.op == verbs.WRRDMAWriteWithImm {
-			wantOp = verbs.WCRecvRDMAWithImm
+		wantOp, n := ibv.WCRecv, uint32(w.n)
+		if w.op == ibv.WRRDMAWriteWithImm {
+			wantOp = ibv.WCRecvRDMAWithImm
 		}
-		hasImm := wc.Flags&verbs.WCWithImm != 0
-		if wc.Opcode != wantOp || wc.ByteLen != n || hasImm != (w.op != verbs.WRSend) || hasImm && wc.Imm != w.imm {
+		hasImm := wc.Flags&ibv.WCWithImm != 0
+		if wc.Opcode != wantOp || wc.ByteLen != n || hasImm != (w.op != ibv.WRSend) || hasImm && wc.Imm != w.imm {
 			return fmt.Errorf("lane %d: receive completion %+v for %v of %d bytes with imm %#x", l.id, *wc, w.op, w.n, w.imm)
 		}
 		return l.checkData(w)
 	}
 	w.sent = true
-	var wantOp verbs.WCOpcode
+	var wantOp ibv.WCOpcode
 	switch w.op {
-	case verbs.WRSend, verbs.WRSendWithImm:
-		wantOp = verbs.WCSend
-	case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm:
-		wantOp = verbs.WCRDMAWrite
-	case verbs.WRRDMARead:
-		wantOp = verbs.WCRDMARead
-	case verbs.WRAtomicCmpAndSwp:
-		wantOp = verbs.WCCompSwap
-	case verbs.WRAtomicFetchAndAdd:
-		wantOp = verbs.WCFetchAdd
+	case ibv.WRSend, ibv.WRSendWithImm:
+		wantOp = ibv.WCSend
+	case ibv.WRRDMAWrite, ibv.WRRDMAWriteWithImm:
+		wantOp = ibv.WCRDMAWrite
+	case ibv.WRRDMARead:
+		wantOp = ibv.WCRDMARead
+	case ibv.WRAtomicCmpAndSwp:
+		wantOp = ibv.WCCompSwap
+	case ibv.WRAtomicFetchAndAdd:
+		wantOp = ibv.WCFetchAdd
 	}
 	if wc.Opcode != wantOp || wc.ByteLen != uint32(w.n) {
 		return fmt.Errorf("lane %d: send completion %+v for %v of %d bytes", l.id, *wc, w.op, w.n)
 	}
 	switch w.op {
-	case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm, verbs.WRRDMARead:
+	case ibv.WRRDMAWrite, ibv.WRRDMAWriteWithImm, ibv.WRRDMARead:
 		return l.checkData(w)
-	case verbs.WRAtomicCmpAndSwp, verbs.WRAtomicFetchAndAdd:
+	case ibv.WRAtomicCmpAndSwp, ibv.WRAtomicFetchAndAdd:
 		slot := int(w.seq%uint64(l.window)) * 8
 		if got := binary.NativeEndian.Uint64(l.req.atom.Buf()[slot:]); got != w.wantOrig {
 			return fmt.Errorf("lane %d: %v %d returned %#x, want %#x", l.id, w.op, w.seq, got, w.wantOrig)
@@ -529,11 +530,11 @@ func (l *lane) retire() {
 }
 
 // ucOpcodes are the UC soak's operations, drawn uniformly.
-var ucOpcodes = []verbs.WROpcode{verbs.WRSend, verbs.WRSendWithImm, verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm}
+var ucOpcodes = []ibv.WROpcode{ibv.WRSend, ibv.WRSendWithImm, ibv.WRRDMAWrite, ibv.WRRDMAWriteWithImm}
 
 // ucMsg is one message of a UC round.
 type ucMsg struct {
-	op     verbs.WROpcode
+	op     ibv.WROpcode
 	n      int
 	srcOff int
 	dstOff int // WRITE target in the responder's arena
@@ -555,7 +556,7 @@ type ucLane struct {
 	freeBufs  []int // receive buffers not posted
 	posted    int   // receives posted and not completed
 	seq       uint32
-	delivered map[verbs.WROpcode]int
+	delivered map[ibv.WROpcode]int
 	sent      int
 }
 
@@ -595,13 +596,13 @@ func TestSoakUC(t *testing.T) {
 			newSoakDev(t, f, netip.MustParseAddr("10.0.0.1"), src),
 			newSoakDev(t, f, netip.MustParseAddr("10.0.0.2"), src),
 		}
-		o := pairOpts{typ: verbs.QPTypeUC, mtu: verbs.MTU256}
+		o := pairOpts{typ: ibv.QPTypeUC, mtu: ibv.MTU256}
 		o.defaults()
 		var ls [2]*ucLane
 		for i := range ls {
 			a, b := devs[i], devs[1-i]
 			l := &ucLane{id: i, rng: rand.New(rand.NewPCG(seed, uint64(i))), src: src,
-				mtu: o.mtu.Bytes(), maxSize: 16 << 10, delivered: map[verbs.WROpcode]int{}}
+				mtu: o.mtu.Bytes(), maxSize: 16 << 10, delivered: map[ibv.WROpcode]int{}}
 			l.req = newSoakSide(t, a, o, 8)
 			l.resp = newSoakSide(t, b, o, 8)
 			if (ucRecvBufs(roundSize)+roundSize)*l.maxSize > soakArena {
@@ -633,14 +634,14 @@ func TestSoakUC(t *testing.T) {
 				}
 			}
 		}
-		all, byOp := 0, map[verbs.WROpcode]int{}
+		all, byOp := 0, map[ibv.WROpcode]int{}
 		for _, l := range ls {
 			for op, n := range l.delivered {
 				all += n
 				byOp[op] += n
 			}
 		}
-		for _, op := range []verbs.WROpcode{verbs.WRSend, verbs.WRSendWithImm, verbs.WRRDMAWriteWithImm} {
+		for _, op := range []ibv.WROpcode{ibv.WRSend, ibv.WRSendWithImm, ibv.WRRDMAWriteWithImm} {
 			if byOp[op] == 0 {
 				t.Errorf("no %v delivered", op)
 			}
@@ -666,7 +667,7 @@ func (l *ucLane) post(n int) error {
 		k := l.freeBufs[len(l.freeBufs)-1]
 		l.freeBufs = l.freeBufs[:len(l.freeBufs)-1]
 		clear(arena[k*l.maxSize : (k+1)*l.maxSize])
-		if _, err := l.resp.qp.PostRecv(verbs.RecvWR{WRID: uint64(k), SGList: splitSGE(l.rng, l.resp.arena, k*l.maxSize, l.maxSize)}); err != nil {
+		if _, err := l.resp.qp.PostRecv(ibv.RecvWR{WRID: uint64(k), SGList: splitSGE(l.rng, l.resp.arena, k*l.maxSize, l.maxSize)}); err != nil {
 			return fmt.Errorf("UC lane %d: post receive: %w", l.id, err)
 		}
 		l.posted++
@@ -677,17 +678,17 @@ func (l *ucLane) post(n int) error {
 		m := ucMsg{op: ucOpcodes[l.rng.IntN(len(ucOpcodes))], n: soakSize(l.rng, l.mtu, l.maxSize)}
 		m.srcOff = l.rng.IntN(len(l.src) - m.n + 1)
 		m.dstOff = writes + i*l.maxSize
-		wr := verbs.SendWR{WRID: uint64(l.sent), Opcode: m.op, Flags: verbs.SendSignaled,
+		wr := ibv.SendWR{WRID: uint64(l.sent), Opcode: m.op, Flags: ibv.SendSignaled,
 			SGList: splitSGE(l.rng, l.req.d.src, m.srcOff, m.n)}
 		switch m.op {
-		case verbs.WRSendWithImm, verbs.WRRDMAWriteWithImm:
+		case ibv.WRSendWithImm, ibv.WRRDMAWriteWithImm:
 			// The immediate names the message, so a WRITE's completion
 			// says which target to check.
 			m.imm = l.seq
 			wr.Imm = m.imm
 		}
 		l.seq++
-		if m.op == verbs.WRRDMAWrite || m.op == verbs.WRRDMAWriteWithImm {
+		if m.op == ibv.WRRDMAWrite || m.op == ibv.WRRDMAWriteWithImm {
 			clear(l.resp.arena.Buf()[m.dstOff : m.dstOff+m.n])
 			wr.RemoteAddr, wr.RKey = l.resp.arena.Addr()+uint64(m.dstOff), l.resp.arena.RKey()
 		}
@@ -705,14 +706,14 @@ func (l *ucLane) post(n int) error {
 // round, delivered at most once (twice for a single packet, which the
 // fabric may duplicate).
 func (l *ucLane) check() error {
-	wc := make([]verbs.WorkCompletion, 2*len(l.round)+8)
+	wc := make([]ibv.WorkCompletion, 2*len(l.round)+8)
 	k := l.req.cq.Poll(wc)
 	if k != len(l.round) {
 		return fmt.Errorf("UC lane %d: %d send completions for %d sends", l.id, k, len(l.round))
 	}
 	first := uint64(l.sent - len(l.round))
 	for i, c := range wc[:k] {
-		if c.Status != verbs.WCSuccess || c.WRID != first+uint64(i) {
+		if c.Status != ibv.WCSuccess || c.WRID != first+uint64(i) {
 			return fmt.Errorf("UC lane %d: send completion %+v, want WR %d to succeed", l.id, c, first+uint64(i))
 		}
 	}
@@ -722,7 +723,7 @@ func (l *ucLane) check() error {
 	}
 	l.times = append(l.times[:0], make([]int, len(l.round))...)
 	for _, c := range wc[:k] {
-		if c.Status != verbs.WCSuccess {
+		if c.Status != ibv.WCSuccess {
 			return fmt.Errorf("UC lane %d: receive completion %+v", l.id, c)
 		}
 		l.posted--
@@ -739,7 +740,7 @@ func (l *ucLane) check() error {
 
 // match finds the message of the round that completion c delivered,
 // checking its bytes.
-func (l *ucLane) match(c *verbs.WorkCompletion) (int, error) {
+func (l *ucLane) match(c *ibv.WorkCompletion) (int, error) {
 	arena := l.resp.arena.Buf()
 	for i := range l.round {
 		m := &l.round[i]
@@ -748,9 +749,9 @@ func (l *ucLane) match(c *verbs.WorkCompletion) (int, error) {
 		}
 		want := l.src[m.srcOff : m.srcOff+m.n]
 		switch m.op {
-		case verbs.WRSend, verbs.WRSendWithImm:
-			withImm := m.op == verbs.WRSendWithImm
-			if c.Opcode != verbs.WCRecv || int(c.ByteLen) != m.n || (c.Flags&verbs.WCWithImm != 0) != withImm ||
+		case ibv.WRSend, ibv.WRSendWithImm:
+			withImm := m.op == ibv.WRSendWithImm
+			if c.Opcode != ibv.WCRecv || int(c.ByteLen) != m.n || (c.Flags&ibv.WCWithImm != 0) != withImm ||
 				withImm && c.Imm != m.imm {
 				continue
 			}
@@ -758,8 +759,8 @@ func (l *ucLane) match(c *verbs.WorkCompletion) (int, error) {
 			if bytes.Equal(arena[buf:buf+m.n], want) {
 				return i, nil
 			}
-		case verbs.WRRDMAWriteWithImm:
-			if c.Opcode != verbs.WCRecvRDMAWithImm || c.Flags&verbs.WCWithImm == 0 || c.Imm != m.imm {
+		case ibv.WRRDMAWriteWithImm:
+			if c.Opcode != ibv.WCRecvRDMAWithImm || c.Flags&ibv.WCWithImm == 0 || c.Imm != m.imm {
 				continue
 			}
 			if int(c.ByteLen) != m.n {

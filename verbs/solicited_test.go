@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/wire"
 )
@@ -30,13 +31,13 @@ type seEnd struct {
 	qp       *verbs.QP
 }
 
-func newSEEnd(t *testing.T, f *fabric.Fabric, addr string, typ verbs.QPType) *seEnd {
+func newSEEnd(t *testing.T, f *fabric.Fabric, addr string, typ ibv.QPType) *seEnd {
 	t.Helper()
 	e := &seEnd{dev: openDev(t, f, addr, 0)}
 	var err error
 	e.pd, err = e.dev.AllocPD()
 	must(t, err)
-	e.mr, err = e.pd.RegMR(make([]byte, 1<<16), verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	e.mr, err = e.pd.RegMR(make([]byte, 1<<16), ibv.AccessLocalWrite|ibv.AccessRemoteWrite)
 	must(t, err)
 	e.ch = e.dev.CreateCompChannel()
 	e.scq, err = e.dev.CreateCQ(64, e.ch)
@@ -44,26 +45,26 @@ func newSEEnd(t *testing.T, f *fabric.Fabric, addr string, typ verbs.QPType) *se
 	e.rcq, err = e.dev.CreateCQ(64, e.ch)
 	must(t, err)
 	e.qp, err = e.pd.CreateQP(verbs.QPInitAttr{Type: typ, SendCQ: e.scq, RecvCQ: e.rcq,
-		Cap: verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		Cap: ibv.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	must(t, err)
 	return e
 }
 
 // newSEPair connects two seEnds with QPs of typ; for UD it returns the
 // address handle from a to b.
-func newSEPair(t *testing.T, f *fabric.Fabric, typ verbs.QPType) (a, b *seEnd, ah *verbs.AH) {
+func newSEPair(t *testing.T, f *fabric.Fabric, typ ibv.QPType) (a, b *seEnd, ah *verbs.AH) {
 	t.Helper()
 	a = newSEEnd(t, f, "10.0.0.1", typ)
 	b = newSEEnd(t, f, "10.0.0.2", typ)
-	if typ == verbs.QPTypeUD {
+	if typ == ibv.QPTypeUD {
 		udToRTS(t, a.qp, 5)
 		udToRTS(t, b.qp, 5)
 		var err error
-		ah, err = a.pd.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GlobalRoute{DGID: b.dev.Addr()}})
+		ah, err = a.pd.CreateAH(ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{DGID: b.dev.Addr()}})
 		must(t, err)
 		return a, b, ah
 	}
-	o := pairOpts{typ: typ, mtu: verbs.MTU1024, timeout: 14, retry: 7, rnr: 7}
+	o := pairOpts{typ: typ, mtu: ibv.MTU1024, timeout: 14, retry: 7, rnr: 7}
 	ea, eb := &end{dev: a.dev, qp: a.qp}, &end{dev: b.dev, qp: b.qp}
 	connect(t, ea, eb, o, 0, 0)
 	connect(t, eb, ea, o, 0, 0)
@@ -105,19 +106,19 @@ func (e *seEnd) wantCQEvent(t *testing.T, what string, want *verbs.CQ) {
 // for the solicited ones, and on the wire only the message's last packet
 // carries the SE bit, and only when solicited.
 func TestSolicitedEndToEnd(t *testing.T) {
-	for _, typ := range []verbs.QPType{verbs.QPTypeRC, verbs.QPTypeUC, verbs.QPTypeUD} {
+	for _, typ := range []ibv.QPType{ibv.QPTypeRC, ibv.QPTypeUC, ibv.QPTypeUD} {
 		t.Run(typ.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := fabric.New(fabric.Config{})
 				defer f.Close()
 				a, b, ah := newSEPair(t, f, typ)
 				rec := record(t, f)
-				ops := []verbs.WROpcode{verbs.WRSend, verbs.WRSendWithImm}
+				ops := []ibv.WROpcode{ibv.WRSend, ibv.WRSendWithImm}
 				sizes := []int{100, 2500} // one packet, three at MTU 1024
-				if typ == verbs.QPTypeUD {
+				if typ == ibv.QPTypeUD {
 					sizes = sizes[:1]
 				} else {
-					ops = append(ops, verbs.WRRDMAWriteWithImm)
+					ops = append(ops, ibv.WRRDMAWriteWithImm)
 				}
 				id := uint64(0)
 				for _, op := range ops {
@@ -126,13 +127,13 @@ func TestSolicitedEndToEnd(t *testing.T) {
 							id++
 							what := fmt.Sprintf("%v of %d bytes, solicited %v", op, n, sol)
 							must(t, b.rcq.ReqNotify(true))
-							must2(t)(b.qp.PostRecv(verbs.RecvWR{WRID: id, SGList: []verbs.SGE{b.mr.SGE(0, 4096)}}))
+							must2(t)(b.qp.PostRecv(ibv.RecvWR{WRID: id, SGList: []ibv.SGE{b.mr.SGE(0, 4096)}}))
 							rec.reset()
-							wr := verbs.SendWR{WRID: id, Opcode: op, Imm: uint32(id), SGList: []verbs.SGE{a.mr.SGE(0, n)}}
+							wr := ibv.SendWR{WRID: id, Opcode: op, Imm: uint32(id), SGList: []ibv.SGE{a.mr.SGE(0, n)}}
 							if sol {
-								wr.Flags |= verbs.SendSolicited
+								wr.Flags |= ibv.SendSolicited
 							}
-							if op == verbs.WRRDMAWriteWithImm {
+							if op == ibv.WRRDMAWriteWithImm {
 								wr.RemoteAddr, wr.RKey = b.mr.Addr()+8192, b.mr.RKey()
 							}
 							if ah != nil {
@@ -140,7 +141,7 @@ func TestSolicitedEndToEnd(t *testing.T) {
 							}
 							must2(t)(a.qp.PostSend(wr))
 							wc := waitWC(t, b.rcq, 1)[0]
-							if wc.Status != verbs.WCSuccess || wc.WRID != id {
+							if wc.Status != ibv.WCSuccess || wc.WRID != id {
 								t.Fatalf("%s: receive completion %+v", what, wc)
 							}
 							var want *verbs.CQ
@@ -183,12 +184,12 @@ func TestSolicitedNotWrite(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := fabric.New(fabric.Config{})
 		defer f.Close()
-		a, b, _ := newSEPair(t, f, verbs.QPTypeRC)
+		a, b, _ := newSEPair(t, f, ibv.QPTypeRC)
 		rec := record(t, f)
 		must(t, b.rcq.ReqNotify(true))
 		must(t, b.scq.ReqNotify(true))
-		must2(t)(a.qp.PostSend(verbs.SendWR{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSolicited | verbs.SendSignaled,
-			SGList: []verbs.SGE{a.mr.SGE(0, 2500)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}))
+		must2(t)(a.qp.PostSend(ibv.SendWR{WRID: 1, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSolicited | ibv.SendSignaled,
+			SGList: []ibv.SGE{a.mr.SGE(0, 2500)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}))
 		waitWC(t, a.scq, 1)
 		b.wantCQEvent(t, "solicited WRITE", nil)
 		for _, p := range rec.match(fabric.From(a.dev.Addr())) {
@@ -208,18 +209,18 @@ func TestNotifyErrorsAndArming(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := fabric.New(fabric.Config{})
 		defer f.Close()
-		a, b, _ := newSEPair(t, f, verbs.QPTypeRC)
-		send := func(id uint64, flags verbs.SendFlags) {
+		a, b, _ := newSEPair(t, f, ibv.QPTypeRC)
+		send := func(id uint64, flags ibv.SendFlags) {
 			t.Helper()
-			must2(t)(a.qp.PostSend(verbs.SendWR{WRID: id, Opcode: verbs.WRSend, Flags: flags | verbs.SendSignaled,
-				SGList: []verbs.SGE{a.mr.SGE(0, 64)}}))
+			must2(t)(a.qp.PostSend(ibv.SendWR{WRID: id, Opcode: ibv.WRSend, Flags: flags | ibv.SendSignaled,
+				SGList: []ibv.SGE{a.mr.SGE(0, 64)}}))
 		}
 		for i := range 8 {
-			must2(t)(b.qp.PostRecv(verbs.RecvWR{WRID: uint64(i), SGList: []verbs.SGE{b.mr.SGE(i*128, 128)}}))
+			must2(t)(b.qp.PostRecv(ibv.RecvWR{WRID: uint64(i), SGList: []ibv.SGE{b.mr.SGE(i*128, 128)}}))
 		}
 
 		must(t, a.scq.ReqNotify(true))
-		send(1, verbs.SendSolicited)
+		send(1, ibv.SendSolicited)
 		waitWC(t, a.scq, 1)
 		waitWC(t, b.rcq, 1)
 		a.wantCQEvent(t, "successful solicited send, sender's CQ", nil)
@@ -227,8 +228,8 @@ func TestNotifyErrorsAndArming(t *testing.T) {
 
 		// One event per arming.
 		must(t, b.rcq.ReqNotify(true))
-		send(2, verbs.SendSolicited)
-		send(3, verbs.SendSolicited)
+		send(2, ibv.SendSolicited)
+		send(3, ibv.SendSolicited)
 		waitWC(t, b.rcq, 2)
 		waitWC(t, a.scq, 2)
 		b.wantCQEvent(t, "two solicited receives, one arming", b.rcq)
@@ -240,9 +241,9 @@ func TestNotifyErrorsAndArming(t *testing.T) {
 		b.wantCQEvent(t, "armed for any, then solicited-only", b.rcq)
 
 		// A failed send: a WRITE with a bad rkey.
-		must2(t)(a.qp.PostSend(verbs.SendWR{WRID: 5, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
-			SGList: []verbs.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey() ^ 0x80}))
-		if wc := waitWC(t, a.scq, 1)[0]; wc.Status != verbs.WCRemAccessErr {
+		must2(t)(a.qp.PostSend(ibv.SendWR{WRID: 5, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
+			SGList: []ibv.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey() ^ 0x80}))
+		if wc := waitWC(t, a.scq, 1)[0]; wc.Status != ibv.WCRemAccessErr {
 			t.Fatalf("WRITE with a bad rkey: %+v", wc)
 		}
 		a.wantCQEvent(t, "failed send, solicited-only", a.scq)
@@ -250,8 +251,8 @@ func TestNotifyErrorsAndArming(t *testing.T) {
 		// The receiver's QP went to ERR: its receives are flushed, and a
 		// solicited-only request is met by the first flush.
 		must(t, b.rcq.ReqNotify(true))
-		must2(t)(b.qp.PostRecv(verbs.RecvWR{WRID: 100}))
-		if wc := waitWC(t, b.rcq, 5); wc[0].Status != verbs.WCWRFlushErr {
+		must2(t)(b.qp.PostRecv(ibv.RecvWR{WRID: 100}))
+		if wc := waitWC(t, b.rcq, 5); wc[0].Status != ibv.WCWRFlushErr {
 			t.Fatalf("receives after ERR: %+v", wc)
 		}
 		b.wantCQEvent(t, "flushed receive, solicited-only", b.rcq)

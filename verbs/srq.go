@@ -1,22 +1,15 @@
 package verbs
 
-import "github.com/softnic/softnic/nic"
+import (
+	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/nic"
+)
 
 // SRQAttr holds a shared receive queue's attributes (struct
 // ibv_srq_attr): its capacity in WRs, its SGEs per WR and its armed limit
 // (0 when disarmed).
-type SRQAttr = nic.SRQAttr
 
 // SRQAttrMask selects what SRQ.Modify changes (enum ibv_srq_attr_mask).
-type SRQAttrMask = nic.SRQAttrMask
-
-const (
-	// SRQAttrMaxWR resizes the SRQ to SRQAttr.MaxWR (IBV_SRQ_MAX_WR).
-	SRQAttrMaxWR = nic.SRQAttrMaxWR
-	// SRQAttrLimit arms the limit event at SRQAttr.SRQLimit, or disarms
-	// it with 0 (IBV_SRQ_LIMIT).
-	SRQAttrLimit = nic.SRQAttrLimit
-)
 
 // SRQInitAttr describes a shared receive queue to create (struct
 // ibv_srq_init_attr).
@@ -86,7 +79,7 @@ func (pd *PD) CreateSRQ(attr SRQInitAttr) (*SRQ, error) {
 // SRQAttrMaxWR takes a capacity in 1..MaxSRQWR that holds the WRs posted
 // and is not below the armed limit; SRQAttrLimit takes a limit up to the
 // capacity (0 disarms). A refusal is EINVAL and changes nothing.
-func (s *SRQ) Modify(attr *SRQAttr, mask SRQAttrMask) error {
+func (s *SRQ) Modify(attr *ibv.SRQAttr, mask ibv.SRQAttrMask) error {
 	if !s.ok() {
 		return errNil("SRQ")
 	}
@@ -94,9 +87,9 @@ func (s *SRQ) Modify(attr *SRQAttr, mask SRQAttrMask) error {
 }
 
 // Query returns the SRQ's attributes (ibv_query_srq).
-func (s *SRQ) Query() (SRQAttr, error) {
+func (s *SRQ) Query() (ibv.SRQAttr, error) {
 	if !s.ok() {
-		return SRQAttr{}, errNil("SRQ")
+		return ibv.SRQAttr{}, errNil("SRQ")
 	}
 	a, err := s.s.Query()
 	return a, errno(err)
@@ -105,7 +98,7 @@ func (s *SRQ) Query() (SRQAttr, error) {
 // PostRecv posts receive WRs to the SRQ (ibv_post_srq_recv), with bad-WR
 // reporting as QP.PostRecv: EINVAL for too many SGEs, ENOMEM (and ENOSPC)
 // for a full SRQ.
-func (s *SRQ) PostRecv(wrs ...RecvWR) (int, error) {
+func (s *SRQ) PostRecv(wrs ...ibv.RecvWR) (int, error) {
 	if !s.ok() {
 		return 0, errNil("SRQ")
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -33,7 +34,7 @@ func newSRQServer(t testing.TB, f *fabric.Fabric, addr string, maxWR, slot int) 
 	if s.cq, err = dev.CreateCQ(8192, nil); err != nil {
 		t.Fatal(err)
 	}
-	if s.mr, err = s.pd.RegMR(s.buf, verbs.AccessLocalWrite|verbs.AccessRemoteWrite); err != nil {
+	if s.mr, err = s.pd.RegMR(s.buf, ibv.AccessLocalWrite|ibv.AccessRemoteWrite); err != nil {
 		t.Fatal(err)
 	}
 	if s.srq, err = s.pd.CreateSRQ(verbs.SRQInitAttr{MaxWR: uint32(maxWR), MaxSGE: 1}); err != nil {
@@ -47,14 +48,14 @@ func newSRQServer(t testing.TB, f *fabric.Fabric, addr string, maxWR, slot int) 
 
 func (s *srqServer) repost(t testing.TB, i int) {
 	t.Helper()
-	must2(t)(s.srq.PostRecv(verbs.RecvWR{WRID: uint64(i), SGList: []verbs.SGE{s.mr.SGE(i*s.slot, s.slot)}}))
+	must2(t)(s.srq.PostRecv(ibv.RecvWR{WRID: uint64(i), SGList: []ibv.SGE{s.mr.SGE(i*s.slot, s.slot)}}))
 }
 
 // qp makes a QP of type typ on the server's SRQ.
-func (s *srqServer) qp(t testing.TB, typ verbs.QPType) *verbs.QP {
+func (s *srqServer) qp(t testing.TB, typ ibv.QPType) *verbs.QP {
 	t.Helper()
 	qp, err := s.pd.CreateQP(verbs.QPInitAttr{Type: typ, SendCQ: s.cq, RecvCQ: s.cq, SRQ: s.srq,
-		Cap: verbs.QPCap{MaxSendWR: 16, MaxSendSGE: 1}})
+		Cap: ibv.QPCap{MaxSendWR: 16, MaxSendSGE: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestSRQManyRCQPs(t *testing.T) {
 		defer f.Close()
 		const clients, per, slot = 6, 100, 3000
 		s := newSRQServer(t, f, "10.0.0.100", 32, slot)
-		o := pairOpts{typ: verbs.QPTypeRC, mtu: verbs.MTU1024, timeout: 14, retry: 7, rnr: 7, maxWR: per, bufSize: per * slot}
+		o := pairOpts{typ: ibv.QPTypeRC, mtu: ibv.MTU1024, timeout: 14, retry: 7, rnr: 7, maxWR: per, bufSize: per * slot}
 		var cs []*end
 		serverQP := map[uint32]int{} // server QPN → client
 		for i := range clients {
@@ -117,12 +118,12 @@ func TestSRQManyRCQPs(t *testing.T) {
 			for k := range per {
 				n := 8 + (k*397+i*101)%(slot-8)
 				fillMsg(c.buf[k*slot:k*slot+n], i, k)
-				must2(t)(c.qp.PostSend(verbs.SendWR{WRID: uint64(k), Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
-					SGList: []verbs.SGE{c.mr.SGE(k*slot, n)}}))
+				must2(t)(c.qp.PostSend(ibv.SendWR{WRID: uint64(k), Opcode: ibv.WRSend, Flags: ibv.SendSignaled,
+					SGList: []ibv.SGE{c.mr.SGE(k*slot, n)}}))
 			}
 		}
 		next := make([]int, clients)
-		wc := make([]verbs.WorkCompletion, 32)
+		wc := make([]ibv.WorkCompletion, 32)
 		deadline := time.Now().Add(time.Minute)
 		for got := 0; got < clients*per; {
 			k := s.cq.Poll(wc)
@@ -134,7 +135,7 @@ func TestSRQManyRCQPs(t *testing.T) {
 				continue
 			}
 			for _, w := range wc[:k] {
-				if w.Status != verbs.WCSuccess || w.Opcode != verbs.WCRecv {
+				if w.Status != ibv.WCSuccess || w.Opcode != ibv.WCRecv {
 					t.Fatalf("completion %+v", w)
 				}
 				i := int(w.WRID)
@@ -155,7 +156,7 @@ func TestSRQManyRCQPs(t *testing.T) {
 		}
 		for _, c := range cs {
 			for _, w := range waitWC(t, c.cq, per) {
-				if w.Status != verbs.WCSuccess {
+				if w.Status != ibv.WCSuccess {
 					t.Fatalf("client completion %+v", w)
 				}
 			}
@@ -169,11 +170,11 @@ func limitEvents(dev *verbs.Device, srq *verbs.SRQ) (limits int, lastWQE []uint3
 	evs, _ := dev.AsyncEvents()
 	for _, ev := range evs {
 		switch ev.Type {
-		case verbs.EventSRQLimitReached:
+		case ibv.EventSRQLimitReached:
 			if ev.Other == srq {
 				limits++
 			}
-		case verbs.EventQPLastWQEReached:
+		case ibv.EventQPLastWQEReached:
 			lastWQE = append(lastWQE, ev.QPN)
 		}
 	}
@@ -189,13 +190,13 @@ func TestSRQLimitEvent(t *testing.T) {
 		defer f.Close()
 		const slot = 256
 		s := newSRQServer(t, f, "10.0.0.100", 16, slot)
-		c, _ := rcClient(t, f, "10.0.0.1", s, pairOpts{typ: verbs.QPTypeRC, timeout: 14, retry: 7, rnr: 7})
+		c, _ := rcClient(t, f, "10.0.0.1", s, pairOpts{typ: ibv.QPTypeRC, timeout: 14, retry: 7, rnr: 7})
 		sent := 0
 		consume := func(n int) {
 			t.Helper()
 			for range n {
-				must2(t)(c.qp.PostSend(verbs.SendWR{WRID: uint64(sent), Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
-					SGList: []verbs.SGE{c.mr.SGE(0, 16)}}))
+				must2(t)(c.qp.PostSend(ibv.SendWR{WRID: uint64(sent), Opcode: ibv.WRSend, Flags: ibv.SendSignaled,
+					SGList: []ibv.SGE{c.mr.SGE(0, 16)}}))
 				sent++
 			}
 			waitWC(t, c.cq, n) // every send is acknowledged, so its WQE was taken
@@ -206,7 +207,7 @@ func TestSRQLimitEvent(t *testing.T) {
 			must(t, err)
 			return a.SRQLimit
 		}
-		arm := func(l uint32) { must(t, s.srq.Modify(&verbs.SRQAttr{SRQLimit: l}, verbs.SRQAttrLimit)) }
+		arm := func(l uint32) { must(t, s.srq.Modify(&ibv.SRQAttr{SRQLimit: l}, ibv.SRQAttrLimit)) }
 
 		if l := limit(); l != 0 {
 			t.Fatalf("a new SRQ has limit %d, want 0 (disarmed)", l)
@@ -264,12 +265,12 @@ func TestSRQMixedTransports(t *testing.T) {
 		defer f.Close()
 		const slot = 2048
 		s := newSRQServer(t, f, "10.0.0.100", 8, slot)
-		rc, rcQP := rcClient(t, f, "10.0.0.1", s, pairOpts{typ: verbs.QPTypeRC, timeout: 14, retry: 7, rnr: 7})
-		uc, ucQP := rcClient(t, f, "10.0.0.2", s, pairOpts{typ: verbs.QPTypeUC})
-		udQP := s.qp(t, verbs.QPTypeUD)
+		rc, rcQP := rcClient(t, f, "10.0.0.1", s, pairOpts{typ: ibv.QPTypeRC, timeout: 14, retry: 7, rnr: 7})
+		uc, ucQP := rcClient(t, f, "10.0.0.2", s, pairOpts{typ: ibv.QPTypeUC})
+		udQP := s.qp(t, ibv.QPTypeUD)
 		udToRTS(t, udQP, 0x99)
 		ud := newUDEnd(t, f, "10.0.0.3", udOpts{qkey: 0x99})
-		ah, err := ud.pd.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GlobalRoute{DGID: s.dev.Addr()}})
+		ah, err := ud.pd.CreateAH(ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{DGID: s.dev.Addr()}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -277,15 +278,15 @@ func TestSRQMixedTransports(t *testing.T) {
 		fillMsg(rc.buf[:1500], 0, 0)
 		fillMsg(uc.buf[:1200], 1, 0)
 		fillMsg(ud.buf[:900], 2, 0)
-		var sw []verbs.WorkCompletion
-		must2(t)(rc.qp.PostSend(verbs.SendWR{WRID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGList: []verbs.SGE{rc.mr.SGE(0, 1500)}}))
+		var sw []ibv.WorkCompletion
+		must2(t)(rc.qp.PostSend(ibv.SendWR{WRID: 1, Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGList: []ibv.SGE{rc.mr.SGE(0, 1500)}}))
 		sw = append(sw, waitWC(t, s.cq, 1)...)
-		must2(t)(uc.qp.PostSend(verbs.SendWR{WRID: 1, Opcode: verbs.WRSendWithImm, Imm: 5, Flags: verbs.SendSignaled, SGList: []verbs.SGE{uc.mr.SGE(0, 1200)}}))
+		must2(t)(uc.qp.PostSend(ibv.SendWR{WRID: 1, Opcode: ibv.WRSendWithImm, Imm: 5, Flags: ibv.SendSignaled, SGList: []ibv.SGE{uc.mr.SGE(0, 1200)}}))
 		sw = append(sw, waitWC(t, s.cq, 1)...)
 		ud.send(t, ah, udQP.QPN(), 0x99, 1, 0, 900)
 		sw = append(sw, waitWC(t, s.cq, 1)...)
 		for _, c := range []*verbs.CQ{rc.cq, uc.cq, ud.cq} {
-			if w := waitWC(t, c, 1)[0]; w.Status != verbs.WCSuccess {
+			if w := waitWC(t, c, 1)[0]; w.Status != ibv.WCSuccess {
 				t.Fatalf("client completion %+v", w)
 			}
 		}
@@ -293,10 +294,10 @@ func TestSRQMixedTransports(t *testing.T) {
 			qpn  uint32
 			n    uint32
 			off  int
-			flag verbs.WCFlags
-		}{{rcQP.QPN(), 1500, 0, 0}, {ucQP.QPN(), 1200, 0, verbs.WCWithImm}, {udQP.QPN(), 40 + 900, 40, verbs.WCGRH}} {
+			flag ibv.WCFlags
+		}{{rcQP.QPN(), 1500, 0, 0}, {ucQP.QPN(), 1200, 0, ibv.WCWithImm}, {udQP.QPN(), 40 + 900, 40, ibv.WCGRH}} {
 			w := sw[i]
-			if w.Status != verbs.WCSuccess || w.WRID != uint64(i) || w.QPNum != want.qpn || w.ByteLen != want.n || w.Flags != want.flag {
+			if w.Status != ibv.WCSuccess || w.WRID != uint64(i) || w.QPNum != want.qpn || w.ByteLen != want.n || w.Flags != want.flag {
 				t.Fatalf("server completion %d: %+v, want WQE %d on QP %#x, %d bytes, flags %v", i, w, i, want.qpn, want.n, want.flag)
 			}
 			if c, q := checkMsg(t, s.buf[i*slot+want.off:i*slot+int(want.n)]); c != i || q != 0 {
@@ -309,10 +310,10 @@ func TestSRQMixedTransports(t *testing.T) {
 		ud.send(t, ah, udQP.QPN(), 0x99, 2, 0, 2040)
 		waitWC(t, ud.cq, 1)
 		w := waitWC(t, s.cq, 1)[0]
-		if w.Status != verbs.WCRemInvReqErr || w.WRID != 3 || w.QPNum != udQP.QPN() {
+		if w.Status != ibv.WCRemInvReqErr || w.WRID != 3 || w.QPNum != udQP.QPN() {
 			t.Fatalf("too-big datagram on an SRQ: %+v, want WQE 3 with REM_INV_REQ_ERR", w)
 		}
-		if s := udQP.State(); s != verbs.QPStateRTS {
+		if s := udQP.State(); s != ibv.QPStateRTS {
 			t.Fatalf("UD QP state %v after a length error, want RTS", s)
 		}
 		if got := s.srq.Len(); got != 4 {
@@ -340,29 +341,29 @@ func TestSRQRules(t *testing.T) {
 			t.Fatalf("Query = %+v, %v", a, err)
 		}
 		// Full: ENOMEM. Too many SGEs: EINVAL.
-		if n, err := s.srq.PostRecv(verbs.RecvWR{WRID: 99}); n != 0 || !errors.Is(err, verbs.ENOMEM) {
+		if n, err := s.srq.PostRecv(ibv.RecvWR{WRID: 99}); n != 0 || !errors.Is(err, verbs.ENOMEM) {
 			t.Fatalf("post to a full SRQ: %d, %v", n, err)
 		}
 		// Resize: not below the WRs posted, not above the maximum.
 		for _, n := range []uint32{7, 0, uint32(max.MaxSRQWR) + 1} {
-			if err := s.srq.Modify(&verbs.SRQAttr{MaxWR: n}, verbs.SRQAttrMaxWR); !errors.Is(err, verbs.EINVAL) {
+			if err := s.srq.Modify(&ibv.SRQAttr{MaxWR: n}, ibv.SRQAttrMaxWR); !errors.Is(err, verbs.EINVAL) {
 				t.Errorf("resize to %d: %v, want EINVAL", n, err)
 			}
 		}
-		must(t, s.srq.Modify(&verbs.SRQAttr{MaxWR: 12}, verbs.SRQAttrMaxWR))
-		must2(t)(s.srq.PostRecv(verbs.RecvWR{WRID: 8, SGList: []verbs.SGE{s.mr.SGE(0, 8)}}))
-		if n, err := s.srq.PostRecv(verbs.RecvWR{WRID: 10, SGList: []verbs.SGE{s.mr.SGE(0, 8), s.mr.SGE(8, 8)}}); n != 0 || !errors.Is(err, verbs.EINVAL) {
+		must(t, s.srq.Modify(&ibv.SRQAttr{MaxWR: 12}, ibv.SRQAttrMaxWR))
+		must2(t)(s.srq.PostRecv(ibv.RecvWR{WRID: 8, SGList: []ibv.SGE{s.mr.SGE(0, 8)}}))
+		if n, err := s.srq.PostRecv(ibv.RecvWR{WRID: 10, SGList: []ibv.SGE{s.mr.SGE(0, 8), s.mr.SGE(8, 8)}}); n != 0 || !errors.Is(err, verbs.EINVAL) {
 			t.Fatalf("post of 2 SGEs to a 1-SGE SRQ: %d, %v", n, err)
 		}
 		// Limits: not above max_wr; max_wr not below the armed limit.
-		if err := s.srq.Modify(&verbs.SRQAttr{SRQLimit: 13}, verbs.SRQAttrLimit); !errors.Is(err, verbs.EINVAL) {
+		if err := s.srq.Modify(&ibv.SRQAttr{SRQLimit: 13}, ibv.SRQAttrLimit); !errors.Is(err, verbs.EINVAL) {
 			t.Fatalf("limit above max_wr: %v", err)
 		}
-		must(t, s.srq.Modify(&verbs.SRQAttr{SRQLimit: 11}, verbs.SRQAttrLimit))
-		if err := s.srq.Modify(&verbs.SRQAttr{MaxWR: 10}, verbs.SRQAttrMaxWR); !errors.Is(err, verbs.EINVAL) {
+		must(t, s.srq.Modify(&ibv.SRQAttr{SRQLimit: 11}, ibv.SRQAttrLimit))
+		if err := s.srq.Modify(&ibv.SRQAttr{MaxWR: 10}, ibv.SRQAttrMaxWR); !errors.Is(err, verbs.EINVAL) {
 			t.Fatalf("max_wr below the armed limit: %v", err)
 		}
-		if err := s.srq.Modify(&verbs.SRQAttr{}, 1<<5); !errors.Is(err, verbs.EINVAL) {
+		if err := s.srq.Modify(&ibv.SRQAttr{}, 1<<5); !errors.Is(err, verbs.EINVAL) {
 			t.Fatalf("unknown mask bit: %v", err)
 		}
 		if a, _ := s.srq.Query(); a.MaxWR != 12 || a.SRQLimit != 11 {
@@ -370,12 +371,12 @@ func TestSRQRules(t *testing.T) {
 		}
 
 		// A QP on the SRQ: no RQ of its own.
-		qp := s.qp(t, verbs.QPTypeRC)
+		qp := s.qp(t, ibv.QPTypeRC)
 		if at, init := qp.Query(); at.Cap.MaxRecvWR != 0 || init.SRQ != s.srq {
 			t.Fatalf("QP on an SRQ: cap %+v, init SRQ %v", at.Cap, init.SRQ)
 		}
-		must(t, qp.Modify(&verbs.QPAttr{State: verbs.QPStateInit, PortNum: 1}, verbs.QPAttrState|verbs.QPAttrPort|verbs.QPAttrPKeyIndex|verbs.QPAttrAccessFlags))
-		if _, err := qp.PostRecv(verbs.RecvWR{WRID: 1}); !errors.Is(err, verbs.EINVAL) {
+		must(t, qp.Modify(&ibv.QPAttr{State: ibv.QPStateInit, PortNum: 1}, ibv.QPAttrState|ibv.QPAttrPort|ibv.QPAttrPKeyIndex|ibv.QPAttrAccessFlags))
+		if _, err := qp.PostRecv(ibv.RecvWR{WRID: 1}); !errors.Is(err, verbs.EINVAL) {
 			t.Fatalf("PostRecv on a QP with an SRQ: %v, want EINVAL", err)
 		}
 		// Destroy: EBUSY while the QP uses it; the PD is held.
@@ -390,16 +391,16 @@ func TestSRQRules(t *testing.T) {
 		if err := s.srq.Destroy(); !errors.Is(err, verbs.EINVAL) {
 			t.Fatalf("second Destroy: %v, want EINVAL", err)
 		}
-		if _, err := s.srq.PostRecv(verbs.RecvWR{}); !errors.Is(err, verbs.EINVAL) {
+		if _, err := s.srq.PostRecv(ibv.RecvWR{}); !errors.Is(err, verbs.EINVAL) {
 			t.Fatalf("post to a destroyed SRQ: %v", err)
 		}
 		if _, err := s.srq.Query(); !errors.Is(err, verbs.EINVAL) {
 			t.Fatalf("query of a destroyed SRQ: %v", err)
 		}
-		if _, err := s.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: s.cq, RecvCQ: s.cq, SRQ: s.srq}); !errors.Is(err, verbs.EINVAL) {
+		if _, err := s.pd.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: s.cq, RecvCQ: s.cq, SRQ: s.srq}); !errors.Is(err, verbs.EINVAL) {
 			t.Fatalf("CreateQP on a destroyed SRQ: %v", err)
 		}
-		if _, err := s.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: s.cq, RecvCQ: s.cq, SRQ: &verbs.SRQ{}}); !errors.Is(err, verbs.EINVAL) {
+		if _, err := s.pd.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: s.cq, RecvCQ: s.cq, SRQ: &verbs.SRQ{}}); !errors.Is(err, verbs.EINVAL) {
 			t.Fatalf("CreateQP on a zero SRQ: %v", err)
 		}
 	})
@@ -413,30 +414,30 @@ func TestSRQLastWQEReached(t *testing.T) {
 		f := fabric.New(fabric.Config{Seed: 25})
 		defer f.Close()
 		s := newSRQServer(t, f, "10.0.0.100", 8, 256)
-		c, sq := rcClient(t, f, "10.0.0.1", s, pairOpts{typ: verbs.QPTypeRC, timeout: 14, retry: 7, rnr: 7})
+		c, sq := rcClient(t, f, "10.0.0.1", s, pairOpts{typ: ibv.QPTypeRC, timeout: 14, retry: 7, rnr: 7})
 		limitEvents(s.dev, s.srq)
 
 		// On its own: a WRITE with a bad rkey makes the responder's QP go
 		// to ERR (class C, remote access error).
-		must2(t)(c.qp.PostSend(verbs.SendWR{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
-			SGList: []verbs.SGE{c.mr.SGE(0, 8)}, RemoteAddr: s.mr.Addr(), RKey: s.mr.RKey() ^ 0x80}))
-		if w := waitWC(t, c.cq, 1)[0]; w.Status != verbs.WCRemAccessErr {
+		must2(t)(c.qp.PostSend(ibv.SendWR{WRID: 1, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
+			SGList: []ibv.SGE{c.mr.SGE(0, 8)}, RemoteAddr: s.mr.Addr(), RKey: s.mr.RKey() ^ 0x80}))
+		if w := waitWC(t, c.cq, 1)[0]; w.Status != ibv.WCRemAccessErr {
 			t.Fatalf("write completion %+v", w)
 		}
-		if st := sq.State(); st != verbs.QPStateErr {
+		if st := sq.State(); st != ibv.QPStateErr {
 			t.Fatalf("server QP %v, want ERR", st)
 		}
 		if _, last := limitEvents(s.dev, s.srq); len(last) != 1 || last[0] != sq.QPN() {
 			t.Fatalf("LAST_WQE_REACHED for %v, want [%#x]", last, sq.QPN())
 		}
 		// Staying in ERR: no second event. RESET and ERR again: one more.
-		must(t, sq.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState))
+		must(t, sq.Modify(&ibv.QPAttr{State: ibv.QPStateErr}, ibv.QPAttrState))
 		if _, last := limitEvents(s.dev, s.srq); len(last) != 0 {
 			t.Fatalf("LAST_WQE_REACHED again in ERR: %v", last)
 		}
-		must(t, sq.Modify(&verbs.QPAttr{State: verbs.QPStateReset}, verbs.QPAttrState))
-		must(t, sq.Modify(&verbs.QPAttr{State: verbs.QPStateInit, PortNum: 1}, verbs.QPAttrState|verbs.QPAttrPort|verbs.QPAttrPKeyIndex|verbs.QPAttrAccessFlags))
-		must(t, sq.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState))
+		must(t, sq.Modify(&ibv.QPAttr{State: ibv.QPStateReset}, ibv.QPAttrState))
+		must(t, sq.Modify(&ibv.QPAttr{State: ibv.QPStateInit, PortNum: 1}, ibv.QPAttrState|ibv.QPAttrPort|ibv.QPAttrPKeyIndex|ibv.QPAttrAccessFlags))
+		must(t, sq.Modify(&ibv.QPAttr{State: ibv.QPStateErr}, ibv.QPAttrState))
 		if _, last := limitEvents(s.dev, s.srq); len(last) != 1 || last[0] != sq.QPN() {
 			t.Fatalf("LAST_WQE_REACHED after a modify to ERR: %v", last)
 		}
@@ -445,10 +446,10 @@ func TestSRQLastWQEReached(t *testing.T) {
 			t.Fatalf("%d WQEs left in the SRQ, want 8", n)
 		}
 		// A QP without an SRQ: no event.
-		must(t, c.qp.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState))
+		must(t, c.qp.Modify(&ibv.QPAttr{State: ibv.QPStateErr}, ibv.QPAttrState))
 		evs, _ := c.dev.AsyncEvents()
 		for _, ev := range evs {
-			if ev.Type == verbs.EventQPLastWQEReached {
+			if ev.Type == ibv.EventQPLastWQEReached {
 				t.Fatalf("LAST_WQE_REACHED for a QP without an SRQ: %+v", ev)
 			}
 		}

@@ -9,43 +9,44 @@ import (
 	"testing/synctest"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
 // The QP state machine through the public API: QP.Modify against the
 // kernel's qp_state_table (drivers/infiniband/core/verbs.c), transcribed
-// here independently of package transport so that a change to either is
-// caught. SQE is never entered by softnic (nor by rxe): its row is covered
-// by transport's own tests.
+// here independently of the engine's table (internal/transport) so that a
+// change to either is caught. SQE is never entered by softnic (nor by rxe):
+// its row is covered by internal/transport's own tests.
 
 // Short names for the masks of the table.
 const (
-	mPKey    = verbs.QPAttrPKeyIndex
-	mPort    = verbs.QPAttrPort
-	mQKey    = verbs.QPAttrQKey
-	mAccess  = verbs.QPAttrAccessFlags
-	mAV      = verbs.QPAttrAV
-	mMTU     = verbs.QPAttrPathMTU
-	mDestQPN = verbs.QPAttrDestQPN
-	mRQPSN   = verbs.QPAttrRQPSN
-	mSQPSN   = verbs.QPAttrSQPSN
-	mDestRd  = verbs.QPAttrMaxDestRdAtomic
-	mRd      = verbs.QPAttrMaxQPRdAtomic
-	mRNRTmr  = verbs.QPAttrMinRNRTimer
-	mTimeout = verbs.QPAttrTimeout
-	mRetry   = verbs.QPAttrRetryCnt
-	mRNRRtr  = verbs.QPAttrRNRRetry
-	mAlt     = verbs.QPAttrAltPath
-	mMig     = verbs.QPAttrPathMigState
-	mCur     = verbs.QPAttrCurState
-	mSQDNtfy = verbs.QPAttrEnSQDAsyncNotify
-	mCap     = verbs.QPAttrCap
-	mRate    = verbs.QPAttrRateLimit
+	mPKey    = ibv.QPAttrPKeyIndex
+	mPort    = ibv.QPAttrPort
+	mQKey    = ibv.QPAttrQKey
+	mAccess  = ibv.QPAttrAccessFlags
+	mAV      = ibv.QPAttrAV
+	mMTU     = ibv.QPAttrPathMTU
+	mDestQPN = ibv.QPAttrDestQPN
+	mRQPSN   = ibv.QPAttrRQPSN
+	mSQPSN   = ibv.QPAttrSQPSN
+	mDestRd  = ibv.QPAttrMaxDestRdAtomic
+	mRd      = ibv.QPAttrMaxQPRdAtomic
+	mRNRTmr  = ibv.QPAttrMinRNRTimer
+	mTimeout = ibv.QPAttrTimeout
+	mRetry   = ibv.QPAttrRetryCnt
+	mRNRRtr  = ibv.QPAttrRNRRetry
+	mAlt     = ibv.QPAttrAltPath
+	mMig     = ibv.QPAttrPathMigState
+	mCur     = ibv.QPAttrCurState
+	mSQDNtfy = ibv.QPAttrEnSQDAsyncNotify
+	mCap     = ibv.QPAttrCap
+	mRate    = ibv.QPAttrRateLimit
 )
 
 // stAllAttrs is every attribute of enum ibv_qp_attr_mask besides
 // IBV_QP_STATE.
-var stAllAttrs = []verbs.AttrMask{
+var stAllAttrs = []ibv.AttrMask{
 	mCur, mSQDNtfy, mAccess, mPKey, mPort, mQKey, mAV, mMTU, mTimeout, mRetry, mRNRRtr,
 	mRQPSN, mRd, mAlt, mRNRTmr, mSQPSN, mDestRd, mMig, mCap, mDestQPN, mRate,
 }
@@ -53,22 +54,22 @@ var stAllAttrs = []verbs.AttrMask{
 // stRule is one legal transition: its required and optional attributes
 // besides IBV_QP_STATE.
 type stRule struct {
-	cur, next verbs.QPState
-	req, opt  verbs.AttrMask
+	cur, next ibv.QPState
+	req, opt  ibv.AttrMask
 }
 
 // stRules returns the legal transitions of an RC or UC QP from the states
 // softnic can reach (qp_state_table, RC and UC columns).
-func stRules(typ verbs.QPType) []stRule {
-	R, I, RTR, RTS, SQD, E := verbs.QPStateReset, verbs.QPStateInit, verbs.QPStateRTR,
-		verbs.QPStateRTS, verbs.QPStateSQD, verbs.QPStateErr
+func stRules(typ ibv.QPType) []stRule {
+	R, I, RTR, RTS, SQD, E := ibv.QPStateReset, ibv.QPStateInit, ibv.QPStateRTR,
+		ibv.QPStateRTS, ibv.QPStateSQD, ibv.QPStateErr
 	rules := []stRule{
 		{cur: R, next: R},
 		{cur: R, next: I, req: mPKey | mPort | mAccess},
 		{cur: I, next: I, opt: mPKey | mPort | mAccess},
 		{cur: RTS, next: SQD, opt: mSQDNtfy},
 	}
-	if typ == verbs.QPTypeRC {
+	if typ == ibv.QPTypeRC {
 		rules = append(rules,
 			stRule{cur: I, next: RTR, req: mAV | mMTU | mDestQPN | mRQPSN | mDestRd | mRNRTmr, opt: mAlt | mAccess | mPKey},
 			stRule{cur: RTR, next: RTS, req: mTimeout | mRetry | mRNRRtr | mSQPSN | mRd, opt: mCur | mAlt | mAccess | mRNRTmr | mMig},
@@ -87,13 +88,13 @@ func stRules(typ verbs.QPType) []stRule {
 	}
 	// Any state but RESET may go to RESET or ERR (RESET->ERR is not in the
 	// current kernel's table); RESET->RESET is above.
-	for _, s := range []verbs.QPState{I, RTR, RTS, SQD, E} {
+	for _, s := range []ibv.QPState{I, RTR, RTS, SQD, E} {
 		rules = append(rules, stRule{cur: s, next: R}, stRule{cur: s, next: E})
 	}
 	return rules
 }
 
-func stRuleFor(typ verbs.QPType, cur, next verbs.QPState) (stRule, bool) {
+func stRuleFor(typ ibv.QPType, cur, next ibv.QPState) (stRule, bool) {
 	for _, r := range stRules(typ) {
 		if r.cur == cur && r.next == next {
 			return r, true
@@ -103,28 +104,28 @@ func stRuleFor(typ verbs.QPType, cur, next verbs.QPState) (stRule, bool) {
 }
 
 // stReachable are the states a QP can be driven to through the API.
-var stReachable = []verbs.QPState{
-	verbs.QPStateReset, verbs.QPStateInit, verbs.QPStateRTR, verbs.QPStateRTS, verbs.QPStateSQD, verbs.QPStateErr,
+var stReachable = []ibv.QPState{
+	ibv.QPStateReset, ibv.QPStateInit, ibv.QPStateRTR, ibv.QPStateRTS, ibv.QPStateSQD, ibv.QPStateErr,
 }
 
-var stTypes = []verbs.QPType{verbs.QPTypeRC, verbs.QPTypeUC}
+var stTypes = []ibv.QPType{ibv.QPTypeRC, ibv.QPTypeUC}
 
 // stPeer is the address the QPs' paths point at; nothing needs to answer.
 var stPeer = netip.MustParseAddr("10.0.0.2")
 
 // stAttr returns attributes with a valid value for every field, for a
 // modify from cur to next.
-func stAttr(cur, next verbs.QPState) verbs.QPAttr {
-	return verbs.QPAttr{
+func stAttr(cur, next ibv.QPState) ibv.QPAttr {
+	return ibv.QPAttr{
 		State: next, CurState: cur, EnSQDAsyncNotify: true,
-		AccessFlags: verbs.AccessRemoteWrite | verbs.AccessRemoteRead,
+		AccessFlags: ibv.AccessRemoteWrite | ibv.AccessRemoteRead,
 		PKeyIndex:   0, PortNum: 1, QKey: 0x11111111,
-		AHAttr: verbs.AHAttr{IsGlobal: true, PortNum: 1,
-			GRH: verbs.GlobalRoute{DGID: stPeer, HopLimit: 64, TrafficClass: 0x10}},
-		PathMTU: verbs.MTU1024, Timeout: 14, RetryCnt: 6, RNRRetry: 5,
+		AHAttr: ibv.AHAttr{IsGlobal: true, PortNum: 1,
+			GRH: ibv.GlobalRoute{DGID: stPeer, HopLimit: 64, TrafficClass: 0x10}},
+		PathMTU: ibv.MTU1024, Timeout: 14, RetryCnt: 6, RNRRetry: 5,
 		RQPSN: 0x123456, SQPSN: 0x654321, MaxRdAtomic: 3, MaxDestRdAtomic: 5,
 		MinRNRTimer: 12, DestQPN: 0xabcde, PathMigState: 0,
-		Cap: verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 2, MaxRecvSGE: 2},
+		Cap: ibv.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 2, MaxRecvSGE: 2},
 	}
 }
 
@@ -160,10 +161,10 @@ func newStEnv(t *testing.T) *stEnv {
 }
 
 // qp creates a QP of type typ in RESET; it is destroyed at cleanup.
-func (e *stEnv) qp(typ verbs.QPType) *verbs.QP {
+func (e *stEnv) qp(typ ibv.QPType) *verbs.QP {
 	e.t.Helper()
 	qp, err := e.pd.CreateQP(verbs.QPInitAttr{Type: typ, SendCQ: e.cq, RecvCQ: e.cq,
-		Cap: verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 64}})
+		Cap: ibv.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 64}})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -173,26 +174,26 @@ func (e *stEnv) qp(typ verbs.QPType) *verbs.QP {
 
 // drive moves qp from RESET to state along RESET->INIT->RTR->RTS->SQD
 // (ERR from INIT), each step with exactly its required attributes.
-func (e *stEnv) drive(qp *verbs.QP, typ verbs.QPType, state verbs.QPState) {
+func (e *stEnv) drive(qp *verbs.QP, typ ibv.QPType, state ibv.QPState) {
 	e.t.Helper()
-	step := func(cur, next verbs.QPState) {
+	step := func(cur, next ibv.QPState) {
 		e.t.Helper()
 		r, ok := stRuleFor(typ, cur, next)
 		if !ok {
 			e.t.Fatalf("no rule %v->%v", cur, next)
 		}
 		a := stAttr(cur, next)
-		if err := qp.Modify(&a, verbs.QPAttrState|r.req); err != nil {
+		if err := qp.Modify(&a, ibv.QPAttrState|r.req); err != nil {
 			e.t.Fatalf("driving %v QP %v->%v: %v", typ, cur, next, err)
 		}
 	}
-	path := map[verbs.QPState][]verbs.QPState{
-		verbs.QPStateReset: {verbs.QPStateReset},
-		verbs.QPStateInit:  {verbs.QPStateReset, verbs.QPStateInit},
-		verbs.QPStateRTR:   {verbs.QPStateReset, verbs.QPStateInit, verbs.QPStateRTR},
-		verbs.QPStateRTS:   {verbs.QPStateReset, verbs.QPStateInit, verbs.QPStateRTR, verbs.QPStateRTS},
-		verbs.QPStateSQD:   {verbs.QPStateReset, verbs.QPStateInit, verbs.QPStateRTR, verbs.QPStateRTS, verbs.QPStateSQD},
-		verbs.QPStateErr:   {verbs.QPStateReset, verbs.QPStateInit, verbs.QPStateErr},
+	path := map[ibv.QPState][]ibv.QPState{
+		ibv.QPStateReset: {ibv.QPStateReset},
+		ibv.QPStateInit:  {ibv.QPStateReset, ibv.QPStateInit},
+		ibv.QPStateRTR:   {ibv.QPStateReset, ibv.QPStateInit, ibv.QPStateRTR},
+		ibv.QPStateRTS:   {ibv.QPStateReset, ibv.QPStateInit, ibv.QPStateRTR, ibv.QPStateRTS},
+		ibv.QPStateSQD:   {ibv.QPStateReset, ibv.QPStateInit, ibv.QPStateRTR, ibv.QPStateRTS, ibv.QPStateSQD},
+		ibv.QPStateErr:   {ibv.QPStateReset, ibv.QPStateInit, ibv.QPStateErr},
 	}[state]
 	for i := 1; i < len(path); i++ {
 		step(path[i-1], path[i])
@@ -204,7 +205,7 @@ func (e *stEnv) drive(qp *verbs.QP, typ verbs.QPType, state verbs.QPState) {
 }
 
 // qpIn returns a new QP of type typ driven to state.
-func (e *stEnv) qpIn(typ verbs.QPType, state verbs.QPState) *verbs.QP {
+func (e *stEnv) qpIn(typ ibv.QPType, state ibv.QPState) *verbs.QP {
 	e.t.Helper()
 	qp := e.qp(typ)
 	e.drive(qp, typ, state)
@@ -214,7 +215,7 @@ func (e *stEnv) qpIn(typ verbs.QPType, state verbs.QPState) *verbs.QP {
 // stRefused checks that err, the result of the modify described by what,
 // is a refusal wrapping EINVAL whose message contains every one of names,
 // and that the QP is unchanged.
-func stRefused(t *testing.T, what string, qp *verbs.QP, before verbs.QPAttr, err error, names ...string) {
+func stRefused(t *testing.T, what string, qp *verbs.QP, before ibv.QPAttr, err error, names ...string) {
 	t.Helper()
 	if err == nil {
 		t.Errorf("%s: got no error, want one wrapping EINVAL naming %q", what, names)
@@ -233,8 +234,8 @@ func stRefused(t *testing.T, what string, qp *verbs.QP, before verbs.QPAttr, err
 	}
 }
 
-func stBits(m verbs.AttrMask) []verbs.AttrMask {
-	var bits []verbs.AttrMask
+func stBits(m ibv.AttrMask) []ibv.AttrMask {
+	var bits []ibv.AttrMask
 	for _, b := range stAllAttrs {
 		if m&b != 0 {
 			bits = append(bits, b)
@@ -252,7 +253,7 @@ func TestModifyLegalTransitions(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					e := newStEnv(t)
-					masks := []verbs.AttrMask{0}
+					masks := []ibv.AttrMask{0}
 					for _, b := range stBits(r.opt) {
 						if b != mAlt { // RoCE has no alternate path: see TestModifyAltPathRefused
 							masks = append(masks, b)
@@ -261,7 +262,7 @@ func TestModifyLegalTransitions(t *testing.T) {
 					for _, opt := range masks {
 						qp := e.qpIn(typ, r.cur)
 						a := stAttr(r.cur, r.next)
-						mask := verbs.QPAttrState | r.req | opt
+						mask := ibv.QPAttrState | r.req | opt
 						if err := qp.Modify(&a, mask); err != nil {
 							t.Errorf("Modify(%v) = %v, want nil", mask, err)
 							continue
@@ -291,7 +292,7 @@ func TestModifyMissingRequired(t *testing.T) {
 					for _, b := range stBits(r.req) {
 						before, _ := qp.Query()
 						a := stAttr(r.cur, r.next)
-						mask := verbs.QPAttrState | r.req&^b
+						mask := ibv.QPAttrState | r.req&^b
 						err := qp.Modify(&a, mask)
 						stRefused(t, fmt.Sprintf("Modify(%v)", mask), qp, before, err, b.String())
 					}
@@ -316,7 +317,7 @@ func TestModifyDisallowedAttr(t *testing.T) {
 						}
 						before, _ := qp.Query()
 						a := stAttr(r.cur, r.next)
-						mask := verbs.QPAttrState | r.req | b
+						mask := ibv.QPAttrState | r.req | b
 						err := qp.Modify(&a, mask)
 						stRefused(t, fmt.Sprintf("Modify(%v)", mask), qp, before, err, b.String())
 					}
@@ -339,7 +340,7 @@ func TestModifyAltPathRefused(t *testing.T) {
 				qp := e.qpIn(typ, r.cur)
 				before, _ := qp.Query()
 				a := stAttr(r.cur, r.next)
-				err := qp.Modify(&a, verbs.QPAttrState|r.req|mAlt)
+				err := qp.Modify(&a, ibv.QPAttrState|r.req|mAlt)
 				stRefused(t, fmt.Sprintf("%v %v->%v", typ, r.cur, r.next), qp, before, err, "IBV_QP_ALT_PATH")
 			}
 		}
@@ -350,7 +351,7 @@ func TestModifyAltPathRefused(t *testing.T) {
 // in the table, with IBV_QP_STATE alone and with the attributes the next
 // state normally needs: refused, state unchanged.
 func TestModifyIllegalTransitions(t *testing.T) {
-	all := append(append([]verbs.QPState{}, stReachable...), verbs.QPStateSQE)
+	all := append(append([]ibv.QPState{}, stReachable...), ibv.QPStateSQE)
 	for _, typ := range stTypes {
 		t.Run(typ.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -363,13 +364,13 @@ func TestModifyIllegalTransitions(t *testing.T) {
 						}
 						n++
 						// The mask of the usual way into next, if there is one.
-						var usual verbs.AttrMask
+						var usual ibv.AttrMask
 						for _, r := range stRules(typ) {
 							if r.next == next && r.cur != next {
 								usual |= r.req
 							}
 						}
-						for _, mask := range []verbs.AttrMask{verbs.QPAttrState, verbs.QPAttrState | usual} {
+						for _, mask := range []ibv.AttrMask{ibv.QPAttrState, ibv.QPAttrState | usual} {
 							qp := e.qpIn(typ, cur)
 							before, _ := qp.Query()
 							a := stAttr(cur, next)
@@ -380,11 +381,11 @@ func TestModifyIllegalTransitions(t *testing.T) {
 					}
 				}
 				// The examples of ibv_modify_qp(3) misuse must be among them.
-				for _, p := range [][2]verbs.QPState{
-					{verbs.QPStateReset, verbs.QPStateRTR}, {verbs.QPStateReset, verbs.QPStateRTS},
-					{verbs.QPStateInit, verbs.QPStateRTS}, {verbs.QPStateRTR, verbs.QPStateInit},
-					{verbs.QPStateErr, verbs.QPStateRTS}, {verbs.QPStateReset, verbs.QPStateErr},
-					{verbs.QPStateRTS, verbs.QPStateRTR}, {verbs.QPStateSQD, verbs.QPStateInit},
+				for _, p := range [][2]ibv.QPState{
+					{ibv.QPStateReset, ibv.QPStateRTR}, {ibv.QPStateReset, ibv.QPStateRTS},
+					{ibv.QPStateInit, ibv.QPStateRTS}, {ibv.QPStateRTR, ibv.QPStateInit},
+					{ibv.QPStateErr, ibv.QPStateRTS}, {ibv.QPStateReset, ibv.QPStateErr},
+					{ibv.QPStateRTS, ibv.QPStateRTR}, {ibv.QPStateSQD, ibv.QPStateInit},
 				} {
 					if _, ok := stRuleFor(typ, p[0], p[1]); ok {
 						t.Errorf("%v->%v is in the legal table", p[0], p[1])
@@ -404,22 +405,22 @@ func TestModifyWithoutState(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newStEnv(t)
 		for _, tc := range []struct {
-			state verbs.QPState
-			mask  verbs.AttrMask
+			state ibv.QPState
+			mask  ibv.AttrMask
 			ok    bool
 		}{
-			{verbs.QPStateReset, 0, true},
-			{verbs.QPStateInit, mAccess | mPKey, true},
-			{verbs.QPStateRTS, mAccess | mRNRTmr, true},
-			{verbs.QPStateRTR, mAccess, false},
-			{verbs.QPStateRTS, mTimeout, false},
-			{verbs.QPStateErr, mAccess, false},
+			{ibv.QPStateReset, 0, true},
+			{ibv.QPStateInit, mAccess | mPKey, true},
+			{ibv.QPStateRTS, mAccess | mRNRTmr, true},
+			{ibv.QPStateRTR, mAccess, false},
+			{ibv.QPStateRTS, mTimeout, false},
+			{ibv.QPStateErr, mAccess, false},
 		} {
-			qp := e.qpIn(verbs.QPTypeRC, tc.state)
+			qp := e.qpIn(ibv.QPTypeRC, tc.state)
 			before, _ := qp.Query()
 			a := stAttr(tc.state, tc.state)
-			a.State = verbs.QPStateInit // ignored without IBV_QP_STATE
-			a.AccessFlags = verbs.AccessRemoteRead
+			a.State = ibv.QPStateInit // ignored without IBV_QP_STATE
+			a.AccessFlags = ibv.AccessRemoteRead
 			a.MinRNRTimer = 20
 			err := qp.Modify(&a, tc.mask)
 			if !tc.ok {
@@ -434,8 +435,8 @@ func TestModifyWithoutState(t *testing.T) {
 			if got.State != tc.state {
 				t.Errorf("%v: Modify(%v) without IBV_QP_STATE moved the QP to %v", tc.state, tc.mask, got.State)
 			}
-			if tc.mask&mAccess != 0 && got.AccessFlags != verbs.AccessRemoteRead {
-				t.Errorf("%v: access flags %#x, want %#x", tc.state, got.AccessFlags, verbs.AccessRemoteRead)
+			if tc.mask&mAccess != 0 && got.AccessFlags != ibv.AccessRemoteRead {
+				t.Errorf("%v: access flags %#x, want %#x", tc.state, got.AccessFlags, ibv.AccessRemoteRead)
 			}
 			if tc.mask&mRNRTmr != 0 && got.MinRNRTimer != 20 {
 				t.Errorf("%v: min_rnr_timer %d, want 20", tc.state, got.MinRNRTimer)
@@ -448,14 +449,14 @@ func TestModifyWithoutState(t *testing.T) {
 func TestModifyCurState(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newStEnv(t)
-		qp := e.qpIn(verbs.QPTypeRC, verbs.QPStateRTR)
-		r, _ := stRuleFor(verbs.QPTypeRC, verbs.QPStateRTR, verbs.QPStateRTS)
+		qp := e.qpIn(ibv.QPTypeRC, ibv.QPStateRTR)
+		r, _ := stRuleFor(ibv.QPTypeRC, ibv.QPStateRTR, ibv.QPStateRTS)
 		before, _ := qp.Query()
-		a := stAttr(verbs.QPStateInit, verbs.QPStateRTS) // wrong current state
-		err := qp.Modify(&a, verbs.QPAttrState|r.req|mCur)
+		a := stAttr(ibv.QPStateInit, ibv.QPStateRTS) // wrong current state
+		err := qp.Modify(&a, ibv.QPAttrState|r.req|mCur)
 		stRefused(t, "RTR->RTS with cur_qp_state INIT", qp, before, err, "IBV_QP_CUR_STATE")
-		a.CurState = verbs.QPStateRTR
-		must(t, qp.Modify(&a, verbs.QPAttrState|r.req|mCur))
+		a.CurState = ibv.QPStateRTR
+		must(t, qp.Modify(&a, ibv.QPAttrState|r.req|mCur))
 	})
 }
 
@@ -464,59 +465,59 @@ func TestModifyCurState(t *testing.T) {
 func TestModifyValues(t *testing.T) {
 	type tc struct {
 		name string
-		typ  verbs.QPType
-		cur  verbs.QPState // the QP is driven here; the modify goes to the rule's next
-		next verbs.QPState
-		set  func(a *verbs.QPAttr)
+		typ  ibv.QPType
+		cur  ibv.QPState // the QP is driven here; the modify goes to the rule's next
+		next ibv.QPState
+		set  func(a *ibv.QPAttr)
 		attr string // "" = accepted
 	}
-	R, I, RTR, RTS := verbs.QPStateReset, verbs.QPStateInit, verbs.QPStateRTR, verbs.QPStateRTS
-	rc, uc := verbs.QPTypeRC, verbs.QPTypeUC
+	R, I, RTR, RTS := ibv.QPStateReset, ibv.QPStateInit, ibv.QPStateRTR, ibv.QPStateRTS
+	rc, uc := ibv.QPTypeRC, ibv.QPTypeUC
 	tcs := []tc{
-		{"path MTU 0", rc, I, RTR, func(a *verbs.QPAttr) { a.PathMTU = 0 }, "IBV_QP_PATH_MTU"},
-		{"path MTU 6", rc, I, RTR, func(a *verbs.QPAttr) { a.PathMTU = 6 }, "IBV_QP_PATH_MTU"},
-		{"path MTU 4096", rc, I, RTR, func(a *verbs.QPAttr) { a.PathMTU = verbs.MTU4096 }, ""},
-		{"path MTU 256", uc, I, RTR, func(a *verbs.QPAttr) { a.PathMTU = verbs.MTU256 }, ""},
-		{"dest QPN 25 bits", rc, I, RTR, func(a *verbs.QPAttr) { a.DestQPN = 1 << 24 }, "IBV_QP_DEST_QPN"},
-		{"dest QPN 24 bits", rc, I, RTR, func(a *verbs.QPAttr) { a.DestQPN = 1<<24 - 1 }, ""},
-		{"RQ PSN 25 bits", uc, I, RTR, func(a *verbs.QPAttr) { a.RQPSN = 1 << 24 }, "IBV_QP_RQ_PSN"},
-		{"max_dest_rd_atomic 129", rc, I, RTR, func(a *verbs.QPAttr) { a.MaxDestRdAtomic = 129 }, "IBV_QP_MAX_DEST_RD_ATOMIC"},
-		{"max_dest_rd_atomic 128", rc, I, RTR, func(a *verbs.QPAttr) { a.MaxDestRdAtomic = 128 }, ""},
-		{"min_rnr_timer 32", rc, I, RTR, func(a *verbs.QPAttr) { a.MinRNRTimer = 32 }, "IBV_QP_MIN_RNR_TIMER"},
-		{"min_rnr_timer 31", rc, I, RTR, func(a *verbs.QPAttr) { a.MinRNRTimer = 31 }, ""},
-		{"AV without GRH", rc, I, RTR, func(a *verbs.QPAttr) { a.AHAttr.IsGlobal = false }, "IBV_QP_AV"},
-		{"AV without DGID", uc, I, RTR, func(a *verbs.QPAttr) { a.AHAttr.GRH.DGID = netip.Addr{} }, "IBV_QP_AV"},
-		{"AV unspecified DGID", rc, I, RTR, func(a *verbs.QPAttr) { a.AHAttr.GRH.DGID = netip.IPv4Unspecified() }, "IBV_QP_AV"},
-		{"AV multicast DGID", rc, I, RTR, func(a *verbs.QPAttr) { a.AHAttr.GRH.DGID = netip.MustParseAddr("224.0.0.1") }, "IBV_QP_AV"},
-		{"AV IPv6 DGID on an IPv4 device", rc, I, RTR, func(a *verbs.QPAttr) { a.AHAttr.GRH.DGID = netip.MustParseAddr("fd00::2") }, "IBV_QP_AV"},
-		{"AV IPv4-mapped DGID", rc, I, RTR, func(a *verbs.QPAttr) {
+		{"path MTU 0", rc, I, RTR, func(a *ibv.QPAttr) { a.PathMTU = 0 }, "IBV_QP_PATH_MTU"},
+		{"path MTU 6", rc, I, RTR, func(a *ibv.QPAttr) { a.PathMTU = 6 }, "IBV_QP_PATH_MTU"},
+		{"path MTU 4096", rc, I, RTR, func(a *ibv.QPAttr) { a.PathMTU = ibv.MTU4096 }, ""},
+		{"path MTU 256", uc, I, RTR, func(a *ibv.QPAttr) { a.PathMTU = ibv.MTU256 }, ""},
+		{"dest QPN 25 bits", rc, I, RTR, func(a *ibv.QPAttr) { a.DestQPN = 1 << 24 }, "IBV_QP_DEST_QPN"},
+		{"dest QPN 24 bits", rc, I, RTR, func(a *ibv.QPAttr) { a.DestQPN = 1<<24 - 1 }, ""},
+		{"RQ PSN 25 bits", uc, I, RTR, func(a *ibv.QPAttr) { a.RQPSN = 1 << 24 }, "IBV_QP_RQ_PSN"},
+		{"max_dest_rd_atomic 129", rc, I, RTR, func(a *ibv.QPAttr) { a.MaxDestRdAtomic = 129 }, "IBV_QP_MAX_DEST_RD_ATOMIC"},
+		{"max_dest_rd_atomic 128", rc, I, RTR, func(a *ibv.QPAttr) { a.MaxDestRdAtomic = 128 }, ""},
+		{"min_rnr_timer 32", rc, I, RTR, func(a *ibv.QPAttr) { a.MinRNRTimer = 32 }, "IBV_QP_MIN_RNR_TIMER"},
+		{"min_rnr_timer 31", rc, I, RTR, func(a *ibv.QPAttr) { a.MinRNRTimer = 31 }, ""},
+		{"AV without GRH", rc, I, RTR, func(a *ibv.QPAttr) { a.AHAttr.IsGlobal = false }, "IBV_QP_AV"},
+		{"AV without DGID", uc, I, RTR, func(a *ibv.QPAttr) { a.AHAttr.GRH.DGID = netip.Addr{} }, "IBV_QP_AV"},
+		{"AV unspecified DGID", rc, I, RTR, func(a *ibv.QPAttr) { a.AHAttr.GRH.DGID = netip.IPv4Unspecified() }, "IBV_QP_AV"},
+		{"AV multicast DGID", rc, I, RTR, func(a *ibv.QPAttr) { a.AHAttr.GRH.DGID = netip.MustParseAddr("224.0.0.1") }, "IBV_QP_AV"},
+		{"AV IPv6 DGID on an IPv4 device", rc, I, RTR, func(a *ibv.QPAttr) { a.AHAttr.GRH.DGID = netip.MustParseAddr("fd00::2") }, "IBV_QP_AV"},
+		{"AV IPv4-mapped DGID", rc, I, RTR, func(a *ibv.QPAttr) {
 			a.AHAttr.GRH.DGID = netip.AddrFrom16(stPeer.As16())
 		}, ""},
-		{"AV port 2", rc, I, RTR, func(a *verbs.QPAttr) { a.AHAttr.PortNum = 2 }, "IBV_QP_AV"},
-		{"timeout 32", rc, RTR, RTS, func(a *verbs.QPAttr) { a.Timeout = 32 }, "IBV_QP_TIMEOUT"},
-		{"timeout 31", rc, RTR, RTS, func(a *verbs.QPAttr) { a.Timeout = 31 }, ""},
-		{"timeout 0 (infinite)", rc, RTR, RTS, func(a *verbs.QPAttr) { a.Timeout = 0 }, ""},
-		{"retry_cnt 8", rc, RTR, RTS, func(a *verbs.QPAttr) { a.RetryCnt = 8 }, "IBV_QP_RETRY_CNT"},
-		{"retry_cnt 7", rc, RTR, RTS, func(a *verbs.QPAttr) { a.RetryCnt = 7 }, ""},
-		{"rnr_retry 8", rc, RTR, RTS, func(a *verbs.QPAttr) { a.RNRRetry = 8 }, "IBV_QP_RNR_RETRY"},
-		{"max_rd_atomic 129", rc, RTR, RTS, func(a *verbs.QPAttr) { a.MaxRdAtomic = 129 }, "IBV_QP_MAX_QP_RD_ATOMIC"},
-		{"max_rd_atomic 255", rc, RTR, RTS, func(a *verbs.QPAttr) { a.MaxRdAtomic = 255 }, "IBV_QP_MAX_QP_RD_ATOMIC"},
-		{"max_rd_atomic 128", rc, RTR, RTS, func(a *verbs.QPAttr) { a.MaxRdAtomic = 128 }, ""},
-		{"SQ PSN 25 bits", uc, RTR, RTS, func(a *verbs.QPAttr) { a.SQPSN = 1 << 24 }, "IBV_QP_SQ_PSN"},
-		{"port 2", rc, R, I, func(a *verbs.QPAttr) { a.PortNum = 2 }, "IBV_QP_PORT"},
-		{"port 0", uc, R, I, func(a *verbs.QPAttr) { a.PortNum = 0 }, "IBV_QP_PORT"},
-		{"pkey index 1", rc, R, I, func(a *verbs.QPAttr) { a.PKeyIndex = 1 }, "IBV_QP_PKEY_INDEX"},
-		{"state 7", rc, R, 7, func(a *verbs.QPAttr) {}, "out of range"},
-		{"state 200", rc, RTS, 200, func(a *verbs.QPAttr) {}, "out of range"},
+		{"AV port 2", rc, I, RTR, func(a *ibv.QPAttr) { a.AHAttr.PortNum = 2 }, "IBV_QP_AV"},
+		{"timeout 32", rc, RTR, RTS, func(a *ibv.QPAttr) { a.Timeout = 32 }, "IBV_QP_TIMEOUT"},
+		{"timeout 31", rc, RTR, RTS, func(a *ibv.QPAttr) { a.Timeout = 31 }, ""},
+		{"timeout 0 (infinite)", rc, RTR, RTS, func(a *ibv.QPAttr) { a.Timeout = 0 }, ""},
+		{"retry_cnt 8", rc, RTR, RTS, func(a *ibv.QPAttr) { a.RetryCnt = 8 }, "IBV_QP_RETRY_CNT"},
+		{"retry_cnt 7", rc, RTR, RTS, func(a *ibv.QPAttr) { a.RetryCnt = 7 }, ""},
+		{"rnr_retry 8", rc, RTR, RTS, func(a *ibv.QPAttr) { a.RNRRetry = 8 }, "IBV_QP_RNR_RETRY"},
+		{"max_rd_atomic 129", rc, RTR, RTS, func(a *ibv.QPAttr) { a.MaxRdAtomic = 129 }, "IBV_QP_MAX_QP_RD_ATOMIC"},
+		{"max_rd_atomic 255", rc, RTR, RTS, func(a *ibv.QPAttr) { a.MaxRdAtomic = 255 }, "IBV_QP_MAX_QP_RD_ATOMIC"},
+		{"max_rd_atomic 128", rc, RTR, RTS, func(a *ibv.QPAttr) { a.MaxRdAtomic = 128 }, ""},
+		{"SQ PSN 25 bits", uc, RTR, RTS, func(a *ibv.QPAttr) { a.SQPSN = 1 << 24 }, "IBV_QP_SQ_PSN"},
+		{"port 2", rc, R, I, func(a *ibv.QPAttr) { a.PortNum = 2 }, "IBV_QP_PORT"},
+		{"port 0", uc, R, I, func(a *ibv.QPAttr) { a.PortNum = 0 }, "IBV_QP_PORT"},
+		{"pkey index 1", rc, R, I, func(a *ibv.QPAttr) { a.PKeyIndex = 1 }, "IBV_QP_PKEY_INDEX"},
+		{"state 7", rc, R, 7, func(a *ibv.QPAttr) {}, "out of range"},
+		{"state 200", rc, RTS, 200, func(a *ibv.QPAttr) {}, "out of range"},
 	}
 	synctest.Test(t, func(t *testing.T) {
 		e := newStEnv(t)
 		for _, c := range tcs {
 			qp := e.qpIn(c.typ, c.cur)
 			r, ok := stRuleFor(c.typ, c.cur, c.next)
-			mask := verbs.QPAttrState | r.req
+			mask := ibv.QPAttrState | r.req
 			if !ok {
-				mask = verbs.QPAttrState
+				mask = ibv.QPAttrState
 			}
 			a := stAttr(c.cur, c.next)
 			c.set(&a)
@@ -538,9 +539,9 @@ func TestModifyValues(t *testing.T) {
 func TestModifyNilAttr(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newStEnv(t)
-		qp := e.qp(verbs.QPTypeRC)
+		qp := e.qp(ibv.QPTypeRC)
 		before, _ := qp.Query()
-		stRefused(t, "Modify(nil, IBV_QP_STATE)", qp, before, qp.Modify(nil, verbs.QPAttrState), "no attributes")
+		stRefused(t, "Modify(nil, IBV_QP_STATE)", qp, before, qp.Modify(nil, ibv.QPAttrState), "no attributes")
 		if err := qp.Modify(nil, 0); err != nil {
 			t.Errorf("Modify(nil, 0) in RESET = %v, want nil", err)
 		}
@@ -554,17 +555,17 @@ func TestModifyQuery(t *testing.T) {
 		t.Run(typ.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				e := newStEnv(t)
-				qp := e.qpIn(typ, verbs.QPStateRTS)
+				qp := e.qpIn(typ, ibv.QPStateRTS)
 				got, init := qp.Query()
-				want := stAttr(verbs.QPStateRTS, verbs.QPStateRTS)
+				want := stAttr(ibv.QPStateRTS, ibv.QPStateRTS)
 				check := func(name string, got, want any) {
 					t.Helper()
 					if got != want {
 						t.Errorf("%v: Query %s = %v, want %v", typ, name, got, want)
 					}
 				}
-				check("state", got.State, verbs.QPStateRTS)
-				check("cur_state", got.CurState, verbs.QPStateRTS)
+				check("state", got.State, ibv.QPStateRTS)
+				check("cur_state", got.CurState, ibv.QPStateRTS)
 				check("path_mtu", got.PathMTU, want.PathMTU)
 				check("dest_qp_num", got.DestQPN, want.DestQPN)
 				check("rq_psn", got.RQPSN, want.RQPSN)
@@ -573,7 +574,7 @@ func TestModifyQuery(t *testing.T) {
 				check("pkey_index", got.PKeyIndex, want.PKeyIndex)
 				check("qp_access_flags", got.AccessFlags, want.AccessFlags)
 				check("ah_attr", got.AHAttr, want.AHAttr)
-				if typ == verbs.QPTypeRC {
+				if typ == ibv.QPTypeRC {
 					check("timeout", got.Timeout, want.Timeout)
 					check("retry_cnt", got.RetryCnt, want.RetryCnt)
 					check("rnr_retry", got.RNRRetry, want.RNRRetry)
@@ -586,20 +587,20 @@ func TestModifyQuery(t *testing.T) {
 				check("init cap", init.Cap, got.Cap)
 
 				// RTS->RTS changes what it allows and keeps the rest.
-				a := verbs.QPAttr{AccessFlags: verbs.AccessRemoteWrite}
-				must(t, qp.Modify(&a, verbs.QPAttrAccessFlags))
+				a := ibv.QPAttr{AccessFlags: ibv.AccessRemoteWrite}
+				must(t, qp.Modify(&a, ibv.QPAttrAccessFlags))
 				got2, _ := qp.Query()
-				check("access after RTS->RTS", got2.AccessFlags, verbs.AccessRemoteWrite)
+				check("access after RTS->RTS", got2.AccessFlags, ibv.AccessRemoteWrite)
 				check("sq_psn after RTS->RTS", got2.SQPSN, want.SQPSN)
 
 				// Rounding: 1 stays 1, 128 stays 128, 65 becomes 128.
-				if typ == verbs.QPTypeRC {
+				if typ == ibv.QPTypeRC {
 					for _, v := range []struct{ in, out uint8 }{{0, 0}, {1, 1}, {2, 2}, {65, 128}, {128, 128}} {
-						q := e.qpIn(typ, verbs.QPStateRTR)
-						r, _ := stRuleFor(typ, verbs.QPStateRTR, verbs.QPStateRTS)
-						a := stAttr(verbs.QPStateRTR, verbs.QPStateRTS)
+						q := e.qpIn(typ, ibv.QPStateRTR)
+						r, _ := stRuleFor(typ, ibv.QPStateRTR, ibv.QPStateRTS)
+						a := stAttr(ibv.QPStateRTR, ibv.QPStateRTS)
 						a.MaxRdAtomic = v.in
-						must(t, q.Modify(&a, verbs.QPAttrState|r.req))
+						must(t, q.Modify(&a, ibv.QPAttrState|r.req))
 						if g, _ := q.Query(); g.MaxRdAtomic != v.out {
 							t.Errorf("max_rd_atomic %d: Query = %d, want %d", v.in, g.MaxRdAtomic, v.out)
 						}
@@ -617,13 +618,13 @@ func TestModifyResetAndBack(t *testing.T) {
 		e := newStEnv(t)
 		for _, typ := range stTypes {
 			qp := e.qp(typ)
-			reset := verbs.QPAttr{State: verbs.QPStateReset}
-			must(t, qp.Modify(&reset, verbs.QPAttrState))
-			must(t, qp.Modify(&reset, verbs.QPAttrState))
+			reset := ibv.QPAttr{State: ibv.QPStateReset}
+			must(t, qp.Modify(&reset, ibv.QPAttrState))
+			must(t, qp.Modify(&reset, ibv.QPAttrState))
 			for _, s := range stReachable {
 				e.drive(qp, typ, s)
-				must(t, qp.Modify(&reset, verbs.QPAttrState))
-				if got := qp.State(); got != verbs.QPStateReset {
+				must(t, qp.Modify(&reset, ibv.QPAttrState))
+				if got := qp.State(); got != ibv.QPStateReset {
 					t.Errorf("%v from %v to RESET: state %v", typ, s, got)
 				}
 			}
@@ -638,26 +639,26 @@ func TestModifySQD(t *testing.T) {
 		t.Run(typ.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				e := newStEnv(t)
-				qp := e.qpIn(typ, verbs.QPStateRTS)
+				qp := e.qpIn(typ, ibv.QPStateRTS)
 				e.dev.AsyncEvents() // drop PORT_ACTIVE
-				a := verbs.QPAttr{State: verbs.QPStateSQD, EnSQDAsyncNotify: true}
-				must(t, qp.Modify(&a, verbs.QPAttrState|verbs.QPAttrEnSQDAsyncNotify))
+				a := ibv.QPAttr{State: ibv.QPStateSQD, EnSQDAsyncNotify: true}
+				must(t, qp.Modify(&a, ibv.QPAttrState|ibv.QPAttrEnSQDAsyncNotify))
 				synctest.Wait()
 				got, _ := qp.Query()
-				if got.State != verbs.QPStateSQD || got.SQDraining {
+				if got.State != ibv.QPStateSQD || got.SQDraining {
 					t.Errorf("after RTS->SQD: state %v sq_draining %v, want SQD false", got.State, got.SQDraining)
 				}
 				evs, _ := e.dev.AsyncEvents()
 				found := false
 				for _, ev := range evs {
-					found = found || ev.Type == verbs.EventSQDrained && ev.QPN == qp.QPN()
+					found = found || ev.Type == ibv.EventSQDrained && ev.QPN == qp.QPN()
 				}
 				if !found {
 					t.Errorf("async events %+v, want SQ_DRAINED for QP %#x", evs, qp.QPN())
 				}
-				a = verbs.QPAttr{State: verbs.QPStateRTS}
-				must(t, qp.Modify(&a, verbs.QPAttrState))
-				if s := qp.State(); s != verbs.QPStateRTS {
+				a = ibv.QPAttr{State: ibv.QPStateRTS}
+				must(t, qp.Modify(&a, ibv.QPAttrState))
+				if s := qp.State(); s != ibv.QPStateRTS {
 					t.Errorf("after SQD->RTS: state %v", s)
 				}
 			})
@@ -670,15 +671,15 @@ func TestModifySQD(t *testing.T) {
 func TestQPDestroyTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newStEnv(t)
-		qp, err := e.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: e.cq, RecvCQ: e.cq})
+		qp, err := e.pd.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: e.cq, RecvCQ: e.cq})
 		must(t, err)
-		e.drive(qp, verbs.QPTypeRC, verbs.QPStateRTS)
+		e.drive(qp, ibv.QPTypeRC, ibv.QPStateRTS)
 		must(t, qp.Destroy())
 		for name, err := range map[string]error{
 			"Destroy":  qp.Destroy(),
-			"Modify":   qp.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState),
-			"PostSend": second(qp.PostSend(verbs.SendWR{Opcode: verbs.WRSend})),
-			"PostRecv": second(qp.PostRecv(verbs.RecvWR{})),
+			"Modify":   qp.Modify(&ibv.QPAttr{State: ibv.QPStateErr}, ibv.QPAttrState),
+			"PostSend": second(qp.PostSend(ibv.SendWR{Opcode: ibv.WRSend})),
+			"PostRecv": second(qp.PostRecv(ibv.RecvWR{})),
 		} {
 			if !errors.Is(err, verbs.EINVAL) || !strings.Contains(err.Error(), "destroyed") {
 				t.Errorf("%s after Destroy = %v, want EINVAL saying destroyed", name, err)

@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// The enums of package verbs print as the ones of package transport do
-// (see QPType, WROpcode, WCStatus, ...): the libibverbs name without its
+// The enums of package verbs print as the ones of package ibv do
+// (see ibv.QPType, ibv.WROpcode, ibv.WCStatus, ...): the libibverbs name without its
 // prefix, flag sets joined by "|", and "Type(n)" for a value with no
 // name.
 

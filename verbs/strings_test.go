@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -30,28 +31,28 @@ func TestVerbsEnumStrings(t *testing.T) {
 			"RDMA_WRITE_WITH_IMM|SEND_WITH_IMM|RDMA_READ|ATOMIC_CMP_AND_SWP|ATOMIC_FETCH_AND_ADD|LOCAL_INV"},
 		{(verbs.SendOpsBindMW | verbs.SendOpsSendWithInv | verbs.SendOpsTSO | verbs.SendOpsFlush |
 			verbs.SendOpsAtomicWrite | 1<<20).String(), "BIND_MW|SEND_WITH_INV|TSO|FLUSH|ATOMIC_WRITE|0x100000"},
-		{verbs.WQTypeRQ.String(), "RQ"},
-		{verbs.WQType(1).String(), "WQType(1)"},
-		{verbs.WQStateRdy.String(), "RDY"},
-		{(verbs.WQAttrState | verbs.WQAttrCurrState | verbs.WQAttrFlags).String(), "STATE|CURR_STATE|FLAGS"},
-		{verbs.WQAttrMask(1 << 4).String(), "0x10"},
-		{(verbs.SRQAttrMaxWR | verbs.SRQAttrLimit).String(), "MAX_WR|LIMIT"},
-		{verbs.SRQAttrMask(0).String(), "0"},
-		{verbs.EventQPFatal.Description(), "local work queue catastrophic error"},
-		{verbs.EventSRQLimitReached.Description(), "SRQ limit reached"},
-		{verbs.AsyncEventType(20).Description(), "AsyncEventType(20)"},
+		{ibv.WQTypeRQ.String(), "RQ"},
+		{ibv.WQType(1).String(), "WQType(1)"},
+		{ibv.WQStateRdy.String(), "RDY"},
+		{(ibv.WQAttrState | ibv.WQAttrCurrState | ibv.WQAttrFlags).String(), "STATE|CURR_STATE|FLAGS"},
+		{ibv.WQAttrMask(1 << 4).String(), "0x10"},
+		{(ibv.SRQAttrMaxWR | ibv.SRQAttrLimit).String(), "MAX_WR|LIMIT"},
+		{ibv.SRQAttrMask(0).String(), "0"},
+		{ibv.EventQPFatal.Description(), "local work queue catastrophic error"},
+		{ibv.EventSRQLimitReached.Description(), "SRQ limit reached"},
+		{ibv.AsyncEventType(20).Description(), "AsyncEventType(20)"},
 		// The re-exported transport enums, as a user meets them.
-		{verbs.WCRemAccessErr.String(), "remote access error"},
-		{fmt.Sprint(verbs.WCRecvRDMAWithImm), "RECV_RDMA_WITH_IMM"},
-		{fmt.Sprint(verbs.QPStateRTS, " ", verbs.QPTypeUD, " ", verbs.MTU4096), "RTS UD 4096"},
-		{fmt.Sprint(verbs.SendSignaled | verbs.SendInline), "SIGNALED|INLINE"},
+		{ibv.WCRemAccessErr.String(), "remote access error"},
+		{fmt.Sprint(ibv.WCRecvRDMAWithImm), "RECV_RDMA_WITH_IMM"},
+		{fmt.Sprint(ibv.QPStateRTS, " ", ibv.QPTypeUD, " ", ibv.MTU4096), "RTS UD 4096"},
+		{fmt.Sprint(ibv.SendSignaled | ibv.SendInline), "SIGNALED|INLINE"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
 		}
 	}
 	// Every ibv_event_type has a description other than a number.
-	for typ := verbs.EventCQErr; typ <= verbs.EventWQFatal; typ++ {
+	for typ := ibv.EventCQErr; typ <= ibv.EventWQFatal; typ++ {
 		if d := typ.Description(); d == "" || d == fmt.Sprintf("AsyncEventType(%d)", uint8(typ)) {
 			t.Errorf("%v has no description: %q", typ, d)
 		}

@@ -12,28 +12,28 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
-	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/wire"
 )
 
 func TestUCLostPacket(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		op   verbs.WROpcode
+		op   ibv.WROpcode
 		lose wire.Opcode
 		nth  int
 	}{
-		{"SEND middle", verbs.WRSend, wire.UCSendMiddle, 1},
-		{"SEND first", verbs.WRSend, wire.UCSendFirst, 1},
-		{"SEND last", verbs.WRSend, wire.UCSendLast, 1},
-		{"WRITE_WITH_IMM middle", verbs.WRRDMAWriteWithImm, wire.UCWriteMiddle, 2},
-		{"WRITE_WITH_IMM last", verbs.WRRDMAWriteWithImm, wire.UCWriteLastImm, 1},
+		{"SEND middle", ibv.WRSend, wire.UCSendMiddle, 1},
+		{"SEND first", ibv.WRSend, wire.UCSendFirst, 1},
+		{"SEND last", ibv.WRSend, wire.UCSendLast, 1},
+		{"WRITE_WITH_IMM middle", ibv.WRRDMAWriteWithImm, wire.UCWriteMiddle, 2},
+		{"WRITE_WITH_IMM last", ibv.WRRDMAWriteWithImm, wire.UCWriteLastImm, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := fabric.New(fabric.Config{Seed: 1})
 				defer f.Close()
-				a, b := newPair(t, f, pairOpts{typ: verbs.QPTypeUC})
+				a, b := newPair(t, f, pairOpts{typ: ibv.QPTypeUC})
 				rec := record(t, f)
 				f.AddFilter(fabric.DropNth(c.nth, ops(a, c.lose)))
 
@@ -42,21 +42,21 @@ func TestUCLostPacket(t *testing.T) {
 				fill(a.buf[n:2*n], 62)
 				fill(a.buf[2*n:3*n], 63)
 				postRecv(t, b, recvWR(b, 1, 0, 8192), recvWR(b, 2, 8192, 8192))
-				wr := func(id uint64, off int) verbs.SendWR {
+				wr := func(id uint64, off int) ibv.SendWR {
 					w := rdmaWR(a, b, id, c.op, off, 16384+off, n)
 					w.Imm = uint32(id)
 					return w
 				}
 				post(t, a, wr(10, 0), wr(11, n))
 				for i, wc := range waitWC(t, a.cq, 2) {
-					wantWC(t, wc, uint64(10+i), verbs.WCSuccess, wcOpcodeOf(c.op))
+					wantWC(t, wc, uint64(10+i), ibv.WCSuccess, wcOpcodeOf(c.op))
 				}
 				// Only the second message completes, in the first WQE.
 				got := waitWC(t, b.cq, 1)
 				noWC(t, b.cq, time.Second)
-				wantOp := verbs.WCRecv
-				if c.op == verbs.WRRDMAWriteWithImm {
-					wantOp = verbs.WCRecvRDMAWithImm
+				wantOp := ibv.WCRecv
+				if c.op == ibv.WRRDMAWriteWithImm {
+					wantOp = ibv.WCRecvRDMAWithImm
 					if got[0].Imm != 11 {
 						t.Errorf("immediate %d, want 11 (the intact message)", got[0].Imm)
 					}
@@ -64,7 +64,7 @@ func TestUCLostPacket(t *testing.T) {
 				} else {
 					checkBytes(t, "second SEND", b.buf[:n], a.buf[n:2*n])
 				}
-				wantWC(t, got[0], 1, verbs.WCSuccess, wantOp)
+				wantWC(t, got[0], 1, ibv.WCSuccess, wantOp)
 				if got[0].ByteLen != n {
 					t.Errorf("byte_len %d, want %d", got[0].ByteLen, n)
 				}
@@ -85,14 +85,14 @@ func TestUCLostPacket(t *testing.T) {
 
 				// The second receive WQE is still there for a third message.
 				post(t, a, wr(12, 2*n))
-				wantWC(t, waitWC(t, a.cq, 1)[0], 12, verbs.WCSuccess, wcOpcodeOf(c.op))
+				wantWC(t, waitWC(t, a.cq, 1)[0], 12, ibv.WCSuccess, wcOpcodeOf(c.op))
 				wc := waitWC(t, b.cq, 1)[0]
-				wantWC(t, wc, 2, verbs.WCSuccess, wantOp)
-				if c.op == verbs.WRSend {
+				wantWC(t, wc, 2, ibv.WCSuccess, wantOp)
+				if c.op == ibv.WRSend {
 					checkBytes(t, "third SEND", b.buf[8192:8192+n], a.buf[2*n:3*n])
 				}
-				wantState(t, "requester", a, verbs.QPStateRTS)
-				wantState(t, "responder", b, verbs.QPStateRTS)
+				wantState(t, "requester", a, ibv.QPStateRTS)
+				wantState(t, "responder", b, ibv.QPStateRTS)
 			})
 		})
 	}
@@ -108,20 +108,20 @@ func TestUCRandomLoss(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := fabric.New(fabric.Config{Seed: seed})
 				defer f.Close()
-				a, b := newPair(t, f, pairOpts{typ: verbs.QPTypeUC, mtu: verbs.MTU256, bufSize: 1 << 17})
+				a, b := newPair(t, f, pairOpts{typ: ibv.QPTypeUC, mtu: ibv.MTU256, bufSize: 1 << 17})
 				f.SetImpairment(fabric.Impairment{Loss: 0.05})
 
 				const msgs, size = 60, 700 // three packets each
 				for i := range msgs {
 					fill(a.buf[i*size:(i+1)*size], 1000+i)
 				}
-				var recvs []verbs.RecvWR
+				var recvs []ibv.RecvWR
 				for i := range msgs {
 					recvs = append(recvs, recvWR(b, uint64(i), 65536+i*1024, 1024))
 				}
 				postRecv(t, b, recvs...)
 				for i := range msgs {
-					post(t, a, sendWR(a, uint64(i), verbs.WRSend, i*size, size))
+					post(t, a, sendWR(a, uint64(i), ibv.WRSend, i*size, size))
 				}
 				waitWC(t, a.cq, msgs)
 				settle(time.Millisecond)
@@ -130,7 +130,7 @@ func TestUCRandomLoss(t *testing.T) {
 				whole := 0
 				delivered := b.dev.Counters().RcvdPkts
 				for i, wc := range wcs {
-					if wc.Status != verbs.WCSuccess || wc.WRID != uint64(i) || wc.ByteLen != size {
+					if wc.Status != ibv.WCSuccess || wc.WRID != uint64(i) || wc.ByteLen != size {
 						t.Fatalf("completion %d: %+v", i, wc)
 					}
 					got := b.buf[65536+i*1024 : 65536+i*1024+size]

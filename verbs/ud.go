@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/transport/ud"
 )
 
@@ -38,7 +39,7 @@ const GRHLen = ud.GRHLen
 
 // WrSetUDAddr gives the last WR built its UD destination
 // (ibv_wr_set_ud_addr).
-func (x *QPEx) WrSetUDAddr(ah AddressHandle, remoteQPN, remoteQKey uint32) {
+func (x *QPEx) WrSetUDAddr(ah ibv.AddressHandle, remoteQPN, remoteQKey uint32) {
 	w, _ := x.cur()
 	if w == nil {
 		return
@@ -86,25 +87,25 @@ func ParseGRH(b []byte) (GRH, error) {
 // its own, hop limit 0xFF, and for IPv6 its flow label). The datagram's
 // destination must be this device's GID; without WCGRH there is no route
 // back and the result is EINVAL.
-func (d *Device) InitAHFromWC(port uint8, wc *WorkCompletion, grh []byte) (AHAttr, error) {
+func (d *Device) InitAHFromWC(port uint8, wc *ibv.WorkCompletion, grh []byte) (ibv.AHAttr, error) {
 	if !d.ok() {
-		return AHAttr{}, errNil("Device")
+		return ibv.AHAttr{}, errNil("Device")
 	}
 	if port != 1 {
-		return AHAttr{}, fmt.Errorf("%w: port %d (the device has port 1)", EINVAL, port)
+		return ibv.AHAttr{}, fmt.Errorf("%w: port %d (the device has port 1)", EINVAL, port)
 	}
-	if wc == nil || wc.Flags&WCGRH == 0 {
-		return AHAttr{}, fmt.Errorf("%w: completion without IBV_WC_GRH", EINVAL)
+	if wc == nil || wc.Flags&ibv.WCGRH == 0 {
+		return ibv.AHAttr{}, fmt.Errorf("%w: completion without IBV_WC_GRH", EINVAL)
 	}
 	g, err := ParseGRH(grh)
 	if err != nil {
-		return AHAttr{}, err
+		return ibv.AHAttr{}, err
 	}
 	if g.Dst.Unmap() != d.Addr().Unmap() {
-		return AHAttr{}, fmt.Errorf("%w: GRH destination %v is not a GID of the device (%v)", EINVAL, g.Dst, d.Addr())
+		return ibv.AHAttr{}, fmt.Errorf("%w: GRH destination %v is not a GID of the device (%v)", EINVAL, g.Dst, d.Addr())
 	}
-	a := AHAttr{IsGlobal: true, PortNum: port, SL: wc.SL, DLID: wc.SLID,
-		GRH: GlobalRoute{DGID: g.Src, TrafficClass: g.TrafficClass, HopLimit: 0xFF}}
+	a := ibv.AHAttr{IsGlobal: true, PortNum: port, SL: wc.SL, DLID: wc.SLID,
+		GRH: ibv.GlobalRoute{DGID: g.Src, TrafficClass: g.TrafficClass, HopLimit: 0xFF}}
 	if g.Src.Is6() {
 		a.GRH.FlowLabel = g.FlowLabel
 	}
@@ -113,7 +114,7 @@ func (d *Device) InitAHFromWC(port uint8, wc *WorkCompletion, grh []byte) (AHAtt
 
 // CreateAHFromWC creates an address handle that answers the sender of a
 // UD completion (ibv_create_ah_from_wc); see Device.InitAHFromWC.
-func (pd *PD) CreateAHFromWC(wc *WorkCompletion, grh []byte, port uint8) (*AH, error) {
+func (pd *PD) CreateAHFromWC(wc *ibv.WorkCompletion, grh []byte, port uint8) (*AH, error) {
 	if !pd.ok() {
 		return nil, errNil("PD")
 	}

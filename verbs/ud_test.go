@@ -12,7 +12,8 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/wire"
 )
@@ -29,7 +30,7 @@ type udEnd struct {
 
 type udOpts struct {
 	qkey    uint32
-	portMTU verbs.MTU
+	portMTU ibv.MTU
 	maxWR   uint32
 	srq     *verbs.SRQ // attach the QP to it (created on another device: leave nil)
 	sigAll  bool
@@ -37,7 +38,7 @@ type udOpts struct {
 }
 
 // openDev opens a device on f at addr, closed at cleanup.
-func openDev(t testing.TB, f *fabric.Fabric, addr string, portMTU verbs.MTU) *verbs.Device {
+func openDev(t testing.TB, f *fabric.Fabric, addr string, portMTU ibv.MTU) *verbs.Device {
 	t.Helper()
 	ep, err := f.Attach(netip.MustParseAddr(addr))
 	if err != nil {
@@ -63,7 +64,7 @@ func newUDEnd(t testing.TB, f *fabric.Fabric, addr string, o udOpts) *udEnd {
 	if e.cq, err = dev.CreateCQ(4096, nil); err != nil {
 		t.Fatal(err)
 	}
-	if e.mr, err = e.pd.RegMR(e.buf, verbs.AccessLocalWrite); err != nil {
+	if e.mr, err = e.pd.RegMR(e.buf, ibv.AccessLocalWrite); err != nil {
 		t.Fatal(err)
 	}
 	e.qp = newUDQP(t, e.pd, e.cq, o)
@@ -76,9 +77,9 @@ func newUDQP(t testing.TB, pd *verbs.PD, cq *verbs.CQ, o udOpts) *verbs.QP {
 	if o.maxWR == 0 {
 		o.maxWR = 512
 	}
-	qp, err := pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeUD, SendCQ: cq, RecvCQ: cq, SRQ: o.srq,
+	qp, err := pd.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeUD, SendCQ: cq, RecvCQ: cq, SRQ: o.srq,
 		SigAll: o.sigAll, SendOpsFlags: o.ops,
-		Cap: verbs.QPCap{MaxSendWR: o.maxWR, MaxRecvWR: o.maxWR, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64}})
+		Cap: ibv.QPCap{MaxSendWR: o.maxWR, MaxRecvWR: o.maxWR, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,17 +90,17 @@ func newUDQP(t testing.TB, pd *verbs.PD, cq *verbs.CQ, o udOpts) *verbs.QP {
 // udToRTS moves a UD QP RESET→INIT→RTR→RTS the way ibv_ud_pingpong does.
 func udToRTS(t testing.TB, qp *verbs.QP, qkey uint32) {
 	t.Helper()
-	must(t, qp.Modify(&verbs.QPAttr{State: verbs.QPStateInit, PKeyIndex: 0, PortNum: 1, QKey: qkey},
-		verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrQKey))
-	must(t, qp.Modify(&verbs.QPAttr{State: verbs.QPStateRTR}, verbs.QPAttrState))
-	must(t, qp.Modify(&verbs.QPAttr{State: verbs.QPStateRTS, SQPSN: 0}, verbs.QPAttrState|verbs.QPAttrSQPSN))
+	must(t, qp.Modify(&ibv.QPAttr{State: ibv.QPStateInit, PKeyIndex: 0, PortNum: 1, QKey: qkey},
+		ibv.QPAttrState|ibv.QPAttrPKeyIndex|ibv.QPAttrPort|ibv.QPAttrQKey))
+	must(t, qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTR}, ibv.QPAttrState))
+	must(t, qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTS, SQPSN: 0}, ibv.QPAttrState|ibv.QPAttrSQPSN))
 }
 
 // ahTo makes an address handle of e's PD towards dst.
 func (e *udEnd) ahTo(t testing.TB, dst *udEnd, tc, hop uint8, flow uint32) *verbs.AH {
 	t.Helper()
-	ah, err := e.pd.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1,
-		GRH: verbs.GlobalRoute{DGID: dst.dev.Addr(), TrafficClass: tc, HopLimit: hop, FlowLabel: flow}})
+	ah, err := e.pd.CreateAH(ibv.AHAttr{IsGlobal: true, PortNum: 1,
+		GRH: ibv.GlobalRoute{DGID: dst.dev.Addr(), TrafficClass: tc, HopLimit: hop, FlowLabel: flow}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,15 +112,15 @@ func (e *udEnd) ahTo(t testing.TB, dst *udEnd, tc, hop uint8, flow uint32) *verb
 func (e *udEnd) postRecvs(t testing.TB, n, off, size int, wrid0 uint64) {
 	t.Helper()
 	for i := range n {
-		must2(t)(e.qp.PostRecv(verbs.RecvWR{WRID: wrid0 + uint64(i), SGList: []verbs.SGE{e.mr.SGE(off+i*size, size)}}))
+		must2(t)(e.qp.PostRecv(ibv.RecvWR{WRID: wrid0 + uint64(i), SGList: []ibv.SGE{e.mr.SGE(off+i*size, size)}}))
 	}
 }
 
 // send posts a signaled UD SEND of e.buf[off:off+n] to qpn through ah.
 func (e *udEnd) send(t testing.TB, ah *verbs.AH, qpn, qkey uint32, wrid uint64, off, n int) {
 	t.Helper()
-	must2(t)(e.qp.PostSend(verbs.SendWR{WRID: wrid, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
-		SGList: []verbs.SGE{e.mr.SGE(off, n)}, AH: ah, RemoteQPN: qpn, RemoteQKey: qkey}))
+	must2(t)(e.qp.PostSend(ibv.SendWR{WRID: wrid, Opcode: ibv.WRSend, Flags: ibv.SendSignaled,
+		SGList: []ibv.SGE{e.mr.SGE(off, n)}, AH: ah, RemoteQPN: qpn, RemoteQKey: qkey}))
 }
 
 // tap records the datagrams f carries.
@@ -176,11 +177,11 @@ func TestUDGRHIPv4(t *testing.T) {
 		}
 		b.postRecvs(t, 1, 0, 4096, 7)
 		a.send(t, ah, b.qp.QPN(), 0x2222, 1, 0, n)
-		if w := waitWC(t, a.cq, 1)[0]; w.Status != verbs.WCSuccess || w.Opcode != verbs.WCSend || w.ByteLen != n {
+		if w := waitWC(t, a.cq, 1)[0]; w.Status != ibv.WCSuccess || w.Opcode != ibv.WCSend || w.ByteLen != n {
 			t.Fatalf("send completion %+v", w)
 		}
 		w := waitWC(t, b.cq, 1)[0]
-		if w.Status != verbs.WCSuccess || w.WRID != 7 || w.Opcode != verbs.WCRecv || w.Flags != verbs.WCGRH ||
+		if w.Status != ibv.WCSuccess || w.WRID != 7 || w.Opcode != ibv.WCRecv || w.Flags != ibv.WCGRH ||
 			w.SrcQP != a.qp.QPN() || w.QPNum != b.qp.QPN() || w.ByteLen != verbs.GRHLen+n {
 			t.Fatalf("recv completion %+v, want GRH flag, src_qp %#x, byte_len %d", w, a.qp.QPN(), verbs.GRHLen+n)
 		}
@@ -253,7 +254,7 @@ func TestUDGRHIPv6(t *testing.T) {
 		a.send(t, ah, b.qp.QPN(), 0x77, 1, 0, n)
 		waitWC(t, a.cq, 1)
 		w := waitWC(t, b.cq, 1)[0]
-		if w.Status != verbs.WCSuccess || w.Flags != verbs.WCGRH || w.SrcQP != a.qp.QPN() || w.ByteLen != 40+n {
+		if w.Status != ibv.WCSuccess || w.Flags != ibv.WCGRH || w.SrcQP != a.qp.QPN() || w.ByteLen != 40+n {
 			t.Fatalf("recv completion %+v", w)
 		}
 		p := tp.all()[0]
@@ -296,11 +297,11 @@ func TestUDQKey(t *testing.T) {
 
 		// Wrong Q_Key: dropped at b, counted; the send completes.
 		a.send(t, ab, b.qp.QPN(), 0x5556, 1, 0, 10)
-		if w := waitWC(t, a.cq, 1)[0]; w.Status != verbs.WCSuccess {
+		if w := waitWC(t, a.cq, 1)[0]; w.Status != ibv.WCSuccess {
 			t.Fatalf("send completion %+v", w)
 		}
 		time.Sleep(10 * time.Millisecond)
-		if n := b.cq.Poll(make([]verbs.WorkCompletion, 4)); n != 0 {
+		if n := b.cq.Poll(make([]ibv.WorkCompletion, 4)); n != 0 {
 			t.Fatalf("b completed %d receives for a wrong Q_Key", n)
 		}
 		if got := b.dev.Counters().DropQKey; got != 1 {
@@ -310,7 +311,7 @@ func TestUDQKey(t *testing.T) {
 		// High bit: a's own Q_Key 0x5555 goes on the wire and b takes it.
 		a.send(t, ab, b.qp.QPN(), 0x80000000, 2, 0, 10)
 		waitWC(t, a.cq, 1)
-		if w := waitWC(t, b.cq, 1)[0]; w.Status != verbs.WCSuccess || w.SrcQP != a.qp.QPN() {
+		if w := waitWC(t, b.cq, 1)[0]; w.Status != ibv.WCSuccess || w.SrcQP != a.qp.QPN() {
 			t.Fatalf("recv completion %+v", w)
 		}
 		pkts := tp.all()
@@ -321,23 +322,23 @@ func TestUDQKey(t *testing.T) {
 		a.send(t, ac, c.qp.QPN(), 0xFFFFFFFF, 3, 0, 10)
 		waitWC(t, a.cq, 1)
 		time.Sleep(10 * time.Millisecond)
-		if n := c.cq.Poll(make([]verbs.WorkCompletion, 4)); n != 0 || c.dev.Counters().DropQKey != 1 {
+		if n := c.cq.Poll(make([]ibv.WorkCompletion, 4)); n != 0 || c.dev.Counters().DropQKey != 1 {
 			t.Fatalf("c: %d completions, DropQKey %d; want 0 and 1", n, c.dev.Counters().DropQKey)
 		}
 
 		// A QP may not take a controlled Q_Key (high bit set) for itself.
-		err := a.qp.Modify(&verbs.QPAttr{State: verbs.QPStateRTS, QKey: 0x80000005}, verbs.QPAttrState|verbs.QPAttrQKey)
+		err := a.qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTS, QKey: 0x80000005}, ibv.QPAttrState|ibv.QPAttrQKey)
 		if !errors.Is(err, verbs.EINVAL) {
 			t.Fatalf("modify to a controlled Q_Key: %v, want EINVAL", err)
 		}
 		// RTS→RTS may change the Q_Key: c now accepts 0x6666 from a.
-		must(t, a.qp.Modify(&verbs.QPAttr{State: verbs.QPStateRTS, QKey: 0x6666}, verbs.QPAttrState|verbs.QPAttrQKey))
+		must(t, a.qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTS, QKey: 0x6666}, ibv.QPAttrState|ibv.QPAttrQKey))
 		if at, _ := a.qp.Query(); at.QKey != 0x6666 {
 			t.Fatalf("query qkey %#x", at.QKey)
 		}
 		a.send(t, ac, c.qp.QPN(), 0x80000001, 4, 0, 10)
 		waitWC(t, a.cq, 1)
-		if w := waitWC(t, c.cq, 1)[0]; w.Status != verbs.WCSuccess {
+		if w := waitWC(t, c.cq, 1)[0]; w.Status != ibv.WCSuccess {
 			t.Fatalf("c recv %+v", w)
 		}
 	})
@@ -356,16 +357,16 @@ func TestUDSendImm(t *testing.T) {
 		b.postRecvs(t, 2, 0, 512, 10)
 		copy(a.buf, "hello, datagram")
 		must2(t)(a.qp.PostSend(
-			verbs.SendWR{WRID: 1, Opcode: verbs.WRSendWithImm, Flags: verbs.SendSignaled | verbs.SendSolicited,
-				Imm: 0xDEADBEEF, SGList: []verbs.SGE{a.mr.SGE(0, 15)}, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 9},
-			verbs.SendWR{WRID: 2, Opcode: verbs.WRSendWithImm, Flags: verbs.SendSignaled,
+			ibv.SendWR{WRID: 1, Opcode: ibv.WRSendWithImm, Flags: ibv.SendSignaled | ibv.SendSolicited,
+				Imm: 0xDEADBEEF, SGList: []ibv.SGE{a.mr.SGE(0, 15)}, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 9},
+			ibv.SendWR{WRID: 2, Opcode: ibv.WRSendWithImm, Flags: ibv.SendSignaled,
 				Imm: 42, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 9}))
 		waitWC(t, a.cq, 2)
 		ws := waitWC(t, b.cq, 2)
-		if w := ws[0]; w.WRID != 10 || w.Flags != verbs.WCGRH|verbs.WCWithImm || w.Imm != 0xDEADBEEF || w.ByteLen != 40+15 || w.Opcode != verbs.WCRecv {
+		if w := ws[0]; w.WRID != 10 || w.Flags != ibv.WCGRH|ibv.WCWithImm || w.Imm != 0xDEADBEEF || w.ByteLen != 40+15 || w.Opcode != ibv.WCRecv {
 			t.Fatalf("first recv %+v", w)
 		}
-		if w := ws[1]; w.WRID != 11 || w.Flags != verbs.WCGRH|verbs.WCWithImm || w.Imm != 42 || w.ByteLen != 40 {
+		if w := ws[1]; w.WRID != 11 || w.Flags != ibv.WCGRH|ibv.WCWithImm || w.Imm != 42 || w.ByteLen != 40 {
 			t.Fatalf("second recv %+v", w)
 		}
 		if string(b.buf[40:55]) != "hello, datagram" {
@@ -395,16 +396,16 @@ func TestUDRecvTooSmall(t *testing.T) {
 		b := newUDEnd(t, f, "10.0.0.2", udOpts{qkey: 1})
 		ah := a.ahTo(t, b, 0, 0, 0)
 		must2(t)(b.qp.PostRecv(
-			verbs.RecvWR{WRID: 1, SGList: []verbs.SGE{b.mr.SGE(0, 40+50)}},
-			verbs.RecvWR{WRID: 2, SGList: []verbs.SGE{b.mr.SGE(1000, 20), b.mr.SGE(2000, 20+100)}},
-			verbs.RecvWR{WRID: 3, SGList: []verbs.SGE{b.mr.SGE(3000, 40)}}))
+			ibv.RecvWR{WRID: 1, SGList: []ibv.SGE{b.mr.SGE(0, 40+50)}},
+			ibv.RecvWR{WRID: 2, SGList: []ibv.SGE{b.mr.SGE(1000, 20), b.mr.SGE(2000, 20+100)}},
+			ibv.RecvWR{WRID: 3, SGList: []ibv.SGE{b.mr.SGE(3000, 40)}}))
 		for i := range 200 {
 			a.buf[i] = byte(i + 7)
 		}
 		a.send(t, ah, b.qp.QPN(), 1, 1, 0, 51) // 91 bytes into 90: dropped
 		waitWC(t, a.cq, 1)
 		time.Sleep(10 * time.Millisecond)
-		if n := b.cq.Poll(make([]verbs.WorkCompletion, 4)); n != 0 {
+		if n := b.cq.Poll(make([]ibv.WorkCompletion, 4)); n != 0 {
 			t.Fatalf("%d completions for a datagram too big for the buffer", n)
 		}
 		if got := b.dev.Counters().DropLength; got != 1 {
@@ -419,7 +420,7 @@ func TestUDRecvTooSmall(t *testing.T) {
 			wrid uint64
 			n    uint32
 		}{{1, 90}, {2, 140}, {3, 40}} {
-			if w := ws[i]; w.Status != verbs.WCSuccess || w.WRID != want.wrid || w.ByteLen != want.n {
+			if w := ws[i]; w.Status != ibv.WCSuccess || w.WRID != want.wrid || w.ByteLen != want.n {
 				t.Fatalf("completion %d: %+v, want WRID %d byte_len %d", i, w, want.wrid, want.n)
 			}
 		}
@@ -435,7 +436,7 @@ func TestUDRecvTooSmall(t *testing.T) {
 // successfully and sends nothing (IBTA C10-93.1.1, rxe "fake a successful
 // UD send"); one of exactly the port MTU goes through.
 func TestUDOverMTU(t *testing.T) {
-	for _, mtu := range []verbs.MTU{verbs.MTU1024, verbs.MTU4096} {
+	for _, mtu := range []ibv.MTU{ibv.MTU1024, ibv.MTU4096} {
 		t.Run(fmt.Sprint(mtu.Bytes()), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := fabric.New(fabric.Config{Seed: 6})
@@ -450,7 +451,7 @@ func TestUDOverMTU(t *testing.T) {
 				b.postRecvs(t, 2, 0, 8192, 1)
 				m := mtu.Bytes()
 				a.send(t, ah, b.qp.QPN(), 1, 1, 0, m+1)
-				if w := waitWC(t, a.cq, 1)[0]; w.Status != verbs.WCSuccess || w.ByteLen != uint32(m+1) {
+				if w := waitWC(t, a.cq, 1)[0]; w.Status != ibv.WCSuccess || w.ByteLen != uint32(m+1) {
 					t.Fatalf("oversize send completion %+v, want success", w)
 				}
 				time.Sleep(10 * time.Millisecond)
@@ -459,7 +460,7 @@ func TestUDOverMTU(t *testing.T) {
 				}
 				a.send(t, ah, b.qp.QPN(), 1, 2, 0, m)
 				waitWC(t, a.cq, 1)
-				if w := waitWC(t, b.cq, 1)[0]; w.Status != verbs.WCSuccess || w.WRID != 1 || w.ByteLen != uint32(40+m) {
+				if w := waitWC(t, b.cq, 1)[0]; w.Status != ibv.WCSuccess || w.WRID != 1 || w.ByteLen != uint32(40+m) {
 					t.Fatalf("recv %+v", w)
 				}
 				// The faked send consumed a PSN, as in rxe.
@@ -493,14 +494,14 @@ func TestUDManySenders(t *testing.T) {
 					p[j] = byte(i*31 + k*7 + j)
 				}
 				binary.BigEndian.PutUint16(p, uint16(i<<8|k))
-				must2(t)(s.qp.PostSend(verbs.SendWR{WRID: uint64(k), Opcode: verbs.WRSend,
-					SGList: []verbs.SGE{s.mr.SGE(k*size, size)}, AH: ah, RemoteQPN: r.qp.QPN(), RemoteQKey: 0xAB}))
+				must2(t)(s.qp.PostSend(ibv.SendWR{WRID: uint64(k), Opcode: ibv.WRSend,
+					SGList: []ibv.SGE{s.mr.SGE(k*size, size)}, AH: ah, RemoteQPN: r.qp.QPN(), RemoteQKey: 0xAB}))
 			}
 		}
 		ws := waitWC(t, r.cq, senders*per)
 		seen := map[uint16]bool{}
 		for _, w := range ws {
-			if w.Status != verbs.WCSuccess || w.ByteLen != 40+size {
+			if w.Status != ibv.WCSuccess || w.ByteLen != 40+size {
 				t.Fatalf("completion %+v", w)
 			}
 			b := r.buf[int(w.WRID)*(40+size):][:40+size]
@@ -545,17 +546,17 @@ func TestUDLoss(t *testing.T) {
 			for j := 4; j < size; j++ {
 				a.buf[k*size+j] = byte(k + j)
 			}
-			must2(t)(a.qp.PostSend(verbs.SendWR{WRID: uint64(k), Opcode: verbs.WRSend,
-				SGList: []verbs.SGE{a.mr.SGE(k*size, size)}, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 3}))
+			must2(t)(a.qp.PostSend(ibv.SendWR{WRID: uint64(k), Opcode: ibv.WRSend,
+				SGList: []ibv.SGE{a.mr.SGE(k*size, size)}, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 3}))
 		}
 		for _, w := range waitWC(t, a.cq, n) {
-			if w.Status != verbs.WCSuccess {
+			if w.Status != ibv.WCSuccess {
 				t.Fatalf("send completion %+v", w)
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 		got := map[uint32]bool{}
-		buf := make([]verbs.WorkCompletion, 64)
+		buf := make([]ibv.WorkCompletion, 64)
 		for {
 			k := b.cq.Poll(buf)
 			if k == 0 {
@@ -564,7 +565,7 @@ func TestUDLoss(t *testing.T) {
 			for _, w := range buf[:k] {
 				d := b.buf[int(w.WRID)*(40+size)+40:][:size]
 				id := binary.BigEndian.Uint32(d)
-				if w.Status != verbs.WCSuccess || id >= n || got[id] {
+				if w.Status != ibv.WCSuccess || id >= n || got[id] {
 					t.Fatalf("completion %+v carries datagram %d (unexpected or twice)", w, id)
 				}
 				if !bytes.Equal(d, a.buf[int(id)*size:][:size]) {
@@ -592,16 +593,16 @@ func TestUDAddressHandles(t *testing.T) {
 		defer f.Close()
 		a := newUDEnd(t, f, "10.0.0.1", udOpts{qkey: 5})
 		b := newUDEnd(t, f, "10.0.0.2", udOpts{qkey: 5})
-		route := func(dgid string) verbs.AHAttr {
-			return verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GlobalRoute{DGID: netip.MustParseAddr(dgid)}}
+		route := func(dgid string) ibv.AHAttr {
+			return ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{DGID: netip.MustParseAddr(dgid)}}
 		}
-		bad := map[string]verbs.AHAttr{
-			"not global":    {PortNum: 1, GRH: verbs.GlobalRoute{DGID: b.dev.Addr()}},
+		bad := map[string]ibv.AHAttr{
+			"not global":    {PortNum: 1, GRH: ibv.GlobalRoute{DGID: b.dev.Addr()}},
 			"no dgid":       {IsGlobal: true, PortNum: 1},
 			"unspecified":   route("0.0.0.0"),
 			"IPv6 on IPv4":  route("fd00::2"),
-			"sgid index 1":  {IsGlobal: true, PortNum: 1, GRH: verbs.GlobalRoute{DGID: b.dev.Addr(), SGIDIndex: 1}},
-			"port 2":        {IsGlobal: true, PortNum: 2, GRH: verbs.GlobalRoute{DGID: b.dev.Addr()}},
+			"sgid index 1":  {IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{DGID: b.dev.Addr(), SGIDIndex: 1}},
+			"port 2":        {IsGlobal: true, PortNum: 2, GRH: ibv.GlobalRoute{DGID: b.dev.Addr()}},
 			"mapped, wrong": route("::ffff:0.0.0.0"),
 		}
 		for name, attr := range bad {
@@ -628,38 +629,38 @@ func TestUDAddressHandles(t *testing.T) {
 		a.send(t, ah, b.qp.QPN(), 5, 1, 0, 8)
 		must(t, ah.Destroy())
 		waitWC(t, a.cq, 1)
-		if w := waitWC(t, b.cq, 1)[0]; w.Status != verbs.WCSuccess || string(b.buf[40:48]) != "abcdefgh" {
+		if w := waitWC(t, b.cq, 1)[0]; w.Status != ibv.WCSuccess || string(b.buf[40:48]) != "abcdefgh" {
 			t.Fatalf("recv %+v", w)
 		}
 
 		// Posting with the destroyed handle: LOC_QP_OP_ERR, then SQE.
 		ah2 := a.ahTo(t, b, 0, 0, 0)
 		must2(t)(a.qp.PostSend(
-			verbs.SendWR{WRID: 2, Opcode: verbs.WRSend, SGList: []verbs.SGE{a.mr.SGE(0, 8)}, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 5},
-			verbs.SendWR{WRID: 3, Opcode: verbs.WRSend, SGList: []verbs.SGE{a.mr.SGE(0, 8)}, AH: ah2, RemoteQPN: b.qp.QPN(), RemoteQKey: 5}))
+			ibv.SendWR{WRID: 2, Opcode: ibv.WRSend, SGList: []ibv.SGE{a.mr.SGE(0, 8)}, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 5},
+			ibv.SendWR{WRID: 3, Opcode: ibv.WRSend, SGList: []ibv.SGE{a.mr.SGE(0, 8)}, AH: ah2, RemoteQPN: b.qp.QPN(), RemoteQKey: 5}))
 		ws := waitWC(t, a.cq, 2)
-		if ws[0].WRID != 2 || ws[0].Status != verbs.WCLocQPOpErr || ws[1].WRID != 3 || ws[1].Status != verbs.WCWRFlushErr {
+		if ws[0].WRID != 2 || ws[0].Status != ibv.WCLocQPOpErr || ws[1].WRID != 3 || ws[1].Status != ibv.WCWRFlushErr {
 			t.Fatalf("completions %+v, want LOC_QP_OP_ERR then WR_FLUSH_ERR", ws)
 		}
-		if s := a.qp.State(); s != verbs.QPStateSQE {
+		if s := a.qp.State(); s != ibv.QPStateSQE {
 			t.Fatalf("state %v after a failed UD send, want SQE", s)
 		}
 		// In SQE, sends are flushed and receives still complete.
 		a.send(t, ah2, b.qp.QPN(), 5, 4, 0, 8)
-		if w := waitWC(t, a.cq, 1)[0]; w.Status != verbs.WCWRFlushErr {
+		if w := waitWC(t, a.cq, 1)[0]; w.Status != ibv.WCWRFlushErr {
 			t.Fatalf("send in SQE: %+v", w)
 		}
 		a.postRecvs(t, 1, 4096, 256, 100)
 		bah := b.ahTo(t, a, 0, 0, 0)
 		b.send(t, bah, a.qp.QPN(), 5, 1, 0, 4)
 		waitWC(t, b.cq, 1)
-		if w := waitWC(t, a.cq, 1)[0]; w.Status != verbs.WCSuccess || w.WRID != 100 {
+		if w := waitWC(t, a.cq, 1)[0]; w.Status != ibv.WCSuccess || w.WRID != 100 {
 			t.Fatalf("receive in SQE: %+v", w)
 		}
 		// SQE → RTS resumes.
-		must(t, a.qp.Modify(&verbs.QPAttr{State: verbs.QPStateRTS}, verbs.QPAttrState))
+		must(t, a.qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTS}, ibv.QPAttrState))
 		a.send(t, ah2, b.qp.QPN(), 5, 5, 0, 8)
-		if w := waitWC(t, a.cq, 1)[0]; w.Status != verbs.WCSuccess {
+		if w := waitWC(t, a.cq, 1)[0]; w.Status != ibv.WCSuccess {
 			t.Fatalf("send after SQE→RTS: %+v", w)
 		}
 		waitWC(t, b.cq, 1)
@@ -669,29 +670,29 @@ func TestUDAddressHandles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		other, err := pd2.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GlobalRoute{DGID: b.dev.Addr()}})
+		other, err := pd2.CreateAH(ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{DGID: b.dev.Addr()}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		a.send(t, other, b.qp.QPN(), 5, 6, 0, 8)
-		if w := waitWC(t, a.cq, 1)[0]; w.Status != verbs.WCLocQPOpErr {
+		if w := waitWC(t, a.cq, 1)[0]; w.Status != ibv.WCLocQPOpErr {
 			t.Fatalf("send through another PD's AH: %+v", w)
 		}
-		must(t, a.qp.Modify(&verbs.QPAttr{State: verbs.QPStateRTS}, verbs.QPAttrState))
+		must(t, a.qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTS}, ibv.QPAttrState))
 
 		// A bare *AHAttr works from any PD and is checked at post time.
-		bare := &verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GlobalRoute{DGID: b.dev.Addr()}}
-		must2(t)(a.qp.PostSend(verbs.SendWR{WRID: 7, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
-			SGList: []verbs.SGE{a.mr.SGE(0, 8)}, AH: bare, RemoteQPN: b.qp.QPN(), RemoteQKey: 5}))
-		if w := waitWC(t, a.cq, 1)[0]; w.Status != verbs.WCSuccess {
+		bare := &ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{DGID: b.dev.Addr()}}
+		must2(t)(a.qp.PostSend(ibv.SendWR{WRID: 7, Opcode: ibv.WRSend, Flags: ibv.SendSignaled,
+			SGList: []ibv.SGE{a.mr.SGE(0, 8)}, AH: bare, RemoteQPN: b.qp.QPN(), RemoteQKey: 5}))
+		if w := waitWC(t, a.cq, 1)[0]; w.Status != ibv.WCSuccess {
 			t.Fatalf("send through a bare AHAttr: %+v", w)
 		}
 		waitWC(t, b.cq, 1)
-		if n, err := a.qp.PostSend(verbs.SendWR{Opcode: verbs.WRSend, AH: &verbs.AHAttr{PortNum: 1}}); n != 0 || !errors.Is(err, verbs.EINVAL) {
+		if n, err := a.qp.PostSend(ibv.SendWR{Opcode: ibv.WRSend, AH: &ibv.AHAttr{PortNum: 1}}); n != 0 || !errors.Is(err, verbs.EINVAL) {
 			t.Fatalf("post with a bad bare AHAttr: %d, %v", n, err)
 		}
 		var nilAH *verbs.AH
-		if _, err := a.qp.PostSend(verbs.SendWR{Opcode: verbs.WRSend, AH: nilAH}); !errors.Is(err, verbs.EINVAL) {
+		if _, err := a.qp.PostSend(ibv.SendWR{Opcode: ibv.WRSend, AH: nilAH}); !errors.Is(err, verbs.EINVAL) {
 			t.Fatalf("post with a nil *AH: %v", err)
 		}
 	})
@@ -705,8 +706,8 @@ func TestUDPostRules(t *testing.T) {
 		a := newUDEnd(t, f, "10.0.0.1", udOpts{qkey: 5})
 		b := newUDEnd(t, f, "10.0.0.2", udOpts{qkey: 5})
 		ah := a.ahTo(t, b, 0, 0, 0)
-		wr := verbs.SendWR{Opcode: verbs.WRSend, SGList: []verbs.SGE{a.mr.SGE(0, 8)}, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 5}
-		for _, op := range []verbs.WROpcode{verbs.WRRDMAWrite, verbs.WRRDMARead, verbs.WRAtomicFetchAndAdd, verbs.WRSendWithInv} {
+		wr := ibv.SendWR{Opcode: ibv.WRSend, SGList: []ibv.SGE{a.mr.SGE(0, 8)}, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 5}
+		for _, op := range []ibv.WROpcode{ibv.WRRDMAWrite, ibv.WRRDMARead, ibv.WRAtomicFetchAndAdd, ibv.WRSendWithInv} {
 			w := wr
 			w.Opcode = op
 			if _, err := a.qp.PostSend(w); !errors.Is(err, verbs.EINVAL) {
@@ -725,48 +726,48 @@ func TestUDPostRules(t *testing.T) {
 		}
 
 		// A QP in INIT cannot send; one in RTR receives.
-		c, err := b.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeUD, SendCQ: b.cq, RecvCQ: b.cq,
-			Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		c, err := b.pd.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeUD, SendCQ: b.cq, RecvCQ: b.cq,
+			Cap: ibv.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.Modify(&verbs.QPAttr{State: verbs.QPStateInit, PortNum: 1}, verbs.QPAttrState|verbs.QPAttrPort|verbs.QPAttrPKeyIndex); !errors.Is(err, verbs.EINVAL) {
+		if err := c.Modify(&ibv.QPAttr{State: ibv.QPStateInit, PortNum: 1}, ibv.QPAttrState|ibv.QPAttrPort|ibv.QPAttrPKeyIndex); !errors.Is(err, verbs.EINVAL) {
 			t.Fatalf("RESET→INIT without a Q_Key: %v, want EINVAL", err)
 		}
-		must(t, c.Modify(&verbs.QPAttr{State: verbs.QPStateInit, PortNum: 1, QKey: 5},
-			verbs.QPAttrState|verbs.QPAttrPort|verbs.QPAttrPKeyIndex|verbs.QPAttrQKey))
+		must(t, c.Modify(&ibv.QPAttr{State: ibv.QPStateInit, PortNum: 1, QKey: 5},
+			ibv.QPAttrState|ibv.QPAttrPort|ibv.QPAttrPKeyIndex|ibv.QPAttrQKey))
 		if _, err := c.PostSend(wr); !errors.Is(err, verbs.EINVAL) {
 			t.Fatalf("send in INIT: %v, want EINVAL", err)
 		}
-		must2(t)(c.PostRecv(verbs.RecvWR{WRID: 9, SGList: []verbs.SGE{b.mr.SGE(0, 100)}}))
-		must(t, c.Modify(&verbs.QPAttr{State: verbs.QPStateRTR}, verbs.QPAttrState))
+		must2(t)(c.PostRecv(ibv.RecvWR{WRID: 9, SGList: []ibv.SGE{b.mr.SGE(0, 100)}}))
+		must(t, c.Modify(&ibv.QPAttr{State: ibv.QPStateRTR}, ibv.QPAttrState))
 		a.send(t, ah, c.QPN(), 5, 1, 0, 8)
 		waitWC(t, a.cq, 1)
-		if w := waitWC(t, b.cq, 1)[0]; w.Status != verbs.WCSuccess || w.WRID != 9 || w.QPNum != c.QPN() {
+		if w := waitWC(t, b.cq, 1)[0]; w.Status != ibv.WCSuccess || w.WRID != 9 || w.QPNum != c.QPN() {
 			t.Fatalf("receive in RTR: %+v", w)
 		}
 
 		// ERR flushes the posted receives; RESET forgets the Q_Key's state.
-		must2(t)(c.PostRecv(verbs.RecvWR{WRID: 10, SGList: []verbs.SGE{b.mr.SGE(0, 100)}}))
-		must(t, c.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState))
-		if w := waitWC(t, b.cq, 1)[0]; w.Status != verbs.WCWRFlushErr || w.WRID != 10 {
+		must2(t)(c.PostRecv(ibv.RecvWR{WRID: 10, SGList: []ibv.SGE{b.mr.SGE(0, 100)}}))
+		must(t, c.Modify(&ibv.QPAttr{State: ibv.QPStateErr}, ibv.QPAttrState))
+		if w := waitWC(t, b.cq, 1)[0]; w.Status != ibv.WCWRFlushErr || w.WRID != 10 {
 			t.Fatalf("flush on ERR: %+v", w)
 		}
-		must(t, c.Modify(&verbs.QPAttr{State: verbs.QPStateReset}, verbs.QPAttrState))
+		must(t, c.Modify(&ibv.QPAttr{State: ibv.QPStateReset}, ibv.QPAttrState))
 
 		// SQD stops sending; RTS resumes; the drained event is reported.
-		must(t, a.qp.Modify(&verbs.QPAttr{State: verbs.QPStateSQD, EnSQDAsyncNotify: true}, verbs.QPAttrState|verbs.QPAttrEnSQDAsyncNotify))
+		must(t, a.qp.Modify(&ibv.QPAttr{State: ibv.QPStateSQD, EnSQDAsyncNotify: true}, ibv.QPAttrState|ibv.QPAttrEnSQDAsyncNotify))
 		b.postRecvs(t, 1, 0, 100, 20)
 		a.send(t, ah, b.qp.QPN(), 5, 2, 0, 8)
 		time.Sleep(10 * time.Millisecond)
-		if n := a.cq.Poll(make([]verbs.WorkCompletion, 2)); n != 0 {
+		if n := a.cq.Poll(make([]ibv.WorkCompletion, 2)); n != 0 {
 			t.Fatal("a send went out in SQD")
 		}
 		evs, _ := a.dev.AsyncEvents()
-		if !hasEvent(evs, verbs.EventSQDrained, a.qp.QPN()) {
+		if !hasEvent(evs, ibv.EventSQDrained, a.qp.QPN()) {
 			t.Fatalf("events %+v, want SQ_DRAINED", evs)
 		}
-		must(t, a.qp.Modify(&verbs.QPAttr{State: verbs.QPStateRTS}, verbs.QPAttrState))
+		must(t, a.qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTS}, ibv.QPAttrState))
 		waitWC(t, a.cq, 1)
 		if w := waitWC(t, b.cq, 1)[0]; w.WRID != 20 {
 			t.Fatalf("recv %+v", w)
@@ -774,7 +775,7 @@ func TestUDPostRules(t *testing.T) {
 	})
 }
 
-func hasEvent(evs []verbs.AsyncEvent, typ verbs.AsyncEventType, qpn uint32) bool {
+func hasEvent(evs []ibv.AsyncEvent, typ ibv.AsyncEventType, qpn uint32) bool {
 	for _, ev := range evs {
 		if ev.Type == typ && ev.QPN == qpn {
 			return true
@@ -803,14 +804,14 @@ func TestUDReply(t *testing.T) {
 					t.Fatal(err)
 				}
 				x.WrStart()
-				x.WRID, x.WRFlags = 1, verbs.SendSignaled
+				x.WRID, x.WRFlags = 1, ibv.SendSignaled
 				x.WrSendImm(7)
 				x.WrSetUDAddr(ah, sv.qp.QPN(), 0x42)
 				x.WrSetSGE(cl.mr.LKey(), cl.mr.Addr(), 4)
 				must(t, x.WrComplete())
 				waitWC(t, cl.cq, 1)
 				w := waitWC(t, sv.cq, 1)[0]
-				if w.Status != verbs.WCSuccess || w.Imm != 7 || string(sv.buf[40:44]) != "ping" {
+				if w.Status != ibv.WCSuccess || w.Imm != 7 || string(sv.buf[40:44]) != "ping" {
 					t.Fatalf("server recv %+v %q", w, sv.buf[40:44])
 				}
 				back, err := sv.pd.CreateAHFromWC(&w, sv.buf[:verbs.GRHLen], 1)
@@ -825,11 +826,11 @@ func TestUDReply(t *testing.T) {
 				copy(sv.buf[4096:], "pong")
 				sv.send(t, back, w.SrcQP, 0x42, 2, 4096, 4)
 				waitWC(t, sv.cq, 1)
-				if w := waitWC(t, cl.cq, 1)[0]; w.Status != verbs.WCSuccess || w.SrcQP != sv.qp.QPN() || string(cl.buf[8192+40:8192+44]) != "pong" {
+				if w := waitWC(t, cl.cq, 1)[0]; w.Status != ibv.WCSuccess || w.SrcQP != sv.qp.QPN() || string(cl.buf[8192+40:8192+44]) != "pong" {
 					t.Fatalf("client recv %+v", w)
 				}
 				// No GRH flag: no route back.
-				if _, err := sv.pd.CreateAHFromWC(&verbs.WorkCompletion{}, sv.buf[:40], 1); !errors.Is(err, verbs.EINVAL) {
+				if _, err := sv.pd.CreateAHFromWC(&ibv.WorkCompletion{}, sv.buf[:40], 1); !errors.Is(err, verbs.EINVAL) {
 					t.Fatalf("AH from a WC without GRH: %v", err)
 				}
 			})
@@ -846,12 +847,12 @@ func TestUDSendLocalError(t *testing.T) {
 		a := newUDEnd(t, f, "10.0.0.1", udOpts{qkey: 5})
 		b := newUDEnd(t, f, "10.0.0.2", udOpts{qkey: 5})
 		ah := a.ahTo(t, b, 0, 0, 0)
-		must2(t)(a.qp.PostSend(verbs.SendWR{WRID: 1, Opcode: verbs.WRSend,
-			SGList: []verbs.SGE{{Addr: a.mr.Addr(), Length: 8, LKey: a.mr.LKey() ^ 0xFF}}, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 5}))
-		if w := waitWC(t, a.cq, 1)[0]; w.Status != verbs.WCLocProtErr {
+		must2(t)(a.qp.PostSend(ibv.SendWR{WRID: 1, Opcode: ibv.WRSend,
+			SGList: []ibv.SGE{{Addr: a.mr.Addr(), Length: 8, LKey: a.mr.LKey() ^ 0xFF}}, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 5}))
+		if w := waitWC(t, a.cq, 1)[0]; w.Status != ibv.WCLocProtErr {
 			t.Fatalf("completion %+v, want LOC_PROT_ERR", w)
 		}
-		if s := a.qp.State(); s != verbs.QPStateSQE {
+		if s := a.qp.State(); s != ibv.QPStateSQE {
 			t.Fatalf("state %v, want SQE", s)
 		}
 	})

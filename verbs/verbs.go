@@ -1,7 +1,11 @@
 // Package verbs is softnic's public RDMA API: libibverbs in Go. Each type
 // and method maps one-to-one to a libibverbs object or call, so its man
-// pages apply: Device (ibv_context), PD, MR, CQ, CompChannel, QP and the
-// work-request and completion types.
+// pages apply: Device (ibv_context), PD, MR, CQ, CompChannel, QP, SRQ, WQ,
+// AH and MW. The values they take and return — work requests,
+// completions, QP and AH attributes, every enum — are libibverbs' structs
+// and enums in package ibv (ibv.SendWR is struct ibv_send_wr,
+// ibv.WorkCompletion struct ibv_wc), which the engine uses too, so a post
+// copies nothing and converts nothing.
 //
 // A Device is a software NIC bound to one address on a link: the
 // in-memory fabric (package fabric) for tests, or a UDP socket on port
@@ -40,165 +44,10 @@ import (
 	"sync/atomic"
 
 	"github.com/softnic/softnic/clock"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/mem"
+	"github.com/softnic/softnic/internal/nic"
 	"github.com/softnic/softnic/link"
-	"github.com/softnic/softnic/nic"
-	"github.com/softnic/softnic/transport"
-)
-
-// The verbs value types are libibverbs' structs and enums.
-type (
-	QPType         = transport.QPType
-	QPState        = transport.QPState
-	AttrMask       = transport.AttrMask
-	QPAttr         = transport.QPAttr
-	QPCap          = transport.QPCap
-	AHAttr         = transport.AHAttr
-	GlobalRoute    = transport.GRH
-	MTU            = transport.MTU
-	Access         = transport.Access
-	SGE            = transport.SGE
-	SendWR         = transport.SendWR
-	RecvWR         = transport.RecvWR
-	WROpcode       = transport.WROpcode
-	SendFlags      = transport.SendFlags
-	WorkCompletion = transport.WorkCompletion
-	WCStatus       = transport.WCStatus
-	WCOpcode       = transport.WCOpcode
-	WCFlags        = transport.WCFlags
-	DeviceAttr     = nic.DeviceAttr
-	AsyncEvent     = nic.AsyncEvent
-	AsyncEventType = nic.AsyncEventType
-	Counters       = transport.CounterValues
-)
-
-// Asynchronous event types (enum ibv_event_type), as Device.GetAsyncEvent
-// and Device.AsyncEvents report them (async.go says which softnic raises
-// and when). For EventCQErr, AsyncEvent.Other is the *CQ that overran;
-// QP events carry the QP's number in AsyncEvent.QPN and the *QP in
-// AsyncEvent.Other.
-const (
-	EventCQErr            = nic.EventCQErr
-	EventQPFatal          = nic.EventQPFatal
-	EventQPReqErr         = nic.EventQPReqErr
-	EventQPAccessErr      = nic.EventQPAccessErr
-	EventCommEst          = nic.EventCommEst
-	EventSQDrained        = nic.EventSQDrained
-	EventPathMig          = nic.EventPathMig
-	EventPathMigErr       = nic.EventPathMigErr
-	EventDeviceFatal      = nic.EventDeviceFatal
-	EventPortActive       = nic.EventPortActive
-	EventPortErr          = nic.EventPortErr
-	EventLIDChange        = nic.EventLIDChange
-	EventPKeyChange       = nic.EventPKeyChange
-	EventSMChange         = nic.EventSMChange
-	EventSRQErr           = nic.EventSRQErr
-	EventSRQLimitReached  = nic.EventSRQLimitReached
-	EventQPLastWQEReached = nic.EventQPLastWQEReached
-	EventClientReregister = nic.EventClientReregister
-	EventGIDChange        = nic.EventGIDChange
-	EventWQFatal          = nic.EventWQFatal
-)
-
-// Constants re-exported from package transport, with libibverbs' names.
-const (
-	QPTypeRC = transport.QPTypeRC
-	QPTypeUC = transport.QPTypeUC
-	QPTypeUD = transport.QPTypeUD
-
-	QPStateReset = transport.QPStateReset
-	QPStateInit  = transport.QPStateInit
-	QPStateRTR   = transport.QPStateRTR
-	QPStateRTS   = transport.QPStateRTS
-	QPStateSQD   = transport.QPStateSQD
-	QPStateSQE   = transport.QPStateSQE
-	QPStateErr   = transport.QPStateErr
-	// QPStateUnknown is what State reports for a QP not made by CreateQP.
-	QPStateUnknown = transport.QPStateUnknown
-
-	QPAttrState            = transport.AttrState
-	QPAttrCurState         = transport.AttrCurState
-	QPAttrEnSQDAsyncNotify = transport.AttrEnSQDAsyncNotify
-	QPAttrAccessFlags      = transport.AttrAccessFlags
-	QPAttrPKeyIndex        = transport.AttrPKeyIndex
-	QPAttrPort             = transport.AttrPort
-	QPAttrQKey             = transport.AttrQKey
-	QPAttrAV               = transport.AttrAV
-	QPAttrPathMTU          = transport.AttrPathMTU
-	QPAttrTimeout          = transport.AttrTimeout
-	QPAttrRetryCnt         = transport.AttrRetryCnt
-	QPAttrRNRRetry         = transport.AttrRNRRetry
-	QPAttrRQPSN            = transport.AttrRQPSN
-	QPAttrMaxQPRdAtomic    = transport.AttrMaxQPRdAtomic
-	QPAttrMinRNRTimer      = transport.AttrMinRNRTimer
-	QPAttrSQPSN            = transport.AttrSQPSN
-	QPAttrMaxDestRdAtomic  = transport.AttrMaxDestRdAtomic
-	QPAttrDestQPN          = transport.AttrDestQPN
-	QPAttrAltPath          = transport.AttrAltPath
-	QPAttrPathMigState     = transport.AttrPathMigState
-	QPAttrCap              = transport.AttrCap
-	QPAttrRateLimit        = transport.AttrRateLimit
-
-	MTU256  = transport.MTU256
-	MTU512  = transport.MTU512
-	MTU1024 = transport.MTU1024
-	MTU2048 = transport.MTU2048
-	MTU4096 = transport.MTU4096
-
-	AccessLocalWrite      = transport.AccessLocalWrite
-	AccessRemoteWrite     = transport.AccessRemoteWrite
-	AccessRemoteRead      = transport.AccessRemoteRead
-	AccessRemoteAtomic    = transport.AccessRemoteAtomic
-	AccessMWBind          = transport.AccessMWBind
-	AccessZeroBased       = transport.AccessZeroBased
-	AccessFlushGlobal     = transport.AccessFlushGlobal
-	AccessFlushPersistent = transport.AccessFlushPersistent
-
-	WRRDMAWrite         = transport.WRRDMAWrite
-	WRRDMAWriteWithImm  = transport.WRRDMAWriteWithImm
-	WRSend              = transport.WRSend
-	WRSendWithImm       = transport.WRSendWithImm
-	WRRDMARead          = transport.WRRDMARead
-	WRAtomicCmpAndSwp   = transport.WRAtomicCmpAndSwp
-	WRAtomicFetchAndAdd = transport.WRAtomicFetchAndAdd
-	WRLocalInv          = transport.WRLocalInv
-	WRBindMW            = transport.WRBindMW
-	WRSendWithInv       = transport.WRSendWithInv
-	WRFlush             = transport.WRFlush
-	WRAtomicWrite       = transport.WRAtomicWrite
-
-	SendFence     = transport.SendFence
-	SendSignaled  = transport.SendSignaled
-	SendSolicited = transport.SendSolicited
-	SendInline    = transport.SendInline
-
-	WCSuccess        = transport.WCSuccess
-	WCLocLenErr      = transport.WCLocLenErr
-	WCLocQPOpErr     = transport.WCLocQPOpErr
-	WCLocProtErr     = transport.WCLocProtErr
-	WCWRFlushErr     = transport.WCWRFlushErr
-	WCMWBindErr      = transport.WCMWBindErr
-	WCBadRespErr     = transport.WCBadRespErr
-	WCLocAccessErr   = transport.WCLocAccessErr
-	WCRemInvReqErr   = transport.WCRemInvReqErr
-	WCRemAccessErr   = transport.WCRemAccessErr
-	WCRemOpErr       = transport.WCRemOpErr
-	WCRetryExcErr    = transport.WCRetryExcErr
-	WCRNRRetryExcErr = transport.WCRNRRetryExcErr
-	WCFatalErr       = transport.WCFatalErr
-	WCGeneralErr     = transport.WCGeneralErr
-
-	WCSend            = transport.WCSend
-	WCRDMAWrite       = transport.WCRDMAWrite
-	WCRDMARead        = transport.WCRDMARead
-	WCCompSwap        = transport.WCCompSwap
-	WCFetchAdd        = transport.WCFetchAdd
-	WCRecv            = transport.WCRecv
-	WCRecvRDMAWithImm = transport.WCRecvRDMAWithImm
-
-	WCWithImm = transport.WCWithImm
-	WCWithInv = transport.WCWithInv
-	WCGRH     = transport.WCGRH
 )
 
 // Config configures a Device.
@@ -218,7 +67,7 @@ type Config struct {
 	// rxe's follows its netdev's (nic.ActiveMTU: 1500 gives MTU1024,
 	// 4176 or more MTU4096), changes included; MTU4096 when the link
 	// cannot tell. It does not bound RC and UC QPs, whose path MTU does.
-	PortMTU MTU
+	PortMTU ibv.MTU
 }
 
 // Device is an open RDMA device: ibv_context of one softnic NIC. Only
@@ -286,9 +135,9 @@ func (d *Device) Addr() netip.Addr {
 }
 
 // QueryDevice returns the device attributes (ibv_query_device).
-func (d *Device) QueryDevice() DeviceAttr {
+func (d *Device) QueryDevice() ibv.DeviceAttr {
 	if !d.ok() {
-		return DeviceAttr{}
+		return ibv.DeviceAttr{}
 	}
 	return d.n.QueryDevice()
 }
@@ -297,9 +146,9 @@ func (d *Device) QueryDevice() DeviceAttr {
 // hw_counters): values read when it is called, each with an atomic load;
 // call it again for newer ones. A Device not made by Open has zero
 // counters.
-func (d *Device) Counters() Counters {
+func (d *Device) Counters() ibv.Counters {
 	if !d.ok() {
-		return Counters{}
+		return ibv.Counters{}
 	}
 	return d.n.Counters().Load()
 }
@@ -308,8 +157,8 @@ func (d *Device) Counters() Counters {
 // them (rxe.c rxe_init_port_param).
 type PortAttr struct {
 	State        uint8 // a PortState: 4 = IBV_PORT_ACTIVE
-	MaxMTU       MTU
-	ActiveMTU    MTU
+	MaxMTU       ibv.MTU
+	ActiveMTU    ibv.MTU
 	GIDTblLen    int
 	PortCapFlags uint32
 	MaxMsgSz     uint64
@@ -345,7 +194,7 @@ func (d *Device) QueryPort(port uint8) (PortAttr, error) {
 		return PortAttr{}, fmt.Errorf("%w: port %d (the device has port 1)", EINVAL, port)
 	}
 	return PortAttr{
-		State: uint8(PortActive), MaxMTU: MTU4096, ActiveMTU: d.n.PortMTU(), GIDTblLen: 1,
+		State: uint8(PortActive), MaxMTU: ibv.MTU4096, ActiveMTU: d.n.PortMTU(), GIDTblLen: 1,
 		PortCapFlags: PortCapCMSup, MaxMsgSz: uint64(d.n.QueryDevice().MaxMsgSize), PKeyTblLen: 1,
 		MaxVLNum: 1, ActiveWidth: 1, ActiveSpeed: 1, PhysState: 5, LinkLayer: LinkLayerEthernet,
 	}, nil
@@ -399,7 +248,7 @@ func (d *Device) QueryGID(port uint8, index int) (GID, error) {
 // (ibv_get_async_event without blocking) and a channel signalled when
 // more arrive (a nil channel for a Device not made by Open). It takes
 // them from GetAsyncEvent's queue, without acknowledgements.
-func (d *Device) AsyncEvents() ([]AsyncEvent, <-chan struct{}) {
+func (d *Device) AsyncEvents() ([]ibv.AsyncEvent, <-chan struct{}) {
 	if !d.ok() {
 		return nil, nil
 	}
@@ -506,17 +355,17 @@ func (mr *MR) ok() bool { return mr != nil && mr.mr != nil && mr.pd.ok() }
 // the buffer's own address, as for a C program. REMOTE_WRITE or
 // REMOTE_ATOMIC without LOCAL_WRITE is refused with EINVAL, as the
 // kernel's ib_check_mr_access refuses it.
-func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
+func (pd *PD) RegMR(buf []byte, access ibv.Access) (*MR, error) {
 	return pd.regMR(buf, 0, false, access)
 }
 
 // RegMRIOVA registers buf with iova as the address of its first byte
 // (ibv_reg_mr_iova), with RegMR's access rules.
-func (pd *PD) RegMRIOVA(buf []byte, iova uint64, access Access) (*MR, error) {
+func (pd *PD) RegMRIOVA(buf []byte, iova uint64, access ibv.Access) (*MR, error) {
 	return pd.regMR(buf, iova, true, access)
 }
 
-func (pd *PD) regMR(buf []byte, iova uint64, useIOVA bool, access Access) (*MR, error) {
+func (pd *PD) regMR(buf []byte, iova uint64, useIOVA bool, access ibv.Access) (*MR, error) {
 	if !pd.ok() {
 		return nil, errNil("PD")
 	}
@@ -600,6 +449,6 @@ func (mr *MR) Buf() []byte {
 
 // SGE returns an SGE for bytes [off, off+n) of the region. It does not
 // check the range: the transport does when the SGE is used.
-func (mr *MR) SGE(off, n int) SGE {
-	return SGE{Addr: mr.Addr() + uint64(off), Length: uint32(n), LKey: mr.LKey()}
+func (mr *MR) SGE(off, n int) ibv.SGE {
+	return ibv.SGE{Addr: mr.Addr() + uint64(off), Length: uint32(n), LKey: mr.LKey()}
 }

@@ -3,38 +3,14 @@ package verbs
 import (
 	"fmt"
 
-	"github.com/softnic/softnic/nic"
-)
-
-// Work queue types, states and attributes (enum ibv_wq_type, enum
-// ibv_wq_state, enum ibv_wq_attr_mask, struct ibv_wq_attr).
-type (
-	WQType     = nic.WQType
-	WQState    = nic.WQState
-	WQAttrMask = nic.WQAttrMask
-	WQAttr     = nic.WQAttr
-)
-
-// Work queue constants re-exported from package nic, with libibverbs'
-// names: the type IBV_WQT_RQ, the states IBV_WQS_* and the attribute
-// mask bits IBV_WQ_ATTR_*.
-const (
-	WQTypeRQ = nic.WQTypeRQ
-
-	WQStateReset   = nic.WQStateReset
-	WQStateRdy     = nic.WQStateRdy
-	WQStateErr     = nic.WQStateErr
-	WQStateUnknown = nic.WQStateUnknown
-
-	WQAttrState     = nic.WQAttrState
-	WQAttrCurrState = nic.WQAttrCurrState
-	WQAttrFlags     = nic.WQAttrFlags
+	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/nic"
 )
 
 // WQInitAttr describes a work queue to create (struct ibv_wq_init_attr).
 type WQInitAttr struct {
 	// Type is WQTypeRQ, the only type.
-	Type WQType
+	Type ibv.WQType
 	// MaxWR is the capacity in receive WRs, 1..MaxQPWR; MaxSGE the SGEs
 	// per WR, up to MaxSGE.
 	MaxWR  uint32
@@ -135,7 +111,7 @@ func (d *Device) CreateWQ(attr WQInitAttr) (*WQ, error) {
 // attr.State; WQAttrCurrState, if set, must match the current state;
 // WQAttrFlags with a non-zero FlagsMask is EINVAL. A refused transition
 // is EINVAL and changes nothing.
-func (w *WQ) Modify(attr *WQAttr, mask WQAttrMask) error {
+func (w *WQ) Modify(attr *ibv.WQAttr, mask ibv.WQAttrMask) error {
 	if !w.ok() {
 		return errNil("WQ")
 	}
@@ -144,9 +120,9 @@ func (w *WQ) Modify(attr *WQAttr, mask WQAttrMask) error {
 
 // State returns the WQ's state (ibv_wq.state; WQStateUnknown once
 // destroyed or for a WQ not made by CreateWQ).
-func (w *WQ) State() WQState {
+func (w *WQ) State() ibv.WQState {
 	if !w.ok() {
-		return WQStateUnknown
+		return ibv.WQStateUnknown
 	}
 	return w.w.State()
 }
@@ -179,7 +155,7 @@ func (w *WQ) CQ() *CQ {
 // reporting as QP.PostRecv: EINVAL in RESET or for too many SGEs, ENOMEM
 // (and ENOSPC) for a full WQ. WRs posted in ERR complete with
 // WCWRFlushErr.
-func (w *WQ) PostRecv(wrs ...RecvWR) (int, error) {
+func (w *WQ) PostRecv(wrs ...ibv.RecvWR) (int, error) {
 	if !w.ok() {
 		return 0, errNil("WQ")
 	}

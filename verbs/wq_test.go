@@ -10,19 +10,20 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
-func wqTo(t testing.TB, wq *verbs.WQ, s verbs.WQState) {
+func wqTo(t testing.TB, wq *verbs.WQ, s ibv.WQState) {
 	t.Helper()
-	must(t, wq.Modify(&verbs.WQAttr{State: s}, verbs.WQAttrState))
+	must(t, wq.Modify(&ibv.WQAttr{State: s}, ibv.WQAttrState))
 	if got := wq.State(); got != s {
 		t.Fatalf("WQ state %v after a modify to %v", got, s)
 	}
 }
 
-func wqRecv(mr *verbs.MR, id uint64, off, n int) verbs.RecvWR {
-	return verbs.RecvWR{WRID: id, SGList: []verbs.SGE{mr.SGE(off, n)}}
+func wqRecv(mr *verbs.MR, id uint64, off, n int) ibv.RecvWR {
+	return ibv.RecvWR{WRID: id, SGList: []ibv.SGE{mr.SGE(off, n)}}
 }
 
 // TestWQStates walks a WQ through its states: posting is refused in
@@ -37,28 +38,28 @@ func TestWQStates(t *testing.T) {
 		dev := openDev(t, f, "10.0.0.1", 0)
 		pd, err := dev.AllocPD()
 		must(t, err)
-		mr, err := pd.RegMR(make([]byte, 1<<16), verbs.AccessLocalWrite)
+		mr, err := pd.RegMR(make([]byte, 1<<16), ibv.AccessLocalWrite)
 		must(t, err)
 		cq, err := dev.CreateCQ(64, nil)
 		must(t, err)
-		wq, err := dev.CreateWQ(verbs.WQInitAttr{Type: verbs.WQTypeRQ, MaxWR: 8, MaxSGE: 2, PD: pd, CQ: cq})
+		wq, err := dev.CreateWQ(verbs.WQInitAttr{Type: ibv.WQTypeRQ, MaxWR: 8, MaxSGE: 2, PD: pd, CQ: cq})
 		must(t, err)
-		if s := wq.State(); s != verbs.WQStateReset {
+		if s := wq.State(); s != ibv.WQStateReset {
 			t.Fatalf("new WQ in %v, want RESET", s)
 		}
 		if _, err := wq.PostRecv(wqRecv(mr, 1, 0, 64)); !errors.Is(err, verbs.EINVAL) {
 			t.Errorf("post in RESET: %v, want EINVAL", err)
 		}
-		if err := wq.Modify(&verbs.WQAttr{State: verbs.WQStateRdy, CurrState: verbs.WQStateErr},
-			verbs.WQAttrState|verbs.WQAttrCurrState); !errors.Is(err, verbs.EINVAL) {
+		if err := wq.Modify(&ibv.WQAttr{State: ibv.WQStateRdy, CurrState: ibv.WQStateErr},
+			ibv.WQAttrState|ibv.WQAttrCurrState); !errors.Is(err, verbs.EINVAL) {
 			t.Errorf("modify with a wrong current state: %v, want EINVAL", err)
 		}
-		if err := wq.Modify(&verbs.WQAttr{Flags: 1, FlagsMask: 1}, verbs.WQAttrFlags); !errors.Is(err, verbs.EINVAL) {
+		if err := wq.Modify(&ibv.WQAttr{Flags: 1, FlagsMask: 1}, ibv.WQAttrFlags); !errors.Is(err, verbs.EINVAL) {
 			t.Errorf("modify with a flag: %v, want EINVAL", err)
 		}
-		must(t, wq.Modify(&verbs.WQAttr{State: verbs.WQStateRdy, CurrState: verbs.WQStateReset},
-			verbs.WQAttrState|verbs.WQAttrCurrState))
-		wqTo(t, wq, verbs.WQStateRdy)
+		must(t, wq.Modify(&ibv.WQAttr{State: ibv.WQStateRdy, CurrState: ibv.WQStateReset},
+			ibv.WQAttrState|ibv.WQAttrCurrState))
+		wqTo(t, wq, ibv.WQStateRdy)
 		for i := range 8 {
 			must2(t)(wq.PostRecv(wqRecv(mr, uint64(i), i*64, 64)))
 		}
@@ -75,13 +76,13 @@ func TestWQStates(t *testing.T) {
 		}
 		noWC(t, cq, time.Second)
 
-		wqTo(t, wq, verbs.WQStateErr)
+		wqTo(t, wq, ibv.WQStateErr)
 		wcs := pollAll(cq)
 		if len(wcs) != 8 {
 			t.Fatalf("%d completions on entering ERR, want 8: %+v", len(wcs), wcs)
 		}
 		for i, wc := range wcs {
-			wantWC(t, wc, uint64(i), verbs.WCWRFlushErr, verbs.WCRecv)
+			wantWC(t, wc, uint64(i), ibv.WCWRFlushErr, ibv.WCRecv)
 			if wc.QPNum != wq.Num() {
 				t.Errorf("flush completion's QPNum %#x, want the WQ number %#x", wc.QPNum, wq.Num())
 			}
@@ -91,24 +92,24 @@ func TestWQStates(t *testing.T) {
 		if len(wcs) != 2 {
 			t.Fatalf("posts in ERR: %d completions, want 2", len(wcs))
 		}
-		wantWC(t, wcs[0], 20, verbs.WCWRFlushErr, verbs.WCRecv)
-		wantWC(t, wcs[1], 21, verbs.WCWRFlushErr, verbs.WCRecv)
-		wqTo(t, wq, verbs.WQStateErr) // ERR→ERR: nothing more
+		wantWC(t, wcs[0], 20, ibv.WCWRFlushErr, ibv.WCRecv)
+		wantWC(t, wcs[1], 21, ibv.WCWRFlushErr, ibv.WCRecv)
+		wqTo(t, wq, ibv.WQStateErr) // ERR→ERR: nothing more
 		noWC(t, cq, 0)
-		if err := wq.Modify(&verbs.WQAttr{State: verbs.WQStateRdy}, verbs.WQAttrState); !errors.Is(err, verbs.EINVAL) {
+		if err := wq.Modify(&ibv.WQAttr{State: ibv.WQStateRdy}, ibv.WQAttrState); !errors.Is(err, verbs.EINVAL) {
 			t.Errorf("ERR→RDY: %v, want EINVAL", err)
 		}
 
 		// RESET discards without completions; back to RDY it takes WRs.
-		wqTo(t, wq, verbs.WQStateReset)
-		wqTo(t, wq, verbs.WQStateRdy)
+		wqTo(t, wq, ibv.WQStateReset)
+		wqTo(t, wq, ibv.WQStateRdy)
 		must2(t)(wq.PostRecv(wqRecv(mr, 30, 0, 64), wqRecv(mr, 31, 0, 64)))
-		wqTo(t, wq, verbs.WQStateReset)
+		wqTo(t, wq, ibv.WQStateReset)
 		if n := wq.Len(); n != 0 {
 			t.Errorf("%d WRs left after RESET", n)
 		}
 		noWC(t, cq, 0)
-		wqTo(t, wq, verbs.WQStateErr) // RESET→ERR, as for QPs in IBTA 10.3.1
+		wqTo(t, wq, ibv.WQStateErr) // RESET→ERR, as for QPs in IBTA 10.3.1
 		noWC(t, cq, 0)
 
 		// Lifetime: the WQ holds its CQ and PD.
@@ -122,7 +123,7 @@ func TestWQStates(t *testing.T) {
 		if err := wq.Destroy(); !errors.Is(err, verbs.EINVAL) {
 			t.Errorf("second Destroy: %v, want EINVAL", err)
 		}
-		if s := wq.State(); s != verbs.WQStateUnknown {
+		if s := wq.State(); s != ibv.WQStateUnknown {
 			t.Errorf("destroyed WQ in %v, want UNKNOWN", s)
 		}
 		if _, err := wq.PostRecv(wqRecv(mr, 1, 0, 8)); !errors.Is(err, verbs.EINVAL) {
@@ -160,7 +161,7 @@ func TestWQCreateRules(t *testing.T) {
 			}
 		}
 		var zero verbs.WQ
-		if err := zero.Modify(&verbs.WQAttr{}, verbs.WQAttrState); !errors.Is(err, verbs.EINVAL) {
+		if err := zero.Modify(&ibv.WQAttr{}, ibv.WQAttrState); !errors.Is(err, verbs.EINVAL) {
 			t.Errorf("Modify on a zero WQ: %v", err)
 		}
 		// A QP cannot take its receives from another device's WQ.
@@ -171,7 +172,7 @@ func TestWQCreateRules(t *testing.T) {
 		must(t, err)
 		ocq, err := other.CreateCQ(8, nil)
 		must(t, err)
-		if _, err := opd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: ocq, WQ: wq}); !errors.Is(err, verbs.EINVAL) {
+		if _, err := opd.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: ocq, WQ: wq}); !errors.Is(err, verbs.EINVAL) {
 			t.Errorf("QP on another device's WQ: %v, want EINVAL", err)
 		}
 	})
@@ -194,12 +195,12 @@ func TestWQQP(t *testing.T) {
 		must(t, err)
 		wq, err := b.dev.CreateWQ(verbs.WQInitAttr{MaxWR: 16, MaxSGE: 1, PD: b.pd, CQ: wcq})
 		must(t, err)
-		if _, err := b.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: b.cq, RecvCQ: b.cq, WQ: wq}); !errors.Is(err, verbs.EINVAL) {
+		if _, err := b.pd.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: b.cq, RecvCQ: b.cq, WQ: wq}); !errors.Is(err, verbs.EINVAL) {
 			t.Errorf("QP on a WQ with another receive CQ: %v, want EINVAL", err)
 		}
 		must(t, b.qp.Destroy())
-		b.qp, err = b.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: b.cq, WQ: wq,
-			Cap: verbs.QPCap{MaxSendWR: 16, MaxSendSGE: 1}})
+		b.qp, err = b.pd.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: b.cq, WQ: wq,
+			Cap: ibv.QPCap{MaxSendWR: 16, MaxSendSGE: 1}})
 		must(t, err)
 		if _, init := b.qp.Query(); init.RecvCQ != wcq || init.WQ != wq {
 			t.Errorf("Query: RecvCQ %p WQ %p, want the WQ's CQ %p and the WQ %p", init.RecvCQ, init.WQ, wcq, wq)
@@ -210,27 +211,27 @@ func TestWQQP(t *testing.T) {
 			t.Errorf("PostRecv on a QP on a WQ: %v, want EINVAL", err)
 		}
 
-		wqTo(t, wq, verbs.WQStateRdy)
+		wqTo(t, wq, ibv.WQStateRdy)
 		must2(t)(wq.PostRecv(wqRecv(b.mr, 1, 0, 256), wqRecv(b.mr, 2, 256, 256), wqRecv(b.mr, 3, 512, 256)))
 		fill(a.buf[:100], 1)
-		post(t, a, sendWR(a, 10, verbs.WRSend, 0, 100))
-		wantWC(t, waitWC(t, wcq, 1)[0], 1, verbs.WCSuccess, verbs.WCRecv)
+		post(t, a, sendWR(a, 10, ibv.WRSend, 0, 100))
+		wantWC(t, waitWC(t, wcq, 1)[0], 1, ibv.WCSuccess, ibv.WCRecv)
 		checkBytes(t, "received", b.buf[:100], a.buf[:100])
 		waitWC(t, a.cq, 1)
 
 		// WQ to ERR: 2 and 3 flushed; the QP is untouched.
-		wqTo(t, wq, verbs.WQStateErr)
+		wqTo(t, wq, ibv.WQStateErr)
 		wcs := pollAll(wcq)
 		if len(wcs) != 2 {
 			t.Fatalf("WQ to ERR: %+v, want receives 2 and 3 flushed", wcs)
 		}
-		wantWC(t, wcs[0], 2, verbs.WCWRFlushErr, verbs.WCRecv)
-		wantWC(t, wcs[1], 3, verbs.WCWRFlushErr, verbs.WCRecv)
-		wantState(t, "QP on the WQ", b, verbs.QPStateRTS)
+		wantWC(t, wcs[0], 2, ibv.WCWRFlushErr, ibv.WCRecv)
+		wantWC(t, wcs[1], 3, ibv.WCWRFlushErr, ibv.WCRecv)
+		wantState(t, "QP on the WQ", b, ibv.QPStateRTS)
 		rnrs := b.dev.Counters().SendRNRErr
-		post(t, a, sendWR(a, 11, verbs.WRSend, 0, 100))
-		post(t, b, rdmaWR(b, a, 20, verbs.WRRDMAWrite, 0, 4096, 64))
-		wantWC(t, waitWC(t, b.cq, 1)[0], 20, verbs.WCSuccess, verbs.WCRDMAWrite)
+		post(t, a, sendWR(a, 11, ibv.WRSend, 0, 100))
+		post(t, b, rdmaWR(b, a, 20, ibv.WRRDMAWrite, 0, 4096, 64))
+		wantWC(t, waitWC(t, b.cq, 1)[0], 20, ibv.WCSuccess, ibv.WCRDMAWrite)
 		settle(10 * time.Millisecond)
 		if b.dev.Counters().SendRNRErr == rnrs {
 			t.Error("no RNR NAK for a SEND to a QP whose WQ is in ERR")
@@ -238,17 +239,17 @@ func TestWQQP(t *testing.T) {
 		noWC(t, a.cq, 0)
 
 		// RESET, RDY, a receive: the SEND lands at its next retry.
-		wqTo(t, wq, verbs.WQStateReset)
-		wqTo(t, wq, verbs.WQStateRdy)
+		wqTo(t, wq, ibv.WQStateReset)
+		wqTo(t, wq, ibv.WQStateRdy)
 		must2(t)(wq.PostRecv(wqRecv(b.mr, 4, 0, 256), wqRecv(b.mr, 5, 256, 256)))
-		wantWC(t, waitWC(t, wcq, 1)[0], 4, verbs.WCSuccess, verbs.WCRecv)
-		wantWC(t, waitWC(t, a.cq, 1)[0], 11, verbs.WCSuccess, verbs.WCSend)
+		wantWC(t, waitWC(t, wcq, 1)[0], 4, ibv.WCSuccess, ibv.WCRecv)
+		wantWC(t, waitWC(t, a.cq, 1)[0], 11, ibv.WCSuccess, ibv.WCSend)
 
 		if err := wq.Destroy(); !errors.Is(err, verbs.EBUSY) {
 			t.Errorf("destroy a WQ a QP uses: %v, want EBUSY", err)
 		}
 		must(t, b.qp.DrainRQ(t.Context()))
-		wantState(t, "drained", b, verbs.QPStateErr)
+		wantState(t, "drained", b, ibv.QPStateErr)
 		if n := wq.Len(); n != 1 {
 			t.Errorf("%d WRs left in the WQ after the QP's drain, want 1", n)
 		}
@@ -268,17 +269,17 @@ func TestWQUD(t *testing.T) {
 		dev := openDev(t, f, "10.0.0.2", 0)
 		pd, err := dev.AllocPD()
 		must(t, err)
-		mr, err := pd.RegMR(make([]byte, 1<<16), verbs.AccessLocalWrite)
+		mr, err := pd.RegMR(make([]byte, 1<<16), ibv.AccessLocalWrite)
 		must(t, err)
 		cq, err := dev.CreateCQ(64, nil)
 		must(t, err)
 		wq, err := dev.CreateWQ(verbs.WQInitAttr{MaxWR: 8, MaxSGE: 1, PD: pd, CQ: cq})
 		must(t, err)
-		qp, err := pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeUD, SendCQ: cq, WQ: wq,
-			Cap: verbs.QPCap{MaxSendWR: 4, MaxSendSGE: 1}})
+		qp, err := pd.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeUD, SendCQ: cq, WQ: wq,
+			Cap: ibv.QPCap{MaxSendWR: 4, MaxSendSGE: 1}})
 		must(t, err)
 		udToRTS(t, qp, 3)
-		ah, err := a.pd.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GlobalRoute{DGID: dev.Addr()}})
+		ah, err := a.pd.CreateAH(ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{DGID: dev.Addr()}})
 		must(t, err)
 		send := func(id uint64) {
 			t.Helper()
@@ -290,14 +291,14 @@ func TestWQUD(t *testing.T) {
 		if n := dev.Counters().DropNoRecvWQE; n != 1 {
 			t.Errorf("%d datagrams dropped for want of a WQE, want 1", n)
 		}
-		wqTo(t, wq, verbs.WQStateRdy)
+		wqTo(t, wq, ibv.WQStateRdy)
 		must2(t)(wq.PostRecv(wqRecv(mr, 7, 0, 1024)))
 		send(2)
 		wc := waitWC(t, cq, 1)[0]
-		if wc.WRID != 7 || wc.Status != verbs.WCSuccess || wc.ByteLen != 100+verbs.GRHLen || wc.QPNum != qp.QPN() {
+		if wc.WRID != 7 || wc.Status != ibv.WCSuccess || wc.ByteLen != 100+verbs.GRHLen || wc.QPNum != qp.QPN() {
 			t.Errorf("receive on the WQ: %+v", wc)
 		}
-		wqTo(t, wq, verbs.WQStateErr)
+		wqTo(t, wq, ibv.WQStateErr)
 		send(3)
 		if n := dev.Counters().DropNoRecvWQE; n != 2 {
 			t.Errorf("%d datagrams dropped for want of a WQE, want 2", n)

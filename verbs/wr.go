@@ -3,6 +3,8 @@ package verbs
 import (
 	"fmt"
 	"sync/atomic"
+
+	"github.com/softnic/softnic/ibv"
 )
 
 // SendOpsFlags selects the work-request builders a QP's extended interface
@@ -52,15 +54,15 @@ type QPEx struct {
 	// WRID is the wr_id the next builder gives its WR.
 	WRID uint64
 	// WRFlags are the send flags the next builder gives its WR.
-	WRFlags SendFlags
+	WRFlags ibv.SendFlags
 
 	qp   *QP
 	ops  SendOpsFlags
 	busy atomic.Bool // between WrStart and WrComplete/WrAbort
-	wrs  []SendWR
-	meta []wrMeta // where each WR's SGEs and inline data are stored
-	sges []SGE    // backing store for the WRs' SGE lists
-	data []byte   // backing store for inline data
+	wrs  []ibv.SendWR
+	meta []wrMeta  // where each WR's SGEs and inline data are stored
+	sges []ibv.SGE // backing store for the WRs' SGE lists
+	data []byte    // backing store for inline data
 	err  error
 }
 
@@ -162,87 +164,87 @@ func errSpace(format string, args ...any) error {
 
 // build starts a new WR of opcode op, if the QP enabled it; it returns
 // nil outside a batch.
-func (x *QPEx) build(op WROpcode, flag SendOpsFlags) *SendWR {
+func (x *QPEx) build(op ibv.WROpcode, flag SendOpsFlags) *ibv.SendWR {
 	if !x.ok() || !x.busy.Load() {
 		return nil
 	}
 	if x.ops&flag == 0 {
 		x.fail(fmt.Errorf("%w: %v not in the QP's send_ops_flags", EOPNOTSUPP, op))
 	}
-	x.wrs = append(x.wrs, SendWR{WRID: x.WRID, Flags: x.WRFlags, Opcode: op})
+	x.wrs = append(x.wrs, ibv.SendWR{WRID: x.WRID, Flags: x.WRFlags, Opcode: op})
 	x.meta = append(x.meta, wrMeta{})
 	return &x.wrs[len(x.wrs)-1]
 }
 
 // cur returns the WR the last builder made and its storage, for setters;
 // nil outside a batch.
-func (x *QPEx) cur() (*SendWR, *wrMeta) {
+func (x *QPEx) cur() (*ibv.SendWR, *wrMeta) {
 	if !x.ok() || !x.busy.Load() {
 		return nil, nil
 	}
 	if len(x.wrs) == 0 {
 		x.fail(fmt.Errorf("%w: setter called before a builder", EINVAL))
-		x.wrs = append(x.wrs, SendWR{})
+		x.wrs = append(x.wrs, ibv.SendWR{})
 		x.meta = append(x.meta, wrMeta{})
 	}
 	return &x.wrs[len(x.wrs)-1], &x.meta[len(x.meta)-1]
 }
 
 // WrSend builds a SEND (ibv_wr_send).
-func (x *QPEx) WrSend() { x.build(WRSend, SendOpsSend) }
+func (x *QPEx) WrSend() { x.build(ibv.WRSend, SendOpsSend) }
 
 // WrSendImm builds a SEND with immediate data (ibv_wr_send_imm).
 func (x *QPEx) WrSendImm(imm uint32) {
-	if w := x.build(WRSendWithImm, SendOpsSendWithImm); w != nil {
+	if w := x.build(ibv.WRSendWithImm, SendOpsSendWithImm); w != nil {
 		w.Imm = imm
 	}
 }
 
 // WrSendInv builds a SEND that invalidates rkey at the responder (ibv_wr_send_inv).
 func (x *QPEx) WrSendInv(rkey uint32) {
-	if w := x.build(WRSendWithInv, SendOpsSendWithInv); w != nil {
+	if w := x.build(ibv.WRSendWithInv, SendOpsSendWithInv); w != nil {
 		w.InvRKey = rkey
 	}
 }
 
 // WrRDMAWrite builds an RDMA WRITE (ibv_wr_rdma_write).
 func (x *QPEx) WrRDMAWrite(rkey uint32, addr uint64) {
-	if w := x.build(WRRDMAWrite, SendOpsRDMAWrite); w != nil {
+	if w := x.build(ibv.WRRDMAWrite, SendOpsRDMAWrite); w != nil {
 		w.RKey, w.RemoteAddr = rkey, addr
 	}
 }
 
 // WrRDMAWriteImm builds an RDMA WRITE with immediate (ibv_wr_rdma_write_imm).
 func (x *QPEx) WrRDMAWriteImm(rkey uint32, addr uint64, imm uint32) {
-	if w := x.build(WRRDMAWriteWithImm, SendOpsRDMAWriteWithImm); w != nil {
+	if w := x.build(ibv.WRRDMAWriteWithImm, SendOpsRDMAWriteWithImm); w != nil {
 		w.RKey, w.RemoteAddr, w.Imm = rkey, addr, imm
 	}
 }
 
 // WrRDMARead builds an RDMA READ (ibv_wr_rdma_read).
 func (x *QPEx) WrRDMARead(rkey uint32, addr uint64) {
-	if w := x.build(WRRDMARead, SendOpsRDMARead); w != nil {
+	if w := x.build(ibv.WRRDMARead, SendOpsRDMARead); w != nil {
 		w.RKey, w.RemoteAddr = rkey, addr
 	}
 }
 
 // WrAtomicCmpSwp builds a compare-and-swap (ibv_wr_atomic_cmp_swp).
 func (x *QPEx) WrAtomicCmpSwp(rkey uint32, addr, compare, swap uint64) {
-	if w := x.build(WRAtomicCmpAndSwp, SendOpsAtomicCmpAndSwp); w != nil {
+	if w := x.build(ibv.WRAtomicCmpAndSwp, SendOpsAtomicCmpAndSwp); w != nil {
 		w.RKey, w.RemoteAddr, w.CompareAdd, w.Swap = rkey, addr, compare, swap
 	}
 }
 
 // WrAtomicFetchAdd builds a fetch-and-add (ibv_wr_atomic_fetch_add).
 func (x *QPEx) WrAtomicFetchAdd(rkey uint32, addr, add uint64) {
-	if w := x.build(WRAtomicFetchAndAdd, SendOpsAtomicFetchAdd); w != nil {
+	if w := x.build(ibv.WRAtomicFetchAndAdd, SendOpsAtomicFetchAdd); w != nil {
 		w.RKey, w.RemoteAddr, w.CompareAdd = rkey, addr, add
 	}
 }
 
 // WrLocalInv builds a local invalidate of rkey (ibv_wr_local_inv).
 func (x *QPEx) WrLocalInv(rkey uint32) {
-	if w := x.build(WRLocalInv, SendOpsLocalInv); w != nil {
+	if w := x.build(ibv.WRLocalInv, SendOpsLocalInv); w != nil {
 		w.InvRKey = rkey
 	}
 }
@@ -251,7 +253,7 @@ func (x *QPEx) WrLocalInv(rkey uint32) {
 // (ibv_wr_bind_mw); see BindMWWR. mw.RKey becomes rkey when WrComplete
 // posts it.
 func (x *QPEx) WrBindMW(mw *MW, rkey uint32, info MWBindInfo) {
-	if w := x.build(WRBindMW, SendOpsBindMW); w != nil {
+	if w := x.build(ibv.WRBindMW, SendOpsBindMW); w != nil {
 		w.Bind = BindMWWR(0, 0, mw, rkey, info).Bind
 		if err := x.qp.pd.d.checkBind(mw, &info); err != nil {
 			x.fail(err)
@@ -262,7 +264,7 @@ func (x *QPEx) WrBindMW(mw *MW, rkey uint32, info MWBindInfo) {
 // WrFlush builds a FLUSH of [addr, addr+length) under rkey with placement
 // type typ and selectivity level (ibv_wr_flush).
 func (x *QPEx) WrFlush(rkey uint32, addr uint64, length uint32, typ, level uint8) {
-	if w := x.build(WRFlush, SendOpsFlush); w != nil {
+	if w := x.build(ibv.WRFlush, SendOpsFlush); w != nil {
 		w.RKey, w.RemoteAddr, w.FlushType, w.FlushLevel, w.FlushLen = rkey, addr, typ, level, length
 	}
 }
@@ -271,7 +273,7 @@ func (x *QPEx) WrFlush(rkey uint32, addr uint64, length uint32, typ, level uint8
 // the value is copied now and, as in rxe, does not count against
 // max_inline_data.
 func (x *QPEx) WrAtomicWrite(rkey uint32, addr uint64, value [8]byte) {
-	w := x.build(WRAtomicWrite, SendOpsAtomicWrite)
+	w := x.build(ibv.WRAtomicWrite, SendOpsAtomicWrite)
 	if w == nil {
 		return
 	}
@@ -279,17 +281,17 @@ func (x *QPEx) WrAtomicWrite(rkey uint32, addr uint64, value [8]byte) {
 	m := &x.meta[len(x.meta)-1]
 	m.dataOff, m.dataN, m.inline = len(x.data), len(value), true
 	x.data = append(x.data, value[:]...)
-	w.Flags |= SendInline
+	w.Flags |= ibv.SendInline
 }
 
 // WrSetSGE gives the last WR one scatter/gather element (ibv_wr_set_sge).
 func (x *QPEx) WrSetSGE(lkey uint32, addr uint64, length uint32) {
-	x.WrSetSGEList([]SGE{{Addr: addr, Length: length, LKey: lkey}})
+	x.WrSetSGEList([]ibv.SGE{{Addr: addr, Length: length, LKey: lkey}})
 }
 
 // WrSetSGEList gives the last WR a list of SGEs, copied now; the WR's
 // length is the sum of theirs (ibv_wr_set_sge_list).
-func (x *QPEx) WrSetSGEList(sges []SGE) {
+func (x *QPEx) WrSetSGEList(sges []ibv.SGE) {
 	w, m := x.cur()
 	if w == nil {
 		return
@@ -299,7 +301,7 @@ func (x *QPEx) WrSetSGEList(sges []SGE) {
 	}
 	m.sgeOff, m.sgeN, m.inline = len(x.sges), len(sges), false
 	x.sges = append(x.sges, sges...)
-	w.Flags &^= SendInline
+	w.Flags &^= ibv.SendInline
 }
 
 // WrSetInlineData gives the last WR inline data, copied now
@@ -322,5 +324,5 @@ func (x *QPEx) WrSetInlineDataList(bufs [][]byte) {
 		x.fail(errSpace("%d inline bytes, QP max_inline_data %d", n, lim))
 	}
 	m.dataOff, m.dataN, m.inline, m.sgeN = start, n, true, 0
-	w.Flags |= SendInline
+	w.Flags |= ibv.SendInline
 }

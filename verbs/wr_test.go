@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -54,7 +55,7 @@ func newWrEnv(t *testing.T, ca apiCfg) *wrEnv {
 func (e *wrEnv) postRecvs(t *testing.T, n int) {
 	t.Helper()
 	for i := range n {
-		must2(t)(e.b.qp.PostRecv(verbs.RecvWR{WRID: uint64(1000 + i), SGList: []verbs.SGE{e.b.mr.SGE(i*1024, 1024)}}))
+		must2(t)(e.b.qp.PostRecv(ibv.RecvWR{WRID: uint64(1000 + i), SGList: []ibv.SGE{e.b.mr.SGE(i*1024, 1024)}}))
 	}
 }
 
@@ -67,7 +68,7 @@ func (e *wrEnv) nothingPosted(t *testing.T, what string) {
 	if n := e.sent.Load(); n != 0 {
 		t.Errorf("%s: %d packets sent, want none", what, n)
 	}
-	var wc [4]verbs.WorkCompletion
+	var wc [4]ibv.WorkCompletion
 	for _, c := range []*verbs.CQ{e.a.scq, e.b.rcq} {
 		if n := c.Poll(wc[:]); n != 0 {
 			t.Errorf("%s: completions %+v, want none", what, wc[:n])
@@ -90,7 +91,7 @@ func TestWrBuildersPostAll(t *testing.T) {
 		binary.NativeEndian.PutUint64(b.buf[16384:], 40)
 		binary.NativeEndian.PutUint64(b.buf[16392:], 7)
 
-		sig := verbs.SendSignaled
+		sig := ibv.SendSignaled
 		x.WrStart()
 		x.WRID, x.WRFlags = 1, sig
 		x.WrSend()
@@ -118,32 +119,32 @@ func TestWrBuildersPostAll(t *testing.T) {
 
 		want := []struct {
 			id  uint64
-			op  verbs.WCOpcode
+			op  ibv.WCOpcode
 			len uint32
 		}{
-			{1, verbs.WCSend, 10}, {2, verbs.WCSend, 3}, {4, verbs.WCRDMAWrite, 5},
-			{5, verbs.WCRDMARead, 24}, {6, verbs.WCFetchAdd, 8}, {7, verbs.WCCompSwap, 8},
+			{1, ibv.WCSend, 10}, {2, ibv.WCSend, 3}, {4, ibv.WCRDMAWrite, 5},
+			{5, ibv.WCRDMARead, 24}, {6, ibv.WCFetchAdd, 8}, {7, ibv.WCCompSwap, 8},
 		}
 		got := waitWC(t, a.scq, len(want))
 		for i, w := range got {
-			if w.WRID != want[i].id || w.Opcode != want[i].op || w.Status != verbs.WCSuccess || w.ByteLen != want[i].len {
+			if w.WRID != want[i].id || w.Opcode != want[i].op || w.Status != ibv.WCSuccess || w.ByteLen != want[i].len {
 				t.Errorf("send completion %d: %+v, want WRID %d opcode %d success %d bytes", i, w, want[i].id, want[i].op, want[i].len)
 			}
 		}
 		rw := waitWC(t, b.rcq, 3)
-		wantR := []verbs.WorkCompletion{
-			{WRID: 1000, Opcode: verbs.WCRecv, ByteLen: 10},
-			{WRID: 1001, Opcode: verbs.WCRecv, ByteLen: 3, Imm: 0x11223344, Flags: verbs.WCWithImm},
-			{WRID: 1002, Opcode: verbs.WCRecvRDMAWithImm, ByteLen: 5, Imm: 0xcafe, Flags: verbs.WCWithImm},
+		wantR := []ibv.WorkCompletion{
+			{WRID: 1000, Opcode: ibv.WCRecv, ByteLen: 10},
+			{WRID: 1001, Opcode: ibv.WCRecv, ByteLen: 3, Imm: 0x11223344, Flags: ibv.WCWithImm},
+			{WRID: 1002, Opcode: ibv.WCRecvRDMAWithImm, ByteLen: 5, Imm: 0xcafe, Flags: ibv.WCWithImm},
 		}
 		for i, w := range rw {
 			if w.WRID != wantR[i].WRID || w.Opcode != wantR[i].Opcode || w.ByteLen != wantR[i].ByteLen ||
-				w.Imm != wantR[i].Imm || w.Flags&verbs.WCWithImm != wantR[i].Flags || w.Status != verbs.WCSuccess {
+				w.Imm != wantR[i].Imm || w.Flags&ibv.WCWithImm != wantR[i].Flags || w.Status != ibv.WCSuccess {
 				t.Errorf("receive completion %d: %+v, want %+v", i, w, wantR[i])
 			}
 		}
 		synctest.Wait()
-		var more [4]verbs.WorkCompletion
+		var more [4]ibv.WorkCompletion
 		if n := a.scq.Poll(more[:]); n != 0 {
 			t.Errorf("extra send completions %+v (WRID 3 is unsignaled)", more[:n])
 		}
@@ -178,7 +179,7 @@ func TestWrAbort(t *testing.T) {
 		e.postRecvs(t, 2)
 		x := e.x
 		x.WrStart()
-		x.WRID, x.WRFlags = 1, verbs.SendSignaled
+		x.WRID, x.WRFlags = 1, ibv.SendSignaled
 		x.WrSend()
 		x.WrSetInlineData([]byte("dropped"))
 		x.WrRDMAWrite(e.b.mr.RKey(), e.b.mr.Addr())
@@ -192,8 +193,8 @@ func TestWrAbort(t *testing.T) {
 		x.WrSend()
 		x.WrSetInlineData([]byte("kept"))
 		must(t, x.WrComplete())
-		must2(t)(e.a.qp.PostSend(verbs.SendWR{WRID: 3, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
-			SGList: []verbs.SGE{e.a.mr.SGE(0, 1)}}))
+		must2(t)(e.a.qp.PostSend(ibv.SendWR{WRID: 3, Opcode: ibv.WRSend, Flags: ibv.SendSignaled,
+			SGList: []ibv.SGE{e.a.mr.SGE(0, 1)}}))
 		if w := waitWC(t, e.b.rcq, 1)[0]; w.ByteLen != 4 || string(e.b.buf[:4]) != "kept" {
 			t.Errorf("receive after WrAbort: %+v %q, want the 4 bytes \"kept\"", w, e.b.buf[:4])
 		}
@@ -216,8 +217,8 @@ func TestWrErrorPostsNothing(t *testing.T) {
 		text  string
 		want  []error
 	}
-	sges := func(e *wrEnv, n int) []verbs.SGE {
-		s := make([]verbs.SGE, n)
+	sges := func(e *wrEnv, n int) []ibv.SGE {
+		s := make([]ibv.SGE, n)
 		for i := range s {
 			s[i] = e.a.mr.SGE(i*8, 8)
 		}
@@ -276,7 +277,7 @@ func TestWrErrorPostsNothing(t *testing.T) {
 				e.postRecvs(t, 4)
 				x := e.x
 				x.WrStart()
-				x.WRID, x.WRFlags = 1, verbs.SendSignaled
+				x.WRID, x.WRFlags = 1, ibv.SendSignaled
 				x.WrSend() // a good WR before the bad one
 				x.WrSetInlineData([]byte("good"))
 				x.WRID = 2
@@ -289,11 +290,11 @@ func TestWrErrorPostsNothing(t *testing.T) {
 
 				// The failed batch released the QP.
 				x.WrStart()
-				x.WRID, x.WRFlags = 4, verbs.SendSignaled
+				x.WRID, x.WRFlags = 4, ibv.SendSignaled
 				x.WrSend()
 				x.WrSetInlineData([]byte("next"))
 				must(t, x.WrComplete())
-				if w := waitWC(t, e.a.scq, 1)[0]; w.WRID != 4 || w.Status != verbs.WCSuccess {
+				if w := waitWC(t, e.a.scq, 1)[0]; w.WRID != 4 || w.Status != ibv.WCSuccess {
 					t.Errorf("batch after the failed one: %+v, want WRID 4 success", w)
 				}
 				if w := waitWC(t, e.b.rcq, 1)[0]; w.WRID != 1000 || string(e.b.buf[:4]) != "next" {
@@ -323,12 +324,12 @@ func TestWrSetterFirst(t *testing.T) {
 // that fits is posted.
 func TestWrFullQueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newWrEnv(t, apiCfg{cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		e := newWrEnv(t, apiCfg{cap: ibv.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		x := e.x
 		batch := func(n int) error {
 			x.WrStart()
 			for i := range n {
-				x.WRID, x.WRFlags = uint64(i+1), verbs.SendSignaled
+				x.WRID, x.WRFlags = uint64(i+1), ibv.SendSignaled
 				x.WrRDMAWrite(e.b.mr.RKey(), e.b.mr.Addr()+uint64(i*8))
 				x.WrSetSGE(e.a.mr.LKey(), e.a.mr.Addr(), 8)
 			}
@@ -366,10 +367,10 @@ func TestWrInlineCopiedAtSetter(t *testing.T) {
 		x := e.x
 		one := []byte("hello")
 		l1, l2, l3 := []byte("ab"), []byte{}, []byte("cdefg")
-		sge := []verbs.SGE{e.a.mr.SGE(0, 3)}
+		sge := []ibv.SGE{e.a.mr.SGE(0, 3)}
 		copy(e.a.buf, "xyz")
 		x.WrStart()
-		x.WRFlags = verbs.SendSignaled
+		x.WRFlags = ibv.SendSignaled
 		x.WrSend()
 		x.WrSetInlineData(one)
 		x.WrSend()
@@ -401,14 +402,14 @@ func TestWrSGEListSums(t *testing.T) {
 		for i := range a.buf[:4096] {
 			a.buf[i] = byte(i * 7)
 		}
-		list := []verbs.SGE{a.mr.SGE(10, 10), a.mr.SGE(1000, 300), a.mr.SGE(3000, 7), a.mr.SGE(50, 1)}
+		list := []ibv.SGE{a.mr.SGE(10, 10), a.mr.SGE(1000, 300), a.mr.SGE(3000, 7), a.mr.SGE(50, 1)}
 		var want []byte
 		for _, s := range list {
 			off := int(s.Addr - a.mr.Addr())
 			want = append(want, a.buf[off:off+int(s.Length)]...)
 		}
 		x.WrStart()
-		x.WRID, x.WRFlags = 1, verbs.SendSignaled
+		x.WRID, x.WRFlags = 1, ibv.SendSignaled
 		x.WrSend()
 		x.WrSetSGEList(list)
 		x.WRID = 2
@@ -450,8 +451,8 @@ func TestWrEx(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := fabric.New(fabric.Config{})
 		defer f.Close()
-		a, b := apiPair(t, f, apiCfg{typ: verbs.QPTypeUC, ops: verbs.SendOpsSend | verbs.SendOpsRDMAWriteWithImm},
-			apiCfg{typ: verbs.QPTypeUC})
+		a, b := apiPair(t, f, apiCfg{typ: ibv.QPTypeUC, ops: verbs.SendOpsSend | verbs.SendOpsRDMAWriteWithImm},
+			apiCfg{typ: ibv.QPTypeUC})
 		_, err := b.qp.Ex()
 		apiWantErr(t, "Ex of a QP without send_ops_flags", err, "send_ops_flags", verbs.EOPNOTSUPP)
 		x, err := a.qp.Ex()
@@ -460,10 +461,10 @@ func TestWrEx(t *testing.T) {
 			t.Errorf("Ex returned a different QPEx the second time")
 		}
 		for i := range 2 {
-			must2(t)(b.qp.PostRecv(verbs.RecvWR{WRID: uint64(i), SGList: []verbs.SGE{b.mr.SGE(i*64, 64)}}))
+			must2(t)(b.qp.PostRecv(ibv.RecvWR{WRID: uint64(i), SGList: []ibv.SGE{b.mr.SGE(i*64, 64)}}))
 		}
 		x.WrStart()
-		x.WRFlags = verbs.SendSignaled
+		x.WRFlags = ibv.SendSignaled
 		x.WrSend()
 		x.WrSetInlineData([]byte("uc"))
 		x.WrRDMAWriteImm(b.mr.RKey(), b.mr.Addr()+4096, 5)

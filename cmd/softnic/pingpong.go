@@ -4,10 +4,9 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/getopt"
 	"github.com/softnic/softnic/internal/pingpong"
-	"github.com/softnic/softnic/transport"
-	"github.com/softnic/softnic/verbs"
 )
 
 // pingpongOpts returns the options of rdma-core's example k, in its
@@ -156,7 +155,7 @@ func pingpongConfig(k pingpong.Kind, r *getopt.Result) (pingpong.Config, error) 
 	}
 	if m, ok := r.Last("mtu"); ok {
 		v, err := getopt.Int(m.Value)
-		cfg.MTU = verbs.MTU(0)
+		cfg.MTU = ibv.MTU(0)
 		if err == nil {
 			cfg.MTU = mtuEnum(int(v))
 		}
@@ -180,10 +179,10 @@ func pingpongConfig(k pingpong.Kind, r *getopt.Result) (pingpong.Config, error) 
 }
 
 // mtuEnum is pp_mtu_to_enum: 0 for a size that is not an IB MTU.
-func mtuEnum(n int) verbs.MTU {
+func mtuEnum(n int) ibv.MTU {
 	switch n {
 	case 256, 512, 1024, 2048, 4096:
-		return transport.MTUFromBytes(n)
+		return ibv.MTUFromBytes(n)
 	}
 	return 0
 }

@@ -43,6 +43,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/pingpong"
 	"github.com/softnic/softnic/verbs"
 )
@@ -92,7 +93,7 @@ func physState(s uint8) string {
 	return "invalid physical state"
 }
 
-func mtuStr(m verbs.MTU) string {
+func mtuStr(m ibv.MTU) string {
 	if n := m.Bytes(); n > 0 {
 		return fmt.Sprint(n)
 	}

@@ -3,12 +3,12 @@ package mem
 import (
 	"fmt"
 
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/ibv"
 )
 
 // lookupLocal resolves an lkey for QP pd's local access (rxe lookup_mr with
 // RXE_LOOKUP_LOCAL) and checks [addr, addr+n).
-func (t *Table) lookupLocal(pd *PD, sge transport.SGE, write bool) (*mrView, error) {
+func (t *Table) lookupLocal(pd *PD, sge ibv.SGE, write bool) (*mrView, error) {
 	i := sge.LKey >> 8
 	if i < MinMRIndex || i > MaxMRIndex {
 		if i >= MinMWIndex && i <= MaxMWIndex {
@@ -30,7 +30,7 @@ func (t *Table) lookupLocal(pd *PD, sge transport.SGE, write bool) (*mrView, err
 	if mr.pd != pd {
 		return nil, errPD
 	}
-	if write && v.access&transport.AccessLocalWrite == 0 {
+	if write && v.access&ibv.AccessLocalWrite == 0 {
 		return nil, errNeedLWrite
 	}
 	if !v.contains(sge.Addr, uint64(sge.Length)) {
@@ -52,7 +52,7 @@ func (t *Table) lookupLocal(pd *PD, sge transport.SGE, write bool) (*mrView, err
 // A zero-length SGE returns nil, nil without looking at the key: rxe's
 // copy_data skips SGEs of length 0 without a lookup, so a zero-length SGE
 // with a garbage lkey is legal.
-func (t *Table) Local(pd *PD, sge transport.SGE, write bool) ([]byte, error) {
+func (t *Table) Local(pd *PD, sge ibv.SGE, write bool) ([]byte, error) {
 	if sge.Length == 0 {
 		return nil, nil
 	}
@@ -66,7 +66,7 @@ func (t *Table) Local(pd *PD, sge transport.SGE, write bool) ([]byte, error) {
 // LocalV is Local for ranges that may span chunks: it appends the pieces
 // of the range, in order, to dst and returns it (nothing appended for a
 // zero-length SGE). With enough capacity in dst it allocates nothing.
-func (t *Table) LocalV(pd *PD, sge transport.SGE, write bool, dst [][]byte) ([][]byte, error) {
+func (t *Table) LocalV(pd *PD, sge ibv.SGE, write bool, dst [][]byte) ([][]byte, error) {
 	if sge.Length == 0 {
 		return dst, nil
 	}
@@ -81,7 +81,7 @@ func (t *Table) LocalV(pd *PD, sge transport.SGE, write bool, dst [][]byte) ([][
 // check_rkey): rkey names an MR (lookup_mr with RXE_LOOKUP_REMOTE) or a
 // window (rxe_lookup_mw), and returns the view and the IOVA in it. With
 // wholeRegion the range is not checked (FLUSH of the whole MR).
-func (t *Table) resolveRemote(pd *PD, qpn, rkey uint32, va, n uint64, need transport.Access, wholeRegion bool) (*mrView, uint64, error) {
+func (t *Table) resolveRemote(pd *PD, qpn, rkey uint32, va, n uint64, need ibv.Access, wholeRegion bool) (*mrView, uint64, error) {
 	i := rkey >> 8
 	switch {
 	case i >= MinMRIndex && i <= MaxMRIndex:
@@ -129,7 +129,7 @@ func (t *Table) resolveRemote(pd *PD, qpn, rkey uint32, va, n uint64, need trans
 		}
 		iova := va
 		if !wholeRegion {
-			if w.access&transport.AccessZeroBased != 0 {
+			if w.access&ibv.AccessZeroBased != 0 {
 				// Zero-based: va is an offset into the window (rxe:
 				// qp->resp.offset = mw->addr).
 				if va > w.length || n > w.length-va {
@@ -180,7 +180,7 @@ func (t *Table) resolveRemote(pd *PD, qpn, rkey uint32, va, n uint64, need trans
 // ErrDiscontiguous: use RemoteV.
 //
 // Remote takes no lock and allocates nothing, refused or not.
-func (t *Table) Remote(pd *PD, qpn uint32, rkey uint32, va uint64, length uint32, need transport.Access) ([]byte, error) {
+func (t *Table) Remote(pd *PD, qpn uint32, rkey uint32, va uint64, length uint32, need ibv.Access) ([]byte, error) {
 	if length == 0 {
 		return nil, nil
 	}
@@ -188,7 +188,7 @@ func (t *Table) Remote(pd *PD, qpn uint32, rkey uint32, va uint64, length uint32
 	if err != nil {
 		return nil, err
 	}
-	if need&transport.AccessRemoteAtomic != 0 && iova&7 != 0 {
+	if need&ibv.AccessRemoteAtomic != 0 && iova&7 != 0 {
 		return nil, errAtomicAlign
 	}
 	return v.slice(iova, uint64(length))
@@ -198,7 +198,7 @@ func (t *Table) Remote(pd *PD, qpn uint32, rkey uint32, va uint64, length uint32
 // appends the pieces of the range, in order, to dst and returns it
 // (nothing appended for length 0). With enough capacity in dst it
 // allocates nothing.
-func (t *Table) RemoteV(pd *PD, qpn uint32, rkey uint32, va uint64, length uint32, need transport.Access, dst [][]byte) ([][]byte, error) {
+func (t *Table) RemoteV(pd *PD, qpn uint32, rkey uint32, va uint64, length uint32, need ibv.Access, dst [][]byte) ([][]byte, error) {
 	if length == 0 {
 		return dst, nil
 	}
@@ -206,7 +206,7 @@ func (t *Table) RemoteV(pd *PD, qpn uint32, rkey uint32, va uint64, length uint3
 	if err != nil {
 		return dst, err
 	}
-	if need&transport.AccessRemoteAtomic != 0 && iova&7 != 0 {
+	if need&ibv.AccessRemoteAtomic != 0 && iova&7 != 0 {
 		return dst, errAtomicAlign
 	}
 	return v.appendSlices(dst, iova, uint64(length)), nil
@@ -218,7 +218,7 @@ func (t *Table) RemoteV(pd *PD, qpn uint32, rkey uint32, va uint64, length uint3
 // resolved IOVA (ErrAlign; rxe_mr_do_atomic_op, rxe_mr_do_atomic_write
 // "See IBA A19.4.2"). Pass the result to CompareSwap, FetchAdd or
 // AtomicWrite.
-func (t *Table) RemoteAtomic(pd *PD, qpn uint32, rkey uint32, va uint64, need transport.Access) ([]byte, error) {
+func (t *Table) RemoteAtomic(pd *PD, qpn uint32, rkey uint32, va uint64, need ibv.Access) ([]byte, error) {
 	v, iova, err := t.resolveRemote(pd, qpn, rkey, va, 8, need, false)
 	if err != nil {
 		return nil, err
@@ -244,7 +244,7 @@ const (
 // ignored. Any other level is ErrInvalid. softnic's memory is ordinary
 // memory, already globally visible once written, so a valid FLUSH has
 // nothing more to do.
-func (t *Table) Flush(pd *PD, qpn uint32, rkey uint32, va uint64, length uint32, need transport.Access, level uint8) error {
+func (t *Table) Flush(pd *PD, qpn uint32, rkey uint32, va uint64, length uint32, need ibv.Access, level uint8) error {
 	if need == 0 || need&^FlushAccess != 0 {
 		return errFlushNeed
 	}
@@ -258,7 +258,7 @@ func (t *Table) Flush(pd *PD, qpn uint32, rkey uint32, va uint64, length uint32,
 // CheckGather reports the error Gather would return for sgl, reading
 // nothing: a batch posted all or nothing (ibv_wr_complete) checks every
 // WR before it enqueues any.
-func (t *Table) CheckGather(pd *PD, sgl []transport.SGE) error {
+func (t *Table) CheckGather(pd *PD, sgl []ibv.SGE) error {
 	for i, s := range sgl {
 		if s.Length == 0 {
 			continue
@@ -270,6 +270,6 @@ func (t *Table) CheckGather(pd *PD, sgl []transport.SGE) error {
 	return nil
 }
 
-func gatherError(i int, s transport.SGE, err error) error {
+func gatherError(i int, s ibv.SGE, err error) error {
 	return fmt.Errorf("SGE %d (lkey %#x addr %#x length %d): %w", i, s.LKey, s.Addr, s.Length, err)
 }

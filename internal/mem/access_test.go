@@ -3,7 +3,7 @@ package mem
 import (
 	"testing"
 
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/ibv"
 )
 
 func TestRemote(t *testing.T) {
@@ -36,7 +36,7 @@ func TestRemote(t *testing.T) {
 		rkey    uint32
 		va      uint64
 		length  uint32
-		need    transport.Access
+		need    ibv.Access
 		want    error
 		wantOff int // offset into buf of the result, on success
 	}{
@@ -141,26 +141,26 @@ func TestLocal(t *testing.T) {
 	tests := []struct {
 		name    string
 		pd      *PD
-		sge     transport.SGE
+		sge     ibv.SGE
 		write   bool
 		want    error
 		wantOff int
 	}{
-		{"read of a read-only MR", f.pd, transport.SGE{Addr: base, Length: 128, LKey: mrRO.LKey()}, false, nil, 0},
-		{"write of a LOCAL_WRITE MR", f.pd, transport.SGE{Addr: base + 5, Length: 10, LKey: mrRW.LKey()}, true, nil, 5},
-		{"write without LOCAL_WRITE", f.pd, transport.SGE{Addr: base, Length: 8, LKey: mrRO.LKey()}, true, ErrAccess, 0},
-		{"key byte mismatch", f.pd, transport.SGE{Addr: base, Length: 8, LKey: flipKeyByte(mrRW.LKey())}, false, ErrInvalidKey, 0},
-		{"key index 0", f.pd, transport.SGE{Addr: base, Length: 8, LKey: 0x17}, false, ErrInvalidKey, 0},
-		{"deregistered key", f.pd, transport.SGE{Addr: base, Length: 8, LKey: mrGone.LKey()}, false, ErrInvalidKey, 0},
-		{"free fast-reg MR", f.pd, transport.SGE{Addr: 0, Length: 8, LKey: fast.LKey()}, false, ErrInvalidKey, 0},
-		{"a window's key", f.pd, transport.SGE{Addr: base, Length: 8, LKey: mw.RKey()}, false, ErrInvalidKey, 0},
-		{"wrong PD", f.pd, transport.SGE{Addr: base, Length: 8, LKey: mrOther.LKey()}, false, ErrWrongPD, 0},
-		{"below", f.pd, transport.SGE{Addr: base - 1, Length: 8, LKey: mrRW.LKey()}, false, ErrRange, 0},
-		{"above", f.pd, transport.SGE{Addr: base + 121, Length: 8, LKey: mrRW.LKey()}, false, ErrRange, 0},
-		{"overflow", f.pd, transport.SGE{Addr: ^uint64(0) - 1, Length: 8, LKey: mrRW.LKey()}, false, ErrRange, 0},
-		{"zero-based", f.pd, transport.SGE{Addr: 120, Length: 8, LKey: mrZB.LKey()}, true, nil, 120},
-		{"zero length skips a garbage key", f.pd, transport.SGE{Addr: 7, Length: 0, LKey: 0xffffffff}, true, nil, 0},
-		{"zero length skips a wrong PD", f.pd2, transport.SGE{Addr: base, Length: 0, LKey: mrRO.LKey()}, true, nil, 0},
+		{"read of a read-only MR", f.pd, ibv.SGE{Addr: base, Length: 128, LKey: mrRO.LKey()}, false, nil, 0},
+		{"write of a LOCAL_WRITE MR", f.pd, ibv.SGE{Addr: base + 5, Length: 10, LKey: mrRW.LKey()}, true, nil, 5},
+		{"write without LOCAL_WRITE", f.pd, ibv.SGE{Addr: base, Length: 8, LKey: mrRO.LKey()}, true, ErrAccess, 0},
+		{"key byte mismatch", f.pd, ibv.SGE{Addr: base, Length: 8, LKey: flipKeyByte(mrRW.LKey())}, false, ErrInvalidKey, 0},
+		{"key index 0", f.pd, ibv.SGE{Addr: base, Length: 8, LKey: 0x17}, false, ErrInvalidKey, 0},
+		{"deregistered key", f.pd, ibv.SGE{Addr: base, Length: 8, LKey: mrGone.LKey()}, false, ErrInvalidKey, 0},
+		{"free fast-reg MR", f.pd, ibv.SGE{Addr: 0, Length: 8, LKey: fast.LKey()}, false, ErrInvalidKey, 0},
+		{"a window's key", f.pd, ibv.SGE{Addr: base, Length: 8, LKey: mw.RKey()}, false, ErrInvalidKey, 0},
+		{"wrong PD", f.pd, ibv.SGE{Addr: base, Length: 8, LKey: mrOther.LKey()}, false, ErrWrongPD, 0},
+		{"below", f.pd, ibv.SGE{Addr: base - 1, Length: 8, LKey: mrRW.LKey()}, false, ErrRange, 0},
+		{"above", f.pd, ibv.SGE{Addr: base + 121, Length: 8, LKey: mrRW.LKey()}, false, ErrRange, 0},
+		{"overflow", f.pd, ibv.SGE{Addr: ^uint64(0) - 1, Length: 8, LKey: mrRW.LKey()}, false, ErrRange, 0},
+		{"zero-based", f.pd, ibv.SGE{Addr: 120, Length: 8, LKey: mrZB.LKey()}, true, nil, 120},
+		{"zero length skips a garbage key", f.pd, ibv.SGE{Addr: 7, Length: 0, LKey: 0xffffffff}, true, nil, 0},
+		{"zero length skips a wrong PD", f.pd2, ibv.SGE{Addr: base, Length: 0, LKey: mrRO.LKey()}, true, nil, 0},
 	}
 	for _, tc := range tests {
 		got, err := f.tab.Local(tc.pd, tc.sge, tc.write)
@@ -191,7 +191,7 @@ func TestFlush(t *testing.T) {
 		rkey   uint32
 		va     uint64
 		length uint32
-		need   transport.Access
+		need   ibv.Access
 		level  uint8
 		want   error
 	}{

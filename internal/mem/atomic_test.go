@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/ibv"
 )
 
 func TestAtomicAlignment(t *testing.T) {
@@ -17,7 +17,7 @@ func TestAtomicAlignment(t *testing.T) {
 		name string
 		rkey uint32
 		va   uint64
-		need transport.Access
+		need ibv.Access
 		want error
 	}{
 		{"aligned atomic", mr.RKey(), 0x1008, RA, nil},

@@ -3,7 +3,7 @@ package mem
 import (
 	"testing"
 
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/ibv"
 )
 
 type benchSetup struct {
@@ -13,7 +13,7 @@ type benchSetup struct {
 	mwKey     uint32
 	fastKey   uint32
 	word      []byte
-	localSGE  transport.SGE
+	localSGE  ibv.SGE
 	badKey    uint32
 	fastStart uint64
 }
@@ -51,7 +51,7 @@ func newBench(tb testing.TB) *benchSetup {
 	}
 	return &benchSetup{
 		tab: tab, pd: pd, mrKey: mr.RKey(), mwKey: mwKey, fastKey: fast.RKey(), word: word,
-		localSGE: transport.SGE{Addr: 0x1_0000_0100, Length: 1024, LKey: mr.LKey()},
+		localSGE: ibv.SGE{Addr: 0x1_0000_0100, Length: 1024, LKey: mr.LKey()},
 		badKey:   flipKeyByte(mr.RKey()), fastStart: 0x2_0000_0000,
 	}
 }

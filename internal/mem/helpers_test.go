@@ -5,19 +5,19 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/ibv"
 )
 
 // Short names for access flags in test tables.
 const (
-	LW  = transport.AccessLocalWrite
-	RW  = transport.AccessRemoteWrite
-	RR  = transport.AccessRemoteRead
-	RA  = transport.AccessRemoteAtomic
-	MWB = transport.AccessMWBind
-	ZB  = transport.AccessZeroBased
-	FG  = transport.AccessFlushGlobal
-	FP  = transport.AccessFlushPersistent
+	LW  = ibv.AccessLocalWrite
+	RW  = ibv.AccessRemoteWrite
+	RR  = ibv.AccessRemoteRead
+	RA  = ibv.AccessRemoteAtomic
+	MWB = ibv.AccessMWBind
+	ZB  = ibv.AccessZeroBased
+	FG  = ibv.AccessFlushGlobal
+	FP  = ibv.AccessFlushPersistent
 
 	allRemote = LW | RW | RR | RA | FG
 )
@@ -51,7 +51,7 @@ func newFixtureLim(t *testing.T, lim Limits) *fixture {
 }
 
 // reg registers buf at iova in f.pd and fails the test on error.
-func (f *fixture) reg(buf []byte, iova uint64, access transport.Access) *MR {
+func (f *fixture) reg(buf []byte, iova uint64, access ibv.Access) *MR {
 	f.t.Helper()
 	mr, err := f.tab.RegMR(f.pd, buf, iova, true, access)
 	if err != nil {
@@ -70,7 +70,7 @@ func (f *fixture) allocMW(typ int) *MW {
 }
 
 // bind binds mw through QP qpn of f.pd and fails the test on error.
-func (f *fixture) bind(mw *MW, qpn uint32, mr *MR, addr, length uint64, access transport.Access, keyByte uint32) uint32 {
+func (f *fixture) bind(mw *MW, qpn uint32, mr *MR, addr, length uint64, access ibv.Access, keyByte uint32) uint32 {
 	f.t.Helper()
 	rkey, err := f.tab.BindMW(mw, qpn, f.pd, mr.LKey(), addr, length, access, keyByte)
 	if err != nil {
@@ -110,8 +110,8 @@ func same(a, b []byte) bool {
 
 func isErr(got, want error) bool { return errors.Is(got, want) }
 
-func accessOf(a uint32) transport.Access { return transport.Access(a) }
+func accessOf(a uint32) ibv.Access { return ibv.Access(a) }
 
-func sge(addr uint64, length uint32, key uint32) transport.SGE {
-	return transport.SGE{Addr: addr, Length: length, LKey: key}
+func sge(addr uint64, length uint32, key uint32) ibv.SGE {
+	return ibv.SGE{Addr: addr, Length: length, LKey: key}
 }

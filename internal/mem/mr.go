@@ -5,23 +5,23 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/ibv"
 )
 
 // Access-flag sets (rxe_verbs.h RXE_ACCESS_*).
 const (
 	// RemoteAccess is rxe's RXE_ACCESS_REMOTE.
-	RemoteAccess = transport.AccessRemoteRead | transport.AccessRemoteWrite | transport.AccessRemoteAtomic
+	RemoteAccess = ibv.AccessRemoteRead | ibv.AccessRemoteWrite | ibv.AccessRemoteAtomic
 	// FlushAccess is the two FLUSH placement rights (IBA A19).
-	FlushAccess = transport.AccessFlushGlobal | transport.AccessFlushPersistent
+	FlushAccess = ibv.AccessFlushGlobal | ibv.AccessFlushPersistent
 
 	// SupportedMRAccess is what RegMR and RegFast accept: rxe's
 	// RXE_ACCESS_SUPPORTED_MR plus ZERO_BASED (which RegMR honours by
 	// starting addresses at 0) and libibverbs' HUGETLB and RELAXED_ORDERING
 	// hints, which change nothing here.
-	SupportedMRAccess = RemoteAccess | transport.AccessLocalWrite | transport.AccessMWBind |
-		transport.AccessZeroBased | transport.AccessOnDemand | transport.AccessHugeTLB |
-		FlushAccess | transport.AccessRelaxedOrdering
+	SupportedMRAccess = RemoteAccess | ibv.AccessLocalWrite | ibv.AccessMWBind |
+		ibv.AccessZeroBased | ibv.AccessOnDemand | ibv.AccessHugeTLB |
+		FlushAccess | ibv.AccessRelaxedOrdering
 	// SupportedMWAccess is what BindMW accepts (RXE_ACCESS_SUPPORTED_MW:
 	// the MR set plus ZERO_BASED).
 	SupportedMWAccess = SupportedMRAccess
@@ -51,7 +51,7 @@ type chunk struct {
 type mrView struct {
 	key    uint32
 	state  mrState
-	access transport.Access
+	access ibv.Access
 	iova   uint64
 	length uint64
 	chunks []chunk // one for RegMR; one per mapped element for fast reg
@@ -138,7 +138,7 @@ func (mr *MR) Addr() uint64 { return mr.v.Load().iova }
 func (mr *MR) Len() uint64 { return mr.v.Load().length }
 
 // Access returns the MR's access flags.
-func (mr *MR) Access() transport.Access { return mr.v.Load().access }
+func (mr *MR) Access() ibv.Access { return mr.v.Load().access }
 
 // Valid reports whether the MR is registered and usable (not deregistered,
 // and for a fast-reg MR, registered and not invalidated).
@@ -179,15 +179,15 @@ func addrOf(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.Slice
 // LOCAL_WRITE. FLUSH_GLOBAL and FLUSH_PERSISTENT do not need LOCAL_WRITE
 // (ib_check_mr_access requires it only for remote write and atomic).
 // FLUSH_PERSISTENT needs persistent memory (rxe_mr_fill_pages_from_sgt).
-func (t *Table) checkMRAccess(access transport.Access) error {
+func (t *Table) checkMRAccess(access ibv.Access) error {
 	if access&^SupportedMRAccess != 0 {
 		return errAccessFlags
 	}
-	if access&(transport.AccessRemoteWrite|transport.AccessRemoteAtomic) != 0 &&
-		access&transport.AccessLocalWrite == 0 {
+	if access&(ibv.AccessRemoteWrite|ibv.AccessRemoteAtomic) != 0 &&
+		access&ibv.AccessLocalWrite == 0 {
 		return errRegAccess
 	}
-	if access&transport.AccessFlushPersistent != 0 && !t.lim.PersistentMemory {
+	if access&ibv.AccessFlushPersistent != 0 && !t.lim.PersistentMemory {
 		return errPersistent
 	}
 	return nil
@@ -228,7 +228,7 @@ func (t *Table) newMRLocked(pd *PD) (*MR, error) {
 // Unlike ib_uverbs_reg_mr, RegMR does not require iova and buf's address to
 // share their offset within a 4 KiB page: softnic maps no pages, so any
 // iova simply names buf[0].
-func (t *Table) RegMR(pd *PD, buf []byte, iova uint64, useIOVA bool, access transport.Access) (*MR, error) {
+func (t *Table) RegMR(pd *PD, buf []byte, iova uint64, useIOVA bool, access ibv.Access) (*MR, error) {
 	if len(buf) == 0 {
 		return nil, errZeroLen
 	}
@@ -236,7 +236,7 @@ func (t *Table) RegMR(pd *PD, buf []byte, iova uint64, useIOVA bool, access tran
 		return nil, err
 	}
 	switch {
-	case access&transport.AccessZeroBased != 0:
+	case access&ibv.AccessZeroBased != 0:
 		iova = 0
 	case !useIOVA:
 		iova = addrOf(buf)
@@ -466,7 +466,7 @@ func (mr *MR) Mapped() (iova, length uint64) {
 // beyond the mapped length (ErrRange); iova+length overflowing
 // (ErrInvalid). rxe applies no access rule to REG_MR; softnic applies
 // ibv_reg_mr's, since IBA's rule for writable regions is the same.
-func (t *Table) RegFast(pd *PD, mr *MR, newKey uint32, iova uint64, length uint64, access transport.Access) error {
+func (t *Table) RegFast(pd *PD, mr *MR, newKey uint32, iova uint64, length uint64, access ibv.Access) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.checkMRLocked(mr); err != nil {
@@ -488,7 +488,7 @@ func (t *Table) RegFast(pd *PD, mr *MR, newKey uint32, iova uint64, length uint6
 	if err := t.checkMRAccess(access); err != nil {
 		return err
 	}
-	if access&transport.AccessZeroBased != 0 {
+	if access&ibv.AccessZeroBased != 0 {
 		return errAccessFlags
 	}
 	if length == 0 || mr.mappedLen == 0 {

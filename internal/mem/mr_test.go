@@ -3,13 +3,13 @@ package mem
 import (
 	"testing"
 
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/ibv"
 )
 
 func TestRegMRAccessRule(t *testing.T) {
 	tests := []struct {
 		name       string
-		access     transport.Access
+		access     ibv.Access
 		persistent bool
 		want       error
 	}{
@@ -24,7 +24,7 @@ func TestRegMRAccessRule(t *testing.T) {
 		{"flush global without local write", FG, false, nil},
 		{"all remote rights", allRemote, false, nil},
 		{"mw bind", MWB, false, nil},
-		{"relaxed ordering, on demand, hugetlb hints", transport.AccessRelaxedOrdering | transport.AccessOnDemand | transport.AccessHugeTLB, false, nil},
+		{"relaxed ordering, on demand, hugetlb hints", ibv.AccessRelaxedOrdering | ibv.AccessOnDemand | ibv.AccessHugeTLB, false, nil},
 		{"flush persistent on ordinary memory", FP, false, ErrInvalid},
 		{"flush persistent on persistent memory", FP, true, nil},
 		{"unknown bit", 1 << 15, false, ErrInvalid},
@@ -48,7 +48,7 @@ func TestRegMRAddresses(t *testing.T) {
 		name     string
 		iova     uint64
 		useIOVA  bool
-		access   transport.Access
+		access   ibv.Access
 		wantAddr uint64
 	}{
 		{"caller iova", 0x7000_0000_1234, true, 0, 0x7000_0000_1234},

@@ -3,7 +3,7 @@ package mem
 import (
 	"sync/atomic"
 
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/ibv"
 )
 
 type mwState uint8
@@ -26,7 +26,7 @@ type mwView struct {
 	mr     *MR    // nil when unbound
 	addr   uint64 // IOVA in mr of the window's first byte
 	length uint64
-	access transport.Access
+	access ibv.Access
 }
 
 // MW is a memory window (ibv_alloc_mw): a remotely accessible view of part
@@ -63,7 +63,7 @@ func (mw *MW) Addr() uint64 { return mw.v.Load().addr }
 func (mw *MW) Len() uint64 { return mw.v.Load().length }
 
 // Access returns the rights of the current binding.
-func (mw *MW) Access() transport.Access { return mw.v.Load().access }
+func (mw *MW) Access() ibv.Access { return mw.v.Load().access }
 
 // QPN returns the QP a bound type-2 window belongs to (0 otherwise).
 func (mw *MW) QPN() uint32 { return mw.v.Load().qpn }
@@ -183,7 +183,7 @@ func (t *Table) MWByKey(rkey uint32) (*MW, error) {
 // A type-1 bind with length 0 unbinds the window (ibv_bind_mw(3)): it
 // stays VALID with a new rkey and grants nothing; mrKey is then ignored.
 // A type-1 window may be rebound while bound; the old binding goes.
-func (t *Table) BindMW(mw *MW, qpn uint32, qpPD *PD, mrKey uint32, addr, length uint64, access transport.Access, newKey uint32) (uint32, error) {
+func (t *Table) BindMW(mw *MW, qpn uint32, qpPD *PD, mrKey uint32, addr, length uint64, access ibv.Access, newKey uint32) (uint32, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.checkMWLocked(mw); err != nil {
@@ -195,7 +195,7 @@ func (t *Table) BindMW(mw *MW, qpn uint32, qpPD *PD, mrKey uint32, addr, length 
 	old := mw.v.Load()
 	switch mw.typ {
 	case 1:
-		if access&transport.AccessZeroBased != 0 {
+		if access&ibv.AccessZeroBased != 0 {
 			return 0, errZeroBasedType1
 		}
 	case 2:
@@ -250,7 +250,7 @@ func (t *Table) BindMW(mw *MW, qpn uint32, qpPD *PD, mrKey uint32, addr, length 
 }
 
 // bindTargetLocked applies the MR-side bind rules (rxe_check_bind_mw).
-func (t *Table) bindTargetLocked(qpPD *PD, mrKey uint32, addr, length uint64, access transport.Access) (*MR, error) {
+func (t *Table) bindTargetLocked(qpPD *PD, mrKey uint32, addr, length uint64, access ibv.Access) (*MR, error) {
 	i := mrKey >> 8
 	if i < MinMRIndex || i > MaxMRIndex {
 		return nil, errNoIndex
@@ -269,14 +269,14 @@ func (t *Table) bindTargetLocked(qpPD *PD, mrKey uint32, addr, length uint64, ac
 	if mr.pd != qpPD {
 		return nil, errPD
 	}
-	if v.access&transport.AccessZeroBased != 0 {
+	if v.access&ibv.AccessZeroBased != 0 {
 		return nil, errZeroBasedMR
 	}
-	if v.access&transport.AccessMWBind == 0 {
+	if v.access&ibv.AccessMWBind == 0 {
 		return nil, errNoMWBind
 	}
-	if access&(transport.AccessRemoteWrite|transport.AccessRemoteAtomic) != 0 &&
-		v.access&transport.AccessLocalWrite == 0 {
+	if access&(ibv.AccessRemoteWrite|ibv.AccessRemoteAtomic) != 0 &&
+		v.access&ibv.AccessLocalWrite == 0 {
 		return nil, errWritableMW
 	}
 	if !v.contains(addr, length) {

@@ -3,7 +3,7 @@ package mem
 import (
 	"testing"
 
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/ibv"
 )
 
 // mwFixture has an MR at base..base+256 that allows binding.
@@ -15,7 +15,7 @@ type mwFixture struct {
 
 const mwBase = 0x40_0000
 
-func newMWFixture(t *testing.T, access transport.Access) *mwFixture {
+func newMWFixture(t *testing.T, access ibv.Access) *mwFixture {
 	f := newFixture(t)
 	buf := make([]byte, 256)
 	return &mwFixture{fixture: f, buf: buf, mr: f.reg(buf, mwBase, access)}
@@ -57,7 +57,7 @@ func TestAllocMW(t *testing.T) {
 func TestBindMWRules(t *testing.T) {
 	tests := []struct {
 		name     string
-		mrAccess transport.Access
+		mrAccess ibv.Access
 		typ      int
 		qpPD2    bool // bind through a QP of the other PD
 		mrPD2    bool // the MR is in the other PD
@@ -66,7 +66,7 @@ func TestBindMWRules(t *testing.T) {
 		badKey   bool // mrKey with a wrong key byte
 		addr     uint64
 		length   uint64
-		access   transport.Access
+		access   ibv.Access
 		want     error
 	}{
 		{"type 1 read window", LW | MWB, 1, false, false, false, false, false, mwBase, 64, RR, nil},
@@ -228,7 +228,7 @@ func TestRemoteThroughWindow(t *testing.T) {
 		rkey    uint32
 		va      uint64
 		length  uint32
-		need    transport.Access
+		need    ibv.Access
 		want    error
 		wantOff int
 	}{

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/ibv"
 )
 
 // The data path of every transport: copying a message between packets
@@ -44,7 +44,7 @@ func (v *mrView) copyAt(pos uint64, b []byte, in bool) {
 // needed); one spanning chunks of a fast-registration MR is written piece
 // by piece. It fails on the first SGE refused, or when the list ends
 // before src does (an ErrRange). It allocates nothing.
-func (t *Table) Scatter(pd *PD, sgl []transport.SGE, off uint64, src []byte) error {
+func (t *Table) Scatter(pd *PD, sgl []ibv.SGE, off uint64, src []byte) error {
 	rest, err := t.copySGL(pd, sgl, off, src, true)
 	if err == nil && rest > 0 {
 		return errShortSGL
@@ -56,7 +56,7 @@ func (t *Table) Scatter(pd *PD, sgl []transport.SGE, off uint64, src []byte) err
 // name into dst: a send's payload, packet by packet. Each SGE read is
 // checked as Local checks it (no access right needed); bytes past the
 // list's end are left as they are. It allocates nothing.
-func (t *Table) GatherAt(pd *PD, sgl []transport.SGE, off uint64, dst []byte) error {
+func (t *Table) GatherAt(pd *PD, sgl []ibv.SGE, off uint64, dst []byte) error {
 	_, err := t.copySGL(pd, sgl, off, dst, false)
 	return err
 }
@@ -65,7 +65,7 @@ func (t *Table) GatherAt(pd *PD, sgl []transport.SGE, off uint64, dst []byte) er
 // list on: into the list's memory when write, out of it otherwise. It
 // looks up only the SGEs it copies through and returns the bytes of b
 // the list had no room for.
-func (t *Table) copySGL(pd *PD, sgl []transport.SGE, off uint64, b []byte, write bool) (int, error) {
+func (t *Table) copySGL(pd *PD, sgl []ibv.SGE, off uint64, b []byte, write bool) (int, error) {
 	for _, s := range sgl {
 		if len(b) == 0 {
 			break
@@ -92,7 +92,7 @@ func (t *Table) copySGL(pd *PD, sgl []transport.SGE, off uint64, b []byte, write
 // lkey and bounds checked as Local checks them). A range spanning chunks
 // of a fast-registration MR is read piece by piece. On the first SGE
 // refused it returns dst as it was and the error, naming the SGE.
-func (t *Table) Gather(pd *PD, sgl []transport.SGE, dst []byte) ([]byte, error) {
+func (t *Table) Gather(pd *PD, sgl []ibv.SGE, dst []byte) ([]byte, error) {
 	n := len(dst)
 	for i, s := range sgl {
 		if s.Length == 0 {

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/ibv"
 )
 
 // Scatter and GatherAt walk an SGE list from an offset, each SGE through
@@ -30,7 +30,7 @@ func TestScatterGatherAt(t *testing.T) {
 
 	// 4 bytes of the plain MR, an empty SGE with a garbage key, then 16
 	// bytes of the fast MR across its chunk boundary: 20 bytes in all.
-	sgl := []transport.SGE{
+	sgl := []ibv.SGE{
 		sge(0x1002, 4, mr.LKey()),
 		sge(0, 0, 0xdead),
 		sge(iova+2, 16, fast.LKey()),
@@ -61,11 +61,11 @@ func TestScatterGatherAt(t *testing.T) {
 
 	wantErr(t, "Scatter past the list", f.tab.Scatter(f.pd, sgl, 15, msg[:6]), ErrRange)
 	wantErr(t, "Scatter into memory without LOCAL_WRITE",
-		f.tab.Scatter(f.pd, []transport.SGE{sge(0x2000, 8, ro.LKey())}, 0, msg[:1]), ErrAccess)
+		f.tab.Scatter(f.pd, []ibv.SGE{sge(0x2000, 8, ro.LKey())}, 0, msg[:1]), ErrAccess)
 	wantErr(t, "GatherAt with a bad key",
-		f.tab.GatherAt(f.pd, []transport.SGE{sge(0x1000, 8, flipKeyByte(mr.LKey()))}, 0, dst), ErrInvalidKey)
+		f.tab.GatherAt(f.pd, []ibv.SGE{sge(0x1000, 8, flipKeyByte(mr.LKey()))}, 0, dst), ErrInvalidKey)
 	// SGEs before the offset are not looked up.
-	bad := []transport.SGE{sge(0, 4, 0xdead), sge(0x1000, 4, mr.LKey())}
+	bad := []ibv.SGE{sge(0, 4, 0xdead), sge(0x1000, 4, mr.LKey())}
 	if err := f.tab.GatherAt(f.pd, bad, 4, dst[:4]); err != nil {
 		t.Errorf("GatherAt past a bad SGE: %v", err)
 	}

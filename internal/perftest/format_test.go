@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -78,13 +79,13 @@ func TestSmallMessages(t *testing.T) {
 	if got := Int32(4096); !bytes.Equal(got, []byte{0, 0, 0x10, 0}) || ParseInt32(got) != 4096 {
 		t.Errorf("Int32: got %x", got)
 	}
-	if got := MTUMessage(verbs.MTU1024, 6.06); string(got) != "3\x00" {
+	if got := MTUMessage(ibv.MTU1024, 6.06); string(got) != "3\x00" {
 		t.Errorf("MTUMessage: got %q, want \"3\\x00\"", got)
 	}
-	if got := MTUMessage(verbs.MTU4096, 5.0); string(got) != "5\x00\x00\x00" {
+	if got := MTUMessage(ibv.MTU4096, 5.0); string(got) != "5\x00\x00\x00" {
 		t.Errorf("MTUMessage(old peer): got %q", got)
 	}
-	if ParseMTUMessage([]byte("3\x00")) != verbs.MTU1024 || ParseMTUMessage([]byte("9\x00")) != 0 {
+	if ParseMTUMessage([]byte("3\x00")) != ibv.MTU1024 || ParseMTUMessage([]byte("9\x00")) != 0 {
 		t.Error("ParseMTUMessage")
 	}
 	r := Report{Size: 5000, Iters: 5, BWPeak: 6.98, BWAvg: 6.33, MsgRate: 0.001328}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -190,7 +191,7 @@ func ParseInt32(b []byte) int32 { return int32(binary.BigEndian.Uint32(b)) }
 
 // MTUMessage returns check_mtu's message: the MTU enum as "%d" in
 // char[2] ("3\0" for 1024), or, for a peer before 5.31, in 4 bytes.
-func MTUMessage(mtu verbs.MTU, peerVersion float64) []byte {
+func MTUMessage(mtu ibv.MTU, peerVersion float64) []byte {
 	n := 4
 	if VersionAtLeast(peerVersion, 5.31) {
 		n = 2
@@ -201,16 +202,16 @@ func MTUMessage(mtu verbs.MTU, peerVersion float64) []byte {
 }
 
 // ParseMTUMessage reads the peer's MTU enum (strtol); 0 when invalid.
-func ParseMTUMessage(b []byte) verbs.MTU {
+func ParseMTUMessage(b []byte) ibv.MTU {
 	s := string(b)
 	if i := strings.IndexByte(s, 0); i >= 0 {
 		s = s[:i]
 	}
 	v, err := strconv.Atoi(s)
-	if err != nil || v < int(verbs.MTU256) || v > int(verbs.MTU4096) {
+	if err != nil || v < int(ibv.MTU256) || v > int(ibv.MTU4096) {
 		return 0
 	}
-	return verbs.MTU(v)
+	return ibv.MTU(v)
 }
 
 // Report is struct bw_report_data as xchg_bw_reports exchanges it.

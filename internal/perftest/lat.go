@@ -6,8 +6,8 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/toolnic"
-	"github.com/softnic/softnic/verbs"
 )
 
 // peek reads b[i] while the NIC may be writing it: write_lat polls memory
@@ -40,15 +40,15 @@ func (s *session) latWrite(ctx context.Context, x *wqe, size int) (LatResult, er
 		iters = 0
 	}
 	x.sge[0].Length = uint32(size)
-	x.flags = verbs.SendSignaled
+	x.flags = ibv.SendSignaled
 	if size <= r.inline {
-		x.flags |= verbs.SendInline
+		x.flags |= ibv.SendInline
 	}
 	post := r.localBase(0) + size - 1
 	poll := r.remoteBase(0) + size - 1
 	posted := make([]int64, max(iters, 1))
 	var scnt, ccnt, rcnt, sampled uint64
-	wc := make([]verbs.WorkCompletion, 1)
+	wc := make([]ibv.WorkCompletion, 1)
 	for scnt < iters || ccnt < iters || rcnt < iters || (d.on && d.state(s.clk) != stEnd) {
 		if (rcnt < iters || d.on) && !(scnt < 1 && cfg.Server()) {
 			rcnt++
@@ -75,7 +75,7 @@ func (s *session) latWrite(ctx context.Context, x *wqe, size int) (LatResult, er
 				return LatResult{}, err
 			}
 			if n > 0 {
-				if wc[0].Status != verbs.WCSuccess {
+				if wc[0].Status != ibv.WCSuccess {
 					return LatResult{}, s.compErr("client", wc[0], scnt, ccnt)
 				}
 				ccnt++
@@ -113,11 +113,11 @@ type prober struct {
 	ack  time.Duration // the local ACK timeout; 0: no probes
 	next time.Time     // when the next probe is due
 	out  bool          // a probe awaits its completion
-	wc   []verbs.WorkCompletion
+	wc   []ibv.WorkCompletion
 }
 
 func (s *session) newProber(x *wqe) *prober {
-	p := &prober{s: s, x: x, wc: make([]verbs.WorkCompletion, 1)}
+	p := &prober{s: s, x: x, wc: make([]ibv.WorkCompletion, 1)}
 	if toolnic.RetryBound(x.qp) > 0 && !s.cfg.Events {
 		attr, _ := x.qp.Query()
 		p.ack = time.Duration(4096<<attr.Timeout) * time.Nanosecond
@@ -127,8 +127,8 @@ func (s *session) newProber(x *wqe) *prober {
 }
 
 // done handles the probe's completion.
-func (p *prober) done(c verbs.WorkCompletion) error {
-	if c.Status != verbs.WCSuccess {
+func (p *prober) done(c ibv.WorkCompletion) error {
+	if c.Status != ibv.WCSuccess {
 		return p.s.compErr(p.s.result.Side, c, 0, 0)
 	}
 	p.out = false
@@ -153,8 +153,8 @@ func (p *prober) tick() error {
 	if time.Now().Before(p.next) {
 		return nil
 	}
-	if _, err := p.x.qp.PostSend(verbs.SendWR{WRID: probeWRID, Opcode: verbs.WRRDMAWrite,
-		Flags: verbs.SendSignaled, RemoteAddr: p.x.remBase, RKey: p.x.rkey}); err != nil {
+	if _, err := p.x.qp.PostSend(ibv.SendWR{WRID: probeWRID, Opcode: ibv.WRRDMAWrite,
+		Flags: ibv.SendSignaled, RemoteAddr: p.x.remBase, RKey: p.x.rkey}); err != nil {
 		p.next = time.Now().Add(p.ack)
 		return nil
 	}
@@ -218,10 +218,10 @@ func (s *session) latClient(ctx context.Context, x *wqe, size int) (LatResult, e
 		iters = 0
 	}
 	x.sge[0].Length = uint32(size)
-	x.flags = verbs.SendSignaled
+	x.flags = ibv.SendSignaled
 	posted := make([]int64, max(iters, 1))
 	var scnt, sampled uint64
-	wc := make([]verbs.WorkCompletion, 1)
+	wc := make([]ibv.WorkCompletion, 1)
 	for scnt < iters || (d.on && d.state(s.clk) != stEnd) {
 		if !d.on {
 			posted[scnt] = s.clk.now()
@@ -239,7 +239,7 @@ func (s *session) latClient(ctx context.Context, x *wqe, size int) (LatResult, e
 				return LatResult{}, err
 			}
 			if n > 0 {
-				if wc[0].Status != verbs.WCSuccess {
+				if wc[0].Status != ibv.WCSuccess {
 					return LatResult{}, s.compErr("client", wc[0], scnt, scnt)
 				}
 				s.prog.done.Add(1)
@@ -265,11 +265,11 @@ func (s *session) latSend(ctx context.Context, x *wqe, rq []*rwqe, size int) (La
 	x.sge[0].Length = uint32(size)
 	x.flags = 0
 	if size <= r.inline {
-		x.flags |= verbs.SendInline
+		x.flags |= ibv.SendInline
 	}
 	posted := make([]int64, max(iters, 1))
 	var scnt, rcnt, sampled uint64
-	wc := make([]verbs.WorkCompletion, 1)
+	wc := make([]ibv.WorkCompletion, 1)
 	cqMod := uint64(cfg.CQMod)
 	for scnt < iters || rcnt < iters || (d.on && d.state(s.clk) != stEnd) {
 		if (rcnt < iters || d.on) && !(scnt < 1 && !cfg.Server()) {
@@ -308,7 +308,7 @@ func (s *session) latSend(ctx context.Context, x *wqe, rq []*rwqe, size int) (La
 				if err := pr.finish(ctx); err != nil {
 					return LatResult{}, err
 				}
-				if wc[0].Status != verbs.WCSuccess {
+				if wc[0].Status != ibv.WCSuccess {
 					return LatResult{}, s.recvErr(wc[0], rcnt)
 				}
 				rcnt++
@@ -332,7 +332,7 @@ func (s *session) latSend(ctx context.Context, x *wqe, rq []*rwqe, size int) (La
 			poll := false
 			if scnt%cqMod == 0 || (!d.on && scnt == iters) {
 				poll = true
-				x.flags |= verbs.SendSignaled
+				x.flags |= ibv.SendSignaled
 			}
 			if d.on && d.state(s.clk) == stEnd {
 				break
@@ -347,13 +347,13 @@ func (s *session) latSend(ctx context.Context, x *wqe, rq []*rwqe, size int) (La
 						return LatResult{}, err
 					}
 					if n > 0 {
-						if wc[0].Status != verbs.WCSuccess {
+						if wc[0].Status != ibv.WCSuccess {
 							return LatResult{}, s.compErr("client", wc[0], scnt, scnt)
 						}
 						break
 					}
 				}
-				x.flags &^= verbs.SendSignaled
+				x.flags &^= ibv.SendSignaled
 			}
 			s.prog.done.Add(1)
 		}

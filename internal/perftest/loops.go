@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/toolnic"
 	"github.com/softnic/softnic/verbs"
 )
@@ -78,7 +79,7 @@ func (d *duration) next() time.Duration {
 // is set (ctx_notify_events: get the event, re-arm, poll), bounded by
 // stall, and by max when it is positive (duration runs re-check their
 // state).
-func waitCQ(ctx context.Context, cq *verbs.CQ, ch *verbs.CompChannel, events bool, stall, maxWait time.Duration, wc []verbs.WorkCompletion) (int, error) {
+func waitCQ(ctx context.Context, cq *verbs.CQ, ch *verbs.CompChannel, events bool, stall, maxWait time.Duration, wc []ibv.WorkCompletion) (int, error) {
 	if events {
 		wctx, cancel := context.WithTimeout(ctx, stall)
 		_, err := ch.GetEvent(wctx)
@@ -111,14 +112,14 @@ func waitCQ(ctx context.Context, cq *verbs.CQ, ch *verbs.CompChannel, events boo
 // compErr is perftest's report of a failed send completion (after
 // poll_cq in run_iter_bw and the latency loops), with what it means
 // when the transport gave up on the peer (see wcErr).
-func (s *session) compErr(where string, c verbs.WorkCompletion, a, b uint64) error {
+func (s *session) compErr(where string, c ibv.WorkCompletion, a, b uint64) error {
 	return s.wcErr(fmt.Sprintf(" Completion with error at %s:\n Failed status %d: wr_id %d syndrom 0x%x\n scnt=%d, ccnt=%d (%s)",
 		where, c.Status, int(c.WRID), c.VendorErr, a, b, c.Status), c)
 }
 
 // recvErr is perftest's report of a failed receive completion (its
 // wording says "server" on both sides, as the C tool's does).
-func (s *session) recvErr(c verbs.WorkCompletion, rcnt uint64) error {
+func (s *session) recvErr(c ibv.WorkCompletion, rcnt uint64) error {
 	return s.wcErr(fmt.Sprintf(" Completion with error at server\n Failed status %d: wr_id %d syndrom 0x%x\n rcnt=%d (%s)",
 		c.Status, int(c.WRID), c.VendorErr, rcnt, c.Status), c)
 }
@@ -129,9 +130,9 @@ func (s *session) recvErr(c verbs.WorkCompletion, rcnt uint64) error {
 // CQs, where the one that moved the QP to ERR came first), a last line
 // says so: "peer stopped answering: transport retry counter exceeded
 // after 7 retries" (errors.As finds the *toolnic.ErrRetryExceeded).
-func (s *session) wcErr(text string, c verbs.WorkCompletion) error {
+func (s *session) wcErr(text string, c ibv.WorkCompletion) error {
 	pe := toolnic.PeerError(c, s.res.qps...)
-	if pe == nil && c.Status == verbs.WCWRFlushErr {
+	if pe == nil && c.Status == ibv.WCWRFlushErr {
 		pe = toolnic.FindPeerError(s.res.cqs(), s.res.qps)
 	}
 	if pe == nil {
@@ -164,7 +165,7 @@ func (s *session) bwClient(ctx context.Context, wq []*wqe, size int) (BWTimes, u
 	if !dur.on && cfg.NoPeak {
 		t.Posted[0] = s.clk.now()
 	}
-	wc := make([]verbs.WorkCompletion, 16)
+	wc := make([]ibv.WorkCompletion, 16)
 	for {
 		st := dur.state(s.clk)
 		if !(totS < tot || totC < tot || (dur.on && st != stEnd)) {
@@ -174,7 +175,7 @@ func (s *session) bwClient(ctx context.Context, wq []*wqe, size int) (BWTimes, u
 		for i, x := range wq {
 			for (dur.on || scnt[i] < iters) && scnt[i]-ccnt[i]+1 <= uint64(cfg.TxDepth) {
 				if cqMod > 1 && scnt[i]%cqMod == 0 && !(!dur.on && scnt[i] == iters-1) {
-					x.flags &^= verbs.SendSignaled
+					x.flags &^= ibv.SendSignaled
 				}
 				if !cfg.NoPeak {
 					t.Posted[totS] = s.clk.now()
@@ -192,7 +193,7 @@ func (s *session) bwClient(ctx context.Context, wq []*wqe, size int) (BWTimes, u
 				scnt[i]++
 				totS++
 				if scnt[i]%cqMod == cqMod-1 || (!dur.on && scnt[i] == iters-1) {
-					x.flags |= verbs.SendSignaled
+					x.flags |= ibv.SendSignaled
 				}
 			}
 		}
@@ -220,7 +221,7 @@ func (s *session) bwClient(ctx context.Context, wq []*wqe, size int) (BWTimes, u
 			}
 		}
 		for _, c := range wc[:n] {
-			if c.Status != verbs.WCSuccess {
+			if c.Status != ibv.WCSuccess {
 				return t, 0, s.compErr("client", c, totS, totC)
 			}
 			ccnt[c.WRID] += cqMod
@@ -266,7 +267,7 @@ func (s *session) bwServer(ctx context.Context, rq []*rwqe, size int) (BWTimes, 
 	}
 	var rcnt, sampled uint64
 	first := true
-	wc := make([]verbs.WorkCompletion, 16)
+	wc := make([]ibv.WorkCompletion, 16)
 	for rcnt < tot || (dur.on && dur.state(s.clk) != stEnd) {
 		var maxWait time.Duration
 		if dur.on {
@@ -284,7 +285,7 @@ func (s *session) bwServer(ctx context.Context, rq []*rwqe, size int) (BWTimes, 
 				}
 			}
 			for _, c := range wc[:n] {
-				if c.Status != verbs.WCSuccess {
+				if c.Status != ibv.WCSuccess {
 					return t, 0, s.recvErr(c, rcnt)
 				}
 				i := c.WRID

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -112,16 +113,16 @@ func TestMTUFromPort(t *testing.T) {
 func TestSetMTU(t *testing.T) {
 	for _, c := range []struct {
 		user   int
-		active verbs.MTU
-		want   verbs.MTU
+		active ibv.MTU
+		want   ibv.MTU
 		msg    string
 	}{
-		{0, verbs.MTU1024, verbs.MTU1024, ""},
-		{0, verbs.MTU4096, verbs.MTU4096, ""},
-		{512, verbs.MTU1024, verbs.MTU512, ""},
-		{1024, verbs.MTU1024, verbs.MTU1024, ""},
-		{2048, verbs.MTU1024, verbs.MTU1024, "Requested mtu is higher than active mtu \nChanging to active mtu - 3\n"},
-		{4096, verbs.MTU2048, verbs.MTU2048, "Requested mtu is higher than active mtu \nChanging to active mtu - 4\n"},
+		{0, ibv.MTU1024, ibv.MTU1024, ""},
+		{0, ibv.MTU4096, ibv.MTU4096, ""},
+		{512, ibv.MTU1024, ibv.MTU512, ""},
+		{1024, ibv.MTU1024, ibv.MTU1024, ""},
+		{2048, ibv.MTU1024, ibv.MTU1024, "Requested mtu is higher than active mtu \nChanging to active mtu - 3\n"},
+		{4096, ibv.MTU2048, ibv.MTU2048, "Requested mtu is higher than active mtu \nChanging to active mtu - 4\n"},
 	} {
 		var b bytes.Buffer
 		if got := SetMTU(c.user, c.active, &b); got != c.want || b.String() != c.msg {

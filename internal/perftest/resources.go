@@ -7,6 +7,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/toolnic"
 	"github.com/softnic/softnic/verbs"
 )
@@ -28,7 +29,7 @@ type res struct {
 	cacheLine int
 	size      int // ctx->size: the message size resources were made for
 	buffSize  int // ctx->buff_size
-	mtu       verbs.MTU
+	mtu       ibv.MTU
 	outReads  int
 	inline    int
 	sgid      int
@@ -66,7 +67,7 @@ func (r *res) addr(off int) uint64 { return r.mr.Addr() + uint64(off) }
 
 // alloc allocates and registers the buffer and makes the CQs and QPs
 // (alloc_ctx, ctx_init), and moves the QPs to INIT.
-func newRes(cfg *Config, dev *verbs.Device, cycle, cacheLine int, mtu verbs.MTU, outReads, inline int) (*res, error) {
+func newRes(cfg *Config, dev *verbs.Device, cycle, cacheLine int, mtu ibv.MTU, outReads, inline int) (*res, error) {
 	r := &res{cfg: cfg, dev: dev, cycle: cycle, cacheLine: cacheLine, size: int(cfg.Size), mtu: mtu,
 		outReads: outReads, inline: inline}
 	ok := false
@@ -92,14 +93,14 @@ func newRes(cfg *Config, dev *verbs.Device, cycle, cacheLine int, mtu verbs.MTU,
 	if r.pd, err = dev.AllocPD(); err != nil {
 		return nil, fmt.Errorf("Couldn't allocate PD: %w", err)
 	}
-	access := verbs.AccessLocalWrite
+	access := ibv.AccessLocalWrite
 	switch cfg.Verb {
 	case Write:
-		access |= verbs.AccessRemoteWrite
+		access |= ibv.AccessRemoteWrite
 	case Read:
-		access |= verbs.AccessRemoteRead
+		access |= ibv.AccessRemoteRead
 	case Atomic:
-		access |= verbs.AccessRemoteAtomic
+		access |= ibv.AccessRemoteAtomic
 	}
 	if r.mr, err = r.pd.RegMR(r.buf, access); err != nil {
 		return nil, fmt.Errorf("Couldn't allocate MR: %w", err)
@@ -116,10 +117,10 @@ func newRes(cfg *Config, dev *verbs.Device, cycle, cacheLine int, mtu verbs.MTU,
 		}
 		recvCQ = r.recvCQ
 	}
-	typ := map[Conn]verbs.QPType{RC: verbs.QPTypeRC, UC: verbs.QPTypeUC, UD: verbs.QPTypeUD}[cfg.Conn]
+	typ := map[Conn]ibv.QPType{RC: ibv.QPTypeRC, UC: ibv.QPTypeUC, UD: ibv.QPTypeUD}[cfg.Conn]
 	for i := 0; i < cfg.NumQP; i++ {
 		qp, err := r.pd.CreateQP(verbs.QPInitAttr{Type: typ, SendCQ: r.sendCQ, RecvCQ: recvCQ,
-			Cap: verbs.QPCap{MaxSendWR: uint32(cfg.TxDepth), MaxRecvWR: uint32(cfg.RxDepth), MaxSendSGE: 1,
+			Cap: ibv.QPCap{MaxSendWR: uint32(cfg.TxDepth), MaxRecvWR: uint32(cfg.RxDepth), MaxSendSGE: 1,
 				MaxRecvSGE: 1, MaxInlineData: uint32(inline)}})
 		if err != nil {
 			return nil, fmt.Errorf("Couldn't create QP: %w", err)
@@ -128,23 +129,23 @@ func newRes(cfg *Config, dev *verbs.Device, cycle, cacheLine int, mtu verbs.MTU,
 		if _, got := qp.Query(); r.inline > int(got.Cap.MaxInlineData) {
 			r.inline = int(got.Cap.MaxInlineData)
 		}
-		attr := verbs.QPAttr{State: verbs.QPStateInit, PortNum: uint8(cfg.IBPort)}
-		mask := verbs.QPAttrState | verbs.QPAttrPKeyIndex | verbs.QPAttrPort
+		attr := ibv.QPAttr{State: ibv.QPStateInit, PortNum: uint8(cfg.IBPort)}
+		mask := ibv.QPAttrState | ibv.QPAttrPKeyIndex | ibv.QPAttrPort
 		if cfg.Conn == UD {
 			attr.QKey = DefQKey
-			mask |= verbs.QPAttrQKey
+			mask |= ibv.QPAttrQKey
 		} else {
 			switch cfg.Verb {
 			case Atomic:
-				attr.AccessFlags = verbs.AccessRemoteAtomic
+				attr.AccessFlags = ibv.AccessRemoteAtomic
 			case Read:
-				attr.AccessFlags = verbs.AccessRemoteRead
+				attr.AccessFlags = ibv.AccessRemoteRead
 			case Write:
-				attr.AccessFlags = verbs.AccessRemoteWrite
+				attr.AccessFlags = ibv.AccessRemoteWrite
 			case Send:
-				attr.AccessFlags = verbs.AccessRemoteWrite | verbs.AccessLocalWrite
+				attr.AccessFlags = ibv.AccessRemoteWrite | ibv.AccessLocalWrite
 			}
-			mask |= verbs.QPAttrAccessFlags
+			mask |= ibv.QPAttrAccessFlags
 		}
 		if err := qp.Modify(&attr, mask); err != nil {
 			return nil, fmt.Errorf("Failed to modify QP to INIT, ret=%w", err)
@@ -217,27 +218,27 @@ func (r *res) connect(my, rem []Dest) error {
 	cfg := r.cfg
 	sends := cfg.Test == Lat || !cfg.Server()
 	for i, qp := range r.qps {
-		ah := verbs.AHAttr{DLID: rem[i].LID, SL: uint8(cfg.SL), PortNum: uint8(cfg.IBPort), IsGlobal: true,
-			GRH: verbs.GlobalRoute{DGID: rem[i].GID.Addr(), SGIDIndex: uint8(r.sgid), HopLimit: 0xFF, TrafficClass: cfg.TClass}}
-		attr := verbs.QPAttr{State: verbs.QPStateRTR, AHAttr: ah}
-		mask := verbs.QPAttrState
+		ah := ibv.AHAttr{DLID: rem[i].LID, SL: uint8(cfg.SL), PortNum: uint8(cfg.IBPort), IsGlobal: true,
+			GRH: ibv.GlobalRoute{DGID: rem[i].GID.Addr(), SGIDIndex: uint8(r.sgid), HopLimit: 0xFF, TrafficClass: cfg.TClass}}
+		attr := ibv.QPAttr{State: ibv.QPStateRTR, AHAttr: ah}
+		mask := ibv.QPAttrState
 		if cfg.Conn != UD {
 			attr.PathMTU, attr.DestQPN, attr.RQPSN = r.mtu, rem[i].QPN, rem[i].PSN
-			mask |= verbs.QPAttrAV | verbs.QPAttrPathMTU | verbs.QPAttrDestQPN | verbs.QPAttrRQPSN
+			mask |= ibv.QPAttrAV | ibv.QPAttrPathMTU | ibv.QPAttrDestQPN | ibv.QPAttrRQPSN
 			if cfg.Conn == RC {
 				attr.MaxDestRdAtomic, attr.MinRNRTimer = uint8(my[i].OutReads), minRNRTimer
-				mask |= verbs.QPAttrMaxDestRdAtomic | verbs.QPAttrMinRNRTimer
+				mask |= ibv.QPAttrMaxDestRdAtomic | ibv.QPAttrMinRNRTimer
 			}
 		}
 		if err := qp.Modify(&attr, mask); err != nil {
 			return fmt.Errorf("Failed to modify QP %d to RTR: %w", qp.QPN(), err)
 		}
 		if sends {
-			attr.State, attr.SQPSN = verbs.QPStateRTS, my[i].PSN
-			mask = verbs.QPAttrState | verbs.QPAttrSQPSN
+			attr.State, attr.SQPSN = ibv.QPStateRTS, my[i].PSN
+			mask = ibv.QPAttrState | ibv.QPAttrSQPSN
 			if cfg.Conn == RC {
 				attr.Timeout, attr.RetryCnt, attr.RNRRetry, attr.MaxRdAtomic = cfg.QPTimeout, 7, 7, uint8(rem[i].OutReads)
-				mask |= verbs.QPAttrTimeout | verbs.QPAttrRetryCnt | verbs.QPAttrRNRRetry | verbs.QPAttrMaxQPRdAtomic
+				mask |= ibv.QPAttrTimeout | ibv.QPAttrRetryCnt | ibv.QPAttrRNRRetry | ibv.QPAttrMaxQPRdAtomic
 			}
 			if err := qp.Modify(&attr, mask); err != nil {
 				return fmt.Errorf("Failed to modify QP to RTS: %w", err)
@@ -259,9 +260,9 @@ func (r *res) connect(my, rem []Dest) error {
 type wqe struct {
 	idx        int // the QP's index: the WRs' wr_id
 	qp         *verbs.QP
-	sge        [1]verbs.SGE
+	sge        [1]ibv.SGE
 	remoteAddr uint64
-	flags      verbs.SendFlags
+	flags      ibv.SendFlags
 	localBase  uint64 // ctx->my_addr[i]
 	remBase    uint64 // ctx->rem_addr[i]
 	rkey       uint32
@@ -275,12 +276,12 @@ func (r *res) sendWQEs(rem []Dest) []*wqe {
 	w := make([]*wqe, len(r.qps))
 	for i, qp := range r.qps {
 		x := &wqe{idx: i, qp: qp, localBase: r.addr(r.localBase(i)), remBase: rem[i].VAddr, remoteAddr: rem[i].VAddr, rkey: rem[i].RKey}
-		x.sge[0] = verbs.SGE{Addr: x.localBase, Length: uint32(cfg.Size), LKey: r.mr.LKey()}
+		x.sge[0] = ibv.SGE{Addr: x.localBase, Length: uint32(cfg.Size), LKey: r.mr.LKey()}
 		if cfg.CQMod == 1 {
-			x.flags = verbs.SendSignaled // (j+1) % cq_mod == 0 for j = 0
+			x.flags = ibv.SendSignaled // (j+1) % cq_mod == 0 for j = 0
 		}
 		if (cfg.Verb == Send || cfg.Verb == Write) && int(cfg.Size) <= r.inline {
-			x.flags |= verbs.SendInline
+			x.flags |= ibv.SendInline
 		}
 		if cfg.Conn == UD && len(r.ahs) > i {
 			x.ah, x.remQPN = r.ahs[i], rem[i].QPN
@@ -293,23 +294,23 @@ func (r *res) sendWQEs(rem []Dest) []*wqe {
 // post posts x once.
 func (r *res) post(x *wqe) error {
 	cfg := r.cfg
-	wr := verbs.SendWR{WRID: uint64(x.idx), Flags: x.flags, SGList: x.sge[:]}
+	wr := ibv.SendWR{WRID: uint64(x.idx), Flags: x.flags, SGList: x.sge[:]}
 	switch cfg.Verb {
 	case Send:
-		wr.Opcode = verbs.WRSend
+		wr.Opcode = ibv.WRSend
 		if cfg.Conn == UD {
 			wr.AH, wr.RemoteQPN, wr.RemoteQKey = x.ah, x.remQPN, DefQKey
 		}
 	case Write:
-		wr.Opcode, wr.RemoteAddr, wr.RKey = verbs.WRRDMAWrite, x.remoteAddr, x.rkey
+		wr.Opcode, wr.RemoteAddr, wr.RKey = ibv.WRRDMAWrite, x.remoteAddr, x.rkey
 	case Read:
-		wr.Opcode, wr.RemoteAddr, wr.RKey = verbs.WRRDMARead, x.remoteAddr, x.rkey
+		wr.Opcode, wr.RemoteAddr, wr.RKey = ibv.WRRDMARead, x.remoteAddr, x.rkey
 	case Atomic:
 		wr.RemoteAddr, wr.RKey = x.remoteAddr, x.rkey
 		if cfg.Atomic == FetchAndAdd {
-			wr.Opcode, wr.CompareAdd = verbs.WRAtomicFetchAndAdd, atomicAdd
+			wr.Opcode, wr.CompareAdd = ibv.WRAtomicFetchAndAdd, atomicAdd
 		} else {
-			wr.Opcode, wr.Swap = verbs.WRAtomicCmpAndSwp, atomicSwap
+			wr.Opcode, wr.Swap = ibv.WRAtomicCmpAndSwp, atomicSwap
 		}
 	}
 	_, err := x.qp.PostSend(wr)
@@ -336,7 +337,7 @@ func (r *res) advance(x *wqe, scnt uint64, size int) {
 // rwqe is one QP's receive template (ctx->rwr[i]).
 type rwqe struct {
 	qp   *verbs.QP
-	sge  [1]verbs.SGE
+	sge  [1]ibv.SGE
 	base uint64
 }
 
@@ -351,7 +352,7 @@ func (r *res) postRecvs(size int) ([]*rwqe, error) {
 		if cfg.Conn == UD {
 			n += UDAddition
 		}
-		x.sge[0] = verbs.SGE{Addr: x.base, Length: uint32(n), LKey: r.mr.LKey()}
+		x.sge[0] = ibv.SGE{Addr: x.base, Length: uint32(n), LKey: r.mr.LKey()}
 		for j := 0; j < cfg.RxDepth; j++ {
 			if err := r.postRecv(x, i); err != nil {
 				return nil, fmt.Errorf("Couldn't post recv Qp = %d: counter=%d: %w", i, j, err)
@@ -367,7 +368,7 @@ func (r *res) postRecvs(size int) ([]*rwqe, error) {
 }
 
 func (r *res) postRecv(x *rwqe, i int) error {
-	_, err := x.qp.PostRecv(verbs.RecvWR{WRID: uint64(i), SGList: x.sge[:]})
+	_, err := x.qp.PostRecv(ibv.RecvWR{WRID: uint64(i), SGList: x.sge[:]})
 	return err
 }
 

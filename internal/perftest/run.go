@@ -12,6 +12,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/pingpong"
 	"github.com/softnic/softnic/internal/toolnic"
 	"github.com/softnic/softnic/verbs"
@@ -680,11 +681,11 @@ func (s *session) startRun(total uint64) {
 // flag parser), lowered to the active MTU with perftest's two lines on w
 // (stdout) when it is higher. check_mtu then takes the smaller of this
 // and the peer's (the MTU exchange).
-func SetMTU(user int, active verbs.MTU, w io.Writer) verbs.MTU {
+func SetMTU(user int, active ibv.MTU, w io.Writer) ibv.MTU {
 	if user <= 0 {
 		return active
 	}
-	mtu := verbs.MTU(bits.Len(uint(user)) - 8)
+	mtu := ibv.MTU(bits.Len(uint(user)) - 8)
 	if mtu > active {
 		fmt.Fprintf(w, "Requested mtu is higher than active mtu \nChanging to active mtu - %d\n", int(active))
 		mtu = active

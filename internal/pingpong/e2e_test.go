@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -111,8 +112,8 @@ func TestPingpongPairs(t *testing.T) {
 	}{
 		{"rc", func(c *Config) {}},
 		{"rc 1 byte", func(c *Config) { c.Size = 1 }},
-		{"rc mtu256 10000 bytes", func(c *Config) { c.Size, c.MTU = 10000, verbs.MTU256 }},
-		{"rc mtu4096 64KiB events", func(c *Config) { c.Size, c.MTU, c.Events = 65536, verbs.MTU4096, true }},
+		{"rc mtu256 10000 bytes", func(c *Config) { c.Size, c.MTU = 10000, ibv.MTU256 }},
+		{"rc mtu4096 64KiB events", func(c *Config) { c.Size, c.MTU, c.Events = 65536, ibv.MTU4096, true }},
 		{"rc check", func(c *Config) { c.Size, c.Check = 3*4096+17, true }},
 		{"rc new send", func(c *Config) { c.NewSend, c.Size = true, 100 }},
 		{"rc rx-depth 2", func(c *Config) { c.RxDepth = 2 }},

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -49,7 +50,7 @@ func TestPingpongMTU(t *testing.T) {
 		{"rc 8 KiB check", func(c *Config) { c.Size, c.Check = 8192, true }, true, false},
 		{"uc defaults", func(c *Config) { c.Kind = UC }, true, false},
 		{"ud defaults", func(c *Config) { c.Kind, c.Size = UD, Defaults(UD).Size }, true, false},
-		{"rc -m 2048", func(c *Config) { c.MTU = verbs.MTU2048 }, false, true},
+		{"rc -m 2048", func(c *Config) { c.MTU = ibv.MTU2048 }, false, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := fabric.New(fabric.Config{Seed: 1})

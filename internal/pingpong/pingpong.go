@@ -35,6 +35,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/toolnic"
 	"github.com/softnic/softnic/verbs"
 )
@@ -74,26 +75,26 @@ const udGRH = 40
 // Config holds a run's options, one field per rdma-core flag.
 type Config struct {
 	Kind          Kind
-	ServerName    string    // client mode: the server's host (the C tools' "servername")
-	Port          int       // -p: TCP port of the out-of-band exchange
-	IBDev         string    // -d: accepted; the device is the NIC the caller opened
-	IBPort        int       // -i
-	Size          int       // -s
-	MTU           verbs.MTU // -m (not ud_pingpong): used as given, as rc_pingpong.c does (see Defaults)
-	RxDepth       int       // -r
-	Iters         int       // -n
-	SL            int       // -l
-	Events        bool      // -e: sleep on CQ events
-	GIDIndex      int       // -g; -1 sends an all-zero GID as the C tools do without -g
-	Check         bool      // -c
-	NewSend       bool      // -N: post with the ibv_wr_* API (rc_pingpong)
-	NumQP         int       // -q (srq_pingpong)
-	ODP           bool      // -o
-	ImplicitODP   bool      // -O
-	Prefetch      bool      // -P
-	Timestamps    bool      // -t
-	DM            bool      // -j
-	CCUnprotected bool      // -U: no effect on softnic
+	ServerName    string  // client mode: the server's host (the C tools' "servername")
+	Port          int     // -p: TCP port of the out-of-band exchange
+	IBDev         string  // -d: accepted; the device is the NIC the caller opened
+	IBPort        int     // -i
+	Size          int     // -s
+	MTU           ibv.MTU // -m (not ud_pingpong): used as given, as rc_pingpong.c does (see Defaults)
+	RxDepth       int     // -r
+	Iters         int     // -n
+	SL            int     // -l
+	Events        bool    // -e: sleep on CQ events
+	GIDIndex      int     // -g; -1 sends an all-zero GID as the C tools do without -g
+	Check         bool    // -c
+	NewSend       bool    // -N: post with the ibv_wr_* API (rc_pingpong)
+	NumQP         int     // -q (srq_pingpong)
+	ODP           bool    // -o
+	ImplicitODP   bool    // -O
+	Prefetch      bool    // -P
+	Timestamps    bool    // -t
+	DM            bool    // -j
+	CCUnprotected bool    // -U: no effect on softnic
 	// QPTimeout is the RC/UC QPs' local ACK timeout exponent (4.096 µs ×
 	// 2^QPTimeout): 14 as the C tools hard-code it. softnic's own option
 	// (--qp-timeout), for peers slower than hardware, such as an emulated
@@ -109,7 +110,7 @@ type Config struct {
 // instead refuses a -s above the port's active MTU, which follows the
 // interface's ("Requested size larger than port MTU").
 func Defaults(k Kind) Config {
-	c := Config{Kind: k, Port: 18515, IBPort: 1, Size: 4096, MTU: verbs.MTU1024,
+	c := Config{Kind: k, Port: 18515, IBPort: 1, Size: 4096, MTU: ibv.MTU1024,
 		RxDepth: 500, Iters: 1000, NumQP: 16, QPTimeout: 14}
 	if k == UD {
 		c.Size = 1024 // ud_pingpong.c: "size = 1024" (its usage text says 2048)
@@ -176,9 +177,9 @@ func fail(err error, format string, args ...any) error {
 // stopped answering: transport retry counter exceeded after 7
 // retries"). A flushed WR has its cause looked for on cq, where the
 // completion that moved the QP to ERR came first.
-func wcError(c verbs.WorkCompletion, wrid int, cq *verbs.CQ, qps ...*verbs.QP) error {
+func wcError(c ibv.WorkCompletion, wrid int, cq *verbs.CQ, qps ...*verbs.QP) error {
 	pe := toolnic.PeerError(c, qps...)
-	if pe == nil && c.Status == verbs.WCWRFlushErr {
+	if pe == nil && c.Status == ibv.WCWRFlushErr {
 		pe = toolnic.FindPeerError([]*verbs.CQ{cq}, qps)
 	}
 	return fail(pe, "Failed status %s (%d) for wr_id %d", c.Status, c.Status, wrid)
@@ -293,11 +294,11 @@ func hasInterfaceID(g verbs.GID) bool {
 }
 
 // ahAttr builds the address vector towards rem as the examples do.
-func ahAttr(cfg *Config, rem Dest, sgid int, hopLimit uint8) verbs.AHAttr {
-	ah := verbs.AHAttr{DLID: rem.LID, SL: uint8(cfg.SL), PortNum: uint8(cfg.IBPort)}
+func ahAttr(cfg *Config, rem Dest, sgid int, hopLimit uint8) ibv.AHAttr {
+	ah := ibv.AHAttr{DLID: rem.LID, SL: uint8(cfg.SL), PortNum: uint8(cfg.IBPort)}
 	if hasInterfaceID(rem.GID) {
 		ah.IsGlobal = true
-		ah.GRH = verbs.GlobalRoute{DGID: rem.GID.Addr(), HopLimit: hopLimit, SGIDIndex: uint8(max(sgid, 0))}
+		ah.GRH = ibv.GlobalRoute{DGID: rem.GID.Addr(), HopLimit: hopLimit, SGIDIndex: uint8(max(sgid, 0))}
 	}
 	return ah
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/toolnic"
 	"github.com/softnic/softnic/verbs"
 )
@@ -23,7 +24,7 @@ type single struct {
 	cq        *verbs.CQ
 	qp        *verbs.QP
 	qpx       *verbs.QPEx
-	sendFlags verbs.SendFlags
+	sendFlags ibv.SendFlags
 	sgid      int
 	ah        *verbs.AH // ud_pingpong's address handle
 	remQPN    uint32
@@ -34,7 +35,7 @@ type single struct {
 
 // newSingle does pp_init_ctx: buffer, PD, MR, CQ, QP, INIT.
 func newSingle(cfg *Config, env *Env) (*single, error) {
-	p := &single{cfg: cfg, env: env, sendFlags: verbs.SendSignaled}
+	p := &single{cfg: cfg, env: env, sendFlags: ibv.SendSignaled}
 	ok := false
 	defer func() {
 		if !ok {
@@ -62,20 +63,20 @@ func newSingle(cfg *Config, env *Env) (*single, error) {
 	if p.pd, err = dev.AllocPD(); err != nil {
 		return nil, fail(err, "Couldn't allocate PD")
 	}
-	if p.mr, err = p.pd.RegMR(p.buf, verbs.AccessLocalWrite); err != nil {
+	if p.mr, err = p.pd.RegMR(p.buf, ibv.AccessLocalWrite); err != nil {
 		return nil, fail(err, "Couldn't register MR")
 	}
 	if p.cq, err = dev.CreateCQ(cfg.RxDepth+1, p.ch); err != nil {
 		return nil, fail(err, "Couldn't create CQ")
 	}
-	typ := map[Kind]verbs.QPType{RC: verbs.QPTypeRC, UC: verbs.QPTypeUC, UD: verbs.QPTypeUD}[cfg.Kind]
+	typ := map[Kind]ibv.QPType{RC: ibv.QPTypeRC, UC: ibv.QPTypeUC, UD: ibv.QPTypeUD}[cfg.Kind]
 	init := verbs.QPInitAttr{Type: typ, SendCQ: p.cq, RecvCQ: p.cq,
-		Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: uint32(cfg.RxDepth), MaxSendSGE: 1, MaxRecvSGE: 1}}
+		Cap: ibv.QPCap{MaxSendWR: 1, MaxRecvWR: uint32(cfg.RxDepth), MaxSendSGE: 1, MaxRecvSGE: 1}}
 	if cfg.NewSend {
 		init.SendOpsFlags = verbs.SendOpsSend
 	}
 	if p.qp, err = p.pd.CreateQP(init); err != nil {
-		if typ == verbs.QPTypeUD {
+		if typ == ibv.QPTypeUD {
 			return nil, fail(fmt.Errorf("%w (%w)", err, ErrUnsupported), "Couldn't create QP")
 		}
 		return nil, fail(err, "Couldn't create QP")
@@ -86,15 +87,15 @@ func newSingle(cfg *Config, env *Env) (*single, error) {
 		}
 	}
 	if _, got := p.qp.Query(); int(got.Cap.MaxInlineData) >= cfg.Size {
-		p.sendFlags |= verbs.SendInline
+		p.sendFlags |= ibv.SendInline
 	}
-	attr := verbs.QPAttr{State: verbs.QPStateInit, PKeyIndex: 0, PortNum: uint8(cfg.IBPort)}
-	mask := verbs.QPAttrState | verbs.QPAttrPKeyIndex | verbs.QPAttrPort
+	attr := ibv.QPAttr{State: ibv.QPStateInit, PKeyIndex: 0, PortNum: uint8(cfg.IBPort)}
+	mask := ibv.QPAttrState | ibv.QPAttrPKeyIndex | ibv.QPAttrPort
 	if cfg.Kind == UD {
 		attr.QKey = UDQKey
-		mask |= verbs.QPAttrQKey
+		mask |= ibv.QPAttrQKey
 	} else {
-		mask |= verbs.QPAttrAccessFlags // qp_access_flags = 0
+		mask |= ibv.QPAttrAccessFlags // qp_access_flags = 0
 	}
 	if err := p.qp.Modify(&attr, mask); err != nil {
 		return nil, fail(err, "Failed to modify QP to INIT")
@@ -138,10 +139,10 @@ func (p *single) connect(my, rem Dest) error {
 	cfg := p.cfg
 	switch cfg.Kind {
 	case UD:
-		if err := p.qp.Modify(&verbs.QPAttr{State: verbs.QPStateRTR}, verbs.QPAttrState); err != nil {
+		if err := p.qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTR}, ibv.QPAttrState); err != nil {
 			return fail(err, "Failed to modify QP to RTR")
 		}
-		if err := p.qp.Modify(&verbs.QPAttr{State: verbs.QPStateRTS, SQPSN: my.PSN}, verbs.QPAttrState|verbs.QPAttrSQPSN); err != nil {
+		if err := p.qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTS, SQPSN: my.PSN}, ibv.QPAttrState|ibv.QPAttrSQPSN); err != nil {
 			return fail(err, "Failed to modify QP to RTS")
 		}
 		ah, err := p.pd.CreateAH(ahAttr(cfg, rem, p.sgid, 64))
@@ -151,21 +152,21 @@ func (p *single) connect(my, rem Dest) error {
 		p.ah, p.remQPN = ah, rem.QPN
 		return nil
 	}
-	attr := verbs.QPAttr{State: verbs.QPStateRTR, PathMTU: cfg.MTU, DestQPN: rem.QPN, RQPSN: rem.PSN,
+	attr := ibv.QPAttr{State: ibv.QPStateRTR, PathMTU: cfg.MTU, DestQPN: rem.QPN, RQPSN: rem.PSN,
 		AHAttr: ahAttr(cfg, rem, p.sgid, 1)}
-	mask := verbs.QPAttrState | verbs.QPAttrAV | verbs.QPAttrPathMTU | verbs.QPAttrDestQPN | verbs.QPAttrRQPSN
+	mask := ibv.QPAttrState | ibv.QPAttrAV | ibv.QPAttrPathMTU | ibv.QPAttrDestQPN | ibv.QPAttrRQPSN
 	if cfg.Kind == RC {
 		attr.MaxDestRdAtomic, attr.MinRNRTimer = 1, 12
-		mask |= verbs.QPAttrMaxDestRdAtomic | verbs.QPAttrMinRNRTimer
+		mask |= ibv.QPAttrMaxDestRdAtomic | ibv.QPAttrMinRNRTimer
 	}
 	if err := p.qp.Modify(&attr, mask); err != nil {
 		return fail(noGRHHint(rem, err), "Failed to modify QP to RTR")
 	}
-	attr.State, attr.SQPSN = verbs.QPStateRTS, my.PSN
-	mask = verbs.QPAttrState | verbs.QPAttrSQPSN
+	attr.State, attr.SQPSN = ibv.QPStateRTS, my.PSN
+	mask = ibv.QPAttrState | ibv.QPAttrSQPSN
 	if cfg.Kind == RC {
 		attr.Timeout, attr.RetryCnt, attr.RNRRetry, attr.MaxRdAtomic = uint8(cfg.QPTimeout), 7, 7, 1
-		mask |= verbs.QPAttrTimeout | verbs.QPAttrRetryCnt | verbs.QPAttrRNRRetry | verbs.QPAttrMaxQPRdAtomic
+		mask |= ibv.QPAttrTimeout | ibv.QPAttrRetryCnt | ibv.QPAttrRNRRetry | ibv.QPAttrMaxQPRdAtomic
 	}
 	if err := p.qp.Modify(&attr, mask); err != nil {
 		return fail(err, "Failed to modify QP to RTS")
@@ -180,7 +181,7 @@ func (p *single) postRecv(n int) int {
 		sge = p.mr.SGE(0, p.cfg.Size+udGRH)
 	}
 	for i := 0; i < n; i++ {
-		if _, err := p.qp.PostRecv(verbs.RecvWR{WRID: recvWRID, SGList: []verbs.SGE{sge}}); err != nil {
+		if _, err := p.qp.PostRecv(ibv.RecvWR{WRID: recvWRID, SGList: []ibv.SGE{sge}}); err != nil {
 			return i
 		}
 	}
@@ -203,7 +204,7 @@ func (p *single) postSend() error {
 		p.qpx.WrSetSGE(sge.LKey, sge.Addr, sge.Length)
 		return p.qpx.WrComplete()
 	}
-	wr := verbs.SendWR{WRID: sendWRID, Opcode: verbs.WRSend, Flags: p.sendFlags, SGList: []verbs.SGE{sge}}
+	wr := ibv.SendWR{WRID: sendWRID, Opcode: ibv.WRSend, Flags: p.sendFlags, SGList: []ibv.SGE{sge}}
 	if p.cfg.Kind == UD {
 		wr.AH, wr.RemoteQPN, wr.RemoteQKey = p.ah, p.remQPN, UDQKey
 	}
@@ -283,7 +284,7 @@ func (p *single) run(ctx context.Context) (*Result, error) {
 func (p *single) loop(ctx context.Context) error {
 	cfg := p.cfg
 	w := toolnic.Waiter{CQ: p.cq, Ch: p.ch, Stall: p.env.Stall}
-	var wc [2]verbs.WorkCompletion
+	var wc [2]ibv.WorkCompletion
 	rcnt, scnt := 0, 0
 	for rcnt < cfg.Iters || scnt < cfg.Iters {
 		var n int
@@ -314,7 +315,7 @@ func (p *single) loop(ctx context.Context) error {
 			}
 		}
 		for _, c := range wc[:n] {
-			if c.Status != verbs.WCSuccess {
+			if c.Status != ibv.WCSuccess {
 				return wcError(c, int(c.WRID), p.cq, p.qp)
 			}
 			switch c.WRID {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/toolnic"
 	"github.com/softnic/softnic/verbs"
 )
@@ -31,7 +32,7 @@ type srqCtx struct {
 	cq        *verbs.CQ
 	srq       *verbs.SRQ
 	qps       []*verbs.QP
-	sendFlags verbs.SendFlags
+	sendFlags ibv.SendFlags
 	sgid      int
 	pending   []int
 	routs     int
@@ -52,7 +53,7 @@ func runSRQ(ctx context.Context, cfg *Config, env *Env) (*Result, error) {
 }
 
 func newSRQ(cfg *Config, env *Env) (*srqCtx, error) {
-	p := &srqCtx{cfg: cfg, env: env, sendFlags: verbs.SendSignaled}
+	p := &srqCtx{cfg: cfg, env: env, sendFlags: ibv.SendSignaled}
 	ok := false
 	defer func() {
 		if !ok {
@@ -74,7 +75,7 @@ func newSRQ(cfg *Config, env *Env) (*srqCtx, error) {
 	if p.pd, err = dev.AllocPD(); err != nil {
 		return nil, fail(err, "Couldn't allocate PD")
 	}
-	if p.mr, err = p.pd.RegMR(p.buf, verbs.AccessLocalWrite); err != nil {
+	if p.mr, err = p.pd.RegMR(p.buf, ibv.AccessLocalWrite); err != nil {
 		return nil, fail(err, "Couldn't register MR")
 	}
 	if p.cq, err = dev.CreateCQ(cfg.RxDepth+cfg.NumQP, p.ch); err != nil {
@@ -84,19 +85,19 @@ func newSRQ(cfg *Config, env *Env) (*srqCtx, error) {
 		return nil, fail(err, "Couldn't create SRQ")
 	}
 	for i := 0; i < cfg.NumQP; i++ {
-		qp, err := p.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: p.cq, RecvCQ: p.cq, SRQ: p.srq,
-			Cap: verbs.QPCap{MaxSendWR: 1, MaxSendSGE: 1}})
+		qp, err := p.pd.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: p.cq, RecvCQ: p.cq, SRQ: p.srq,
+			Cap: ibv.QPCap{MaxSendWR: 1, MaxSendSGE: 1}})
 		if err != nil {
 			return nil, fail(err, "Couldn't create QP[%d]", i)
 		}
 		p.qps = append(p.qps, qp)
 		if _, got := qp.Query(); int(got.Cap.MaxInlineData) >= cfg.Size {
-			p.sendFlags |= verbs.SendInline
+			p.sendFlags |= ibv.SendInline
 		}
 	}
 	for i, qp := range p.qps {
-		err := qp.Modify(&verbs.QPAttr{State: verbs.QPStateInit, PKeyIndex: 0, PortNum: uint8(cfg.IBPort)},
-			verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags)
+		err := qp.Modify(&ibv.QPAttr{State: ibv.QPStateInit, PKeyIndex: 0, PortNum: uint8(cfg.IBPort)},
+			ibv.QPAttrState|ibv.QPAttrPKeyIndex|ibv.QPAttrPort|ibv.QPAttrAccessFlags)
 		if err != nil {
 			return nil, fail(err, "Failed to modify QP[%d] to INIT", i)
 		}
@@ -132,15 +133,15 @@ func (p *srqCtx) close() {
 func (p *srqCtx) connect(my, rem []Dest) error {
 	cfg := p.cfg
 	for i, qp := range p.qps {
-		attr := verbs.QPAttr{State: verbs.QPStateRTR, PathMTU: cfg.MTU, DestQPN: rem[i].QPN, RQPSN: rem[i].PSN,
+		attr := ibv.QPAttr{State: ibv.QPStateRTR, PathMTU: cfg.MTU, DestQPN: rem[i].QPN, RQPSN: rem[i].PSN,
 			MaxDestRdAtomic: 1, MinRNRTimer: 12, AHAttr: ahAttr(cfg, Dest{LID: rem[i].LID, GID: rem[0].GID}, p.sgid, 1)}
-		if err := qp.Modify(&attr, verbs.QPAttrState|verbs.QPAttrAV|verbs.QPAttrPathMTU|verbs.QPAttrDestQPN|
-			verbs.QPAttrRQPSN|verbs.QPAttrMaxDestRdAtomic|verbs.QPAttrMinRNRTimer); err != nil {
+		if err := qp.Modify(&attr, ibv.QPAttrState|ibv.QPAttrAV|ibv.QPAttrPathMTU|ibv.QPAttrDestQPN|
+			ibv.QPAttrRQPSN|ibv.QPAttrMaxDestRdAtomic|ibv.QPAttrMinRNRTimer); err != nil {
 			return fail(noGRHHint(rem[0], err), "Failed to modify QP[%d] to RTR", i)
 		}
-		attr.State, attr.Timeout, attr.RetryCnt, attr.RNRRetry, attr.SQPSN, attr.MaxRdAtomic = verbs.QPStateRTS, uint8(cfg.QPTimeout), 7, 7, my[i].PSN, 1
-		if err := qp.Modify(&attr, verbs.QPAttrState|verbs.QPAttrTimeout|verbs.QPAttrRetryCnt|verbs.QPAttrRNRRetry|
-			verbs.QPAttrSQPSN|verbs.QPAttrMaxQPRdAtomic); err != nil {
+		attr.State, attr.Timeout, attr.RetryCnt, attr.RNRRetry, attr.SQPSN, attr.MaxRdAtomic = ibv.QPStateRTS, uint8(cfg.QPTimeout), 7, 7, my[i].PSN, 1
+		if err := qp.Modify(&attr, ibv.QPAttrState|ibv.QPAttrTimeout|ibv.QPAttrRetryCnt|ibv.QPAttrRNRRetry|
+			ibv.QPAttrSQPSN|ibv.QPAttrMaxQPRdAtomic); err != nil {
 			return fail(err, "Failed to modify QP[%d] to RTS", i)
 		}
 	}
@@ -159,7 +160,7 @@ func (p *srqCtx) postRecv(n int) int {
 			slot = p.free[len(p.free)-1]
 		}
 		sge := p.mr.SGE(p.cfg.Size*(1+slot), p.cfg.Size)
-		if _, err := p.srq.PostRecv(verbs.RecvWR{WRID: recvWRID | uint64(slot)<<8, SGList: []verbs.SGE{sge}}); err != nil {
+		if _, err := p.srq.PostRecv(ibv.RecvWR{WRID: recvWRID | uint64(slot)<<8, SGList: []ibv.SGE{sge}}); err != nil {
 			return i
 		}
 		if len(p.received) > 1 {
@@ -173,8 +174,8 @@ func (p *srqCtx) postRecv(n int) int {
 func (p *srqCtx) slot(k int) []byte { return p.buf[p.cfg.Size*(1+k) : p.cfg.Size*(2+k)] }
 
 func (p *srqCtx) postSend(i int) error {
-	_, err := p.qps[i].PostSend(verbs.SendWR{WRID: sendWRID, Opcode: verbs.WRSend, Flags: p.sendFlags,
-		SGList: []verbs.SGE{p.mr.SGE(0, p.cfg.Size)}})
+	_, err := p.qps[i].PostSend(ibv.SendWR{WRID: sendWRID, Opcode: ibv.WRSend, Flags: p.sendFlags,
+		SGList: []ibv.SGE{p.mr.SGE(0, p.cfg.Size)}})
 	return err
 }
 
@@ -273,7 +274,7 @@ func (p *srqCtx) findQP(qpn uint32) int {
 func (p *srqCtx) loop(ctx context.Context) error {
 	cfg := p.cfg
 	w := toolnic.Waiter{CQ: p.cq, Ch: p.ch, Stall: p.env.Stall}
-	wc := make([]verbs.WorkCompletion, cfg.NumQP+cfg.RxDepth)
+	wc := make([]ibv.WorkCompletion, cfg.NumQP+cfg.RxDepth)
 	rcnt, scnt := 0, 0
 	for rcnt < cfg.Iters || scnt < cfg.Iters {
 		var n int
@@ -304,7 +305,7 @@ func (p *srqCtx) loop(ctx context.Context) error {
 			}
 		}
 		for _, c := range wc[:n] {
-			if c.Status != verbs.WCSuccess {
+			if c.Status != ibv.WCSuccess {
 				return wcError(c, int(c.WRID&0xff), p.cq, p.qps...)
 			}
 			qi := p.findQP(c.QPNum)

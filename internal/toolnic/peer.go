@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -29,8 +30,8 @@ func (e *ErrRetryExceeded) Error() string {
 // RETRY_EXC_ERR or RNR_RETRY_EXC_ERR means, with the counter of the QP
 // among qps that c belongs to (the first one when none matches), or nil
 // for any other status.
-func PeerError(c verbs.WorkCompletion, qps ...*verbs.QP) error {
-	if c.Status != verbs.WCRetryExcErr && c.Status != verbs.WCRNRRetryExcErr {
+func PeerError(c ibv.WorkCompletion, qps ...*verbs.QP) error {
+	if c.Status != ibv.WCRetryExcErr && c.Status != ibv.WCRNRRetryExcErr {
 		return nil
 	}
 	var qp *verbs.QP
@@ -39,7 +40,7 @@ func PeerError(c verbs.WorkCompletion, qps ...*verbs.QP) error {
 			qp = q
 		}
 	}
-	e := &ErrRetryExceeded{RNR: c.Status == verbs.WCRNRRetryExcErr}
+	e := &ErrRetryExceeded{RNR: c.Status == ibv.WCRNRRetryExcErr}
 	if qp != nil {
 		attr, _ := qp.Query()
 		e.Retries = attr.RetryCnt
@@ -57,7 +58,7 @@ func PeerError(c verbs.WorkCompletion, qps ...*verbs.QP) error {
 // not RC.
 func RetryBound(qp *verbs.QP) time.Duration {
 	attr, init := qp.Query()
-	if init.Type != verbs.QPTypeRC || attr.Timeout == 0 {
+	if init.Type != ibv.QPTypeRC || attr.Timeout == 0 {
 		return 0
 	}
 	return time.Duration(attr.RetryCnt+1) * (time.Duration(4096<<attr.Timeout) * time.Nanosecond)
@@ -71,7 +72,7 @@ func RetryBound(qp *verbs.QP) time.Duration {
 // Completions it polls are consumed.
 func AwaitPeerError(ctx context.Context, wait time.Duration, cqs []*verbs.CQ, qps []*verbs.QP) error {
 	deadline := time.Now().Add(wait)
-	wc := make([]verbs.WorkCompletion, 16)
+	wc := make([]ibv.WorkCompletion, 16)
 	for {
 		for _, cq := range cqs {
 			if cq == nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/toolnic"
 	"github.com/softnic/softnic/verbs"
 )
@@ -21,7 +22,7 @@ type peerEnd struct {
 	qp  *verbs.QP
 }
 
-func openPeerEnd(t *testing.T, f *fabric.Fabric, addr string, typ verbs.QPType) *peerEnd {
+func openPeerEnd(t *testing.T, f *fabric.Fabric, addr string, typ ibv.QPType) *peerEnd {
 	t.Helper()
 	ep, err := f.Attach(netip.MustParseAddr(addr))
 	if err != nil {
@@ -36,14 +37,14 @@ func openPeerEnd(t *testing.T, f *fabric.Fabric, addr string, typ verbs.QPType) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.mr, err = pd.RegMR(make([]byte, 4096), verbs.AccessLocalWrite); err != nil {
+	if e.mr, err = pd.RegMR(make([]byte, 4096), ibv.AccessLocalWrite); err != nil {
 		t.Fatal(err)
 	}
 	if e.cq, err = e.dev.CreateCQ(16, nil); err != nil {
 		t.Fatal(err)
 	}
 	e.qp, err = pd.CreateQP(verbs.QPInitAttr{Type: typ, SendCQ: e.cq, RecvCQ: e.cq,
-		Cap: verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		Cap: ibv.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,16 +60,16 @@ func connectPeer(t *testing.T, e, peer *peerEnd, timeout, retry, rnr uint8) {
 		t.Fatal(err)
 	}
 	steps := []struct {
-		attr verbs.QPAttr
-		mask verbs.AttrMask
+		attr ibv.QPAttr
+		mask ibv.AttrMask
 	}{
-		{verbs.QPAttr{State: verbs.QPStateInit, PortNum: 1}, verbs.QPAttrState | verbs.QPAttrPKeyIndex | verbs.QPAttrPort | verbs.QPAttrAccessFlags},
-		{verbs.QPAttr{State: verbs.QPStateRTR, PathMTU: verbs.MTU1024, DestQPN: peer.qp.QPN(), MaxDestRdAtomic: 1, MinRNRTimer: 1,
-			AHAttr: verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GlobalRoute{DGID: gid.Addr(), HopLimit: 1}}},
-			verbs.QPAttrState | verbs.QPAttrAV | verbs.QPAttrPathMTU | verbs.QPAttrDestQPN | verbs.QPAttrRQPSN |
-				verbs.QPAttrMaxDestRdAtomic | verbs.QPAttrMinRNRTimer},
-		{verbs.QPAttr{State: verbs.QPStateRTS, Timeout: timeout, RetryCnt: retry, RNRRetry: rnr, MaxRdAtomic: 1},
-			verbs.QPAttrState | verbs.QPAttrSQPSN | verbs.QPAttrTimeout | verbs.QPAttrRetryCnt | verbs.QPAttrRNRRetry | verbs.QPAttrMaxQPRdAtomic},
+		{ibv.QPAttr{State: ibv.QPStateInit, PortNum: 1}, ibv.QPAttrState | ibv.QPAttrPKeyIndex | ibv.QPAttrPort | ibv.QPAttrAccessFlags},
+		{ibv.QPAttr{State: ibv.QPStateRTR, PathMTU: ibv.MTU1024, DestQPN: peer.qp.QPN(), MaxDestRdAtomic: 1, MinRNRTimer: 1,
+			AHAttr: ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{DGID: gid.Addr(), HopLimit: 1}}},
+			ibv.QPAttrState | ibv.QPAttrAV | ibv.QPAttrPathMTU | ibv.QPAttrDestQPN | ibv.QPAttrRQPSN |
+				ibv.QPAttrMaxDestRdAtomic | ibv.QPAttrMinRNRTimer},
+		{ibv.QPAttr{State: ibv.QPStateRTS, Timeout: timeout, RetryCnt: retry, RNRRetry: rnr, MaxRdAtomic: 1},
+			ibv.QPAttrState | ibv.QPAttrSQPSN | ibv.QPAttrTimeout | ibv.QPAttrRetryCnt | ibv.QPAttrRNRRetry | ibv.QPAttrMaxQPRdAtomic},
 	}
 	for _, s := range steps {
 		if err := e.qp.Modify(&s.attr, s.mask); err != nil {
@@ -79,8 +80,8 @@ func connectPeer(t *testing.T, e, peer *peerEnd, timeout, retry, rnr uint8) {
 
 func (e *peerEnd) send(t *testing.T, wrid uint64) {
 	t.Helper()
-	if _, err := e.qp.PostSend(verbs.SendWR{WRID: wrid, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
-		SGList: []verbs.SGE{e.mr.SGE(0, 64)}}); err != nil {
+	if _, err := e.qp.PostSend(ibv.SendWR{WRID: wrid, Opcode: ibv.WRSend, Flags: ibv.SendSignaled,
+		SGList: []ibv.SGE{e.mr.SGE(0, 64)}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -96,8 +97,8 @@ func TestAwaitPeerErrorDeadPeer(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := fabric.New(fabric.Config{Seed: 1})
 				defer f.Close()
-				a := openPeerEnd(t, f, "10.0.0.1", verbs.QPTypeRC)
-				b := openPeerEnd(t, f, "10.0.0.2", verbs.QPTypeRC)
+				a := openPeerEnd(t, f, "10.0.0.1", ibv.QPTypeRC)
+				b := openPeerEnd(t, f, "10.0.0.2", ibv.QPTypeRC)
 				connectPeer(t, a, b, 14, retry, 7)
 				connectPeer(t, b, a, 14, retry, 7)
 				f.AddFilter(fabric.DropIf(fabric.From(b.dev.Addr())))
@@ -132,8 +133,8 @@ func TestPeerErrorRNR(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := fabric.New(fabric.Config{Seed: 1})
 		defer f.Close()
-		a := openPeerEnd(t, f, "10.0.0.1", verbs.QPTypeRC)
-		b := openPeerEnd(t, f, "10.0.0.2", verbs.QPTypeRC)
+		a := openPeerEnd(t, f, "10.0.0.1", ibv.QPTypeRC)
+		b := openPeerEnd(t, f, "10.0.0.2", ibv.QPTypeRC)
 		connectPeer(t, a, b, 14, 7, 2)
 		connectPeer(t, b, a, 14, 7, 2)
 		a.send(t, 1)
@@ -150,11 +151,11 @@ func TestAwaitPeerErrorNone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := fabric.New(fabric.Config{Seed: 1})
 		defer f.Close()
-		a := openPeerEnd(t, f, "10.0.0.1", verbs.QPTypeRC)
-		b := openPeerEnd(t, f, "10.0.0.2", verbs.QPTypeRC)
+		a := openPeerEnd(t, f, "10.0.0.1", ibv.QPTypeRC)
+		b := openPeerEnd(t, f, "10.0.0.2", ibv.QPTypeRC)
 		connectPeer(t, a, b, 14, 7, 7)
 		connectPeer(t, b, a, 0, 7, 7)
-		if _, err := b.qp.PostRecv(verbs.RecvWR{WRID: 1, SGList: []verbs.SGE{b.mr.SGE(0, 64)}}); err != nil {
+		if _, err := b.qp.PostRecv(ibv.RecvWR{WRID: 1, SGList: []ibv.SGE{b.mr.SGE(0, 64)}}); err != nil {
 			t.Fatal(err)
 		}
 		a.send(t, 1)
@@ -165,13 +166,13 @@ func TestAwaitPeerErrorNone(t *testing.T) {
 		if took := time.Since(start); took < time.Second {
 			t.Errorf("gave up after %v, want the whole second", took)
 		}
-		if got := toolnic.PeerError(verbs.WorkCompletion{Status: verbs.WCRemAccessErr}, a.qp); got != nil {
+		if got := toolnic.PeerError(ibv.WorkCompletion{Status: ibv.WCRemAccessErr}, a.qp); got != nil {
 			t.Errorf("PeerError(REM_ACCESS_ERR) = %v, want nil", got)
 		}
 		if got := toolnic.RetryBound(b.qp); got != 0 {
 			t.Errorf("RetryBound with timeout 0: %v, want 0", got)
 		}
-		u := openPeerEnd(t, f, "10.0.0.3", verbs.QPTypeUC)
+		u := openPeerEnd(t, f, "10.0.0.3", ibv.QPTypeUC)
 		if got := toolnic.RetryBound(u.qp); got != 0 {
 			t.Errorf("RetryBound of a UC QP: %v, want 0", got)
 		}

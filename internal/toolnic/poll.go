@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -43,7 +44,7 @@ type Waiter struct {
 // Poll fills wc with at least one completion and returns how many. It
 // fails with *ErrStall when nothing completes for w.Stall, or with ctx's
 // error.
-func (w *Waiter) Poll(ctx context.Context, wc []verbs.WorkCompletion) (int, error) {
+func (w *Waiter) Poll(ctx context.Context, wc []ibv.WorkCompletion) (int, error) {
 	if n := w.CQ.Poll(wc); n > 0 {
 		return n, nil
 	}

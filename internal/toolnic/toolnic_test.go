@@ -17,10 +17,10 @@ import (
 
 	"github.com/softnic/softnic/capture"
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/pingpong"
 	"github.com/softnic/softnic/internal/toolnic"
 	"github.com/softnic/softnic/link"
-	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -179,7 +179,7 @@ func TestWaiterStall(t *testing.T) {
 	defer cq.Destroy()
 	w := toolnic.Waiter{CQ: cq, Ch: ch, Stall: 50 * time.Millisecond}
 	start := time.Now()
-	_, err = w.Poll(context.Background(), make([]verbs.WorkCompletion, 1))
+	_, err = w.Poll(context.Background(), make([]ibv.WorkCompletion, 1))
 	var st *toolnic.ErrStall
 	if !errors.As(err, &st) || time.Since(start) > 5*time.Second {
 		t.Errorf("idle CQ: got %v after %v, want a stall", err, time.Since(start))
@@ -187,7 +187,7 @@ func TestWaiterStall(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	w.Stall = -1
-	if _, err := w.Poll(ctx, make([]verbs.WorkCompletion, 1)); !errors.Is(err, context.Canceled) {
+	if _, err := w.Poll(ctx, make([]ibv.WorkCompletion, 1)); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: got %v", err)
 	}
 }

@@ -3,7 +3,7 @@ package rc
 import (
 	"time"
 
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -54,7 +54,7 @@ func (c *completer) responseLocked(qp *QP, p *wire.Packet, now time.Time) {
 		return
 	}
 	if p.Is(wire.MaskRead) && !syn.IsACK() {
-		qp.failLocked(qp.sq.headIdx, transport.WCBadRespErr)
+		qp.failLocked(qp.sq.headIdx, ibv.WCBadRespErr)
 		return
 	}
 	// A SEND or WRITE is acknowledged by an ACK of its last PSN or
@@ -142,12 +142,12 @@ func (c *completer) answerLocked(qp *QP, i uint64, w *sendWQE, p *wire.Packet) b
 	case kindAtomic:
 		ack := p.AtomicAckETH()
 		if ack == nil {
-			qp.failLocked(i, transport.WCBadRespErr)
+			qp.failLocked(i, ibv.WCBadRespErr)
 			return false
 		}
 		w.orig = ack.Orig()
 		if err := qp.putAtomicResult(w); err != nil {
-			qp.failLocked(i, transport.WCLocProtErr)
+			qp.failLocked(i, ibv.WCLocProtErr)
 			return false
 		}
 		c.psn = c.psn.Next()
@@ -155,18 +155,18 @@ func (c *completer) answerLocked(qp *QP, i uint64, w *sendWQE, p *wire.Packet) b
 		return true
 	case kindRead:
 		if !p.Is(wire.MaskRead | wire.MaskResponse) {
-			qp.failLocked(i, transport.WCBadRespErr)
+			qp.failLocked(i, ibv.WCBadRespErr)
 			return false
 		}
 		off := uint32(p.PSN().Diff(w.firstPSN)) * uint32(qp.pmtu)
 		want := min(uint32(qp.pmtu), w.length-off)
 		end := off+want == w.length
 		if uint32(len(p.Payload)) != want || p.Is(wire.MaskEnd) != end {
-			qp.failLocked(i, transport.WCBadRespErr)
+			qp.failLocked(i, ibv.WCBadRespErr)
 			return false
 		}
 		if err := qp.cfg.Mem.Scatter(qp.cfg.PD, w.sgl, uint64(off), p.Payload); err != nil {
-			qp.failLocked(i, transport.WCLocProtErr)
+			qp.failLocked(i, ibv.WCLocProtErr)
 			return false
 		}
 		w.recvOff = off + want
@@ -180,7 +180,7 @@ func (c *completer) answerLocked(qp *QP, i uint64, w *sendWQE, p *wire.Packet) b
 		// (IBA A19; rxe_comp.c check_ack completes FLUSH and ATOMIC_WRITE
 		// WQEs on it).
 		if p.Opcode != wire.RCReadResponseOnly || len(p.Payload) != 0 {
-			qp.failLocked(i, transport.WCBadRespErr)
+			qp.failLocked(i, ibv.WCBadRespErr)
 			return false
 		}
 		c.psn = c.psn.Next()
@@ -197,7 +197,7 @@ func (c *completer) completeLocked(qp *QP, i uint64, w *sendWQE) {
 		c.psn = next
 	}
 	qp.req.catchUp(qp, i+1, nil, c.psn)
-	w.status = transport.WCSuccess
+	w.status = ibv.WCSuccess
 	qp.completeSendLocked(w, false)
 }
 
@@ -267,7 +267,7 @@ func (c *completer) nakLocked(qp *QP, psn wire.PSN, syn wire.Syndrome, now time.
 		ctr.RcvdRNRErr.Add(1)
 		if c.rnrRetry == 0 {
 			ctr.RetryRNRExceededErr.Add(1)
-			qp.failLocked(target, transport.WCRNRRetryExcErr)
+			qp.failLocked(target, ibv.WCRNRRetryExcErr)
 			return
 		}
 		if c.rnrRetry != 7 { // 7 means retry forever (IBTA 9.7.5.2.8)
@@ -282,11 +282,11 @@ func (c *completer) nakLocked(qp *QP, psn wire.PSN, syn wire.Syndrome, now time.
 			ctr.RcvdSeqErr.Add(1)
 			c.triggerRetryLocked(qp, false)
 		case wire.NakInvalidRequest:
-			qp.failLocked(target, transport.WCRemInvReqErr)
+			qp.failLocked(target, ibv.WCRemInvReqErr)
 		case wire.NakRemoteAccess:
-			qp.failLocked(target, transport.WCRemAccessErr)
+			qp.failLocked(target, ibv.WCRemAccessErr)
 		default: // remote operational error, invalid RD request, reserved codes
-			qp.failLocked(target, transport.WCRemOpErr)
+			qp.failLocked(target, ibv.WCRemOpErr)
 		}
 	}
 }
@@ -316,7 +316,7 @@ func (c *completer) triggerRetryLocked(qp *QP, timeout bool) {
 	}
 	if c.retryCnt == 0 {
 		qp.cfg.Counters.RetryExceededErr.Add(1)
-		qp.failLocked(qp.sq.headIdx, transport.WCRetryExcErr)
+		qp.failLocked(qp.sq.headIdx, ibv.WCRetryExcErr)
 		return
 	}
 	c.retryCnt-- // 7 too: seven retries, not infinite (see above)
@@ -327,7 +327,7 @@ func (c *completer) triggerRetryLocked(qp *QP, timeout bool) {
 
 // failLocked completes WQE i (or the oldest incomplete one) with st, moves
 // the QP to ERR and flushes the rest.
-func (qp *QP) failLocked(i uint64, st transport.WCStatus) {
+func (qp *QP) failLocked(i uint64, st ibv.WCStatus) {
 	for ; qp.sq.valid(i); i++ {
 		if w := qp.sq.at(i); w.state != wqeDone {
 			w.status = st

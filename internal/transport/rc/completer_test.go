@@ -6,21 +6,21 @@ package rc
 import (
 	"testing"
 
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/wire"
 )
 
 // post posts WRs on the harness QP, each of n bytes at off in its MR.
-func (h *harness) post(wrs ...transport.SendWR) {
+func (h *harness) post(wrs ...ibv.SendWR) {
 	h.t.Helper()
 	if _, err := h.qp.PostSend(wrs); err != nil {
 		h.t.Fatal(err)
 	}
 }
 
-func (h *harness) wr(id uint64, op transport.WROpcode, off, n int) transport.SendWR {
-	return transport.SendWR{WRID: id, Opcode: op, Flags: transport.SendSignaled,
-		SGList:     []transport.SGE{{Addr: 0x10000 + uint64(off), Length: uint32(n), LKey: h.mr.LKey()}},
+func (h *harness) wr(id uint64, op ibv.WROpcode, off, n int) ibv.SendWR {
+	return ibv.SendWR{WRID: id, Opcode: op, Flags: ibv.SendSignaled,
+		SGList:     []ibv.SGE{{Addr: 0x10000 + uint64(off), Length: uint32(n), LKey: h.mr.LKey()}},
 		RemoteAddr: 0x9000000, RKey: 0x1234}
 }
 
@@ -30,19 +30,19 @@ func (h *harness) respond(op wire.Opcode, psn wire.PSN, syn wire.Syndrome, paylo
 }
 
 // completions returns and forgets the completions so far.
-func (h *harness) completions() []transport.WorkCompletion {
+func (h *harness) completions() []ibv.WorkCompletion {
 	wcs := h.cq.wcs
 	h.cq.wcs = nil
 	return wcs
 }
 
-func wantStatuses(t *testing.T, got []transport.WorkCompletion, want ...transport.WCStatus) {
+func wantStatuses(t *testing.T, got []ibv.WorkCompletion, want ...ibv.WCStatus) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("completions %+v, want statuses %v", got, want)
 	}
 	for i := range want {
-		if got[i].Status != want[i] || got[i].WRID != uint64(i+1) && want[i] == transport.WCSuccess {
+		if got[i].Status != want[i] || got[i].WRID != uint64(i+1) && want[i] == ibv.WCSuccess {
 			t.Errorf("completion %d: %+v, want status %v", i, got[i], want[i])
 		}
 	}
@@ -53,7 +53,7 @@ func wantStatuses(t *testing.T, got []transport.WorkCompletion, want ...transpor
 // repeated ones are dropped (rxe check_psn).
 func TestCompleterCoalescedAndStale(t *testing.T) {
 	h := newHarness(t)
-	h.post(h.wr(1, transport.WRSend, 0, 100), h.wr(2, transport.WRRDMAWrite, 0, 2000), h.wr(3, transport.WRSend, 0, 10))
+	h.post(h.wr(1, ibv.WRSend, 0, 100), h.wr(2, ibv.WRRDMAWrite, 0, 2000), h.wr(3, ibv.WRSend, 0, 10))
 	check(t, "requests", h.process(),
 		"RC_SEND_ONLY/0", "RC_RDMA_WRITE_FIRST/1", "RC_RDMA_WRITE_LAST/2", "RC_SEND_ONLY/3")
 
@@ -64,7 +64,7 @@ func TestCompleterCoalescedAndStale(t *testing.T) {
 	}
 	h.respond(wire.RCAck, 2, wire.AckUnlimited, nil)
 	h.process()
-	wantStatuses(t, h.completions(), transport.WCSuccess, transport.WCSuccess)
+	wantStatuses(t, h.completions(), ibv.WCSuccess, ibv.WCSuccess)
 	h.respond(wire.RCAck, 2, wire.AckUnlimited, nil) // again
 	h.respond(wire.RCAck, 3, wire.AckUnlimited, nil)
 	h.process()
@@ -83,33 +83,33 @@ func TestCompleterCoalescedAndStale(t *testing.T) {
 func TestCompleterNakCodes(t *testing.T) {
 	for _, c := range []struct {
 		syn  wire.Syndrome
-		want transport.WCStatus
+		want ibv.WCStatus
 	}{
-		{wire.NakInvalidRequest, transport.WCRemInvReqErr},
-		{wire.NakRemoteAccess, transport.WCRemAccessErr},
-		{wire.NakRemoteOp, transport.WCRemOpErr},
-		{wire.NakInvalidRDReq, transport.WCRemOpErr},
-		{0x6a, transport.WCRemOpErr},
+		{wire.NakInvalidRequest, ibv.WCRemInvReqErr},
+		{wire.NakRemoteAccess, ibv.WCRemAccessErr},
+		{wire.NakRemoteOp, ibv.WCRemOpErr},
+		{wire.NakInvalidRDReq, ibv.WCRemOpErr},
+		{0x6a, ibv.WCRemOpErr},
 		{0x41, 0xff}, // reserved type: ignored
 	} {
 		t.Run(c.syn.String(), func(t *testing.T) {
 			h := newHarness(t)
-			h.post(h.wr(1, transport.WRSend, 0, 10), h.wr(2, transport.WRSend, 0, 10))
+			h.post(h.wr(1, ibv.WRSend, 0, 10), h.wr(2, ibv.WRSend, 0, 10))
 			h.process()
 			h.respond(wire.RCAck, 1, c.syn, nil)
 			h.process()
 			got := h.completions()
 			if c.want == 0xff {
-				if len(got) != 0 || h.qp.State() != transport.QPStateRTS {
+				if len(got) != 0 || h.qp.State() != ibv.QPStateRTS {
 					t.Fatalf("reserved syndrome: completions %+v, state %v", got, h.qp.State())
 				}
 				return
 			}
 			// The NAK acknowledges WR 1 and fails WR 2.
-			if len(got) != 2 || got[0].Status != transport.WCSuccess || got[1].WRID != 2 || got[1].Status != c.want {
+			if len(got) != 2 || got[0].Status != ibv.WCSuccess || got[1].WRID != 2 || got[1].Status != c.want {
 				t.Fatalf("completions %+v, want WR 1 success and WR 2 %v", got, c.want)
 			}
-			if s := h.qp.State(); s != transport.QPStateErr {
+			if s := h.qp.State(); s != ibv.QPStateErr {
 				t.Errorf("state %v, want ERR", s)
 			}
 		})
@@ -130,7 +130,7 @@ func TestCompleterBadResponse(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)
-			h.post(h.wr(1, transport.WRRDMARead, 0, 100))
+			h.post(h.wr(1, ibv.WRRDMARead, 0, 100))
 			check(t, "request", h.process(), "RC_RDMA_READ_REQUEST/0")
 			if c.op == wire.RCReadResponseFirst {
 				h.deliver(wire.Headers{BTH: wire.BTHFields{Opcode: c.op}, AETH: wire.AETHFields{Syndrome: wire.AckUnlimited}},
@@ -140,7 +140,7 @@ func TestCompleterBadResponse(t *testing.T) {
 			}
 			h.process()
 			got := h.completions()
-			if len(got) != 1 || got[0].Status != transport.WCBadRespErr {
+			if len(got) != 1 || got[0].Status != ibv.WCBadRespErr {
 				t.Fatalf("completions %+v, want one BAD_RESP_ERR", got)
 			}
 		})
@@ -157,7 +157,7 @@ func TestCompleterReadResumeFirstOrMiddle(t *testing.T) {
 			for i := range h.buf[:8192] {
 				h.buf[i] = 0
 			}
-			h.post(h.wr(1, transport.WRRDMARead, 0, 3000))
+			h.post(h.wr(1, ibv.WRRDMARead, 0, 3000))
 			check(t, "request", h.process(), "RC_RDMA_READ_REQUEST/0")
 			one := func(b byte, n int) []byte {
 				p := make([]byte, n)
@@ -180,7 +180,7 @@ func TestCompleterReadResumeFirstOrMiddle(t *testing.T) {
 			h.respond(wire.RCReadResponseLast, 2, wire.AckUnlimited, one(3, 952))
 			h.process()
 			got := h.completions()
-			if len(got) != 1 || got[0].Status != transport.WCSuccess || got[0].ByteLen != 3000 {
+			if len(got) != 1 || got[0].Status != ibv.WCSuccess || got[0].ByteLen != 3000 {
 				t.Fatalf("completions %+v", got)
 			}
 			for i, b := range h.buf[:3000] {

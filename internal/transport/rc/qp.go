@@ -20,8 +20,9 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/clock"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/mem"
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -40,14 +41,14 @@ const (
 // Config is what the engine gives a QP at creation.
 type Config struct {
 	QPN       uint32
-	Type      transport.QPType // QPTypeRC or QPTypeUC
+	Type      ibv.QPType // QPTypeRC or QPTypeUC
 	PD        *mem.PD
 	Mem       *mem.Table
 	SendCQ    transport.CQ
 	RecvCQ    transport.CQ
 	RQ        *transport.RecvQueue // the QP's own RQ or its SRQ
 	SRQ       bool                 // RQ is shared: not flushed or reset with the QP
-	Cap       transport.QPCap
+	Cap       ibv.QPCap
 	SigAll    bool
 	LocalAddr netip.Addr
 	DstPort   uint16 // UDP destination port of peers (wire.UDPPort)
@@ -58,7 +59,7 @@ type Config struct {
 	Wake func()
 	// OnAsync reports asynchronous events (QP fatal, SQ drained, last WQE
 	// reached); it runs without the QP lock held.
-	OnAsync func(ev transport.AsyncEvent)
+	OnAsync func(ev ibv.AsyncEventType)
 }
 
 // QP is an RC or UC queue pair's transport state.
@@ -68,10 +69,10 @@ type QP struct {
 	inbox transport.Inbox
 
 	mu    sync.Mutex
-	state transport.QPState // guarded by mu
-	attr  transport.QPAttr  // guarded by mu
-	pmtu  int               // guarded by mu
-	encap wire.Encap        // guarded by mu: headers of everything this QP sends
+	state ibv.QPState // guarded by mu
+	attr  ibv.QPAttr  // guarded by mu
+	pmtu  int         // guarded by mu
+	encap wire.Encap  // guarded by mu: headers of everything this QP sends
 
 	sq   sendQueue // guarded by mu
 	req  requester // guarded by mu
@@ -87,14 +88,14 @@ type QP struct {
 	rnrFired      atomic.Bool   // set by the RNR timer
 	sqDrained     bool          // guarded by mu: SQ-drained event sent for this SQD
 
-	events transport.EventQueue     // guarded by mu; delivered after unlock
-	wc     transport.WorkCompletion // guarded by mu; the completion being pushed
+	events transport.EventQueue // guarded by mu; delivered after unlock
+	wc     ibv.WorkCompletion   // guarded by mu; the completion being pushed
 	batch  []*transport.RxPacket
 }
 
 // New makes a QP in the RESET state.
 func New(cfg Config) (*QP, error) {
-	if cfg.Type != transport.QPTypeRC && cfg.Type != transport.QPTypeUC {
+	if cfg.Type != ibv.QPTypeRC && cfg.Type != ibv.QPTypeUC {
 		return nil, fmt.Errorf("%w: rc.New for a %v QP", transport.ErrInvalid, cfg.Type)
 	}
 	if cfg.DstPort == 0 {
@@ -103,7 +104,7 @@ func New(cfg Config) (*QP, error) {
 	qp := &QP{cfg: cfg}
 	qp.sq.init(int(cfg.Cap.MaxSendWR), int(cfg.Cap.MaxSendSGE), int(cfg.Cap.MaxInlineData))
 	qp.attr.Cap = cfg.Cap
-	qp.attr.PathMTU = transport.MTU256 // rxe: path_mtu defaults to 256 until modified
+	qp.attr.PathMTU = ibv.MTU256 // rxe: path_mtu defaults to 256 until modified
 	qp.pmtu = 256
 	return qp, nil
 }
@@ -112,25 +113,25 @@ func New(cfg Config) (*QP, error) {
 func (qp *QP) QPN() uint32 { return qp.cfg.QPN }
 
 // Type returns RC or UC.
-func (qp *QP) Type() transport.QPType { return qp.cfg.Type }
+func (qp *QP) Type() ibv.QPType { return qp.cfg.Type }
 
 // State returns the current state.
-func (qp *QP) State() transport.QPState {
+func (qp *QP) State() ibv.QPState {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
 	return qp.state
 }
 
-func (qp *QP) isRC() bool { return qp.cfg.Type == transport.QPTypeRC }
+func (qp *QP) isRC() bool { return qp.cfg.Type == ibv.QPTypeRC }
 
 // Query returns the QP's attributes (ibv_query_qp).
-func (qp *QP) Query() transport.QPAttr {
+func (qp *QP) Query() ibv.QPAttr {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
 	a := qp.attr
 	a.State = qp.state
 	a.CurState = qp.state
-	a.SQDraining = qp.state == transport.QPStateSQD && !qp.sqDrained
+	a.SQDraining = qp.state == ibv.QPStateSQD && !qp.sqDrained
 	a.SQPSN = uint32(qp.req.psn)
 	a.RQPSN = uint32(qp.resp.psn)
 	return a
@@ -138,7 +139,7 @@ func (qp *QP) Query() transport.QPAttr {
 
 // Modify applies attr under mask. The engine has already validated the
 // transition and the values (transport.CheckModify, CheckAttrValues).
-func (qp *QP) Modify(attr *transport.QPAttr, mask transport.AttrMask) error {
+func (qp *QP) Modify(attr *ibv.QPAttr, mask ibv.AttrMask) error {
 	qp.mu.Lock()
 	qp.modifyLocked(attr, mask)
 	qp.mu.Unlock()
@@ -147,50 +148,50 @@ func (qp *QP) Modify(attr *transport.QPAttr, mask transport.AttrMask) error {
 	return nil
 }
 
-func (qp *QP) modifyLocked(attr *transport.QPAttr, mask transport.AttrMask) {
+func (qp *QP) modifyLocked(attr *ibv.QPAttr, mask ibv.AttrMask) {
 	transport.StoreAttrs(&qp.attr, attr, mask)
-	if mask&transport.AttrPathMTU != 0 {
+	if mask&ibv.QPAttrPathMTU != 0 {
 		qp.pmtu = attr.PathMTU.Bytes()
 	}
-	if mask&transport.AttrTimeout != 0 {
+	if mask&ibv.QPAttrTimeout != 0 {
 		qp.timeout = 0
 		if attr.Timeout != 0 {
 			// 4.096 µs × 2^timeout (IBTA 9.7.6.1.3; rxe_qp.c IB_QP_TIMEOUT).
 			qp.timeout = time.Duration(4096<<attr.Timeout) * time.Nanosecond
 		}
 	}
-	if mask&transport.AttrRetryCnt != 0 {
+	if mask&ibv.QPAttrRetryCnt != 0 {
 		qp.comp.retryCnt = attr.RetryCnt
 	}
-	if mask&transport.AttrRNRRetry != 0 {
+	if mask&ibv.QPAttrRNRRetry != 0 {
 		qp.comp.rnrRetry = attr.RNRRetry
 	}
-	if mask&transport.AttrRQPSN != 0 {
+	if mask&ibv.QPAttrRQPSN != 0 {
 		qp.resp.psn = wire.PSN(attr.RQPSN & wire.PSNMask)
 	}
-	if mask&transport.AttrSQPSN != 0 {
+	if mask&ibv.QPAttrSQPSN != 0 {
 		psn := wire.PSN(attr.SQPSN & wire.PSNMask)
 		qp.req.psn, qp.comp.psn, qp.req.highPSN = psn, psn, psn
 	}
-	if mask&transport.AttrMaxDestRdAtomic != 0 {
+	if mask&ibv.QPAttrMaxDestRdAtomic != 0 {
 		qp.resp.resources = make([]resource, qp.attr.MaxDestRdAtomic)
 		qp.resp.nextRes = 0
 	}
-	if mask&(transport.AttrAV|transport.AttrDestQPN) != 0 {
+	if mask&(ibv.QPAttrAV|ibv.QPAttrDestQPN) != 0 {
 		qp.setPathLocked()
 	}
-	if mask&transport.AttrState == 0 {
+	if mask&ibv.QPAttrState == 0 {
 		return
 	}
 	prev := qp.state
 	qp.state = attr.State
 	switch attr.State {
-	case transport.QPStateReset:
+	case ibv.QPStateReset:
 		qp.resetLocked()
-	case transport.QPStateSQD:
+	case ibv.QPStateSQD:
 		qp.sqDrained = false
-	case transport.QPStateErr:
-		if prev != transport.QPStateErr {
+	case ibv.QPStateErr:
+		if prev != ibv.QPStateErr {
 			qp.state = prev
 			qp.toErrorLocked()
 		}
@@ -290,13 +291,13 @@ func (qp *QP) receiveLocked(p *transport.RxPacket, out transport.Output, now tim
 	switch {
 	case pkt.Is(wire.MaskRequest):
 		// Requests need RTR or later (rxe_recv.c check_type_state).
-		if qp.state < transport.QPStateRTR || qp.state == transport.QPStateErr {
+		if qp.state < ibv.QPStateRTR || qp.state == ibv.QPStateErr {
 			c.DropState.Add(1)
 			return
 		}
 		qp.resp.requestLocked(qp, p, out)
 	case pkt.Is(wire.MaskResponse):
-		if !qp.isRC() || qp.state < transport.QPStateRTS || qp.state == transport.QPStateErr {
+		if !qp.isRC() || qp.state < ibv.QPStateRTS || qp.state == ibv.QPStateErr {
 			c.DropState.Add(1)
 			return
 		}
@@ -309,13 +310,13 @@ func (qp *QP) receiveLocked(p *transport.RxPacket, out transport.Output, now tim
 // toErrorLocked moves the QP to ERR and flushes every outstanding WR with
 // WR_FLUSH_ERR (IBTA 10.3.1, 11.4.2.1; rxe_comp.c flush_send_queue).
 func (qp *QP) toErrorLocked() {
-	if qp.state == transport.QPStateErr {
+	if qp.state == ibv.QPStateErr {
 		return
 	}
-	qp.state = transport.QPStateErr
+	qp.state = ibv.QPStateErr
 	qp.stopTimersLocked()
 	qp.flushLocked()
-	qp.events.Add(transport.EventQPFatal)
+	qp.events.Add(ibv.EventQPFatal)
 }
 
 // flushLocked completes every WQE still queued with WR_FLUSH_ERR.
@@ -323,7 +324,7 @@ func (qp *QP) flushLocked() {
 	for !qp.sq.empty() {
 		w := qp.sq.head()
 		if w.state != wqeDone {
-			w.status = transport.WCWRFlushErr
+			w.status = ibv.WCWRFlushErr
 			qp.completeSendLocked(w, true)
 		}
 		qp.sq.pop()
@@ -344,7 +345,7 @@ func (qp *QP) flushRecvLocked() {
 func (qp *QP) FlushRecv() {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
-	if qp.state == transport.QPStateErr {
+	if qp.state == ibv.QPStateErr {
 		qp.flushRecvLocked()
 	}
 }

@@ -6,7 +6,8 @@ package rc
 import (
 	"time"
 
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -23,16 +24,16 @@ var (
 
 // opcodeFor picks the packet opcode of a SEND or WRITE packet from its
 // place in the message, in transport class class.
-func opcodeFor(class wire.Opcode, op transport.WROpcode, first, last bool) wire.Opcode {
+func opcodeFor(class wire.Opcode, op ibv.WROpcode, first, last bool) wire.Opcode {
 	ops := &writeOps
 	switch op {
-	case transport.WRSend:
+	case ibv.WRSend:
 		ops = &sendOps
-	case transport.WRSendWithImm:
+	case ibv.WRSendWithImm:
 		ops = &sendImmOps
-	case transport.WRSendWithInv:
+	case ibv.WRSendWithInv:
 		ops = &sendInvOps
-	case transport.WRRDMAWriteWithImm:
+	case ibv.WRRDMAWriteWithImm:
 		ops = &writeImmOps
 	}
 	place := 1 // middle
@@ -72,7 +73,7 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output, now time.Time) 
 			h.Imm = w.wr.Imm
 			h.InvRKey = w.wr.InvRKey
 			// SE only on the last packet of a SEND or WRITE_WITH_IMM (IBTA 9.2.3).
-			h.BTH.SE = w.wr.Flags&transport.SendSolicited != 0 && h.BTH.Opcode.Is(wire.MaskSolicited)
+			h.BTH.SE = w.wr.Flags&ibv.SendSolicited != 0 && h.BTH.Opcode.Is(wire.MaskSolicited)
 		}
 	case kindRead:
 		// A first READ or one resumed after a partial response: ask for
@@ -82,7 +83,7 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output, now time.Time) 
 		h.RETH = wire.RETHFields{VA: w.wr.RemoteAddr + uint64(off), RKey: w.wr.RKey, DMALen: w.length - off}
 	case kindAtomic:
 		h.AtomicETH = wire.AtomicETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey}
-		if w.wr.Opcode == transport.WRAtomicCmpAndSwp {
+		if w.wr.Opcode == ibv.WRAtomicCmpAndSwp {
 			h.BTH.Opcode = wire.RCCompareSwap
 			h.AtomicETH.SwapAdd, h.AtomicETH.Compare = w.wr.Swap, w.wr.CompareAdd
 		} else {
@@ -112,7 +113,7 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output, now time.Time) 
 	b, hdr := qp.startPacket(out, &h)
 	if payload > 0 {
 		if err := qp.gather(w, b[hdr:hdr+int(payload)], w.sendOff); err != nil {
-			qp.localErrorLocked(w, transport.WCLocProtErr)
+			qp.localErrorLocked(w, ibv.WCLocProtErr)
 			return
 		}
 	}

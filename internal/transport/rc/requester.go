@@ -7,8 +7,9 @@ package rc
 import (
 	"time"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/mem"
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -41,7 +42,7 @@ func (qp *QP) packets(w *sendWQE) uint32 {
 // allow, at most budget packets (rxe_req.c rxe_requester). It reports
 // whether it stopped with sendable work left.
 func (qp *QP) requesterLocked(out transport.Output, now time.Time) bool {
-	if qp.state != transport.QPStateRTS && qp.state != transport.QPStateSQD {
+	if qp.state != ibv.QPStateRTS && qp.state != ibv.QPStateSQD {
 		return false
 	}
 	r := &qp.req
@@ -64,7 +65,7 @@ func (qp *QP) requesterLocked(out transport.Output, now time.Time) bool {
 			// Executed already (a retry rewound past it): never twice. A
 			// failed one stops the requester until the completer reaches it
 			// and moves the QP to ERR (rxe_req.c req_error).
-			if w.status != transport.WCSuccess {
+			if w.status != ibv.WCSuccess {
 				return false
 			}
 			r.idx++
@@ -93,14 +94,14 @@ func (qp *QP) canStartLocked(w *sendWQE) bool {
 		// new: SQD lets it go out again (IBTA 10.3.1: WRs in progress
 		// complete; rxe req_retry resets them to posted and sends them in
 		// SQD too).
-		if qp.state == transport.QPStateSQD && r.idx >= r.maxIdx {
+		if qp.state == ibv.QPStateSQD && r.idx >= r.maxIdx {
 			qp.checkDrainedLocked()
 			return false // SQD: finish what started, start nothing new
 		}
-		if w.wr.Flags&transport.SendFence != 0 && qp.outstandingRdAtomicLocked() > 0 {
+		if w.wr.Flags&ibv.SendFence != 0 && qp.outstandingRdAtomicLocked() > 0 {
 			return false // IBV_SEND_FENCE waits for prior READs and atomics
 		}
-		if w.wr.Opcode == transport.WRLocalInv && !qp.allDoneBeforeLocked(r.idx) {
+		if w.wr.Opcode == ibv.WRLocalInv && !qp.allDoneBeforeLocked(r.idx) {
 			// LOCAL_INV is always fenced: every earlier WR must have
 			// completed (IBA 10.6.5.1 local invalidate fence; rxe_req.c
 			// rxe_wqe_is_fenced "Make mandatory for the rxe driver").
@@ -141,13 +142,13 @@ func (qp *QP) allDoneBeforeLocked(i uint64) bool {
 func (qp *QP) localOpLocked(w *sendWQE) {
 	pd, qpn, tbl := qp.cfg.PD, qp.cfg.QPN, qp.cfg.Mem
 	var err error
-	fail := transport.WCLocQPOpErr
+	fail := ibv.WCLocQPOpErr
 	switch w.wr.Opcode {
-	case transport.WRLocalInv:
+	case ibv.WRLocalInv:
 		// An MR or a type-2 window, told apart by the key's index
 		// (rxe_invalidate_mr / rxe_invalidate_mw).
 		err = tbl.Invalidate(pd, qpn, w.wr.InvRKey)
-	case transport.WRRegMR:
+	case ibv.WRRegMR:
 		mr, ok := w.reg.MR.(*mem.MR)
 		if !ok {
 			mr, err = tbl.MRByKey(w.reg.MRLKey)
@@ -155,8 +156,8 @@ func (qp *QP) localOpLocked(w *sendWQE) {
 		if err == nil {
 			err = tbl.RegFast(pd, mr, w.reg.Key, w.reg.IOVA, w.reg.Length, w.reg.Access)
 		}
-	case transport.WRBindMW:
-		fail = transport.WCMWBindErr
+	case ibv.WRBindMW:
+		fail = ibv.WCMWBindErr
 		var mw *mem.MW
 		if mw, err = tbl.MWByKey(w.bind.MWHandle); err == nil {
 			b := &w.bind
@@ -164,7 +165,7 @@ func (qp *QP) localOpLocked(w *sendWQE) {
 		}
 	}
 	w.state = wqePending
-	w.status = transport.WCSuccess
+	w.status = ibv.WCSuccess
 	if err != nil {
 		w.status = fail
 		qp.cfg.Counters.SendErr.Add(1)
@@ -191,7 +192,7 @@ func (qp *QP) outstandingRdAtomicLocked() int {
 // Every WQE below maxIdx was started, including those a retry rewound to
 // posted: they count until completed.
 func (qp *QP) checkDrainedLocked() {
-	if qp.state != transport.QPStateSQD || qp.sqDrained {
+	if qp.state != ibv.QPStateSQD || qp.sqDrained {
 		return
 	}
 	for i := qp.sq.headIdx; i < qp.sq.tailIdx && i < qp.req.maxIdx; i++ {
@@ -201,6 +202,6 @@ func (qp *QP) checkDrainedLocked() {
 	}
 	qp.sqDrained = true
 	if qp.attr.EnSQDAsyncNotify {
-		qp.events.Add(transport.EventSQDrained)
+		qp.events.Add(ibv.EventSQDrained)
 	}
 }

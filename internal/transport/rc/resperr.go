@@ -4,8 +4,9 @@ import (
 	"errors"
 	"sync/atomic"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/mem"
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -83,12 +84,12 @@ type respRule struct {
 	atEPSN bool
 	// status completes the receive WQE in use (class C and J; a class C
 	// error outside a SEND or WRITE_WITH_IMM has none in use).
-	status transport.WCStatus
+	status ibv.WCStatus
 	// count is the counter the error adds to, if any.
 	count func(*transport.Counters) *atomic.Uint64
 	// event is the affiliated event reported besides the QP-fatal one of
 	// ERR, if any.
-	event transport.AsyncEvent
+	event ibv.AsyncEventType
 	// uc counts a UC message dropped for this error. UC sends no NAK and
 	// its QP stays up: every error the UC responder meets drops the
 	// message (IBTA 9.8.3; rxe RESPST_ERR_* cases for UC: classes D, D1,
@@ -116,36 +117,36 @@ var respRules = [...]respRule{
 	// C9-133 (rxe check_resource): RNR NAK with the failed PSN.
 	errRNR: {class: classB, syn: wire.SyndromeRNRNAK, count: sendRNRErr, uc: dropUCMessage},
 	// C9-92 (rxe check_op_seq).
-	errMissingOpcode: {class: classC, syn: wire.NakInvalidRequest, status: transport.WCRemInvReqErr,
-		count: invalidRequestErr, event: transport.EventQPReqErr, uc: dropUCMessage},
+	errMissingOpcode: {class: classC, syn: wire.NakInvalidRequest, status: ibv.WCRemInvReqErr,
+		count: invalidRequestErr, event: ibv.EventQPReqErr, uc: dropUCMessage},
 	// C9-93 (rxe check_op_valid).
-	errUnsupportedOpcode: {class: classC, syn: wire.NakInvalidRequest, status: transport.WCRemInvReqErr,
-		count: invalidRequestErr, event: transport.EventQPReqErr, uc: dropUCMessage},
+	errUnsupportedOpcode: {class: classC, syn: wire.NakInvalidRequest, status: ibv.WCRemInvReqErr,
+		count: invalidRequestErr, event: ibv.EventQPReqErr, uc: dropUCMessage},
 	// rxe check_resource: max_dest_rd_atomic 0 accepts no READ or atomic.
-	errTooManyRdAtomic: {class: classC, syn: wire.NakInvalidRequest, status: transport.WCRemInvReqErr,
-		count: invalidRequestErr, event: transport.EventQPReqErr},
+	errTooManyRdAtomic: {class: classC, syn: wire.NakInvalidRequest, status: ibv.WCRemInvReqErr,
+		count: invalidRequestErr, event: ibv.EventQPReqErr},
 	// C9-89..C9-92 (rxe check_length, rxe_resp_check_length).
-	errLength: {class: classC, syn: wire.NakInvalidRequest, status: transport.WCRemInvReqErr,
-		count: invalidRequestErr, event: transport.EventQPReqErr, uc: dropLength},
+	errLength: {class: classC, syn: wire.NakInvalidRequest, status: ibv.WCRemInvReqErr,
+		count: invalidRequestErr, event: ibv.EventQPReqErr, uc: dropLength},
 	// rxe send_data_in: -ENOSPC is RESPST_ERR_LENGTH, an invalid request
 	// to the requester. softnic completes the receive with LOC_LEN_ERR
 	// (what the receive side saw); rxe reports REM_INV_REQ_ERR.
-	errRecvLength: {class: classC, syn: wire.NakInvalidRequest, status: transport.WCLocLenErr,
-		count: invalidRequestErr, event: transport.EventQPReqErr, uc: dropLength},
+	errRecvLength: {class: classC, syn: wire.NakInvalidRequest, status: ibv.WCLocLenErr,
+		count: invalidRequestErr, event: ibv.EventQPReqErr, uc: dropLength},
 	// C9-128 (rxe atomic_reply, rxe_mr_do_atomic_op).
-	errMisalignedAtomic: {class: classC, syn: wire.NakInvalidRequest, status: transport.WCRemInvReqErr,
-		count: invalidRequestErr, event: transport.EventQPReqErr},
+	errMisalignedAtomic: {class: classC, syn: wire.NakInvalidRequest, status: ibv.WCRemInvReqErr,
+		count: invalidRequestErr, event: ibv.EventQPReqErr},
 	// NAK code 2, remote access error (IBTA Table 44; rxe check_rkey):
 	// IBV_EVENT_QP_ACCESS_ERR.
-	errRKeyViolation: {class: classC, syn: wire.NakRemoteAccess, status: transport.WCRemAccessErr,
-		count: remoteAccessErr, event: transport.EventQPAccessErr, uc: dropUCMessage},
+	errRKeyViolation: {class: classC, syn: wire.NakRemoteAccess, status: ibv.WCRemAccessErr,
+		count: remoteAccessErr, event: ibv.EventQPAccessErr, uc: dropUCMessage},
 	// rxe class A: NAK remote operational error. softnic completes the
 	// receive with LOC_PROT_ERR (the SGE check that failed); rxe reports
 	// LOC_QP_OP_ERR.
-	errMalformedWQE: {class: classC, syn: wire.NakRemoteOp, status: transport.WCLocProtErr,
-		count: remoteOpErr, event: transport.EventQPReqErr, uc: dropLength},
+	errMalformedWQE: {class: classC, syn: wire.NakRemoteOp, status: ibv.WCLocProtErr,
+		count: remoteOpErr, event: ibv.EventQPReqErr, uc: dropLength},
 	// IBTA 9.4.1.2 / 10.6.5 (rxe invalidate_rkey): class J, no NAK.
-	errInvalidateRKey: {class: classJ, status: transport.WCRemInvReqErr},
+	errInvalidateRKey: {class: classJ, status: ibv.WCRemInvReqErr},
 	// IBTA 11.4.2.1 CQ overrun (rxe do_complete): class G.
 	errCQOverflow: {class: classG},
 }
@@ -193,7 +194,7 @@ func (r *responder) errorLocked(qp *QP, out transport.Output, e respErr, p *wire
 	if rule.class == classB {
 		return
 	}
-	if rule.status != transport.WCSuccess && r.haveWQE {
+	if rule.status != ibv.WCSuccess && r.haveWQE {
 		r.completeRecvLocked(qp, rule.status, nil)
 	}
 	if rule.event != 0 {

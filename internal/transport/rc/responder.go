@@ -3,7 +3,8 @@ package rc
 import (
 	"encoding/binary"
 
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -109,14 +110,14 @@ func (r *responder) checkLocked(qp *QP, p *wire.Packet, out transport.Output) re
 	}
 	// CHK_OP_VALID: the QP must allow the remote operation (C9-93; rxe
 	// check_op_valid).
-	need := transport.Access(0)
+	need := ibv.Access(0)
 	switch {
 	case p.Is(wire.MaskWrite), p.Is(wire.MaskAtomicWrite):
-		need = transport.AccessRemoteWrite
+		need = ibv.AccessRemoteWrite
 	case p.Is(wire.MaskRead):
-		need = transport.AccessRemoteRead
+		need = ibv.AccessRemoteRead
 	case p.Is(wire.MaskAtomic):
-		need = transport.AccessRemoteAtomic
+		need = ibv.AccessRemoteAtomic
 	case p.Is(wire.MaskFlush):
 		// The QP must allow each placement type asked for (rxe
 		// check_qp_attr_access: IB_ACCESS_FLUSH_GLOBAL / _PERSISTENT).
@@ -153,13 +154,13 @@ func (r *responder) checkLocked(qp *QP, p *wire.Packet, out transport.Output) re
 }
 
 // flushAccess returns the rights a FLUSH of placement type typ needs.
-func flushAccess(typ uint8) transport.Access {
-	var a transport.Access
+func flushAccess(typ uint8) ibv.Access {
+	var a ibv.Access
 	if typ&wire.FlushGlobal != 0 {
-		a |= transport.AccessFlushGlobal
+		a |= ibv.AccessFlushGlobal
 	}
 	if typ&wire.FlushPersistent != 0 {
-		a |= transport.AccessFlushPersistent
+		a |= ibv.AccessFlushPersistent
 	}
 	return a
 }
@@ -221,7 +222,7 @@ func (r *responder) placeSendLocked(qp *QP, p *wire.Packet) respErr {
 				return errInvalidateRKey
 			}
 		}
-		r.completeRecvLocked(qp, transport.WCSuccess, p)
+		r.completeRecvLocked(qp, ibv.WCSuccess, p)
 	}
 	return respOK
 }
@@ -245,7 +246,7 @@ func (r *responder) placeWriteLocked(qp *QP, p *wire.Packet) respErr {
 	if reth := p.RETH(); reth != nil {
 		// CHK_RKEY for the whole DMA range at the first packet (C9-88:
 		// zero-length writes skip the key check; mem.Remote does that).
-		data, err := qp.cfg.Mem.RemoteV(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), reth.DMALen(), transport.AccessRemoteWrite, r.wrData[:0])
+		data, err := qp.cfg.Mem.RemoteV(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), reth.DMALen(), ibv.AccessRemoteWrite, r.wrData[:0])
 		if err != nil {
 			return remoteErr(err)
 		}
@@ -265,7 +266,7 @@ func (r *responder) placeWriteLocked(qp *QP, p *wire.Packet) respErr {
 	r.wrLeft -= n
 	r.inMsg, r.msgKind = !p.Is(wire.MaskEnd), wire.MaskWrite
 	if p.Is(wire.MaskImmediate) {
-		r.completeRecvLocked(qp, transport.WCSuccess, p)
+		r.completeRecvLocked(qp, ibv.WCSuccess, p)
 	}
 	return respOK
 }
@@ -276,7 +277,7 @@ func (r *responder) readLocked(qp *QP, p *wire.Packet, out transport.Output) res
 	if reth.DMALen() > MaxMsgSize {
 		return errLength
 	}
-	data, err := qp.cfg.Mem.RemoteV(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), reth.DMALen(), transport.AccessRemoteRead, r.replyBuf[:0])
+	data, err := qp.cfg.Mem.RemoteV(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), reth.DMALen(), ibv.AccessRemoteRead, r.replyBuf[:0])
 	if err != nil {
 		return remoteErr(err)
 	}
@@ -299,7 +300,7 @@ func (r *responder) atomicLocked(qp *QP, p *wire.Packet, out transport.Output) r
 		// Misaligned atomic: invalid request (C9-128).
 		return errMisalignedAtomic
 	}
-	b, err := qp.cfg.Mem.Remote(qp.cfg.PD, qp.cfg.QPN, a.RKey(), a.VA(), 8, transport.AccessRemoteAtomic)
+	b, err := qp.cfg.Mem.Remote(qp.cfg.PD, qp.cfg.QPN, a.RKey(), a.VA(), 8, ibv.AccessRemoteAtomic)
 	if err != nil {
 		return remoteErr(err)
 	}
@@ -360,7 +361,7 @@ func (r *responder) atomicWriteLocked(qp *QP, p *wire.Packet, out transport.Outp
 	if reth.DMALen() != 8 {
 		return errLength
 	}
-	b, err := qp.cfg.Mem.RemoteAtomic(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), transport.AccessRemoteWrite)
+	b, err := qp.cfg.Mem.RemoteAtomic(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), ibv.AccessRemoteWrite)
 	if err != nil {
 		return remoteErr(err)
 	}
@@ -448,33 +449,33 @@ func (r *responder) nakLocked(qp *QP, out transport.Output, syn wire.Syndrome, p
 
 // completeRecvLocked completes the receive WQE in use. p is the packet
 // that ended the message (for immediate data, invalidation and SE).
-func (r *responder) completeRecvLocked(qp *QP, st transport.WCStatus, p *wire.Packet) {
+func (r *responder) completeRecvLocked(qp *QP, st ibv.WCStatus, p *wire.Packet) {
 	if !r.haveWQE {
 		return
 	}
 	r.haveWQE = false
 	wc := &qp.wc // a field, so the interface call does not move it to the heap
-	*wc = transport.WorkCompletion{
+	*wc = ibv.WorkCompletion{
 		WRID:   r.wqe.WRID,
 		Status: st,
-		Opcode: transport.WCRecv,
+		Opcode: ibv.WCRecv,
 		QPNum:  qp.cfg.QPN,
 		SrcQP:  qp.attr.DestQPN,
 	}
 	solicited := false
-	if st == transport.WCSuccess && p != nil {
+	if st == ibv.WCSuccess && p != nil {
 		wc.ByteLen = uint32(r.recvOff)
 		if p.Is(wire.MaskWrite) {
 			// RECV_RDMA_WITH_IMM reports the WRITE's length (rxe do_complete).
-			wc.Opcode = transport.WCRecvRDMAWithImm
+			wc.Opcode = ibv.WCRecvRDMAWithImm
 			wc.ByteLen = r.wrLen
 		}
 		if im := p.ImmDt(); im != nil {
-			wc.Flags |= transport.WCWithImm
+			wc.Flags |= ibv.WCWithImm
 			wc.Imm = im.Imm()
 		}
 		if ie := p.IETH(); ie != nil {
-			wc.Flags |= transport.WCWithInv
+			wc.Flags |= ibv.WCWithInv
 			wc.Imm = ie.RKey()
 		}
 		solicited = p.SE()
@@ -505,7 +506,7 @@ func (r *responder) duplicateLocked(qp *QP, p *wire.Packet, out transport.Output
 			off != uint64(psn.Diff(res.firstPSN))*uint64(qp.pmtu) {
 			return // not the same READ or a sub-range of it
 		}
-		data, err := qp.cfg.Mem.RemoteV(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), reth.DMALen(), transport.AccessRemoteRead, r.replyBuf[:0])
+		data, err := qp.cfg.Mem.RemoteV(qp.cfg.PD, qp.cfg.QPN, reth.RKey(), reth.VA(), reth.DMALen(), ibv.AccessRemoteRead, r.replyBuf[:0])
 		if err != nil {
 			return
 		}
@@ -617,7 +618,7 @@ func (r *responder) ucCheckLocked(qp *QP, p *wire.Packet) respErr {
 	case p.Is(wire.MaskSend):
 		e = r.placeSendLocked(qp, p)
 	case p.Is(wire.MaskWrite):
-		if p.RETH() != nil && qp.attr.AccessFlags&transport.AccessRemoteWrite == 0 {
+		if p.RETH() != nil && qp.attr.AccessFlags&ibv.AccessRemoteWrite == 0 {
 			return errUnsupportedOpcode // rxe check_op_valid: UC drops it
 		}
 		e = r.placeWriteLocked(qp, p)

@@ -12,8 +12,9 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/clock"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/mem"
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -69,9 +70,9 @@ func itoa(v uint32) string {
 }
 
 // cqs is a transport.CQ keeping completions.
-type cqs struct{ wcs []transport.WorkCompletion }
+type cqs struct{ wcs []ibv.WorkCompletion }
 
-func (c *cqs) Push(wc *transport.WorkCompletion, _ bool) bool {
+func (c *cqs) Push(wc *ibv.WorkCompletion, _ bool) bool {
 	c.wcs = append(c.wcs, *wc)
 	return true
 }
@@ -97,29 +98,29 @@ func newHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := transport.AccessLocalWrite | transport.AccessRemoteWrite | transport.AccessRemoteRead | transport.AccessRemoteAtomic
+	all := ibv.AccessLocalWrite | ibv.AccessRemoteWrite | ibv.AccessRemoteRead | ibv.AccessRemoteAtomic
 	if h.mr, err = tbl.RegMR(pd, h.buf, 0x10000, true, all); err != nil {
 		t.Fatal(err)
 	}
 	h.rq = transport.NewRecvQueue(64, 4)
-	h.qp, err = New(Config{QPN: 0x11, Type: transport.QPTypeRC, PD: pd, Mem: tbl, SendCQ: &h.cq, RecvCQ: &h.cq,
-		RQ: h.rq, Cap: transport.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 4, MaxRecvSGE: 4},
+	h.qp, err = New(Config{QPN: 0x11, Type: ibv.QPTypeRC, PD: pd, Mem: tbl, SendCQ: &h.cq, RecvCQ: &h.cq,
+		RQ: h.rq, Cap: ibv.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 4, MaxRecvSGE: 4},
 		LocalAddr: localAddr, Clock: h.clk, Counters: &h.ctr, Wake: func() {}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, step := range []struct {
-		a    transport.QPAttr
-		mask transport.AttrMask
+		a    ibv.QPAttr
+		mask ibv.AttrMask
 	}{
-		{transport.QPAttr{State: transport.QPStateInit, AccessFlags: all}, transport.AttrState | transport.AttrAccessFlags},
-		{transport.QPAttr{State: transport.QPStateRTR, PathMTU: transport.MTU1024, DestQPN: peerQPN, MaxDestRdAtomic: 4,
-			AHAttr: transport.AHAttr{GRH: transport.GRH{DGID: peerAddr}}},
-			transport.AttrState | transport.AttrPathMTU | transport.AttrDestQPN | transport.AttrMaxDestRdAtomic |
-				transport.AttrAV | transport.AttrRQPSN},
-		{transport.QPAttr{State: transport.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4},
-			transport.AttrState | transport.AttrTimeout | transport.AttrRetryCnt | transport.AttrRNRRetry |
-				transport.AttrMaxQPRdAtomic | transport.AttrSQPSN},
+		{ibv.QPAttr{State: ibv.QPStateInit, AccessFlags: all}, ibv.QPAttrState | ibv.QPAttrAccessFlags},
+		{ibv.QPAttr{State: ibv.QPStateRTR, PathMTU: ibv.MTU1024, DestQPN: peerQPN, MaxDestRdAtomic: 4,
+			AHAttr: ibv.AHAttr{GRH: ibv.GlobalRoute{DGID: peerAddr}}},
+			ibv.QPAttrState | ibv.QPAttrPathMTU | ibv.QPAttrDestQPN | ibv.QPAttrMaxDestRdAtomic |
+				ibv.QPAttrAV | ibv.QPAttrRQPSN},
+		{ibv.QPAttr{State: ibv.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4},
+			ibv.QPAttrState | ibv.QPAttrTimeout | ibv.QPAttrRetryCnt | ibv.QPAttrRNRRetry |
+				ibv.QPAttrMaxQPRdAtomic | ibv.QPAttrSQPSN},
 	} {
 		if err := h.qp.Modify(&step.a, step.mask); err != nil {
 			t.Fatal(err)
@@ -161,8 +162,8 @@ func sendOnly(psn wire.PSN, ackReq bool) wire.Headers {
 
 func (h *harness) postRecvs(n int) {
 	for i := range n {
-		if _, err := h.rq.Post([]transport.RecvWR{{WRID: uint64(i),
-			SGList: []transport.SGE{{Addr: 0x10000 + uint64(i)*256, Length: 256, LKey: h.mr.LKey()}}}}); err != nil {
+		if _, err := h.rq.Post([]ibv.RecvWR{{WRID: uint64(i),
+			SGList: []ibv.SGE{{Addr: 0x10000 + uint64(i)*256, Length: 256, LKey: h.mr.LKey()}}}}); err != nil {
 			h.t.Fatal(err)
 		}
 	}
@@ -235,7 +236,7 @@ func TestAckBeforeOtherResponses(t *testing.T) {
 	h.deliver(sendOnly(10, true), nil) // takes the last receive WQE
 	h.deliver(sendOnly(11, true), nil) // finds none
 	check(t, "ACK then RNR NAK", h.process(), "RC_ACKNOWLEDGE/10", "RC_ACKNOWLEDGE/11 RNR_NAK(timer=0)")
-	if s := h.qp.State(); s != transport.QPStateRTS {
+	if s := h.qp.State(); s != ibv.QPStateRTS {
 		t.Errorf("state %v, want RTS", s)
 	}
 }
@@ -290,7 +291,7 @@ func TestDuplicateReadResources(t *testing.T) {
 	if got := binary.NativeEndian.Uint64(h.buf[8192:]); got != 12 {
 		t.Errorf("value %d after one fetch-add of 5 to 7 and its duplicate, want 12", got)
 	}
-	if s := h.qp.State(); s != transport.QPStateRTS {
+	if s := h.qp.State(); s != ibv.QPStateRTS {
 		t.Errorf("state %v, want RTS", s)
 	}
 }
@@ -307,11 +308,11 @@ func atomicWrite(psn wire.PSN, va uint64, rkey uint32) wire.Headers {
 func TestDuplicateAtomicWriteFlushResources(t *testing.T) {
 	h := newHarness(t) // max_dest_rd_atomic 4
 	rkey := h.mr.RKey()
-	all := transport.AccessRemoteWrite | transport.AccessRemoteRead | transport.AccessRemoteAtomic
-	if err := h.qp.Modify(&transport.QPAttr{AccessFlags: all | transport.AccessFlushGlobal}, transport.AttrAccessFlags); err != nil {
+	all := ibv.AccessRemoteWrite | ibv.AccessRemoteRead | ibv.AccessRemoteAtomic
+	if err := h.qp.Modify(&ibv.QPAttr{AccessFlags: all | ibv.AccessFlushGlobal}, ibv.QPAttrAccessFlags); err != nil {
 		t.Fatal(err)
 	}
-	fmr, err := h.qp.cfg.Mem.RegMR(h.qp.cfg.PD, make([]byte, 64), 0x90000, true, transport.AccessFlushGlobal)
+	fmr, err := h.qp.cfg.Mem.RegMR(h.qp.cfg.PD, make([]byte, 64), 0x90000, true, ibv.AccessFlushGlobal)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +348,7 @@ func TestDuplicateAtomicWriteFlushResources(t *testing.T) {
 	if h.buf[0] != 2 {
 		t.Errorf("an evicted duplicate ATOMIC_WRITE wrote")
 	}
-	if s := h.qp.State(); s != transport.QPStateRTS {
+	if s := h.qp.State(); s != ibv.QPStateRTS {
 		t.Errorf("state %v, want RTS", s)
 	}
 }
@@ -376,7 +377,7 @@ func TestRespRulesComplete(t *testing.T) {
 		default:
 			t.Errorf("error %d: no rule", e)
 		}
-		if rule.class == classB && (rule.status != transport.WCSuccess || rule.event != 0) {
+		if rule.class == classB && (rule.status != ibv.WCSuccess || rule.event != 0) {
 			t.Errorf("error %d: class B completes nothing and reports no event", e)
 		}
 	}

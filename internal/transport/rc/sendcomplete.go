@@ -6,7 +6,7 @@ package rc
 import (
 	"encoding/binary"
 
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/ibv"
 )
 
 // completeLocalsLocked completes, in order, the executed local operations
@@ -21,7 +21,7 @@ func (qp *QP) completeLocalsLocked() {
 // whose predecessors are done. It reports false when w failed: the QP is
 // then in ERR.
 func (qp *QP) completeLocalLocked(w *sendWQE) bool {
-	if w.status != transport.WCSuccess {
+	if w.status != ibv.WCSuccess {
 		qp.completeSendLocked(w, true)
 		qp.toErrorLocked()
 		return false
@@ -40,7 +40,7 @@ func (qp *QP) putAtomicResult(w *sendWQE) error {
 
 // localErrorLocked fails w with a local error status and moves the QP to
 // ERR (rxe_req.c req_error).
-func (qp *QP) localErrorLocked(w *sendWQE, st transport.WCStatus) {
+func (qp *QP) localErrorLocked(w *sendWQE, st ibv.WCStatus) {
 	w.status = st
 	w.state = wqePending
 	qp.cfg.Counters.SendErr.Add(1)
@@ -55,17 +55,17 @@ func (qp *QP) completeSendLocked(w *sendWQE, force bool) {
 		return
 	}
 	w.state = wqeDone
-	if !(w.signaled || force || w.status != transport.WCSuccess) {
+	if !(w.signaled || force || w.status != ibv.WCSuccess) {
 		return
 	}
 	wc := &qp.wc // a field, so the interface call does not move it to the heap
-	*wc = transport.WorkCompletion{
+	*wc = ibv.WorkCompletion{
 		WRID:   w.wr.WRID,
 		Status: w.status,
 		Opcode: wcOpcode(w.wr.Opcode),
 		QPNum:  qp.cfg.QPN,
 	}
-	if w.status == transport.WCSuccess {
+	if w.status == ibv.WCSuccess {
 		wc.ByteLen = w.length
 	}
 	if !qp.cfg.SendCQ.Push(wc, false) {
@@ -80,26 +80,26 @@ func (qp *QP) retireLocked() {
 	}
 }
 
-func wcOpcode(op transport.WROpcode) transport.WCOpcode {
+func wcOpcode(op ibv.WROpcode) ibv.WCOpcode {
 	switch op {
-	case transport.WRRDMAWrite, transport.WRRDMAWriteWithImm:
-		return transport.WCRDMAWrite
-	case transport.WRRDMARead:
-		return transport.WCRDMARead
-	case transport.WRAtomicCmpAndSwp:
-		return transport.WCCompSwap
-	case transport.WRAtomicFetchAndAdd:
-		return transport.WCFetchAdd
-	case transport.WRLocalInv:
-		return transport.WCLocalInv
-	case transport.WRBindMW:
-		return transport.WCBindMW
-	case transport.WRFlush:
-		return transport.WCFlush
-	case transport.WRAtomicWrite:
-		return transport.WCAtomicWrite
-	case transport.WRRegMR:
-		return transport.WCRegMR
+	case ibv.WRRDMAWrite, ibv.WRRDMAWriteWithImm:
+		return ibv.WCRDMAWrite
+	case ibv.WRRDMARead:
+		return ibv.WCRDMARead
+	case ibv.WRAtomicCmpAndSwp:
+		return ibv.WCCompSwap
+	case ibv.WRAtomicFetchAndAdd:
+		return ibv.WCFetchAdd
+	case ibv.WRLocalInv:
+		return ibv.WCLocalInv
+	case ibv.WRBindMW:
+		return ibv.WCBindMW
+	case ibv.WRFlush:
+		return ibv.WCFlush
+	case ibv.WRAtomicWrite:
+		return ibv.WCAtomicWrite
+	case ibv.WRRegMR:
+		return ibv.WCRegMR
 	}
-	return transport.WCSend
+	return ibv.WCSend
 }

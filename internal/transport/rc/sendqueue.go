@@ -7,7 +7,8 @@ package rc
 import (
 	"fmt"
 
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -43,21 +44,21 @@ const (
 
 // sendWQE is a posted send work request with its transport progress.
 type sendWQE struct {
-	wr       transport.SendWR // SGList aliases sgl, InlineData aliases inline
-	sgl      []transport.SGE
+	wr       ibv.SendWR // SGList aliases sgl, InlineData aliases inline
+	sgl      []ibv.SGE
 	inline   []byte
 	kind     wrKind
 	length   uint32 // message length in bytes
 	signaled bool
 	state    wqeState
-	status   transport.WCStatus
+	status   ibv.WCStatus
 	firstPSN wire.PSN
 	lastPSN  wire.PSN
-	sendOff  uint32           // next byte the requester sends (SEND/WRITE), or READ resume offset
-	recvOff  uint32           // READ: bytes received
-	orig     uint64           // atomic: original remote value
-	bind     transport.MWBind // BIND_MW: a copy of wr.Bind
-	reg      transport.RegMR  // REG_MR: a copy of wr.Reg
+	sendOff  uint32       // next byte the requester sends (SEND/WRITE), or READ resume offset
+	recvOff  uint32       // READ: bytes received
+	orig     uint64       // atomic: original remote value
+	bind     ibv.MWBindWR // BIND_MW: a copy of wr.Bind
+	reg      ibv.RegMRWR  // REG_MR: a copy of wr.Reg
 }
 
 // needsResponse reports whether the WQE completes only on an explicit
@@ -89,7 +90,7 @@ func (q *sendQueue) init(n, maxSGE, maxInline int) {
 	}
 	q.ring = make([]sendWQE, n)
 	for i := range q.ring {
-		q.ring[i].sgl = make([]transport.SGE, 0, maxSGE)
+		q.ring[i].sgl = make([]ibv.SGE, 0, maxSGE)
 		q.ring[i].inline = make([]byte, 0, maxInline)
 	}
 }
@@ -113,24 +114,24 @@ func (q *sendQueue) inFlight(i uint64) bool { return q.valid(i) && q.at(i).state
 // IBTA defines no UC SEND with Invalidate opcode (Table 38 has only the
 // RC and XRC ones, and package wire has none for UC), and rxe's
 // next_opcode_uc fails it too.
-func kindOf(t transport.QPType, op transport.WROpcode) (wrKind, bool) {
-	rc := t == transport.QPTypeRC
+func kindOf(t ibv.QPType, op ibv.WROpcode) (wrKind, bool) {
+	rc := t == ibv.QPTypeRC
 	switch op {
-	case transport.WRSend, transport.WRSendWithImm:
+	case ibv.WRSend, ibv.WRSendWithImm:
 		return kindSend, true
-	case transport.WRSendWithInv:
+	case ibv.WRSendWithInv:
 		return kindSend, rc
-	case transport.WRRDMAWrite, transport.WRRDMAWriteWithImm:
+	case ibv.WRRDMAWrite, ibv.WRRDMAWriteWithImm:
 		return kindWrite, true
-	case transport.WRRDMARead:
+	case ibv.WRRDMARead:
 		return kindRead, rc
-	case transport.WRAtomicCmpAndSwp, transport.WRAtomicFetchAndAdd:
+	case ibv.WRAtomicCmpAndSwp, ibv.WRAtomicFetchAndAdd:
 		return kindAtomic, rc
-	case transport.WRFlush:
+	case ibv.WRFlush:
 		return kindFlush, rc
-	case transport.WRAtomicWrite:
+	case ibv.WRAtomicWrite:
 		return kindAtomicWrite, rc
-	case transport.WRLocalInv, transport.WRBindMW, transport.WRRegMR:
+	case ibv.WRLocalInv, ibv.WRBindMW, ibv.WRRegMR:
 		return kindLocal, true
 	}
 	return 0, false
@@ -139,13 +140,13 @@ func kindOf(t transport.QPType, op transport.WROpcode) (wrKind, bool) {
 // PostSend queues wrs in order (ibv_post_send). It stops at the first WR
 // it refuses and returns its index with an error wrapping
 // transport.ErrInvalid, ErrFull or ErrState; the WRs before it are posted.
-func (qp *QP) PostSend(wrs []transport.SendWR) (int, error) {
+func (qp *QP) PostSend(wrs []ibv.SendWR) (int, error) {
 	return qp.post(wrs, false)
 }
 
 // PostSendAll posts every WR of wrs, or none if any is refused or the
 // send queue has no room for all of them (ibv_wr_complete).
-func (qp *QP) PostSendAll(wrs []transport.SendWR) error {
+func (qp *QP) PostSendAll(wrs []ibv.SendWR) error {
 	_, err := qp.post(wrs, true)
 	return err
 }
@@ -154,9 +155,9 @@ func (qp *QP) PostSendAll(wrs []transport.SendWR) error {
 // rules for wrs: all of them or none when all is set. The closures are
 // built here, next to the one call that uses them, so they stay on the
 // stack.
-func (qp *QP) post(wrs []transport.SendWR, all bool) (int, error) {
+func (qp *QP) post(wrs []ibv.SendWR, all bool) (int, error) {
 	p := transport.SendPost{
-		State:   func() transport.QPState { return qp.state },
+		State:   func() ibv.QPState { return qp.state },
 		Check:   func(i int) error { return qp.checkSendWR(&wrs[i]) },
 		Free:    func() int { return len(qp.sq.ring) - qp.sq.count() },
 		Size:    len(qp.sq.ring),
@@ -174,16 +175,16 @@ func (qp *QP) post(wrs []transport.SendWR, all bool) (int, error) {
 
 // checkSendWR validates a WR against the QP (ibv_post_send(3); rxe
 // provider validate_send_wr).
-func (qp *QP) checkSendWR(wr *transport.SendWR) error {
+func (qp *QP) checkSendWR(wr *ibv.SendWR) error {
 	kind, ok := kindOf(qp.cfg.Type, wr.Opcode)
 	if !ok {
-		if wr.Opcode == transport.WRSendWithInv {
+		if wr.Opcode == ibv.WRSendWithInv {
 			return fmt.Errorf("%w: opcode %v not supported on %v QPs (IBTA defines no UC SEND with Invalidate)",
 				transport.ErrInvalid, wr.Opcode, qp.cfg.Type)
 		}
 		return fmt.Errorf("%w: opcode %v not supported on %v QPs", transport.ErrInvalid, wr.Opcode, qp.cfg.Type)
 	}
-	if wr.Flags&transport.SendInline != 0 {
+	if wr.Flags&ibv.SendInline != 0 {
 		switch kind {
 		case kindRead, kindAtomic, kindFlush, kindLocal:
 			return fmt.Errorf("%w: IBV_SEND_INLINE on %v", transport.ErrInvalid, wr.Opcode)
@@ -195,7 +196,7 @@ func (qp *QP) checkSendWR(wr *transport.SendWR) error {
 	if err != nil {
 		return err
 	}
-	if wr.Flags&transport.SendInline != 0 && wr.InlineData == nil {
+	if wr.Flags&ibv.SendInline != 0 && wr.InlineData == nil {
 		if err := qp.cfg.Mem.CheckGather(qp.cfg.PD, wr.SGList); err != nil {
 			return transport.InlineError(err)
 		}
@@ -233,9 +234,9 @@ func (qp *QP) checkSendWR(wr *transport.SendWR) error {
 		}
 	case kindLocal:
 		switch {
-		case wr.Opcode == transport.WRBindMW && wr.Bind == nil:
+		case wr.Opcode == ibv.WRBindMW && wr.Bind == nil:
 			return fmt.Errorf("%w: BIND_MW without bind information", transport.ErrInvalid)
-		case wr.Opcode == transport.WRRegMR && wr.Reg == nil:
+		case wr.Opcode == ibv.WRRegMR && wr.Reg == nil:
 			return fmt.Errorf("%w: REG_MR without registration information", transport.ErrInvalid)
 		}
 	}
@@ -249,7 +250,7 @@ const MaxMsgSize = 1 << 31
 // given by SGEs cannot be read (transport.InlineError): checkSendWR has
 // checked them, so only an MR deregistered in between gets here; the
 // queue is then unchanged.
-func (qp *QP) enqueueLocked(wr *transport.SendWR) error {
+func (qp *QP) enqueueLocked(wr *ibv.SendWR) error {
 	w := qp.sq.at(qp.sq.tailIdx)
 	sgl, inline := w.sgl[:0], w.inline[:0]
 	*w = sendWQE{sgl: sgl, inline: inline}
@@ -270,7 +271,7 @@ func (qp *QP) enqueueLocked(wr *transport.SendWR) error {
 	if wr.Reg != nil {
 		w.reg = *wr.Reg
 	}
-	if wr.Flags&transport.SendInline != 0 {
+	if wr.Flags&ibv.SendInline != 0 {
 		if wr.InlineData != nil {
 			w.inline = append(w.inline, wr.InlineData...)
 		} else {

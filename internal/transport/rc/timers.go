@@ -8,7 +8,7 @@ package rc
 import (
 	"time"
 
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/ibv"
 )
 
 // armRetryLocked starts the retransmit timer at time now if it is not
@@ -65,7 +65,7 @@ func (qp *QP) timersLocked(now time.Time) {
 			qp.retryTimer.Reset(left) // progress pushed the deadline out
 		} else {
 			qp.retryArmed = false
-			if qp.isRC() && (qp.state == transport.QPStateRTS || qp.state == transport.QPStateSQD) && !qp.req.rnrWait {
+			if qp.isRC() && (qp.state == ibv.QPStateRTS || qp.state == ibv.QPStateSQD) && !qp.req.rnrWait {
 				qp.cfg.Counters.Timeouts.Add(1)
 				qp.comp.triggerRetryLocked(qp, true)
 			}

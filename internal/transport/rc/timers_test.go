@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -16,13 +16,13 @@ import (
 func TestRetryDeadlineFromPassTime(t *testing.T) {
 	h := newHarness(t) // timeout 14: 4.096 µs × 2^14
 	timeout := time.Duration(4096<<14) * time.Nanosecond
-	h.post(h.wr(1, transport.WRSend, 0, 10), h.wr(2, transport.WRSend, 0, 10))
+	h.post(h.wr(1, ibv.WRSend, 0, 10), h.wr(2, ibv.WRSend, 0, 10))
 	check(t, "requests", h.process(), "RC_SEND_ONLY/0", "RC_SEND_ONLY/1")
 
 	h.clk.Advance(timeout / 2)
 	h.respond(wire.RCAck, 0, wire.AckUnlimited, nil)
 	check(t, "ACK of the first SEND", h.process())
-	wantStatuses(t, h.completions(), transport.WCSuccess)
+	wantStatuses(t, h.completions(), ibv.WCSuccess)
 
 	h.clk.Advance(timeout / 2) // the timer armed by the first pass fires
 	check(t, "at the first deadline", h.process())

@@ -18,8 +18,9 @@ import (
 	"net/netip"
 	"sync"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/mem"
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -48,7 +49,7 @@ type Config struct {
 	RQ *transport.RecvQueue
 	// SRQ says RQ is shared: it is neither flushed nor reset with the QP.
 	SRQ bool
-	Cap transport.QPCap
+	Cap ibv.QPCap
 	// SigAll makes every send WR signaled (sq_sig_all).
 	SigAll bool
 	// LocalAddr is the NIC's address, the source of every datagram.
@@ -71,7 +72,7 @@ type Config struct {
 	Wake func()
 	// OnAsync reports affiliated asynchronous events; it runs without the
 	// QP lock held.
-	OnAsync func(ev transport.AsyncEvent)
+	OnAsync func(ev ibv.AsyncEventType)
 }
 
 // QP is a UD queue pair's transport state.
@@ -83,8 +84,8 @@ type QP struct {
 	batch []*transport.RxPacket // owned by Process
 
 	mu      sync.Mutex
-	state   transport.QPState    // guarded by mu
-	attr    transport.QPAttr     // guarded by mu
+	state   ibv.QPState          // guarded by mu
+	attr    ibv.QPAttr           // guarded by mu
 	psn     wire.PSN             // guarded by mu: next send PSN
 	sq      sendQueue            // guarded by mu
 	haveWQE bool                 // guarded by mu: wqe holds the RQ's head
@@ -101,7 +102,7 @@ func New(cfg Config) (*QP, error) {
 		cfg.DstPort = wire.UDPPort
 	}
 	if cfg.MTU == nil {
-		cfg.MTU = func() int { return transport.MTU4096.Bytes() }
+		cfg.MTU = func() int { return ibv.MTU4096.Bytes() }
 	}
 	if cfg.Counters == nil {
 		cfg.Counters = new(transport.Counters)
@@ -127,26 +128,26 @@ func (qp *QP) QPN() uint32 { return qp.cfg.QPN }
 func (qp *QP) SrcPort() uint16 { return qp.srcPort }
 
 // State returns the current state.
-func (qp *QP) State() transport.QPState {
+func (qp *QP) State() ibv.QPState {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
 	return qp.state
 }
 
 // Query returns the QP's attributes (ibv_query_qp).
-func (qp *QP) Query() transport.QPAttr {
+func (qp *QP) Query() ibv.QPAttr {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
 	a := qp.attr
 	a.State, a.CurState = qp.state, qp.state
 	a.SQPSN = uint32(qp.psn)
-	a.PathMTU = transport.MTUFromBytes(qp.cfg.MTU()) // the port MTU as it is now
+	a.PathMTU = ibv.MTUFromBytes(qp.cfg.MTU()) // the port MTU as it is now
 	return a
 }
 
 // Modify applies attr under mask. The engine has already checked the
 // transition and the values (transport.CheckModify, CheckAttrValues).
-func (qp *QP) Modify(attr *transport.QPAttr, mask transport.AttrMask) error {
+func (qp *QP) Modify(attr *ibv.QPAttr, mask ibv.AttrMask) error {
 	qp.mu.Lock()
 	qp.modifyLocked(attr, mask)
 	qp.mu.Unlock()
@@ -155,31 +156,31 @@ func (qp *QP) Modify(attr *transport.QPAttr, mask transport.AttrMask) error {
 	return nil
 }
 
-func (qp *QP) modifyLocked(attr *transport.QPAttr, mask transport.AttrMask) {
+func (qp *QP) modifyLocked(attr *ibv.QPAttr, mask ibv.AttrMask) {
 	a := &qp.attr
 	transport.StoreAttrs(a, attr, mask)
-	if mask&transport.AttrSQPSN != 0 {
+	if mask&ibv.QPAttrSQPSN != 0 {
 		qp.psn = wire.PSN(attr.SQPSN & wire.PSNMask)
 	}
-	if mask&transport.AttrState == 0 {
+	if mask&ibv.QPAttrState == 0 {
 		return
 	}
 	prev := qp.state
 	switch attr.State {
-	case transport.QPStateReset:
+	case ibv.QPStateReset:
 		qp.state = attr.State
 		qp.resetLocked()
-	case transport.QPStateErr:
-		if prev != transport.QPStateErr {
+	case ibv.QPStateErr:
+		if prev != ibv.QPStateErr {
 			qp.toErrorLocked(false)
 		}
-	case transport.QPStateSQD:
+	case ibv.QPStateSQD:
 		qp.state = attr.State
 		// A UD WQE leaves in one datagram and completes as it leaves, so
 		// the send queue has nothing in flight once the processor stops
 		// starting new WQEs: it is drained at once (IBTA 10.3.1, SQD).
 		if a.EnSQDAsyncNotify {
-			qp.events.Add(transport.EventSQDrained)
+			qp.events.Add(ibv.EventSQDrained)
 		}
 	default:
 		qp.state = attr.State
@@ -200,11 +201,11 @@ func (qp *QP) resetLocked() {
 // with WR_FLUSH_ERR (IBTA 10.3.1, ERR). fatal reports
 // IBV_EVENT_QP_FATAL (the QP went there on its own, not by a modify).
 func (qp *QP) toErrorLocked(fatal bool) {
-	qp.state = transport.QPStateErr
+	qp.state = ibv.QPStateErr
 	qp.flushSendLocked()
 	qp.flushRecvLocked()
 	if fatal {
-		qp.events.Add(transport.EventQPFatal)
+		qp.events.Add(ibv.EventQPFatal)
 	}
 }
 
@@ -214,7 +215,7 @@ func (qp *QP) toErrorLocked(fatal bool) {
 // queue error state of the unreliable services; ibv_modify_qp(3)
 // IBV_QPS_SQE). rxe has no SQE and moves the QP to ERR instead.
 func (qp *QP) toSQELocked() {
-	qp.state = transport.QPStateSQE
+	qp.state = ibv.QPStateSQE
 	qp.flushSendLocked()
 }
 
@@ -222,7 +223,7 @@ func (qp *QP) toSQELocked() {
 func (qp *QP) flushSendLocked() {
 	for !qp.sq.empty() {
 		w := qp.sq.pop()
-		w.status = transport.WCWRFlushErr
+		w.status = ibv.WCWRFlushErr
 		qp.completeSendLocked(w)
 	}
 }
@@ -238,7 +239,7 @@ func (qp *QP) flushRecvLocked() {
 func (qp *QP) FlushRecv() {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
-	if qp.state == transport.QPStateErr {
+	if qp.state == ibv.QPStateErr {
 		qp.flushRecvLocked()
 	}
 }

@@ -1,7 +1,8 @@
 package ud
 
 import (
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -14,7 +15,7 @@ func (qp *QP) receiveLocked(p *transport.RxPacket) {
 	pkt := &p.Pkt
 	// Requests need RTR or later (rxe_recv.c check_type_state); SQD and
 	// SQE still receive.
-	if qp.state < transport.QPStateRTR || qp.state == transport.QPStateErr {
+	if qp.state < ibv.QPStateRTR || qp.state == ibv.QPStateErr {
 		c.DropState.Add(1)
 		return
 	}
@@ -47,7 +48,7 @@ func (qp *QP) receiveLocked(p *transport.RxPacket) {
 	if uint64(n) > qp.wqe.Length {
 		c.DropLength.Add(1)
 		if qp.cfg.SRQ {
-			qp.completeRecvLocked(transport.WCRemInvReqErr, p, 0)
+			qp.completeRecvLocked(ibv.WCRemInvReqErr, p, 0)
 		}
 		return
 	}
@@ -62,15 +63,15 @@ func (qp *QP) receiveLocked(p *transport.RxPacket) {
 		return
 	}
 	c.RDMARecvs.Add(1)
-	qp.completeRecvLocked(transport.WCSuccess, p, uint32(n))
+	qp.completeRecvLocked(ibv.WCSuccess, p, uint32(n))
 }
 
 // malformedWQELocked handles a receive WQE the MR table refuses: the WQE
 // completes with a local protection error and the QP moves to ERR (rxe:
 // RESPST_ERR_MALFORMED_WQE, class A, for every QP type).
 func (qp *QP) malformedWQELocked(p *transport.RxPacket) {
-	qp.completeRecvLocked(transport.WCLocProtErr, p, 0)
-	if qp.state != transport.QPStateErr {
+	qp.completeRecvLocked(ibv.WCLocProtErr, p, 0)
+	if qp.state != ibv.QPStateErr {
 		qp.toErrorLocked(true)
 	}
 }
@@ -79,25 +80,25 @@ func (qp *QP) malformedWQELocked(p *transport.RxPacket) {
 // do_complete for UD): the source QP from the DETH, IBV_WC_GRH, and a
 // byte count that includes the 40 GRH bytes (rxe-interop-facts.md §2.11).
 // A CQ overrun moves the QP to ERR.
-func (qp *QP) completeRecvLocked(st transport.WCStatus, p *transport.RxPacket, byteLen uint32) {
+func (qp *QP) completeRecvLocked(st ibv.WCStatus, p *transport.RxPacket, byteLen uint32) {
 	qp.haveWQE = false
 	pkt := &p.Pkt
-	wc := transport.WorkCompletion{
+	wc := ibv.WorkCompletion{
 		WRID:   qp.wqe.WRID,
 		Status: st,
-		Opcode: transport.WCRecv,
+		Opcode: ibv.WCRecv,
 		QPNum:  qp.cfg.QPN,
 		SrcQP:  pkt.DETH().SrcQP(),
 	}
-	if st == transport.WCSuccess {
+	if st == ibv.WCSuccess {
 		wc.ByteLen = byteLen
-		wc.Flags = transport.WCGRH
+		wc.Flags = ibv.WCGRH
 		if im := pkt.ImmDt(); im != nil {
-			wc.Flags |= transport.WCWithImm
+			wc.Flags |= ibv.WCWithImm
 			wc.Imm = im.Imm()
 		}
 	}
-	if !qp.cfg.RecvCQ.Push(&wc, pkt.SE()) && qp.state != transport.QPStateErr {
+	if !qp.cfg.RecvCQ.Push(&wc, pkt.SE()) && qp.state != ibv.QPStateErr {
 		qp.toErrorLocked(true)
 	}
 }

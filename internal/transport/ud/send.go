@@ -5,7 +5,8 @@ import (
 	"net/netip"
 	"syscall"
 
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -15,20 +16,20 @@ import (
 // handle may be destroyed once the WR is posted).
 type sendWQE struct {
 	wrid      uint64
-	opcode    transport.WROpcode
-	flags     transport.SendFlags
+	opcode    ibv.WROpcode
+	flags     ibv.SendFlags
 	imm       uint32
-	sgl       []transport.SGE
+	sgl       []ibv.SGE
 	inline    []byte
 	isInline  bool
 	length    uint64
 	signaled  bool
-	av        transport.AHAttr
+	av        ibv.AHAttr
 	remoteQPN uint32
 	qkey      uint32
 	// status is not success when the WR is known to fail before it is
 	// sent: its address handle was destroyed or belongs to another PD.
-	status transport.WCStatus
+	status ibv.WCStatus
 	// sendState is where the WQE's datagram is; psn is its PSN, taken
 	// from the QP when the WQE is first sent (hasPSN), kept for a resend.
 	sendState wqeSendState
@@ -58,7 +59,7 @@ type sendQueue struct {
 func (q *sendQueue) init(n, maxSGE, maxInline int) {
 	q.ring = make([]sendWQE, max(n, 1))
 	for i := range q.ring {
-		q.ring[i].sgl = make([]transport.SGE, 0, maxSGE)
+		q.ring[i].sgl = make([]ibv.SGE, 0, maxSGE)
 		q.ring[i].inline = make([]byte, 0, maxInline)
 	}
 }
@@ -79,13 +80,13 @@ func (q *sendQueue) pop() *sendWQE {
 // PostSend queues wrs in order (ibv_post_send). It stops at the first WR
 // it refuses and returns its index with an error wrapping
 // transport.ErrInvalid, ErrFull or ErrState; the WRs before it are posted.
-func (qp *QP) PostSend(wrs []transport.SendWR) (int, error) {
+func (qp *QP) PostSend(wrs []ibv.SendWR) (int, error) {
 	return qp.post(wrs, false)
 }
 
 // PostSendAll posts every WR of wrs, or none if any is refused or the
 // send queue has no room for all of them (ibv_wr_complete).
-func (qp *QP) PostSendAll(wrs []transport.SendWR) error {
+func (qp *QP) PostSendAll(wrs []ibv.SendWR) error {
 	_, err := qp.post(wrs, true)
 	return err
 }
@@ -94,9 +95,9 @@ func (qp *QP) PostSendAll(wrs []transport.SendWR) error {
 // rules for wrs: all of them or none when all is set. The closures are
 // built here, next to the one call that uses them, so they stay on the
 // stack.
-func (qp *QP) post(wrs []transport.SendWR, all bool) (int, error) {
+func (qp *QP) post(wrs []ibv.SendWR, all bool) (int, error) {
 	p := transport.SendPost{
-		State:   func() transport.QPState { return qp.state },
+		State:   func() ibv.QPState { return qp.state },
 		Check:   func(i int) error { return qp.checkSendWR(&wrs[i]) },
 		Free:    qp.sq.free,
 		Size:    len(qp.sq.ring),
@@ -115,9 +116,9 @@ func (qp *QP) post(wrs []transport.SendWR, all bool) (int, error) {
 // checkSendWR validates a WR against the QP (ibv_post_send(3): a UD QP
 // takes SEND and SEND_WITH_IMM with an address handle; rxe provider
 // validate_send_wr).
-func (qp *QP) checkSendWR(wr *transport.SendWR) error {
+func (qp *QP) checkSendWR(wr *ibv.SendWR) error {
 	switch wr.Opcode {
-	case transport.WRSend, transport.WRSendWithImm:
+	case ibv.WRSend, ibv.WRSendWithImm:
 	default:
 		return fmt.Errorf("%w: opcode %v not supported on UD QPs", transport.ErrInvalid, wr.Opcode)
 	}
@@ -139,7 +140,7 @@ func (qp *QP) checkSendWR(wr *transport.SendWR) error {
 	if _, err := transport.CheckSendCaps(wr, &qp.cfg.Cap, false); err != nil {
 		return err
 	}
-	if wr.Flags&transport.SendInline != 0 && wr.InlineData == nil {
+	if wr.Flags&ibv.SendInline != 0 && wr.InlineData == nil {
 		if err := qp.cfg.Mem.CheckGather(qp.cfg.PD, wr.SGList); err != nil {
 			return transport.InlineError(err)
 		}
@@ -151,7 +152,7 @@ func (qp *QP) checkSendWR(wr *transport.SendWR) error {
 // given by SGEs cannot be read (transport.InlineError): checkSendWR has
 // checked them, so only an MR deregistered in between gets here; the
 // queue is then unchanged.
-func (qp *QP) enqueueLocked(wr *transport.SendWR) error {
+func (qp *QP) enqueueLocked(wr *ibv.SendWR) error {
 	w := qp.sq.at(qp.sq.tail)
 	sgl, inline := w.sgl[:0], w.inline[:0]
 	*w = sendWQE{
@@ -161,7 +162,7 @@ func (qp *QP) enqueueLocked(wr *transport.SendWR) error {
 	}
 	w.sgl = append(sgl, wr.SGList...)
 	w.inline = inline
-	if wr.Flags&transport.SendInline != 0 {
+	if wr.Flags&ibv.SendInline != 0 {
 		w.isInline = true
 		if wr.InlineData != nil {
 			w.inline = append(w.inline, wr.InlineData...)
@@ -183,9 +184,9 @@ func (qp *QP) enqueueLocked(wr *transport.SendWR) error {
 	av, pd, ok := wr.AH.AddressVector()
 	switch {
 	case !ok:
-		w.status = transport.WCLocQPOpErr
+		w.status = ibv.WCLocQPOpErr
 	case pd != 0 && pd != qp.cfg.PD.Handle():
-		w.status = transport.WCLocQPOpErr
+		w.status = ibv.WCLocQPOpErr
 	default:
 		w.av = *av
 	}
@@ -198,7 +199,7 @@ func (qp *QP) enqueueLocked(wr *transport.SendWR) error {
 // GID of the local address's family, GID index 0 (the GID table has one
 // entry) and port 1 (0 is taken as 1) (rdma_check_ah_attr,
 // rxe_av_chk_attr).
-func CheckAV(av *transport.AHAttr, local netip.Addr) error {
+func CheckAV(av *ibv.AHAttr, local netip.Addr) error {
 	g := &av.GRH
 	switch {
 	case !av.IsGlobal:
@@ -243,7 +244,7 @@ func CheckAV(av *transport.AHAttr, local netip.Addr) error {
 // again (rxe would not have sent them before the head's): they complete,
 // in order, once the head's has gone.
 func (qp *QP) sendLocked(out transport.Output) bool {
-	if qp.state != transport.QPStateRTS {
+	if qp.state != ibv.QPStateRTS {
 		// SQD: nothing new starts; SQE, ERR: the queue was flushed.
 		return false
 	}
@@ -251,7 +252,7 @@ func (qp *QP) sendLocked(out transport.Output) bool {
 	end := qp.sq.head
 	for n := 0; n < budget && end != qp.sq.tail; n++ {
 		w := qp.sq.at(end)
-		if w.status != transport.WCSuccess {
+		if w.status != ibv.WCSuccess {
 			break // it fails when its turn comes, below
 		}
 		end++
@@ -271,7 +272,7 @@ func (qp *QP) sendLocked(out transport.Output) bool {
 			continue
 		}
 		if !qp.sendPacketLocked(w, out) {
-			w.status = transport.WCLocProtErr
+			w.status = ibv.WCLocProtErr
 			break
 		}
 		w.sendState = wqeQueued
@@ -303,16 +304,16 @@ func (qp *QP) sendLocked(out transport.Output) bool {
 	for !qp.sq.empty() {
 		w := qp.sq.at(qp.sq.head)
 		switch {
-		case w.status != transport.WCSuccess:
+		case w.status != ibv.WCSuccess:
 			qp.sendErrorLocked(w.status)
 			return false
 		case w.sendState == wqeSent:
 			qp.completeSendLocked(qp.sq.pop())
-			if qp.state != transport.QPStateRTS {
+			if qp.state != ibv.QPStateRTS {
 				return false // the send CQ overflowed
 			}
 		case w.sendErr != 0 && transport.Unroutable(w.sendErr):
-			qp.sendErrorLocked(transport.WCLocQPOpErr)
+			qp.sendErrorLocked(ibv.WCLocQPOpErr)
 			return false
 		default:
 			return true // not sent yet, or to be sent again at once
@@ -326,11 +327,11 @@ func (qp *QP) sendLocked(out transport.Output) bool {
 func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output) bool {
 	var h wire.Headers
 	h.BTH.Opcode = wire.UDSendOnly
-	if w.opcode == transport.WRSendWithImm {
+	if w.opcode == ibv.WRSendWithImm {
 		h.BTH.Opcode = wire.UDSendOnlyImm
 		h.Imm = w.imm
 	}
-	h.BTH.SE = w.flags&transport.SendSolicited != 0
+	h.BTH.SE = w.flags&ibv.SendSolicited != 0
 	h.BTH.PKey = wire.DefaultPKey
 	h.BTH.DestQP = w.remoteQPN
 	h.BTH.PSN = w.psn
@@ -366,7 +367,7 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output) bool {
 // prepare4/prepare6 with the AH's address vector): the AH's traffic
 // class and hop limit, its flow label on IPv6, DF on IPv4, and the QP's
 // fixed source port.
-func (qp *QP) encapFor(av *transport.AHAttr) wire.Encap {
+func (qp *QP) encapFor(av *ibv.AHAttr) wire.Encap {
 	g := &av.GRH
 	e := transport.RouteEncap(qp.cfg.LocalAddr, g, qp.cfg.DstPort)
 	e.SrcPort = qp.srcPort
@@ -388,12 +389,12 @@ func (qp *QP) gather(w *sendWQE, dst []byte) error {
 
 // sendErrorLocked fails the head WQE with st and moves the QP to SQE,
 // flushing the rest of the send queue.
-func (qp *QP) sendErrorLocked(st transport.WCStatus) {
+func (qp *QP) sendErrorLocked(st ibv.WCStatus) {
 	w := qp.sq.pop()
 	w.status = st
 	qp.cfg.Counters.SendErr.Add(1)
 	qp.completeSendLocked(w)
-	if qp.state == transport.QPStateRTS {
+	if qp.state == ibv.QPStateRTS {
 		qp.toSQELocked()
 	}
 }
@@ -402,19 +403,19 @@ func (qp *QP) sendErrorLocked(st transport.WCStatus) {
 // (errors always complete, IBTA 10.7.3.1). A CQ overrun moves the QP to
 // ERR (IBTA 11.4.2.1).
 func (qp *QP) completeSendLocked(w *sendWQE) {
-	if w.status == transport.WCSuccess && !w.signaled {
+	if w.status == ibv.WCSuccess && !w.signaled {
 		return
 	}
-	wc := transport.WorkCompletion{
+	wc := ibv.WorkCompletion{
 		WRID:   w.wrid,
 		Status: w.status,
-		Opcode: transport.WCSend,
+		Opcode: ibv.WCSend,
 		QPNum:  qp.cfg.QPN,
 	}
-	if w.status == transport.WCSuccess {
+	if w.status == ibv.WCSuccess {
 		wc.ByteLen = uint32(w.length)
 	}
-	if !qp.cfg.SendCQ.Push(&wc, false) && qp.state != transport.QPStateErr {
+	if !qp.cfg.SendCQ.Push(&wc, false) && qp.state != ibv.QPStateErr {
 		qp.toErrorLocked(true)
 	}
 }

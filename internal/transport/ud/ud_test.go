@@ -7,7 +7,8 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/softnic/softnic/transport"
+	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -50,8 +51,8 @@ func TestPutGRHRoundTrip(t *testing.T) {
 // TestCheckAV: the address vectors a UD destination may have.
 func TestCheckAV(t *testing.T) {
 	v4, v6 := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("fd00::1")
-	av := func(dgid string, mod func(*transport.AHAttr)) *transport.AHAttr {
-		a := &transport.AHAttr{IsGlobal: true, PortNum: 1}
+	av := func(dgid string, mod func(*ibv.AHAttr)) *ibv.AHAttr {
+		a := &ibv.AHAttr{IsGlobal: true, PortNum: 1}
 		if dgid != "" {
 			a.GRH.DGID = netip.MustParseAddr(dgid)
 		}
@@ -63,22 +64,22 @@ func TestCheckAV(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		local netip.Addr
-		av    *transport.AHAttr
+		av    *ibv.AHAttr
 		ok    bool
 	}{
 		{"v4", v4, av("10.0.0.2", nil), true},
 		{"v4 mapped", v4, av("::ffff:10.0.0.2", nil), true},
 		{"v6", v6, av("fd00::2", nil), true},
-		{"port 0", v4, av("10.0.0.2", func(a *transport.AHAttr) { a.PortNum = 0 }), true},
+		{"port 0", v4, av("10.0.0.2", func(a *ibv.AHAttr) { a.PortNum = 0 }), true},
 		{"multicast", v6, av("ff02::1", nil), true},
-		{"not global", v4, av("10.0.0.2", func(a *transport.AHAttr) { a.IsGlobal = false }), false},
+		{"not global", v4, av("10.0.0.2", func(a *ibv.AHAttr) { a.IsGlobal = false }), false},
 		{"no dgid", v4, av("", nil), false},
 		{"unspecified", v6, av("::", nil), false},
 		{"mapped unspecified", v4, av("::ffff:0.0.0.0", nil), false},
 		{"family", v4, av("fd00::2", nil), false},
 		{"family 2", v6, av("10.0.0.2", nil), false},
-		{"sgid", v4, av("10.0.0.2", func(a *transport.AHAttr) { a.GRH.SGIDIndex = 1 }), false},
-		{"port 2", v4, av("10.0.0.2", func(a *transport.AHAttr) { a.PortNum = 2 }), false},
+		{"sgid", v4, av("10.0.0.2", func(a *ibv.AHAttr) { a.GRH.SGIDIndex = 1 }), false},
+		{"port 2", v4, av("10.0.0.2", func(a *ibv.AHAttr) { a.PortNum = 2 }), false},
 	} {
 		err := CheckAV(tc.av, tc.local)
 		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, transport.ErrInvalid)) {

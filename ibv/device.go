@@ -1,0 +1,67 @@
+package ibv
+
+// DeviceAttr is the device's capabilities (struct ibv_device_attr), with
+// rxe's limits (rxe_param.h), so that a program sized for rxe fits.
+type DeviceAttr struct {
+	FWVer          string // fw_ver
+	NodeGUID       uint64 // node_guid
+	SysImageGUID   uint64 // sys_image_guid
+	MaxMRSize      uint64 // max_mr_size
+	PageSizeCap    uint64 // page_size_cap
+	VendorID       uint32 // vendor_id
+	VendorPartID   uint32 // vendor_part_id
+	HWVer          uint32 // hw_ver
+	MaxQP          int    // max_qp
+	MaxQPWR        int    // max_qp_wr: WRs per send or receive queue
+	DeviceCapFlags uint64 // device_cap_flags: the Cap* bits
+	MaxSGE         int    // max_sge: SGEs per WR
+	MaxSGERd       int    // max_sge_rd: SGEs per READ
+	MaxCQ          int    // max_cq
+	MaxCQE         int    // max_cqe: entries per CQ
+	MaxMR          int    // max_mr
+	MaxPD          int    // max_pd
+	MaxQPRdAtom    int    // max_qp_rd_atom: READs and atomics a QP accepts at once
+	MaxEERdAtom    int    // max_ee_rd_atom: 0, no RD
+	MaxResRdAtom   int    // max_res_rd_atom
+	// MaxQPInitRdAtom is max_qp_init_rd_atom: READs and atomics a QP
+	// may have outstanding.
+	MaxQPInitRdAtom int
+	MaxEEInitRdAtom int   // max_ee_init_rd_atom: 0, no RD
+	AtomicCap       int   // atomic_cap: IBV_ATOMIC_HCA (1)
+	MaxMW           int   // max_mw
+	MaxAH           int   // max_ah
+	MaxFMR          int   // max_fmr: 0
+	MaxSRQ          int   // max_srq
+	MaxSRQWR        int   // max_srq_wr
+	MaxSRQSGE       int   // max_srq_sge
+	MaxPKeys        int   // max_pkeys
+	LocalCAAckDelay uint8 // local_ca_ack_delay
+	PhysPortCnt     uint8 // phys_port_cnt: 1
+	// MaxInlineData, MaxMsgSize and MaxFastRegPageLen are not in struct
+	// ibv_device_attr: the largest inline payload a QP may ask for
+	// (rxe's RXE_MAX_INLINE_DATA), the largest message (the port's
+	// max_msg_sz) and the kernel's max_fast_reg_page_list_len.
+	MaxInlineData     int
+	MaxMsgSize        uint64
+	MaxFastRegPageLen int
+}
+
+// Device capability flags (enum ib_uverbs_device_cap_flags), the bits of
+// DeviceAttr.DeviceCapFlags.
+const (
+	CapBadPKeyCntr      = 1 << 1  // IB_UVERBS_DEVICE_BAD_PKEY_CNTR
+	CapBadQKeyCntr      = 1 << 2  // IB_UVERBS_DEVICE_BAD_QKEY_CNTR
+	CapAutoPathMig      = 1 << 4  // IB_UVERBS_DEVICE_AUTO_PATH_MIG
+	CapChangePhyPort    = 1 << 5  // IB_UVERBS_DEVICE_CHANGE_PHY_PORT
+	CapUDAVPortEnforce  = 1 << 6  // IB_UVERBS_DEVICE_UD_AV_PORT_ENFORCE
+	CapPortActiveEvent  = 1 << 10 // IB_UVERBS_DEVICE_PORT_ACTIVE_EVENT
+	CapSysImageGUID     = 1 << 11 // IB_UVERBS_DEVICE_SYS_IMAGE_GUID
+	CapRCRNRNakGen      = 1 << 12 // IB_UVERBS_DEVICE_RC_RNR_NAK_GEN
+	CapSRQResize        = 1 << 13 // IB_UVERBS_DEVICE_SRQ_RESIZE
+	CapMemWindow        = 1 << 17 // IB_UVERBS_DEVICE_MEM_WINDOW
+	CapMemMgtExtensions = 1 << 21 // IB_UVERBS_DEVICE_MEM_MGT_EXTENSIONS
+	CapMemWindowType2B  = 1 << 24 // IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2B
+	CapFlushGlobal      = 1 << 38 // IB_UVERBS_DEVICE_FLUSH_GLOBAL
+	CapFlushPersistent  = 1 << 39 // IB_UVERBS_DEVICE_FLUSH_PERSISTENT
+	CapAtomicWrite      = 1 << 40 // IB_UVERBS_DEVICE_ATOMIC_WRITE
+)

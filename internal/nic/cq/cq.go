@@ -1,0 +1,315 @@
+// Package cq implements completion queues: ibv_create_cq(3),
+// ibv_poll_cq(3), ibv_req_notify_cq(3), ibv_resize_cq(3) and completion
+// channels (ibv_create_comp_channel(3), ibv_get_cq_event(3),
+// ibv_ack_cq_events(3)), after rxe's rxe_cq.c and the kernel's uverbs
+// completion-event queue.
+//
+// A CQ is a ring of ibv.WorkCompletion behind one mutex. The engine
+// pushes from any goroutine; the consumer polls. Neither allocates.
+package cq
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+
+	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/transport"
+)
+
+// MaxCQE is rxe's largest CQ (RXE_MAX_CQE, 1<<RXE_MAX_LOG_CQE - 1).
+const MaxCQE = 1<<15 - 1
+
+var (
+	// ErrInvalid reports a bad argument or a destroyed object (EINVAL).
+	ErrInvalid = errors.New("cq: invalid argument")
+	// ErrOverflow reports an overrun CQ (IBTA 11.4.2.1: the CQ is in
+	// error and can only be destroyed).
+	ErrOverflow = errors.New("cq: completion queue overrun")
+	// ErrBusy reports a CQ still in use by QPs or SRQs, with completion
+	// events not yet acknowledged, or a channel with CQs attached (EBUSY).
+	ErrBusy = errors.New("cq: busy")
+	// ErrClosed reports a closed completion channel.
+	ErrClosed = errors.New("cq: channel closed")
+)
+
+var _ transport.CQ = (*CQ)(nil)
+
+// arm is a CQ's notification request (the kernel's cq->notify).
+type arm uint8
+
+const (
+	armNone      arm = iota
+	armNext          // IB_CQ_NEXT_COMP: any new completion
+	armSolicited     // IB_CQ_SOLICITED: a solicited or unsuccessful one
+)
+
+// CQ is a completion queue.
+type CQ struct {
+	maxCQE int
+
+	mu         sync.Mutex
+	ring       []ibv.WorkCompletion // guarded by mu; length a power of two
+	mask       uint32               // guarded by mu; len(ring)-1
+	head, tail uint32               // guarded by mu; consumer and producer counts
+	cqe        int                  // guarded by mu; capacity, len(ring)-1
+	arm        arm                  // guarded by mu
+	overflowed bool                 // guarded by mu
+	destroyed  bool                 // guarded by mu
+	notify     func()               // guarded by mu
+	onOverflow func()               // guarded by mu
+	ch         *Channel             // guarded by mu
+
+	context atomic.Value // the creator's cq_context (ibv_create_cq), returned with events
+
+	dead   atomic.Bool  // destroyed, for the channel
+	refs   atomic.Int32 // QPs and SRQs using the CQ
+	events atomic.Int64 // completion events handed out by a channel
+	acked  atomic.Int64 // of which acknowledged (ibv_ack_cq_events)
+}
+
+// SetContext records the creator's context for the CQ (ibv_create_cq's
+// cq_context), which consumers of the CQ's events read back with Context.
+func (c *CQ) SetContext(v any) { c.context.Store(v) }
+
+// Context returns what SetContext stored, or nil.
+func (c *CQ) Context() any { return c.context.Load() }
+
+// ringLen is the ring length for a request of cqe entries: rxe_queue_init
+// rounds cqe+1 slots up to a power of two and reports one less, so
+// ibv_create_cq(100) gets 127 entries.
+func ringLen(cqe int) int { return 1 << bits.Len(uint(cqe)) }
+
+func checkCQE(cqe, maxCQE int) error {
+	if cqe <= 0 || cqe > maxCQE {
+		return fmt.Errorf("%w: cqe %d not in 1..%d", ErrInvalid, cqe, maxCQE)
+	}
+	return nil
+}
+
+// New creates a CQ for at least cqe completions (ibv_create_cq;
+// rxe_cq_chk_attr refuses cqe < 1 and cqe > max_cqe). The capacity is
+// rounded as rxe rounds it, to a power of two minus one; Cap reports it.
+func New(cqe int, maxCQE int) (*CQ, error) {
+	if maxCQE <= 0 {
+		return nil, fmt.Errorf("%w: max_cqe %d", ErrInvalid, maxCQE)
+	}
+	if err := checkCQE(cqe, maxCQE); err != nil {
+		return nil, err
+	}
+	n := ringLen(cqe)
+	return &CQ{
+		maxCQE: maxCQE,
+		ring:   make([]ibv.WorkCompletion, n),
+		mask:   uint32(n - 1),
+		cqe:    n - 1,
+	}, nil
+}
+
+// Cap returns the number of completions the CQ holds (ibv_cq.cqe).
+func (c *CQ) Cap() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cqe
+}
+
+// Len returns the number of completions waiting to be polled.
+func (c *CQ) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int(c.tail - c.head)
+}
+
+// Overflowed reports whether the CQ has overrun.
+func (c *CQ) Overflowed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.overflowed
+}
+
+// Push adds a completion (rxe_cq_post). solicited marks a receive
+// completion of a message with the Solicited Event bit. It returns false
+// when the CQ is full: the CQ is then overrun for good (IBTA 11.4.2.1;
+// the completion is lost, every later Push fails too) and the overflow
+// handler runs once, where the device raises IBV_EVENT_CQ_ERR. When the
+// completion satisfies the CQ's notification request, the request is
+// consumed, the attached channel gets an event and the notifier runs,
+// both outside the lock. Push is safe from many goroutines and does not
+// allocate.
+func (c *CQ) Push(wc *ibv.WorkCompletion, solicited bool) bool {
+	c.mu.Lock()
+	if c.destroyed || c.overflowed {
+		c.mu.Unlock()
+		return false
+	}
+	if int(c.tail-c.head) == c.cqe {
+		c.overflowed = true
+		h := c.onOverflow
+		c.mu.Unlock()
+		if h != nil {
+			h()
+		}
+		return false
+	}
+	c.ring[c.tail&c.mask] = *wc
+	c.tail++
+	var f func()
+	var ch *Channel
+	if c.arm == armNext || c.arm == armSolicited && (solicited || wc.Status != ibv.WCSuccess) {
+		c.arm = armNone
+		f, ch = c.notify, c.ch
+	}
+	c.mu.Unlock()
+	if ch != nil {
+		ch.post(c)
+	}
+	if f != nil {
+		f()
+	}
+	return true
+}
+
+// Poll moves up to len(out) completions, oldest first, into out and
+// returns how many (ibv_poll_cq). An overrun CQ still gives up the
+// completions it holds. Poll does not allocate.
+func (c *CQ) Poll(out []ibv.WorkCompletion) int {
+	c.mu.Lock()
+	n := min(len(out), int(c.tail-c.head))
+	if n > 0 {
+		i := int(c.head & c.mask)
+		k := copy(out[:n], c.ring[i:])
+		copy(out[k:n], c.ring)
+		c.head += uint32(n)
+	}
+	c.mu.Unlock()
+	return n
+}
+
+// ReqNotify arms the CQ (ibv_req_notify_cq): the next completion pushed
+// afterwards, or with solicitedOnly the next solicited or unsuccessful
+// one, generates one completion event, then the CQ is disarmed. Asking
+// for solicited-only while armed for any completion leaves it armed for
+// any completion (rxe_req_notify_cq). Completions already queued do not
+// generate an event: poll after arming.
+func (c *CQ) ReqNotify(solicitedOnly bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.destroyed:
+		return fmt.Errorf("%w: CQ destroyed", ErrInvalid)
+	case c.overflowed:
+		return ErrOverflow
+	case !solicitedOnly:
+		c.arm = armNext
+	case c.arm != armNext:
+		c.arm = armSolicited
+	}
+	return nil
+}
+
+// SetNotifier sets the function a completion event calls, the in-process
+// counterpart of the kernel's comp_handler; it runs on the pushing
+// goroutine, outside the CQ's lock.
+func (c *CQ) SetNotifier(f func()) {
+	c.mu.Lock()
+	c.notify = f
+	c.mu.Unlock()
+}
+
+// SetOverflowHandler sets the function an overrun calls once, outside the
+// CQ's lock: where the device raises IBV_EVENT_CQ_ERR (rxe_cq_post).
+func (c *CQ) SetOverflowHandler(f func()) {
+	c.mu.Lock()
+	c.onOverflow = f
+	c.mu.Unlock()
+}
+
+// Resize changes the capacity to at least cqe entries, rounded as New
+// rounds it, keeping the queued completions in order (ibv_resize_cq;
+// rxe_cq_chk_attr refuses a cqe below the number queued). An overrun CQ
+// cannot be resized.
+func (c *CQ) Resize(cqe int) error {
+	if err := checkCQE(cqe, c.maxCQE); err != nil {
+		return err
+	}
+	ring := make([]ibv.WorkCompletion, ringLen(cqe))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch n := int(c.tail - c.head); {
+	case c.destroyed:
+		return fmt.Errorf("%w: CQ destroyed", ErrInvalid)
+	case c.overflowed:
+		return ErrOverflow
+	case cqe < n:
+		return fmt.Errorf("%w: cqe %d below the %d completions queued", ErrInvalid, cqe, n)
+	}
+	n := c.drainLocked(ring)
+	c.ring, c.mask, c.cqe = ring, uint32(len(ring)-1), len(ring)-1
+	c.head, c.tail = 0, uint32(n)
+	return nil
+}
+
+// drainLocked copies every queued completion to out, in order, and returns
+// how many; out must have room. It leaves the ring as it is.
+func (c *CQ) drainLocked(out []ibv.WorkCompletion) int {
+	n := int(c.tail - c.head)
+	i := int(c.head & c.mask)
+	k := copy(out[:n], c.ring[i:])
+	copy(out[k:n], c.ring)
+	return n
+}
+
+// Ref records a QP or SRQ using the CQ (the kernel's cq->usecnt).
+func (c *CQ) Ref() { c.refs.Add(1) }
+
+// Unref drops a reference taken by Ref.
+func (c *CQ) Unref() {
+	if c.refs.Add(-1) < 0 {
+		panic("cq: Unref without Ref")
+	}
+}
+
+// Refs returns the number of QPs and SRQs using the CQ.
+func (c *CQ) Refs() int { return int(c.refs.Load()) }
+
+// UnackedEvents returns the completion events a channel handed out for
+// this CQ that were not yet acknowledged with Channel.Ack.
+func (c *CQ) UnackedEvents() int { return int(c.events.Load() - c.acked.Load()) }
+
+// Channel returns the completion channel the CQ is attached to, or nil.
+func (c *CQ) Channel() *Channel {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ch
+}
+
+// Destroy destroys the CQ (ibv_destroy_cq). It fails with ErrBusy while
+// QPs or SRQs use the CQ (ib_destroy_cq_user) or completion events are
+// unacknowledged (where ibv_destroy_cq would wait for ibv_ack_cq_events).
+// Events still queued on the channel for this CQ are dropped.
+func (c *CQ) Destroy() error {
+	c.mu.Lock()
+	switch {
+	case c.destroyed:
+		c.mu.Unlock()
+		return fmt.Errorf("%w: CQ already destroyed", ErrInvalid)
+	case c.refs.Load() > 0:
+		c.mu.Unlock()
+		return fmt.Errorf("%w: CQ used by %d QPs/SRQs", ErrBusy, c.refs.Load())
+	case c.UnackedEvents() > 0:
+		c.mu.Unlock()
+		return fmt.Errorf("%w: %d completion events not acknowledged", ErrBusy, c.UnackedEvents())
+	}
+	c.destroyed = true
+	c.dead.Store(true)
+	ch := c.ch
+	c.ch, c.notify, c.onOverflow, c.ring = nil, nil, nil, nil
+	c.head, c.tail = 0, 0
+	c.mu.Unlock()
+	if ch != nil {
+		ch.detach(c)
+	}
+	return nil
+}

@@ -1,0 +1,406 @@
+package nic
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/mem"
+	"github.com/softnic/softnic/internal/nic/cq"
+	"github.com/softnic/softnic/internal/transport"
+	"github.com/softnic/softnic/internal/transport/rc"
+	"github.com/softnic/softnic/internal/transport/ud"
+)
+
+// Limits used for validation.
+const (
+	maxQPWR    = 1 << 14
+	maxSGE     = 32
+	maxInline  = 512
+	maxRdAtom  = 128
+	maxCQE     = 32767
+	maxSRQWR   = 1 << 14
+	maxSRQSGE  = 27
+	maxPortMTU = ibv.MTU4096
+	pkeyTblLen = 1
+	atomicHCA  = 1 // IBV_ATOMIC_HCA
+	// pathMigMigrated is IBV_MIG_MIGRATED, the only path_mig_state
+	// accepted (see QP.Modify).
+	pathMigMigrated = 0
+)
+
+const (
+	// rxeCapFlags are the flags the newest rxe reports (rxe_param.h
+	// RXE_DEVICE_CAP_FLAGS; rxe-interop-facts.md §1): memory windows of
+	// types 1 and 2B, fast registration, FLUSH and ATOMIC WRITE among
+	// them. FLUSH_PERSISTENT is left to QueryDevice: softnic grants it
+	// only over persistent memory (mem.Limits.PersistentMemory).
+	rxeCapFlags = ibv.CapBadPKeyCntr | ibv.CapBadQKeyCntr | ibv.CapAutoPathMig | ibv.CapChangePhyPort |
+		ibv.CapUDAVPortEnforce | ibv.CapPortActiveEvent | ibv.CapSysImageGUID | ibv.CapRCRNRNakGen | ibv.CapSRQResize |
+		ibv.CapMemWindow | ibv.CapMemMgtExtensions | ibv.CapMemWindowType2B | ibv.CapFlushGlobal | ibv.CapAtomicWrite
+)
+
+// QueryDevice returns the device attributes.
+func (n *NIC) QueryDevice() ibv.DeviceAttr {
+	guid := n.nodeGUID()
+	caps := uint64(rxeCapFlags)
+	if n.mem.Limits().PersistentMemory {
+		caps |= ibv.CapFlushPersistent
+	}
+	return ibv.DeviceAttr{
+		FWVer:             "softnic 0.1",
+		NodeGUID:          guid,
+		SysImageGUID:      guid,
+		MaxMRSize:         ^uint64(0),
+		PageSizeCap:       0xfffff000,
+		VendorID:          0xFFFFFF, // IBTA v1.4 A3.3.1, as newer rxe
+		DeviceCapFlags:    caps,
+		MaxQP:             1 << 16,
+		MaxQPWR:           maxQPWR,
+		MaxSGE:            maxSGE,
+		MaxSGERd:          maxSGE,
+		MaxCQ:             1 << 14,
+		MaxCQE:            maxCQE,
+		MaxMR:             1<<19 - 1,
+		MaxPD:             1 << 20,
+		MaxQPRdAtom:       maxRdAtom,
+		MaxResRdAtom:      0x3f000,
+		MaxQPInitRdAtom:   maxRdAtom,
+		AtomicCap:         atomicHCA,
+		MaxMW:             1 << 19,
+		MaxAH:             32767,
+		MaxSRQ:            1 << 14,
+		MaxSRQWR:          maxSRQWR,
+		MaxSRQSGE:         maxSRQSGE,
+		MaxPKeys:          64,
+		LocalCAAckDelay:   15,
+		PhysPortCnt:       1,
+		MaxInlineData:     maxInline,
+		MaxMsgSize:        rc.MaxMsgSize,
+		MaxFastRegPageLen: 512,
+	}
+}
+
+// nodeGUID is an EUI-64 made from the address, as rxe makes one from the
+// MAC (stable per address).
+func (n *NIC) nodeGUID() uint64 {
+	b := n.addr.As16()
+	g := uint64(0x02) << 56 // locally administered
+	for i := 10; i < 16; i++ {
+		g |= uint64(b[i]) << (8 * (15 - i))
+	}
+	return g
+}
+
+// QPInitAttr describes a QP to create (struct ibv_qp_init_attr).
+type QPInitAttr struct {
+	Type   ibv.QPType
+	PD     *mem.PD
+	SendCQ *cq.CQ
+	RecvCQ *cq.CQ
+	Cap    ibv.QPCap
+	SigAll bool
+	// SRQ, when set, is the shared receive queue the QP takes its receive
+	// WQEs from instead of an RQ of its own (ibv_qp_init_attr.srq); the
+	// receive capacities of Cap are then ignored and reported as 0.
+	SRQ *SRQ
+	// WQ, when set, is the work queue the QP takes its receive WQEs from
+	// and completes them on (RecvCQ must then be nil or the WQ's CQ);
+	// Cap's receive capacities are ignored as with an SRQ.
+	WQ *WQ
+	// Context is what the QP's asynchronous events carry in
+	// AsyncEvent.Other.
+	Context any
+}
+
+// QP is a queue pair of the NIC.
+type QP struct {
+	n      *NIC
+	qpn    uint32
+	typ    ibv.QPType
+	pd     *mem.PD
+	sendCQ *cq.CQ
+	recvCQ *cq.CQ
+	rq     *transport.RecvQueue
+	t      qpTransport
+	srq    *SRQ
+	wq     *WQ
+	shared *sharedRQ // the SRQ's or the WQ's: what rq belongs to, if not the QP
+	ctx    any
+	dr     drainState
+	// lastWQE is set once IBV_EVENT_QP_LAST_WQE_REACHED went out for the
+	// current stay in ERR.
+	lastWQE atomic.Bool
+	// toErr is set while a Modify takes the QP to ERR: the transport's
+	// IBV_EVENT_QP_FATAL is for QPs that go there on their own.
+	toErr atomic.Bool
+
+	mu   sync.Mutex  // serialises Modify and Destroy
+	dead atomic.Bool // destroyed; read without mu by the post paths
+}
+
+// CreateQP creates a QP in the RESET state (ibv_create_qp).
+func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
+	recvCQ := a.RecvCQ
+	if a.WQ != nil {
+		switch {
+		case a.SRQ != nil:
+			return nil, fmt.Errorf("%w: QP with both an SRQ and a WQ", ErrInvalid)
+		case a.WQ.n != n:
+			return nil, fmt.Errorf("%w: the WQ is another device's", ErrInvalid)
+		case recvCQ != nil && recvCQ != a.WQ.cq:
+			return nil, fmt.Errorf("%w: a QP on a WQ completes receives on the WQ's CQ", ErrInvalid)
+		}
+		recvCQ = a.WQ.cq
+	}
+	if a.PD == nil || a.SendCQ == nil || recvCQ == nil {
+		return nil, fmt.Errorf("%w: QP needs a PD and both CQs", ErrInvalid)
+	}
+	c := a.Cap
+	switch {
+	case c.MaxSendWR > maxQPWR || c.MaxRecvWR > maxQPWR:
+		return nil, fmt.Errorf("%w: max WR %d/%d exceeds %d", ErrInvalid, c.MaxSendWR, c.MaxRecvWR, maxQPWR)
+	case c.MaxSendSGE > maxSGE || c.MaxRecvSGE > maxSGE:
+		return nil, fmt.Errorf("%w: max SGE %d/%d exceeds %d", ErrInvalid, c.MaxSendSGE, c.MaxRecvSGE, maxSGE)
+	case c.MaxInlineData > maxInline:
+		return nil, fmt.Errorf("%w: max inline %d exceeds %d", ErrInvalid, c.MaxInlineData, maxInline)
+	}
+	// Report what the QP really got, as rxe does (at least one of each).
+	c.MaxSendWR = max(c.MaxSendWR, 1)
+	c.MaxRecvWR = max(c.MaxRecvWR, 1)
+	c.MaxSendSGE = max(c.MaxSendSGE, 1)
+	c.MaxRecvSGE = max(c.MaxRecvSGE, 1)
+	switch a.Type {
+	case ibv.QPTypeRC, ibv.QPTypeUC, ibv.QPTypeUD:
+	default:
+		return nil, fmt.Errorf("%w: QP type %v not supported", ErrInvalid, a.Type)
+	}
+	qp := &QP{n: n, typ: a.Type, pd: a.PD, sendCQ: a.SendCQ, recvCQ: recvCQ, srq: a.SRQ, wq: a.WQ, ctx: a.Context}
+	qp.dr.init(a.SendCQ, recvCQ)
+	switch {
+	case a.SRQ != nil:
+		qp.shared = &a.SRQ.sharedRQ
+	case a.WQ != nil:
+		qp.shared = &a.WQ.sharedRQ
+	}
+	if qp.shared != nil {
+		if err := qp.shared.attach(); err != nil {
+			return nil, err
+		}
+		qp.rq = qp.shared.rq
+		c.MaxRecvWR, c.MaxRecvSGE = 0, 0
+	} else {
+		qp.rq = transport.NewRecvQueue(int(c.MaxRecvWR), int(c.MaxRecvSGE))
+	}
+	shared := qp.shared != nil
+	_, err := n.RegisterQP(a.Type, func(qpn uint32, wake func()) (Handler, error) {
+		qp.qpn = qpn
+		if a.Type == ibv.QPTypeUD {
+			t, err := n.newUD(qp, qpn, wake, a, c)
+			qp.t = t
+			return t, err
+		}
+		t, err := rc.New(rc.Config{
+			QPN: qpn, Type: a.Type, PD: a.PD, Mem: n.mem,
+			SendCQ: qp.dr.send, RecvCQ: qp.dr.recv, RQ: qp.rq, SRQ: shared, Cap: c, SigAll: a.SigAll,
+			LocalAddr: n.addr, DstPort: n.cfg.PeerPort, SrcPort: n.cfg.Link.SrcPort(),
+			Clock: n.clock, Counters: &n.ctr,
+			Wake:    wake,
+			OnAsync: qp.transportEvent,
+		})
+		qp.t = t
+		return t, err
+	})
+	if err != nil {
+		if shared {
+			qp.shared.detach()
+		}
+		return nil, err
+	}
+	a.PD.Ref()
+	a.SendCQ.Ref()
+	recvCQ.Ref()
+	return qp, nil
+}
+
+// transportEvent reports an asynchronous event of the QP's transport (RC,
+// UC or UD alike) as the public event it stands for.
+func (qp *QP) transportEvent(ev ibv.AsyncEventType) {
+	if ev == ibv.EventQPFatal {
+		qp.fatal()
+		return
+	}
+	qp.postEvent(ev)
+}
+
+// fatal reports a transport's move to ERR: IBV_EVENT_QP_FATAL when it
+// went there on its own (not while a Modify takes it there: rc reports
+// both), then LAST_WQE_REACHED for a QP on an SRQ.
+func (qp *QP) fatal() {
+	if !qp.toErr.Load() {
+		qp.postEvent(ibv.EventQPFatal)
+	}
+	qp.lastWQEReached()
+}
+
+// QPN returns the QP number.
+func (qp *QP) QPN() uint32 { return qp.qpn }
+
+// Type returns the QP's transport type.
+func (qp *QP) Type() ibv.QPType { return qp.typ }
+
+// Limits returns the limits modify checks values against.
+func (n *NIC) qpLimits() transport.Limits {
+	return transport.Limits{
+		MaxQPRdAtom: maxRdAtom, MaxQPInitRdAtom: maxRdAtom, MaxMTU: maxPortMTU,
+		PortCount: 1, PKeyTableLen: pkeyTblLen,
+		MaxSendWR: maxQPWR, MaxRecvWR: maxQPWR, MaxSGE: maxSGE, MaxInline: maxInline,
+	}
+}
+
+// Modify changes the QP's attributes and state (ibv_modify_qp), after
+// checking the transition and the attribute mask against the IBTA state
+// table and the values against the device limits.
+func (qp *QP) Modify(attr *ibv.QPAttr, mask ibv.AttrMask) error {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if err := qp.usable(); err != nil {
+		return err
+	}
+	if attr == nil && mask != 0 {
+		return fmt.Errorf("%w: modify QP %#x with mask %v but no attributes", ErrInvalid, qp.qpn, mask)
+	}
+	cur := qp.t.State()
+	next := cur
+	if mask&ibv.QPAttrState != 0 {
+		next = attr.State
+	}
+	if err := transport.CheckModify(qp.typ, cur, next, mask); err != nil {
+		return err
+	}
+	if err := transport.CheckAttrValues(qp.typ, cur, attr, mask, qp.n.qpLimits()); err != nil {
+		return err
+	}
+	if mask&ibv.QPAttrPathMigState != 0 && attr.PathMigState != pathMigMigrated {
+		// Only IBV_MIG_MIGRATED, "no migration armed", is accepted: with
+		// no alternate path (IBV_QP_ALT_PATH is refused) there is nothing
+		// to migrate to, so path migration is never armed and
+		// IBV_EVENT_PATH_MIG / PATH_MIG_ERR are never raised.
+		return fmt.Errorf("%w: %v: path_mig_state %d: path migration is not supported (only IBV_MIG_MIGRATED)",
+			ErrInvalid, ibv.QPAttrPathMigState, attr.PathMigState)
+	}
+	if mask&ibv.QPAttrAV != 0 {
+		// The path's GID must be of the NIC's address family: RoCEv2 sends
+		// IPv4 from an IPv4 GID and IPv6 from an IPv6 one.
+		if d := attr.AHAttr.GRH.DGID; !d.IsValid() || d.Unmap().Is4() != qp.n.addr.Unmap().Is4() {
+			return fmt.Errorf("%w: %v: destination GID %v is not of the family of the device address %v",
+				ErrInvalid, ibv.QPAttrAV, d, qp.n.addr)
+		}
+	}
+	if next == ibv.QPStateErr && cur != ibv.QPStateErr {
+		qp.toErr.Store(true)
+		defer qp.toErr.Store(false)
+	}
+	if err := qp.t.Modify(attr, mask); err != nil {
+		return err
+	}
+	qp.afterModify()
+	return nil
+}
+
+// Query returns the QP's attributes and its creation attributes.
+func (qp *QP) Query() ibv.QPAttr { return qp.t.Query() }
+
+// State returns the QP's current state.
+func (qp *QP) State() ibv.QPState { return qp.t.State() }
+
+// usable reports why the QP cannot be used: destroyed, or its NIC closed.
+func (qp *QP) usable() error {
+	switch {
+	case qp.dead.Load():
+		return fmt.Errorf("%w: QP %#x destroyed", ErrInvalid, qp.qpn)
+	case qp.n.Closed():
+		return fmt.Errorf("%w: QP %#x", ErrClosed, qp.qpn)
+	}
+	return nil
+}
+
+// PostSend posts send work requests (ibv_post_send); on error it returns
+// the index of the first WR not posted.
+//
+// The post paths call the transport's concrete type: passed through the
+// qpTransport interface, wrs would escape, and the slice every
+// ibv_post_send builds (verbs.QP.PostSend's variadic WRs) would cost an
+// allocation per call.
+func (qp *QP) PostSend(wrs []ibv.SendWR) (int, error) {
+	if err := qp.usable(); err != nil {
+		return 0, err
+	}
+	switch t := qp.t.(type) {
+	case *rc.QP:
+		return t.PostSend(wrs)
+	case *ud.QP:
+		return t.PostSend(wrs)
+	}
+	return 0, errNoTransport
+}
+
+// PostSendAll posts every WR of wrs or, if any is refused or the queue
+// cannot take them all, none (ibv_wr_complete).
+func (qp *QP) PostSendAll(wrs []ibv.SendWR) error {
+	if err := qp.usable(); err != nil {
+		return err
+	}
+	switch t := qp.t.(type) {
+	case *rc.QP:
+		return t.PostSendAll(wrs)
+	case *ud.QP:
+		return t.PostSendAll(wrs)
+	}
+	return errNoTransport
+}
+
+var errNoTransport = fmt.Errorf("%w: QP has no transport", ErrInvalid)
+
+// PostRecv posts receive work requests (ibv_post_recv).
+func (qp *QP) PostRecv(wrs []ibv.RecvWR) (int, error) {
+	if err := qp.usable(); err != nil {
+		return 0, err
+	}
+	if qp.shared != nil {
+		// A QP on an SRQ has no receive queue of its own (rxe post_recv:
+		// EINVAL; ibv_post_recv(3): use ibv_post_srq_recv).
+		return 0, fmt.Errorf("%w: QP %#x takes its receives from an SRQ or WQ", ErrInvalid, qp.qpn)
+	}
+	if s := qp.t.State(); s == ibv.QPStateReset {
+		return 0, fmt.Errorf("%w: post receive in state %v", transport.ErrState, s)
+	}
+	i, err := qp.rq.Post(wrs)
+	if qp.t.State() == ibv.QPStateErr {
+		// Receives posted in ERR are flushed at once.
+		qp.t.FlushRecv()
+	}
+	return i, err
+}
+
+// Destroy destroys the QP (ibv_destroy_qp): outstanding work is dropped
+// without completions.
+func (qp *QP) Destroy() error {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.dead.Load() {
+		return fmt.Errorf("%w: QP %#x already destroyed", ErrInvalid, qp.qpn)
+	}
+	qp.dead.Store(true)
+	qp.n.UnregisterQP(qp.qpn)
+	qp.pd.Unref()
+	qp.sendCQ.Unref()
+	qp.recvCQ.Unref()
+	if qp.shared != nil {
+		qp.shared.detach()
+	}
+	// Events about the QP still queued go with it (its QPN may be reused).
+	qp.n.dropAsync(func(e *ibv.AsyncEvent) bool { return e.Type.IsQPEvent() && e.QPN == qp.qpn })
+	return nil
+}

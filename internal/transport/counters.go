@@ -1,0 +1,45 @@
+package transport
+
+import "github.com/softnic/softnic/ibv"
+
+// Load reads every counter (each with an atomic load; the snapshot as a
+// whole is not atomic).
+func (c *Counters) Load() ibv.Counters {
+	return ibv.Counters{
+		SentPkts:            c.SentPkts.Load(),
+		RcvdPkts:            c.RcvdPkts.Load(),
+		SentBytes:           c.SentBytes.Load(),
+		RcvdBytes:           c.RcvdBytes.Load(),
+		DuplicateRequest:    c.DuplicateRequest.Load(),
+		OutOfSequence:       c.OutOfSequence.Load(),
+		RcvdRNRErr:          c.RcvdRNRErr.Load(),
+		SendRNRErr:          c.SendRNRErr.Load(),
+		RcvdSeqErr:          c.RcvdSeqErr.Load(),
+		AckDeferred:         c.AckDeferred.Load(),
+		RetryExceededErr:    c.RetryExceededErr.Load(),
+		RetryRNRExceededErr: c.RetryRNRExceededErr.Load(),
+		CompleterRetryErr:   c.CompleterRetryErr.Load(),
+		SendErr:             c.SendErr.Load(),
+		LinkDowned:          c.LinkDowned.Load(),
+		RDMASends:           c.RDMASends.Load(),
+		RDMARecvs:           c.RDMARecvs.Load(),
+		ICRCErr:             c.ICRCErr.Load(),
+		ICRCUnverified:      c.ICRCUnverified.Load(),
+		DropMalformed:       c.DropMalformed.Load(),
+		DropNoQP:            c.DropNoQP.Load(),
+		DropState:           c.DropState.Load(),
+		DropAddr:            c.DropAddr.Load(),
+		DropPKey:            c.DropPKey.Load(),
+		DropQKey:            c.DropQKey.Load(),
+		DropQueueFull:       c.DropQueueFull.Load(),
+		DropLength:          c.DropLength.Load(),
+		DropUCMessage:       c.DropUCMessage.Load(),
+		DropNoRecvWQE:       c.DropNoRecvWQE.Load(),
+		DropResponse:        c.DropResponse.Load(),
+		RemoteAccessErr:     c.RemoteAccessErr.Load(),
+		InvalidRequestErr:   c.InvalidRequestErr.Load(),
+		RemoteOpErr:         c.RemoteOpErr.Load(),
+		Retransmits:         c.Retransmits.Load(),
+		Timeouts:            c.Timeouts.Load(),
+	}
+}

@@ -1,0 +1,129 @@
+package transport
+
+import (
+	"net/netip"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/wire"
+)
+
+// RouteHopLimit is the IP TTL / hop limit of everything softnic sends.
+// Linux's RoCE stack resolves an address vector through the route and
+// replaces the GRH hop limit the application asked for with the route's
+// (ib_resolve_eth_dmac → rdma_addr_find_l2_eth_by_grh), so rxe's packets
+// leave with TTL 64 whatever ibv_rc_pingpong (1) or perftest (255) set
+// (rxe-interop-facts.md §3). softnic does the same.
+const RouteHopLimit = 64
+
+// RouteEncap returns the IP/UDP header of a packet from the NIC's address
+// local along the global route g to UDP port dstPort (rxe_net.c
+// prepare4/prepare6): g's traffic class, RouteHopLimit, DF on IPv4, and
+// both addresses in their 4-byte form when the destination is IPv4. The
+// source port, and the flow label of IPv6, are the transport's to set:
+// they differ between connected QPs and UD.
+func RouteEncap(local netip.Addr, g *ibv.GlobalRoute, dstPort uint16) wire.Encap {
+	e := wire.Encap{
+		Src:          local,
+		Dst:          g.DGID,
+		DstPort:      dstPort,
+		TrafficClass: g.TrafficClass,
+		HopLimit:     RouteHopLimit,
+		FragOff:      wire.IPv4DF,
+	}
+	if e.Dst.Unmap().Is4() {
+		e.Src, e.Dst = e.Src.Unmap(), e.Dst.Unmap()
+	}
+	return e
+}
+
+// Output is where a transport puts the packets it builds: a batch owned by
+// the goroutine running the transport, flushed to the link when full and
+// at the end of each processing pass (STYLE.md 8, 12).
+type Output interface {
+	// Buf returns the buffer to build the next packet in; it has room for
+	// the largest datagram.
+	Buf() []byte
+	// Send queues Buf()[:n], whose ICRC was computed for e, for transmission.
+	Send(n int, e *wire.Encap)
+}
+
+// Flusher is an Output that can write what it holds at once and say
+// which datagrams the link could not send. The engine's Output is one;
+// the UD transport uses it (RC and UC recover a packet lost on send like
+// one lost on the wire, and need no result).
+type Flusher interface {
+	// Flush writes every queued datagram to the link and returns the
+	// errno of each datagram queued with Send since the current Process
+	// call began, in order: 0 for a datagram the link took. The slice is
+	// valid until the next Send.
+	Flush() []syscall.Errno
+}
+
+// Unroutable reports whether a link's send error e means the NIC cannot
+// reach the destination at all: no route (ENETUNREACH; EHOSTUNREACH from
+// an unreachable route; EACCES from a prohibit route), or an address the
+// link cannot send to (EAFNOSUPPORT, EDESTADDRREQ). rxe meets these
+// before it sends, when it resolves the route (rxe_net.c rxe_find_route
+// fails, prepare4/prepare6 return -EHOSTUNREACH) and fails the WQE with
+// IB_WC_LOC_QP_OP_ERR (rxe_req.c rxe_requester, finish_packet's error);
+// every other error comes in rxe from ip_local_out, after the packet was
+// built, and rxe_send returns it as -EAGAIN: the requester rolls the WQE
+// back and sends the packet again.
+func Unroutable(e syscall.Errno) bool {
+	switch e {
+	case syscall.ENETUNREACH, syscall.EHOSTUNREACH, syscall.EACCES, syscall.EAFNOSUPPORT, syscall.EDESTADDRREQ:
+		return true
+	}
+	return false
+}
+
+// CQ receives a QP's completions.
+type CQ interface {
+	// Push adds wc; solicited marks a completion that satisfies a
+	// solicited-only notification request. It returns false when the CQ
+	// overflowed (the QP then moves to the error state).
+	Push(wc *ibv.WorkCompletion, solicited bool) bool
+}
+
+// Counters are a NIC's protocol counters, named after rxe's hw_counters
+// (rxe_hw_counters.h), plus softnic's own. The hot path only increments
+// them; a Prometheus collector reads them.
+type Counters struct {
+	SentPkts            atomic.Uint64 // sent_pkts
+	RcvdPkts            atomic.Uint64 // rcvd_pkts
+	SentBytes           atomic.Uint64
+	RcvdBytes           atomic.Uint64
+	DuplicateRequest    atomic.Uint64 // duplicate_request
+	OutOfSequence       atomic.Uint64 // out_of_sequence
+	RcvdRNRErr          atomic.Uint64 // rcvd_rnr_err
+	SendRNRErr          atomic.Uint64 // send_rnr_err
+	RcvdSeqErr          atomic.Uint64 // rcvd_seq_err
+	AckDeferred         atomic.Uint64 // ack_deferred
+	RetryExceededErr    atomic.Uint64 // retry_exceeded_err
+	RetryRNRExceededErr atomic.Uint64 // retry_rnr_exceeded_err
+	CompleterRetryErr   atomic.Uint64 // completer_retry_err
+	SendErr             atomic.Uint64 // send_err
+	LinkDowned          atomic.Uint64 // link_downed
+	RDMASends           atomic.Uint64 // rdma_sends
+	RDMARecvs           atomic.Uint64 // rdma_recvs
+	ICRCErr             atomic.Uint64 // bad ICRC, dropped
+	ICRCUnverified      atomic.Uint64 // accepted without an ICRC check (link hid the IP header)
+	DropMalformed       atomic.Uint64 // failed wire.Parse
+	DropNoQP            atomic.Uint64 // no such QP, or wrong class for the QP
+	DropState           atomic.Uint64 // QP not in a state that accepts the packet
+	DropAddr            atomic.Uint64 // source/destination do not match the QP's path
+	DropPKey            atomic.Uint64 // bad_pkey_cntr
+	DropQKey            atomic.Uint64 // qkey_viol_cntr
+	DropQueueFull       atomic.Uint64 // QP inbox full
+	DropLength          atomic.Uint64 // UC/UD length errors, silently dropped
+	DropUCMessage       atomic.Uint64 // UC packets dropped until the next FIRST/ONLY
+	DropNoRecvWQE       atomic.Uint64 // UD datagrams dropped for want of a receive WQE
+	DropResponse        atomic.Uint64 // unexpected or stale responses
+	RemoteAccessErr     atomic.Uint64 // NAKs sent for remote access errors
+	InvalidRequestErr   atomic.Uint64 // NAKs sent for invalid requests
+	RemoteOpErr         atomic.Uint64 // NAKs sent for remote operational errors
+	Retransmits         atomic.Uint64 // go-back-N retries started (each resends from the oldest unacknowledged PSN)
+	Timeouts            atomic.Uint64 // retransmit timer expiries
+}

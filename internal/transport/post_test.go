@@ -1,0 +1,140 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/softnic/softnic/ibv"
+)
+
+// fakeSQ is a send queue of size slots behind the shared post path; WRs
+// whose WRID is 0 are refused by Check.
+type fakeSQ struct {
+	mu      sync.Mutex
+	state   ibv.QPState
+	size    int
+	queued  []uint64
+	flushed []uint64
+	wakes   int
+	events  EventQueue
+}
+
+func (q *fakeSQ) post(wrs []ibv.SendWR, all bool) (int, error) {
+	p := SendPost{
+		State: func() ibv.QPState { return q.state },
+		Check: func(i int) error {
+			if wrs[i].WRID == 0 {
+				return fmt.Errorf("%w: WRID 0", ErrInvalid)
+			}
+			return nil
+		},
+		Free:    func() int { return q.size - len(q.queued) },
+		Size:    q.size,
+		Enqueue: func(i int) error { q.queued = append(q.queued, wrs[i].WRID); return nil },
+		Flush: func() {
+			q.flushed = append(q.flushed, q.queued...)
+			q.queued = q.queued[:0]
+		},
+		Events: &q.events,
+		Wake:   func() { q.wakes++ },
+	}
+	if all {
+		return 0, p.PostAll(&q.mu, len(wrs))
+	}
+	return p.Post(&q.mu, len(wrs))
+}
+
+func (q *fakeSQ) postAll(wrs []ibv.SendWR) error {
+	_, err := q.post(wrs, true)
+	return err
+}
+
+func wrsOf(ids ...uint64) []ibv.SendWR {
+	wrs := make([]ibv.SendWR, len(ids))
+	for i, id := range ids {
+		wrs[i].WRID = id
+	}
+	return wrs
+}
+
+func TestSendPost(t *testing.T) {
+	for _, s := range []ibv.QPState{ibv.QPStateReset, ibv.QPStateInit, ibv.QPStateRTR} {
+		q := &fakeSQ{state: s, size: 4}
+		if i, err := q.post(wrsOf(1), false); i != 0 || !errors.Is(err, ErrState) {
+			t.Errorf("Post in %v: %d, %v; want 0 and ErrState", s, i, err)
+		}
+		if err := q.postAll(wrsOf(0)); !errors.Is(err, ErrState) {
+			t.Errorf("PostAll in %v of a bad WR: %v; want ErrState first", s, err)
+		}
+	}
+
+	q := &fakeSQ{state: ibv.QPStateRTS, size: 3}
+	if i, err := q.post(wrsOf(1, 2, 0, 4), false); i != 2 || !errors.Is(err, ErrInvalid) {
+		t.Errorf("Post with WR 2 bad: %d, %v; want 2 and ErrInvalid", i, err)
+	}
+	if i, err := q.post(wrsOf(3, 4), false); i != 1 || !errors.Is(err, ErrFull) {
+		t.Errorf("Post past the queue: %d, %v; want 1 and ErrFull", i, err)
+	}
+	if len(q.queued) != 3 || q.wakes != 2 {
+		t.Errorf("queued %v, %d wake-ups; want 3 WRs and two posts that woke the QP", q.queued, q.wakes)
+	}
+
+	q = &fakeSQ{state: ibv.QPStateRTS, size: 2}
+	err := q.postAll(wrsOf(1, 0))
+	if !errors.Is(err, ErrInvalid) || !strings.HasPrefix(err.Error(), "WR 1: ") || len(q.queued) != 0 {
+		t.Errorf("PostAll with WR 1 bad: %v, queued %v; want \"WR 1: \" ErrInvalid and none queued", err, q.queued)
+	}
+	if err := q.postAll(wrsOf(1, 2, 3)); !errors.Is(err, ErrFull) || len(q.queued) != 0 {
+		t.Errorf("PostAll of 3 into 2: %v, queued %v; want ErrFull and none queued", err, q.queued)
+	}
+	if err := q.postAll(wrsOf(1, 2)); err != nil || len(q.queued) != 2 {
+		t.Errorf("PostAll of 2 into 2: %v, queued %v", err, q.queued)
+	}
+	if q.wakes != 1 {
+		t.Errorf("%d wake-ups, want 1: a batch refused queues nothing", q.wakes)
+	}
+
+	// WRs posted in ERR or SQE are flushed as they are posted.
+	for _, s := range []ibv.QPState{ibv.QPStateErr, ibv.QPStateSQE} {
+		q := &fakeSQ{state: s, size: 1}
+		if i, err := q.post(wrsOf(1, 2, 3), false); i != 3 || err != nil || len(q.flushed) != 3 {
+			t.Errorf("Post in %v: %d, %v, flushed %v; want all 3 flushed", s, i, err, q.flushed)
+		}
+	}
+	q = &fakeSQ{state: ibv.QPStateSQD, size: 2}
+	if i, err := q.post(wrsOf(1), false); i != 1 || err != nil || len(q.flushed) != 0 {
+		t.Errorf("Post in SQD: %d, %v, flushed %v; want queued, not flushed", i, err, q.flushed)
+	}
+}
+
+func TestCheckSendCaps(t *testing.T) {
+	c := ibv.QPCap{MaxSendSGE: 2, MaxInlineData: 8}
+	sgl := []ibv.SGE{{Length: 5}, {Length: 4}}
+	tests := []struct {
+		name       string
+		wr         ibv.SendWR
+		inlineFree bool
+		want       uint64
+		err        error
+	}{
+		{"SGEs", ibv.SendWR{SGList: sgl}, false, 9, nil},
+		{"too many SGEs", ibv.SendWR{SGList: append(sgl, ibv.SGE{})}, false, 0, ErrInvalid},
+		{"inline SGEs over max_inline_data", ibv.SendWR{SGList: sgl, Flags: ibv.SendInline}, false, 0, ErrInvalid},
+		{"inline bytes within", ibv.SendWR{InlineData: make([]byte, 8), Flags: ibv.SendInline}, false, 8, nil},
+		{"inline bytes over", ibv.SendWR{InlineData: make([]byte, 9), Flags: ibv.SendInline}, false, 0, ErrInvalid},
+		{"inline exempt", ibv.SendWR{SGList: sgl, Flags: ibv.SendInline}, true, 9, nil},
+		{"inline data ignored without the flag", ibv.SendWR{SGList: sgl, InlineData: make([]byte, 1)}, false, 9, nil},
+	}
+	for _, tc := range tests {
+		n, err := CheckSendCaps(&tc.wr, &c, tc.inlineFree)
+		if n != tc.want || (tc.err == nil) != (err == nil) || tc.err != nil && !errors.Is(err, tc.err) {
+			t.Errorf("%s: %d, %v; want %d, %v", tc.name, n, err, tc.want, tc.err)
+		}
+	}
+	if !Signaled(true, 0) || !Signaled(false, ibv.SendSignaled) || Signaled(false, ibv.SendInline) {
+		t.Error("Signaled: sq_sig_all or IBV_SEND_SIGNALED")
+	}
+}

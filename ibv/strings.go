@@ -153,7 +153,8 @@ var wcOpcodeNames = map[WCOpcode]string{
 	WCSend: "SEND", WCRDMAWrite: "RDMA_WRITE", WCRDMARead: "RDMA_READ", WCCompSwap: "COMP_SWAP",
 	WCFetchAdd: "FETCH_ADD", WCBindMW: "BIND_MW", WCLocalInv: "LOCAL_INV", WCTSO: "TSO",
 	WCFlush: "FLUSH", WCAtomicWrite: "ATOMIC_WRITE", WCRegMR: "REG_MR", WCRecv: "RECV",
-	WCRecvRDMAWithImm: "RECV_RDMA_WITH_IMM",
+	WCRecvRDMAWithImm: "RECV_RDMA_WITH_IMM", WCTMAdd: "TM_ADD", WCTMDel: "TM_DEL", WCTMSync: "TM_SYNC",
+	WCTMRecv: "TM_RECV", WCTMNoTag: "TM_NO_TAG",
 }
 
 // String returns the enum ibv_wc_opcode name ("RECV_RDMA_WITH_IMM");
@@ -264,3 +265,34 @@ func maskString(v uint64, names ...string) string {
 	}
 	return b.String()
 }
+
+// String returns the enum ibv_srq_type name ("TM").
+func (t SRQType) String() string {
+	switch t {
+	case SRQTypeBasic:
+		return "BASIC"
+	case SRQTypeXRC:
+		return "XRC"
+	case SRQTypeTM:
+		return "TM"
+	}
+	return unknown("SRQType", uint64(t))
+}
+
+// String returns the enum ibv_ops_wr_opcode name ("TAG_ADD").
+func (o OpsOpcode) String() string {
+	switch o {
+	case WRTagAdd:
+		return "TAG_ADD"
+	case WRTagDel:
+		return "TAG_DEL"
+	case WRTagSync:
+		return "TAG_SYNC"
+	}
+	return unknown("OpsOpcode", uint64(o))
+}
+
+var opsFlagNames = []flag{{uint64(OpsSignaled), "SIGNALED"}, {uint64(OpsTMSync), "TM_SYNC"}}
+
+// String lists the flags by their enum ibv_ops_flags names ("SIGNALED|TM_SYNC").
+func (f OpsFlags) String() string { return flagString(uint64(f), opsFlagNames) }

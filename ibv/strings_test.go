@@ -45,7 +45,8 @@ func TestEnumStrings(t *testing.T) {
 		{"WCOpcode", map[uint64]string{
 			0: "SEND", 1: "RDMA_WRITE", 2: "RDMA_READ", 3: "COMP_SWAP", 4: "FETCH_ADD", 5: "BIND_MW",
 			6: "LOCAL_INV", 7: "TSO", 8: "FLUSH", 9: "ATOMIC_WRITE", 10: "REG_MR", 128: "RECV",
-			129: "RECV_RDMA_WITH_IMM"},
+			129: "RECV_RDMA_WITH_IMM", 130: "TM_ADD", 131: "TM_DEL", 132: "TM_SYNC", 133: "TM_RECV",
+			134: "TM_NO_TAG"},
 			func(v uint64) string { return WCOpcode(v).String() }, 256},
 		{"WCStatus", map[uint64]string{ // ibv_wc_status_str (libibverbs/enum_strs.c)
 			0: "success", 1: "local length error", 2: "local QP operation error",
@@ -58,6 +59,10 @@ func TestEnumStrings(t *testing.T) {
 			18: "invalid EE context state", 19: "fatal error", 20: "response timeout error",
 			21: "general error", 22: "TM error", 23: "TM software rendezvous"},
 			func(v uint64) string { return WCStatus(v).String() }, 256},
+		{"SRQType", map[uint64]string{0: "BASIC", 1: "XRC", 2: "TM"},
+			func(v uint64) string { return SRQType(v).String() }, 256},
+		{"OpsOpcode", map[uint64]string{0: "TAG_ADD", 1: "TAG_DEL", 2: "TAG_SYNC"},
+			func(v uint64) string { return OpsOpcode(v).String() }, 256},
 	} {
 		t.Run(c.typ, func(t *testing.T) { checkEnum(t, c) })
 	}
@@ -79,6 +84,8 @@ func TestFlagStrings(t *testing.T) {
 		{SendFlags(0).String(), "0"},
 		{(WCGRH | WCWithImm | WCIPCsumOK | WCWithInv).String(), "GRH|WITH_IMM|IP_CSUM_OK|WITH_INV"},
 		{(WCTMSyncReq | WCTMMatch | WCTMDataValid | 1<<9).String(), "TM_SYNC_REQ|TM_MATCH|TM_DATA_VALID|0x200"},
+		{(OpsSignaled | OpsTMSync).String(), "SIGNALED|TM_SYNC"},
+		{(OpsTMSync | 1<<4).String(), "TM_SYNC|0x10"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)

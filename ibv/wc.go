@@ -84,4 +84,9 @@ type WorkCompletion struct {
 	SLID         uint16  // slid: 0 on RoCE
 	SL           uint8   // sl
 	DLIDPathBits uint8   // dlid_path_bits: 0 on RoCE
+	// TMTag and TMPriv are struct ibv_wc_tm_info's tag and priv (what
+	// ibv_wc_read_tm_info returns): a tag-matching receive's TMH tag and
+	// app_ctx.
+	TMTag  uint64
+	TMPriv uint32
 }

@@ -65,3 +65,11 @@ const (
 	CapFlushPersistent  = 1 << 39 // IB_UVERBS_DEVICE_FLUSH_PERSISTENT
 	CapAtomicWrite      = 1 << 40 // IB_UVERBS_DEVICE_ATOMIC_WRITE
 )
+
+// DeviceAttrEx is the extended device attributes (struct
+// ibv_device_attr_ex): the classic ones and the capabilities that have no
+// place there.
+type DeviceAttrEx struct {
+	DeviceAttr        // orig_attr
+	TMCaps     TMCaps // tm_caps: tag matching
+}

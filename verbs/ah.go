@@ -7,18 +7,15 @@ import (
 	"github.com/softnic/softnic/internal/nic"
 )
 
-// AddressHandle is the destination of a UD send, SendWR.AH (the ibv_ah
-// of wr.ud.ah): an *AH, or a bare *AHAttr for a one-off destination that
-// any QP may use. An *AH is checked when it is created, a bare *AHAttr
-// when the WR is posted.
-
-// AH is an address handle (ibv_ah): a checked, immutable address vector
-// of a PD, the destination of UD send work requests. A WR copies the
-// handle's address vector when it is posted, so destroying the handle
-// afterwards does not affect it; posting with a destroyed handle, or one
-// of another PD than the QP's, completes the WR with WCLocQPOpErr and
-// moves the QP to SQE (rxe_get_av finds no AH). A handle of another
-// device is refused by PostSend (EINVAL).
+// AH is an address handle (ibv_ah): a checked, immutable address vector of
+// a PD, the destination of UD send work requests (ibv.SendWR.AH, an
+// ibv.AddressHandle: an *AH, checked when it is created, or a bare
+// *ibv.AHAttr for a one-off destination any QP may use, checked when the
+// WR is posted). A WR copies the handle's address vector when it is
+// posted, so destroying the handle afterwards does not affect it; posting
+// with a destroyed handle, or one of another PD than the QP's, completes
+// the WR with WCLocQPOpErr and moves the QP to SQE (rxe_get_av finds no
+// AH). A handle of another device is refused by PostSend (EINVAL).
 type AH struct {
 	pd *PD
 	ah *nic.AH

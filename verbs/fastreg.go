@@ -30,13 +30,13 @@ const MRTypeMemReg MRType = 0
 // maxNumSG pages (ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG, max_num_sg);
 // rxe_alloc_mr). It starts free: its key grants nothing until MapSG maps
 // memory into it and a REG_MR work request registers it. maxNumSG must be
-// 1..DeviceAttr.MaxFastRegPageLen (EINVAL).
+// 1..ibv.DeviceAttr.MaxFastRegPageLen (EINVAL).
 //
 // The cycle (IBA 10.6.3.1, the kernel's fast registration):
 //
 //	n, err := mr.MapSG(bufs, 4096)                  // ib_map_mr_sg
 //	mr.UpdateFastRegKey(verbs.IncKey(mr.RKey()))    // ib_update_fast_reg_key
-//	qp.PostSend(mr.RegWR(id, verbs.SendSignaled, access)) // IB_WR_REG_MR
+//	qp.PostSend(mr.RegWR(id, ibv.SendSignaled, access))   // IB_WR_REG_MR
 //	... remote access with mr.RKey() at mr.Addr() ...
 //	qp.PostSend(ibv.SendWR{Opcode: ibv.WRLocalInv, InvRKey: mr.RKey()}) // or the peer's SEND_WITH_INV
 //

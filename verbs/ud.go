@@ -9,9 +9,9 @@ import (
 	"github.com/softnic/softnic/internal/transport/ud"
 )
 
-// UD QPs (QPTypeUD) send SEND and SEND_WITH_IMM work requests of at most
+// UD QPs (ibv.QPTypeUD) send SEND and SEND_WITH_IMM work requests of at most
 // the port MTU (QueryPort's ActiveMTU, as it is when the WR is sent) to the destination each
-// WR names: SendWR.AH (an *AH), RemoteQPN and RemoteQKey. A RemoteQKey
+// WR names: ibv.SendWR.AH (an *AH), RemoteQPN and RemoteQKey. A RemoteQKey
 // with its high-order bit set stands for the sending QP's own Q_Key (IBTA
 // 10.2.5; rxe sends the value verbatim instead). A message longer than the
 // port MTU is completed successfully without a packet being sent (IBTA

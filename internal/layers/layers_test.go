@@ -27,6 +27,7 @@ var rank = map[string]int{
 	// Memory and completion queues: peers under the transports.
 	"internal/mem":    4,
 	"internal/nic/cq": 4,
+	"internal/tm":     4,
 	// The transports, then the engine that drives them.
 	"internal/transport/rc": 5,
 	"internal/transport/ud": 5,

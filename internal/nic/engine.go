@@ -31,6 +31,10 @@ var (
 	ErrBusy     = errors.New("resource busy") // EBUSY
 	ErrClosed   = errors.New("device closed")
 	ErrNotFound = errors.New("no such object") // ENOENT
+	// ErrNotSupported is EOPNOTSUPP: an operation the object's type does
+	// not have (list operations on a basic SRQ, a non-RC QP on a
+	// tag-matching SRQ).
+	ErrNotSupported = errors.New("operation not supported")
 )
 
 // Config configures a NIC.

@@ -8,6 +8,7 @@ import (
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/internal/nic/cq"
+	"github.com/softnic/softnic/internal/tm"
 	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/internal/transport/rc"
 	"github.com/softnic/softnic/internal/transport/ud"
@@ -154,6 +155,17 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 		}
 		recvCQ = a.WQ.cq
 	}
+	var tml *tm.List
+	if a.SRQ != nil && a.SRQ.tm != nil {
+		// A tag-matching SRQ takes RC QPs only (ibv_create_srq_ex(3),
+		// IBV_TM_CAP_RC), and every receive of its QPs completes on its
+		// CQ (tag_matching.md: the TM-SRQ "reports all tag matching
+		// completions and events to a dedicated CQ"), whatever recv_cq.
+		if a.Type != ibv.QPTypeRC {
+			return nil, fmt.Errorf("%w: a %v QP on a tag-matching SRQ", ErrNotSupported, a.Type)
+		}
+		tml, recvCQ = a.SRQ.tm, a.SRQ.cq
+	}
 	if a.PD == nil || a.SendCQ == nil || recvCQ == nil {
 		return nil, fmt.Errorf("%w: QP needs a PD and both CQs", ErrInvalid)
 	}
@@ -203,7 +215,7 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 		}
 		t, err := rc.New(rc.Config{
 			QPN: qpn, Type: a.Type, PD: a.PD, Mem: n.mem,
-			SendCQ: qp.dr.send, RecvCQ: qp.dr.recv, RQ: qp.rq, SRQ: shared, Cap: c, SigAll: a.SigAll,
+			SendCQ: qp.dr.send, RecvCQ: qp.dr.recv, RQ: qp.rq, SRQ: shared, TM: tml, Cap: c, SigAll: a.SigAll,
 			LocalAddr: n.addr, DstPort: n.cfg.PeerPort, SrcPort: n.cfg.Link.SrcPort(),
 			Clock: n.clock, Counters: &n.ctr,
 			Wake:    wake,

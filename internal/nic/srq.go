@@ -5,6 +5,8 @@ import (
 
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/mem"
+	"github.com/softnic/softnic/internal/nic/cq"
+	"github.com/softnic/softnic/internal/tm"
 )
 
 // SRQInitAttr describes a shared receive queue to create (struct
@@ -19,6 +21,29 @@ type SRQInitAttr struct {
 	// Context is what the SRQ's asynchronous events carry in
 	// AsyncEvent.Other (the verbs object wrapping the SRQ).
 	Context any
+	// Type, CQ and TM are struct ibv_srq_init_attr_ex's srq_type, cq and
+	// tm_cap (ibv_create_srq_ex(3)): a tag-matching SRQ (SRQTypeTM) needs
+	// a CQ, where its list operations and all its receives complete, and
+	// a tag list of 1..MaxTMTags tags taking 1..MaxTMOps operations.
+	Type ibv.SRQType
+	CQ   *cq.CQ
+	TM   ibv.TMCap
+}
+
+// Tag-matching limits (QueryDeviceEx's tm_caps). mlx5 takes its from the
+// device (providers/mlx5/verbs.c mlx5_query_device_ex: max_num_tags is
+// (1 << log_tag_matching_list_sz) - 1, max_sge 1, max_rndv_hdr_size
+// MLX5_TM_MAX_RNDV_MSG_SIZE 64); softnic's are of the same order.
+const (
+	MaxTMTags      = 1023
+	MaxTMOps       = 1024
+	MaxTMSGE       = 1
+	MaxRndvHdrSize = 64
+)
+
+// TMCaps returns the device's tag-matching capabilities.
+func TMCaps() ibv.TMCaps {
+	return ibv.TMCaps{MaxRndvHdrSize: MaxRndvHdrSize, MaxNumTags: MaxTMTags, Flags: ibv.TMCapRC, MaxOps: MaxTMOps, MaxSGE: MaxTMSGE}
 }
 
 // SRQ is a shared receive queue (ibv_srq): one receive queue that any
@@ -32,6 +57,10 @@ type SRQ struct {
 
 	limit uint32 // guarded by mu: the armed limit, 0 when disarmed
 	gen   uint64 // guarded by mu: bumped by every arming
+
+	// A tag-matching SRQ's tag list and CQ; nil for a basic SRQ.
+	tm *tm.List
+	cq *cq.CQ
 }
 
 const (
@@ -54,12 +83,33 @@ func (n *NIC) CreateSRQ(pd *mem.PD, a SRQInitAttr) (*SRQ, error) {
 	if err := checkRQCap("SRQ", a.MaxWR, maxSRQWR, a.MaxSGE, maxSRQSGE); err != nil {
 		return nil, err
 	}
+	switch a.Type {
+	case ibv.SRQTypeBasic:
+	case ibv.SRQTypeTM:
+		switch {
+		case a.CQ == nil:
+			return nil, fmt.Errorf("%w: a tag-matching SRQ needs a CQ", ErrInvalid)
+		case a.TM.MaxNumTags == 0 || a.TM.MaxNumTags > MaxTMTags:
+			return nil, fmt.Errorf("%w: max_num_tags %d not in 1..%d", ErrInvalid, a.TM.MaxNumTags, MaxTMTags)
+		case a.TM.MaxOps == 0 || a.TM.MaxOps > MaxTMOps:
+			return nil, fmt.Errorf("%w: max_ops %d not in 1..%d", ErrInvalid, a.TM.MaxOps, MaxTMOps)
+		}
+	case ibv.SRQTypeXRC:
+		return nil, fmt.Errorf("%w: XRC SRQs", ErrNotSupported)
+	default:
+		return nil, fmt.Errorf("%w: SRQ type %d", ErrInvalid, a.Type)
+	}
 	if int(n.srqs.Add(1)) > maxSRQ {
 		n.srqs.Add(-1)
 		return nil, fmt.Errorf("%w: %d SRQs exist", ErrNoMemory, maxSRQ)
 	}
 	s := &SRQ{}
 	s.init(n, pd, a.Context, "SRQ", max(a.MaxWR, minSRQWR), a.MaxSGE)
+	if a.Type == ibv.SRQTypeTM {
+		s.cq = a.CQ
+		s.tm = tm.New(int(a.TM.MaxNumTags), int(a.TM.MaxOps), MaxTMSGE, a.CQ)
+		a.CQ.Ref()
+	}
 	return s, nil
 }
 
@@ -168,6 +218,32 @@ func (s *SRQ) Destroy() error {
 	// Disarmed first: dropping the WRs must not raise the limit event.
 	s.armLocked(0)
 	s.destroyLocked()
+	if s.cq != nil {
+		s.cq.Unref()
+	}
 	s.n.srqs.Add(-1)
 	return nil
+}
+
+// PostOps runs tag list operations on a tag-matching SRQ
+// (ibv_post_srq_ops; tm.List.Post has the rules); on error it returns the
+// index of the first op not run. On a basic SRQ it is ErrNotSupported.
+func (s *SRQ) PostOps(ops []ibv.OpsWR) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return 0, err
+	}
+	if s.tm == nil {
+		return 0, fmt.Errorf("%w: list operations on a basic SRQ", ErrNotSupported)
+	}
+	return s.tm.Post(ops)
+}
+
+// Type returns the SRQ's type.
+func (s *SRQ) Type() ibv.SRQType {
+	if s.tm != nil {
+		return ibv.SRQTypeTM
+	}
+	return ibv.SRQTypeBasic
 }

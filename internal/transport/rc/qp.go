@@ -22,6 +22,7 @@ import (
 	"github.com/softnic/softnic/clock"
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/mem"
+	"github.com/softnic/softnic/internal/tm"
 	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/wire"
 )
@@ -40,14 +41,18 @@ const (
 
 // Config is what the engine gives a QP at creation.
 type Config struct {
-	QPN       uint32
-	Type      ibv.QPType // QPTypeRC or QPTypeUC
-	PD        *mem.PD
-	Mem       *mem.Table
-	SendCQ    transport.CQ
-	RecvCQ    transport.CQ
-	RQ        *transport.RecvQueue // the QP's own RQ or its SRQ
-	SRQ       bool                 // RQ is shared: not flushed or reset with the QP
+	QPN    uint32
+	Type   ibv.QPType // QPTypeRC or QPTypeUC
+	PD     *mem.PD
+	Mem    *mem.Table
+	SendCQ transport.CQ
+	RecvCQ transport.CQ
+	RQ     *transport.RecvQueue // the QP's own RQ or its SRQ
+	SRQ    bool                 // RQ is shared: not flushed or reset with the QP
+	// TM, when set, is the tag list of the tag-matching SRQ that RQ
+	// belongs to (RC only): SENDs are matched against it (startTMLocked),
+	// and RecvCQ is the SRQ's CQ.
+	TM        *tm.List
 	Cap       ibv.QPCap
 	SigAll    bool
 	LocalAddr netip.Addr
@@ -224,6 +229,7 @@ func (qp *QP) resetLocked() {
 	qp.stopTimersLocked()
 	qp.sq.reset()
 	transport.DiscardRecvs(qp.cfg.RQ, qp.cfg.SRQ)
+	qp.resp.dropTMLocked(qp)
 	qp.req = requester{}
 	qp.comp = completer{retryCnt: qp.attr.RetryCnt, rnrRetry: qp.attr.RNRRetry}
 	res := qp.resp.resources
@@ -337,6 +343,7 @@ func (qp *QP) flushLocked() {
 
 // flushRecvLocked completes the QP's receives with WR_FLUSH_ERR.
 func (qp *QP) flushRecvLocked() {
+	qp.resp.dropTMLocked(qp)
 	transport.FlushRecvs(qp.cfg.RecvCQ, qp.cfg.QPN, &qp.resp.wqe, &qp.resp.haveWQE, qp.cfg.RQ, qp.cfg.SRQ)
 }
 

@@ -57,7 +57,8 @@ type responder struct {
 
 	haveWQE bool
 	wqe     transport.RecvWQE
-	recvOff uint64 // SEND: bytes placed into wqe
+	tm      tmState // a tag-matching SRQ's choice for the SEND in progress
+	recvOff uint64  // SEND: bytes placed into wqe
 
 	wrData iovec  // WRITE: the target range
 	wrOff  int    // WRITE: bytes of wrData written
@@ -196,20 +197,31 @@ func (r *responder) sendLocked(qp *QP, p *wire.Packet, out transport.Output) res
 // taking one at the first packet, and completes the WQE at the last (rxe
 // check_resource, send_data_in, do_complete). RC and UC share it.
 func (r *responder) placeSendLocked(qp *QP, p *wire.Packet) respErr {
-	if p.Is(wire.MaskStart) && !r.takeWQELocked(qp) {
-		// No receive WQE: RNR NAK with the failed PSN (C9-133; rxe
-		// check_resource).
-		return errRNR
+	data := p.Payload
+	if p.Is(wire.MaskStart) {
+		if qp.cfg.TM != nil {
+			// A tag-matching SRQ: the one branch the TM path costs others.
+			var e respErr
+			if data, e = r.startTMLocked(qp, p); e != respOK {
+				return e
+			}
+		} else if !r.takeWQELocked(qp) {
+			// No receive WQE: RNR NAK with the failed PSN (C9-133; rxe
+			// check_resource).
+			return errRNR
+		}
 	}
-	if r.recvOff+uint64(len(p.Payload)) > r.wqe.Length {
-		// The message overruns the receive buffer (rxe send_data_in).
+	if r.recvOff+uint64(len(data)) > r.wqe.Length {
+		// The message overruns the receive buffer (rxe send_data_in);
+		// a tagged buffer too small completes as IBV_WC_LOC_LEN_ERR, as
+		// mlx5 reports it (handle_tag_matching).
 		return errRecvLength
 	}
-	if err := qp.cfg.Mem.Scatter(qp.cfg.PD, r.wqe.SGList, r.recvOff, p.Payload); err != nil {
+	if err := qp.cfg.Mem.Scatter(qp.cfg.PD, r.wqe.SGList, r.recvOff, data); err != nil {
 		// A receive WQE the MR table refuses (rxe send_data_in).
 		return errMalformedWQE
 	}
-	r.recvOff += uint64(len(p.Payload))
+	r.recvOff += uint64(len(data))
 	r.inMsg, r.msgKind = !p.Is(wire.MaskEnd), wire.MaskSend
 	if p.Is(wire.MaskEnd) {
 		qp.cfg.Counters.RDMARecvs.Add(1)
@@ -479,6 +491,9 @@ func (r *responder) completeRecvLocked(qp *QP, st ibv.WCStatus, p *wire.Packet) 
 			wc.Imm = ie.RKey()
 		}
 		solicited = p.SE()
+	}
+	if r.tm.kind != tmNone {
+		r.completeTMLocked(qp, wc)
 	}
 	if !qp.cfg.RecvCQ.Push(wc, solicited) {
 		r.errorLocked(qp, nil, errCQOverflow, nil)

@@ -68,6 +68,7 @@ var errnoMap = []struct {
 	{nic.ErrNoMemory, ENOMEM, []error{nic.ErrNoMemory}},
 	{nic.ErrClosed, ENODEV, nil},
 	{nic.ErrNotFound, ENOENT, []error{nic.ErrNotFound}},
+	{nic.ErrNotSupported, EOPNOTSUPP, []error{nic.ErrNotSupported}},
 }
 
 // errnoError is an engine error err wrapped with the errno e: both match

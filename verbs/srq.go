@@ -39,6 +39,7 @@ type SRQInitAttr struct {
 type SRQ struct {
 	pd *PD
 	s  *nic.SRQ
+	cq *CQ // a tag-matching SRQ's CQ (CreateSRQEx)
 }
 
 func (s *SRQ) ok() bool { return s != nil && s.s != nil }

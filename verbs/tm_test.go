@@ -1,0 +1,348 @@
+package verbs_test
+
+import (
+	"bytes"
+	"errors"
+	"net/netip"
+	"testing"
+	"testing/synctest"
+
+	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/wire"
+)
+
+// The tests of tag matching follow rdma-core's tests/test_tag_matching.py:
+// a client RC QP sends tagged messages (TMH built by hand) to a QP on a
+// tag-matching SRQ.
+
+const (
+	tmSlot   = 4096 // bytes per buffer on the server
+	tmUnexp  = 8    // ordinary SRQ buffers, slots 0..7
+	tmTagged = 8    // tagged buffer slots 8..15
+)
+
+type tmBed struct {
+	srv    *end // srv.qp is on the TM-SRQ; srv.cq its CQ
+	srq    *verbs.SRQ
+	cli    *end
+	unexpN int // ordinary buffers posted so far
+}
+
+func newTMBed(t *testing.T, f *fabric.Fabric, maxTags uint32) *tmBed {
+	t.Helper()
+	dev := openDev(t, f, "10.0.0.100", 0)
+	srv := &end{dev: dev, buf: make([]byte, (tmUnexp+tmTagged)*tmSlot)}
+	var err error
+	srv.pd, err = dev.AllocPD()
+	must(t, err)
+	srv.cq, err = dev.CreateCQ(256, nil)
+	must(t, err)
+	srv.mr, err = srv.pd.RegMR(srv.buf, ibv.AccessLocalWrite)
+	must(t, err)
+	b := &tmBed{srv: srv}
+	b.srq, err = srv.pd.CreateSRQEx(verbs.SRQInitAttrEx{SRQInitAttr: verbs.SRQInitAttr{MaxWR: 64, MaxSGE: 1},
+		Type: ibv.SRQTypeTM, CQ: srv.cq, TM: ibv.TMCap{MaxNumTags: maxTags, MaxOps: 16}})
+	must(t, err)
+	sendCQ, err := dev.CreateCQ(64, nil)
+	must(t, err)
+	srv.qp, err = srv.pd.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: sendCQ, RecvCQ: sendCQ, SRQ: b.srq,
+		Cap: ibv.QPCap{MaxSendWR: 16, MaxSendSGE: 1}})
+	must(t, err)
+	o := pairOpts{mtu: ibv.MTU1024, timeout: 14, retry: 7, rnr: 7}
+	o.defaults()
+	b.cli = newEnd(t, f, netip.MustParseAddr("10.0.0.1"), o)
+	connect(t, b.cli, srv, o, 0, 0)
+	connect(t, srv, b.cli, o, 0, 0)
+	return b
+}
+
+// postUnexp posts n ordinary buffers for unexpected messages (WRID = slot).
+func (b *tmBed) postUnexp(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		i := b.unexpN % tmUnexp
+		b.unexpN++
+		must2(t)(b.srq.PostRecv(ibv.RecvWR{WRID: uint64(i), SGList: []ibv.SGE{b.srv.mr.SGE(i*tmSlot, tmSlot)}}))
+	}
+}
+
+// addTag returns a WRTagAdd of tagged slot k (0..tmTagged-1) of size
+// bytes, RecvWRID 100+k.
+func (b *tmBed) addTag(k int, size int, tag, mask uint64, flags ibv.OpsFlags) ibv.OpsWR {
+	return ibv.OpsWR{WRID: uint64(200 + k), Opcode: ibv.WRTagAdd, Flags: flags, RecvWRID: uint64(100 + k),
+		SGList: []ibv.SGE{b.srv.mr.SGE((tmUnexp+k)*tmSlot, size)}, Tag: tag, Mask: mask}
+}
+
+func (b *tmBed) tagged(k, n int) []byte { return b.srv.buf[(tmUnexp+k)*tmSlot:][:n] }
+
+// send sends a SEND of a TMH (op, tag, app_ctx = tag low 32 bits) and
+// data of n bytes (byte i = seed+i), and waits for its completion.
+func (b *tmBed) send(t *testing.T, op wire.TMOp, tag uint64, n int, seed byte) []byte {
+	t.Helper()
+	msg := b.cli.buf[:wire.TMHLen+n]
+	wire.PutTMH(msg, op, uint32(tag), tag)
+	for i := range n {
+		msg[wire.TMHLen+i] = seed + byte(i)
+	}
+	return b.sendRaw(t, msg)
+}
+
+func (b *tmBed) sendRaw(t *testing.T, msg []byte) []byte {
+	t.Helper()
+	must2(t)(b.cli.qp.PostSend(ibv.SendWR{WRID: 1, Opcode: ibv.WRSend, Flags: ibv.SendSignaled,
+		SGList: []ibv.SGE{b.cli.mr.SGE(0, len(msg))}}))
+	if wc := waitWC(t, b.cli.cq, 1)[0]; wc.Status != ibv.WCSuccess {
+		t.Fatalf("client SEND completed %v", wc.Status)
+	}
+	return bytes.Clone(msg)
+}
+
+func (b *tmBed) ops(t *testing.T, ops ...ibv.OpsWR) []ibv.OpsWR {
+	t.Helper()
+	must2(t)(b.srq.PostOps(ops))
+	return ops
+}
+
+func wantTMWC(t *testing.T, what string, got, want ibv.WorkCompletion) {
+	t.Helper()
+	want.QPNum, want.SrcQP = got.QPNum, got.SrcQP
+	if got != want {
+		t.Errorf("%s: completion\n got %+v\nwant %+v", what, got, want)
+	}
+}
+
+func TestTMEagerMatched(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 1})
+		defer f.Close()
+		b := newTMBed(t, f, 4)
+		ops := b.ops(t, b.addTag(0, 512, 0x1234, ^uint64(0), ibv.OpsSignaled))
+		wantTMWC(t, "TAG_ADD", waitWC(t, b.srv.cq, 1)[0], ibv.WorkCompletion{WRID: 200, Opcode: ibv.WCTMAdd})
+		if ops[0].Handle != 0 {
+			t.Errorf("handle %d, want 0", ops[0].Handle)
+		}
+		msg := b.send(t, wire.TMEager, 0x1234, 300, 7)
+		wantTMWC(t, "matched EAGER", waitWC(t, b.srv.cq, 1)[0], ibv.WorkCompletion{WRID: 100, Opcode: ibv.WCTMRecv,
+			Flags: ibv.WCTMMatch | ibv.WCTMDataValid, ByteLen: 300, TMTag: 0x1234, TMPriv: 0x1234})
+		if !bytes.Equal(b.tagged(0, 300), msg[wire.TMHLen:]) {
+			t.Error("the tagged buffer does not hold the payload after the TMH")
+		}
+	})
+}
+
+func TestTMMultiPacketEager(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 2})
+		defer f.Close()
+		b := newTMBed(t, f, 4)
+		b.ops(t, b.addTag(1, tmSlot, 9, ^uint64(0), 0))
+		msg := b.send(t, wire.TMEager, 9, 3000, 3) // 3016 bytes: three packets at MTU 1024
+		got := waitWC(t, b.srv.cq, 2)
+		wantTMWC(t, "first (MATCH)", got[0], ibv.WorkCompletion{WRID: 101, Opcode: ibv.WCTMRecv, Flags: ibv.WCTMMatch, TMTag: 9, TMPriv: 9})
+		wantTMWC(t, "second (DATA_VALID)", got[1], ibv.WorkCompletion{WRID: 101, Opcode: ibv.WCTMRecv, Flags: ibv.WCTMDataValid,
+			ByteLen: 3000, TMTag: 9, TMPriv: 9})
+		if !bytes.Equal(b.tagged(1, 3000), msg[wire.TMHLen:]) {
+			t.Error("the tagged buffer does not hold the payload after the TMH")
+		}
+	})
+}
+
+func TestTMUnexpectedThenSync(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 3})
+		defer f.Close()
+		b := newTMBed(t, f, 4)
+		b.postUnexp(t, 4)
+		// No tag yet: unexpected, whole into buffer 0, asking for a sync.
+		msg := b.send(t, wire.TMEager, 5, 40, 1)
+		wantTMWC(t, "unexpected", waitWC(t, b.srv.cq, 1)[0], ibv.WorkCompletion{WRID: 0, Opcode: ibv.WCRecv,
+			Flags: ibv.WCTMSyncReq, ByteLen: wire.TMHLen + 40})
+		if !bytes.Equal(b.srv.buf[:len(msg)], msg) {
+			t.Error("the unexpected message is not in the SRQ buffer whole, TMH included")
+		}
+		// A tag added without a sync: matching stays off.
+		b.ops(t, b.addTag(0, 512, 5, ^uint64(0), ibv.OpsSignaled))
+		wantTMWC(t, "TAG_ADD unsynced", waitWC(t, b.srv.cq, 1)[0], ibv.WorkCompletion{WRID: 200, Opcode: ibv.WCTMAdd, Flags: ibv.WCTMSyncReq})
+		b.send(t, wire.TMEager, 5, 40, 2)
+		wantTMWC(t, "unexpected while unsynced", waitWC(t, b.srv.cq, 1)[0], ibv.WorkCompletion{WRID: 1, Opcode: ibv.WCRecv,
+			Flags: ibv.WCTMSyncReq, ByteLen: wire.TMHLen + 40})
+		// A stale count keeps it off; the right one (2) turns it on.
+		b.ops(t, ibv.OpsWR{WRID: 300, Opcode: ibv.WRTagSync, Flags: ibv.OpsSignaled | ibv.OpsTMSync, UnexpectedCnt: 1})
+		wantTMWC(t, "stale sync", waitWC(t, b.srv.cq, 1)[0], ibv.WorkCompletion{WRID: 300, Opcode: ibv.WCTMSync, Flags: ibv.WCTMSyncReq})
+		b.ops(t, ibv.OpsWR{WRID: 301, Opcode: ibv.WRTagSync, Flags: ibv.OpsSignaled | ibv.OpsTMSync, UnexpectedCnt: 2})
+		wantTMWC(t, "sync", waitWC(t, b.srv.cq, 1)[0], ibv.WorkCompletion{WRID: 301, Opcode: ibv.WCTMSync})
+		msg = b.send(t, wire.TMEager, 5, 40, 3)
+		wantTMWC(t, "matched after sync", waitWC(t, b.srv.cq, 1)[0], ibv.WorkCompletion{WRID: 100, Opcode: ibv.WCTMRecv,
+			Flags: ibv.WCTMMatch | ibv.WCTMDataValid, ByteLen: 40, TMTag: 5, TMPriv: 5})
+		if !bytes.Equal(b.tagged(0, 40), msg[wire.TMHLen:]) {
+			t.Error("the tagged buffer does not hold the payload")
+		}
+	})
+}
+
+func TestTMNoTagAndShort(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 4})
+		defer f.Close()
+		b := newTMBed(t, f, 4)
+		b.postUnexp(t, 4)
+		b.ops(t, b.addTag(0, 512, 0, 0, 0)) // matches any tag
+		// NO_TAG: an ordinary receive, whole, not unexpected.
+		msg := b.send(t, wire.TMNoTag, 77, 20, 1)
+		wantTMWC(t, "NO_TAG", waitWC(t, b.srv.cq, 1)[0], ibv.WorkCompletion{WRID: 0, Opcode: ibv.WCTMNoTag, ByteLen: wire.TMHLen + 20})
+		if !bytes.Equal(b.srv.buf[:len(msg)], msg) {
+			t.Error("the NO_TAG message is not in the SRQ buffer whole")
+		}
+		// Matching is still on.
+		b.send(t, wire.TMEager, 1, 8, 2)
+		wantTMWC(t, "EAGER after NO_TAG", waitWC(t, b.srv.cq, 1)[0], ibv.WorkCompletion{WRID: 100, Opcode: ibv.WCTMRecv,
+			Flags: ibv.WCTMMatch | ibv.WCTMDataValid, ByteLen: 8, TMTag: 1, TMPriv: 1})
+		// A message shorter than a TMH, and one with an unknown TMH
+		// opcode: unexpected, whole.
+		b.ops(t, b.addTag(1, 512, 0, 0, 0))
+		b.sendRaw(t, []byte{3, 0, 0})
+		wantTMWC(t, "short", waitWC(t, b.srv.cq, 1)[0], ibv.WorkCompletion{WRID: 1, Opcode: ibv.WCRecv, Flags: ibv.WCTMSyncReq, ByteLen: 3})
+		b.ops(t, ibv.OpsWR{Opcode: ibv.WRTagSync, Flags: ibv.OpsTMSync, UnexpectedCnt: 1})
+		b.send(t, wire.TMOp(9), 1, 8, 2)
+		wantTMWC(t, "malformed", waitWC(t, b.srv.cq, 1)[0], ibv.WorkCompletion{WRID: 2, Opcode: ibv.WCRecv, Flags: ibv.WCTMSyncReq, ByteLen: 24})
+	})
+}
+
+func TestTMMasksAndOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 5})
+		defer f.Close()
+		b := newTMBed(t, f, 8)
+		b.ops(t,
+			b.addTag(0, 64, 0xab00, 0xff00, 0),     // 0xab??
+			b.addTag(1, 64, 0xab12, ^uint64(0), 0), // exactly 0xab12
+			b.addTag(2, 64, 0x0012, 0x00ff, 0))     // ????12
+		for _, c := range []struct {
+			tag  uint64
+			wrid uint64
+		}{
+			{0xab12, 100}, // the earliest posted match, not the exact one
+			{0xab12, 101},
+			{0xcd12, 102},
+		} {
+			b.send(t, wire.TMEager, c.tag, 4, 0)
+			if wc := waitWC(t, b.srv.cq, 1)[0]; wc.Opcode != ibv.WCTMRecv || wc.WRID != c.wrid {
+				t.Errorf("tag %#x: %v wr_id %d, want TM_RECV wr_id %d", c.tag, wc.Opcode, wc.WRID, c.wrid)
+			}
+		}
+	})
+}
+
+func TestTMDeleteConsumedAndLimits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 6})
+		defer f.Close()
+		b := newTMBed(t, f, 2)
+		ops := b.ops(t, b.addTag(0, 64, 1, ^uint64(0), 0), b.addTag(1, 64, 2, ^uint64(0), 0))
+		// The list is full: ENOMEM, at the op's index.
+		bad, err := b.srq.PostOps([]ibv.OpsWR{{Opcode: ibv.WRTagSync}, b.addTag(2, 64, 3, ^uint64(0), 0)})
+		if bad != 1 || !errors.Is(err, verbs.ENOMEM) {
+			t.Errorf("third tag of 2: bad %d err %v, want 1 ENOMEM", bad, err)
+		}
+		b.send(t, wire.TMEager, 1, 4, 0)
+		waitWC(t, b.srv.cq, 1)
+		// Deleting the consumed tag fails with TM_ERR; the other goes.
+		b.ops(t, ibv.OpsWR{WRID: 7, Opcode: ibv.WRTagDel, Handle: ops[0].Handle, Flags: ibv.OpsSignaled},
+			ibv.OpsWR{WRID: 8, Opcode: ibv.WRTagDel, Handle: ops[1].Handle, Flags: ibv.OpsSignaled})
+		got := waitWC(t, b.srv.cq, 2)
+		wantTMWC(t, "DEL consumed", got[0], ibv.WorkCompletion{WRID: 7, Opcode: ibv.WCTMDel, Status: ibv.WCTMErr})
+		wantTMWC(t, "DEL listed", got[1], ibv.WorkCompletion{WRID: 8, Opcode: ibv.WCTMDel})
+		for _, c := range []struct {
+			name string
+			ops  []ibv.OpsWR
+			want error
+		}{
+			{"bad handle", []ibv.OpsWR{{Opcode: ibv.WRTagDel, Handle: 2}}, verbs.EINVAL},
+			{"too many SGEs", []ibv.OpsWR{{Opcode: ibv.WRTagAdd, SGList: []ibv.SGE{b.srv.mr.SGE(0, 8), b.srv.mr.SGE(8, 8)}}}, verbs.EINVAL},
+			{"bad opcode", []ibv.OpsWR{{Opcode: 7}}, verbs.EINVAL},
+			{"beyond max_ops", make([]ibv.OpsWR, 17), verbs.ENOMEM},
+		} {
+			for i := range c.ops {
+				if c.ops[i].Opcode == 0 && c.ops[i].SGList == nil && c.name == "beyond max_ops" {
+					c.ops[i].Opcode = ibv.WRTagSync
+				}
+			}
+			if _, err := b.srq.PostOps(c.ops); !errors.Is(err, c.want) {
+				t.Errorf("%s: %v, want %v", c.name, err, c.want)
+			}
+		}
+	})
+}
+
+func TestTMTaggedBufferTooSmall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 7})
+		defer f.Close()
+		b := newTMBed(t, f, 2)
+		ops := b.ops(t, b.addTag(0, 16, 4, ^uint64(0), 0))
+		wire.PutTMH(b.cli.buf, wire.TMEager, 0, 4)
+		must2(t)(b.cli.qp.PostSend(ibv.SendWR{WRID: 1, Opcode: ibv.WRSend, Flags: ibv.SendSignaled,
+			SGList: []ibv.SGE{b.cli.mr.SGE(0, wire.TMHLen+32)}}))
+		wc := waitWC(t, b.srv.cq, 1)[0]
+		if wc.Status != ibv.WCLocLenErr || wc.Opcode != ibv.WCTMRecv || wc.WRID != 100 {
+			t.Errorf("too small: %v %v wr_id %d, want LOC_LEN_ERR TM_RECV 100", wc.Status, wc.Opcode, wc.WRID)
+		}
+		// The tag is no longer the list's.
+		b.ops(t, ibv.OpsWR{WRID: 9, Opcode: ibv.WRTagDel, Handle: ops[0].Handle})
+		if wc := waitWC(t, b.srv.cq, 1)[0]; wc.Status != ibv.WCTMErr {
+			t.Errorf("DEL of the failed tag: %v, want TM_ERR", wc.Status)
+		}
+	})
+}
+
+func TestTMRefusals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 8})
+		defer f.Close()
+		dev := openDev(t, f, "10.0.0.9", 0)
+		pd, err := dev.AllocPD()
+		must(t, err)
+		cq, err := dev.CreateCQ(16, nil)
+		must(t, err)
+		caps := dev.QueryDeviceEx().TMCaps
+		if caps.Flags&ibv.TMCapRC == 0 || caps.MaxNumTags == 0 || caps.MaxOps == 0 || caps.MaxSGE != 1 || caps.MaxRndvHdrSize == 0 {
+			t.Errorf("tm_caps %+v", caps)
+		}
+		rq := verbs.SRQInitAttr{MaxWR: 8, MaxSGE: 1}
+		for _, c := range []struct {
+			name string
+			attr verbs.SRQInitAttrEx
+			want error
+		}{
+			{"no CQ", verbs.SRQInitAttrEx{SRQInitAttr: rq, Type: ibv.SRQTypeTM, TM: ibv.TMCap{MaxNumTags: 1, MaxOps: 1}}, verbs.EINVAL},
+			{"no tags", verbs.SRQInitAttrEx{SRQInitAttr: rq, Type: ibv.SRQTypeTM, CQ: cq, TM: ibv.TMCap{MaxOps: 1}}, verbs.EINVAL},
+			{"too many tags", verbs.SRQInitAttrEx{SRQInitAttr: rq, Type: ibv.SRQTypeTM, CQ: cq, TM: ibv.TMCap{MaxNumTags: caps.MaxNumTags + 1, MaxOps: 1}}, verbs.EINVAL},
+			{"XRC", verbs.SRQInitAttrEx{SRQInitAttr: rq, Type: ibv.SRQTypeXRC}, verbs.EOPNOTSUPP},
+		} {
+			if _, err := pd.CreateSRQEx(c.attr); !errors.Is(err, c.want) {
+				t.Errorf("%s: %v, want %v", c.name, err, c.want)
+			}
+		}
+		basic, err := pd.CreateSRQEx(verbs.SRQInitAttrEx{SRQInitAttr: rq})
+		must(t, err)
+		if _, err := basic.PostOps([]ibv.OpsWR{{Opcode: ibv.WRTagSync}}); !errors.Is(err, verbs.EOPNOTSUPP) {
+			t.Errorf("ops on a basic SRQ: %v, want EOPNOTSUPP", err)
+		}
+		tmSRQ, err := pd.CreateSRQEx(verbs.SRQInitAttrEx{SRQInitAttr: rq, Type: ibv.SRQTypeTM, CQ: cq, TM: ibv.TMCap{MaxNumTags: 4, MaxOps: 4}})
+		must(t, err)
+		for _, typ := range []ibv.QPType{ibv.QPTypeUD, ibv.QPTypeUC} {
+			_, err := pd.CreateQP(verbs.QPInitAttr{Type: typ, SendCQ: cq, RecvCQ: cq, SRQ: tmSRQ, Cap: ibv.QPCap{MaxSendWR: 1, MaxSendSGE: 1}})
+			if !errors.Is(err, verbs.EOPNOTSUPP) {
+				t.Errorf("%v QP on a TM-SRQ: %v, want EOPNOTSUPP", typ, err)
+			}
+		}
+		if err := cq.Destroy(); !errors.Is(err, verbs.EBUSY) {
+			t.Errorf("destroying the TM-SRQ's CQ: %v, want EBUSY", err)
+		}
+		must(t, tmSRQ.Destroy())
+		must(t, basic.Destroy())
+		must(t, cq.Destroy())
+	})
+}

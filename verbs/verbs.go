@@ -30,6 +30,8 @@
 //   - ExamplePD_CreateAH: UD datagrams, the GRH, an AH made from a
 //     completion.
 //   - ExamplePD_CreateSRQ: two QPs sharing a receive queue.
+//   - ExampleSRQ_PostOps: tag matching: a tagged buffer, an expected and
+//     an unexpected message, the phase sync.
 //   - ExamplePD_AllocMW: memory windows of type 1 and 2.
 //   - ExamplePD_AllocMR: fast registration (MapSG, REG_MR, LOCAL_INV).
 //   - ExampleQPEx: the ibv_wr_* builders, WrStart to WrComplete.

@@ -24,6 +24,7 @@
 //	  "max_qp_rd_atom": 128,
 //	  "atomic_cap": "ATOMIC_HCA",
 //	  ...
+//	  "tm_caps": {"max_rndv_hdr_size": 64, "max_num_tags": 1023, "max_ops": 1024, "max_sge": 1, "flags": ["IBV_TM_CAP_RC"]},
 //	  "ports": [
 //	    {
 //	      "port": 1,
@@ -230,7 +231,20 @@ func Write(w io.Writer, dev *verbs.Device, o Options) error {
 		p("\t\trx_hash_fields_mask:\t\t\t\t0x%X\n", 0)
 		p("\tmax_wq_type_rq:\t\t\t%d\n", 0)
 		p("\tpacket_pacing_caps:\n\t\tqp_rate_limit_min:\t%dkbps\n\t\tqp_rate_limit_max:\t%dkbps\n", 0, 0)
-		p("\ttag matching not supported\n")
+		// libibverbs/examples/devinfo.c print_tm_caps: rxe has no tag
+		// matching and prints "tag matching not supported"; softnic has.
+		if tc := dev.QueryDeviceEx().TMCaps; tc.MaxNumTags > 0 {
+			p("\tmax_rndv_hdr_size:\t\t%d\n", tc.MaxRndvHdrSize)
+			p("\tmax_num_tags:\t\t\t%d\n", tc.MaxNumTags)
+			p("\tmax_ops:\t\t\t%d\n", tc.MaxOps)
+			p("\tmax_sge:\t\t\t%d\n", tc.MaxSGE)
+			p("\tflags:\n")
+			if tc.Flags&ibv.TMCapRC != 0 {
+				p("\t\t\t\t\tIBV_TM_CAP_RC\n")
+			}
+		} else {
+			p("\ttag matching not supported\n")
+		}
 		p("\tnum_comp_vectors:\t\t%d\n", 1)
 	}
 	for port := 1; port <= int(a.PhysPortCnt); port++ {

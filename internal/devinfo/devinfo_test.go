@@ -65,6 +65,15 @@ func TestLayoutMatchesRxe(t *testing.T) {
 		return z
 	}
 	g, w := labels(got.String()), labels(string(want))
+	// Where rxe prints "tag matching not supported", softnic prints its
+	// tm_caps (devinfo.c print_tm_caps).
+	for i, lb := range w {
+		if lb == ">tag matching not supported" {
+			tm := []string{">max_rndv_hdr_size", ">max_num_tags", ">max_ops", ">max_sge", ">flags"}
+			w = append(w[:i], append(tm, w[i+1:]...)...)
+			break
+		}
+	}
 	if strings.Join(g, "|") != strings.Join(w, "|") {
 		t.Errorf("attribute lines differ\ngot:  %q\nwant: %q", g, w)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/tooljson"
 	"github.com/softnic/softnic/verbs"
 )
@@ -14,7 +15,7 @@ import (
 // keys. Enumerations are the names ibv_devinfo prints ("PORT_ACTIVE"),
 // MTUs are bytes, and the constant zeros ibv_devinfo lists for features
 // neither rxe nor softnic has (EE, RDD, raw QPs, multicast, ODP, TSO,
-// RSS, tag matching) are left out. The package documentation shows an
+// RSS) are left out. The package documentation shows an
 // example.
 type Device struct {
 	// HCAID is the device's name (hca_id; softnic0 unless -d).
@@ -76,6 +77,9 @@ type Device struct {
 	MaxSRQSGE int `json:"max_srq_sge"`
 	// MaxPKeys is the size of the P_Key table.
 	MaxPKeys int `json:"max_pkeys"`
+	// TMCaps are the tag-matching capabilities (ibv_query_device_ex's
+	// tm_caps), zero when there is no tag matching.
+	TMCaps TMCaps `json:"tm_caps"`
 	// LocalCAAckDelay is the local CA ACK delay exponent
 	// (4.096 µs × 2^value).
 	LocalCAAckDelay uint8 `json:"local_ca_ack_delay"`
@@ -83,6 +87,21 @@ type Device struct {
 	NumCompVectors int `json:"num_comp_vectors"`
 	// Ports are the ports shown: all of them, or the one -i names.
 	Ports []Port `json:"ports"`
+}
+
+// TMCaps are a device's tag-matching capabilities (struct ibv_tm_caps),
+// as ibv_devinfo -v prints them.
+type TMCaps struct {
+	// MaxRndvHdrSize is the largest TMH + RVH + user header of a
+	// rendezvous request.
+	MaxRndvHdrSize int `json:"max_rndv_hdr_size"`
+	// MaxNumTags is the largest tag list, MaxOps the most list operations
+	// at once, MaxSGE the SGEs of a tagged buffer.
+	MaxNumTags int `json:"max_num_tags"`
+	MaxOps     int `json:"max_ops"`
+	MaxSGE     int `json:"max_sge"`
+	// Flags are the flags' names: "IBV_TM_CAP_RC".
+	Flags []string `json:"flags"`
 }
 
 // Port is one port of a Device (struct ibv_port_attr and its GID table).
@@ -175,6 +194,12 @@ func Query(dev *verbs.Device, o Options) (Device, error) {
 		if a.DeviceCapFlags&c.bit != 0 {
 			d.DeviceCapNames = append(d.DeviceCapNames, c.name)
 		}
+	}
+	tc := dev.QueryDeviceEx().TMCaps
+	d.TMCaps = TMCaps{MaxRndvHdrSize: int(tc.MaxRndvHdrSize), MaxNumTags: int(tc.MaxNumTags), MaxOps: int(tc.MaxOps),
+		MaxSGE: int(tc.MaxSGE), Flags: []string{}}
+	if tc.Flags&ibv.TMCapRC != 0 {
+		d.TMCaps.Flags = append(d.TMCaps.Flags, "IBV_TM_CAP_RC")
 	}
 	for port := 1; port <= int(a.PhysPortCnt); port++ {
 		if o.Port != 0 && o.Port != port {

@@ -37,13 +37,25 @@ func TestJSONMatchesText(t *testing.T) {
 		port := top["ports"].([]any)[0].(map[string]any)
 		line := regexp.MustCompile(`^\t*([a-z_]+):\t+(\S+)`)
 		seen := 0
+		// The tm_caps lines, max_rndv_hdr_size to flags, are tm_caps' keys.
+		tm, inTM := top["tm_caps"].(map[string]any), false
 		for _, l := range strings.Split(text.String(), "\n") {
+			switch {
+			case strings.HasPrefix(l, "\tmax_rndv_hdr_size:"):
+				inTM = true
+			case strings.HasPrefix(l, "\tflags:"):
+				inTM = false
+			}
 			m := line.FindStringSubmatch(l)
 			if m == nil {
 				continue
 			}
-			v, ok := top[m[1]]
-			if !ok {
+			scope := top
+			if inTM {
+				scope = tm
+			}
+			v, ok := scope[m[1]]
+			if !ok && !inTM {
 				v, ok = port[m[1]]
 			}
 			if !ok {
@@ -64,6 +76,9 @@ func TestJSONMatchesText(t *testing.T) {
 		a, err := netip.ParseAddr(g)
 		if !ok || err != nil || a.Unmap() != netip.MustParseAddr(addr) || d.Ports[0].GIDs[0].GID.Addr() != a.Unmap() {
 			t.Errorf("%s: gid %q, want the address as a string", addr, g)
+		}
+		if d.TMCaps.MaxNumTags == 0 || len(d.TMCaps.Flags) != 1 || d.TMCaps.Flags[0] != "IBV_TM_CAP_RC" {
+			t.Errorf("%s: tm_caps %+v", addr, d.TMCaps)
 		}
 		if d.NodeGUID == 0 || d.Ports[0].ActiveMTU != 4096 || d.Ports[0].State != "PORT_ACTIVE" {
 			t.Errorf("%s: got %+v", addr, d)

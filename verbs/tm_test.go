@@ -346,3 +346,62 @@ func TestTMRefusals(t *testing.T) {
 		must(t, cq.Destroy())
 	})
 }
+
+// A retransmitted SEND (its ACK lost) is a duplicate to the responder: it
+// is acknowledged again and never matched a second time (IBTA C9-105).
+func TestTMDuplicateDoesNotMatchTwice(t *testing.T) {
+	for _, n := range []int{40, 3000} { // one packet, three packets
+		synctest.Test(t, func(t *testing.T) {
+			f := fabric.New(fabric.Config{Seed: 9})
+			defer f.Close()
+			b := newTMBed(t, f, 4)
+			b.ops(t, b.addTag(0, tmSlot, 3, ^uint64(0), 0), b.addTag(1, tmSlot, 3, ^uint64(0), 0))
+			f.AddFilter(fabric.DropNth(1, func(p *fabric.Packet) bool {
+				return fabric.From(b.srv.dev.Addr())(p) && fabric.OpcodeIs(wire.RCAck)(p)
+			}))
+			b.send(t, wire.TMEager, 3, n, 1)
+			if dup := b.srv.dev.Counters().DuplicateRequest; dup == 0 {
+				t.Fatalf("%d bytes: no duplicate request: the ACK was not lost", n)
+			}
+			got := waitWC(t, b.srv.cq, 1+min(1, n/1000))
+			if last := got[len(got)-1]; last.WRID != 100 || last.Flags&ibv.WCTMDataValid == 0 {
+				t.Errorf("%d bytes: %+v, want the data in tag 0 (wr_id 100)", n, last)
+			}
+			if k := b.srv.cq.Poll(make([]ibv.WorkCompletion, 4)); k != 0 {
+				t.Errorf("%d bytes: %d more completions after the duplicate", n, k)
+			}
+			// The second tag is still listed: the next message takes it.
+			b.send(t, wire.TMEager, 3, 8, 2)
+			if wc := waitWC(t, b.srv.cq, 1)[0]; wc.WRID != 101 {
+				t.Errorf("%d bytes: next message in wr_id %d, want 101", n, wc.WRID)
+			}
+		})
+	}
+}
+
+// An unexpected message with no SRQ buffer is refused with an RNR NAK
+// and counted once, when a buffer finally takes it.
+func TestTMUnexpectedRNR(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 10})
+		defer f.Close()
+		b := newTMBed(t, f, 4)
+		wire.PutTMH(b.cli.buf, wire.TMEager, 0, 77)
+		must2(t)(b.cli.qp.PostSend(ibv.SendWR{WRID: 1, Opcode: ibv.WRSend, Flags: ibv.SendSignaled,
+			SGList: []ibv.SGE{b.cli.mr.SGE(0, wire.TMHLen+8)}}))
+		synctest.Wait()
+		if rnr := b.cli.dev.Counters().RcvdRNRErr; rnr == 0 {
+			t.Fatal("no RNR NAK for an unexpected message on an empty SRQ")
+		}
+		if k := b.srv.cq.Poll(make([]ibv.WorkCompletion, 4)); k != 0 {
+			t.Fatalf("%d completions before a buffer was posted", k)
+		}
+		b.postUnexp(t, 1)
+		wantTMWC(t, "unexpected after RNR", waitWC(t, b.srv.cq, 1)[0], ibv.WorkCompletion{WRID: 0, Opcode: ibv.WCRecv,
+			Flags: ibv.WCTMSyncReq, ByteLen: wire.TMHLen + 8})
+		waitWC(t, b.cli.cq, 1)
+		// Counted once: a sync with 1 turns matching back on.
+		b.ops(t, ibv.OpsWR{WRID: 5, Opcode: ibv.WRTagSync, Flags: ibv.OpsSignaled | ibv.OpsTMSync, UnexpectedCnt: 1})
+		wantTMWC(t, "sync", waitWC(t, b.srv.cq, 1)[0], ibv.WorkCompletion{WRID: 5, Opcode: ibv.WCTMSync})
+	})
+}

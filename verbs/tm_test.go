@@ -405,3 +405,27 @@ func TestTMUnexpectedRNR(t *testing.T) {
 		wantTMWC(t, "sync", waitWC(t, b.srv.cq, 1)[0], ibv.WorkCompletion{WRID: 5, Opcode: ibv.WCTMSync})
 	})
 }
+
+// A matched message cut short by the QP's move to ERR is flushed, and its
+// tag goes back to the list.
+func TestTMFlushReleasesTag(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 11})
+		defer f.Close()
+		b := newTMBed(t, f, 1)
+		b.ops(t, b.addTag(0, tmSlot, 6, ^uint64(0), 0))
+		f.AddFilter(fabric.DropIf(fabric.OpcodeIs(wire.RCSendLast)))
+		msg := b.cli.buf[:wire.TMHLen+3000]
+		wire.PutTMH(msg, wire.TMEager, 0, 6)
+		must2(t)(b.cli.qp.PostSend(ibv.SendWR{WRID: 1, Opcode: ibv.WRSend, SGList: []ibv.SGE{b.cli.mr.SGE(0, len(msg))}}))
+		wantTMWC(t, "MATCH", waitWC(t, b.srv.cq, 1)[0], ibv.WorkCompletion{WRID: 100, Opcode: ibv.WCTMRecv, Flags: ibv.WCTMMatch, TMTag: 6})
+		if _, err := b.srq.PostOps([]ibv.OpsWR{b.addTag(1, 64, 7, ^uint64(0), 0)}); !errors.Is(err, verbs.ENOMEM) {
+			t.Fatalf("second tag while the first is consumed: %v, want ENOMEM", err)
+		}
+		must(t, b.srv.qp.Modify(&ibv.QPAttr{State: ibv.QPStateErr}, ibv.QPAttrState))
+		if wc := waitWC(t, b.srv.cq, 1)[0]; wc.WRID != 100 || wc.Status != ibv.WCWRFlushErr {
+			t.Errorf("flush: %+v, want wr_id 100 WR_FLUSH_ERR", wc)
+		}
+		b.ops(t, b.addTag(1, 64, 7, ^uint64(0), 0))
+	})
+}

@@ -24,10 +24,14 @@ const (
 )
 
 type tmBed struct {
-	srv    *end // srv.qp is on the TM-SRQ; srv.cq its CQ
+	srv    *end      // srv.qp is on the TM-SRQ; srv.cq its CQ
+	srvSCQ *verbs.CQ // srv.qp's send CQ
 	srq    *verbs.SRQ
 	cli    *end
 	unexpN int // ordinary buffers posted so far
+	// cliRecv is a receive completion of the client's that sendRaw polled
+	// with its SEND's.
+	cliRecv *ibv.WorkCompletion
 }
 
 func newTMBed(t *testing.T, f *fabric.Fabric, maxTags uint32) *tmBed {
@@ -47,6 +51,7 @@ func newTMBed(t *testing.T, f *fabric.Fabric, maxTags uint32) *tmBed {
 	must(t, err)
 	sendCQ, err := dev.CreateCQ(64, nil)
 	must(t, err)
+	b.srvSCQ = sendCQ
 	srv.qp, err = srv.pd.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: sendCQ, RecvCQ: sendCQ, SRQ: b.srq,
 		Cap: ibv.QPCap{MaxSendWR: 16, MaxSendSGE: 1}})
 	must(t, err)
@@ -93,8 +98,13 @@ func (b *tmBed) sendRaw(t *testing.T, msg []byte) []byte {
 	t.Helper()
 	must2(t)(b.cli.qp.PostSend(ibv.SendWR{WRID: 1, Opcode: ibv.WRSend, Flags: ibv.SendSignaled,
 		SGList: []ibv.SGE{b.cli.mr.SGE(0, len(msg))}}))
-	if wc := waitWC(t, b.cli.cq, 1)[0]; wc.Status != ibv.WCSuccess {
-		t.Fatalf("client SEND completed %v", wc.Status)
+	for _, wc := range waitWC(t, b.cli.cq, 1) {
+		switch {
+		case wc.Opcode == ibv.WCRecv:
+			b.cliRecv = &wc
+		case wc.Status != ibv.WCSuccess:
+			t.Fatalf("client SEND completed %v", wc.Status)
+		}
 	}
 	return bytes.Clone(msg)
 }
@@ -427,5 +437,80 @@ func TestTMFlushReleasesTag(t *testing.T) {
 			t.Errorf("flush: %+v, want wr_id 100 WR_FLUSH_ERR", wc)
 		}
 		b.ops(t, b.addTag(1, 64, 7, ^uint64(0), 0))
+	})
+}
+
+// rndv sends a RNDV request for n bytes of the client's buffer at 8192
+// (byte i = seed+i) with tag and 8 bytes of user data, and returns the
+// data.
+func (b *tmBed) rndv(t *testing.T, tag uint64, n int, seed byte) []byte {
+	t.Helper()
+	data := b.cli.buf[8192 : 8192+n]
+	for i := range data {
+		data[i] = seed + byte(i)
+	}
+	req := b.cli.buf[:wire.TMHLen+wire.RVHLen+8]
+	wire.PutTMH(req, wire.TMRndv, 0xc0ffee, tag)
+	wire.PutRVH(req[wire.TMHLen:], b.cli.mr.Addr()+8192, b.cli.mr.RKey(), uint32(n))
+	copy(req[wire.TMHLen+wire.RVHLen:], "userdata")
+	b.sendRaw(t, req)
+	return bytes.Clone(data)
+}
+
+// A matched RNDV request: the responder READs the sender's data into the
+// tagged buffer and SENDs a FIN back (tag_matching.md).
+func TestTMRendezvous(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 12})
+		defer f.Close()
+		b := newTMBed(t, f, 4)
+		must2(t)(b.cli.qp.PostRecv(ibv.RecvWR{WRID: 50, SGList: []ibv.SGE{b.cli.mr.SGE(4096, 64)}}))
+		b.ops(t, b.addTag(0, tmSlot, 0x55, ^uint64(0), 0))
+		data := b.rndv(t, 0x55, 3000, 9)
+		wantTMWC(t, "RNDV", waitWC(t, b.srv.cq, 1)[0], ibv.WorkCompletion{WRID: 100, Opcode: ibv.WCTMRecv,
+			Flags: ibv.WCTMMatch | ibv.WCTMDataValid, ByteLen: 3000, TMTag: 0x55, TMPriv: 0xc0ffee})
+		if !bytes.Equal(b.tagged(0, 3000), data) {
+			t.Error("the tagged buffer does not hold the sender's data")
+		}
+		fin := b.cliRecv
+		if fin == nil {
+			fin = &waitWC(t, b.cli.cq, 1)[0]
+		}
+		tmh, _ := wire.AsTMH(b.cli.buf[4096:])
+		if fin.WRID != 50 || fin.Opcode != ibv.WCRecv || fin.ByteLen != wire.TMHLen || tmh.Op() != wire.TMFin || tmh.Tag() != 0x55 || tmh.AppCtx() != 0xc0ffee {
+			t.Errorf("FIN: %+v, TMH %v tag %#x ctx %#x", fin, tmh.Op(), tmh.Tag(), tmh.AppCtx())
+		}
+		if k := b.srvSCQ.Poll(make([]ibv.WorkCompletion, 4)); k != 0 {
+			t.Errorf("the rendezvous's READ and FIN gave %d send completions", k)
+		}
+		// The tag went back: four more fit.
+		b.ops(t, b.addTag(0, 64, 1, 1, 0), b.addTag(1, 64, 1, 1, 0), b.addTag(2, 64, 1, 1, 0), b.addTag(3, 64, 1, 1, 0))
+	})
+}
+
+// RNDV data larger than the tagged buffer: the request goes there and
+// completes with TM_RNDV_INCOMPLETE; an unmatched RNDV is unexpected.
+func TestTMRendezvousIncompleteAndUnexpected(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 13})
+		defer f.Close()
+		b := newTMBed(t, f, 4)
+		b.postUnexp(t, 1)
+		b.ops(t, b.addTag(0, 1024, 0x66, ^uint64(0), 0))
+		b.rndv(t, 0x66, 3000, 1)
+		req := bytes.Clone(b.cli.buf[:wire.TMHLen+wire.RVHLen+8])
+		wc := waitWC(t, b.srv.cq, 1)[0]
+		wantTMWC(t, "too small", wc, ibv.WorkCompletion{WRID: 100, Status: ibv.WCTMRndvIncomplete, Opcode: ibv.WCTMRecv,
+			Flags: ibv.WCTMMatch, ByteLen: uint32(len(req)), TMTag: 0x66, TMPriv: 0xc0ffee})
+		if !bytes.Equal(b.tagged(0, len(req)), req) {
+			t.Error("the tagged buffer does not hold the RNDV request")
+		}
+		b.rndv(t, 0x67, 3000, 1)
+		req = bytes.Clone(b.cli.buf[:wire.TMHLen+wire.RVHLen+8])
+		wantTMWC(t, "unmatched", waitWC(t, b.srv.cq, 1)[0], ibv.WorkCompletion{WRID: 0, Opcode: ibv.WCRecv,
+			Flags: ibv.WCTMSyncReq, ByteLen: uint32(len(req))})
+		if !bytes.Equal(b.srv.buf[:len(req)], req) {
+			t.Error("the unexpected RNDV request is not in the SRQ buffer whole")
+		}
 	})
 }

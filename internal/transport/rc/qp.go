@@ -227,6 +227,7 @@ func (qp *QP) setPathLocked() {
 // RESET discards every WR without completions).
 func (qp *QP) resetLocked() {
 	qp.stopTimersLocked()
+	qp.dropRndvLocked()
 	qp.sq.reset()
 	transport.DiscardRecvs(qp.cfg.RQ, qp.cfg.SRQ)
 	qp.resp.dropTMLocked(qp)

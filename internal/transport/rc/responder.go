@@ -205,6 +205,11 @@ func (r *responder) placeSendLocked(qp *QP, p *wire.Packet) respErr {
 			if data, e = r.startTMLocked(qp, p); e != respOK {
 				return e
 			}
+			if !r.haveWQE {
+				// A matched RNDV request: the rendezvous took it over.
+				r.inMsg, r.msgKind = false, wire.MaskSend
+				return respOK
+			}
 		} else if !r.takeWQELocked(qp) {
 			// No receive WQE: RNR NAK with the failed PSN (C9-133; rxe
 			// check_resource).

@@ -58,6 +58,11 @@ func (qp *QP) completeSendLocked(w *sendWQE, force bool) {
 	if !(w.signaled || force || w.status != ibv.WCSuccess) {
 		return
 	}
+	if w.rndv.kind != rndvNone {
+		// A rendezvous's own WQE (signaled only if it is its READ).
+		qp.completeRndvLocked(w)
+		return
+	}
 	wc := &qp.wc // a field, so the interface call does not move it to the heap
 	*wc = ibv.WorkCompletion{
 		WRID:   w.wr.WRID,

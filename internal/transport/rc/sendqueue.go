@@ -59,6 +59,7 @@ type sendWQE struct {
 	orig     uint64       // atomic: original remote value
 	bind     ibv.MWBindWR // BIND_MW: a copy of wr.Bind
 	reg      ibv.RegMRWR  // REG_MR: a copy of wr.Reg
+	rndv     rndvWQE      // a rendezvous's READ or FIN (tm.go), not the application's
 }
 
 // needsResponse reports whether the WQE completes only on an explicit

@@ -34,18 +34,25 @@ type SRQInitAttrEx struct {
 // TMH and completes as ibv.WCTMRecv with ibv.WCTMMatch|ibv.WCTMDataValid,
 // the buffer's RecvWRID, TMTag and TMPriv (app_ctx); a message of several
 // packets gives first a WCTMRecv with WCTMMatch alone, then one with
-// WCTMDataValid, as mlx5 does. Any other message goes whole, headers
-// included, into an ordinary buffer: a NO_TAG one completes as
-// ibv.WCTMNoTag, every other one (no match, matching off, RNDV, FIN, a
-// short or malformed TMH) as ibv.WCRecv with ibv.WCTMSyncReq and counts
-// as unexpected: tag matching stays off until a PostOps with
-// ibv.OpsTMSync reports the number of unexpected messages seen. A tagged
-// buffer too small completes as ibv.WCLocLenErr and the QP goes to ERR,
-// as for any receive buffer.
+// WCTMDataValid, as mlx5 does. A RNDV request (TMH, RVH, user data) that
+// matches starts a rendezvous: the QP RDMA READs the RVH's range into the
+// tagged buffer, then SENDs a FIN (a TMH with opcode FIN) back, and the
+// buffer completes as WCTMRecv with WCTMMatch|WCTMDataValid once the data
+// is there; data larger than the buffer is not read: the request goes
+// into the buffer and completes with status ibv.WCTMRndvIncomplete.
+//
+// Any other message goes whole, headers included, into an ordinary
+// buffer: a NO_TAG one (or a FIN) completes as ibv.WCTMNoTag, every other
+// one (no match, matching off, a short or malformed TMH) as ibv.WCRecv
+// with ibv.WCTMSyncReq and counts as unexpected: tag matching stays off
+// until a PostOps with ibv.OpsTMSync reports the number of unexpected
+// messages seen. A tagged buffer too small for an EAGER message completes
+// as ibv.WCLocLenErr and the QP goes to ERR, as for any receive buffer.
 //
 // softnic differs from mlx5 in that list operations are done, and their
-// completions written, inside PostOps, and in that it does no
-// rendezvous: a matched RNDV request is treated as an unexpected one.
+// completions written, inside PostOps, and in that a rendezvous's READ
+// and FIN take two slots of the QP's send queue (never completing on its
+// send CQ); with no room, the RNDV request is answered with an RNR NAK.
 func (pd *PD) CreateSRQEx(attr SRQInitAttrEx) (*SRQ, error) {
 	release, err := pd.use()
 	if err != nil {

@@ -50,9 +50,9 @@ type tmState struct {
 //   - anything else — a tag nothing matches, any tagged message while
 //     matching is off (an unmatched RNDV goes with its RVH and user
 //     data), a first packet shorter than the TMH or a TMH with an unknown
-//     opcode: an
-//     unexpected message, whole into an SRQ buffer, completed as
-//     IBV_WC_RECV with IBV_WC_TM_SYNC_REQ, and counted for the phase sync.
+//     opcode: an unexpected message, whole into an SRQ buffer, completed
+//     as IBV_WC_RECV with IBV_WC_TM_SYNC_REQ, and counted for the phase
+//     sync.
 //
 // With no SRQ buffer for a message that needs one, the answer is an RNR
 // NAK as on any SRQ, and nothing is counted: the retry chooses again.

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/ibv"
@@ -36,6 +37,12 @@ type tmBed struct {
 
 func newTMBed(t *testing.T, f *fabric.Fabric, maxTags uint32) *tmBed {
 	t.Helper()
+	return newTMBedRNR(t, f, maxTags, 7)
+}
+
+// newTMBedRNR is newTMBed with the client's rnr_retry (7: for ever).
+func newTMBedRNR(t *testing.T, f *fabric.Fabric, maxTags uint32, rnr uint8) *tmBed {
+	t.Helper()
 	dev := openDev(t, f, "10.0.0.100", 0)
 	srv := &end{dev: dev, buf: make([]byte, (tmUnexp+tmTagged)*tmSlot)}
 	var err error
@@ -55,7 +62,7 @@ func newTMBed(t *testing.T, f *fabric.Fabric, maxTags uint32) *tmBed {
 	srv.qp, err = srv.pd.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: sendCQ, RecvCQ: sendCQ, SRQ: b.srq,
 		Cap: ibv.QPCap{MaxSendWR: 16, MaxSendSGE: 1}})
 	must(t, err)
-	o := pairOpts{mtu: ibv.MTU1024, timeout: 14, retry: 7, rnr: 7}
+	o := pairOpts{mtu: ibv.MTU1024, timeout: 14, retry: 7, rnr: rnr}
 	o.defaults()
 	b.cli = newEnd(t, f, netip.MustParseAddr("10.0.0.1"), o)
 	connect(t, b.cli, srv, o, 0, 0)
@@ -512,5 +519,69 @@ func TestTMRendezvousIncompleteAndUnexpected(t *testing.T) {
 		if !bytes.Equal(b.srv.buf[:len(req)], req) {
 			t.Error("the unexpected RNDV request is not in the SRQ buffer whole")
 		}
+	})
+}
+
+// FuzzTM runs a program the fuzzer writes against a tag-matching SRQ:
+// list operations (adds with masks, deletes of any handle, syncs with any
+// count), ordinary buffers, and SENDs with any TMH opcode, tag and length
+// (short, multi-packet, RNDV with any RVH). Whatever the program, nothing
+// may panic, every SEND must complete (successfully or not), and the
+// devices must close cleanly (synctest fails on a goroutine left behind).
+func FuzzTM(f *testing.F) {
+	f.Add([]byte{0, 1, 3, 1, 3, 1, 9, 4, 2, 0, 3, 2, 40})
+	f.Add([]byte{3, 3, 7, 250, 4, 0, 0, 0, 3, 1, 5, 30})
+	f.Add([]byte{0, 5, 1, 0, 3, 9, 2, 3, 1, 1, 200, 2, 7, 3, 0})
+	f.Fuzz(func(t *testing.T, prog []byte) {
+		synctest.Test(t, func(t *testing.T) {
+			fab := fabric.New(fabric.Config{Seed: 1})
+			defer fab.Close()
+			b := newTMBedRNR(t, fab, 4, 2) // a message no buffer takes fails at last
+			next := func() byte {
+				if len(prog) == 0 {
+					return 0
+				}
+				c := prog[0]
+				prog = prog[1:]
+				return c
+			}
+			for steps := 0; len(prog) > 0 && steps < 32; steps++ {
+				switch next() % 5 {
+				case 0:
+					k := int(next() % tmTagged)
+					b.srq.PostOps([]ibv.OpsWR{b.addTag(k, 64*int(next()%65), uint64(next()%4), []uint64{0, 1, 3, ^uint64(0)}[next()%4], ibv.OpsSignaled)})
+				case 1:
+					b.srq.PostOps([]ibv.OpsWR{{Opcode: ibv.WRTagDel, Handle: uint32(next() % 6), Flags: ibv.OpsSignaled}})
+				case 2:
+					b.srq.PostOps([]ibv.OpsWR{{Opcode: ibv.OpsOpcode(next() % 4), Flags: ibv.OpsTMSync | ibv.OpsSignaled, UnexpectedCnt: uint32(next() % 4)}})
+				case 3:
+					b.srq.PostRecv(ibv.RecvWR{WRID: 1, SGList: []ibv.SGE{b.srv.mr.SGE(0, tmSlot)}})
+				case 4:
+					n := int(next()) * 23 // up to 5865 bytes: up to six packets
+					msg := b.cli.buf[:n]
+					if n >= wire.TMHLen {
+						wire.PutTMH(msg, wire.TMOp(next()%5), 0, uint64(next()%4))
+					}
+					if n >= wire.TMHLen+wire.RVHLen {
+						wire.PutRVH(msg[wire.TMHLen:], b.cli.mr.Addr()+uint64(next())*64, b.cli.mr.RKey(), uint32(next())*31)
+					}
+					if _, err := b.cli.qp.PostSend(ibv.SendWR{Opcode: ibv.WRSend, Flags: ibv.SendSignaled,
+						SGList: []ibv.SGE{b.cli.mr.SGE(0, n)}}); err != nil {
+						return // the client QP is in ERR
+					}
+					for sent := false; !sent; {
+						for _, wc := range waitWC(t, b.cli.cq, 1) {
+							if wc.Status != ibv.WCSuccess {
+								return // the client QP is in ERR
+							}
+							sent = sent || wc.Opcode == ibv.WCSend
+						}
+					}
+				}
+			}
+			time.Sleep(time.Second)
+			synctest.Wait()
+			_ = pollAll(b.srv.cq)
+		})
 	})
 }

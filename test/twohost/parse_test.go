@@ -22,6 +22,24 @@ var (
 	activeMTU = regexp.MustCompile(`(?m)^\s*active_mtu:\s+(\d+)`)
 )
 
+// tm_pingpong's counts of what a side received (internal/tmpingpong
+// ResultLines).
+var tmReceived = regexp.MustCompile(`(?m)^received: (\d+) matched, (\d+) unexpected \((\d+) posted late\), (\d+) eager, (\d+) rendezvous, \d+ syncs$`)
+
+type tmCounts struct{ matched, unexpected, late, eager, rndv int }
+
+func tmReceivedCounts(out string) (tmCounts, bool) {
+	m := tmReceived.FindStringSubmatch(out)
+	if m == nil {
+		return tmCounts{}, false
+	}
+	var v [5]int
+	for i := range v {
+		v[i], _ = strconv.Atoi(m[i+1])
+	}
+	return tmCounts{v[0], v[1], v[2], v[3], v[4]}, true
+}
+
 // bwAverage returns the BW average column (MB/s) of a perftest BW run's
 // result row, false without one.
 func bwAverage(out string) (float64, bool) {
@@ -99,5 +117,17 @@ func TestParsers(t *testing.T) {
 		if got := lastError(c.in); got != c.want {
 			t.Errorf("lastError(%q) = %q, want %q", c.in, got, c.want)
 		}
+	}
+}
+
+func TestTMReceivedCounts(t *testing.T) {
+	out := "  local address:  LID 0x0000, QPN 0x000011, PSN 0x455c52, GID ::ffff:10.78.0.1\n" +
+		"received: 726 matched, 1274 unexpected (126 posted late), 1000 eager, 1000 rendezvous, 109 syncs\n"
+	got, ok := tmReceivedCounts(out)
+	if want := (tmCounts{726, 1274, 126, 1000, 1000}); !ok || got != want {
+		t.Errorf("got %+v %v, want %+v", got, ok, want)
+	}
+	if _, ok := tmReceivedCounts("received: 3 matched\n"); ok {
+		t.Error("a partial line parsed")
 	}
 }

@@ -66,6 +66,7 @@ const (
 	perftest        // a perftest look-alike: a result row on the client
 	demo            // softnic demo, the server half on A, the client half on B
 	info            // softnic info on A: the port's active MTU follows the interface
+	tmpp            // softnic tm_pingpong: the received counts add up on both sides
 )
 
 // tcase is one row of the matrix.
@@ -77,6 +78,8 @@ type tcase struct {
 	args  []string // options of both sides
 	label string   // what tells this case from its neighbours: size, atomic type
 	check bool     // softnic's --check: one side must say every byte checked out
+	// tm_pingpong: the messages each side must receive eager and rendezvous
+	tmEager, tmRndv int
 }
 
 func (c *tcase) name() string {
@@ -137,6 +140,14 @@ func matrix() []*tcase {
 			add(tcase{kind: perftest, tool: "read_lat", label: "8B", args: a("-s", "8", "-n", "1000", "--check"), check: true})
 			add(tcase{kind: perftest, tool: "send_lat", label: "8B", args: a("-s", "8", "-n", "1000")})
 			add(tcase{kind: perftest, tool: "atomic_lat", label: "FETCH_AND_ADD", args: a("-n", "1000", "--check"), check: true})
+			// tag matching with -c: eager only (every message below -r),
+			// rendezvous only (message i carries -s>>(i%4) bytes, all at
+			// least -r); -u tags of each window posted after their message
+			// arrived, so some arrive unexpected
+			add(tcase{kind: tmpp, tool: "tm_pingpong", label: "eager",
+				args: a("-s", "4096", "-r", "4097", "-n", "400", "-t", "16", "-u", "2", "-c"), tmEager: 400})
+			add(tcase{kind: tmpp, tool: "tm_pingpong", label: "rndv",
+				args: a("-s", "65536", "-r", "8192", "-n", "200", "-t", "16", "-u", "2", "-c"), tmRndv: 200})
 			add(tcase{kind: demo, tool: "demo"})
 			add(tcase{kind: info, tool: "info"})
 		}
@@ -357,6 +368,21 @@ func (s *suite) runPair(c *tcase, dir string) error {
 		}{{"server", so}, {"client", co}} {
 			if !ppBytes.MatchString(p.out) || !ppIters.MatchString(p.out) {
 				return fmt.Errorf("the %s printed no result lines (N bytes in ..., N iters in ...)", p.side)
+			}
+		}
+	case tmpp:
+		for _, p := range []struct {
+			side, out string
+		}{{"server", so}, {"client", co}} {
+			r, ok := tmReceivedCounts(p.out)
+			switch {
+			case !ok:
+				return fmt.Errorf("the %s printed no received line", p.side)
+			case r.matched+r.unexpected != c.tmEager+c.tmRndv || r.eager != c.tmEager || r.rndv != c.tmRndv:
+				return fmt.Errorf("the %s received %d matched + %d unexpected, %d eager, %d rendezvous; want %d eager, %d rendezvous",
+					p.side, r.matched, r.unexpected, r.eager, r.rndv, c.tmEager, c.tmRndv)
+			case r.late == 0 || r.unexpected < r.late:
+				return fmt.Errorf("the %s posted %d tags late and saw %d unexpected messages", p.side, r.late, r.unexpected)
 			}
 		}
 	case perftest:

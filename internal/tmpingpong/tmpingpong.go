@@ -85,6 +85,9 @@ func Defaults() Config {
 		RndvThreshold: 2048, Unexpected: 1, QPTimeout: 14}
 }
 
+// maxWindowBytes bounds Tags × Size, the memory of one window.
+const maxWindowBytes = 1 << 30
+
 // MaxTags bounds Config.Tags: the tag list holds two windows' worth.
 const MaxTags = 256
 
@@ -150,6 +153,9 @@ func (c *Config) checkConfig() error {
 		return fail(nil, "unexpected must be 0..tags (%d)", c.Tags)
 	case c.MTU.Bytes() == 0:
 		return fail(nil, "invalid MTU")
+	case int64(c.Tags)*int64(c.Size) > maxWindowBytes:
+		// Each side holds a window to send and a window to receive.
+		return fail(nil, "tags x size is %d bytes, at most %d", int64(c.Tags)*int64(c.Size), maxWindowBytes)
 	}
 	return nil
 }

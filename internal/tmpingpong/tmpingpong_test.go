@@ -225,6 +225,7 @@ func TestConfigRefused(t *testing.T) {
 		func(c *Config) { c.RndvThreshold = -1 },
 		func(c *Config) { c.Unexpected = c.Tags + 1 },
 		func(c *Config) { c.MTU = 0 },
+		func(c *Config) { c.Tags, c.Size = 256, 1<<22+1 },
 	} {
 		cfg := Defaults()
 		mod(&cfg)

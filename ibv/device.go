@@ -70,6 +70,22 @@ const (
 // ibv_device_attr_ex): the classic ones and the capabilities that have no
 // place there.
 type DeviceAttrEx struct {
-	DeviceAttr        // orig_attr
-	TMCaps     TMCaps // tm_caps: tag matching
+	DeviceAttr         // orig_attr
+	TMCaps     TMCaps  // tm_caps: tag matching
+	TSOCaps    TSOCaps // tso_caps: TCP segmentation offload (UD TSO)
 }
+
+// TSOCaps are a device's segmentation-offload capabilities (struct
+// ibv_tso_caps, ibv_query_device_ex(3)).
+type TSOCaps struct {
+	// MaxTSO is max_tso: the largest payload, header not counted, one
+	// TSO work request may carry (0: no TSO).
+	MaxTSO uint32
+	// SupportedQPTs is supported_qpts: the QP types that take TSO work
+	// requests, bit 1<<QPType for each (1<<IBV_QPT_UD, ...).
+	SupportedQPTs uint32
+}
+
+// Supports reports whether QP type t takes TSO work requests
+// (supported_qpts & 1 << t, as rdma-core's tests check it).
+func (c TSOCaps) Supports(t QPType) bool { return c.MaxTSO > 0 && c.SupportedQPTs&(1<<t) != 0 }

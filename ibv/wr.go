@@ -14,7 +14,7 @@ const (
 	WRLocalInv          WROpcode = 7  // IBV_WR_LOCAL_INV
 	WRBindMW            WROpcode = 8  // IBV_WR_BIND_MW
 	WRSendWithInv       WROpcode = 9  // IBV_WR_SEND_WITH_INV
-	WRTSO               WROpcode = 10 // IBV_WR_TSO (not supported yet)
+	WRTSO               WROpcode = 10 // IBV_WR_TSO: UD segmentation offload (TSOHeader, MSS)
 	WRDriver1           WROpcode = 11 // IBV_WR_DRIVER1 (not supported)
 	WRFlush             WROpcode = 14 // IBV_WR_FLUSH
 	WRAtomicWrite       WROpcode = 15 // IBV_WR_ATOMIC_WRITE
@@ -98,6 +98,14 @@ type SendWR struct {
 	FlushType  uint8
 	FlushLevel uint8
 	FlushLen   uint32
+
+	// TSOHeader and MSS are wr.tso.hdr (with wr.tso.hdr_sz, its length)
+	// and wr.tso.mss of a TSO WR (IBV_WR_TSO, ibv_wr_send_tso): the
+	// payload, from SGList or InlineData, is sent in pieces of MSS bytes
+	// (the last may be shorter), each as a datagram of its own that
+	// starts with a copy of TSOHeader. The header is copied at post.
+	TSOHeader []byte
+	MSS       uint16
 
 	// InlineData, when non-nil with SendInline, is the payload: the Go
 	// form of ibv_wr_set_inline_data, copied at post. Without it an

@@ -113,6 +113,9 @@ type QPInitAttr struct {
 	// Context is what the QP's asynchronous events carry in
 	// AsyncEvent.Other.
 	Context any
+	// MaxTSOHeader is max_tso_header: the largest header of the QP's TSO
+	// WRs; only UD QPs take TSO (TSOCaps), up to ud.MaxTSOHeader bytes.
+	MaxTSOHeader int
 }
 
 // QP is a queue pair of the NIC.
@@ -177,6 +180,10 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 		return nil, fmt.Errorf("%w: max SGE %d/%d exceeds %d", ErrInvalid, c.MaxSendSGE, c.MaxRecvSGE, maxSGE)
 	case c.MaxInlineData > maxInline:
 		return nil, fmt.Errorf("%w: max inline %d exceeds %d", ErrInvalid, c.MaxInlineData, maxInline)
+	case a.MaxTSOHeader != 0 && a.Type != ibv.QPTypeUD:
+		return nil, fmt.Errorf("%w: max_tso_header on a %v QP (TSO is UD only)", ErrInvalid, a.Type)
+	case a.MaxTSOHeader < 0 || a.MaxTSOHeader > ud.MaxTSOHeader:
+		return nil, fmt.Errorf("%w: max_tso_header %d exceeds %d", ErrInvalid, a.MaxTSOHeader, ud.MaxTSOHeader)
 	}
 	// Report what the QP really got, as rxe does (at least one of each).
 	c.MaxSendWR = max(c.MaxSendWR, 1)

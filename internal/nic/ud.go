@@ -48,14 +48,23 @@ func (n *NIC) PortMTU() ibv.MTU {
 	return DefaultPortMTU
 }
 
+// TSOCaps returns the device's segmentation-offload capabilities
+// (ibv_query_device_ex tso_caps): UD TSO of up to ud.MaxTSO payload
+// bytes. mlx5 reports TSO for RAW_PACKET QPs only (the kernel's
+// mlx5_ib_query_device) and rxe none; softnic's is UD's.
+func TSOCaps() ibv.TSOCaps {
+	return ibv.TSOCaps{MaxTSO: ud.MaxTSO, SupportedQPTs: ud.TSOSupportedQPTs}
+}
+
 // newUD makes the UD transport of qp.
 func (n *NIC) newUD(qp *QP, qpn uint32, wake func(), a *QPInitAttr, c ibv.QPCap) (*ud.QP, error) {
 	return ud.New(ud.Config{
 		QPN: qpn, PD: a.PD, Mem: n.mem, SendCQ: qp.dr.send, RecvCQ: qp.dr.recv,
 		RQ: qp.rq, SRQ: qp.shared != nil, Cap: c, SigAll: a.SigAll,
 		LocalAddr: n.addr, DstPort: n.cfg.PeerPort, SrcPort: n.cfg.Link.SrcPort(),
-		MTU:      func() int { return n.PortMTU().Bytes() },
-		Counters: &n.ctr, Wake: wake,
+		MTU:          func() int { return n.PortMTU().Bytes() },
+		MaxTSOHeader: a.MaxTSOHeader,
+		Counters:     &n.ctr, Wake: wake,
 		OnAsync: qp.transportEvent,
 	})
 }

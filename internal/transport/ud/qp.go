@@ -66,8 +66,12 @@ type Config struct {
 	// message as it is sent, so a port MTU that follows the interface's
 	// (rxe_net.c NETDEV_CHANGEMTU) applies to WQEs not yet sent. nil
 	// means 4096.
-	MTU      func() int
-	Counters *transport.Counters
+	MTU func() int
+	// MaxTSOHeader is the QP's max_tso_header (ibv_create_qp_ex(3)): the
+	// largest header a TSO WR may carry, at most MaxTSOHeader; 0 means
+	// the QP takes no TSO WRs.
+	MaxTSOHeader int
+	Counters     *transport.Counters
 	// Wake asks the engine to run Process soon; it must not block.
 	Wake func()
 	// OnAsync reports affiliated asynchronous events; it runs without the
@@ -82,6 +86,7 @@ type QP struct {
 
 	inbox transport.Inbox
 	batch []*transport.RxPacket // owned by Process
+	lens  []int                 // guarded by mu: the lengths of the datagrams sendLocked queued
 
 	mu      sync.Mutex
 	state   ibv.QPState          // guarded by mu
@@ -114,7 +119,11 @@ func New(cfg Config) (*QP, error) {
 	if cfg.SrcPort != 0 {
 		qp.srcPort = cfg.SrcPort
 	}
-	qp.sq.init(int(cfg.Cap.MaxSendWR), int(cfg.Cap.MaxSendSGE), int(cfg.Cap.MaxInlineData))
+	if cfg.MaxTSOHeader < 0 || cfg.MaxTSOHeader > MaxTSOHeader {
+		return nil, fmt.Errorf("%w: max_tso_header %d, device limit %d", transport.ErrInvalid, cfg.MaxTSOHeader, MaxTSOHeader)
+	}
+	qp.sq.init(int(cfg.Cap.MaxSendWR), int(cfg.Cap.MaxSendSGE), int(cfg.Cap.MaxInlineData), cfg.MaxTSOHeader)
+	qp.lens = make([]int, 0, budget)
 	qp.attr.Cap = cfg.Cap
 	return qp, nil
 }
@@ -179,6 +188,10 @@ func (qp *QP) modifyLocked(attr *ibv.QPAttr, mask ibv.AttrMask) {
 		// A UD WQE leaves in one datagram and completes as it leaves, so
 		// the send queue has nothing in flight once the processor stops
 		// starting new WQEs: it is drained at once (IBTA 10.3.1, SQD).
+		// A TSO WQE sends its pieces over several passes when it has
+		// more than a pass's budget; one caught midway stops where it
+		// is and sends the rest after the return to RTS (IBTA would
+		// finish it before reporting the drain).
 		if a.EnSQDAsyncNotify {
 			qp.events.Add(ibv.EventSQDrained)
 		}

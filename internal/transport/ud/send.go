@@ -27,27 +27,33 @@ type sendWQE struct {
 	av        ibv.AHAttr
 	remoteQPN uint32
 	qkey      uint32
+	// tsoHdr and mss are a TSO WR's header (copied at post) and piece
+	// size; pieces is the number of datagrams the WQE sends (1 but for
+	// TSO), sent how many of them the link took, queued how many are
+	// queued on it this pass.
+	tsoHdr               []byte
+	mss                  uint16
+	pieces, sent, queued int
 	// status is not success when the WR is known to fail before it is
 	// sent: its address handle was destroyed or belongs to another PD.
 	status ibv.WCStatus
-	// sendState is where the WQE's datagram is; psn is its PSN, taken
-	// from the QP when the WQE is first sent (hasPSN), kept for a resend.
+	// sendState is where the WQE's datagrams are; psn is the first one's
+	// PSN, taken from the QP (with one PSN for each piece) when the WQE
+	// is first sent (hasPSN), kept for a resend; piece k has psn+k.
 	sendState wqeSendState
 	psn       wire.PSN
 	hasPSN    bool
-	// sendErr is the link's errno for the last send of the datagram;
-	// wireLen is the datagram's length.
+	// sendErr is the link's errno for the last send of a datagram.
 	sendErr syscall.Errno
-	wireLen int
 }
 
 // wqeSendState is a UD send WQE's progress.
 type wqeSendState uint8
 
 const (
-	wqeUnsent wqeSendState = iota // not sent yet, or to be sent again
-	wqeQueued                     // its datagram is queued on the link this pass
-	wqeSent                       // sent (or none was due): complete in order
+	wqeUnsent wqeSendState = iota // not (all) sent yet, or to be sent again
+	wqeQueued                     // datagrams of it are queued on the link this pass
+	wqeSent                       // all sent (or none was due): complete in order
 )
 
 // sendQueue is a ring of send WQEs.
@@ -56,11 +62,14 @@ type sendQueue struct {
 	head, tail uint64 // ever-increasing positions
 }
 
-func (q *sendQueue) init(n, maxSGE, maxInline int) {
+func (q *sendQueue) init(n, maxSGE, maxInline, maxTSOHeader int) {
 	q.ring = make([]sendWQE, max(n, 1))
 	for i := range q.ring {
 		q.ring[i].sgl = make([]ibv.SGE, 0, maxSGE)
 		q.ring[i].inline = make([]byte, 0, maxInline)
+		if maxTSOHeader > 0 {
+			q.ring[i].tsoHdr = make([]byte, 0, maxTSOHeader)
+		}
 	}
 }
 
@@ -115,10 +124,11 @@ func (qp *QP) post(wrs []ibv.SendWR, all bool) (int, error) {
 
 // checkSendWR validates a WR against the QP (ibv_post_send(3): a UD QP
 // takes SEND and SEND_WITH_IMM with an address handle; rxe provider
-// validate_send_wr).
+// validate_send_wr), and TSO on a QP created with max_tso_header
+// (checkTSO; rxe takes no TSO).
 func (qp *QP) checkSendWR(wr *ibv.SendWR) error {
 	switch wr.Opcode {
-	case ibv.WRSend, ibv.WRSendWithImm:
+	case ibv.WRSend, ibv.WRSendWithImm, ibv.WRTSO:
 	default:
 		return fmt.Errorf("%w: opcode %v not supported on UD QPs", transport.ErrInvalid, wr.Opcode)
 	}
@@ -137,8 +147,14 @@ func (qp *QP) checkSendWR(wr *ibv.SendWR) error {
 	if wr.RemoteQPN > wire.QPNMask {
 		return fmt.Errorf("%w: remote QPN %#x does not fit 24 bits", transport.ErrInvalid, wr.RemoteQPN)
 	}
-	if _, err := transport.CheckSendCaps(wr, &qp.cfg.Cap, false); err != nil {
+	n, err := transport.CheckSendCaps(wr, &qp.cfg.Cap, false)
+	if err != nil {
 		return err
+	}
+	if wr.Opcode == ibv.WRTSO {
+		if err := qp.checkTSO(wr, n); err != nil {
+			return err
+		}
 	}
 	if wr.Flags&ibv.SendInline != 0 && wr.InlineData == nil {
 		if err := qp.cfg.Mem.CheckGather(qp.cfg.PD, wr.SGList); err != nil {
@@ -154,14 +170,16 @@ func (qp *QP) checkSendWR(wr *ibv.SendWR) error {
 // queue is then unchanged.
 func (qp *QP) enqueueLocked(wr *ibv.SendWR) error {
 	w := qp.sq.at(qp.sq.tail)
-	sgl, inline := w.sgl[:0], w.inline[:0]
+	sgl, inline, hdr := w.sgl[:0], w.inline[:0], w.tsoHdr[:0]
 	*w = sendWQE{
 		wrid: wr.WRID, opcode: wr.Opcode, flags: wr.Flags, imm: wr.Imm,
 		remoteQPN: wr.RemoteQPN, qkey: wr.RemoteQKey,
 		signaled: transport.Signaled(qp.cfg.SigAll, wr.Flags),
+		pieces:   1,
 	}
 	w.sgl = append(sgl, wr.SGList...)
 	w.inline = inline
+	w.tsoHdr = hdr
 	if wr.Flags&ibv.SendInline != 0 {
 		w.isInline = true
 		if wr.InlineData != nil {
@@ -177,6 +195,11 @@ func (qp *QP) enqueueLocked(wr *ibv.SendWR) error {
 		for _, s := range w.sgl {
 			w.length += uint64(s.Length)
 		}
+	}
+	if wr.Opcode == ibv.WRTSO {
+		w.tsoHdr = append(w.tsoHdr, wr.TSOHeader...) // within its capacity: checkTSO
+		w.mss = wr.MSS
+		w.pieces = tsoPieces(w.length, w.mss)
 	}
 	// Resolve the address handle now. One destroyed, or of another PD,
 	// fails the WR when its turn comes, as rxe_get_av does (local QP
@@ -216,9 +239,11 @@ func CheckAV(av *ibv.AHAttr, local netip.Addr) error {
 	return nil
 }
 
-// sendLocked sends up to budget queued WQEs, one datagram each, and
-// reports whether sendable work is left (rxe_req.c rxe_requester for
-// UD QPs: a single SEND_ONLY packet per WQE, completed once sent).
+// sendLocked sends up to budget queued datagrams, one per WQE or, for a
+// TSO WQE, one per piece, and reports whether sendable work is left
+// (rxe_req.c rxe_requester for UD QPs: a single SEND_ONLY packet per
+// WQE, completed once sent). A TSO WQE larger than the budget sends its
+// pieces over several passes; it completes once its last piece is sent.
 //
 // Send errors. When out is a transport.Flusher (the engine's is), the QP
 // flushes its datagrams and learns which the link could not send, and
@@ -238,7 +263,10 @@ func CheckAV(av *ibv.AHAttr, local netip.Addr) error {
 //     does the same: the WQE stays at the head with its PSN and Process
 //     reports more work, so the processor runs the QP again. As in rxe,
 //     an error that persists (a firewall rule) keeps the QP retrying
-//     until the cause goes or the QP is modified or destroyed.
+//     until the cause goes or the QP is modified or destroyed. A TSO WQE
+//     resumes from its first piece the link refused, with that piece's
+//     PSN; pieces after it that the link did take in the same pass are
+//     sent again (a UD receiver may see them twice).
 //
 // Datagrams of later WQEs of the same pass that did go out are not sent
 // again (rxe would not have sent them before the head's): they complete,
@@ -249,8 +277,9 @@ func (qp *QP) sendLocked(out transport.Output) bool {
 		return false
 	}
 	// Queue the datagrams of the WQEs at the head, within the budget.
+	qp.lens = qp.lens[:0]
 	end := qp.sq.head
-	for n := 0; n < budget && end != qp.sq.tail; n++ {
+	for n := 0; n < budget && end != qp.sq.tail && len(qp.lens) < budget; n++ {
 		w := qp.sq.at(end)
 		if w.status != ibv.WCSuccess {
 			break // it fails when its turn comes, below
@@ -261,21 +290,32 @@ func (qp *QP) sendLocked(out transport.Output) bool {
 		}
 		if !w.hasPSN {
 			w.psn, w.hasPSN = qp.psn, true
-			qp.psn = qp.psn.Next()
+			qp.psn = qp.psn.Add(uint32(w.pieces))
 		}
-		if w.length > uint64(qp.cfg.MTU()) {
+		if _, n := w.piece(0); len(w.tsoHdr)+n > qp.cfg.MTU() {
 			// C10-93.1.1: a UD message longer than the port MTU emits no
 			// packet and raises no error; rxe completes it successfully
 			// ("fake a successful UD send", and consumes a PSN), and so
-			// does softnic.
+			// does softnic. A TSO WQE gets here only when the port MTU
+			// shrank after its post (checkTSO), and consumes its PSNs.
 			w.sendState = wqeSent
 			continue
 		}
-		if !qp.sendPacketLocked(w, out) {
-			w.status = ibv.WCLocProtErr
-			break
+		for w.sent+w.queued < w.pieces && len(qp.lens) < budget {
+			n, ok := qp.sendPacketLocked(w, w.sent+w.queued, out)
+			if !ok {
+				w.status = ibv.WCLocProtErr
+				break
+			}
+			qp.lens = append(qp.lens, n)
+			w.queued++
 		}
-		w.sendState = wqeQueued
+		if w.queued > 0 {
+			w.sendState = wqeQueued
+		}
+		if w.status != ibv.WCSuccess || w.sent+w.queued < w.pieces {
+			break // a piece failed, or the budget ran out within the WQE
+		}
 	}
 	// Learn what the link did with them.
 	var errs []syscall.Errno
@@ -288,17 +328,32 @@ func (qp *QP) sendLocked(out transport.Output) bool {
 		if w.sendState != wqeQueued {
 			continue
 		}
-		w.sendState, w.sendErr = wqeSent, 0
-		if j < len(errs) && errs[j] != 0 {
-			w.sendState, w.sendErr = wqeUnsent, errs[j]
-		} else {
+		w.sendErr = 0
+		for k := range w.queued {
+			e := syscall.Errno(0)
+			if j+k < len(errs) {
+				e = errs[j+k]
+			}
+			if w.sendErr != 0 {
+				continue // after a refused piece: sent again from there
+			}
+			if e != 0 {
+				w.sendErr = e
+				continue
+			}
 			// Counted once sent, as rxe_xmit_packet counts sent_pkts.
 			c := qp.cfg.Counters
 			c.SentPkts.Add(1)
-			c.SentBytes.Add(uint64(w.wireLen))
+			c.SentBytes.Add(uint64(qp.lens[j+k]))
 			c.RDMASends.Add(1)
+			w.sent++
 		}
-		j++
+		j += w.queued
+		w.queued = 0
+		w.sendState = wqeUnsent
+		if w.sent == w.pieces {
+			w.sendState = wqeSent
+		}
 	}
 	// Complete in order.
 	for !qp.sq.empty() {
@@ -316,15 +371,16 @@ func (qp *QP) sendLocked(out transport.Output) bool {
 			qp.sendErrorLocked(ibv.WCLocQPOpErr)
 			return false
 		default:
-			return true // not sent yet, or to be sent again at once
+			return true // not (all) sent yet, or to be sent again at once
 		}
 	}
 	return false
 }
 
-// sendPacketLocked builds and queues the datagram of w. It reports false
-// when the WQE's memory cannot be read (its SGE fails the MR checks).
-func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output) bool {
+// sendPacketLocked builds and queues datagram k of w (its piece k, for
+// TSO) and returns its length. It reports false when the WQE's memory
+// cannot be read (its SGE fails the MR checks).
+func (qp *QP) sendPacketLocked(w *sendWQE, k int, out transport.Output) (int, bool) {
 	var h wire.Headers
 	h.BTH.Opcode = wire.UDSendOnly
 	if w.opcode == ibv.WRSendWithImm {
@@ -334,7 +390,7 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output) bool {
 	h.BTH.SE = w.flags&ibv.SendSolicited != 0
 	h.BTH.PKey = wire.DefaultPKey
 	h.BTH.DestQP = w.remoteQPN
-	h.BTH.PSN = w.psn
+	h.BTH.PSN = w.psn.Add(uint32(k))
 	qkey := w.qkey
 	if qkey&qkeyUseQP != 0 {
 		// IBTA 10.2.5: a Q_Key with its high-order bit set in a send WR
@@ -349,18 +405,18 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output) bool {
 	if err != nil {
 		panic(err) // the two UD opcodes are in the table: unreachable
 	}
-	n := int(w.length)
-	if err := qp.gather(w, b[hdr:hdr+n]); err != nil {
-		return false
+	off, n := w.piece(k)
+	th := copy(b[hdr:], w.tsoHdr) // a TSO piece starts with the WR's header
+	if err := qp.gather(w, off, b[hdr+th:hdr+th+n]); err != nil {
+		return 0, false
 	}
 	e := qp.encapFor(&w.av)
-	total, err := wire.Finish(b, &e, hdr, n)
+	total, err := wire.Finish(b, &e, hdr, th+n)
 	if err != nil {
-		panic(err) // n is at most the port MTU: unreachable
+		panic(err) // th+n is at most the port MTU: unreachable
 	}
 	out.Send(total, &e)
-	w.wireLen = total
-	return true
+	return total, true
 }
 
 // encapFor returns the IP/UDP header of a datagram to av (rxe_net.c
@@ -377,14 +433,15 @@ func (qp *QP) encapFor(av *ibv.AHAttr) wire.Encap {
 	return e
 }
 
-// gather copies the WQE's message into dst from its inline data or its
-// SGEs, checking each SGE against the MR table.
-func (qp *QP) gather(w *sendWQE, dst []byte) error {
+// gather copies bytes [off, off+len(dst)) of the WQE's message into dst
+// from its inline data or its SGEs, checking each SGE against the MR
+// table.
+func (qp *QP) gather(w *sendWQE, off uint64, dst []byte) error {
 	if w.isInline {
-		copy(dst, w.inline)
+		copy(dst, w.inline[off:])
 		return nil
 	}
-	return qp.cfg.Mem.GatherAt(qp.cfg.PD, w.sgl, 0, dst)
+	return qp.cfg.Mem.GatherAt(qp.cfg.PD, w.sgl, off, dst)
 }
 
 // sendErrorLocked fails the head WQE with st and moves the QP to SQE,
@@ -412,7 +469,15 @@ func (qp *QP) completeSendLocked(w *sendWQE) {
 		Opcode: ibv.WCSend,
 		QPNum:  qp.cfg.QPN,
 	}
+	if w.opcode == ibv.WRTSO {
+		wc.Opcode = ibv.WCTSO
+	}
 	if w.status == ibv.WCSuccess {
+		// The message's length, as rxe reports a SEND's (rxe_comp.c
+		// make_send_cqe: wqe->dma.length). For TSO it is the payload,
+		// header copies not counted; mlx5 sets no byte_len on a TSO
+		// completion (providers/mlx5/cq.c handle_good_req), so no
+		// application can rely on one there.
 		wc.ByteLen = uint32(w.length)
 	}
 	if !qp.cfg.SendCQ.Push(&wc, false) && qp.state != ibv.QPStateErr {

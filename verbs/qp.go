@@ -37,7 +37,21 @@ type QPInitAttr struct {
 	// so RecvCQ must be nil or that CQ; Cap's receive sizes are ignored
 	// and QP.PostRecv is EINVAL, as with an SRQ. See WQ.
 	WQ *WQ
+	// MaxTSOHeader is max_tso_header (ibv_create_qp_ex with
+	// IBV_QP_INIT_ATTR_MAX_TSO_HEADER): the largest header the QP's TSO
+	// WRs (ibv.WRTSO, QPEx.WrSendTSO) may carry. Only UD QPs take it, up
+	// to MaxTSOHeader bytes; anything else is EINVAL. A UD QP created
+	// without it refuses TSO WRs with EINVAL. mlx5 takes it on
+	// RAW_PACKET QPs only, where the header is an Ethernet frame's; on
+	// softnic's UD it is any bytes the application puts in front of
+	// each piece (IPoIB's LSO does so with its IPoIB and IP headers).
+	MaxTSOHeader int
 }
+
+// MaxTSOHeader is the largest QPInitAttr.MaxTSOHeader softnic takes
+// (192 bytes); ibv.TSOCaps (Device.QueryDeviceEx) gives the largest TSO
+// payload.
+const MaxTSOHeader = nic.MaxTSOHeader
 
 // QP is a queue pair (ibv_qp).
 type QP struct {
@@ -61,7 +75,9 @@ const (
 	// SEND_WITH_INV on UC at WrComplete (no such UC opcode in IBTA).
 	ucSendOps = SendOpsRDMAWrite | SendOpsRDMAWriteWithImm | SendOpsSend | SendOpsSendWithImm |
 		SendOpsLocalInv | SendOpsBindMW | SendOpsSendWithInv
-	udSendOps = SendOpsSend | SendOpsSendWithImm // RXE_SUP_UD_QP_SEND_OPS_FLAGS
+	// UD also takes TSO, which rxe has not (RXE_SUP_UD_QP_SEND_OPS_FLAGS
+	// is SEND and SEND_WITH_IMM).
+	udSendOps = SendOpsSend | SendOpsSendWithImm | SendOpsTSO
 )
 
 // CreateQP creates a QP in the RESET state (ibv_create_qp). Both CQs must
@@ -129,6 +145,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	q, err := pd.d.n.CreateQP(&nic.QPInitAttr{
 		Type: attr.Type, PD: pd.pd, SendCQ: attr.SendCQ.q, RecvCQ: recvCQ,
 		Cap: attr.Cap, SigAll: attr.SigAll, SRQ: srq, WQ: wq, Context: qp,
+		MaxTSOHeader: attr.MaxTSOHeader,
 	})
 	if err != nil {
 		return nil, errno(err)

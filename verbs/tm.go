@@ -102,12 +102,13 @@ func (s *SRQ) PostOps(ops []ibv.OpsWR) (bad int, err error) {
 }
 
 // QueryDeviceEx returns the device's extended attributes
-// (ibv_query_device_ex): QueryDevice's, and the tag-matching capabilities
+// (ibv_query_device_ex): QueryDevice's, the tag-matching capabilities
 // (tm_caps: ibv.TMCapRC, max_num_tags, max_ops, max_sge,
-// max_rndv_hdr_size).
+// max_rndv_hdr_size) and the TSO capabilities (tso_caps: max_tso and
+// supported_qpts, UD only; see QPEx.WrSendTSO).
 func (d *Device) QueryDeviceEx() ibv.DeviceAttrEx {
 	if !d.ok() {
 		return ibv.DeviceAttrEx{}
 	}
-	return ibv.DeviceAttrEx{DeviceAttr: d.n.QueryDevice(), TMCaps: nic.TMCaps()}
+	return ibv.DeviceAttrEx{DeviceAttr: d.n.QueryDevice(), TMCaps: nic.TMCaps(), TSOCaps: nic.TSOCaps()}
 }

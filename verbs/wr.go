@@ -23,7 +23,7 @@ const (
 	SendOpsLocalInv         SendOpsFlags = 1 << 7  // WrLocalInv
 	SendOpsBindMW           SendOpsFlags = 1 << 8  // WrBindMW
 	SendOpsSendWithInv      SendOpsFlags = 1 << 9  // WrSendInv
-	SendOpsTSO              SendOpsFlags = 1 << 10 // UD TSO, not supported on RC/UC
+	SendOpsTSO              SendOpsFlags = 1 << 10 // WrSendTSO: UD only (IBV_QP_EX_WITH_SEND_TSO)
 	SendOpsFlush            SendOpsFlags = 1 << 11 // WrFlush
 	SendOpsAtomicWrite      SendOpsFlags = 1 << 12 // WrAtomicWrite
 )
@@ -72,6 +72,8 @@ type wrMeta struct {
 	sgeOff, sgeN   int
 	dataOff, dataN int
 	inline         bool
+	hdrOff, hdrN   int // a TSO WR's header, in data
+	tso            bool
 }
 
 // Ex returns the QP's extended send interface (ibv_qp_to_qp_ex). The QP
@@ -147,6 +149,9 @@ func (x *QPEx) fixup() {
 		if m.inline {
 			w.InlineData = x.data[m.dataOff : m.dataOff+m.dataN : m.dataOff+m.dataN]
 		}
+		if m.tso {
+			w.TSOHeader = x.data[m.hdrOff : m.hdrOff+m.hdrN : m.hdrOff+m.hdrN]
+		}
 	}
 }
 
@@ -205,6 +210,26 @@ func (x *QPEx) WrSendInv(rkey uint32) {
 	if w := x.build(ibv.WRSendWithInv, SendOpsSendWithInv); w != nil {
 		w.InvRKey = rkey
 	}
+}
+
+// WrSendTSO builds a TSO SEND of a UD QP (ibv_wr_send_tso): its payload,
+// given by WrSetSGE(List) or WrSetInlineData(List) as for WrSend, is sent
+// in pieces of mss bytes (the last may be shorter), each an ordinary UD
+// SEND_ONLY datagram starting with a copy of hdr, which is copied now.
+// The QP must be a UD QP created with MaxTSOHeader of at least len(hdr);
+// hdr plus mss must fit the port MTU and the payload
+// ibv.TSOCaps.MaxTSO, else WrComplete is EINVAL. One completion,
+// ibv.WCTSO, reports the whole WR. mlx5 offers TSO on RAW_PACKET QPs
+// only, rxe not at all; see QPInitAttr.MaxTSOHeader.
+func (x *QPEx) WrSendTSO(hdr []byte, mss uint16) {
+	w := x.build(ibv.WRTSO, SendOpsTSO)
+	if w == nil {
+		return
+	}
+	w.MSS = mss
+	m := &x.meta[len(x.meta)-1]
+	m.hdrOff, m.hdrN, m.tso = len(x.data), len(hdr), true
+	x.data = append(x.data, hdr...)
 }
 
 // WrRDMAWrite builds an RDMA WRITE (ibv_wr_rdma_write).

@@ -48,6 +48,9 @@ func (n *NIC) PortMTU() ibv.MTU {
 	return DefaultPortMTU
 }
 
+// MaxTSOHeader is the largest max_tso_header a UD QP may ask for.
+const MaxTSOHeader = ud.MaxTSOHeader
+
 // TSOCaps returns the device's segmentation-offload capabilities
 // (ibv_query_device_ex tso_caps): UD TSO of up to ud.MaxTSO payload
 // bytes. mlx5 reports TSO for RAW_PACKET QPs only (the kernel's

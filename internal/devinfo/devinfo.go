@@ -223,7 +223,16 @@ func Write(w io.Writer, dev *verbs.Device, o Options) error {
 		p("\tcompletion_timestamp_mask not supported\n")
 		p("\tcore clock not supported\n")
 		p("\tdevice_cap_flags_ex:\t\t0x%X\n", a.DeviceCapFlags)
-		p("\ttso_caps:\n\t\tmax_tso:\t\t\t%d\n", 0)
+		// libibverbs/examples/devinfo.c print_tso_caps: max_tso, then,
+		// when it is not 0, the QP types (rxe: 0; softnic: UD).
+		tc := dev.QueryDeviceEx().TSOCaps
+		p("\ttso_caps:\n\t\tmax_tso:\t\t\t%d\n", tc.MaxTSO)
+		if tc.MaxTSO > 0 {
+			p("\t\tsupported_qp:\n")
+			for _, q := range tsoQPTNames(tc) {
+				p("\t\t\t\t\t%s\n", q)
+			}
+		}
 		p("\trss_caps:\n")
 		p("\t\tmax_rwq_indirection_tables:\t\t\t%d\n", 0)
 		p("\t\tmax_rwq_indirection_table_size:\t\t\t%d\n", 0)

@@ -74,6 +74,14 @@ func TestLayoutMatchesRxe(t *testing.T) {
 			break
 		}
 	}
+	// Where rxe's max_tso is 0, softnic's is not, and supported_qp
+	// follows (devinfo.c print_tso_caps).
+	for i, lb := range w {
+		if lb == ">>max_tso" {
+			w = append(w[:i+1], append([]string{">>supported_qp"}, w[i+1:]...)...)
+			break
+		}
+	}
 	if strings.Join(g, "|") != strings.Join(w, "|") {
 		t.Errorf("attribute lines differ\ngot:  %q\nwant: %q", g, w)
 	}

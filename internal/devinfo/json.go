@@ -80,6 +80,9 @@ type Device struct {
 	// TMCaps are the tag-matching capabilities (ibv_query_device_ex's
 	// tm_caps), zero when there is no tag matching.
 	TMCaps TMCaps `json:"tm_caps"`
+	// TSOCaps are the segmentation-offload capabilities
+	// (ibv_query_device_ex's tso_caps), zero when there is no TSO.
+	TSOCaps TSOCaps `json:"tso_caps"`
 	// LocalCAAckDelay is the local CA ACK delay exponent
 	// (4.096 µs × 2^value).
 	LocalCAAckDelay uint8 `json:"local_ca_ack_delay"`
@@ -102,6 +105,31 @@ type TMCaps struct {
 	MaxSGE     int `json:"max_sge"`
 	// Flags are the flags' names: "IBV_TM_CAP_RC".
 	Flags []string `json:"flags"`
+}
+
+// TSOCaps are a device's segmentation-offload capabilities (struct
+// ibv_tso_caps), as ibv_devinfo -v prints them.
+type TSOCaps struct {
+	// MaxTSO is the largest payload of one TSO work request.
+	MaxTSO int `json:"max_tso"`
+	// SupportedQP are the QP types that take TSO, by devinfo.c's names:
+	// "SUPPORT_UD", "SUPPORT_RAW_PACKET".
+	SupportedQP []string `json:"supported_qp"`
+}
+
+// tsoQPTNames names the QP types of tso_caps.supported_qpts as devinfo.c
+// print_tso_caps does.
+func tsoQPTNames(c ibv.TSOCaps) []string {
+	names := []string{}
+	for _, q := range []struct {
+		t    ibv.QPType
+		name string
+	}{{ibv.QPTypeRawPacket, "SUPPORT_RAW_PACKET"}, {ibv.QPTypeUD, "SUPPORT_UD"}} {
+		if c.Supports(q.t) {
+			names = append(names, q.name)
+		}
+	}
+	return names
 }
 
 // Port is one port of a Device (struct ibv_port_attr and its GID table).
@@ -201,6 +229,8 @@ func Query(dev *verbs.Device, o Options) (Device, error) {
 	if tc.Flags&ibv.TMCapRC != 0 {
 		d.TMCaps.Flags = append(d.TMCaps.Flags, "IBV_TM_CAP_RC")
 	}
+	xc := dev.QueryDeviceEx().TSOCaps
+	d.TSOCaps = TSOCaps{MaxTSO: int(xc.MaxTSO), SupportedQP: tsoQPTNames(xc)}
 	for port := 1; port <= int(a.PhysPortCnt); port++ {
 		if o.Port != 0 && o.Port != port {
 			continue

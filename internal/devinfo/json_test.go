@@ -80,6 +80,10 @@ func TestJSONMatchesText(t *testing.T) {
 		if d.TMCaps.MaxNumTags == 0 || len(d.TMCaps.Flags) != 1 || d.TMCaps.Flags[0] != "IBV_TM_CAP_RC" {
 			t.Errorf("%s: tm_caps %+v", addr, d.TMCaps)
 		}
+		if tc := d.TSOCaps; tc.MaxTSO != 256<<10 || len(tc.SupportedQP) != 1 || tc.SupportedQP[0] != "SUPPORT_UD" ||
+			!strings.Contains(text.String(), "\ttso_caps:\n\t\tmax_tso:\t\t\t262144\n\t\tsupported_qp:\n\t\t\t\t\tSUPPORT_UD\n") {
+			t.Errorf("%s: tso_caps %+v, or not printed as devinfo.c does", addr, tc)
+		}
 		if d.NodeGUID == 0 || d.Ports[0].ActiveMTU != 4096 || d.Ports[0].State != "PORT_ACTIVE" {
 			t.Errorf("%s: got %+v", addr, d)
 		}

@@ -35,6 +35,8 @@
 //   - ExamplePD_AllocMW: memory windows of type 1 and 2.
 //   - ExamplePD_AllocMR: fast registration (MapSG, REG_MR, LOCAL_INV).
 //   - ExampleQPEx: the ibv_wr_* builders, WrStart to WrComplete.
+//   - ExampleQPEx_WrSendTSO: UD TSO, one WR sent as datagrams of a
+//     header and an mss-byte piece each.
 //   - Example_faultInjection: a packet lost on the fabric, the NAK and
 //     the go-back-N resend.
 package verbs

@@ -96,6 +96,8 @@ type QP struct {
 	haveWQE bool                 // guarded by mu: wqe holds the RQ's head
 	wqe     transport.RecvWQE    // guarded by mu
 	events  transport.EventQueue // guarded by mu; delivered after unlock
+	encap   wire.Encap           // guarded by mu: the datagram sendPacketLocked builds
+	wc      ibv.WorkCompletion   // guarded by mu: the completion completeSendLocked builds
 }
 
 // New makes a UD QP in the RESET state.

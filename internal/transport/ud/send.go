@@ -410,12 +410,15 @@ func (qp *QP) sendPacketLocked(w *sendWQE, k int, out transport.Output) (int, bo
 	if err := qp.gather(w, off, b[hdr+th:hdr+th+n]); err != nil {
 		return 0, false
 	}
-	e := qp.encapFor(&w.av)
-	total, err := wire.Finish(b, &e, hdr, th+n)
+	// The Encap lives in the QP: a local's address passed to the Output
+	// interface would move it to the heap, an allocation per datagram.
+	e := &qp.encap
+	*e = qp.encapFor(&w.av)
+	total, err := wire.Finish(b, e, hdr, th+n)
 	if err != nil {
 		panic(err) // th+n is at most the port MTU: unreachable
 	}
-	out.Send(total, &e)
+	out.Send(total, e)
 	return total, true
 }
 
@@ -463,7 +466,10 @@ func (qp *QP) completeSendLocked(w *sendWQE) {
 	if w.status == ibv.WCSuccess && !w.signaled {
 		return
 	}
-	wc := ibv.WorkCompletion{
+	// The completion is built in the QP, not in a local whose address,
+	// passed to the CQ interface, would move it to the heap.
+	wc := &qp.wc
+	*wc = ibv.WorkCompletion{
 		WRID:   w.wrid,
 		Status: w.status,
 		Opcode: ibv.WCSend,
@@ -480,7 +486,7 @@ func (qp *QP) completeSendLocked(w *sendWQE) {
 		// application can rely on one there.
 		wc.ByteLen = uint32(w.length)
 	}
-	if !qp.cfg.SendCQ.Push(&wc, false) && qp.state != ibv.QPStateErr {
+	if !qp.cfg.SendCQ.Push(wc, false) && qp.state != ibv.QPStateErr {
 		qp.toErrorLocked(true)
 	}
 }

@@ -221,3 +221,35 @@ func TestTSOCheck(t *testing.T) {
 }
 
 func isInvalid(err error) bool { return errors.Is(err, transport.ErrInvalid) }
+
+// discardOut is an Output that drops every datagram and is no Flusher.
+type discardOut struct{ buf [8192]byte }
+
+func (o *discardOut) Buf() []byte           { return o.buf[:] }
+func (o *discardOut) Send(int, *wire.Encap) {}
+
+// TestPostNoAlloc: posting and sending an ordinary UD SEND, and a TSO WR,
+// allocates nothing once the QP exists.
+func TestPostNoAlloc(t *testing.T) {
+	qp, cq, mr, _ := tsoQP(t)
+	out := &discardOut{}
+	for _, wr := range []ibv.SendWR{
+		{Opcode: ibv.WRSend, SGList: []ibv.SGE{{Addr: mr.Addr(), Length: 512, LKey: mr.LKey()}}, AH: tsoAV, RemoteQPN: 0x22},
+		{Opcode: ibv.WRTSO, SGList: []ibv.SGE{{Addr: mr.Addr(), Length: 3000, LKey: mr.LKey()}},
+			TSOHeader: []byte("header"), MSS: 1000, AH: tsoAV, RemoteQPN: 0x22},
+	} {
+		wrs := []ibv.SendWR{wr}
+		allocs := testing.AllocsPerRun(100, func() {
+			if _, err := qp.PostSend(wrs); err != nil {
+				t.Fatal(err)
+			}
+			qp.Process(out)
+		})
+		if allocs != 0 {
+			t.Errorf("%v: %v allocations per post and send, want 0", wr.Opcode, allocs)
+		}
+	}
+	if len(cq.wcs) != 0 || qp.State() != ibv.QPStateRTS {
+		t.Errorf("unsignaled WRs gave completions %+v, state %v", cq.wcs[:min(len(cq.wcs), 2)], qp.State())
+	}
+}

@@ -21,6 +21,11 @@ import (
 // table refuses, a destroyed AH) completes in error and moves the QP to
 // SQE, from which a modify to RTS resumes sending; receives go on.
 //
+// A UD QP created with QPInitAttr.MaxTSOHeader also sends TSO work
+// requests (ibv.WRTSO, QPEx.WrSendTSO): the payload in pieces of MSS
+// bytes, each a datagram of its own that starts with a copy of the
+// header, a receive WQE each at the receiver; rxe has no TSO.
+//
 // Every UD receive buffer starts with GRHLen bytes for the datagram's
 // network header, then holds the payload: for an IPv4 datagram 20 zero
 // bytes and the IPv4 header, for IPv6 the IPv6 header (rxe's union

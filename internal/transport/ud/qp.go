@@ -3,7 +3,8 @@
 // MTU per message, addressed per work request by an address handle, a
 // destination QP number and a Q_Key carried in the DETH; no
 // acknowledgements and no PSN checks, as in rxe (rxe_req.c, rxe_resp.c
-// for IB_QPT_UD).
+// for IB_QPT_UD). Beyond rxe, TSO work requests (tso.go): one WR sent as
+// several SEND_ONLY datagrams of a header and a piece each.
 //
 // A QP is driven the way package rc drives RC and UC QPs: the engine's
 // processor calls Process, which drains the datagrams Deliver queued and

@@ -97,8 +97,11 @@ type QP struct {
 	haveWQE bool                 // guarded by mu: wqe holds the RQ's head
 	wqe     transport.RecvWQE    // guarded by mu
 	events  transport.EventQueue // guarded by mu; delivered after unlock
-	encap   wire.Encap           // guarded by mu: the datagram sendPacketLocked builds
-	wc      ibv.WorkCompletion   // guarded by mu: the completion completeSendLocked builds
+	// sqdPending is set from a modify to SQD until the drain is
+	// reported (sqDrainedLocked). Guarded by mu.
+	sqdPending bool
+	encap      wire.Encap         // guarded by mu: the datagram sendPacketLocked builds
+	wc         ibv.WorkCompletion // guarded by mu: the completion completeSendLocked builds
 }
 
 // New makes a UD QP in the RESET state.
@@ -178,6 +181,7 @@ func (qp *QP) modifyLocked(attr *ibv.QPAttr, mask ibv.AttrMask) {
 		return
 	}
 	prev := qp.state
+	qp.sqdPending = false
 	switch attr.State {
 	case ibv.QPStateReset:
 		qp.state = attr.State
@@ -192,15 +196,25 @@ func (qp *QP) modifyLocked(attr *ibv.QPAttr, mask ibv.AttrMask) {
 		// the send queue has nothing in flight once the processor stops
 		// starting new WQEs: it is drained at once (IBTA 10.3.1, SQD).
 		// A TSO WQE sends its pieces over several passes when it has
-		// more than a pass's budget; one caught midway stops where it
-		// is and sends the rest after the return to RTS (IBTA would
-		// finish it before reporting the drain).
-		if a.EnSQDAsyncNotify {
-			qp.events.Add(ibv.EventSQDrained)
+		// more than a pass's budget: one caught midway is finished
+		// first (sendLocked), and the drain reported then.
+		qp.sqdPending = true
+		if !qp.midWQELocked() {
+			qp.sqDrainedLocked()
 		}
 	default:
 		qp.state = attr.State
 	}
+}
+
+// sqDrainedLocked reports the send queue drained after a modify to SQD,
+// once: IBV_EVENT_SQ_DRAINED when the modify asked for it
+// (en_sqd_async_notify).
+func (qp *QP) sqDrainedLocked() {
+	if qp.sqdPending && qp.attr.EnSQDAsyncNotify {
+		qp.events.Add(ibv.EventSQDrained)
+	}
+	qp.sqdPending = false
 }
 
 // resetLocked returns the QP to its state after creation: every WR is

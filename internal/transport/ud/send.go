@@ -271,15 +271,47 @@ func CheckAV(av *ibv.AHAttr, local netip.Addr) error {
 // Datagrams of later WQEs of the same pass that did go out are not sent
 // again (rxe would not have sent them before the head's): they complete,
 // in order, once the head's has gone.
+//
+// In SQD nothing new starts, but a TSO WQE caught midway sends its other
+// pieces and completes (IBTA 10.3.1: the WQEs in progress complete
+// before the send queue is drained); the drain is reported then.
 func (qp *QP) sendLocked(out transport.Output) bool {
+	finishing := false
 	if qp.state != ibv.QPStateRTS {
-		// SQD: nothing new starts; SQE, ERR: the queue was flushed.
+		// SQE, ERR: the queue was flushed.
+		if qp.state != ibv.QPStateSQD || !qp.midWQELocked() {
+			return false
+		}
+		finishing = true
+	}
+	more := qp.sendPassLocked(out, finishing)
+	if finishing && qp.state == ibv.QPStateSQD && !qp.midWQELocked() {
+		qp.sqDrainedLocked()
 		return false
 	}
+	return more
+}
+
+// midWQELocked reports whether the WQE at the head has sent some of its
+// datagrams but not all: a TSO WQE midway.
+func (qp *QP) midWQELocked() bool {
+	if qp.sq.empty() {
+		return false
+	}
+	w := qp.sq.at(qp.sq.head)
+	return w.status == ibv.WCSuccess && w.sent > 0 && w.sent < w.pieces
+}
+
+// sendPassLocked is one pass of sendLocked: only the head WQE when
+// finishing it in SQD.
+func (qp *QP) sendPassLocked(out transport.Output, finishing bool) bool {
 	// Queue the datagrams of the WQEs at the head, within the budget.
 	qp.lens = qp.lens[:0]
-	end := qp.sq.head
-	for n := 0; n < budget && end != qp.sq.tail && len(qp.lens) < budget; n++ {
+	end, limit := qp.sq.head, qp.sq.tail
+	if finishing {
+		limit = qp.sq.head + 1
+	}
+	for n := 0; n < budget && end != limit && len(qp.lens) < budget; n++ {
 		w := qp.sq.at(end)
 		if w.status != ibv.WCSuccess {
 			break // it fails when its turn comes, below

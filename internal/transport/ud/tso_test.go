@@ -253,3 +253,46 @@ func TestPostNoAlloc(t *testing.T) {
 		t.Errorf("unsignaled WRs gave completions %+v, state %v", cq.wcs[:min(len(cq.wcs), 2)], qp.State())
 	}
 }
+
+// TestTSOFinishesInSQD: a TSO WR caught midway by a modify to SQD sends
+// its other pieces and completes, the SEND behind it does not start,
+// and SQ_DRAINED is reported once the TSO WR is done, not before.
+func TestTSOFinishesInSQD(t *testing.T) {
+	qp, cq, mr, _ := tsoQP(t)
+	var events []ibv.AsyncEventType
+	qp.cfg.OnAsync = func(ev ibv.AsyncEventType) { events = append(events, ev) }
+	const mss, pieces = 10, budget + 6
+	wrs := []ibv.SendWR{
+		{WRID: 1, Opcode: ibv.WRTSO, Flags: ibv.SendSignaled, SGList: []ibv.SGE{{Addr: mr.Addr(), Length: mss * pieces, LKey: mr.LKey()}},
+			TSOHeader: []byte("H"), MSS: mss, AH: tsoAV, RemoteQPN: 0x22},
+		{WRID: 2, Opcode: ibv.WRSend, Flags: ibv.SendSignaled, AH: tsoAV, RemoteQPN: 0x22},
+	}
+	if _, err := qp.PostSend(wrs); err != nil {
+		t.Fatal(err)
+	}
+	out := &scriptOut{}
+	qp.Process(out)
+	if err := qp.Modify(&ibv.QPAttr{State: ibv.QPStateSQD, EnSQDAsyncNotify: true}, ibv.QPAttrState|ibv.QPAttrEnSQDAsyncNotify); err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 0 {
+		t.Fatalf("events %v with a TSO WR midway, want none yet", events)
+	}
+	for qp.Process(out) {
+	}
+	if len(out.sent) != pieces || len(cq.wcs) != 1 || cq.wcs[0].Opcode != ibv.WCTSO {
+		t.Fatalf("%d datagrams, completions %+v; want the %d pieces and the TSO completion alone", len(out.sent), cq.wcs, pieces)
+	}
+	if len(events) != 1 || events[0] != ibv.EventSQDrained {
+		t.Fatalf("events %v, want SQ_DRAINED", events)
+	}
+	// Back to RTS, the SEND goes.
+	if err := qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTS}, ibv.QPAttrState); err != nil {
+		t.Fatal(err)
+	}
+	for qp.Process(out) {
+	}
+	if len(out.sent) != pieces+1 || len(cq.wcs) != 2 || len(events) != 1 {
+		t.Fatalf("after RTS: %d datagrams, completions %+v, events %v", len(out.sent), cq.wcs, events)
+	}
+}

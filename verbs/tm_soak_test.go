@@ -89,7 +89,7 @@ const (
 	tmLanes     = 3
 	tmWindow    = 16 // messages a lane has outstanding
 	tmPlan      = 8  // messages a lane has drawn ahead, for their buffers to be posted in any order
-	tmSRQBufs   = 48 // ordinary SRQ buffers kept posted
+	tmSRQBufs   = 12 // ordinary SRQ buffers: too few at times, so unexpected messages meet RNR NAKs
 	tmSRQSlot   = 16 << 10
 	tmFinSlot   = 64
 	tmUserMax   = 32                   // rendezvous user data: 0..tmUserMax bytes
@@ -392,11 +392,12 @@ func (s *tmSoak) run() error {
 	return s.finish(wc)
 }
 
-// topUp keeps the TM-SRQ's ordinary buffers posted, WRIDs in posting
-// order: the SRQ hands them out in that order, so an unexpected
-// message's WRID is the number of unexpected messages before it.
+// topUp posts the TM-SRQ's free ordinary buffers (now and then not at
+// once), WRIDs in posting order: the SRQ hands them out in that order,
+// so an unexpected message's WRID is the number of unexpected messages
+// before it.
 func (s *tmSoak) topUp() error {
-	for len(s.freeSlots) > 0 {
+	for len(s.freeSlots) > 0 && s.rng.IntN(4) != 0 {
 		k := s.freeSlots[len(s.freeSlots)-1]
 		s.freeSlots = s.freeSlots[:len(s.freeSlots)-1]
 		buf := s.srqBufs.Buf()[k*tmSRQSlot : (k+1)*tmSRQSlot]

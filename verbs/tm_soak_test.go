@@ -898,9 +898,10 @@ func (l *tmLane) finishMsg(m *tmMsg) error {
 	}
 	l.out--
 	s.finished++
-	// Its own buffer, if another message took the place, is of no use:
-	// delete it now or leave it for a later message of the lane.
-	if e := m.entry; e != nil && e.by == nil && !e.deleted && !e.delBusy && e.delErr == 0 && e.off >= 0 && s.rng.IntN(2) == 0 {
+	// Its own buffer, if the message went elsewhere, is of no use to it:
+	// delete it now, or leave it for a later message of the lane (not
+	// the large ones, which would fill the pool).
+	if e := m.entry; e != nil && e.by == nil && !e.deleted && !e.delBusy && e.delErr == 0 && e.off >= 0 && (e.class >= 4 || s.rng.IntN(2) == 0) {
 		return s.del(e)
 	}
 	return nil
@@ -1109,5 +1110,6 @@ func (s *tmSoak) logState(t *testing.T) {
 		t.Logf("lane %d: %d drawn, %d sent, %d send completions, %d checked, %d outstanding; sender QP %v, receiver QP %v",
 			l.id, len(l.msgs), l.sentN, l.sendDone, l.checked, l.out, l.sqp.State(), l.rqp.State())
 	}
-	t.Logf("unexpected polled %d, last sync %d, %d software sends pending", s.swUnexp, s.synced, len(s.pending))
+	t.Logf("unexpected polled %d, last sync %d, %d software sends pending; receiver pool %d of %d bytes handed out",
+		s.swUnexp, s.synced, len(s.pending), s.rcv.pool.bump, len(s.rcv.pool.mr.Buf()))
 }

@@ -32,8 +32,11 @@ import (
 // and arrive unexpected, and the test is the software matcher: it reads
 // the TMH from the SRQ buffer, counts the message, copies eager data or
 // RDMA READs the rendezvous data itself and SENDs the FIN, and syncs with
-// ibv.OpsTMSync and its count. Tagged buffers whose message went
-// elsewhere are deleted, some at once, some later, all at the end.
+// ibv.OpsTMSync and its count. Some large messages' buffers are too
+// small for a rendezvous: it completes TM_RNDV_INCOMPLETE with the
+// request in the buffer, and software does that rendezvous too. Tagged
+// buffers whose message went elsewhere are deleted, some at once, some
+// later, all at the end.
 //
 // A message's tag holds its lane and size class (every mask keeps them),
 // so only the messages of one QP, which arrive in order, compete for a
@@ -72,8 +75,8 @@ func TestSoakTM(t *testing.T) {
 		t.Logf("%d messages, %.1f MiB of payload: %d eager (%d multi-packet), %d rendezvous; %d matched, %d unexpected (%d rendezvous); %d TAG_ADDs, %d TAG_DELs (%d TM_ERR), %d syncs",
 			total, float64(s.bytes)/(1<<20), s.count.eager, s.count.multi, s.count.rndv, s.count.matched, s.count.unexp, s.count.unexpRndv,
 			s.count.adds, s.count.dels, s.count.delErr, s.count.syncs)
-		t.Logf("matches in a buffer posted for another message %d; unexpected while a matching buffer was listed (matching off) %d",
-			s.count.stolen, s.count.unexpOff)
+		t.Logf("matches in a buffer posted for another message %d; rendezvous too large for their buffer (TM_RNDV_INCOMPLETE) %d; unexpected while a matching buffer was listed (matching off) %d",
+			s.count.stolen, s.count.swRndv, s.count.unexpOff)
 		t.Logf("fabric: sent %d, delivered %d, lost %d, reordered %d, duplicated %d",
 			st.Sent.Packets, st.Delivered.Packets, st.DropImpairment.Packets, st.Reordered.Packets, st.Duplicated.Packets)
 		t.Logf("retransmits %d, timeouts %d, RNR NAKs received %d, duplicate requests %d, fake time %v",
@@ -154,6 +157,7 @@ type tmMsg struct {
 	how    tmOutcome // what became of it at the receiver
 	in     *tmEntry  // matched: the buffer it went to
 	partly bool      // a multi-packet EAGER whose MATCH completion came, DATA_VALID not yet
+	swRndv bool      // a rendezvous software does: unexpected, or larger than its tagged buffer
 	sent   bool      // the sender's SEND completed
 	fin    bool      // rendezvous: the sender has its FIN
 	done   bool      // the receiver has the data, checked (and, unexpected rendezvous, its FIN went)
@@ -185,6 +189,7 @@ type tmEntry struct {
 	tag      uint64
 	mask     uint64
 	class    int
+	cap      int // the buffer's length: its class's capacity, or less for a rendezvous not to fit
 	off      int // in the receiver pool
 	handle   uint32
 	addTick  int64
@@ -257,8 +262,8 @@ type tmSoak struct {
 	pending   []tmPost // software's READs and FINs the send queue had no room for
 	bytes     int64
 	count     struct {
-		eager, multi, rndv, matched, unexp, unexpRndv, stolen, unexpOff int
-		adds, dels, delErr, syncs                                       int
+		eager, multi, rndv, matched, unexp, unexpRndv, swRndv, stolen, unexpOff int
+		adds, dels, delErr, syncs                                               int
 	}
 	finalSync bool // the last sync's completion is awaited
 }
@@ -448,7 +453,12 @@ func (l *tmLane) draw() *tmMsg {
 			mask |= s.rng.Uint64N(16)
 		}
 		c := tmClass(m.n)
-		m.entry = &tmEntry{lane: l, tag: m.tag & mask, mask: mask, class: c, off: -1}
+		m.entry = &tmEntry{lane: l, tag: m.tag & mask, mask: mask, class: c, cap: tmClassCap(c), off: -1}
+		if c >= 4 && s.rng.IntN(4) == 0 {
+			// Room for any EAGER message of the class (below
+			// tmRndvMin), not for most rendezvous.
+			m.entry.cap = 2 * tmClassCap(c-1)
+		}
 	}
 	return m
 }
@@ -484,7 +494,7 @@ func (l *tmLane) step() (bool, error) {
 			flags = ibv.OpsSignaled
 		}
 		ops = append(ops, ibv.OpsWR{WRID: 1<<tmOpsKind | e.id, Opcode: ibv.WRTagAdd, Flags: flags, RecvWRID: e.id,
-			SGList: []ibv.SGE{s.rcv.pool.mr.SGE(off, tmClassCap(e.class))}, Tag: e.tag, Mask: e.mask})
+			SGList: []ibv.SGE{s.rcv.pool.mr.SGE(off, e.cap)}, Tag: e.tag, Mask: e.mask})
 		added = append(added, e)
 	}
 	if len(ops) > 0 {
@@ -683,21 +693,27 @@ func (s *tmSoak) opsCompletion(wc *ibv.WorkCompletion) error {
 	return fmt.Errorf("list operation completion %+v", *wc)
 }
 
-// taggedCompletion checks a TM_RECV: a message in a tagged buffer.
+// taggedCompletion checks a TM_RECV: a message in a tagged buffer, or a
+// rendezvous request too large for it.
 func (l *tmLane) taggedCompletion(wc *ibv.WorkCompletion) error {
 	s := l.s
 	e := s.entries[wc.WRID]
 	m := s.msgOf(wc.TMPriv)
-	if e == nil || e.lane != l || m == nil || m.lane != l || wc.TMTag != m.tag || wc.Status != ibv.WCSuccess {
+	incomplete := wc.Status == ibv.WCTMRndvIncomplete
+	if e == nil || e.lane != l || m == nil || m.lane != l || wc.TMTag != m.tag || wc.Status != ibv.WCSuccess && !incomplete {
 		return fmt.Errorf("lane %d: TM_RECV %+v: want a buffer of the lane, a message's app_ctx and tag, success", l.id, *wc)
 	}
 	if m.ticks[tickSent] == 0 {
 		return fmt.Errorf("lane %d: TM_RECV %+v for message %d not sent yet", l.id, *wc, m.seq)
 	}
+	if m.rndv && (m.n > e.cap) != incomplete {
+		return fmt.Errorf("lane %d: TM_RECV %+v for rendezvous %d of %d bytes in buffer %d of %d: want TM_RNDV_INCOMPLETE exactly when the data does not fit",
+			l.id, *wc, m.seq, m.n, e.id, e.cap)
+	}
 	multi := !m.rndv && m.wireN > s.mtu
 	switch wc.Flags {
 	case ibv.WCTMMatch | ibv.WCTMDataValid, ibv.WCTMMatch:
-		if (wc.Flags == ibv.WCTMMatch) != multi {
+		if (wc.Flags == ibv.WCTMMatch) != (multi || incomplete) {
 			return fmt.Errorf("lane %d: TM_RECV %+v for message %d (%d bytes, rendezvous %v): MATCH alone is for a multi-packet EAGER", l.id, *wc, m.seq, m.n, m.rndv)
 		}
 		if m.how != tmPending {
@@ -721,6 +737,22 @@ func (l *tmLane) taggedCompletion(wc *ibv.WorkCompletion) error {
 				return fmt.Errorf("lane %d: MATCH completion %+v of message %d with a length", l.id, *wc, m.seq)
 			}
 			return nil
+		}
+		if incomplete {
+			// The request whole in the buffer (mlx5 cq.c
+			// handle_tag_matching, TM_CONSUMED_MSG_SW_RDNV): software
+			// does the rendezvous.
+			buf := s.rcv.pool.mr.Buf()[e.off : e.off+e.cap]
+			if wc.ByteLen != uint32(m.wireN) {
+				return fmt.Errorf("lane %d: TM_RNDV_INCOMPLETE %+v of message %d: length, want the request's %d", l.id, *wc, m.seq, m.wireN)
+			}
+			if err := s.checkBytes(fmt.Sprintf("lane %d: rendezvous request %d in tagged buffer %d", l.id, m.seq, e.id), buf[:m.wireN], m.wire()); err != nil {
+				return err
+			}
+			rvh := wire.RVH(bytes.Clone(buf[wire.TMHLen : wire.TMHLen+wire.RVHLen])) // the buffer goes back now
+			s.releaseEntry(e)
+			s.count.swRndv++
+			return s.softwareRead(l, m, rvh)
 		}
 	case ibv.WCTMDataValid:
 		if !m.partly || m.in != e {
@@ -792,8 +824,22 @@ func (l *tmLane) unexpectedCompletion(wc *ibv.WorkCompletion) error {
 		return l.finishMsg(m)
 	}
 	s.count.unexpRndv++
-	rvh, _ := wire.AsRVH(buf[wire.TMHLen:])
+	rvh := wire.RVH(bytes.Clone(buf[wire.TMHLen : wire.TMHLen+wire.RVHLen])) // the buffer goes back now
 	s.freeSlots = append(s.freeSlots, k)
+	return s.softwareRead(l, m, rvh)
+}
+
+// softwareRead starts software's rendezvous of m: a READ of the RVH's
+// range into a buffer of its own, then (softwareCompletion) the FIN.
+func (s *tmSoak) softwareRead(l *tmLane, m *tmMsg, rvh wire.RVH) error {
+	m.swRndv = true
+	if m.dst < 0 {
+		var ok bool
+		if m.dst, ok = s.rcv.pool.alloc(tmClass(m.n)); !ok {
+			return fmt.Errorf("lane %d: no room for software's copy of message %d", l.id, m.seq)
+		}
+	}
+	copy(s.rcv.pool.mr.Buf()[m.dst:m.dst+m.n], s.inv[m.srcOff:])
 	s.pending = append(s.pending, tmPost{l: l, wr: ibv.SendWR{WRID: 1<<tmOpsKind | uint64(m.id), Opcode: ibv.WRRDMARead, Flags: ibv.SendSignaled,
 		SGList: splitSGE(s.rng, s.rcv.pool.mr, m.dst, m.n), RemoteAddr: rvh.VA(), RKey: rvh.RKey()}})
 	return nil
@@ -804,7 +850,7 @@ func (l *tmLane) unexpectedCompletion(wc *ibv.WorkCompletion) error {
 func (l *tmLane) softwareCompletion(wc *ibv.WorkCompletion) error {
 	s := l.s
 	m := s.msgOf(uint32(wc.WRID))
-	if m == nil || m.lane != l || wc.Status != ibv.WCSuccess || !m.rndv || m.how != tmUnexpectedMsg || m.done {
+	if m == nil || m.lane != l || wc.Status != ibv.WCSuccess || !m.swRndv || m.done {
 		return fmt.Errorf("lane %d: software's %+v: want a rendezvous of the lane software has, successful", l.id, *wc)
 	}
 	switch {

@@ -89,10 +89,10 @@ func TestSoakTM(t *testing.T) {
 
 const (
 	tmRndvMin   = 8 << 10 // messages of this size and larger go as rendezvous
-	tmLanes     = 3
-	tmWindow    = 16 // messages a lane has outstanding
-	tmPlan      = 8  // messages a lane has drawn ahead, for their buffers to be posted in any order
-	tmSRQBufs   = 12 // ordinary SRQ buffers: too few at times, so unexpected messages meet RNR NAKs
+	tmLanes     = 3       // QP pairs into the TM-SRQ: two from 10.0.0.1, one from 10.0.0.3
+	tmWindow    = 16      // messages a lane has outstanding
+	tmPlan      = 8       // messages a lane has drawn ahead, for their buffers to be posted in any order
+	tmSRQBufs   = 12      // ordinary SRQ buffers: too few at times, so unexpected messages meet RNR NAKs
 	tmSRQSlot   = 16 << 10
 	tmFinSlot   = 64
 	tmUserMax   = 32                   // rendezvous user data: 0..tmUserMax bytes
@@ -150,7 +150,7 @@ type tmMsg struct {
 	entry  *tmEntry  // the tagged buffer posted for it (nil: it is meant to arrive unexpected)
 	sbuf   int       // offset of its buffer in the lane's sender pool
 	sclass int       // that buffer's class
-	dst    int       // unexpected: software's destination in the receiver pool (-1: none)
+	dst    int       // software's destination in the receiver pool, for an unexpected message or a software rendezvous (-1: none)
 	ticks  [3]int64  // posted (sent), resolved (first completion), polled unexpected
 	synced uint32    // software's sync count when the message was sent
 	buf    uint64    // unexpected: the SRQ buffer (its WRID, the order buffers are taken in)
@@ -160,7 +160,7 @@ type tmMsg struct {
 	swRndv bool      // a rendezvous software does: unexpected, or larger than its tagged buffer
 	sent   bool      // the sender's SEND completed
 	fin    bool      // rendezvous: the sender has its FIN
-	done   bool      // the receiver has the data, checked (and, unexpected rendezvous, its FIN went)
+	done   bool      // the receiver has the data, checked (and, a software rendezvous, its FIN went)
 	wireN  int       // the SEND's length
 	sfreed bool      // the sender's buffer given back (sent, and FIN'd if a rendezvous)
 	quiet  time.Time // rendezvous: when its buffer may be reused (tmQuiet after the FIN)

@@ -1158,4 +1158,9 @@ func (s *tmSoak) logState(t *testing.T) {
 	}
 	t.Logf("unexpected polled %d, last sync %d, %d software sends pending; receiver pool %d of %d bytes handed out",
 		s.swUnexp, s.synced, len(s.pending), s.rcv.pool.bump, len(s.rcv.pool.mr.Buf()))
+	for _, d := range []*tmDev{s.rcv, s.snd[0], s.snd[1]} {
+		c := d.dev.Counters()
+		t.Logf("device %v: RNR NAKs received %d, timeouts %d, retries exceeded %d, retransmits %d",
+			d.dev.Addr(), c.RcvdRNRErr, c.Timeouts, c.RetryExceededErr, c.Retransmits)
+	}
 }

@@ -40,8 +40,9 @@ import (
 //
 // A message's tag holds its lane and size class (every mask keeps them),
 // so only the messages of one QP, which arrive in order, compete for a
-// tagged buffer, and a buffer is large enough for any message it can
-// match. The test checks every completion's status, opcode, flags,
+// tagged buffer, and a buffer is large enough for any EAGER message it
+// can match. Ordinary SRQ buffers are taken in posting order, so an
+// unexpected message's buffer tells how many were counted before it. The test checks every completion's status, opcode, flags,
 // wr_id, tag, app_ctx and length, and every byte placed: each message
 // completes exactly once; a matched one in the earliest posted buffer
 // that matched it when it arrived (ibv_post_srq_ops(3): "TMH.tag &
@@ -50,7 +51,8 @@ import (
 // TMH included, and never while a buffer that matched it was listed and
 // software was in sync; a rendezvous's buffer once its data is there;
 // the sender gets exactly one FIN per rendezvous, with its tag and
-// app_ctx, and reuses the buffer only then. Deleting a buffer fails
+// app_ctx, and reuses the buffer (poisoned) only then (and tmQuiet
+// later). Deleting a buffer fails
 // (TM_ERR) only if a message took it.
 func TestSoakTM(t *testing.T) {
 	total := 10000

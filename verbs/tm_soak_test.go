@@ -54,6 +54,10 @@ import (
 // app_ctx, and reuses the buffer (poisoned) only then (and tmQuiet
 // later). Deleting a buffer fails
 // (TM_ERR) only if a message took it.
+//
+// The seed (-soak.seed, logged) fixes every lane's messages and their
+// buffers; when the buffers are posted, which message meets which fault
+// and so which arrive unexpected depend on timing too.
 func TestSoakTM(t *testing.T) {
 	total := 10000
 	if testing.Short() {
@@ -207,6 +211,8 @@ type tmEntry struct {
 type tmLane struct {
 	id       int
 	s        *tmSoak
+	rng      *rand.Rand // the lane's messages
+	quota    int        // how many it sends
 	snd      *tmDev
 	sqp      *verbs.QP  // sender's QP
 	scq      *verbs.CQ  // its send and receive CQ
@@ -249,7 +255,6 @@ type tmSoak struct {
 	byQPN   map[uint32]*tmLane
 
 	tick      int64
-	planned   int
 	finished  int
 	nextBuf   uint64 // WRID of the next SRQ buffer posted
 	bufsUp    int    // SRQ buffers posted and not taken
@@ -308,7 +313,11 @@ func newTMSoak(t *testing.T, f *fabric.Fabric, seed uint64, total int) *tmSoak {
 	}
 	for i := range tmLanes {
 		d := s.snd[min(i, 1)] // lanes 0 and 1 from 10.0.0.1, lane 2 from 10.0.0.3
-		l := &tmLane{id: i, s: s, snd: d, pattern: s.rng.Uint64() & 0x0000_ffff_ffff_fff0}
+		l := &tmLane{id: i, s: s, snd: d, rng: rand.New(rand.NewPCG(seed, uint64(i))), quota: total / tmLanes,
+			pattern: s.rng.Uint64() & 0x0000_ffff_ffff_fff0}
+		if i == 0 {
+			l.quota += total % tmLanes
+		}
 		l.scq, err = d.dev.CreateCQ(1024, nil)
 		must(t, err)
 		l.sqp, err = d.pd.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: l.scq, RecvCQ: l.scq,
@@ -432,31 +441,33 @@ func (s *tmSoak) topUp() error {
 	return nil
 }
 
-// draw makes the lane's next message.
+// draw makes the lane's next message, from the lane's own random
+// source: the messages are the same whenever the seed is (what becomes
+// of them depends on timing too).
 func (l *tmLane) draw() *tmMsg {
 	s := l.s
 	seq := len(l.msgs)
 	m := &tmMsg{lane: l, seq: seq, id: uint32(l.id)<<24 | uint32(seq), dst: -1}
-	m.n = soakSize(s.rng, s.mtu, 1<<20)
+	m.n = soakSize(l.rng, s.mtu, 1<<20)
 	m.rndv = m.n >= tmRndvMin
 	if m.rndv {
-		m.user = s.rng.IntN(tmUserMax + 1)
+		m.user = l.rng.IntN(tmUserMax + 1)
 	}
-	m.srcOff = s.rng.IntN(len(s.src) - m.n - tmUserMax + 1)
-	m.tag = uint64(l.id)<<tmTagLane | uint64(tmClass(m.n))<<tmTagClass | l.pattern | s.rng.Uint64N(16)
+	m.srcOff = l.rng.IntN(len(s.src) - m.n - tmUserMax + 1)
+	m.tag = uint64(l.id)<<tmTagLane | uint64(tmClass(m.n))<<tmTagClass | l.pattern | l.rng.Uint64N(16)
 	l.msgs = append(l.msgs, m)
-	if s.rng.IntN(4) != 0 {
-		mask := tmTagFixed | s.rng.Uint64()&^0xf // the bits 4..47 are the lane's pattern: any mask of them
-		switch s.rng.IntN(8) {
+	if l.rng.IntN(4) != 0 {
+		mask := tmTagFixed | l.rng.Uint64()&^0xf // the bits 4..47 are the lane's pattern: any mask of them
+		switch l.rng.IntN(8) {
 		case 0: // any tag of the lane and class
 		case 1:
 			mask |= 0xf
 		default:
-			mask |= s.rng.Uint64N(16)
+			mask |= l.rng.Uint64N(16)
 		}
 		c := tmClass(m.n)
 		m.entry = &tmEntry{lane: l, tag: m.tag & mask, mask: mask, class: c, cap: tmClassCap(c), off: -1}
-		if c >= 4 && s.rng.IntN(4) == 0 {
+		if c >= 4 && l.rng.IntN(4) == 0 {
 			// Room for any EAGER message of the class (below
 			// tmRndvMin), not for most rendezvous.
 			m.entry.cap = 2 * tmClassCap(c-1)
@@ -469,9 +480,8 @@ func (l *tmLane) draw() *tmMsg {
 // random order, and sends its next message when it may.
 func (l *tmLane) step() (bool, error) {
 	s := l.s
-	for len(l.msgs)-l.sentN < tmPlan && s.planned < s.total {
+	for len(l.msgs)-l.sentN < tmPlan && len(l.msgs) < l.quota {
 		l.draw()
-		s.planned++
 	}
 	did := false
 	// Buffers of planned messages, a few at a time in random order.

@@ -7,13 +7,21 @@
 # (ibverbs-utils links them). So it can run in the guest from the 9p share without a guest
 # rebuild: put it in $INTEROP_STATE/<guest>/share/ and run /host/tm_send there.
 #
-# Usage: build.sh OUTPUT      (installs gcc and libibverbs-dev when missing)
+# Usage: build.sh OUTPUT      (installs gcc, libc6-dev and libibverbs-dev when missing)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 . "$HERE/../lib.sh"
 
 [ $# = 1 ] || { echo "usage: $0 OUTPUT" >&2; exit 2; }
-ensure_cmds gcc:gcc
-[ -f /usr/include/infiniband/verbs.h ] || { need_root; apt_install libibverbs-dev; }
+# apt_install skips Recommends, and gcc only recommends libc6-dev (the C headers and crt
+# files): a fresh Debian 12 machine needs it asked for by name
+want=()
+command -v gcc >/dev/null 2>&1 || want+=(gcc)
+[ -f /usr/include/stdio.h ] || want+=(libc6-dev)
+[ -f /usr/include/infiniband/verbs.h ] || want+=(libibverbs-dev)
+if ((${#want[@]})); then
+	need_root
+	apt_install "${want[@]}"
+fi
 gcc -O2 -Wall -Wextra -Werror -o "$1" "$HERE/tm_send.c" -libverbs

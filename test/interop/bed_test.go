@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -117,6 +118,24 @@ func (b *bed) up(ctx context.Context) error {
 		return fmt.Errorf("bed env: %w\n%s", err, out)
 	}
 	return nil
+}
+
+// share puts a copy of the host file src, executable, into the guest's 9p
+// share as name: the guest sees it as /host/name.
+func (b *bed) share(src, name string) error {
+	state := os.Getenv("INTEROP_STATE")
+	if state == "" {
+		state = "/run/softnic-interop" // lib.sh's default
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	dst := filepath.Join(state, "guests", b.guest, "share", name)
+	if err := os.WriteFile(dst+".tmp", data, 0o755); err != nil {
+		return fmt.Errorf("into the guest's share: %w", err)
+	}
+	return os.Rename(dst+".tmp", dst)
 }
 
 func (b *bed) down(ctx context.Context) error {

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,6 +25,7 @@ import (
 // Settings, all from the environment (test/interop/run sets the first three):
 //
 //	INTEROP_SOFTNIC   softnic binary to test (default: built from ./cmd/softnic into the results)
+//	INTEROP_TMSEND    tm_send, the guest's tm_pingpong client (default: built by tmpeer/build.sh into the results)
 //	INTEROP_RESULTS   results directory (default: results/YYYYMMDD-HHMMSS here)
 //	INTEROP_MANAGED=1 the bed is brought up and down by the caller (test/interop/run)
 //	INTEROP_BUDGET    the whole matrix's time budget (Go duration, default 40m): cases
@@ -82,6 +84,11 @@ type suite struct {
 	keep    bool
 	cases   []*tcase
 	port    int
+
+	// tmSend is tm_send on the host (tmpeer/), copied into the guest's
+	// share; tmSendErr why it cannot run there (the tm_pingpong cases fail)
+	tmSend    string
+	tmSendErr error
 
 	// what softnic has: its subcommands, and for each the options its help lists
 	tools   map[string]map[string]bool
@@ -157,6 +164,16 @@ func (s *suite) setup() {
 		return
 	}
 
+	s.tmSend = os.Getenv("INTEROP_TMSEND")
+	if s.tmSend == "" {
+		s.tmSend = filepath.Join(s.results, "tm_send")
+		ctx, cancel := context.WithTimeout(s.ctx, 10*time.Minute) // it may install gcc
+		defer cancel()
+		if out, err := command(ctx, "tmpeer/build.sh", s.tmSend).CombinedOutput(); err != nil {
+			s.tmSendErr = fmt.Errorf("building tm_send: %v\n%s", err, out)
+		}
+	}
+
 	script, _ := filepath.Abs("bed")
 	s.bed = &bed{script: script, guest: "peer"}
 	ctx, cancel := context.WithTimeout(s.ctx, 20*time.Minute) // a cold guest build included
@@ -169,6 +186,9 @@ func (s *suite) setup() {
 	if err := s.bed.setNetem(ctx, "off"); err != nil {
 		s.setupErr = err
 		return
+	}
+	if s.tmSendErr == nil {
+		s.tmSendErr = s.bed.share(s.tmSend, filepath.Base(tmSendGuest))
 	}
 	s.probeUDP(ctx)
 }
@@ -236,6 +256,9 @@ func (s *suite) missingReason(c *tcase) string {
 	if c.kind == selfCheck {
 		return ""
 	}
+	if c.missing != "" {
+		return c.missing
+	}
 	opts, ok := s.tools[c.tool]
 	switch {
 	case !ok:
@@ -278,6 +301,10 @@ func (s *suite) runCase(t *testing.T, c *tcase) {
 	case s.stalled[key] >= 2:
 		r.note = fmt.Sprintf("not run: the last %d cases of %s as %s timed out", s.stalled[key], c.tool, c.role)
 		t.Fatal(r.note)
+	}
+	if c.kind == tmPingpong && s.tmSendErr != nil {
+		r.note = gist(s.tmSendErr.Error())
+		t.Fatal(s.tmSendErr)
 	}
 	dir := filepath.Join(s.results, c.name())
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -415,6 +442,9 @@ func (s *suite) runTools(ctx context.Context, c *tcase, dir string) error {
 	switch {
 	case c.kind == pingpong && !pingpongDone.MatchString(rxeOut):
 		errs = append(errs, fmt.Errorf("rxe %s printed no \"N iters in S seconds\" line", c.tool))
+	case c.kind == tmPingpong:
+		b, _ := os.ReadFile(filepath.Join(dir, "softnic.out"))
+		errs = append(errs, checkTM(c, string(b), rxeOut))
 	case c.kind == perftest && c.role == softnicServer && !perftestRow.MatchString(rxeOut) &&
 		!(clockUncalibrated.MatchString(rxeOut) && perftestInfRow.MatchString(rxeOut)):
 		errs = append(errs, fmt.Errorf("rxe %s printed no result row", c.tool))
@@ -434,6 +464,49 @@ var (
 	clockUncalibrated = regexp.MustCompile(`Correlation coefficient r\^2: [\d.]+ < 0\.9`)
 	perftestInfRow    = regexp.MustCompile(`(?m)^\s*\d+\s+\d+\s+inf\s`)
 )
+
+var (
+	tmSoftnicSent = regexp.MustCompile(`(?m)^sent: (\d+) eager, (\d+) rendezvous$`)
+	tmSoftnicRecv = regexp.MustCompile(`(?m)^received: (\d+) matched, (\d+) unexpected \((\d+) posted late\), (\d+) eager, (\d+) rendezvous, (\d+) syncs$`)
+	tmSendRecv    = regexp.MustCompile(`(?m)^received: (\d+) eager, (\d+) rendezvous \(matched in software\)(, every byte checked)?$`)
+	tmSendDone    = regexp.MustCompile(`(?m)^(\d+) messages each way in [\d.]+ seconds`)
+)
+
+// checkTM checks what both sides of a tm_pingpong case printed: every
+// message each way, split eager/rendezvous as the size and threshold say;
+// on softnic's side matched + unexpected adding up to them; on tm_send's
+// every byte checked.
+func checkTM(c *tcase, snOut, rxeOut string) error {
+	eager, rndv := c.tmSplit()
+	num := func(m []string, i int) int {
+		n, _ := strconv.Atoi(m[i])
+		return n
+	}
+	var errs []error
+	if m := tmSoftnicSent.FindStringSubmatch(snOut); m == nil {
+		errs = append(errs, errors.New("softnic tm_pingpong printed no \"sent:\" line"))
+	} else if num(m, 1) != eager || num(m, 2) != rndv {
+		errs = append(errs, fmt.Errorf("softnic sent %s eager, %s rendezvous; want %d and %d", m[1], m[2], eager, rndv))
+	}
+	if m := tmSoftnicRecv.FindStringSubmatch(snOut); m == nil {
+		errs = append(errs, errors.New("softnic tm_pingpong printed no \"received:\" line"))
+	} else {
+		matched, unexp, late := num(m, 1), num(m, 2), num(m, 3)
+		if matched+unexp != c.iters || late > unexp || num(m, 4) != eager || num(m, 5) != rndv {
+			errs = append(errs, fmt.Errorf("softnic received %d matched + %d unexpected (%d late), %s eager, %s rendezvous; want %d messages, %d eager and %d rendezvous",
+				matched, unexp, late, m[4], m[5], c.iters, eager, rndv))
+		}
+	}
+	if m := tmSendRecv.FindStringSubmatch(rxeOut); m == nil {
+		errs = append(errs, errors.New("tm_send printed no \"received:\" line"))
+	} else if num(m, 1) != eager || num(m, 2) != rndv || m[3] == "" {
+		errs = append(errs, fmt.Errorf("tm_send received %s eager, %s rendezvous%s; want %d and %d, every byte checked", m[1], m[2], m[3], eager, rndv))
+	}
+	if m := tmSendDone.FindStringSubmatch(rxeOut); m == nil || num(m, 1) != c.iters {
+		errs = append(errs, fmt.Errorf("tm_send printed no \"%d messages each way\" line", c.iters))
+	}
+	return errors.Join(errs...)
+}
 
 // runSelfCheck runs the bed's UD peer against ibv_ud_pingpong.
 func (s *suite) runSelfCheck(ctx context.Context, c *tcase, dir string) error {
@@ -601,7 +674,7 @@ func (s *suite) finish() {
 		fmt.Fprintf(&b, "bed did not start: %v\n", s.setupErr)
 	}
 	fmt.Fprintf(&b, "results: %s\n", s.results)
-	fmt.Fprintf(&b, "matrix: %d cases in %.0fs: %d PASS, %d FAIL, %d MISSING (expected-missing: softnic lacks the tool or feature named in NOTE)\n",
+	fmt.Fprintf(&b, "matrix: %d cases in %.0fs: %d PASS, %d FAIL, %d MISSING (expected-missing: NOTE names what softnic, or rxe, lacks)\n",
 		len(rows), time.Since(s.start).Seconds(), n["PASS"], n["FAIL"], n["MISSING"])
 	fmt.Fprintf(&b, "interop: %d passed, %d failed, %d skipped\n", n["PASS"], n["FAIL"], n["MISSING"])
 	writeFile(filepath.Join(s.results, "summary.txt"), b.String())

@@ -19,6 +19,10 @@ const (
 	pingpong  kind = iota // rdma-core's ibv_{rc,uc,ud,srq}_pingpong
 	perftest              // perftest's ib_{write,read,send,atomic}_{bw,lat}
 	selfCheck             // the bed's own UD peer (udpeer_test.go); no softnic tool
+	// softnic tm_pingpong against tmpeer/tm_send.c in the guest: rdma-core
+	// has no tag-matching tool, and rxe no tag matching (tm_caps 0), so
+	// tm_send does the tag-matching NIC's work in software
+	tmPingpong
 )
 
 // role says which side listens for the out-of-band TCP exchange.
@@ -51,6 +55,10 @@ type tcase struct {
 	args  []string // more arguments to both tools, e.g. -A CMP_AND_SWAP
 	label string   // what args select, for the name, e.g. "cas"
 	netem string   // bed netem spec applied to both directions; "" none
+	rndv  int      // tmPingpong: -r, messages of at least this many bytes go rendezvous
+	// missing, when set, says why this case cannot run against rxe at all:
+	// it is reported as expected-missing with that reason, never run.
+	missing string
 	// needs lists what softnic must have besides the tool and its --addr
 	// option (which every case needs); see suite.missingReason.
 	needs   []string
@@ -114,6 +122,10 @@ func (c *tcase) bridgeMTU() (bridge, active int) {
 func (c *tcase) rxeCommand(gidIndex, port int, server netip.Addr) string {
 	a := []string{"-d", "rxe0", "-p", strconv.Itoa(port), "-n", strconv.Itoa(c.iters)}
 	switch c.kind {
+	case tmPingpong:
+		a = append([]string{tmSendGuest}, a...)
+		a = append(a, "-g", strconv.Itoa(gidIndex), "-s", strconv.Itoa(c.size), "-m", strconv.Itoa(c.mtu),
+			"-r", strconv.Itoa(c.rndv), "-c")
 	case pingpong:
 		a = append([]string{"ibv_" + c.tool}, a...)
 		a = append(a, "-g", strconv.Itoa(gidIndex), "-s", strconv.Itoa(c.size), "-c")
@@ -146,8 +158,11 @@ func (c *tcase) softnicArgs(addr netip.Addr, port int, server netip.Addr, opts m
 	if c.tool != "ud_pingpong" {
 		a = append(a, "-m", strconv.Itoa(c.mtu))
 	}
-	if c.kind == pingpong {
+	if c.kind == pingpong || c.kind == tmPingpong {
 		a = append(a, "-c")
+	}
+	if c.kind == tmPingpong {
+		a = append(a, "-r", strconv.Itoa(c.rndv))
 	}
 	// A longer local ACK timeout on softnic's side than the tools' 14
 	// (67 ms): softnic declares a peer dead after retry_cnt 7 retries
@@ -157,7 +172,7 @@ func (c *tcase) softnicArgs(addr netip.Addr, port int, server netip.Addr, opts m
 	// up). 18 is 1.07 s, 8.6 s for the eight transmissions. The timeout is
 	// local: nothing on the wire changes.
 	switch {
-	case c.kind == pingpong && opts["qp-timeout"]:
+	case (c.kind == pingpong || c.kind == tmPingpong) && opts["qp-timeout"]:
 		a = append(a, "--qp-timeout=18")
 	case c.kind == perftest:
 		a = append(a, "-u", "18")
@@ -177,6 +192,28 @@ func (c *tcase) softnicArgs(addr netip.Addr, port int, server netip.Addr, opts m
 	}
 	return a
 }
+
+// tmSendGuest is where the guest finds tm_send: the test copies it into
+// the guest's 9p share (suite.setup).
+const tmSendGuest = "/host/tm_send"
+
+// tmSplit returns how many of a tm_pingpong case's messages go eager and
+// how many rendezvous: message k carries size>>(k%4) bytes, at least 1
+// (internal/tmpingpong), rendezvous from c.rndv bytes up.
+func (c *tcase) tmSplit() (eager, rndv int) {
+	for k := range c.iters {
+		if max(1, c.size>>(k%4)) >= c.rndv {
+			rndv++
+		} else {
+			eager++
+		}
+	}
+	return eager, rndv
+}
+
+// tmClientMissing is why softnic cannot be tm_pingpong's client against
+// rxe: its server would have to be a tag-matching NIC.
+const tmClientMissing = "softnic as tm_pingpong client needs a tag-matching server: rxe has no tag matching (tm_caps 0) and rdma-core no tm_pingpong"
 
 // packetBudget bounds the packets one case sends each way: the guest is
 // emulated (TCG) and moves a few thousand RoCE packets a second, so
@@ -319,6 +356,25 @@ func matrix(full bool) []*tcase {
 		add(tcase{tool: tool, kind: perftest, mtu: 1024, size: 4096, iters: 200, netem: lossSpec}, roles...)
 	}
 	add(tcase{tool: "atomic_bw", kind: perftest, mtu: 1024, iters: 200, args: []string{"-A", "FETCH_AND_ADD"}, label: "fadd", netem: lossSpec}, roles...)
+
+	// Tag matching: rxe's side is tm_send (tmpeer/), softnic's tag-matching
+	// SRQ the receiver. Eager (4 KiB and less, threshold above the size)
+	// and rendezvous (16 KiB down to 2 KiB, all at or above the threshold:
+	// softnic's NIC READs tm_send's buffer and sends the FIN; tm_send
+	// READs softnic's answers), each over both families and at both MTUs,
+	// paired so that four cases cover them. Rendezvous is a round trip
+	// of its own per message, slow through the emulated guest: 200 of them.
+	eager := tcase{tool: "tm_pingpong", kind: tmPingpong, size: 4096, rndv: 4097, label: "eager"}
+	rndv := tcase{tool: "tm_pingpong", kind: tmPingpong, size: 16384, rndv: 2048, iters: 200, label: "rndv"}
+	for _, c := range []tcase{eager, rndv} {
+		for _, mtu := range []int{1024, 4096} {
+			c.mtu, c.v6 = mtu, (mtu == 4096) == (c.label == "eager")
+			add(c, softnicServer)
+		}
+	}
+	// softnic as the client: expected-missing, never silently left out
+	eager.mtu, eager.missing = 1024, tmClientMissing
+	add(eager, softnicClient)
 
 	sort.SliceStable(cs, func(i, j int) bool {
 		bi, _ := cs[i].bridgeMTU()

@@ -133,16 +133,18 @@ static void handle_recv(int i, int len)
 	if (len < TMH_LEN)
 		die("a message without a TMH");
 	uint64_t tag = get_be64(m + 8);
-	int k = (int)(tag & ~TAG_BASE);
+	/* a tag not TAG_BASE|k with 0 <= k < iters indexes nothing */
+	int ours = (tag & TAG_BASE) == TAG_BASE && (tag & ~TAG_BASE) < (uint64_t)iters;
+	int k = ours ? (int)(tag & ~TAG_BASE) : -1;
 	if (m[0] == TMH_NO_TAG) {
 		peer_left = 0;
 	} else if (m[0] == TMH_FIN) {
-		if (k >= iters || !fin_wait[k % tags])
+		if (!ours || !fin_wait[k % tags])
 			die("a FIN nobody waits for");
 		fin_wait[k % tags] = 0;
 		fins_left--;
 	} else {
-		if ((tag & TAG_BASE) != TAG_BASE || k < rwin * tags || k >= rwin * tags + tags || k >= iters)
+		if (!ours || k < rwin * tags || k >= rwin * tags + tags)
 			die("a message outside the window");
 		uint8_t *dst = buf + app_off + (k % tags) * size;
 		if (m[0] == TMH_EAGER) {

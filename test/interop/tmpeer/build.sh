@@ -5,7 +5,8 @@
 # (guest/build.sh); tm_send is built here against the host's libibverbs-dev, which is the
 # same Debian release, and needs only libibverbs.so.1 and libc, both already in the guest
 # (ibverbs-utils links them). So it can run in the guest from the 9p share without a guest
-# rebuild: put it in $INTEROP_STATE/<guest>/share/ and run /host/tm_send there.
+# rebuild: test/interop/run builds it, the test copies it into the guest's 9p share
+# ($INTEROP_STATE/guests/<guest>/share/) and the guest runs it as /host/tm_send.
 #
 # Usage: build.sh OUTPUT      (installs gcc, libc6-dev and libibverbs-dev when missing)
 set -euo pipefail

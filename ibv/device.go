@@ -59,6 +59,7 @@ const (
 	CapRCRNRNakGen      = 1 << 12 // IB_UVERBS_DEVICE_RC_RNR_NAK_GEN
 	CapSRQResize        = 1 << 13 // IB_UVERBS_DEVICE_SRQ_RESIZE
 	CapMemWindow        = 1 << 17 // IB_UVERBS_DEVICE_MEM_WINDOW
+	CapXRC              = 1 << 20 // IB_UVERBS_DEVICE_XRC (IBV_DEVICE_XRC)
 	CapMemMgtExtensions = 1 << 21 // IB_UVERBS_DEVICE_MEM_MGT_EXTENSIONS
 	CapMemWindowType2B  = 1 << 24 // IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2B
 	CapFlushGlobal      = 1 << 38 // IB_UVERBS_DEVICE_FLUSH_GLOBAL

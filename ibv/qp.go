@@ -8,8 +8,8 @@ const (
 	QPTypeUC        QPType = 3  // IBV_QPT_UC: unreliable connection
 	QPTypeUD        QPType = 4  // IBV_QPT_UD: unreliable datagram
 	QPTypeRawPacket QPType = 8  // IBV_QPT_RAW_PACKET (not supported)
-	QPTypeXRCSend   QPType = 9  // IBV_QPT_XRC_SEND (not supported yet)
-	QPTypeXRCRecv   QPType = 10 // IBV_QPT_XRC_RECV (not supported yet)
+	QPTypeXRCSend   QPType = 9  // IBV_QPT_XRC_SEND: the XRC initiator (send queue only)
+	QPTypeXRCRecv   QPType = 10 // IBV_QPT_XRC_RECV: the XRC target (receive side only, in an XRC domain)
 )
 
 // QPState is a queue pair state (enum ibv_qp_state; IBTA 10.3.1).

@@ -10,7 +10,7 @@ type SRQType uint8
 
 const (
 	SRQTypeBasic SRQType = 0 // IBV_SRQT_BASIC: an ordinary SRQ
-	SRQTypeXRC   SRQType = 1 // IBV_SRQT_XRC (not supported yet)
+	SRQTypeXRC   SRQType = 1 // IBV_SRQT_XRC: an SRQ in an XRC domain, named by its number
 	SRQTypeTM    SRQType = 2 // IBV_SRQT_TM: a tag-matching SRQ
 )
 

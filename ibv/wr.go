@@ -107,6 +107,13 @@ type SendWR struct {
 	TSOHeader []byte
 	MSS       uint16
 
+	// RemoteSRQN is qp_type.xrc.remote_srqn (ibv_wr_set_xrc_srqn): on an
+	// XRC_SEND QP, the number of the XRC SRQ at the target (SRQ.Num
+	// there) that a SEND's receive is taken from and whose PD checks the
+	// rkey of a WRITE, READ or atomic. It travels in the XRCETH of every
+	// request packet of the WR (IBTA 9.3.7); other QP types ignore it.
+	RemoteSRQN uint32
+
 	// InlineData, when non-nil with SendInline, is the payload: the Go
 	// form of ibv_wr_set_inline_data, copied at post. Without it an
 	// inline WR's data is read from SGList at post.

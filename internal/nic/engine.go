@@ -102,6 +102,8 @@ type NIC struct {
 	ahs   atomic.Int32  // address handles in existence
 	wqNum atomic.Uint32 // the last WQ number handed out
 
+	xrc xrcTables // XRC SRQs by number, XRC_RECV QPs by QPN
+
 	procs  []*processor
 	seed   maphash.Seed
 	rxPool sync.Pool
@@ -368,7 +370,8 @@ func (n *NIC) receive(p *transport.RxPacket, d *link.Datagram) bool {
 }
 
 // classMatches reports whether opcode's transport class fits the QP type
-// (rxe_recv.c check_type_state).
+// (rxe_recv.c check_type_state); for the two XRC types, also whether its
+// direction does.
 func classMatches(op wire.Opcode, t ibv.QPType) bool {
 	switch t {
 	case ibv.QPTypeRC:
@@ -377,6 +380,12 @@ func classMatches(op wire.Opcode, t ibv.QPType) bool {
 		return op.Class() == wire.ClassUC
 	case ibv.QPTypeUD:
 		return op.Class() == wire.ClassUD
+	case ibv.QPTypeXRCSend:
+		// The initiator has no receive side: XRC responses only.
+		return op.Class() == wire.ClassXRC && op.Is(wire.MaskResponse)
+	case ibv.QPTypeXRCRecv:
+		// The target sends no requests: XRC requests only.
+		return op.Class() == wire.ClassXRC && op.Is(wire.MaskRequest)
 	}
 	return false
 }

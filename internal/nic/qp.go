@@ -45,7 +45,8 @@ const (
 // QueryDevice returns the device attributes.
 func (n *NIC) QueryDevice() ibv.DeviceAttr {
 	guid := n.nodeGUID()
-	caps := uint64(rxeCapFlags)
+	// XRC is softnic's own: rxe has none (rxe_param.h).
+	caps := uint64(rxeCapFlags | ibv.CapXRC)
 	if n.mem.Limits().PersistentMemory {
 		caps |= ibv.CapFlushPersistent
 	}
@@ -116,6 +117,10 @@ type QPInitAttr struct {
 	// MaxTSOHeader is max_tso_header: the largest header of the QP's TSO
 	// WRs; only UD QPs take TSO (TSOCaps), up to ud.MaxTSOHeader bytes.
 	MaxTSOHeader int
+	// XRCD is the domain of an XRC_RECV QP, which has no PD, no CQs and
+	// no receive queue: each request's XRCETH names the XRC SRQ of XRCD
+	// whose queue, PD and CQ it uses (ibv_create_qp_ex(3)).
+	XRCD *XRCD
 }
 
 // QP is a queue pair of the NIC.
@@ -140,12 +145,32 @@ type QP struct {
 	// IBV_EVENT_QP_FATAL is for QPs that go there on their own.
 	toErr atomic.Bool
 
+	// An XRC_RECV QP's domain, and how many handles (its creation and
+	// each OpenQP) are not yet destroyed.
+	xrcd    *XRCD
+	handles int // guarded by mu
+
 	mu   sync.Mutex  // serialises Modify and Destroy
 	dead atomic.Bool // destroyed; read without mu by the post paths
 }
 
 // CreateQP creates a QP in the RESET state (ibv_create_qp).
 func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
+	switch {
+	case a.Type == ibv.QPTypeXRCRecv:
+		return n.createXRCRecv(a)
+	case a.XRCD != nil:
+		return nil, fmt.Errorf("%w: an XRC domain for a %v QP (XRC_RECV only)", ErrInvalid, a.Type)
+	case a.SRQ != nil && a.SRQ.xrcd != nil:
+		return nil, fmt.Errorf("%w: a %v QP on an XRC SRQ (XRC SRQs serve XRC_RECV QPs, by number)", ErrInvalid, a.Type)
+	case a.Type == ibv.QPTypeXRCSend:
+		// The initiator has a send queue only (ibv_create_qp_ex(3)).
+		if a.SRQ != nil || a.WQ != nil || a.RecvCQ != nil && a.RecvCQ != a.SendCQ {
+			return nil, fmt.Errorf("%w: an XRC_SEND QP has no receive side (SRQ, WQ or RecvCQ)", ErrInvalid)
+		}
+		a.RecvCQ = a.SendCQ // held, never completed on
+		a.Cap.MaxRecvWR, a.Cap.MaxRecvSGE = 0, 0
+	}
 	recvCQ := a.RecvCQ
 	if a.WQ != nil {
 		switch {
@@ -191,7 +216,7 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 	c.MaxSendSGE = max(c.MaxSendSGE, 1)
 	c.MaxRecvSGE = max(c.MaxRecvSGE, 1)
 	switch a.Type {
-	case ibv.QPTypeRC, ibv.QPTypeUC, ibv.QPTypeUD:
+	case ibv.QPTypeRC, ibv.QPTypeUC, ibv.QPTypeUD, ibv.QPTypeXRCSend:
 	default:
 		return nil, fmt.Errorf("%w: QP type %v not supported", ErrInvalid, a.Type)
 	}
@@ -211,6 +236,9 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 		c.MaxRecvWR, c.MaxRecvSGE = 0, 0
 	} else {
 		qp.rq = transport.NewRecvQueue(int(c.MaxRecvWR), int(c.MaxRecvSGE))
+	}
+	if a.Type == ibv.QPTypeXRCSend {
+		c.MaxRecvWR, c.MaxRecvSGE = 0, 0
 	}
 	shared := qp.shared != nil
 	_, err := n.RegisterQP(a.Type, func(qpn uint32, wake func()) (Handler, error) {
@@ -356,6 +384,9 @@ func (qp *QP) PostSend(wrs []ibv.SendWR) (int, error) {
 	if err := qp.usable(); err != nil {
 		return 0, err
 	}
+	if qp.xrcd != nil {
+		return 0, errNoSendQueue
+	}
 	switch t := qp.t.(type) {
 	case *rc.QP:
 		return t.PostSend(wrs)
@@ -371,6 +402,9 @@ func (qp *QP) PostSendAll(wrs []ibv.SendWR) error {
 	if err := qp.usable(); err != nil {
 		return err
 	}
+	if qp.xrcd != nil {
+		return errNoSendQueue
+	}
 	switch t := qp.t.(type) {
 	case *rc.QP:
 		return t.PostSendAll(wrs)
@@ -380,12 +414,20 @@ func (qp *QP) PostSendAll(wrs []ibv.SendWR) error {
 	return errNoTransport
 }
 
-var errNoTransport = fmt.Errorf("%w: QP has no transport", ErrInvalid)
+var (
+	errNoTransport = fmt.Errorf("%w: QP has no transport", ErrInvalid)
+	errNoSendQueue = fmt.Errorf("%w: an XRC_RECV QP has no send queue", ErrInvalid)
+)
 
 // PostRecv posts receive work requests (ibv_post_recv).
 func (qp *QP) PostRecv(wrs []ibv.RecvWR) (int, error) {
 	if err := qp.usable(); err != nil {
 		return 0, err
+	}
+	if qp.typ == ibv.QPTypeXRCSend || qp.typ == ibv.QPTypeXRCRecv {
+		// XRC_SEND has no receive side; XRC_RECV takes its receives from
+		// the XRC SRQs its requests name (ibv_create_qp_ex(3)).
+		return 0, fmt.Errorf("%w: a %v QP has no receive queue", ErrInvalid, qp.typ)
 	}
 	if qp.shared != nil {
 		// A QP on an SRQ has no receive queue of its own (rxe post_recv:
@@ -411,15 +453,74 @@ func (qp *QP) Destroy() error {
 	if qp.dead.Load() {
 		return fmt.Errorf("%w: QP %#x already destroyed", ErrInvalid, qp.qpn)
 	}
+	if qp.xrcd != nil {
+		// An XRC_RECV QP goes with its last handle (ibv_open_qp(3)).
+		if qp.handles--; qp.handles > 0 {
+			return nil
+		}
+		qp.n.xrc.mu.Lock()
+		delete(qp.n.xrc.tgts, qp.qpn)
+		qp.n.xrc.mu.Unlock()
+		qp.xrcd.unuse()
+	}
 	qp.dead.Store(true)
 	qp.n.UnregisterQP(qp.qpn)
-	qp.pd.Unref()
-	qp.sendCQ.Unref()
-	qp.recvCQ.Unref()
+	if qp.xrcd == nil {
+		qp.pd.Unref()
+		qp.sendCQ.Unref()
+		qp.recvCQ.Unref()
+	}
 	if qp.shared != nil {
 		qp.shared.detach()
 	}
 	// Events about the QP still queued go with it (its QPN may be reused).
 	qp.n.dropAsync(func(e *ibv.AsyncEvent) bool { return e.Type.IsQPEvent() && e.QPN == qp.qpn })
 	return nil
+}
+
+// createXRCRecv creates an XRC_RECV QP in domain a.XRCD: no PD, CQs or
+// receive queue of its own (ibv_create_qp_ex(3): IBV_QPT_XRC_RECV with
+// IBV_QP_INIT_ATTR_XRCD). Its requests take their receive queue, PD and
+// CQ from the XRC SRQ each names (rc.Config.XRCSRQ).
+func (n *NIC) createXRCRecv(a *QPInitAttr) (*QP, error) {
+	switch {
+	case a.XRCD == nil:
+		return nil, fmt.Errorf("%w: an XRC_RECV QP needs an XRC domain", ErrInvalid)
+	case a.PD != nil || a.SendCQ != nil || a.RecvCQ != nil || a.SRQ != nil || a.WQ != nil:
+		return nil, fmt.Errorf("%w: an XRC_RECV QP has no PD, CQ, SRQ or WQ of its own", ErrInvalid)
+	case a.MaxTSOHeader != 0:
+		return nil, fmt.Errorf("%w: max_tso_header on an XRC_RECV QP (TSO is UD only)", ErrInvalid)
+	}
+	x := a.XRCD
+	if err := x.use(); err != nil {
+		return nil, err
+	}
+	qp := &QP{n: n, typ: a.Type, ctx: a.Context, xrcd: x, handles: 1}
+	qp.dr.init(nil, nil) // never completed on: no send queue, receives go to the SRQs' CQs
+	qp.rq = transport.NewRecvQueue(1, 1)
+	_, err := n.RegisterQP(a.Type, func(qpn uint32, wake func()) (Handler, error) {
+		qp.qpn = qpn
+		t, err := rc.New(rc.Config{
+			QPN: qpn, Type: a.Type, Mem: n.mem,
+			SendCQ: qp.dr.send, RQ: qp.rq, SRQ: true,
+			XRCSRQ:    func(num uint32) (rc.XRCTarget, bool) { return n.xrc.target(x, num) },
+			LocalAddr: n.addr, DstPort: n.cfg.PeerPort, SrcPort: n.cfg.Link.SrcPort(),
+			Clock: n.clock, Counters: &n.ctr,
+			Wake:    wake,
+			OnAsync: qp.transportEvent,
+		})
+		qp.t = t
+		return t, err
+	})
+	if err != nil {
+		x.unuse()
+		return nil, err
+	}
+	n.xrc.mu.Lock()
+	if n.xrc.tgts == nil {
+		n.xrc.tgts = map[uint32]*QP{}
+	}
+	n.xrc.tgts[qp.qpn] = qp
+	n.xrc.mu.Unlock()
+	return qp, nil
 }

@@ -28,6 +28,9 @@ type SRQInitAttr struct {
 	Type ibv.SRQType
 	CQ   *cq.CQ
 	TM   ibv.TMCap
+	// XRCD is the xrcd of an XRC SRQ (SRQTypeXRC), which also needs a CQ:
+	// the receives it gives XRC_RECV QPs complete there.
+	XRCD *XRCD
 }
 
 // Tag-matching limits (QueryDeviceEx's tm_caps). mlx5 takes its from the
@@ -58,9 +61,15 @@ type SRQ struct {
 	limit uint32 // guarded by mu: the armed limit, 0 when disarmed
 	gen   uint64 // guarded by mu: bumped by every arming
 
-	// A tag-matching SRQ's tag list and CQ; nil for a basic SRQ.
+	// A tag-matching SRQ's tag list and CQ; nil for a basic SRQ. An XRC
+	// SRQ has a CQ too.
 	tm *tm.List
 	cq *cq.CQ
+
+	// An XRC SRQ's domain and number (ibv_get_srq_num); nil and 0 for
+	// the others.
+	xrcd *XRCD
+	num  uint32
 }
 
 const (
@@ -95,7 +104,12 @@ func (n *NIC) CreateSRQ(pd *mem.PD, a SRQInitAttr) (*SRQ, error) {
 			return nil, fmt.Errorf("%w: max_ops %d not in 1..%d", ErrInvalid, a.TM.MaxOps, MaxTMOps)
 		}
 	case ibv.SRQTypeXRC:
-		return nil, fmt.Errorf("%w: XRC SRQs", ErrNotSupported)
+		switch {
+		case a.XRCD == nil:
+			return nil, fmt.Errorf("%w: an XRC SRQ needs an XRC domain", ErrInvalid)
+		case a.CQ == nil:
+			return nil, fmt.Errorf("%w: an XRC SRQ needs a CQ", ErrInvalid)
+		}
 	default:
 		return nil, fmt.Errorf("%w: SRQ type %d", ErrInvalid, a.Type)
 	}
@@ -105,9 +119,22 @@ func (n *NIC) CreateSRQ(pd *mem.PD, a SRQInitAttr) (*SRQ, error) {
 	}
 	s := &SRQ{}
 	s.init(n, pd, a.Context, "SRQ", max(a.MaxWR, minSRQWR), a.MaxSGE)
-	if a.Type == ibv.SRQTypeTM {
+	switch a.Type {
+	case ibv.SRQTypeTM:
 		s.cq = a.CQ
 		s.tm = tm.New(int(a.TM.MaxNumTags), int(a.TM.MaxOps), MaxTMSGE, a.CQ)
+		a.CQ.Ref()
+	case ibv.SRQTypeXRC:
+		if err := a.XRCD.use(); err != nil {
+			n.srqs.Add(-1)
+			return nil, err
+		}
+		if err := n.xrc.addSRQ(s); err != nil {
+			a.XRCD.unuse()
+			n.srqs.Add(-1)
+			return nil, err
+		}
+		s.cq, s.xrcd = a.CQ, a.XRCD
 		a.CQ.Ref()
 	}
 	return s, nil
@@ -217,6 +244,11 @@ func (s *SRQ) Destroy() error {
 	}
 	// Disarmed first: dropping the WRs must not raise the limit event.
 	s.armLocked(0)
+	if s.xrcd != nil {
+		// No XRC_RECV QP takes another WQE from it after this.
+		s.n.xrc.removeSRQ(s)
+		s.xrcd.unuse()
+	}
 	s.destroyLocked()
 	if s.cq != nil {
 		s.cq.Unref()
@@ -242,8 +274,20 @@ func (s *SRQ) PostOps(ops []ibv.OpsWR) (int, error) {
 
 // Type returns the SRQ's type.
 func (s *SRQ) Type() ibv.SRQType {
-	if s.tm != nil {
+	switch {
+	case s.tm != nil:
 		return ibv.SRQTypeTM
+	case s.xrcd != nil:
+		return ibv.SRQTypeXRC
 	}
 	return ibv.SRQTypeBasic
+}
+
+// Num returns an XRC SRQ's number, what a peer's XRC_SEND WRs name in
+// their RemoteSRQN (ibv_get_srq_num); other SRQs have none (EINVAL).
+func (s *SRQ) Num() (uint32, error) {
+	if s.xrcd == nil {
+		return 0, fmt.Errorf("%w: SRQ number of a %v SRQ (XRC SRQs only)", ErrInvalid, s.Type())
+	}
+	return s.num, nil
 }

@@ -1,4 +1,4 @@
-// Package rc implements softnic's connected transports, RC and UC: the
+// Package rc implements softnic's connected transports, RC, UC and XRC: the
 // requester (requester.go), the responder (responder.go) and the completer
 // (completer.go) of IBTA chapter 9, structured as rxe's rxe_req.c,
 // rxe_resp.c and rxe_comp.c. Beside them: the send ring (sendqueue.go),
@@ -10,6 +10,15 @@
 // the responder on them, then runs the requester, each within a budget.
 // Timers only set a flag and wake the QP (STYLE.md 9). Application calls
 // (PostSend, PostRecv, Modify, Query) take the QP lock briefly.
+//
+// XRC (IBTA 9.3.7 and the XRC annex; rdma-core ibv_create_qp_ex(3)) is RC
+// with two QP types sharing the work: an XRC_SEND QP is an RC requester
+// and completer whose request packets use the XRC opcodes and carry the
+// XRCETH (the WR's RemoteSRQN); an XRC_RECV QP is an RC responder that
+// takes each request's receive WQE, PD and CQ from the XRC SRQ its
+// XRCETH names (Config.XRCSRQ), and answers with the XRC opcodes of the
+// RC responses (no XRCETH). Everything else, PSNs, ACKs, NAKs,
+// duplicates, retries and RNR, is RC's own code.
 package rc
 
 import (
@@ -42,7 +51,7 @@ const (
 // Config is what the engine gives a QP at creation.
 type Config struct {
 	QPN    uint32
-	Type   ibv.QPType // QPTypeRC or QPTypeUC
+	Type   ibv.QPType // QPTypeRC, QPTypeUC, QPTypeXRCSend or QPTypeXRCRecv
 	PD     *mem.PD
 	Mem    *mem.Table
 	SendCQ transport.CQ
@@ -52,7 +61,12 @@ type Config struct {
 	// TM, when set, is the tag list of the tag-matching SRQ that RQ
 	// belongs to (RC only): SENDs are matched against it (startTMLocked),
 	// and RecvCQ is the SRQ's CQ.
-	TM        *tm.List
+	TM *tm.List
+	// XRCSRQ, on an XRC_RECV QP, resolves the XRC SRQ number of a
+	// request's XRCETH to the SRQ's receive queue, PD and CQ; it reports
+	// false for a number that names no XRC SRQ of the QP's XRC domain.
+	// PD, RQ and RecvCQ are then unused until a request names an SRQ.
+	XRCSRQ    func(num uint32) (XRCTarget, bool)
 	Cap       ibv.QPCap
 	SigAll    bool
 	LocalAddr netip.Addr
@@ -67,9 +81,23 @@ type Config struct {
 	OnAsync func(ev ibv.AsyncEventType)
 }
 
-// QP is an RC or UC queue pair's transport state.
+// XRCTarget is what an XRC_RECV QP uses of an XRC SRQ: its receive
+// queue, the PD its receives and the rkeys of requests naming it are
+// checked in, and the CQ its receives complete on.
+type XRCTarget struct {
+	RQ *transport.RecvQueue
+	PD *mem.PD
+	CQ transport.CQ
+}
+
+// QP is an RC, UC or XRC queue pair's transport state.
 type QP struct {
 	cfg Config
+	// class is the transport class of the opcodes the QP sends (IBTA
+	// 9.2: ClassRC, ClassUC or ClassXRC); startPacket ORs it into the
+	// RC opcodes the requester and responder build.
+	class wire.Opcode
+	xrc   bool // an XRC_SEND or XRC_RECV QP
 
 	inbox transport.Inbox
 
@@ -100,13 +128,25 @@ type QP struct {
 
 // New makes a QP in the RESET state.
 func New(cfg Config) (*QP, error) {
-	if cfg.Type != ibv.QPTypeRC && cfg.Type != ibv.QPTypeUC {
+	class := wire.ClassRC
+	switch cfg.Type {
+	case ibv.QPTypeRC:
+	case ibv.QPTypeUC:
+		class = wire.ClassUC
+	case ibv.QPTypeXRCSend:
+		class = wire.ClassXRC
+	case ibv.QPTypeXRCRecv:
+		class = wire.ClassXRC
+		if cfg.XRCSRQ == nil {
+			return nil, fmt.Errorf("%w: an XRC_RECV QP needs Config.XRCSRQ", transport.ErrInvalid)
+		}
+	default:
 		return nil, fmt.Errorf("%w: rc.New for a %v QP", transport.ErrInvalid, cfg.Type)
 	}
 	if cfg.DstPort == 0 {
 		cfg.DstPort = wire.UDPPort
 	}
-	qp := &QP{cfg: cfg}
+	qp := &QP{cfg: cfg, class: class, xrc: class == wire.ClassXRC}
 	qp.sq.init(int(cfg.Cap.MaxSendWR), int(cfg.Cap.MaxSendSGE), int(cfg.Cap.MaxInlineData))
 	qp.attr.Cap = cfg.Cap
 	qp.attr.PathMTU = ibv.MTU256 // rxe: path_mtu defaults to 256 until modified
@@ -117,7 +157,7 @@ func New(cfg Config) (*QP, error) {
 // QPN returns the QP number.
 func (qp *QP) QPN() uint32 { return qp.cfg.QPN }
 
-// Type returns RC or UC.
+// Type returns RC, UC, XRC_SEND or XRC_RECV.
 func (qp *QP) Type() ibv.QPType { return qp.cfg.Type }
 
 // State returns the current state.
@@ -127,7 +167,9 @@ func (qp *QP) State() ibv.QPState {
 	return qp.state
 }
 
-func (qp *QP) isRC() bool { return qp.cfg.Type == ibv.QPTypeRC }
+// isRC reports whether the QP is reliable (acknowledged): RC and both
+// XRC types.
+func (qp *QP) isRC() bool { return qp.cfg.Type != ibv.QPTypeUC }
 
 // Query returns the QP's attributes (ibv_query_qp).
 func (qp *QP) Query() ibv.QPAttr {
@@ -308,6 +350,13 @@ func (qp *QP) receiveLocked(p *transport.RxPacket, out transport.Output, now tim
 			c.DropState.Add(1)
 			return
 		}
+		if qp.xrc {
+			// An XRC response is the RC one with the XRC class (IBTA
+			// 9.3.7: no XRCETH in responses, so the same layout): the
+			// completer sees it as RC.
+			pkt.Opcode = pkt.Opcode.Op()
+			pkt.Info = pkt.Opcode.Info()
+		}
 		qp.comp.responseLocked(qp, pkt, now)
 	default:
 		c.DropNoQP.Add(1)
@@ -372,6 +421,9 @@ func (qp *QP) Close() {
 // the QP's destination and P_Key.
 func (qp *QP) startPacket(out transport.Output, h *wire.Headers) ([]byte, int) {
 	b := out.Buf()
+	// RC opcodes in the QP's class: a no-op on RC and on UC (whose
+	// requests come in UC opcodes), the XRC opcodes on XRC (IBTA 9.2).
+	h.BTH.Opcode |= qp.class
 	h.BTH.PKey = wire.DefaultPKey
 	h.BTH.DestQP = qp.attr.DestQPN
 	n, err := wire.PutHeaders(b, h)

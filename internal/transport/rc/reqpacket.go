@@ -52,12 +52,13 @@ func opcodeFor(class wire.Opcode, op ibv.WROpcode, first, last bool) wire.Opcode
 // the requester.
 func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output, now time.Time) {
 	r := &qp.req
-	class := wire.ClassRC
-	if !qp.isRC() {
-		class = wire.ClassUC
-	}
+	class := qp.class
 	var h wire.Headers
 	h.BTH.PSN = r.psn
+	// The XRCETH goes into every request packet of an XRC_SEND QP,
+	// middles included (IBTA 9.3.7); PutHeaders writes it only where the
+	// opcode has one, so other QPs pay nothing for it.
+	h.XRCETH.XRCSRQ = w.wr.RemoteSRQN & wire.QPNMask
 	payload := uint32(0)
 	last := true
 	switch w.kind {

@@ -53,6 +53,9 @@ const (
 	errInvalidateRKey
 	// errCQOverflow: the receive CQ refused a completion (RESPST_ERR_CQ_OVERFLOW).
 	errCQOverflow
+	// errXRCSRQ: an XRC request whose XRCETH names no XRC SRQ of the
+	// target QP's XRC domain (IBTA 9.3.7; rxe has no XRC, so no rxe name).
+	errXRCSRQ
 )
 
 // errClass is how an error is handled (IBTA 9.9.2 responder error
@@ -149,6 +152,11 @@ var respRules = [...]respRule{
 	errInvalidateRKey: {class: classJ, status: ibv.WCRemInvReqErr},
 	// IBTA 11.4.2.1 CQ overrun (rxe do_complete): class G.
 	errCQOverflow: {class: classG},
+	// IBTA 9.3.7: the XRCETH's SRQ must be an XRC SRQ of the target QP's
+	// XRC domain; else an invalid request NAK, as for any request the
+	// responder cannot take (class C).
+	errXRCSRQ: {class: classC, syn: wire.NakInvalidRequest, status: ibv.WCRemInvReqErr,
+		count: invalidRequestErr, event: ibv.EventQPReqErr},
 }
 
 // remoteErr maps the MR table's refusal of a remote access (mem.Table

@@ -72,6 +72,10 @@ type responder struct {
 
 	ackPending bool
 	ackPSN     wire.PSN
+
+	// XRC_RECV: the XRC SRQ the message in progress takes its receive,
+	// PD and CQ from (xrcTargetLocked).
+	xrcSRQN uint32
 }
 
 func (r *responder) reading() bool { return r.reply.active }
@@ -85,9 +89,42 @@ func (r *responder) requestLocked(qp *QP, rx *transport.RxPacket, out transport.
 		r.ucRequestLocked(qp, p)
 		return
 	}
+	if qp.xrc {
+		if e := r.xrcTargetLocked(qp, p); e != respOK {
+			r.errorLocked(qp, out, e, p)
+			return
+		}
+	}
 	if e := r.checkLocked(qp, p, out); e != respOK {
 		r.errorLocked(qp, out, e, p)
 	}
+}
+
+// xrcTargetLocked resolves the XRC SRQ an XRC_RECV QP's request names in
+// its XRCETH and makes its receive queue, PD and CQ the QP's for this
+// packet: a SEND takes its receive WQE from that SRQ and completes on its
+// CQ, and every rkey and receive SGE is checked in its PD (IBTA 9.3.7;
+// rdma-core ibv_create_srq_ex(3): an XRC SRQ has a PD and a CQ, the
+// XRC_RECV QP neither). An SRQ number that names no XRC SRQ of the QP's
+// XRC domain, or a packet that continues a message under another SRQ
+// number than the one it started with, is an invalid request: NAK and
+// the QP to ERR (IBTA 9.7.5.1: invalid request, class C as for a bad
+// opcode). A duplicate is checked the same way, and then answered by
+// checkLocked as on RC.
+func (r *responder) xrcTargetLocked(qp *QP, p *wire.Packet) respErr {
+	num := p.XRCETH().XRCSRQ()
+	if r.inMsg && num != r.xrcSRQN && p.PSN() == r.psn {
+		return errXRCSRQ
+	}
+	t, ok := qp.cfg.XRCSRQ(num)
+	if !ok {
+		return errXRCSRQ
+	}
+	qp.cfg.RQ, qp.cfg.PD, qp.cfg.RecvCQ = t.RQ, t.PD, t.CQ
+	if p.PSN() == r.psn {
+		r.xrcSRQN = num
+	}
+	return respOK
 }
 
 // checkLocked runs the checks and executes the request; it returns the

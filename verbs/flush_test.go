@@ -131,7 +131,7 @@ func TestFlushPersistentMR(t *testing.T) {
 			{"MEM_WINDOW", 1 << 17, true}, {"MEM_MGT_EXTENSIONS", 1 << 21, true},
 			{"MEM_WINDOW_TYPE_2B", 1 << 24, true}, {"FLUSH_GLOBAL", 1 << 38, true},
 			{"FLUSH_PERSISTENT", 1 << 39, false}, {"ATOMIC_WRITE", 1 << 40, true},
-			{"MEM_WINDOW_TYPE_2A", 1 << 23, false}, {"XRC", 1 << 20, false},
+			{"MEM_WINDOW_TYPE_2A", 1 << 23, false}, {"XRC", 1 << 20, true},
 		} {
 			if got := caps&c.bit != 0; got != c.want {
 				t.Errorf("device_cap_flags %#x: %s %v, want %v", caps, c.name, got, c.want)

@@ -11,7 +11,11 @@ import (
 
 // QPInitAttr describes a QP to create (struct ibv_qp_init_attr).
 type QPInitAttr struct {
-	// Type is the transport service: QPTypeRC, QPTypeUC or QPTypeUD.
+	// Type is the transport service: QPTypeRC, QPTypeUC, QPTypeUD or
+	// QPTypeXRCSend (the XRC initiator: an RC send queue whose WRs name
+	// the target's XRC SRQ in RemoteSRQN; it has no receive side, so
+	// RecvCQ may be nil, SRQ and WQ must be, and PostRecv is EINVAL).
+	// XRC_RECV QPs are made with XRCD.CreateQP.
 	Type ibv.QPType
 	// SendCQ and RecvCQ receive the QP's send and receive completions;
 	// they may be the same CQ.
@@ -96,6 +100,8 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		switch {
 		case c.cq == nil && c.name == "RecvCQ" && attr.WQ != nil:
 			continue // the WQ's
+		case c.cq == nil && c.name == "RecvCQ" && attr.Type == ibv.QPTypeXRCSend:
+			continue // XRC_SEND has no receive side
 		case c.cq == nil:
 			return nil, fmt.Errorf("%w: QPInitAttr.%s is nil", EINVAL, c.name)
 		case !c.cq.ok():
@@ -116,6 +122,9 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		if err := pd.d.sameDevice("QPInitAttr.WQ", attr.WQ.pd.d); err != nil {
 			return nil, err
 		}
+	}
+	if attr.Type == ibv.QPTypeXRCRecv {
+		return nil, fmt.Errorf("%w: an XRC_RECV QP is made in an XRC domain (XRCD.CreateQP)", EINVAL)
 	}
 	if attr.SendOpsFlags != 0 {
 		allowed := rcSendOps

@@ -7,11 +7,13 @@ import (
 
 // SRQInitAttrEx describes a shared receive queue to create with
 // CreateSRQEx (struct ibv_srq_init_attr_ex; the PD is the receiver of
-// CreateSRQEx, and XRC domains are not supported).
+// CreateSRQEx).
 type SRQInitAttrEx struct {
 	SRQInitAttr // MaxWR, MaxSGE, SRQLimit as for CreateSRQ
 	// Type is srq_type: ibv.SRQTypeBasic (an SRQ as CreateSRQ makes) or
-	// ibv.SRQTypeTM (a tag-matching SRQ); ibv.SRQTypeXRC is EOPNOTSUPP.
+	// ibv.SRQTypeTM (a tag-matching SRQ) or ibv.SRQTypeXRC (an SRQ of an
+	// XRC domain, reached by its Num from XRC_SEND QPs; it needs XRCD and
+	// CQ, and no QP attaches to it with QPInitAttr.SRQ).
 	Type ibv.SRQType
 	// CQ is cq, required for a tag-matching SRQ: its list operations
 	// complete there, and so does every receive of the QPs attached to
@@ -20,6 +22,10 @@ type SRQInitAttrEx struct {
 	// TM is tm_cap (tag-matching only): MaxNumTags in 1..tm_caps
 	// max_num_tags, MaxOps in 1..tm_caps max_ops.
 	TM ibv.TMCap
+	// XRCD is xrcd (XRC only): the domain whose XRC_RECV QPs may take
+	// receives from the SRQ. The SRQ's receives complete on CQ, and the
+	// rkeys of requests naming it are checked in pd, the SRQ's PD.
+	XRCD *XRCD
 }
 
 // CreateSRQEx creates a shared receive queue in pd (ibv_create_srq_ex),
@@ -68,6 +74,15 @@ func (pd *PD) CreateSRQEx(attr SRQInitAttrEx) (*SRQ, error) {
 			return nil, err
 		}
 		a.CQ = attr.CQ.q
+	}
+	if attr.XRCD != nil {
+		if !attr.XRCD.ok() {
+			return nil, errNil("SRQInitAttrEx.XRCD")
+		}
+		if err := pd.d.sameDevice("SRQInitAttrEx.XRCD", attr.XRCD.d); err != nil {
+			return nil, err
+		}
+		a.XRCD = attr.XRCD.x
 	}
 	v := &SRQ{pd: pd, cq: attr.CQ}
 	a.Context = v

@@ -336,7 +336,7 @@ func TestTMRefusals(t *testing.T) {
 			{"no CQ", verbs.SRQInitAttrEx{SRQInitAttr: rq, Type: ibv.SRQTypeTM, TM: ibv.TMCap{MaxNumTags: 1, MaxOps: 1}}, verbs.EINVAL},
 			{"no tags", verbs.SRQInitAttrEx{SRQInitAttr: rq, Type: ibv.SRQTypeTM, CQ: cq, TM: ibv.TMCap{MaxOps: 1}}, verbs.EINVAL},
 			{"too many tags", verbs.SRQInitAttrEx{SRQInitAttr: rq, Type: ibv.SRQTypeTM, CQ: cq, TM: ibv.TMCap{MaxNumTags: caps.MaxNumTags + 1, MaxOps: 1}}, verbs.EINVAL},
-			{"XRC", verbs.SRQInitAttrEx{SRQInitAttr: rq, Type: ibv.SRQTypeXRC}, verbs.EOPNOTSUPP},
+			{"XRC without a domain", verbs.SRQInitAttrEx{SRQInitAttr: rq, Type: ibv.SRQTypeXRC, CQ: cq}, verbs.EINVAL},
 		} {
 			if _, err := pd.CreateSRQEx(c.attr); !errors.Is(err, c.want) {
 				t.Errorf("%s: %v, want %v", c.name, err, c.want)

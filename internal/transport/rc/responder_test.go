@@ -357,10 +357,10 @@ func TestDuplicateAtomicWriteFlushResources(t *testing.T) {
 // has a rule, a NAK-sending rule names a NAK or RNR NAK syndrome, and a
 // rule that moves the QP to ERR never leaves it with a NAK of class B.
 func TestRespRulesComplete(t *testing.T) {
-	if got, want := len(respRules), int(errCQOverflow)+1; got != want {
+	if got, want := len(respRules), int(errXRCSRQ)+1; got != want {
 		t.Fatalf("respRules has %d rows, want %d", got, want)
 	}
-	for e := errPSNOutOfSeq; e <= errCQOverflow; e++ {
+	for e := errPSNOutOfSeq; e <= errXRCSRQ; e++ {
 		rule := respRules[e]
 		switch rule.class {
 		case classB, classC:

@@ -107,7 +107,7 @@ func (q *sendQueue) valid(i uint64) bool    { return i >= q.headIdx && i < q.tai
 func (q *sendQueue) inFlight(i uint64) bool { return q.valid(i) && q.at(i).state != wqePosted }
 
 // kindOf classifies op for qp's type; ok is false for opcodes the QP type
-// does not support. RC takes every opcode of ibv_post_send(3) and
+// does not support. RC and XRC_SEND take every opcode of ibv_post_send(3) and
 // ibv_wr_post(3) but TSO; UC takes SEND, WRITE (with immediate) and the
 // local operations LOCAL_INV, BIND_MW and REG_MR, which need no transport
 // (the ibv_post_send(3) table; rdmavt and mlx5 allow all three on UC, rxe
@@ -116,7 +116,7 @@ func (q *sendQueue) inFlight(i uint64) bool { return q.valid(i) && q.at(i).state
 // RC and XRC ones, and package wire has none for UC), and rxe's
 // next_opcode_uc fails it too.
 func kindOf(t ibv.QPType, op ibv.WROpcode) (wrKind, bool) {
-	rc := t == ibv.QPTypeRC
+	rc := t != ibv.QPTypeUC // RC and XRC_SEND
 	switch op {
 	case ibv.WRSend, ibv.WRSendWithImm:
 		return kindSend, true
@@ -261,7 +261,7 @@ func (qp *QP) enqueueLocked(wr *ibv.SendWR) error {
 	w.wr.Imm, w.wr.InvRKey = wr.Imm, wr.InvRKey
 	w.wr.RemoteAddr, w.wr.RKey = wr.RemoteAddr, wr.RKey
 	w.wr.CompareAdd, w.wr.Swap = wr.CompareAdd, wr.Swap
-	w.wr.RemoteQPN, w.wr.RemoteQKey = wr.RemoteQPN, wr.RemoteQKey
+	w.wr.RemoteQPN, w.wr.RemoteQKey, w.wr.RemoteSRQN = wr.RemoteQPN, wr.RemoteQKey, wr.RemoteSRQN
 	w.wr.FlushType, w.wr.FlushLevel, w.wr.FlushLen = wr.FlushType, wr.FlushLevel, wr.FlushLen
 	w.kind, _ = kindOf(qp.cfg.Type, wr.Opcode)
 	w.sgl = append(w.sgl, wr.SGList...)

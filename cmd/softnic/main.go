@@ -9,6 +9,7 @@
 //	softnic decode [--json] FILE.pcap...
 //	softnic rc_pingpong|uc_pingpong|ud_pingpong|srq_pingpong [options] [host]
 //	softnic tm_pingpong [-t tags] [-r rndv-bytes] [-u late] [-c] [--json] [options] [host]
+//	softnic xsrq_pingpong [-c clients] [-n tests] [options] [host]
 //	softnic write_bw|write_lat|read_bw|read_lat|send_bw|send_lat|atomic_bw|atomic_lat [options] [host]
 //	softnic info [--addr IP] [-d dev] [-i port] [-l] [--json]
 //	softnic help [COMMAND]
@@ -58,6 +59,7 @@ func commandList() []command {
 		{"ud_pingpong", "UD SEND ping-pong, like rdma-core's ibv_ud_pingpong", runPingpong(pingpong.UD)},
 		{"srq_pingpong", "RC ping-pong over a shared receive queue, like ibv_srq_pingpong", runPingpong(pingpong.SRQ)},
 		{"tm_pingpong", "tagged messages on tag-matching SRQs, eager and rendezvous, some unexpected", runTMPingpong},
+		{"xsrq_pingpong", "XRC ping-pong into the peer's XRC SRQ, like ibv_xsrq_pingpong", runXSRQPingpong},
 		{"write_bw", "RDMA WRITE bandwidth, like perftest's ib_write_bw", runPerftest(perftest.Write, perftest.BW)},
 		{"write_lat", "RDMA WRITE latency, like perftest's ib_write_lat", runPerftest(perftest.Write, perftest.Lat)},
 		{"read_bw", "RDMA READ bandwidth, like perftest's ib_read_bw", runPerftest(perftest.Read, perftest.BW)},

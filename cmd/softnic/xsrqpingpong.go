@@ -1,0 +1,128 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/softnic/softnic/internal/getopt"
+	"github.com/softnic/softnic/internal/pingpong"
+	"github.com/softnic/softnic/internal/xsrqpingpong"
+)
+
+// xsrqPingpongOpts are ibv_xsrq_pingpong's options, in its getopt order
+// ("p:d:i:s:m:n:l:eog:c:").
+func xsrqPingpongOpts() []optSpec {
+	o := func(s rune, l string, a getopt.ArgKind, arg, help string) optSpec {
+		return optSpec{getopt.Option{Short: s, Long: l, Arg: a}, arg, help}
+	}
+	R, N := getopt.RequiredArg, getopt.NoArg
+	return []optSpec{
+		o('p', "port", R, "<port>", "listen on/connect to port <port> (default 18515)"),
+		o('d', "ib-dev", R, "<dev>", "use IB device <dev> (softnic: names the NIC; default softnic0)"),
+		o('i', "ib-port", R, "<port>", "use port <port> of IB device (default 1)"),
+		o('s', "size", R, "<size>", "size of message to exchange (default 4096)"),
+		o('m', "mtu", R, "<size>", "path MTU (default 1024)"),
+		o('c', "clients", R, "<n>", "number of clients (on server only, default 1)"),
+		o('n', "num_tests", R, "<n>", "number of tests per client (default 5)"),
+		o('l', "sl", R, "<sl>", "service level value"),
+		o('e', "events", N, "", "sleep on CQ events (default poll)"),
+		o('o', "odp", N, "", "use on demand paging (softnic: refused, no ODP)"),
+		o('g', "gid-idx", R, "<gid index>", "local port gid index (softnic: default 0)"),
+	}
+}
+
+func xsrqPingpongUsage(w io.Writer) {
+	fmt.Fprint(w, "usage: softnic xsrq_pingpong [options] [host]\n\n"+
+		"softnic's version of rdma-core's ibv_xsrq_pingpong: XRC SENDs into the peer's XRC SRQ,\n"+
+		"one XRC_SEND and one XRC_RECV QP per client on each side.\n\n"+
+		"  softnic xsrq_pingpong            start a server and wait for connection\n"+
+		"  softnic xsrq_pingpong <host>     connect to server at <host>\n\nOptions:\n")
+	writeOpts(w, xsrqPingpongOpts())
+	fmt.Fprintln(w, "\nsoftnic options:")
+	writeOpts(w, nicOpts)
+	fmt.Fprintln(w, "\nThe output lines, the out-of-band exchange on TCP port -p and the exit status\n"+
+		"are rdma-core's. A server with -c N sends round robin over all its clients' QPs, as\n"+
+		"rdma-core's does: its clients must share an XRC domain, which rdma-core's clients on one\n"+
+		"host do and softnic processes do not (go doc ./internal/xsrqpingpong).")
+}
+
+// runXSRQPingpong is "softnic xsrq_pingpong".
+func runXSRQPingpong(args []string, stdout, stderr io.Writer) int {
+	const name = "xsrq_pingpong"
+	r, status, ok := parseTool(name, xsrqPingpongOpts(), args, stdout, stderr, xsrqPingpongUsage)
+	if !ok {
+		return status
+	}
+	cfg, err := xsrqPingpongConfig(r)
+	if err == nil && len(r.Operands) > 1 {
+		err = fmt.Errorf("more than one host: %q", r.Operands)
+	}
+	nf, ferr := parseNICFlags(r)
+	if err == nil {
+		err = ferr
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "softnic %s: %v\nRun 'softnic help %s' for usage.\n", name, err, name)
+		return exitTool
+	}
+	if len(r.Operands) == 1 {
+		cfg.ServerName = r.Operands[0]
+	}
+	n, err := nf.open(cfg.IBDev, cfg.ServerName)
+	if err != nil {
+		return failTool(stderr, name, err)
+	}
+	ctx, cancel := toolContext()
+	defer cancel()
+	err = xsrqpingpong.Run(ctx, cfg, pingpong.Env{Dev: n.Dev, Out: stdout, Warn: stderr,
+		Stall: nf.stall, AcceptTimeout: nf.accept, ConnectRetry: nf.retry})
+	if cerr := n.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return failTool(stderr, name, err)
+	}
+	return exitOK
+}
+
+// xsrqPingpongConfig turns the parsed options into a Config.
+func xsrqPingpongConfig(r *getopt.Result) (xsrqpingpong.Config, error) {
+	cfg := xsrqpingpong.Defaults()
+	for _, n := range []struct {
+		name   string
+		lo, hi int64
+		dst    *int
+	}{
+		{"port", 0, 65535, &cfg.Port}, {"ib-port", 1, 255, &cfg.IBPort}, {"size", 1, 1 << 30, &cfg.Size},
+		{"clients", 1, xsrqpingpong.MaxClients, &cfg.Clients}, {"num_tests", 1, 1<<31 - 1, &cfg.NumTests},
+		{"sl", 0, 15, &cfg.SL}, {"gid-idx", -1, 255, &cfg.GIDIndex},
+	} {
+		m, ok := r.Last(n.name)
+		if !ok {
+			continue
+		}
+		v, err := getopt.Int(m.Value)
+		if err != nil || v < n.lo || v > n.hi {
+			return cfg, fmt.Errorf("invalid --%s %q (%d..%d)", n.name, m.Value, n.lo, n.hi)
+		}
+		*n.dst = int(v)
+	}
+	if m, ok := r.Last("mtu"); ok {
+		v, err := getopt.Int(m.Value)
+		cfg.MTU = 0
+		if err == nil {
+			cfg.MTU = mtuEnum(int(v))
+		}
+		if cfg.MTU == 0 {
+			return cfg, fmt.Errorf("invalid --mtu %q (256, 512, 1024, 2048 or 4096)", m.Value)
+		}
+	}
+	if m, ok := r.Last("ib-dev"); ok {
+		cfg.IBDev = m.Value
+	}
+	if r.Has("odp") {
+		return cfg, fmt.Errorf("-o (on demand paging): softnic has no ODP")
+	}
+	cfg.Events = r.Has("events")
+	return cfg, nil
+}

@@ -28,6 +28,30 @@ var tmReceived = regexp.MustCompile(`(?m)^received: (\d+) matched, (\d+) unexpec
 
 type tmCounts struct{ matched, unexpected, late, eager, rndv int }
 
+// xsrq_pingpong's address lines (xsrq_pingpong.c ADDR_FORMAT).
+var xsrqLine = regexp.MustCompile(`(?m)^ *(local|remote): LID [0-9a-f]{4}, QPN RECV ([0-9a-f]{6}) SEND ([0-9a-f]{6}), PSN ([0-9a-f]{6}), SRQN ([0-9a-f]{6}), GID \S+$`)
+
+// xsrqDest is what an address line says: the QPNs, PSN and SRQ number.
+type xsrqDest struct{ recvQPN, sendQPN, psn, srqn string }
+
+// xsrqDests returns a side's local and remote address lines; ok is false
+// unless both are there and the output ends in "success".
+func xsrqDests(out string) (local, remote xsrqDest, ok bool) {
+	m := xsrqLine.FindAllStringSubmatch(out, -1)
+	if len(m) != 2 || m[0][1] == m[1][1] || !strings.HasSuffix(out, "success\n") {
+		return local, remote, false
+	}
+	for _, l := range m {
+		d := xsrqDest{l[2], l[3], l[4], l[5]}
+		if l[1] == "local" {
+			local = d
+		} else {
+			remote = d
+		}
+	}
+	return local, remote, true
+}
+
 func tmReceivedCounts(out string) (tmCounts, bool) {
 	m := tmReceived.FindStringSubmatch(out)
 	if m == nil {
@@ -116,6 +140,21 @@ func TestParsers(t *testing.T) {
 	} {
 		if got := lastError(c.in); got != c.want {
 			t.Errorf("lastError(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestXSRQDests(t *testing.T) {
+	out := "   local: LID 0000, QPN RECV 000011 SEND 000012, PSN 9d5e1c, SRQN 000001, GID ::ffff:10.77.0.1\n" +
+		"  remote: LID 0000, QPN RECV 000013 SEND 000014, PSN 0a0b0c, SRQN 000002, GID ::ffff:10.77.0.2\n" +
+		"success\n"
+	l, r, ok := xsrqDests(out)
+	if !ok || l != (xsrqDest{"000011", "000012", "9d5e1c", "000001"}) || r != (xsrqDest{"000013", "000014", "0a0b0c", "000002"}) {
+		t.Errorf("xsrqDests: %+v %+v %v", l, r, ok)
+	}
+	for _, bad := range []string{strings.TrimSuffix(out, "success\n"), out[strings.Index(out, "  remote"):]} {
+		if _, _, ok := xsrqDests(bad); ok {
+			t.Errorf("xsrqDests took %q", bad)
 		}
 	}
 }

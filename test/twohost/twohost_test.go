@@ -67,6 +67,7 @@ const (
 	demo            // softnic demo, the server half on A, the client half on B
 	info            // softnic info on A: the port's active MTU follows the interface
 	tmpp            // softnic tm_pingpong: the received counts add up on both sides
+	xsrq            // softnic xsrq_pingpong: "success" on both sides, the SRQ numbers agree
 )
 
 // tcase is one row of the matrix.
@@ -148,6 +149,9 @@ func matrix() []*tcase {
 				args: a("-s", "4096", "-r", "4097", "-n", "400", "-t", "16", "-u", "2", "-c"), tmEager: 400})
 			add(tcase{kind: tmpp, tool: "tm_pingpong", label: "rndv",
 				args: a("-s", "65536", "-r", "8192", "-n", "200", "-t", "16", "-u", "2", "-c"), tmRndv: 200})
+			// XRC: SENDs into the peer's XRC SRQ (one packet, then 64)
+			add(tcase{kind: xsrq, tool: "xsrq_pingpong", label: "4KiB", args: a("-s", "4096", "-n", "200")})
+			add(tcase{kind: xsrq, tool: "xsrq_pingpong", label: "64KiB", args: a("-s", "65536", "-n", "50")})
 			add(tcase{kind: demo, tool: "demo"})
 			add(tcase{kind: info, tool: "info"})
 		}
@@ -384,6 +388,15 @@ func (s *suite) runPair(c *tcase, dir string) error {
 			case r.late == 0 || r.unexpected < r.late:
 				return fmt.Errorf("the %s posted %d tags late and saw %d unexpected messages", p.side, r.late, r.unexpected)
 			}
+		}
+	case xsrq:
+		sl, sr, sok := xsrqDests(so)
+		cl, cr, cok := xsrqDests(co)
+		switch {
+		case !sok || !cok:
+			return errors.New("a side printed no local and remote address lines or no success line")
+		case sl != cr || cl != sr:
+			return fmt.Errorf("the sides disagree: server local %+v remote %+v, client local %+v remote %+v", sl, sr, cl, cr)
 		}
 	case perftest:
 		if !perftestRow.MatchString(co) {

@@ -606,3 +606,78 @@ func TestXRCLossy(t *testing.T) {
 		}
 	})
 }
+
+// FuzzNICReceiveXRC is FuzzNICReceive against XRC: hostile packets with
+// valid ICRCs from a raw peer reach an XRC_RECV QP in RTS (with an XRC
+// SRQ of its domain, number 1, holding receives) and an XRC_SEND QP in
+// RTS with a SEND in flight. Nothing may crash the NIC.
+func FuzzNICReceiveXRC(f *testing.F) {
+	seed := func(hs ...wire.Headers) []byte {
+		var in []byte
+		for _, h := range hs {
+			h.BTH.PKey = wire.DefaultPKey
+			b := make([]byte, 1<<16)
+			e := wire.Encap{Src: netip.MustParseAddr("10.0.0.3"), Dst: netip.MustParseAddr("10.0.0.2"), DstPort: wire.UDPPort}
+			n, err := wire.Build(b, &e, &h, make([]byte, payloadFor(h.BTH.Opcode)))
+			if err != nil {
+				f.Fatal(err)
+			}
+			in = binary.BigEndian.AppendUint16(in, uint16(n))
+			in = append(in, b[:n]...)
+		}
+		return in
+	}
+	x := func(op wire.Opcode, psn uint32, srqn uint32) wire.Headers {
+		return wire.Headers{BTH: wire.BTHFields{Opcode: wire.ClassXRC | op.Op(), PSN: wire.PSN(psn), AckReq: true},
+			XRCETH: wire.XRCETHFields{XRCSRQ: srqn}, RETH: wire.RETHFields{RKey: 0x100, DMALen: 64},
+			AtomicETH: wire.AtomicETHFields{RKey: 0x100, SwapAdd: 1}}
+	}
+	f.Add(seed(x(wire.RCSendOnly, 0, 1)))
+	f.Add(seed(x(wire.RCSendFirst, 0, 1), x(wire.RCSendLast, 1, 2)))
+	f.Add(seed(x(wire.RCWriteOnly, 0, 1), x(wire.RCReadRequest, 1, 1), x(wire.RCFetchAdd, 2, 9)))
+	f.Add(seed(wire.Headers{BTH: wire.BTHFields{Opcode: wire.ClassXRC | wire.RCAck.Op()},
+		AETH: wire.AETHFields{Syndrome: wire.NakPSNSequence}}, x(wire.RCSendOnly, 0, 0)))
+	f.Add([]byte{0, 3, 1, 2, 3})
+
+	f.Fuzz(func(t *testing.T, in []byte) {
+		synctest.Test(t, func(t *testing.T) {
+			fab := fabric.New(fabric.Config{Seed: 1})
+			defer fab.Close()
+			_, b := newXRC(t, fab, 2)
+			raw, err := fab.Attach(netip.MustParseAddr("10.0.0.3"))
+			must(t, err)
+			// Both of b's QPs talk to the raw peer (QPN 0x99).
+			av := ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{DGID: raw.LocalAddr(), HopLimit: 1}}
+			must(t, b.qp.Modify(&ibv.QPAttr{State: ibv.QPStateReset}, ibv.QPAttrState))
+			must(t, b.qp.Modify(&ibv.QPAttr{State: ibv.QPStateInit, PortNum: 1, AccessFlags: xrcAccess &^ ibv.AccessLocalWrite},
+				ibv.QPAttrState|ibv.QPAttrPKeyIndex|ibv.QPAttrPort|ibv.QPAttrAccessFlags))
+			must(t, b.qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTR, PathMTU: ibv.MTU1024, DestQPN: 0x99, AHAttr: av,
+				MaxDestRdAtomic: 4, MinRNRTimer: 1},
+				ibv.QPAttrState|ibv.QPAttrAV|ibv.QPAttrPathMTU|ibv.QPAttrDestQPN|ibv.QPAttrRQPSN|ibv.QPAttrMaxDestRdAtomic|ibv.QPAttrMinRNRTimer))
+			must(t, b.qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTS, Timeout: 10}, ibv.QPAttrState|ibv.QPAttrTimeout|ibv.QPAttrSQPSN))
+			must2(t)(b.srq.PostRecv(ibv.RecvWR{WRID: 1, SGList: []ibv.SGE{b.mr.SGE(0, 4096)}}))
+			send, err := b.pd.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeXRCSend, SendCQ: b.cq, Cap: ibv.QPCap{MaxSendWR: 4, MaxSendSGE: 1}})
+			must(t, err)
+			must(t, send.Modify(&ibv.QPAttr{State: ibv.QPStateInit, PortNum: 1}, ibv.QPAttrState|ibv.QPAttrPKeyIndex|ibv.QPAttrPort|ibv.QPAttrAccessFlags))
+			must(t, send.Modify(&ibv.QPAttr{State: ibv.QPStateRTR, PathMTU: ibv.MTU1024, DestQPN: 0x99, AHAttr: av},
+				ibv.QPAttrState|ibv.QPAttrAV|ibv.QPAttrPathMTU|ibv.QPAttrDestQPN|ibv.QPAttrRQPSN))
+			must(t, send.Modify(&ibv.QPAttr{State: ibv.QPStateRTS, Timeout: 10, RetryCnt: 2, RNRRetry: 2, MaxRdAtomic: 4},
+				ibv.QPAttrState|ibv.QPAttrTimeout|ibv.QPAttrRetryCnt|ibv.QPAttrRNRRetry|ibv.QPAttrSQPSN|ibv.QPAttrMaxQPRdAtomic))
+			must2(t)(send.PostSend(ibv.SendWR{WRID: 9, Opcode: ibv.WRRDMARead, Flags: ibv.SendSignaled, RemoteSRQN: 1,
+				SGList: []ibv.SGE{b.mr.SGE(8192, 3000)}, RemoteAddr: 0x1000, RKey: 0x100}))
+
+			for _, dst := range []uint32{b.qp.QPN(), send.QPN()} {
+				e := wire.Encap{Src: raw.LocalAddr(), Dst: b.dev.Addr(), SrcPort: wire.ConnectedSrcPort(0x99, dst),
+					DstPort: wire.UDPPort, HopLimit: 64, FragOff: wire.IPv4DF}
+				if _, err := raw.WriteBatch(hostile(in, dst, &e)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(5 * time.Second) // fake time: every timer the packets started fires
+			synctest.Wait()
+			_ = b.qp.State()
+			_ = send.State()
+			b.cq.Poll(make([]ibv.WorkCompletion, 64))
+		})
+	})
+}

@@ -76,15 +76,16 @@ const DefaultQKey = 0x11111111
 // (pp_connect_ctx: path MTU 1024, max_dest_rd_atomic 1, min_rnr_timer 12,
 // timeout 14, retry_cnt 7, rnr_retry 7, max_rd_atomic 1), the Q_Key of
 // ibv_ud_pingpong (0x11111111), and remote access for what the type
-// carries: REMOTE_WRITE|REMOTE_READ|REMOTE_ATOMIC on RC, REMOTE_WRITE on
-// UC. (ibv_rc_pingpong itself grants no remote access: it only SENDs.)
+// carries: REMOTE_WRITE|REMOTE_READ|REMOTE_ATOMIC on RC and XRC_RECV
+// (the XRC target), REMOTE_WRITE on UC. (ibv_rc_pingpong itself grants no
+// remote access: it only SENDs.)
 func DefaultConnectAttr(t ibv.QPType) ConnectAttr {
 	a := ConnectAttr{
 		PathMTU: ibv.MTU1024, QKey: DefaultQKey,
 		MaxDestRdAtomic: 1, MinRNRTimer: 12, MaxRdAtomic: 1, Timeout: 14, RetryCnt: 7, RNRRetry: 7,
 	}
 	switch t {
-	case ibv.QPTypeRC:
+	case ibv.QPTypeRC, ibv.QPTypeXRCRecv:
 		a.Access = ibv.AccessRemoteWrite | ibv.AccessRemoteRead | ibv.AccessRemoteAtomic
 	case ibv.QPTypeUC:
 		a.Access = ibv.AccessRemoteWrite

@@ -37,6 +37,8 @@
 //   - ExampleQPEx: the ibv_wr_* builders, WrStart to WrComplete.
 //   - ExampleQPEx_WrSendTSO: UD TSO, one WR sent as datagrams of a
 //     header and an mss-byte piece each.
+//   - ExampleXRCD: XRC, one connection into two XRC SRQs of a domain,
+//     each message's SRQ named by its number.
 //   - Example_faultInjection: a packet lost on the fabric, the NAK and
 //     the go-back-N resend.
 package verbs

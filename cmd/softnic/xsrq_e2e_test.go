@@ -54,7 +54,7 @@ func TestE2EXSRQPingpong(t *testing.T) {
 		t.Fatalf("decode: exit %d: %s", got, stderr.String())
 	}
 	var opcodes []string
-	reqs := map[bool]int{} // by direction: true = to the server
+	reqs := map[bool]map[uint32]bool{true: {}, false: {}} // PSNs by direction (true: to the server); a retransmission repeats one
 	sc := bufio.NewScanner(&stdout)
 	for sc.Scan() {
 		var r struct {
@@ -62,6 +62,7 @@ func TestE2EXSRQPingpong(t *testing.T) {
 			Opcode  string          `json:"opcode"`
 			Value   uint8           `json:"opcode_value"`
 			Dst     string          `json:"dst"`
+			PSN     uint32          `json:"psn"`
 			ICRCOK  json.RawMessage `json:"icrc_ok"` // a bool, a count in the summary
 			Packets int             `json:"packets"`
 			Bad     int             `json:"icrc_bad"`
@@ -92,7 +93,7 @@ func TestE2EXSRQPingpong(t *testing.T) {
 			if r.XRCETH == nil || r.XRCETH.SRQ != want {
 				t.Errorf("request without the XRCETH of SRQ %#x: %s", want, sc.Text())
 			}
-			reqs[toServer]++
+			reqs[toServer][r.PSN] = true
 		case r.Opcode == "XRC_ACKNOWLEDGE":
 			if r.XRCETH != nil || r.AETH == nil {
 				t.Errorf("ACK with an XRCETH or without an AETH: %s", sc.Text())
@@ -101,8 +102,8 @@ func TestE2EXSRQPingpong(t *testing.T) {
 			t.Errorf("opcode %s", sc.Text())
 		}
 	}
-	if reqs[true] != 3*n || reqs[false] != 3*n {
-		t.Errorf("%d request packets to the server, %d to the client; want %d each", reqs[true], reqs[false], 3*n)
+	if len(reqs[true]) != 3*n || len(reqs[false]) != 3*n {
+		t.Errorf("%d request PSNs to the server, %d to the client; want %d each", len(reqs[true]), len(reqs[false]), 3*n)
 	}
 
 	tshark, err := exec.LookPath("tshark")

@@ -95,7 +95,10 @@ func TestPair(t *testing.T) {
 	f := fabric.New(fabric.Config{Seed: 1})
 	defer f.Close()
 	var mu sync.Mutex
-	srqnsTo := map[netip.Addr]map[uint32]int{}
+	// By destination, the SRQ numbers the XRCETHs named, each with the
+	// PSNs of its request packets (a set: a retransmission under load
+	// repeats a PSN).
+	srqnsTo := map[netip.Addr]map[uint32]map[wire.PSN]bool{}
 	f.Tap(func(p fabric.Packet) {
 		if !p.Parsed || !p.Wire.Is(wire.MaskRequest) {
 			return
@@ -106,9 +109,13 @@ func TestPair(t *testing.T) {
 			t.Errorf("request %v", p.Wire.Opcode)
 		}
 		if srqnsTo[p.Dst] == nil {
-			srqnsTo[p.Dst] = map[uint32]int{}
+			srqnsTo[p.Dst] = map[uint32]map[wire.PSN]bool{}
 		}
-		srqnsTo[p.Dst][p.Wire.XRCETH().XRCSRQ()]++
+		n := p.Wire.XRCETH().XRCSRQ()
+		if srqnsTo[p.Dst][n] == nil {
+			srqnsTo[p.Dst][n] = map[wire.PSN]bool{}
+		}
+		srqnsTo[p.Dst][n][p.Wire.PSN()] = true
 	})
 	cfg := Defaults()
 	cfg.NumTests, cfg.Size = 20, 3000
@@ -131,8 +138,8 @@ func TestPair(t *testing.T) {
 	// 3000 bytes at MTU 1024: three packets per message.
 	for addr, srqn := range map[netip.Addr]uint32{netip.MustParseAddr("10.0.0.1"): sl.SRQN, netip.MustParseAddr("10.0.0.2"): cl.SRQN} {
 		got := srqnsTo[addr]
-		if len(got) != 1 || got[srqn] != 3*cfg.NumTests {
-			t.Errorf("requests to %v by XRCETH SRQ number: %v, want %d to %#x", addr, got, 3*cfg.NumTests, srqn)
+		if len(got) != 1 || len(got[srqn]) != 3*cfg.NumTests {
+			t.Errorf("requests to %v: %d SRQ numbers, %d PSNs to %#x; want one, %d", addr, len(got), len(got[srqn]), srqn, 3*cfg.NumTests)
 		}
 	}
 }

@@ -458,6 +458,8 @@ func TestXRCMisuse(t *testing.T) {
 		check("XRC SRQ without a CQ", err, verbs.EINVAL)
 		_, err = b.pd.CreateSRQEx(verbs.SRQInitAttrEx{SRQInitAttr: verbs.SRQInitAttr{MaxWR: 4}, Type: ibv.SRQTypeXRC, CQ: b.cq})
 		check("XRC SRQ without a domain", err, verbs.EINVAL)
+		_, err = b.pd.CreateSRQEx(verbs.SRQInitAttrEx{SRQInitAttr: verbs.SRQInitAttr{MaxWR: 4}, XRCD: b.xrcd})
+		check("basic SRQ with a domain", err, verbs.EINVAL)
 		basic, err := b.pd.CreateSRQ(verbs.SRQInitAttr{MaxWR: 4})
 		must(t, err)
 		_, err = basic.Num()

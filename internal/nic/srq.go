@@ -92,6 +92,9 @@ func (n *NIC) CreateSRQ(pd *mem.PD, a SRQInitAttr) (*SRQ, error) {
 	if err := checkRQCap("SRQ", a.MaxWR, maxSRQWR, a.MaxSGE, maxSRQSGE); err != nil {
 		return nil, err
 	}
+	if a.XRCD != nil && a.Type != ibv.SRQTypeXRC {
+		return nil, fmt.Errorf("%w: an XRC domain for a %v SRQ (XRC SRQs only)", ErrInvalid, a.Type)
+	}
 	switch a.Type {
 	case ibv.SRQTypeBasic:
 	case ibv.SRQTypeTM:

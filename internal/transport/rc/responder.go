@@ -74,8 +74,9 @@ type responder struct {
 	ackPSN     wire.PSN
 
 	// XRC_RECV: the XRC SRQ the message in progress takes its receive,
-	// PD and CQ from (xrcTargetLocked).
+	// PD and CQ from, and its number (xrcTargetLocked).
 	xrcSRQN uint32
+	xrcT    XRCTarget
 }
 
 func (r *responder) reading() bool { return r.reply.active }
@@ -113,8 +114,17 @@ func (r *responder) requestLocked(qp *QP, rx *transport.RxPacket, out transport.
 // checkLocked as on RC.
 func (r *responder) xrcTargetLocked(qp *QP, p *wire.Packet) respErr {
 	num := p.XRCETH().XRCSRQ()
-	if r.inMsg && num != r.xrcSRQN && p.PSN() == r.psn {
-		return errXRCSRQ
+	if r.inMsg {
+		// The message in progress keeps the SRQ it started with: an error
+		// now completes its WQE on that SRQ's CQ, whatever packets out of
+		// sequence named since.
+		qp.cfg.RQ, qp.cfg.PD, qp.cfg.RecvCQ = r.xrcT.RQ, r.xrcT.PD, r.xrcT.CQ
+		if p.PSN() == r.psn {
+			if num != r.xrcSRQN {
+				return errXRCSRQ
+			}
+			return respOK
+		}
 	}
 	t, ok := qp.cfg.XRCSRQ(num)
 	if !ok {
@@ -122,7 +132,7 @@ func (r *responder) xrcTargetLocked(qp *QP, p *wire.Packet) respErr {
 	}
 	qp.cfg.RQ, qp.cfg.PD, qp.cfg.RecvCQ = t.RQ, t.PD, t.CQ
 	if p.PSN() == r.psn {
-		r.xrcSRQN = num
+		r.xrcSRQN, r.xrcT = num, t
 	}
 	return respOK
 }

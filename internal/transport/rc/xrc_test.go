@@ -133,6 +133,19 @@ func TestXRCTargetRefusals(t *testing.T) {
 		t.Errorf("SRQ 2 touched: %+v", s2.cq.wcs)
 	}
 
+	// A packet out of sequence naming SRQ 2 in between: the error still
+	// completes SRQ 1's WQE on SRQ 1's CQ.
+	h = newXRCHarness(t)
+	h.post(1, 10)
+	h.post(2, 20)
+	h.deliver(xrcSend(wire.ClassXRC|wire.RCSendFirst.Op(), 0, 1, false), make([]byte, 1024))
+	h.deliver(xrcSend(wire.ClassXRC|wire.RCSendLast.Op(), 5, 2, true), []byte("x"))
+	h.deliver(xrcSend(wire.ClassXRC|wire.RCSendLast.Op(), 1, 2, true), []byte("x"))
+	check(t, "a gap, then a LAST naming another SRQ", h.process(), "XRC_ACKNOWLEDGE/1 NAK_PSN_SEQ_ERR", "XRC_ACKNOWLEDGE/1 NAK_INVALID_REQ")
+	if s1, s2 := h.srqs[1], h.srqs[2]; len(s1.cq.wcs) != 1 || s1.cq.wcs[0].WRID != 10 || len(s2.cq.wcs) != 0 {
+		t.Errorf("SRQ 1's CQ %+v, SRQ 2's %+v; want SRQ 1's WQE on SRQ 1's CQ", s1.cq.wcs, s2.cq.wcs)
+	}
+
 	h = newXRCHarness(t)
 	h.deliver(xrcSend(wire.ClassXRC|wire.RCSendOnly.Op(), 0, 7, true), []byte("x"))
 	check(t, "no such SRQ", h.process(), "XRC_ACKNOWLEDGE/0 NAK_INVALID_REQ")

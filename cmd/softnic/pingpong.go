@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -85,41 +86,16 @@ func pingpongUsage(k pingpong.Kind) func(io.Writer) {
 func runPingpong(k pingpong.Kind) func(args []string, stdout, stderr io.Writer) int {
 	return func(args []string, stdout, stderr io.Writer) int {
 		name := k.String()
-		opts := pingpongOpts(k)
-		r, status, ok := parseTool(name, opts, args, stdout, stderr, pingpongUsage(k))
+		r, status, ok := parseTool(name, pingpongOpts(k), args, stdout, stderr, pingpongUsage(k))
 		if !ok {
 			return status
 		}
 		cfg, err := pingpongConfig(k, r)
-		if err == nil && len(r.Operands) > 1 {
-			err = fmt.Errorf("more than one host: %q", r.Operands)
-		}
-		nf, ferr := parseNICFlags(r)
-		if err == nil {
-			err = ferr
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "softnic %s: %v\nRun 'softnic help %s' for usage.\n", name, err, name)
-			return exitTool
-		}
-		if len(r.Operands) == 1 {
-			cfg.ServerName = r.Operands[0]
-		}
-		n, err := nf.open(cfg.IBDev, cfg.ServerName)
-		if err != nil {
-			return failTool(stderr, name, err)
-		}
-		ctx, cancel := toolContext()
-		defer cancel()
-		_, err = pingpong.Run(ctx, cfg, pingpong.Env{Dev: n.Dev, Out: stdout, Warn: stderr,
-			Stall: nf.stall, AcceptTimeout: nf.accept, ConnectRetry: nf.retry})
-		if cerr := n.Close(); err == nil && cerr != nil {
-			err = cerr
-		}
-		if err != nil {
-			return failTool(stderr, name, err)
-		}
-		return exitOK
+		return runPingpongLike(name, r, err, &cfg.ServerName, cfg.IBDev, stdout, stderr,
+			func(ctx context.Context, env pingpong.Env) error {
+				_, err := pingpong.Run(ctx, cfg, env)
+				return err
+			}, nil)
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -56,46 +57,26 @@ func runTMPingpong(args []string, stdout, stderr io.Writer) int {
 		return status
 	}
 	cfg, err := tmPingpongConfig(r)
-	if err == nil && len(r.Operands) > 1 {
-		err = fmt.Errorf("more than one host: %q", r.Operands)
-	}
-	nf, ferr := parseNICFlags(r)
-	if err == nil {
-		err = ferr
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "softnic %s: %v\nRun 'softnic help %s' for usage.\n", name, err, name)
-		return exitTool
-	}
-	if len(r.Operands) == 1 {
-		cfg.ServerName = r.Operands[0]
-	}
-	n, err := nf.open(cfg.IBDev, cfg.ServerName)
-	if err != nil {
-		return failTool(stderr, name, err)
-	}
-	ctx, cancel := toolContext()
-	defer cancel()
 	out := stdout
 	if r.Has("json") {
 		out = stderr // stdout carries the JSON alone (internal/tooljson)
 	}
-	res, err := tmpingpong.Run(ctx, cfg, pingpong.Env{Dev: n.Dev, Out: out, Warn: stderr,
-		Stall: nf.stall, AcceptTimeout: nf.accept, ConnectRetry: nf.retry})
-	if cerr := n.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
-	if err != nil {
-		return failTool(stderr, name, err)
-	}
-	if r.Has("json") {
-		b, err := tmpingpong.JSON(res)
-		if err != nil {
-			return failTool(stderr, name, err)
-		}
-		stdout.Write(b)
-	}
-	return exitOK
+	var res *tmpingpong.Result
+	return runPingpongLike(name, r, err, &cfg.ServerName, cfg.IBDev, out, stderr,
+		func(ctx context.Context, env pingpong.Env) (err error) {
+			res, err = tmpingpong.Run(ctx, cfg, env)
+			return err
+		},
+		func() error {
+			if !r.Has("json") {
+				return nil
+			}
+			b, err := tmpingpong.JSON(res)
+			if err == nil {
+				_, err = stdout.Write(b)
+			}
+			return err
+		})
 }
 
 // tmPingpongConfig turns the parsed options into a Config.

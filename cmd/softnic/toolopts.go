@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/internal/getopt"
+	"github.com/softnic/softnic/internal/pingpong"
 	"github.com/softnic/softnic/internal/toolnic"
 )
 
@@ -175,4 +176,49 @@ func writeOpts(w io.Writer, opts []optSpec) {
 func failTool(stderr io.Writer, name string, err error) int {
 	fmt.Fprintf(stderr, "softnic %s: %v\n", name, err)
 	return exitTool
+}
+
+// runPingpongLike runs a tool of the rdma-core pingpongs' kind once its
+// options are parsed and its config made (cfgErr is the config's error):
+// at most one host operand (written to *server), the NIC opened for
+// device ibdev and that host, run called with the pingpongs' Env on a
+// context SIGINT and SIGTERM cancel, the NIC closed. out is where the
+// tool's text goes (stderr when stdout carries --json). It returns the
+// exit status; done, when not nil, runs after a successful run (the JSON
+// output).
+func runPingpongLike(name string, r *getopt.Result, cfgErr error, server *string, ibdev string,
+	out, stderr io.Writer, run func(context.Context, pingpong.Env) error, done func() error) int {
+	err := cfgErr
+	if err == nil && len(r.Operands) > 1 {
+		err = fmt.Errorf("more than one host: %q", r.Operands)
+	}
+	nf, ferr := parseNICFlags(r)
+	if err == nil {
+		err = ferr
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "softnic %s: %v\nRun 'softnic help %s' for usage.\n", name, err, name)
+		return exitTool
+	}
+	if len(r.Operands) == 1 {
+		*server = r.Operands[0]
+	}
+	n, err := nf.open(ibdev, *server)
+	if err != nil {
+		return failTool(stderr, name, err)
+	}
+	ctx, cancel := toolContext()
+	defer cancel()
+	err = run(ctx, pingpong.Env{Dev: n.Dev, Out: out, Warn: stderr,
+		Stall: nf.stall, AcceptTimeout: nf.accept, ConnectRetry: nf.retry})
+	if cerr := n.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err == nil && done != nil {
+		err = done()
+	}
+	if err != nil {
+		return failTool(stderr, name, err)
+	}
+	return exitOK
 }

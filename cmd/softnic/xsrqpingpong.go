@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -54,35 +55,8 @@ func runXSRQPingpong(args []string, stdout, stderr io.Writer) int {
 		return status
 	}
 	cfg, err := xsrqPingpongConfig(r)
-	if err == nil && len(r.Operands) > 1 {
-		err = fmt.Errorf("more than one host: %q", r.Operands)
-	}
-	nf, ferr := parseNICFlags(r)
-	if err == nil {
-		err = ferr
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "softnic %s: %v\nRun 'softnic help %s' for usage.\n", name, err, name)
-		return exitTool
-	}
-	if len(r.Operands) == 1 {
-		cfg.ServerName = r.Operands[0]
-	}
-	n, err := nf.open(cfg.IBDev, cfg.ServerName)
-	if err != nil {
-		return failTool(stderr, name, err)
-	}
-	ctx, cancel := toolContext()
-	defer cancel()
-	err = xsrqpingpong.Run(ctx, cfg, pingpong.Env{Dev: n.Dev, Out: stdout, Warn: stderr,
-		Stall: nf.stall, AcceptTimeout: nf.accept, ConnectRetry: nf.retry})
-	if cerr := n.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
-	if err != nil {
-		return failTool(stderr, name, err)
-	}
-	return exitOK
+	return runPingpongLike(name, r, err, &cfg.ServerName, cfg.IBDev, stdout, stderr,
+		func(ctx context.Context, env pingpong.Env) error { return xsrqpingpong.Run(ctx, cfg, env) }, nil)
 }
 
 // xsrqPingpongConfig turns the parsed options into a Config.

@@ -103,41 +103,16 @@ func runPingpong(k pingpong.Kind) func(args []string, stdout, stderr io.Writer) 
 // the C tools refuse (and garbage they would silently take as 0).
 func pingpongConfig(k pingpong.Kind, r *getopt.Result) (pingpong.Config, error) {
 	cfg := pingpong.Defaults(k)
-	num := func(name string, lo, hi int64, dst *int) error {
-		m, ok := r.Last(name)
-		if !ok {
-			return nil
-		}
-		v, err := getopt.Int(m.Value)
-		if err != nil || v < lo || v > hi {
-			return fmt.Errorf("invalid --%s %q (%d..%d)", name, m.Value, lo, hi)
-		}
-		*dst = int(v)
-		return nil
-	}
-	for _, n := range []struct {
-		name   string
-		lo, hi int64
-		dst    *int
-	}{
+	if err := parseIntOpts(r, []intOpt{
 		{"port", 0, 65535, &cfg.Port}, {"ib-port", 1, 255, &cfg.IBPort}, {"size", 0, 1 << 31, &cfg.Size},
 		{"rx-depth", 1, 1 << 14, &cfg.RxDepth}, {"iters", 1, 1<<31 - 1, &cfg.Iters}, {"sl", 0, 15, &cfg.SL},
 		{"gid-idx", -1, 255, &cfg.GIDIndex}, {"num-qp", 1, pingpong.MaxQP, &cfg.NumQP},
 		{"qp-timeout", 0, 31, &cfg.QPTimeout},
-	} {
-		if err := num(n.name, n.lo, n.hi, n.dst); err != nil {
-			return cfg, err
-		}
+	}); err != nil {
+		return cfg, err
 	}
-	if m, ok := r.Last("mtu"); ok {
-		v, err := getopt.Int(m.Value)
-		cfg.MTU = ibv.MTU(0)
-		if err == nil {
-			cfg.MTU = mtuEnum(int(v))
-		}
-		if cfg.MTU == 0 {
-			return cfg, fmt.Errorf("invalid --mtu %q (256, 512, 1024, 2048 or 4096)", m.Value)
-		}
+	if err := parseMTUOpt(r, &cfg.MTU); err != nil {
+		return cfg, err
 	}
 	if m, ok := r.Last("ib-dev"); ok {
 		cfg.IBDev = m.Value

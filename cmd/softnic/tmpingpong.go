@@ -82,35 +82,16 @@ func runTMPingpong(args []string, stdout, stderr io.Writer) int {
 // tmPingpongConfig turns the parsed options into a Config.
 func tmPingpongConfig(r *getopt.Result) (tmpingpong.Config, error) {
 	cfg := tmpingpong.Defaults()
-	for _, n := range []struct {
-		name   string
-		lo, hi int64
-		dst    *int
-	}{
+	if err := parseIntOpts(r, []intOpt{
 		{"port", 0, 65535, &cfg.Port}, {"ib-port", 1, 255, &cfg.IBPort}, {"size", 1, 1 << 30, &cfg.Size},
 		{"iters", 1, 1<<31 - 1, &cfg.Iters}, {"tags", 1, tmpingpong.MaxTags, &cfg.Tags},
 		{"rndv", 0, 1 << 31, &cfg.RndvThreshold}, {"unexpected", 0, tmpingpong.MaxTags, &cfg.Unexpected},
 		{"gid-idx", -1, 255, &cfg.GIDIndex}, {"qp-timeout", 0, 31, &cfg.QPTimeout},
-	} {
-		m, ok := r.Last(n.name)
-		if !ok {
-			continue
-		}
-		v, err := getopt.Int(m.Value)
-		if err != nil || v < n.lo || v > n.hi {
-			return cfg, fmt.Errorf("invalid --%s %q (%d..%d)", n.name, m.Value, n.lo, n.hi)
-		}
-		*n.dst = int(v)
+	}); err != nil {
+		return cfg, err
 	}
-	if m, ok := r.Last("mtu"); ok {
-		v, err := getopt.Int(m.Value)
-		cfg.MTU = 0
-		if err == nil {
-			cfg.MTU = mtuEnum(int(v))
-		}
-		if cfg.MTU == 0 {
-			return cfg, fmt.Errorf("invalid --mtu %q (256, 512, 1024, 2048 or 4096)", m.Value)
-		}
+	if err := parseMTUOpt(r, &cfg.MTU); err != nil {
+		return cfg, err
 	}
 	if m, ok := r.Last("ib-dev"); ok {
 		cfg.IBDev = m.Value

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/getopt"
 	"github.com/softnic/softnic/internal/pingpong"
 	"github.com/softnic/softnic/internal/toolnic"
@@ -221,4 +222,45 @@ func runPingpongLike(name string, r *getopt.Result, cfgErr error, server *string
 		return failTool(stderr, name, err)
 	}
 	return exitOK
+}
+
+// intOpt is an integer option a tool's config takes, within [lo, hi].
+type intOpt struct {
+	name   string
+	lo, hi int64
+	dst    *int
+}
+
+// parseIntOpts sets the options given on the command line, refusing a
+// value that is not a number or is out of its bounds.
+func parseIntOpts(r *getopt.Result, opts []intOpt) error {
+	for _, o := range opts {
+		m, ok := r.Last(o.name)
+		if !ok {
+			continue
+		}
+		v, err := getopt.Int(m.Value)
+		if err != nil || v < o.lo || v > o.hi {
+			return fmt.Errorf("invalid --%s %q (%d..%d)", o.name, m.Value, o.lo, o.hi)
+		}
+		*o.dst = int(v)
+	}
+	return nil
+}
+
+// parseMTUOpt sets *dst from --mtu when it is given: 256 to 4096 bytes.
+func parseMTUOpt(r *getopt.Result, dst *ibv.MTU) error {
+	m, ok := r.Last("mtu")
+	if !ok {
+		return nil
+	}
+	v, err := getopt.Int(m.Value)
+	*dst = 0
+	if err == nil {
+		*dst = mtuEnum(int(v))
+	}
+	if *dst == 0 {
+		return fmt.Errorf("invalid --mtu %q (256, 512, 1024, 2048 or 4096)", m.Value)
+	}
+	return nil
 }

@@ -62,34 +62,15 @@ func runXSRQPingpong(args []string, stdout, stderr io.Writer) int {
 // xsrqPingpongConfig turns the parsed options into a Config.
 func xsrqPingpongConfig(r *getopt.Result) (xsrqpingpong.Config, error) {
 	cfg := xsrqpingpong.Defaults()
-	for _, n := range []struct {
-		name   string
-		lo, hi int64
-		dst    *int
-	}{
+	if err := parseIntOpts(r, []intOpt{
 		{"port", 0, 65535, &cfg.Port}, {"ib-port", 1, 255, &cfg.IBPort}, {"size", 1, 1 << 30, &cfg.Size},
 		{"clients", 1, xsrqpingpong.MaxClients, &cfg.Clients}, {"num_tests", 1, 1<<31 - 1, &cfg.NumTests},
 		{"sl", 0, 15, &cfg.SL}, {"gid-idx", -1, 255, &cfg.GIDIndex},
-	} {
-		m, ok := r.Last(n.name)
-		if !ok {
-			continue
-		}
-		v, err := getopt.Int(m.Value)
-		if err != nil || v < n.lo || v > n.hi {
-			return cfg, fmt.Errorf("invalid --%s %q (%d..%d)", n.name, m.Value, n.lo, n.hi)
-		}
-		*n.dst = int(v)
+	}); err != nil {
+		return cfg, err
 	}
-	if m, ok := r.Last("mtu"); ok {
-		v, err := getopt.Int(m.Value)
-		cfg.MTU = 0
-		if err == nil {
-			cfg.MTU = mtuEnum(int(v))
-		}
-		if cfg.MTU == 0 {
-			return cfg, fmt.Errorf("invalid --mtu %q (256, 512, 1024, 2048 or 4096)", m.Value)
-		}
+	if err := parseMTUOpt(r, &cfg.MTU); err != nil {
+		return cfg, err
 	}
 	if m, ok := r.Last("ib-dev"); ok {
 		cfg.IBDev = m.Value

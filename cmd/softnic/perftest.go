@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -92,6 +93,7 @@ func perftestOpts(v perftest.Verb, t perftest.TestKind) (opts []optSpec, unsuppo
 		o(0, "retry_count", R, "<value>", "Set retry count value in rdma_cm mode (no effect)"),
 		o(0, "json", N, "", "softnic: print the results as one JSON object instead of the text table (warnings on stderr)"),
 		o(0, "check", N, "", "softnic: fill buffers with patterns and check the data after the run (needs softnic with --check on both sides)"),
+		o(0, "cpuprofile", R, "<file>", "softnic: write a CPU profile of the run to <file> (go tool pprof)"),
 	)
 	for _, s := range "wyMlBEJjKkTLXWgzRvbOZPG" {
 		unsupported = append(unsupported, getopt.Option{Short: s, Arg: map[bool]getopt.ArgKind{true: R, false: N}[strings.ContainsRune("wyMlBEJjKkTLXW", s)]})
@@ -172,6 +174,17 @@ func runPerftest(v perftest.Verb, t perftest.TestKind) func(args []string, stdou
 		if len(r.Operands) == 1 {
 			cfg.ServerName = r.Operands[0]
 		}
+		if m, ok := r.Last("cpuprofile"); ok {
+			stop, err := startCPUProfile(m.Value)
+			if err != nil {
+				return failTool(stderr, name, err)
+			}
+			defer func() {
+				if err := stop(); err != nil {
+					fmt.Fprintf(stderr, "softnic %s: --cpuprofile: %v\n", name, err)
+				}
+			}()
+		}
 		n, err := nf.open(cfg.IBDev, cfg.ServerName)
 		if err != nil {
 			return failTool(stderr, name, err)
@@ -192,6 +205,25 @@ func runPerftest(v perftest.Verb, t perftest.TestKind) func(args []string, stdou
 		}
 		return exitOK
 	}
+}
+
+// startCPUProfile starts profiling this process's CPU use into the file
+// path (runtime/pprof's format, read by go tool pprof); stop ends the
+// profile and closes the file. It covers the NIC's opening, the
+// out-of-band exchange and the run.
+func startCPUProfile(path string) (stop func() error, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }
 
 // isTerminal reports whether w is a terminal.

@@ -2,8 +2,12 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
+	"io"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -230,5 +234,45 @@ func TestInfoCommand(t *testing.T) {
 		if got := run(tt.args, &o, &e); got != tt.status || !strings.Contains(o.String(), tt.want) {
 			t.Errorf("%q: got status %d, want %d; stdout lacks %q?\n%s%s", tt.args, got, tt.status, tt.want, o.String(), e.String())
 		}
+	}
+}
+
+// TestPerftestCPUProfile runs write_lat with --cpuprofile on the client:
+// the file is a gzipped pprof profile with samples in it.
+func TestPerftestCPUProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	args := []string{"-n", "2000", "-s", "8"}
+	srv, cli := runToolPair(t, "write_lat", args, append([]string{"--cpuprofile", path}, args...))
+	if srv.status != 0 || cli.status != 0 {
+		t.Fatalf("status server %d client %d\nserver:\n%s\nclient:\n%s", srv.status, cli.status, srv.errOut, cli.errOut)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("profile is not gzipped: %v", err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatalf("profile: %v", err)
+	}
+	// A pprof profile is a protobuf whose string table names the CPU
+	// sample types.
+	for _, s := range []string{"samples", "cpu", "nanoseconds"} {
+		if !bytes.Contains(raw, []byte(s)) {
+			t.Errorf("profile (%d bytes) does not name %q", len(raw), s)
+		}
+	}
+}
+
+func TestPerftestCPUProfileBadPath(t *testing.T) {
+	var o, e bytes.Buffer
+	if st := run([]string{"write_lat", "--cpuprofile", filepath.Join(t.TempDir(), "no", "such", "dir"), "-n", "5"}, &o, &e); st == 0 {
+		t.Fatalf("status 0 with an unwritable profile path")
+	}
+	if !strings.Contains(e.String(), "--cpuprofile") {
+		t.Errorf("stderr does not name --cpuprofile:\n%s", e.String())
 	}
 }

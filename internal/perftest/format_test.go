@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -234,6 +235,18 @@ func TestFormatResults(t *testing.T) {
 	want := " 64      5          969.34         1274.91      1093.03  \t       1093.03     \t123.00 \t\t1274.91 \t\t1274.91\n"
 	if got != want {
 		t.Errorf("FormatLat:\ngot  %q\nwant %q", got, want)
+	}
+	if r := ComputeLat(&l, posted, 64); r.Samples != nil {
+		t.Errorf("Samples without -H: %v", r.Samples)
+	}
+	h := l
+	h.Histogram = true
+	if r := ComputeLat(&h, posted, 64); !slices.Equal(r.Samples, []float64{969.34, 1216.72}) {
+		t.Errorf("Samples with -H: got %v, want the two kept half round trips, sorted", r.Samples)
+	}
+	h.Cycles = true
+	if r := ComputeLat(&h, posted, 64).inUsec(&h); !slices.Equal(r.Samples, []float64{969.34, 1216.72}) || r.Typical != 1093.03 {
+		t.Errorf("Samples with -H -C in Result: got %v (typical %v), want microseconds", r.Samples, r.Typical)
 	}
 	if got, want := Header(&l), resultLine+" #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n"; got != want {
 		t.Errorf("Header(lat): got %q", got)

@@ -3,6 +3,7 @@ package perftest
 import (
 	"encoding/json"
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -86,16 +87,16 @@ func TestJSONUnits(t *testing.T) {
 	}
 	c := Defaults(Read, Lat)
 	ns := LatResult{Size: 2, Iters: 100, Min: 1500, Max: 9000, Typical: 2000, Avg: 2500, Stdev: 300, P99: 8000, P999: 8500}
-	if got := ns.inUsec(&c); got != ns {
+	if got := ns.inUsec(&c); !reflect.DeepEqual(got, ns) {
 		t.Errorf("without -C: got %+v, want it unchanged", got)
 	}
 	c.Cycles = true
 	want := LatResult{Size: 2, Iters: 100, Min: 1.5, Max: 9, Typical: 2, Avg: 2.5, Stdev: 0.3, P99: 8, P999: 8.5}
-	if got := ns.inUsec(&c); got != want {
+	if got := ns.inUsec(&c); !reflect.DeepEqual(got, want) {
 		t.Errorf("-C: got %+v, want %+v", got, want)
 	}
 	d := LatResult{Iters: 100, Avg: 3, TPS: 1e5, Duration: true}
-	if got := d.inUsec(&c); got != d {
+	if got := d.inUsec(&c); !reflect.DeepEqual(got, d) {
 		t.Errorf("-C -D: got %+v, want it unchanged (duration runs report microseconds)", got)
 	}
 }

@@ -64,7 +64,8 @@
 //	}
 //
 // A latency test has "latency" ([LatResult]: t_min_usec, t_max_usec,
-// t_typical_usec, t_avg_usec, t_stdev_usec, p99_usec, p99_9_usec, and
+// t_typical_usec, t_avg_usec, t_stdev_usec, p99_usec, p99_9_usec, with -H
+// samples_usec (every kept latency, sorted), and
 // tps_average in duration runs) where a bandwidth test has "bw".
 //
 // A peer that dies mid-run: RC QPs have perftest's timeout (-u, 14) and

@@ -292,6 +292,9 @@ type LatResult struct {
 	TPS float64 `json:"tps_average,omitempty"`
 	// Duration marks a duration run's result (-D).
 	Duration bool `json:"-"`
+	// Samples are the latencies -H prints, one per kept iteration, sorted
+	// (the two longest left out, as in the other figures); only with -H.
+	Samples []float64 `json:"samples_usec,omitempty"`
 	// Histogram holds the -H / -U lines printed before the result.
 	Histogram string `json:"-"`
 }
@@ -346,8 +349,10 @@ func ComputeLat(c *Config, posted []int64, size uint64) LatResult {
 	}
 	if c.Histogram {
 		fmt.Fprintf(&hist, "#, %s\n", units)
+		res.Samples = make([]float64, m)
 		for i := 0; i < m; i++ {
-			fmt.Fprintf(&hist, "%d, %s\n", i+1, cg(float64(delta[i])/q))
+			res.Samples[i] = float64(delta[i]) / q
+			fmt.Fprintf(&hist, "%d, %s\n", i+1, cg(res.Samples[i]))
 		}
 	}
 	res.Histogram = hist.String()

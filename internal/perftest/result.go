@@ -97,6 +97,13 @@ func (r LatResult) inUsec(c *Config) LatResult {
 		for _, v := range []*float64{&r.Min, &r.Max, &r.Typical, &r.Avg, &r.Stdev, &r.P99, &r.P999} {
 			*v /= 1000
 		}
+		if r.Samples != nil {
+			us := make([]float64, len(r.Samples)) // r shares the caller's
+			for i, v := range r.Samples {
+				us[i] = v / 1000
+			}
+			r.Samples = us
+		}
 	}
 	return r
 }

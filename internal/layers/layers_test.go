@@ -47,8 +47,10 @@ var rank = map[string]int{
 	"internal/xsrqpingpong": 12,
 	"internal/devinfo":      12,
 	"internal/demo":         13,
+	"internal/bench":        13,
 	"cmd/softnic":           14,
 	"cmd/udpbench":          14,
+	"cmd/bench":             14,
 	// Test suites and this check import nothing of the module.
 	"test/interop":    15,
 	"test/twohost":    15,

@@ -53,7 +53,7 @@ func PlanFor(c Config) Plan {
 		ReadBW:   []string{"-s", "65536", "-n", "20000"},
 		SendBW:   []string{"-s", "64", "-n", "1000000"},
 		WriteLat: []string{"-s", "8", "-n", "20000", "-H"},
-		QP:       []string{"-s", "65536", "-q", strconv.Itoa(c.ManyQPs), "-n", "20"},
+		QP:       []string{"-s", "65536", "-q", strconv.Itoa(c.ManyQPs), "-n", "10"},
 	}
 	if c.Quick {
 		p.UDPBench = []string{"-modes", "raw/plain,raw/gso+gro,link/gso+gro", "-d", "500ms", "-runs", "1"}

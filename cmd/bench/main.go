@@ -9,6 +9,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 
@@ -27,6 +28,8 @@ Measures, in one run on this machine:
 and prints them with write_bw over raw gso+gro and issue 13's goals, each
 PASS or SHORT. It binds UDP port 4791 on 127.0.0.1 and 127.0.0.2 and TCP
 ports from --port: run it where nothing else does (a network namespace).
+Exit status 1 when a measurement failed (its row says FAILED and why); a
+SHORT figure is a measurement, not a failure.
 
 busy-poll mode: not built (its rows print "n/a (not built)")
 guest mode: not built (two 1-vCPU guests of the interop bed, rxe <-> rxe then
@@ -48,10 +51,16 @@ func main() {
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
 	}
+	fs.SetOutput(io.Discard)
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if err == flag.ErrHelp {
+			fs.SetOutput(os.Stdout)
+			fs.Usage()
 			os.Exit(0)
 		}
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		fs.SetOutput(os.Stderr)
+		fs.Usage()
 		os.Exit(2)
 	}
 	if fs.NArg() > 0 {

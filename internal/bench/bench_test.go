@@ -208,6 +208,7 @@ func TestFormat(t *testing.T) {
 		"UDP: 4112-byte datagrams,",
 		"measure                                 value unit      /gso+gro  goal                       status\n",
 		"write_bw 64 KiB                         20.00 Gbit/s       50.0%  ≥ 20 Gbit/s                PASS\n",
+		"UDP raw/gso+gro                         40.00 Gbit/s\n",
 		"write_bw / raw gso+gro                   0.50 x                   ≥ 0.40                     PASS\n",
 		"send_bw 64 B                             1.00 M msg/s             ≥ 1 M msg/s                SHORT\n",
 		"write_lat 8 B p99                       75.50 usec                ≤ 3 × typical (75.0 µs)    SHORT\n",

@@ -342,7 +342,8 @@ func (t Table) Format() string {
 		if r.OfGSOGRO != nil {
 			ratio = fmt.Sprintf("%.1f%%", 100**r.OfGSOGRO)
 		}
-		fmt.Fprintf(&b, "%s %12s %-8s %9s  %s %s\n", pad(r.Name, w), val, r.Unit, ratio, pad(r.Goal, 26), r.Status)
+		line := fmt.Sprintf("%s %12s %-8s %9s  %s %s", pad(r.Name, w), val, r.Unit, ratio, pad(r.Goal, 26), r.Status)
+		b.WriteString(strings.TrimRight(line, " ") + "\n")
 	}
 	notes := false
 	for _, r := range t.Rows {

@@ -39,6 +39,7 @@ var rank = map[string]int{
 	"internal/tooljson":     9,
 	"internal/getopt":       9,
 	"internal/netnstest":    9,
+	"internal/tooltest":     9,
 	"internal/decode":       10,
 	"internal/toolnic":      10,
 	"internal/pingpong":     11,

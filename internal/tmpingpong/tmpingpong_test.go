@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +14,7 @@ import (
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/pingpong"
 	"github.com/softnic/softnic/internal/tooljson"
-	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/internal/tooltest"
 )
 
 // side is one end of an in-process run.
@@ -35,19 +34,8 @@ func runPair(t *testing.T, scfg, ccfg Config, stall time.Duration) (srv, cli *si
 func runPairOn(t *testing.T, f *fabric.Fabric, scfg, ccfg Config, stall time.Duration) (srv, cli *side) {
 	t.Helper()
 	t.Cleanup(func() { f.Close() })
-	open := func(a string) *verbs.Device {
-		ep, err := f.Attach(netip.MustParseAddr(a))
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := verbs.Open(verbs.Config{Link: ep})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close() })
-		return d
-	}
-	sdev, cdev := open("10.0.0.1"), open("10.0.0.2")
+	devs := tooltest.Devices(t, f, "10.0.0.1", "10.0.0.2")
+	sdev, cdev := devs[0], devs[1]
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/internal/pingpong"
+	"github.com/softnic/softnic/internal/tooltest"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/wire"
 )
@@ -29,19 +30,8 @@ type side struct {
 // out-of-band exchange on 127.0.0.1.
 func runPair(t *testing.T, f *fabric.Fabric, cfg Config) (srv, cli *side) {
 	t.Helper()
-	open := func(a string) *verbs.Device {
-		ep, err := f.Attach(netip.MustParseAddr(a))
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := verbs.Open(verbs.Config{Link: ep})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close() })
-		return d
-	}
-	sdev, cdev := open("10.0.0.1"), open("10.0.0.2")
+	devs := tooltest.Devices(t, f, "10.0.0.1", "10.0.0.2")
+	sdev, cdev := devs[0], devs[1]
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

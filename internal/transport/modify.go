@@ -66,18 +66,8 @@ func StoreAttrs(a, attr *ibv.QPAttr, mask ibv.AttrMask) {
 	}
 }
 
-// roundUpPow2 rounds n up to a power of two, as rxe_qp_from_attr does for
-// max_rd_atomic and max_dest_rd_atomic (0 stays 0).
-func roundUpPow2(n uint8) uint8 {
-	if n == 0 {
-		return 0
-	}
-	p := 1
-	for p < int(n) {
-		p <<= 1
-	}
-	return uint8(min(p, 255))
-}
+// roundUpPow2 is RoundUpPow2 for the uint8 attributes, at most 255.
+func roundUpPow2(n uint8) uint8 { return uint8(min(RoundUpPow2(uint32(n)), 255)) }
 
 // FlushRecvWQE completes receive WQE r of QP qpn on cq with WR_FLUSH_ERR
 // (IBTA 10.3.1, ERR; 10.8.3.3 for receives posted in ERR).

@@ -16,9 +16,7 @@ import (
 // perftestOpts returns the options of perftest's ib_<verb>_<test>, with
 // usage text; unsupported ones are listed so that they fail clearly.
 func perftestOpts(v perftest.Verb, t perftest.TestKind) (opts []optSpec, unsupported []getopt.Option) {
-	o := func(s rune, l string, a getopt.ArgKind, arg, help string) optSpec {
-		return optSpec{getopt.Option{Short: s, Long: l, Arg: a}, arg, help}
-	}
+	o := newOpt
 	R, N := getopt.RequiredArg, getopt.NoArg
 	opts = []optSpec{
 		o('a', "all", N, "", "Run sizes from 2 till 2^23"),

@@ -13,9 +13,7 @@ import (
 // pingpongOpts returns the options of rdma-core's example k, in its
 // getopt order, with its usage text.
 func pingpongOpts(k pingpong.Kind) []optSpec {
-	o := func(s rune, l string, a getopt.ArgKind, arg, help string) optSpec {
-		return optSpec{getopt.Option{Short: s, Long: l, Arg: a}, arg, help}
-	}
+	o := newOpt
 	R, N := getopt.RequiredArg, getopt.NoArg
 	size := "size of message to exchange (default 4096)"
 	if k == pingpong.UD {

@@ -13,9 +13,7 @@ import (
 // tmPingpongOpts are tm_pingpong's options: rdma-core's pingpong flags it
 // shares, and its own.
 func tmPingpongOpts() []optSpec {
-	o := func(s rune, l string, a getopt.ArgKind, arg, help string) optSpec {
-		return optSpec{getopt.Option{Short: s, Long: l, Arg: a}, arg, help}
-	}
+	o := newOpt
 	R, N := getopt.RequiredArg, getopt.NoArg
 	return []optSpec{
 		o('p', "port", R, "<port>", "listen on/connect to port <port> (default 18515)"),

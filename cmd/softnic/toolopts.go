@@ -264,3 +264,9 @@ func parseMTUOpt(r *getopt.Result, dst *ibv.MTU) error {
 	}
 	return nil
 }
+
+// newOpt makes a look-alike's option: short and long name, argument kind,
+// the argument's name and the help line, as writeOpts prints them.
+func newOpt(s rune, l string, a getopt.ArgKind, arg, help string) optSpec {
+	return optSpec{getopt.Option{Short: s, Long: l, Arg: a}, arg, help}
+}

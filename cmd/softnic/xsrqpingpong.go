@@ -13,9 +13,7 @@ import (
 // xsrqPingpongOpts are ibv_xsrq_pingpong's options, in its getopt order
 // ("p:d:i:s:m:n:l:eog:c:").
 func xsrqPingpongOpts() []optSpec {
-	o := func(s rune, l string, a getopt.ArgKind, arg, help string) optSpec {
-		return optSpec{getopt.Option{Short: s, Long: l, Arg: a}, arg, help}
-	}
+	o := newOpt
 	R, N := getopt.RequiredArg, getopt.NoArg
 	return []optSpec{
 		o('p', "port", R, "<port>", "listen on/connect to port <port> (default 18515)"),

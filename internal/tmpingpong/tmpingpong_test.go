@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	"github.com/softnic/softnic/internal/pingpong"
 	"github.com/softnic/softnic/internal/tooljson"
 	"github.com/softnic/softnic/internal/tooltest"
+	"github.com/softnic/softnic/wire"
 )
 
 // side is one end of an in-process run.
@@ -32,6 +36,12 @@ func runPair(t *testing.T, scfg, ccfg Config, stall time.Duration) (srv, cli *si
 
 // runPairOn is runPair on fabric f, which it closes when the test ends.
 func runPairOn(t *testing.T, f *fabric.Fabric, scfg, ccfg Config, stall time.Duration) (srv, cli *side) {
+	t.Helper()
+	return runPairOnWarn(t, f, scfg, ccfg, stall, nil)
+}
+
+// runPairOnWarn is runPairOn with the client's warnings written to warn.
+func runPairOnWarn(t *testing.T, f *fabric.Fabric, scfg, ccfg Config, stall time.Duration, warn io.Writer) (srv, cli *side) {
 	t.Helper()
 	t.Cleanup(func() { f.Close() })
 	devs := tooltest.Devices(t, f, "10.0.0.1", "10.0.0.2")
@@ -52,7 +62,7 @@ func runPairOn(t *testing.T, f *fabric.Fabric, scfg, ccfg Config, stall time.Dur
 	}()
 	go func() {
 		defer wg.Done()
-		cli.res, cli.err = Run(ctx, ccfg, pingpong.Env{Dev: cdev, Out: &cli.out, Stall: stall})
+		cli.res, cli.err = Run(ctx, ccfg, pingpong.Env{Dev: cdev, Out: &cli.out, Warn: warn, Stall: stall})
 	}()
 	wg.Wait()
 	return srv, cli
@@ -162,6 +172,50 @@ func TestLossy(t *testing.T) {
 	}
 	if st := f.Stats(); st.DropImpairment.Packets == 0 || st.Duplicated.Packets == 0 {
 		t.Errorf("the fabric lost %d and duplicated %d packets: the impairment did not bite", st.DropImpairment.Packets, st.Duplicated.Packets)
+	}
+}
+
+// The server closes once it has the client's final NO_TAG and its own is
+// acknowledged; if every ACK of the client's final NO_TAG is lost, the
+// client's retries find no QP. The client has every byte by then, so it
+// succeeds with a warning instead of failing on retry_cnt.
+func TestLastACKLost(t *testing.T) {
+	f := fabric.New(fabric.Config{Seed: 1})
+	srvIP, cliIP := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	var donePSN atomic.Int64
+	donePSN.Store(-1)
+	var dropped atomic.Int64
+	f.AddFilter(func(p *fabric.Packet) fabric.Action {
+		if !p.Parsed {
+			return fabric.Pass
+		}
+		if p.Src == cliIP && p.Wire.Opcode == wire.RCSendOnly && len(p.Wire.Payload) == wire.TMHLen &&
+			wire.TMH(p.Wire.Payload).Op() == wire.TMNoTag {
+			donePSN.Store(int64(p.Wire.PSN()))
+		}
+		if d := donePSN.Load(); p.Src == srvIP && p.Wire.Opcode == wire.RCAck && d >= 0 && int64(p.Wire.PSN()) == d {
+			dropped.Add(1)
+			return fabric.Drop
+		}
+		return fabric.Pass
+	})
+	cfg := Defaults()
+	cfg.Iters, cfg.Tags, cfg.Size, cfg.RndvThreshold, cfg.Check, cfg.QPTimeout = 10, 4, 2000, 1000, true, 8
+	var warn bytes.Buffer
+	srv, cli := runPairOnWarn(t, f, cfg, cfg, 20*time.Second, &warn)
+	if srv.err != nil || cli.err != nil {
+		t.Fatalf("server: %v\n%s\nclient: %v\n%s", srv.err, srv.out.String(), cli.err, cli.out.String())
+	}
+	if dropped.Load() == 0 {
+		t.Fatal("no ACK of the client's final NO_TAG was dropped")
+	}
+	if !strings.Contains(warn.String(), "the peer closed before its acknowledgement of our last messages arrived") {
+		t.Errorf("client warnings %q: want the lost final ACK named", warn.String())
+	}
+	for _, r := range []*Result{srv.res, cli.res} {
+		if r.Matched+r.Unexpected != cfg.Iters || !r.Checked {
+			t.Errorf("%s: %+v", r.Role, *r)
+		}
 	}
 }
 

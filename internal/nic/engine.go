@@ -69,12 +69,21 @@ type Handler interface {
 }
 
 // qpEntry is a QP in the NIC's table: its transport and its scheduling.
+//
+// A QP's transport runs on one goroutine at a time, whichever asked
+// (run): the receive goroutine for the packets it just read, a posting
+// goroutine for the WRs it just posted, an application polling its CQ,
+// or the QP's processor for timers and for work left over. running is
+// that exclusion; pending is work that arrived while another goroutine
+// ran the QP, which that goroutine then runs too.
 type qpEntry struct {
 	qpn       uint32
 	typ       ibv.QPType
 	h         Handler
 	proc      *processor
-	scheduled atomic.Bool
+	scheduled atomic.Bool // queued on proc
+	running   atomic.Bool // a goroutine is in h.Process (or the QP is closed)
+	pending   atomic.Bool // work for the QP since its runner's last pass began
 }
 
 // wake schedules the QP on its processor unless it already is (a
@@ -83,6 +92,38 @@ func (e *qpEntry) wake() {
 	if e.scheduled.CompareAndSwap(false, true) {
 		e.proc.push(e)
 	}
+}
+
+// run makes one pass over the QP's transport on the calling goroutine,
+// with out, unless another goroutine is running it: that one then makes
+// another pass (pending), so no work is lost. The QP stays taken until
+// out is flushed (txBatch.flush releases it): a second goroutine could
+// otherwise build the QP's next packets and write them before these,
+// and a peer would see its PSNs out of order. The caller finishes out
+// (txBatch.finish), which makes the further passes the QP needs.
+//
+// The handshake: a caller sets pending, then tries to take running; a
+// runner clears pending before its pass and, after releasing running,
+// looks at pending again. Either the caller takes running itself or the
+// runner sees its pending.
+func (e *qpEntry) run(out *txBatch) {
+	e.pending.Store(true)
+	if !e.running.CompareAndSwap(false, true) {
+		return
+	}
+	e.pending.Store(false)
+	out.begin()
+	more := e.h.Process(out)
+	out.held = append(out.held, heldQP{e, more})
+}
+
+// close waits for a pass in progress to end and closes the transport;
+// the QP is never run again (running stays set).
+func (e *qpEntry) close() {
+	for !e.running.CompareAndSwap(false, true) {
+		runtime.Gosched()
+	}
+	e.h.Close()
 }
 
 // NIC is one software RDMA NIC.
@@ -105,6 +146,10 @@ type NIC struct {
 	xrc xrcTables // XRC SRQs by number, XRC_RECV QPs by QPN
 
 	procs  []*processor
+	txs    txPool     // outputs of the goroutines that run QPs inline
+	poll   poller     // the link, when it can be read without waiting
+	progMu sync.Mutex // one Progress at a time
+	prog   *reader    // guarded by progMu
 	seed   maphash.Seed
 	rxPool sync.Pool
 	wg     sync.WaitGroup // the receive goroutine
@@ -153,6 +198,7 @@ func New(cfg Config) (*NIC, error) {
 		asyncC:  make(chan struct{}, 1),
 		done:    make(chan struct{}),
 	}
+	n.poll, _ = cfg.Link.(poller)
 	n.rxPool.New = func() any {
 		p := new(transport.RxPacket)
 		p.SetPool(&n.rxPool)
@@ -223,20 +269,33 @@ func (n *NIC) Close() error {
 	n.procWG.Wait()
 	err := n.cfg.Link.Close()
 	n.wg.Wait()
+	n.progMu.Lock()
+	if n.prog != nil {
+		n.prog.release()
+		n.prog = nil
+	}
+	n.progMu.Unlock()
 	n.release()
 	n.qpMu.Lock()
 	for _, e := range n.qps {
-		e.h.Close()
+		e.close()
 	}
 	n.qps = nil
 	n.qpMu.Unlock()
 	return err
 }
 
+// Sched is how a transport asks the engine to run it: Wake schedules it
+// on its processor (timers, modifies); Kick runs it at once on the
+// calling goroutine when it can (a post's doorbell).
+type Sched struct {
+	Wake, Kick func()
+}
+
 // RegisterQP allocates a QPN and registers a transport built by mk for it.
-// mk receives the QPN and the wake function the transport must call when
-// it has work.
-func (n *NIC) RegisterQP(typ ibv.QPType, mk func(qpn uint32, wake func()) (Handler, error)) (uint32, error) {
+// mk receives the QPN and the functions the transport calls when it has
+// work.
+func (n *NIC) RegisterQP(typ ibv.QPType, mk func(qpn uint32, s Sched) (Handler, error)) (uint32, error) {
 	if n.closed.Load() {
 		return 0, ErrClosed
 	}
@@ -255,7 +314,7 @@ func (n *NIC) RegisterQP(typ ibv.QPType, mk func(qpn uint32, wake func()) (Handl
 	n.nextQPN = (qpn + 1) & wire.QPNMask
 	e := &qpEntry{qpn: qpn, typ: typ}
 	e.proc = n.procs[int(maphash.Comparable(n.seed, qpn)%uint64(len(n.procs)))]
-	h, err := mk(qpn, e.wake)
+	h, err := mk(qpn, Sched{Wake: e.wake, Kick: func() { n.kick(e) }})
 	if err != nil {
 		return 0, err
 	}
@@ -271,7 +330,7 @@ func (n *NIC) UnregisterQP(qpn uint32) {
 	delete(n.qps, qpn)
 	n.qpMu.Unlock()
 	if e != nil {
-		e.h.Close()
+		e.close()
 	}
 }
 
@@ -289,44 +348,22 @@ func (n *NIC) Wake(qpn uint32) {
 	}
 }
 
-// rxLoop reads datagrams in batches and hands each to its QP: parse once,
-// check, deliver, wake (rxe_recv.c rxe_rcv).
+// rxLoop is the NIC's receive goroutine: it reads datagrams in batches
+// and runs each to completion (reader.handle).
 func (n *NIC) rxLoop() {
-	lk := n.cfg.Link
-	bs := max(lk.BatchSize(), 1)
-	msgs := make([]link.Datagram, bs)
-	pkts := make([]*transport.RxPacket, bs)
+	r := n.newReader()
+	defer r.release()
 	for {
-		for i := range msgs {
-			if pkts[i] == nil {
-				pkts[i] = n.rxPool.Get().(*transport.RxPacket)
-			}
-			msgs[i].Buf = pkts[i].Buffer()
-			msgs[i].ICRC = link.ICRCUnchecked // what a link that says nothing means
-		}
-		cnt, err := lk.ReadBatch(msgs)
-		if err != nil {
-			for _, p := range pkts {
-				if p != nil {
-					p.Release()
-				}
-			}
+		if _, ok := r.read(n.cfg.Link.ReadBatch); !ok {
 			return
-		}
-		for i := 0; i < cnt; i++ {
-			p := pkts[i]
-			p.Data = msgs[i].Buf
-			if n.receive(p, &msgs[i]) {
-				pkts[i] = nil // the QP owns it now
-			}
 		}
 	}
 }
 
-// receive checks one datagram and delivers it; it reports whether a QP
-// took the packet. Every refusal is counted and dropped, never returned
+// receive checks one datagram and delivers it, noting its QP in r; it
+// reports whether a QP took the packet. Every refusal is counted and dropped, never returned
 // (STYLE.md 15).
-func (n *NIC) receive(p *transport.RxPacket, d *link.Datagram) bool {
+func (n *NIC) receive(r *reader, p *transport.RxPacket, d *link.Datagram) bool {
 	c := &n.ctr
 	c.RcvdPkts.Add(1)
 	c.RcvdBytes.Add(uint64(len(p.Data)))
@@ -365,7 +402,7 @@ func (n *NIC) receive(p *transport.RxPacket, d *link.Datagram) bool {
 		c.DropQueueFull.Add(1)
 		return false
 	}
-	e.wake()
+	r.touch(e)
 	return true
 }
 
@@ -462,12 +499,9 @@ func (p *processor) run() {
 		for _, e := range batch {
 			// Clear before processing: a wake during Process re-queues.
 			e.scheduled.Store(false)
-			p.out.begin()
-			if e.h.Process(&p.out) {
-				e.wake()
-			}
+			e.run(&p.out)
 		}
-		p.out.flush()
+		p.out.finish()
 		clear(batch)
 		p.spare = batch
 	}
@@ -494,7 +528,24 @@ type txBatch struct {
 	// flushed.
 	mark int
 	errs []syscall.Errno
+	// held are the QPs whose packets are queued here: each stays taken
+	// (qpEntry.running) until they are written. again are the QPs
+	// released with work pending, for finish.
+	held  []heldQP
+	again []*qpEntry
+	spare []*qpEntry // again's other buffer
 }
+
+// heldQP is a QP a pass was made over; more is what its Process said.
+type heldQP struct {
+	e    *qpEntry
+	more bool
+}
+
+// maxInlinePasses bounds the passes finish makes over a QP; what remains
+// after them goes to the QP's processor, so that a post or a receive
+// batch does a bounded amount of work (STYLE.md 8).
+const maxInlinePasses = 4
 
 var (
 	_ transport.Output  = (*txBatch)(nil)
@@ -543,7 +594,51 @@ func (t *txBatch) Flush() []syscall.Errno {
 	return t.errs
 }
 
+// finish flushes, then makes the passes the QPs released with pending
+// work need, flushing after each, up to maxInlinePasses; a QP whose
+// transport said more, or still pending after them, goes to its
+// processor.
+func (t *txBatch) finish() {
+	for pass := 1; ; pass++ {
+		t.flush()
+		if len(t.again) == 0 {
+			return
+		}
+		// A pass below may flush (a full batch) and release QPs with
+		// pending work of their own: they go to the fresh list, for the
+		// next round.
+		again := t.again
+		t.again = t.spare[:0]
+		for _, e := range again {
+			if pass >= maxInlinePasses {
+				e.wake()
+			} else {
+				e.run(t)
+			}
+		}
+		clear(again)
+		t.spare = again[:0]
+	}
+}
+
+// flush writes the queued datagrams, then releases the QPs that built
+// them.
 func (t *txBatch) flush() {
+	t.write()
+	for i, h := range t.held {
+		h.e.running.Store(false)
+		switch {
+		case h.more:
+			h.e.wake()
+		case h.e.pending.Load():
+			t.again = append(t.again, h.e)
+		}
+		t.held[i] = heldQP{}
+	}
+	t.held = t.held[:0]
+}
+
+func (t *txBatch) write() {
 	if t.n == 0 {
 		return
 	}

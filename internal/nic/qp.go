@@ -241,10 +241,10 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 		c.MaxRecvWR, c.MaxRecvSGE = 0, 0
 	}
 	shared := qp.shared != nil
-	_, err := n.RegisterQP(a.Type, func(qpn uint32, wake func()) (Handler, error) {
+	_, err := n.RegisterQP(a.Type, func(qpn uint32, s Sched) (Handler, error) {
 		qp.qpn = qpn
 		if a.Type == ibv.QPTypeUD {
-			t, err := n.newUD(qp, qpn, wake, a, c)
+			t, err := n.newUD(qp, qpn, s, a, c)
 			qp.t = t
 			return t, err
 		}
@@ -253,7 +253,7 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 			SendCQ: qp.dr.send, RecvCQ: qp.dr.recv, RQ: qp.rq, SRQ: shared, TM: tml, Cap: c, SigAll: a.SigAll,
 			LocalAddr: n.addr, DstPort: n.cfg.PeerPort, SrcPort: n.cfg.Link.SrcPort(),
 			Clock: n.clock, Counters: &n.ctr,
-			Wake:    wake,
+			Wake: s.Wake, Kick: s.Kick,
 			OnAsync: qp.transportEvent,
 		})
 		qp.t = t
@@ -498,7 +498,7 @@ func (n *NIC) createXRCRecv(a *QPInitAttr) (*QP, error) {
 	qp := &QP{n: n, typ: a.Type, ctx: a.Context, xrcd: x, handles: 1}
 	qp.dr.init(nil, nil) // never completed on: no send queue, receives go to the SRQs' CQs
 	qp.rq = transport.NewRecvQueue(1, 1)
-	_, err := n.RegisterQP(a.Type, func(qpn uint32, wake func()) (Handler, error) {
+	_, err := n.RegisterQP(a.Type, func(qpn uint32, s Sched) (Handler, error) {
 		qp.qpn = qpn
 		t, err := rc.New(rc.Config{
 			QPN: qpn, Type: a.Type, Mem: n.mem,
@@ -506,7 +506,7 @@ func (n *NIC) createXRCRecv(a *QPInitAttr) (*QP, error) {
 			XRCSRQ:    func(num uint32) (rc.XRCTarget, bool) { return n.xrc.target(x, num) },
 			LocalAddr: n.addr, DstPort: n.cfg.PeerPort, SrcPort: n.cfg.Link.SrcPort(),
 			Clock: n.clock, Counters: &n.ctr,
-			Wake:    wake,
+			Wake: s.Wake, Kick: s.Kick,
 			OnAsync: qp.transportEvent,
 		})
 		qp.t = t

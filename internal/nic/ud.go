@@ -60,14 +60,14 @@ func TSOCaps() ibv.TSOCaps {
 }
 
 // newUD makes the UD transport of qp.
-func (n *NIC) newUD(qp *QP, qpn uint32, wake func(), a *QPInitAttr, c ibv.QPCap) (*ud.QP, error) {
+func (n *NIC) newUD(qp *QP, qpn uint32, s Sched, a *QPInitAttr, c ibv.QPCap) (*ud.QP, error) {
 	return ud.New(ud.Config{
 		QPN: qpn, PD: a.PD, Mem: n.mem, SendCQ: qp.dr.send, RecvCQ: qp.dr.recv,
 		RQ: qp.rq, SRQ: qp.shared != nil, Cap: c, SigAll: a.SigAll,
 		LocalAddr: n.addr, DstPort: n.cfg.PeerPort, SrcPort: n.cfg.Link.SrcPort(),
 		MTU:          func() int { return n.PortMTU().Bytes() },
 		MaxTSOHeader: a.MaxTSOHeader,
-		Counters:     &n.ctr, Wake: wake,
+		Counters:     &n.ctr, Wake: s.Wake, Kick: s.Kick,
 		OnAsync: qp.transportEvent,
 	})
 }

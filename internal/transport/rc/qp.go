@@ -76,6 +76,11 @@ type Config struct {
 	Counters  *transport.Counters
 	// Wake asks the engine to run Process soon; it must not block.
 	Wake func()
+	// Kick is a post's doorbell: it runs Process at once on the calling
+	// goroutine when no other goroutine is running it (run to completion:
+	// the WRs just posted leave before the post returns), else it is
+	// Wake. It is called without the QP lock held. nil means Wake.
+	Kick func()
 	// OnAsync reports asynchronous events (QP fatal, SQ drained, last WQE
 	// reached); it runs without the QP lock held.
 	OnAsync func(ev ibv.AsyncEventType)
@@ -145,6 +150,12 @@ func New(cfg Config) (*QP, error) {
 	}
 	if cfg.DstPort == 0 {
 		cfg.DstPort = wire.UDPPort
+	}
+	if cfg.Wake == nil {
+		cfg.Wake = func() {}
+	}
+	if cfg.Kick == nil {
+		cfg.Kick = cfg.Wake
 	}
 	qp := &QP{cfg: cfg, class: class, xrc: class == wire.ClassXRC}
 	qp.sq.init(int(cfg.Cap.MaxSendWR), int(cfg.Cap.MaxSendSGE), int(cfg.Cap.MaxInlineData))

@@ -166,7 +166,7 @@ func (qp *QP) post(wrs []ibv.SendWR, all bool) (int, error) {
 		Flush:   qp.flushLocked,
 		Events:  &qp.events,
 		OnAsync: qp.cfg.OnAsync,
-		Wake:    qp.cfg.Wake,
+		Wake:    qp.cfg.Kick,
 	}
 	if all {
 		return 0, p.PostAll(&qp.mu, len(wrs))

@@ -75,6 +75,11 @@ type Config struct {
 	Counters     *transport.Counters
 	// Wake asks the engine to run Process soon; it must not block.
 	Wake func()
+	// Kick is a post's doorbell: it runs Process at once on the calling
+	// goroutine when no other goroutine is running it (run to completion:
+	// the WRs just posted leave before the post returns), else it is
+	// Wake. It is called without the QP lock held. nil means Wake.
+	Kick func()
 	// OnAsync reports affiliated asynchronous events; it runs without the
 	// QP lock held.
 	OnAsync func(ev ibv.AsyncEventType)
@@ -120,6 +125,9 @@ func New(cfg Config) (*QP, error) {
 	}
 	if cfg.Wake == nil {
 		cfg.Wake = func() {}
+	}
+	if cfg.Kick == nil {
+		cfg.Kick = cfg.Wake
 	}
 	qp := &QP{cfg: cfg, srcPort: wire.RxeSrcPort(cfg.QPN)}
 	if cfg.SrcPort != 0 {

@@ -1,0 +1,174 @@
+package nic
+
+import (
+	"sync"
+
+	"github.com/softnic/softnic/internal/transport"
+	"github.com/softnic/softnic/link"
+)
+
+// Run to completion. A packet is handled on the goroutine that read it,
+// and a post runs the requester on the goroutine that posted: the QP's
+// transport runs wherever the work appeared (qpEntry.run), and the
+// processors take only what those goroutines leave (timers, work beyond a
+// bounded pass, a QP another goroutine was running). A round trip then
+// crosses no goroutine on its way through the NIC: the receive goroutine
+// reads the request, the responder answers it and the answer is written
+// before the next read; an application polling its CQ reads the link
+// itself (Progress). rxe does the same in the kernel: its receive path
+// runs the responder and the completer from the softirq that took the
+// packet (rxe_net.c rxe_udp_encap_recv → rxe_rcv), and a post runs the
+// requester in the caller's context when it can (rxe_verbs.c
+// rxe_post_send_kernel → rxe_sched_task / rxe_run_task).
+
+// reader reads batches of datagrams from the link and handles them: each
+// is checked and delivered to its QP (receive), then every QP that got
+// packets is run once on the reader's goroutine, and what they built is
+// written in one batch: the ACKs of a whole read batch leave together.
+type reader struct {
+	n       *NIC
+	msgs    []link.Datagram
+	pkts    []*transport.RxPacket
+	touched []*qpEntry
+	out     *txBatch
+}
+
+func (n *NIC) newReader() *reader {
+	bs := max(n.cfg.Link.BatchSize(), 1)
+	return &reader{
+		n:       n,
+		msgs:    make([]link.Datagram, bs),
+		pkts:    make([]*transport.RxPacket, bs),
+		touched: make([]*qpEntry, 0, bs),
+		out:     n.getTx(),
+	}
+}
+
+// release returns the reader's packets and output.
+func (r *reader) release() {
+	for i, p := range r.pkts {
+		if p != nil {
+			p.Release()
+			r.pkts[i] = nil
+		}
+	}
+	r.n.putTx(r.out)
+	r.out = nil
+}
+
+// read reads one batch with readBatch and handles it. It returns the
+// datagrams read, and false when the link failed (closed).
+func (r *reader) read(readBatch func([]link.Datagram) (int, error)) (int, bool) {
+	n := r.n
+	for i := range r.msgs {
+		if r.pkts[i] == nil {
+			r.pkts[i] = n.rxPool.Get().(*transport.RxPacket)
+		}
+		r.msgs[i].Buf = r.pkts[i].Buffer()
+		r.msgs[i].ICRC = link.ICRCUnchecked // what a link that says nothing means
+	}
+	cnt, err := readBatch(r.msgs)
+	if err != nil {
+		return 0, false
+	}
+	for i := 0; i < cnt; i++ {
+		p := r.pkts[i]
+		p.Data = r.msgs[i].Buf
+		if n.receive(r, p, &r.msgs[i]) {
+			r.pkts[i] = nil // the QP owns it now
+		}
+	}
+	for i, e := range r.touched {
+		e.run(r.out)
+		r.touched[i] = nil
+	}
+	r.touched = r.touched[:0]
+	r.out.finish()
+	return cnt, true
+}
+
+// touch notes that e got a packet in this batch.
+func (r *reader) touch(e *qpEntry) {
+	// A batch mostly carries one or two QPs' packets: the last one noted
+	// is the likeliest.
+	for i := len(r.touched) - 1; i >= 0; i-- {
+		if r.touched[i] == e {
+			return
+		}
+	}
+	r.touched = append(r.touched, e)
+}
+
+// kick is a post's doorbell (Sched.Kick): it runs e on the posting
+// goroutine and writes what it built before the post returns.
+func (n *NIC) kick(e *qpEntry) {
+	if n.closed.Load() {
+		e.wake()
+		return
+	}
+	out := n.getTx()
+	e.run(out)
+	out.finish()
+	n.putTx(out)
+}
+
+// poller is a link that can read without waiting (link.Poller).
+type poller interface {
+	TryReadBatch(msgs []link.Datagram) (int, error)
+}
+
+// Progress reads what has arrived on the link without waiting and
+// handles it on the calling goroutine, as the receive goroutine would: an
+// application that polls an empty CQ drives the NIC itself (the progress
+// call of UCX, the rx burst of DPDK), and a busy-polling application
+// never waits for another goroutine. It returns the datagrams it read: 0
+// when nothing was there, when the link cannot be read without waiting,
+// or when another goroutine is in Progress already (one at a time: the
+// receive goroutine reads meanwhile).
+func (n *NIC) Progress() int {
+	if n.poll == nil || n.closed.Load() {
+		return 0
+	}
+	if !n.progMu.TryLock() {
+		return 0
+	}
+	defer n.progMu.Unlock()
+	if n.prog == nil {
+		n.prog = n.newReader()
+	}
+	cnt, _ := n.prog.read(n.poll.TryReadBatch)
+	return cnt
+}
+
+// txPool keeps the outputs of the goroutines that run QPs without being
+// processors: the receive goroutine, posting goroutines, Progress.
+type txPool struct {
+	mu   sync.Mutex
+	free []*txBatch // guarded by mu
+}
+
+// maxFreeTx bounds the idle outputs kept (each holds a batch of
+// datagram buffers).
+const maxFreeTx = 8
+
+func (n *NIC) getTx() *txBatch {
+	n.txs.mu.Lock()
+	if k := len(n.txs.free); k > 0 {
+		t := n.txs.free[k-1]
+		n.txs.free = n.txs.free[:k-1]
+		n.txs.mu.Unlock()
+		return t
+	}
+	n.txs.mu.Unlock()
+	t := new(txBatch)
+	t.init(n.cfg.Link, &n.ctr)
+	return t
+}
+
+func (n *NIC) putTx(t *txBatch) {
+	n.txs.mu.Lock()
+	if len(n.txs.free) < maxFreeTx {
+		n.txs.free = append(n.txs.free, t)
+	}
+	n.txs.mu.Unlock()
+}

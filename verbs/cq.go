@@ -26,7 +26,8 @@ func (c *CompChannel) ok() bool { return c != nil && c.ch != nil }
 
 // GetEvent blocks until a CQ attached to the channel has a notification
 // and returns it (ibv_get_cq_event); ctx bounds the wait, and its error
-// is returned as is when it ends first. Each event must be acknowledged
+// is returned as is when it ends first. On a device opened with
+// Config.BusyPoll it polls the link for that long before it sleeps. Each event must be acknowledged
 // with CQ.AckEvents before the CQ can be destroyed.
 func (c *CompChannel) GetEvent(ctx context.Context) (*CQ, error) {
 	if !c.ok() {
@@ -34,6 +35,14 @@ func (c *CompChannel) GetEvent(ctx context.Context) (*CQ, error) {
 	}
 	if ctx == nil {
 		return nil, errNilCtx
+	}
+	var q *cq.CQ
+	if c.d.busyPollUntil(func() bool {
+		var ok bool
+		q, ok = c.ch.TryGet()
+		return ok
+	}) {
+		return cqOf(q), nil
 	}
 	q, err := c.ch.Get(ctx)
 	if err != nil {
@@ -105,8 +114,21 @@ func (d *Device) CreateCQ(cqe int, ch *CompChannel) (*CQ, error) {
 
 // Poll copies up to len(wc) completions into wc and returns how many
 // (ibv_poll_cq). It does not allocate.
+//
+// A poll that finds the CQ empty first reads what has arrived on the
+// device's link, without waiting, and handles it on the calling goroutine
+// (run to completion): an application that polls drives the device
+// itself, as a poll of a hardware CQ finds what the NIC wrote, and never
+// waits for softnic's receive goroutine. That read is one non-blocking
+// recvmmsg on a UDP link.
 func (c *CQ) Poll(wc []ibv.WorkCompletion) int {
 	if !c.ok() {
+		return 0
+	}
+	if k := c.q.Poll(wc); k > 0 || len(wc) == 0 {
+		return k
+	}
+	if c.d.n.Progress() == 0 {
 		return 0
 	}
 	return c.q.Poll(wc)

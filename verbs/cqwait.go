@@ -65,7 +65,7 @@ func (w *cqWaiter) wake() {
 // GetEvent on the channel must not be called while Wait is used.
 //
 // Cost: when completions are queued, one Poll. Otherwise one arming,
-// a second Poll and a block on a Go channel that the engine goroutine
+// a second Poll, the device's busy polling (Config.BusyPoll) and a block on a Go channel that the engine goroutine
 // pushing the next completion signals; no timer and no polling loop, so it
 // works unchanged on the fabric's fake clock and inside testing/synctest.
 // Wait does not allocate. Several goroutines may Wait on one CQ: each
@@ -105,6 +105,11 @@ func (c *CQ) Wait(ctx context.Context, wc []ibv.WorkCompletion) (int, error) {
 			return 0, fmt.Errorf("wait for completions: %w", errno(err))
 		}
 		if n := c.q.Poll(wc); n > 0 {
+			return n, nil
+		}
+		var n int
+		if c.d.busyPollUntil(func() bool { n = c.q.Poll(wc); return n > 0 }) {
+			c.ackEvents()
 			return n, nil
 		}
 		select {

@@ -48,6 +48,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/softnic/softnic/clock"
 	"github.com/softnic/softnic/ibv"
@@ -74,6 +75,13 @@ type Config struct {
 	// 4176 or more MTU4096), changes included; MTU4096 when the link
 	// cannot tell. It does not bound RC and UC QPs, whose path MTU does.
 	PortMTU ibv.MTU
+	// BusyPoll is how long a blocking wait (CompChannel.GetEvent, CQ.Wait)
+	// polls the link (Device.Progress) before it sleeps, as the kernel's
+	// SO_BUSY_POLL has a blocking socket read spin on the device queue
+	// first: a wait that the next packet ends then never sleeps and never
+	// waits for another goroutine, for the price of a CPU that spins. 0,
+	// the default, sleeps at once.
+	BusyPoll time.Duration
 }
 
 // Device is an open RDMA device: ibv_context of one softnic NIC. Only
@@ -86,6 +94,8 @@ type Device struct {
 	acks asyncAcks
 	mws  *registry[mwIndex, *MW] // the device's memory windows by key index
 	objs objects                 // live QPs, SRQs, WQs, AHs, MRs, MWs: who holds what
+	// busyPoll is Config.BusyPoll.
+	busyPoll time.Duration
 }
 
 // Open starts a device on cfg.Link (ibv_open_device). A link carries one
@@ -94,12 +104,50 @@ type Device struct {
 // opened again (ENODEV): attach a new fabric endpoint or UDP link at the
 // address.
 func Open(cfg Config) (*Device, error) {
+	if cfg.BusyPoll < 0 {
+		return nil, fmt.Errorf("%w: a negative busy-poll time (%v)", EINVAL, cfg.BusyPoll)
+	}
 	n, err := nic.New(nic.Config{Link: cfg.Link, Clock: cfg.Clock, Processors: cfg.Processors,
 		PeerPort: cfg.PeerPort, Name: cfg.Name, PortMTU: cfg.PortMTU})
 	if err != nil {
 		return nil, errno(err)
 	}
-	return &Device{n: n, mws: newRegistry[mwIndex, *MW]()}, nil
+	return &Device{n: n, mws: newRegistry[mwIndex, *MW](), busyPoll: cfg.BusyPoll}, nil
+}
+
+// Progress reads what has arrived on the device's link without waiting
+// and handles it on the calling goroutine, and returns how many datagrams
+// it read: the progress call of UCX or DPDK's rx burst. softnic's receive
+// goroutine handles every datagram anyway; Progress is for an
+// application that spins and would rather not wait for that goroutine to
+// be scheduled. CQ.Poll calls it when the CQ is empty; an application
+// that spins on memory instead (the last byte of an RDMA WRITE, as
+// perftest's write_lat does) calls it in its loop. It returns 0 at once
+// when another goroutine is in Progress, and on a link that cannot be
+// read without waiting.
+func (d *Device) Progress() int {
+	if !d.ok() {
+		return 0
+	}
+	return d.n.Progress()
+}
+
+// busyPollUntil spins on Progress until done reports true or the
+// device's BusyPoll has passed; it reports done's last answer.
+func (d *Device) busyPollUntil(done func() bool) bool {
+	if d.busyPoll <= 0 {
+		return false
+	}
+	end := time.Now().Add(d.busyPoll)
+	for {
+		d.n.Progress()
+		if done() {
+			return true
+		}
+		if !time.Now().Before(end) {
+			return false
+		}
+	}
 }
 
 func (d *Device) ok() bool { return d != nil && d.n != nil }

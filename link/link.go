@@ -102,6 +102,25 @@ type Link interface {
 	Close() error
 }
 
+// Poller is implemented by links that can read without waiting. It lets
+// an application busy-polling an empty completion queue drive the NIC's
+// receive itself, as DPDK's rx burst and UCX's progress do, instead of
+// waiting for the NIC's receive goroutine to be scheduled. That goroutine
+// stays blocked in ReadBatch on the same link; each datagram goes to
+// whichever of the two reads first.
+type Poller interface {
+	// TryReadBatch is ReadBatch without the wait: it fills msgs[:n]
+	// (reslicing each Buf within its capacity, as ReadBatch does) with
+	// datagrams that have already arrived, n possibly 0, and returns at
+	// once. It may run while another goroutine is blocked in ReadBatch
+	// on the same link and never waits for that reader: a datagram goes
+	// to exactly one of the two, and the blocked reader keeps waiting
+	// for later datagrams (or wakes, finds nothing, and waits again).
+	// Callers serialize their TryReadBatch calls with each other. After
+	// Close it returns ErrLinkClosed.
+	TryReadBatch(msgs []Datagram) (n int, err error)
+}
+
 // LinkCloser is implemented by links that report whether they were
 // closed; the engine refuses a closed one.
 type LinkCloser interface {

@@ -46,9 +46,11 @@ type mmsghdr struct {
 }
 
 // UDPLink is a Link carrying RoCEv2 over a kernel UDP socket (STYLE.md
-// 11). ReadBatch must be called by one goroutine at a time (the engine has
-// one receive loop; a mutex keeps others safe); WriteBatch may be called
-// concurrently.
+// 11). ReadBatch is meant for one goroutine at a time (the engine has
+// one receive loop; a mutex keeps others safe). TryReadBatch (Poller)
+// reads without waiting, beside a ReadBatch blocked on the same link: a
+// busy-polling application drives the receive with it. WriteBatch may be
+// called concurrently.
 //
 // # Transmit
 //
@@ -105,7 +107,10 @@ type mmsghdr struct {
 // IP_RECVTOS / IPV6_RECVTCLASS, TTL / hop limit from IP_RECVTTL /
 // IPV6_RECVHOPLIMIT. The UDP checksum and IPv6 flow label are masked by
 // the ICRC and left 0. IPv6 sockets set UDP_NO_CHECK6_RX so that rxe's
-// zero-checksum IPv6 datagrams are accepted.
+// zero-checksum IPv6 datagrams are accepted. Every recvmmsg is
+// non-blocking and made under a mutex, never held while a reader waits:
+// ReadBatch waits on Go's poller between calls, and TryReadBatch, one
+// call and no wait, can run beside it (see "receive" below).
 //
 // IPv6: every field the ICRC covers is visible, so the engine checks the
 // ICRC fully.
@@ -172,16 +177,16 @@ type mmsghdr struct {
 //
 // No allocation and no goroutine hand-off per packet: the link owns
 // preallocated mmsghdr, iovec, address and control-message arrays, one
-// set for the reader and one per concurrent writer (kept in a free list).
-// golang.org/x/net's ipv4.PacketConn.ReadBatch would allocate a net.IP and
-// a *net.UDPAddr per datagram, so the link calls recvmmsg and sendmmsg
-// itself through the socket's syscall.RawConn, which keeps Go's poller
-// (Close unblocks a reader). With GRO the link holds BatchSize receive
-// buffers of 64 KiB. Socket buffers default to 8 MiB (SO_SNDBUFFORCE /
-// SO_RCVBUFFORCE when permitted, else capped by net.core.wmem_max /
-// rmem_max); rxe-interop-facts.md §3 saw 1-4 % receive loss with the
-// default 208 KiB. Datagrams the kernel dropped for want of receive
-// buffer are counted (SO_RXQ_OVFL).
+// set the two readers share and one per concurrent writer (kept in a
+// free list). golang.org/x/net's ipv4.PacketConn.ReadBatch would
+// allocate a net.IP and a *net.UDPAddr per datagram, so the link calls
+// recvmmsg and sendmmsg itself through the socket's syscall.RawConn,
+// which keeps Go's poller (Close unblocks a waiting reader). With GRO
+// the link holds BatchSize receive buffers of 64 KiB. Socket buffers
+// default to 8 MiB (SO_SNDBUFFORCE / SO_RCVBUFFORCE when permitted, else
+// capped by net.core.wmem_max / rmem_max); rxe-interop-facts.md §3 saw
+// 1-4 % receive loss with the default 208 KiB. Datagrams the kernel
+// dropped for want of receive buffer are counted (SO_RXQ_OVFL).
 type UDPLink struct {
 	cfg    UDPConfig
 	addr   netip.Addr // bound address, IPv4 unmapped
@@ -204,14 +209,21 @@ type UDPLink struct {
 	sendFault func(t *udpTx, vlen int) sysResult
 	recvFault func(vlen int) sysResult
 
-	rxMu sync.Mutex
-	rx   udpRx // guarded by rxMu
+	// rxMu guards the receive state both readers share; waitMu
+	// serializes ReadBatch callers, and is held while one waits.
+	rxMu   sync.Mutex
+	rx     udpRx // guarded by rxMu
+	waitMu sync.Mutex
+	wait   udpWait // guarded by waitMu
 
 	txMu   sync.Mutex
 	txFree []*udpTx // guarded by txMu
 }
 
-var _ Link = (*UDPLink)(nil)
+var (
+	_ Link   = (*UDPLink)(nil)
+	_ Poller = (*UDPLink)(nil)
+)
 
 // ListenUDP opens a UDP link on cfg.Addr and cfg.Port.
 func ListenUDP(cfg UDPConfig) (*UDPLink, error) {
@@ -397,6 +409,35 @@ func (l *UDPLink) Close() error {
 }
 
 // ---- receive ----
+//
+// Two readers share the socket: ReadBatch, which waits, and TryReadBatch,
+// which does not. Both read in passes: a pass takes rxMu, hands out the
+// GRO leftovers of an earlier pass or else makes one non-blocking
+// recvmmsg (MSG_DONTWAIT) and parses and splits what it returned, and
+// releases rxMu. Nothing a pass needs is held while a reader waits, so
+// TryReadBatch never waits for a parked ReadBatch.
+//
+// TryReadBatch makes its pass through RawConn.Control, which holds a
+// reference on the descriptor (so that Close cannot release it under the
+// call) but not its read lock (internal/poll/fd_posix.go, FD.RawControl).
+// ReadBatch makes its passes inside RawConn.Read's callback and waits by
+// returning false from it: FD.RawRead (internal/poll/fd_unix.go) then
+// parks on the runtime poller (pollDesc.waitRead) holding the read lock,
+// which only ReadBatch callers take.
+//
+// The pass has to be inside the callback, not before RawConn.Read: RawRead
+// first clears the descriptor's readiness (pollDesc.prepareRead, the
+// runtime's poll_runtime_pollReset), so a datagram arriving between an
+// earlier empty pass and that reset would leave no readiness behind and
+// the reader would park with it queued. Inside the callback every pass
+// follows the reset; every datagram queued after it wakes the socket's
+// waiters (net/ipv4/udp.c: __udp_enqueue_schedule_skb calls
+// sk_data_ready), which the runtime's edge-triggered epoll turns into
+// readiness that waitRead consumes without parking if it came first. So a
+// ReadBatch parks only after a pass, under rxMu, found no leftovers and
+// an empty socket, and whatever arrives later wakes it; datagrams or GRO
+// leftovers TryReadBatch leaves behind came from such arrivals. A woken
+// reader whose datagrams TryReadBatch took finds nothing and parks again.
 
 // udpRxMeta is what the socket told about one received buffer.
 type udpRxMeta struct {
@@ -406,7 +447,7 @@ type udpRxMeta struct {
 	trunc bool // longer than the buffer
 }
 
-// udpRx is the reader's preallocated state.
+// udpRx is the receive state both readers share, guarded by rxMu.
 type udpRx struct {
 	l     *UDPLink
 	hs    []mmsghdr
@@ -415,16 +456,26 @@ type udpRx struct {
 	oob   []byte
 	bufs  [][]byte // GRO buffers (nil without GRO)
 	meta  []udpRxMeta
-	fn    func(uintptr) bool
-
-	// recvmmsg call and result
-	vlen  int
-	got   int
-	errno unix.Errno
 
 	// GRO buffers not yet handed out: meta[cur:filled], from byte off of
 	// buffer cur, which is segment segIdx of it.
 	filled, cur, off, segIdx int
+
+	// TryReadBatch's pass, run by RawConn.Control: its batch and result
+	// (a preallocated callback, so that the call allocates nothing).
+	tryMsgs []Datagram
+	tryN    int
+	tryFn   func(uintptr)
+}
+
+// udpWait is ReadBatch's state for RawConn.Read's callback, guarded by
+// waitMu, which ReadBatch holds while it waits.
+type udpWait struct {
+	l      *UDPLink
+	msgs   []Datagram
+	n      int
+	closed bool
+	fn     func(uintptr) bool
 }
 
 func (r *udpRx) init(l *UDPLink) {
@@ -441,31 +492,49 @@ func (r *udpRx) init(l *UDPLink) {
 			r.bufs[i] = make([]byte, groBufferLen)
 		}
 	}
-	r.fn = r.recv
+	r.tryFn = r.try
+	l.wait = udpWait{l: l}
+	l.wait.fn = l.wait.read
 }
 
-func (r *udpRx) recv(fd uintptr) bool {
-	vlen := r.vlen
-	var res sysResult
-	if f := r.l.recvFault; f != nil {
-		res = f(vlen)
-	}
-	r1, e := res.r1, res.errno
-	if !res.hit || res.errno == 0 && int(res.r1) <= vlen {
-		if res.hit {
-			vlen = int(res.r1) // a partial batch: receive only that many
+// recvmmsg makes one non-blocking recvmmsg over the first vlen prepared
+// headers and returns how many messages it filled, or the errno of a
+// call that filled none: EAGAIN when nothing is queued. A failed call
+// loses nothing (the datagrams stay queued); it is counted by errno,
+// except EAGAIN, which is not a failure. EINTR, which a call that never
+// sleeps should not get (net/core/sock.c: sock_intr_errno only with a
+// timeout), is retried at once, as internal/poll's ignoringEINTR does:
+// waiting for readiness instead could park the reader with datagrams
+// queued. A pending socket error (ECONNREFUSED and the like, which the
+// kernel sets only on a socket with IP_RECVERR or a connected one,
+// __udp4_lib_err) is reported once and cleared. recvFault, set by tests,
+// stands in for the kernel.
+func (r *udpRx) recvmmsg(fd uintptr, vlen int) (int, unix.Errno) {
+	for {
+		var res sysResult
+		if f := r.l.recvFault; f != nil {
+			res = f(vlen)
 		}
-		r1, e = 0, 0
-		if vlen > 0 {
-			r1, _, e = unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hs[0])), uintptr(vlen),
-				unix.MSG_DONTWAIT, 0, 0)
+		r1, e, n := res.r1, res.errno, vlen
+		if !res.hit || res.errno == 0 && int(res.r1) <= vlen {
+			if res.hit {
+				n = int(res.r1) // a partial batch: receive only that many
+			}
+			r1, e = 0, 0
+			if n > 0 {
+				r1, _, e = unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hs[0])), uintptr(n),
+					unix.MSG_DONTWAIT, 0, 0)
+			}
 		}
+		if e == unix.EINTR {
+			continue
+		}
+		got, errno := mmsgResult(r1, e, n)
+		if errno != 0 && errno != unix.EAGAIN {
+			r.l.ctr.rxError(errno)
+		}
+		return got, errno
 	}
-	if e == unix.EAGAIN || e == unix.EINTR {
-		return false // wait for the socket to become readable
-	}
-	r.got, r.errno = mmsgResult(r1, e, vlen)
-	return true
 }
 
 // sysResult is what a test's fault hook makes sendmmsg or recvmmsg
@@ -523,29 +592,6 @@ func (r *udpRx) prepare(i int, b []byte) {
 	h.len = 0
 }
 
-// call runs recvmmsg over the first vlen prepared headers until it
-// returns datagrams; it returns false when the link is closed.
-func (r *udpRx) call(vlen int) bool {
-	r.vlen = vlen
-	for {
-		r.got, r.errno = 0, 0
-		if err := r.l.raw.Read(r.fn); err != nil {
-			return false
-		}
-		if r.errno == 0 {
-			return true // mmsgResult: got > 0
-		}
-		if r.l.closed.Load() {
-			return false
-		}
-		// A failed call loses nothing: the datagrams stay queued. A
-		// pending socket error (ECONNREFUSED and the like, which the
-		// kernel sets only on a socket with IP_RECVERR or a connected
-		// one, __udp4_lib_err) is reported once and cleared.
-		r.l.ctr.rxError(r.errno)
-	}
-}
-
 // parse decodes header i's address and control messages into r.meta[i].
 func (r *udpRx) parse(i int) {
 	l := r.l
@@ -590,7 +636,7 @@ func (r *udpRx) parse(i int) {
 			m.seg = int(binary.NativeEndian.Uint32(data))
 		case c.Level == unix.SOL_SOCKET && c.Type == unix.SO_RXQ_OVFL && len(data) >= 4:
 			if d := uint64(binary.NativeEndian.Uint32(data)); d > l.ctr.rxDrops.Load() {
-				l.ctr.rxDrops.Store(d) // only the reader stores
+				l.ctr.rxDrops.Store(d) // stored only under rxMu
 			}
 		}
 		sp := unix.CmsgSpace(cl - unix.CmsgLen(0))
@@ -622,45 +668,107 @@ func (l *UDPLink) deliver(d *Datagram, m *udpRxMeta, n int, id uint16) {
 // resliced within its capacity, Encap from the socket (see udp.go), an
 // IPv4 datagram's identification guessed (ICRCGuessedIPv4ID) or, in the
 // IPv4ICRCSkip mode, ICRCUnverifiable. Datagrams longer than their buffer
-// are dropped and counted. After Close it returns ErrLinkClosed.
+// are dropped and counted; a failed recvmmsg is counted and retried.
+// While it waits it holds nothing TryReadBatch needs. After Close it
+// returns ErrLinkClosed.
 func (l *UDPLink) ReadBatch(msgs []Datagram) (int, error) {
+	if len(msgs) == 0 {
+		return 0, nil
+	}
+	l.waitMu.Lock()
+	defer l.waitMu.Unlock()
+	w := &l.wait
+	w.msgs, w.n, w.closed = msgs, 0, false
+	err := l.raw.Read(w.fn)
+	n, closed := w.n, w.closed
+	w.msgs = nil
+	if err != nil || closed {
+		return 0, ErrLinkClosed
+	}
+	return n, nil
+}
+
+// read is ReadBatch's RawConn.Read callback: passes until one delivers,
+// false (wait for readiness) when the socket is empty, true when the link
+// is closed. It runs after RawRead's readiness reset (see the receive
+// notes above).
+func (w *udpWait) read(fd uintptr) bool {
+	l := w.l
+	for {
+		if l.closed.Load() {
+			w.closed = true
+			return true
+		}
+		l.rxMu.Lock()
+		n, e := l.rx.pass(fd, w.msgs)
+		l.rxMu.Unlock()
+		if n > 0 {
+			w.n = n
+			return true
+		}
+		if e == unix.EAGAIN {
+			return false
+		}
+		// A failed call (counted), or datagrams all dropped as
+		// truncated: what else is queued sends no new readiness, so
+		// try again now.
+	}
+}
+
+// TryReadBatch is ReadBatch without the wait (Poller): one pass, which
+// hands out GRO leftovers or makes one non-blocking recvmmsg, so n may be
+// 0. It runs beside a ReadBatch parked on the socket without waiting for
+// it. A failed recvmmsg is counted and reported as n = 0: the datagrams
+// stay queued for the next call. After Close it returns ErrLinkClosed.
+func (l *UDPLink) TryReadBatch(msgs []Datagram) (int, error) {
+	if l.closed.Load() {
+		return 0, ErrLinkClosed
+	}
 	if len(msgs) == 0 {
 		return 0, nil
 	}
 	l.rxMu.Lock()
 	defer l.rxMu.Unlock()
-	for {
-		if l.closed.Load() {
-			return 0, ErrLinkClosed
-		}
-		var n int
-		var ok bool
-		if l.gro {
-			n, ok = l.readGRO(msgs)
-		} else {
-			n, ok = l.readPlain(msgs)
-		}
-		if !ok {
-			return 0, ErrLinkClosed
-		}
-		if n > 0 {
-			return n, nil
-		}
+	r := &l.rx
+	r.tryMsgs, r.tryN = msgs, 0
+	err := l.raw.Control(r.tryFn)
+	n := r.tryN
+	r.tryMsgs = nil
+	if err != nil {
+		return 0, ErrLinkClosed // closed under us
 	}
+	return n, nil
+}
+
+// try is TryReadBatch's RawConn.Control callback, run under rxMu.
+func (r *udpRx) try(fd uintptr) {
+	r.tryN, _ = r.pass(fd, r.tryMsgs)
+}
+
+// pass makes one receive pass into msgs, under rxMu: it returns how many
+// datagrams it delivered and the errno of a recvmmsg that failed (EAGAIN:
+// the socket is empty), 0 when the call succeeded even if every datagram
+// was dropped.
+func (r *udpRx) pass(fd uintptr, msgs []Datagram) (int, unix.Errno) {
+	if r.l.gro {
+		return r.readGRO(fd, msgs)
+	}
+	return r.readPlain(fd, msgs)
 }
 
 // readPlain receives straight into the callers' buffers.
-func (l *UDPLink) readPlain(msgs []Datagram) (int, bool) {
-	r := &l.rx
+func (r *udpRx) readPlain(fd uintptr, msgs []Datagram) (int, unix.Errno) {
+	l := r.l
 	vlen := min(len(msgs), len(r.hs))
 	for i := range vlen {
 		r.prepare(i, msgs[i].Buf[:cap(msgs[i].Buf)])
 	}
-	if !r.call(vlen) {
-		return 0, false
+	got, e := r.recvmmsg(fd, vlen)
+	if e != 0 {
+		return 0, e
 	}
 	out := 0
-	for i := range r.got {
+	for i := range got {
 		r.parse(i)
 		m := &r.meta[i]
 		if m.trunc || m.seg != 0 {
@@ -675,24 +783,25 @@ func (l *UDPLink) readPlain(msgs []Datagram) (int, bool) {
 		l.deliver(&msgs[out], m, m.n, 0)
 		out++
 	}
-	return out, true
+	return out, 0
 }
 
 // readGRO receives into the link's buffers and splits coalesced
 // datagrams into the callers' buffers, keeping what does not fit for the
-// next call.
-func (l *UDPLink) readGRO(msgs []Datagram) (int, bool) {
-	r := &l.rx
+// next pass, by either reader.
+func (r *udpRx) readGRO(fd uintptr, msgs []Datagram) (int, unix.Errno) {
+	l := r.l
 	if r.cur >= r.filled {
 		vlen := min(len(msgs), len(r.hs))
 		for i := range vlen {
 			r.prepare(i, r.bufs[i])
 		}
-		if !r.call(vlen) {
-			return 0, false
+		got, e := r.recvmmsg(fd, vlen)
+		if e != 0 {
+			return 0, e
 		}
-		r.filled, r.cur, r.off, r.segIdx = r.got, 0, 0, 0
-		for i := range r.got {
+		r.filled, r.cur, r.off, r.segIdx = got, 0, 0, 0
+		for i := range got {
 			r.parse(i)
 			if m := &r.meta[i]; m.seg > 0 && m.seg < m.n {
 				l.ctr.rxGRO.Add(1)
@@ -726,7 +835,7 @@ func (l *UDPLink) readGRO(msgs []Datagram) (int, bool) {
 			r.cur, r.off, r.segIdx = r.cur+1, 0, 0
 		}
 	}
-	return out, true
+	return out, 0
 }
 
 // ---- transmit ----

@@ -14,13 +14,19 @@ var errNoUDP = errors.New("nic: the UDP link needs Linux")
 // UDPLink is a Link over a kernel UDP socket; only Linux has one.
 type UDPLink struct{}
 
-var _ Link = (*UDPLink)(nil)
+var (
+	_ Link   = (*UDPLink)(nil)
+	_ Poller = (*UDPLink)(nil)
+)
 
 // ListenUDP returns an error: the UDP link needs Linux.
 func ListenUDP(UDPConfig) (*UDPLink, error) { return nil, errNoUDP }
 
 // ReadBatch returns ErrLinkClosed.
 func (*UDPLink) ReadBatch([]Datagram) (int, error) { return 0, ErrLinkClosed }
+
+// TryReadBatch returns ErrLinkClosed.
+func (*UDPLink) TryReadBatch([]Datagram) (int, error) { return 0, ErrLinkClosed }
 
 // WriteBatch returns ErrLinkClosed.
 func (*UDPLink) WriteBatch([]Datagram) (int, error) { return 0, ErrLinkClosed }

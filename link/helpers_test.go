@@ -1,6 +1,7 @@
 package link
 
 import (
+	"bytes"
 	"flag"
 	"math/rand/v2"
 	"net/netip"
@@ -61,4 +62,23 @@ func randPacket(t testing.TB, r *rand.Rand, e *wire.Encap, n int) []byte {
 		t.Fatal(err)
 	}
 	return b[:k]
+}
+
+// rxBatch returns n receive Datagrams with buffers of cap MaxDatagram.
+func rxBatch(n int) []Datagram {
+	msgs := make([]Datagram, n)
+	for i := range msgs {
+		msgs[i].Buf = make([]byte, 0, MaxDatagram)
+	}
+	return msgs
+}
+
+// clone copies received datagrams out of reusable buffers.
+func clone(ds []Datagram) []Datagram {
+	out := make([]Datagram, len(ds))
+	for i, d := range ds {
+		out[i] = d
+		out[i].Buf = bytes.Clone(d.Buf)
+	}
+	return out
 }

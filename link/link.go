@@ -121,6 +121,21 @@ type Poller interface {
 	TryReadBatch(msgs []Datagram) (n int, err error)
 }
 
+// CanPoll reports whether TryReadBatch on l reads the network: l is a
+// Poller and, if it has a CanPoll method of its own (a wrapper such as
+// PcapLink, a Poller whatever it wraps), that says yes. A caller
+// busy-polls l only then; otherwise l's TryReadBatch, if any, finds
+// nothing and ReadBatch carries the receive alone.
+func CanPoll(l Link) bool {
+	if _, ok := l.(Poller); !ok {
+		return false
+	}
+	if c, ok := l.(interface{ CanPoll() bool }); ok {
+		return c.CanPoll()
+	}
+	return true
+}
+
 // LinkCloser is implemented by links that report whether they were
 // closed; the engine refuses a closed one.
 type LinkCloser interface {

@@ -3,6 +3,7 @@ package link
 import (
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/softnic/softnic/wire"
@@ -30,16 +31,24 @@ type DatagramWriter interface {
 // which the record then shows. A
 // datagram whose Encap has no source address (the fabric lets senders
 // leave it unset) is recorded from the link's address.
+//
+// A PcapLink has TryReadBatch whatever it wraps (a method set is fixed
+// by the type), so CanPoll says whether that reads the network: it does
+// when the inner link is a Poller.
 type PcapLink struct {
-	l   Link
-	w   DatagramWriter
-	now func() time.Time
+	l      Link
+	w      DatagramWriter
+	now    func() time.Time
+	closed atomic.Bool
 
 	mu  sync.Mutex
 	err error // first write error; guarded by mu
 }
 
-var _ Link = (*PcapLink)(nil)
+var (
+	_ Link   = (*PcapLink)(nil)
+	_ Poller = (*PcapLink)(nil)
+)
 
 // NewPcapLink returns l recording to w, timestamped with the wall clock.
 func NewPcapLink(l Link, w DatagramWriter) *PcapLink {
@@ -60,17 +69,46 @@ func (p *PcapLink) Err() error {
 // ReadBatch reads from the inner link and records what it returns.
 func (p *PcapLink) ReadBatch(msgs []Datagram) (int, error) {
 	n, err := p.l.ReadBatch(msgs)
-	if n > 0 {
-		ts := p.now()
-		for i := range msgs[:n] {
-			d := &msgs[i]
-			if d.ICRC == ICRCGuessedIPv4ID {
-				d.CheckICRC() // solves Encap.ID; the engine takes the verdict
-			}
-			p.record(ts, d)
-		}
-	}
+	p.recordRead(msgs[:n])
 	return n, err
+}
+
+// TryReadBatch reads from the inner link without waiting when it is a
+// Poller, and records what it returns as ReadBatch does. When it is not,
+// it has no way to look without waiting and returns 0 and no error
+// (ErrLinkClosed once closed): what arrives is left for ReadBatch, which
+// carries the receive alone. CanPoll tells the two apart.
+func (p *PcapLink) TryReadBatch(msgs []Datagram) (int, error) {
+	q, ok := p.l.(Poller)
+	if !ok {
+		if c, ok := p.l.(LinkCloser); p.closed.Load() || ok && c.Closed() {
+			return 0, ErrLinkClosed
+		}
+		return 0, nil
+	}
+	n, err := q.TryReadBatch(msgs)
+	p.recordRead(msgs[:n])
+	return n, err
+}
+
+// CanPoll reports whether TryReadBatch reads the inner link (the
+// package's CanPoll asks it): the inner link can poll.
+func (p *PcapLink) CanPoll() bool { return CanPoll(p.l) }
+
+// recordRead records datagrams read, each IPv4 identification the inner
+// link guessed solved first.
+func (p *PcapLink) recordRead(msgs []Datagram) {
+	if len(msgs) == 0 {
+		return
+	}
+	ts := p.now()
+	for i := range msgs {
+		d := &msgs[i]
+		if d.ICRC == ICRCGuessedIPv4ID {
+			d.CheckICRC() // solves Encap.ID; the engine takes the verdict
+		}
+		p.record(ts, d)
+	}
 }
 
 // WriteBatch writes through the inner link, then records msgs as sent.
@@ -119,4 +157,7 @@ func (p *PcapLink) SrcPort() uint16 { return p.l.SrcPort() }
 
 // Close closes the inner link; the writer is the caller's to flush and
 // close.
-func (p *PcapLink) Close() error { return p.l.Close() }
+func (p *PcapLink) Close() error {
+	p.closed.Store(true)
+	return p.l.Close()
+}

@@ -13,15 +13,6 @@ import (
 	"github.com/softnic/softnic/wire"
 )
 
-// rxBatch returns n receive Datagrams with buffers of cap MaxDatagram.
-func rxBatch(n int) []Datagram {
-	msgs := make([]Datagram, n)
-	for i := range msgs {
-		msgs[i].Buf = make([]byte, 0, MaxDatagram)
-	}
-	return msgs
-}
-
 // psnOf returns the PSN of a received datagram: buildDatagrams numbers
 // them 0, 1, ...
 func psnOf(t testing.TB, d *Datagram) int {
@@ -31,16 +22,6 @@ func psnOf(t testing.TB, d *Datagram) int {
 		t.Fatal(err)
 	}
 	return int(b.PSN())
-}
-
-// clone copies received datagrams out of reusable buffers.
-func clone(ds []Datagram) []Datagram {
-	out := make([]Datagram, len(ds))
-	for i, d := range ds {
-		out[i] = d
-		out[i].Buf = bytes.Clone(d.Buf)
-	}
-	return out
 }
 
 // tryUntil calls TryReadBatch on l until it has returned want datagrams
@@ -161,6 +142,9 @@ func forGRO(t *testing.T, f func(t *testing.T, gro bool)) {
 func TestUDPTryReadBatch(t *testing.T) {
 	forGRO(t, func(t *testing.T, gro bool) {
 		la, lb := listenPair(t, lo1, lo2, UDPConfig{DisableGRO: !gro})
+		if !CanPoll(lb) || !CanPoll(NewPcapLink(lb, nil)) {
+			t.Fatal("CanPoll false for the UDP link or a PcapLink over it")
+		}
 		msgs := rxBatch(lb.BatchSize())
 		for range 3 {
 			if n, err := lb.TryReadBatch(msgs); n != 0 || err != nil {

@@ -27,7 +27,10 @@ type Endpoint struct {
 	qclosed bool      // guarded by mu
 }
 
-var _ link.Link = (*Endpoint)(nil)
+var (
+	_ link.Link   = (*Endpoint)(nil)
+	_ link.Poller = (*Endpoint)(nil)
+)
 
 // Closed reports whether Close was called (link.LinkCloser): verbs.Open
 // refuses a closed endpoint.
@@ -106,6 +109,27 @@ func (e *Endpoint) ReadBatch(msgs []link.Datagram) (int, error) {
 	if e.qclosed {
 		return 0, link.ErrLinkClosed
 	}
+	return e.take(msgs), nil
+}
+
+// TryReadBatch is ReadBatch without the wait (link.Poller): it fills
+// msgs[:n] as ReadBatch does with the datagrams queued, n possibly 0,
+// and returns at once. It needs only the queue's lock, which a reader
+// blocked in ReadBatch does not hold while it waits (sync.Cond.Wait
+// releases it); that reader is woken by each delivery and waits again if
+// TryReadBatch took everything. After Close it returns
+// link.ErrLinkClosed.
+func (e *Endpoint) TryReadBatch(msgs []link.Datagram) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.qclosed {
+		return 0, link.ErrLinkClosed
+	}
+	return e.take(msgs), nil
+}
+
+// take moves up to len(msgs) queued datagrams into msgs; e.mu is held.
+func (e *Endpoint) take(msgs []link.Datagram) int {
 	n := 0
 	for n < len(msgs) && e.n > 0 {
 		fr := e.q[e.head]
@@ -125,7 +149,7 @@ func (e *Endpoint) ReadBatch(msgs []link.Datagram) (int, error) {
 	if e.n > 0 {
 		e.cond.Signal() // another reader may take the rest
 	}
-	return n, nil
+	return n
 }
 
 // Close detaches the endpoint, discards its queued datagrams and unblocks

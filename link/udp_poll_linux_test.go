@@ -500,3 +500,9 @@ func TestUDPTryReadBatchNoAllocs(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkUDPTryReadBatch is BenchmarkUDPReadBatch receiving with
+// TryReadBatch, retried while loopback has not delivered yet.
+func BenchmarkUDPTryReadBatch(b *testing.B) {
+	benchRoundTrip(b, func(l *UDPLink, msgs []Datagram) (int, error) { return l.TryReadBatch(msgs) })
+}

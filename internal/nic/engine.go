@@ -146,10 +146,10 @@ type NIC struct {
 	xrc xrcTables // XRC SRQs by number, XRC_RECV QPs by QPN
 
 	procs  []*processor
-	txs    txPool     // outputs of the goroutines that run QPs inline
-	poll   poller     // the link, when it can be read without waiting
-	progMu sync.Mutex // one Progress at a time
-	prog   *reader    // guarded by progMu
+	txs    txPool      // outputs of the goroutines that run QPs inline
+	poll   link.Poller // the link, when it can be read without waiting
+	progMu sync.Mutex  // one Progress at a time
+	prog   *reader     // guarded by progMu
 	seed   maphash.Seed
 	rxPool sync.Pool
 	wg     sync.WaitGroup // the receive goroutine
@@ -198,7 +198,9 @@ func New(cfg Config) (*NIC, error) {
 		asyncC:  make(chan struct{}, 1),
 		done:    make(chan struct{}),
 	}
-	n.poll, _ = cfg.Link.(poller)
+	if link.CanPoll(cfg.Link) {
+		n.poll = cfg.Link.(link.Poller)
+	}
 	n.rxPool.New = func() any {
 		p := new(transport.RxPacket)
 		p.SetPool(&n.rxPool)

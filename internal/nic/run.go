@@ -112,11 +112,6 @@ func (n *NIC) kick(e *qpEntry) {
 	n.putTx(out)
 }
 
-// poller is a link that can read without waiting (link.Poller).
-type poller interface {
-	TryReadBatch(msgs []link.Datagram) (int, error)
-}
-
 // Progress reads what has arrived on the link without waiting and
 // handles it on the calling goroutine, as the receive goroutine would: an
 // application that polls an empty CQ drives the NIC itself (the progress

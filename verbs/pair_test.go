@@ -7,6 +7,7 @@ import (
 
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -15,6 +16,7 @@ type end struct {
 	dev *verbs.Device
 	pd  *verbs.PD
 	cq  *verbs.CQ
+	ch  *verbs.CompChannel // with pairOpts.channel
 	qp  *verbs.QP
 	buf []byte
 	mr  *verbs.MR
@@ -37,6 +39,10 @@ type pairOpts struct {
 	maxRdAtomic uint8
 	// sigAll creates the QPs with sq_sig_all.
 	sigAll bool
+	// busyPoll is the devices' Config.BusyPoll.
+	busyPoll time.Duration
+	// channel gives the CQ a completion channel (end.ch).
+	channel bool
 }
 
 func (o *pairOpts) defaults() {
@@ -81,10 +87,11 @@ func newEnd(t testing.TB, f *fabric.Fabric, addr netip.Addr, o pairOpts) *end {
 	return newEndOn(t, ep, o)
 }
 
-// newEndOn is newEnd on an endpoint the caller attached.
-func newEndOn(t testing.TB, ep *fabric.Endpoint, o pairOpts) *end {
+// newEndOn is newEnd on a link the caller made: an endpoint it attached,
+// or a wrapper of one.
+func newEndOn(t testing.TB, ep link.Link, o pairOpts) *end {
 	t.Helper()
-	dev, err := verbs.Open(verbs.Config{Link: ep})
+	dev, err := verbs.Open(verbs.Config{Link: ep, BusyPoll: o.busyPoll})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +100,10 @@ func newEndOn(t testing.TB, ep *fabric.Endpoint, o pairOpts) *end {
 	if e.pd, err = dev.AllocPD(); err != nil {
 		t.Fatal(err)
 	}
-	if e.cq, err = dev.CreateCQ(o.cqe, nil); err != nil {
+	if o.channel {
+		e.ch = dev.CreateCompChannel()
+	}
+	if e.cq, err = dev.CreateCQ(o.cqe, e.ch); err != nil {
 		t.Fatal(err)
 	}
 	if e.mr, err = e.pd.RegMR(e.buf, o.access); err != nil {

@@ -125,7 +125,7 @@ func (c *CQ) Poll(wc []ibv.WorkCompletion) int {
 	if !c.ok() {
 		return 0
 	}
-	if k := c.q.Poll(wc); k > 0 || len(wc) == 0 {
+	if k := c.q.Poll(wc); k > 0 || len(wc) == 0 || c.d.busyPoll == 0 {
 		return k
 	}
 	if c.d.n.Progress() == 0 {

@@ -132,6 +132,17 @@ func (d *Device) Progress() int {
 	return d.n.Progress()
 }
 
+// BusyPoll returns Config.BusyPoll: how long the device's blocking waits
+// poll the link before they sleep (0: they sleep at once). An
+// application's own wait loops (on memory, say) follow it by calling
+// Progress as they spin.
+func (d *Device) BusyPoll() time.Duration {
+	if !d.ok() {
+		return 0
+	}
+	return d.busyPoll
+}
+
 // busyPollUntil spins on Progress until done reports true or the
 // device's BusyPoll has passed; it reports done's last answer.
 func (d *Device) busyPollUntil(done func() bool) bool {

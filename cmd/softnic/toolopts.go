@@ -38,6 +38,8 @@ var nicOpts = []optSpec{
 	{getopt.Option{Long: "pcap", Arg: getopt.RequiredArg}, "<file>", "write every RoCEv2 packet the NIC sends or receives to a pcap file"},
 	{getopt.Option{Long: "metrics", Arg: getopt.RequiredArg}, "<addr>", "serve the NIC's counters as Prometheus metrics on <addr> (host:port)"},
 	{getopt.Option{Long: "timeout", Arg: getopt.RequiredArg}, "<duration>", "give up when the peer is silent this long once connected (default 30s)"},
+	{getopt.Option{Long: "busy-poll", Arg: getopt.OptionalArg}, "[=<duration>]",
+		"poll the link for this long (default 50us) before a wait for the peer sleeps, like SO_BUSY_POLL: lower latency for a spinning CPU (default: sleep at once)"},
 	{getopt.Option{Long: "accept-timeout", Arg: getopt.RequiredArg}, "<duration>", "server: give up when no client connects within this (default: wait forever)"},
 	{getopt.Option{Long: "connect-timeout", Arg: getopt.RequiredArg}, "<duration>", "client: keep trying a server that is not listening yet for this long (default: one try)"},
 }
@@ -53,7 +55,12 @@ type nicFlags struct {
 	pcap, metrics  string
 	stall, accept  time.Duration
 	retry          time.Duration
+	busyPoll       time.Duration
 }
+
+// DefaultBusyPoll is --busy-poll's time when none is given: the kernel
+// documentation's suggested net.core.busy_read (50 µs).
+const DefaultBusyPoll = 50 * time.Microsecond
 
 func parseNICFlags(r *getopt.Result) (nicFlags, error) {
 	var f nicFlags
@@ -81,6 +88,16 @@ func parseNICFlags(r *getopt.Result) (nicFlags, error) {
 	}
 	if m, ok := r.Last("metrics"); ok {
 		f.metrics = m.Value
+	}
+	if m, ok := r.Last("busy-poll"); ok {
+		f.busyPoll = DefaultBusyPoll
+		if m.Value != "" {
+			v, err := time.ParseDuration(m.Value)
+			if err != nil || v <= 0 {
+				return f, fmt.Errorf("--busy-poll=%q: not a positive duration (e.g. 50us)", m.Value)
+			}
+			f.busyPoll = v
+		}
 	}
 	for _, d := range []struct {
 		name string
@@ -113,7 +130,7 @@ func (f nicFlags) open(name, serverHost string) (*toolnic.NIC, error) {
 		}
 	}
 	return toolnic.Open(toolnic.Config{Addr: addr, Port: f.port, PeerPort: f.peerPort, Link: testLink,
-		Pcap: f.pcap, Metrics: f.metrics, Name: name})
+		Pcap: f.pcap, Metrics: f.metrics, Name: name, BusyPoll: f.busyPoll})
 }
 
 // toolContext is cancelled by SIGINT and SIGTERM.

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -47,6 +48,9 @@ type Config struct {
 	Metrics string
 	// Name is the device name; "" means "softnic0".
 	Name string
+	// BusyPoll is the device's verbs.Config.BusyPoll: how long a blocking
+	// wait polls the link before it sleeps (--busy-poll).
+	BusyPoll time.Duration
 	// Detached brings the NIC up on a private in-memory link instead of
 	// the network: enough to query its attributes (softnic info) without
 	// binding a port.
@@ -141,7 +145,7 @@ func Open(cfg Config) (*NIC, error) {
 		n.pcapLink = link.NewPcapLink(lk, w)
 		lk = n.pcapLink
 	}
-	dev, err := verbs.Open(verbs.Config{Link: lk, PeerPort: cfg.PeerPort, Name: cfg.Name})
+	dev, err := verbs.Open(verbs.Config{Link: lk, PeerPort: cfg.PeerPort, Name: cfg.Name, BusyPoll: cfg.BusyPoll})
 	if err != nil {
 		lk.Close()
 		n.closePcap()

@@ -39,6 +39,15 @@ type SendPost struct {
 	Events  *EventQueue
 	OnAsync func(ibv.AsyncEventType)
 	Wake    func()
+	// Idle, when set, reports with the lock held whether the send queue
+	// holds nothing, before the post queues its WRs; a post to an idle
+	// queue calls Kick instead of Wake: it runs the transport on the
+	// posting goroutine, so the WRs leave before the post returns. A post
+	// to a queue with work outstanding joins it and leaves the sending
+	// to the engine, which sends the backlog in batches (one sendmmsg for
+	// many WRs rather than one per post).
+	Idle func() bool
+	Kick func()
 }
 
 // Post queues WRs 0..n-1 in order (ibv_post_send). It stops at the first
@@ -47,9 +56,10 @@ type SendPost struct {
 // what a field of p points to would escape with the mutex.)
 func (p *SendPost) Post(mu *sync.Mutex, n int) (int, error) {
 	mu.Lock()
+	idle := p.Idle != nil && p.Idle()
 	i, err := p.postLocked(n)
 	mu.Unlock()
-	p.done(mu, i > 0)
+	p.done(mu, i > 0, idle)
 	return i, err
 }
 
@@ -58,18 +68,23 @@ func (p *SendPost) Post(mu *sync.Mutex, n int) (int, error) {
 // there is ENOSPC, rxe provider wr_complete).
 func (p *SendPost) PostAll(mu *sync.Mutex, n int) error {
 	mu.Lock()
+	idle := p.Idle != nil && p.Idle()
 	err := p.checkAllLocked(n)
 	if err == nil {
 		_, err = p.postLocked(n)
 	}
 	mu.Unlock()
-	p.done(mu, err == nil && n > 0)
+	p.done(mu, err == nil && n > 0, idle)
 	return err
 }
 
-func (p *SendPost) done(mu *sync.Mutex, posted bool) {
+func (p *SendPost) done(mu *sync.Mutex, posted, idle bool) {
 	p.Events.Deliver(mu, p.OnAsync)
-	if posted {
+	switch {
+	case !posted:
+	case idle && p.Kick != nil:
+		p.Kick()
+	default:
 		p.Wake()
 	}
 }

@@ -166,7 +166,9 @@ func (qp *QP) post(wrs []ibv.SendWR, all bool) (int, error) {
 		Flush:   qp.flushLocked,
 		Events:  &qp.events,
 		OnAsync: qp.cfg.OnAsync,
-		Wake:    qp.cfg.Kick,
+		Wake:    qp.cfg.Wake,
+		Idle:    func() bool { return qp.sq.count() == 0 },
+		Kick:    qp.cfg.Kick,
 	}
 	if all {
 		return 0, p.PostAll(&qp.mu, len(wrs))

@@ -114,7 +114,7 @@ func (qp *QP) post(wrs []ibv.SendWR, all bool) (int, error) {
 		Flush:   qp.flushSendLocked,
 		Events:  &qp.events,
 		OnAsync: qp.cfg.OnAsync,
-		Wake:    qp.cfg.Kick,
+		Wake:    qp.cfg.Wake,
 	}
 	if all {
 		return 0, p.PostAll(&qp.mu, len(wrs))

@@ -115,12 +115,14 @@ func (d *Device) CreateCQ(cqe int, ch *CompChannel) (*CQ, error) {
 // Poll copies up to len(wc) completions into wc and returns how many
 // (ibv_poll_cq). It does not allocate.
 //
-// A poll that finds the CQ empty first reads what has arrived on the
-// device's link, without waiting, and handles it on the calling goroutine
-// (run to completion): an application that polls drives the device
-// itself, as a poll of a hardware CQ finds what the NIC wrote, and never
-// waits for softnic's receive goroutine. That read is one non-blocking
-// recvmmsg on a UDP link.
+// On a busy-polling device (Config.BusyPoll), a poll that finds the CQ
+// empty first reads what has arrived on the device's link, without
+// waiting, and handles it on the calling goroutine (run to completion):
+// an application that polls drives the device itself, as a poll of a
+// hardware CQ finds what the NIC wrote, and never waits for softnic's
+// receive goroutine. That read is one non-blocking recvmmsg on a UDP
+// link. Otherwise the receive goroutine alone reads the link: an
+// application spinning on Poll would compete with it for the socket.
 func (c *CQ) Poll(wc []ibv.WorkCompletion) int {
 	if !c.ok() {
 		return 0

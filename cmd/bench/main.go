@@ -12,11 +12,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"syscall"
 
 	"github.com/softnic/softnic/internal/bench"
 )
 
 const usage = `usage: scripts/bench [--quick] [--json] [--qps N] [--cpuprofile FILE]
+       scripts/bench --guests [--quick] [--json] [--results DIR]
 
 Measures, in one run on this machine:
   - the raw UDP limits with cmd/udpbench (raw/plain, raw/gso+gro, and
@@ -32,8 +34,16 @@ Exit status 1 when a measurement failed (its row says FAILED and why); a
 SHORT figure is a measurement, not a failure.
 
 busy-poll mode: not built (its rows print "n/a (not built)")
-guest mode: not built (two 1-vCPU guests of the interop bed, rxe <-> rxe then
-softnic <-> softnic)
+
+--guests (needs root; slow: about 5 minutes under qemu TCG, not for CI)
+boots two identical 1-vCPU guests of the interop bed (test/interop/bed),
+runs perftest between them over rxe (ib_write_bw and ib_read_bw 64 KiB,
+ib_send_bw 64 B, ib_write_lat 8 B), removes rxe from both, runs the same
+with a static softnic's look-alikes, and prints each figure for
+rxe <-> rxe and softnic <-> softnic with softnic/rxe against issue 13's
+goals (bandwidth and message rate >= 2x, latency <= 1x). It refuses to run
+when the bed is up already, and always takes its bed down. --results
+keeps every tool's output.
 
 Options:
 `
@@ -47,6 +57,10 @@ func main() {
 	softnic := fs.String("softnic", "softnic", "the softnic binary")
 	udpbench := fs.String("udpbench", "udpbench", "the udpbench binary")
 	port := fs.Int("port", 18600, "first TCP port of the tools' out-of-band exchanges")
+	guests := fs.Bool("guests", false, "the guest mode: rxe <-> rxe then softnic <-> softnic on two 1-vCPU guests of the interop bed (root)")
+	bed := fs.String("bed", "test/interop/bed", "--guests: the interop bed's script")
+	state := fs.String("bed-state", "", "--guests: the bed's INTEROP_STATE (default: $INTEROP_STATE, else /run/softnic-interop)")
+	results := fs.String("results", "", "--guests: a directory to keep every tool's output in")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
@@ -67,8 +81,12 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: unexpected arguments %q\n", fs.Args())
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *guests {
+		os.Exit(runGuests(ctx, bench.GuestConfig{Bed: *bed, Softnic: *softnic, State: stateDir(*state),
+			Results: *results, Quick: *quick, Log: os.Stderr}, *asJSON))
+	}
 	m := bench.Run(ctx, bench.Config{Softnic: *softnic, UDPBench: *udpbench, Quick: *quick,
 		TCPPort: *port, ManyQPs: *qps, CPUProfile: *prof, Log: os.Stderr})
 	t := bench.Build(m)
@@ -85,4 +103,36 @@ func main() {
 	if len(m.Errors) > 0 {
 		os.Exit(1)
 	}
+}
+
+// runGuests runs the guest mode and prints its table; it returns the exit
+// status: 1 when a figure is missing or the run stopped early.
+func runGuests(ctx context.Context, c bench.GuestConfig, asJSON bool) int {
+	t := bench.BuildGuests(bench.RunGuests(ctx, c))
+	if asJSON {
+		b, err := t.JSON()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			return 1
+		}
+		os.Stdout.Write(b)
+	} else {
+		fmt.Print(t.Format())
+	}
+	if t.Failed() {
+		return 1
+	}
+	return 0
+}
+
+// stateDir returns the bed's state directory: flag, else $INTEROP_STATE,
+// else lib.sh's default.
+func stateDir(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if s := os.Getenv("INTEROP_STATE"); s != "" {
+		return s
+	}
+	return "/run/softnic-interop"
 }

@@ -218,7 +218,7 @@ func TestFormat(t *testing.T) {
 		"  [     0,      1)       1 " + strings.Repeat("#", 17) + "\n",
 		"  [    16,     32)       3 " + strings.Repeat("#", 50) + "\n",
 		"  [    32,     64)       0 \n",
-		"guest mode (two 1-vCPU guests",
+		"not built:\n  busy-poll mode",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("Format has no %q:\n%s", want, got)

@@ -1,0 +1,446 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/softnic/softnic/internal/perftest"
+)
+
+// The guest mode (scripts/bench --guests): the same perftest runs on two
+// identical 1-vCPU qemu guests of the interop bed (test/interop), first
+// rxe ↔ rxe with perftest's ib_* tools, then, with rxe removed from both,
+// softnic ↔ softnic with the look-alikes, so that softnic is compared
+// with the kernel's Soft-RoCE on the same (emulated) CPUs and network.
+
+// GuestNames are the two guests the mode boots: the server runs on the
+// first, the client on the second.
+var GuestNames = [2]string{"bench-a", "bench-b"}
+
+// GuestConfig says how to run the guest mode.
+type GuestConfig struct {
+	// Bed is the interop bed's script, test/interop/bed.
+	Bed string
+	// Softnic is a statically linked softnic (CGO_ENABLED=0): the guests
+	// have no Go toolchain and only the libraries rdma-core needs.
+	Softnic string
+	// State is the bed's INTEROP_STATE, under which each guest's 9p
+	// share is (guests/NAME/share, /host in the guest).
+	State string
+	// Results, when set, is a directory that receives every tool's
+	// output, as the tools printed it.
+	Results string
+	// Quick runs fewer iterations: a smoke run.
+	Quick bool
+	// Log receives progress lines.
+	Log io.Writer
+}
+
+// GuestTest is one measurement of the guest mode: the tool (softnic's
+// name; rxe's is "ib_" + Tool) and the arguments both pairs run it with.
+type GuestTest struct {
+	Tool string   `json:"tool"`
+	Args []string `json:"args"`
+}
+
+// GuestPlanFor returns the guest mode's tests, by row name. A qemu TCG
+// guest moves a few thousand RoCE packets a second (test/interop/README.md):
+// on the project's 2-core machines both pairs did about 10 MB/s of 64 KiB
+// WRITEs (64 packets each at path MTU 1024), 5-8 k 64-byte SENDs a second
+// and 8-byte WRITE round trips of 0.8-5 ms. So each test runs 10-60 s,
+// the whole mode about 5 minutes, far fewer iterations than the native
+// mode's; --quick takes about 35 s.
+func GuestPlanFor(quick bool) map[string]GuestTest {
+	bw, msgs, lat := "5000", "50000", "2000"
+	if quick {
+		bw, msgs, lat = "50", "1000", "100"
+	}
+	return map[string]GuestTest{
+		GuestRowWriteBW: {"write_bw", []string{"-s", "65536", "-n", bw}},
+		GuestRowReadBW:  {"read_bw", []string{"-s", "65536", "-n", bw}},
+		GuestRowSendBW:  {"send_bw", []string{"-s", "64", "-n", msgs}},
+		GuestRowLatTyp:  {"write_lat", []string{"-s", "8", "-n", lat}},
+	}
+}
+
+// guestOrder is the order the tests run in.
+var guestOrder = []string{GuestRowWriteBW, GuestRowReadBW, GuestRowSendBW, GuestRowLatTyp}
+
+// Guest is what the mode checked about one guest.
+type Guest struct {
+	Name string `json:"name"`
+	IP   string `json:"ip"`
+	// CPUs is the number of processors the guest's kernel sees.
+	CPUs int `json:"nproc"`
+	// MemKiB is the guest's MemTotal (/proc/meminfo), KiB.
+	MemKiB int `json:"mem_total_kib"`
+	// Kernel is the guest's uname -r.
+	Kernel string `json:"kernel"`
+	// Accel is qemu's accelerator ("tcg,thread=multi" or "kvm").
+	Accel string `json:"accel"`
+}
+
+// Pair is what one pair of guests measured.
+type Pair struct {
+	// Results are the clients' results by row name (GuestRow*); a test
+	// that failed has none and an entry in Errors.
+	Results map[string]perftest.Result
+	Errors  map[string]string
+	// Seconds is the wall time of the pair's tests.
+	Seconds float64
+}
+
+// GuestMeasurements are what one guest-mode run measured.
+type GuestMeasurements struct {
+	Machine Machine
+	Guests  [2]Guest
+	Plan    map[string]GuestTest
+	// RXE is rxe ↔ rxe, Softnic softnic ↔ softnic.
+	RXE, Softnic Pair
+	// Err is why the run stopped before it measured everything (the bed
+	// did not come up, the guests differ, rxe could not be removed).
+	Err string
+	// Quick marks a --quick run.
+	Quick bool
+	// BedUpSeconds is the time to boot both guests; TotalSeconds the whole
+	// run's, bed down included.
+	BedUpSeconds, TotalSeconds float64
+}
+
+// guestRun is one run of the guest mode.
+type guestRun struct {
+	c    GuestConfig
+	envs [2]map[string]string
+	port int
+}
+
+// RunGuests brings the interop bed up with two guests, measures rxe ↔ rxe,
+// removes rxe, measures softnic ↔ softnic and takes the bed down again,
+// whatever happened. It refuses to touch a bed that is up already: that
+// bed is someone else's.
+func RunGuests(ctx context.Context, c GuestConfig) (m GuestMeasurements) {
+	t0 := time.Now()
+	g := &guestRun{c: c, port: 18515}
+	m = GuestMeasurements{Machine: ReadMachine(), Plan: GuestPlanFor(c.Quick), Quick: c.Quick}
+	if c.Results != "" {
+		if err := os.MkdirAll(c.Results, 0o755); err != nil {
+			m.Err = err.Error()
+			return m
+		}
+	}
+	out, err := g.bed(ctx, "status")
+	if err != nil {
+		m.Err = err.Error()
+		return m
+	}
+	if strings.Contains(out, ": present") {
+		m.Err = "the interop bed is up already (another run is using it); not touching it:\n" + strings.TrimSpace(out)
+		return m
+	}
+	defer func() {
+		// a fresh context: the run's may be cancelled, the bed must go
+		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		g.logf("bed down")
+		if _, err := g.bed(dctx, "down"); err != nil {
+			g.logf("bed down: %v (run %s down)", err, c.Bed)
+		}
+		m.Machine.LoadAfter = ReadLoad()
+		m.TotalSeconds = time.Since(t0).Seconds()
+	}()
+	if err := g.up(ctx, &m); err != nil {
+		m.Err = err.Error()
+		return m
+	}
+
+	g.logf("rxe ↔ rxe")
+	m.RXE = g.pair(ctx, m.Plan, g.rxeCommand)
+	if err := g.removeRXE(ctx); err != nil {
+		m.Err = err.Error()
+		return m
+	}
+	for i := range GuestNames {
+		if err := g.share(i, c.Softnic, "softnic"); err != nil {
+			m.Err = err.Error()
+			return m
+		}
+	}
+	g.logf("softnic ↔ softnic")
+	m.Softnic = g.pair(ctx, m.Plan, g.softnicCommand)
+	return m
+}
+
+func (g *guestRun) logf(format string, a ...any) {
+	if g.c.Log != nil {
+		fmt.Fprintf(g.c.Log, "bench: "+format+"\n", a...)
+	}
+}
+
+// up boots both guests and checks that they are alike: one CPU each, the
+// same memory and kernel.
+func (g *guestRun) up(ctx context.Context, m *GuestMeasurements) error {
+	t := time.Now()
+	for i, name := range GuestNames {
+		verb := "start"
+		if i == 0 {
+			verb = "up" // namespace and bridge too
+		}
+		g.logf("bed %s %s", verb, name)
+		if _, err := g.bed(ctx, verb, name); err != nil {
+			return err
+		}
+	}
+	m.BedUpSeconds = time.Since(t).Seconds()
+	for i, name := range GuestNames {
+		out, err := g.bed(ctx, "env", name)
+		if err != nil {
+			return err
+		}
+		g.envs[i] = ParseEnv(out)
+		facts, err := g.bed(ctx, "exec", name, "-t", "60", "--",
+			"grep -c ^processor /proc/cpuinfo; sed -n 's/^MemTotal: *\\([0-9]*\\) kB$/\\1/p' /proc/meminfo; uname -r")
+		if err != nil {
+			return err
+		}
+		gu, err := ParseGuestFacts(facts)
+		if err != nil {
+			return fmt.Errorf("guest %s: %w", name, err)
+		}
+		gu.Name, gu.IP, gu.Accel = name, g.envs[i]["GUEST_IP"], g.envs[i]["ACCEL"]
+		m.Guests[i] = gu
+	}
+	return CheckGuests(m.Guests)
+}
+
+// ParseEnv reads "bed env"'s KEY=VALUE lines.
+func ParseEnv(out string) map[string]string {
+	kv := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok {
+			kv[k] = v
+		}
+	}
+	return kv
+}
+
+// ParseGuestFacts reads the guest's processor count, MemTotal (KiB) and
+// kernel release, one a line.
+func ParseGuestFacts(out string) (Guest, error) {
+	f := strings.Fields(out)
+	if len(f) != 3 {
+		return Guest{}, fmt.Errorf("facts %q: want processors, MemTotal and kernel", out)
+	}
+	cpus, err1 := strconv.Atoi(f[0])
+	mem, err2 := strconv.Atoi(f[1])
+	if err := errors.Join(err1, err2); err != nil {
+		return Guest{}, fmt.Errorf("facts %q: %v", out, err)
+	}
+	return Guest{CPUs: cpus, MemKiB: mem, Kernel: f[2]}, nil
+}
+
+// CheckGuests fails unless the guests are identical where it matters: one
+// vCPU each (the comparison is of one emulated CPU's worth of work), the
+// same memory, kernel and accelerator.
+func CheckGuests(gs [2]Guest) error {
+	for _, g := range gs {
+		if g.CPUs != 1 {
+			return fmt.Errorf("guest %s has %d CPUs, want 1", g.Name, g.CPUs)
+		}
+	}
+	a, b := gs[0], gs[1]
+	if a.MemKiB != b.MemKiB || a.Kernel != b.Kernel || a.Accel != b.Accel {
+		return fmt.Errorf("the guests differ: %s has %d KiB, Linux %s, %s; %s has %d KiB, Linux %s, %s",
+			a.Name, a.MemKiB, a.Kernel, a.Accel, b.Name, b.MemKiB, b.Kernel, b.Accel)
+	}
+	return nil
+}
+
+// removeRXE deletes rxe0 and unloads rdma_rxe in both guests, and checks
+// that UDP port 4791 is free: the module's tunnel socket holds the port
+// for as long as it is loaded (Debian 12's 6.1 opens it at module load,
+// not per device), and softnic binds it.
+func (g *guestRun) removeRXE(ctx context.Context) error {
+	for _, name := range GuestNames {
+		g.logf("%s: rdma link delete rxe0; rmmod rdma_rxe", name)
+		out, err := g.bed(ctx, "exec", name, "-t", "60", "--",
+			"rdma link delete rxe0 && rmmod rdma_rxe && ! netstat -lun | grep -q ':4791 '")
+		if err != nil {
+			return fmt.Errorf("removing rxe from %s: %w\n%s", name, err, out)
+		}
+	}
+	return nil
+}
+
+// share puts a copy of src, executable, into guest i's 9p share as name.
+func (g *guestRun) share(i int, src, name string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	dst := filepath.Join(g.c.State, "guests", GuestNames[i], "share", name)
+	if err := os.WriteFile(dst+".tmp", data, 0o755); err != nil {
+		return fmt.Errorf("into guest %s's share: %w", GuestNames[i], err)
+	}
+	return os.Rename(dst+".tmp", dst)
+}
+
+// side is one side's command line in its guest and where its result is.
+type side struct {
+	cmd string
+	// json is the file in the guest's share that the command writes its
+	// --json result to; empty when the result is the text table of the
+	// command's output.
+	json string
+}
+
+// rxeCommand returns perftest's command lines for the test on rxe: the
+// guest's IPv4 GID, -F against the CPU-frequency warning.
+func (g *guestRun) rxeCommand(t GuestTest, port int) [2]side {
+	var s [2]side
+	for i := range s {
+		args := append([]string{"ib_" + t.Tool, "-d", "rxe0", "-x", g.envs[i]["GUEST_GID_INDEX"], "-F", "-p", strconv.Itoa(port)}, t.Args...)
+		if i == 1 {
+			args = append(args, g.envs[0]["GUEST_IP"])
+		}
+		s[i].cmd = strings.Join(args, " ")
+	}
+	return s
+}
+
+// softnicCommand returns the look-alike's command lines for the test:
+// softnic's NIC on the guest's address, --json into the share.
+func (g *guestRun) softnicCommand(t GuestTest, port int) [2]side {
+	var s [2]side
+	for i := range s {
+		s[i].json = fmt.Sprintf("%s-%d.json", t.Tool, port)
+		args := append([]string{"/host/softnic", t.Tool, "--json", "--addr", g.envs[i]["GUEST_IP"], "-F", "-p", strconv.Itoa(port), "--timeout", "60s"}, t.Args...)
+		if i == 0 {
+			args = append(args, "--accept-timeout", "120s")
+		} else {
+			args = append(args, "--connect-timeout", "60s", g.envs[0]["GUEST_IP"])
+		}
+		s[i].cmd = strings.Join(args, " ") + " >/host/" + s[i].json
+	}
+	return s
+}
+
+// pair runs every test of the plan between the two guests: the server
+// in the first, the client in the second.
+func (g *guestRun) pair(ctx context.Context, plan map[string]GuestTest, cmds func(GuestTest, int) [2]side) Pair {
+	t := time.Now()
+	p := Pair{Results: map[string]perftest.Result{}, Errors: map[string]string{}}
+	for _, row := range guestOrder {
+		test, ok := plan[row]
+		if !ok {
+			continue
+		}
+		if ctx.Err() != nil {
+			p.Errors[row] = ctx.Err().Error()
+			continue
+		}
+		port := g.port
+		g.port++
+		s := cmds(test, port)
+		g.logf("  %s", s[1].cmd)
+		r, err := g.test(ctx, test, port, s)
+		if err != nil {
+			g.logf("  %s: %v", row, err)
+			p.Errors[row] = err.Error()
+			continue
+		}
+		p.Results[row] = r
+	}
+	p.Seconds = time.Since(t).Seconds()
+	return p
+}
+
+// test runs one test: the server as a background job in the first guest,
+// once it listens on the TCP port, the client in the second; it returns
+// the client's result.
+func (g *guestRun) test(ctx context.Context, t GuestTest, port int, s [2]side) (perftest.Result, error) {
+	a, b := GuestNames[0], GuestNames[1]
+	id, err := g.bed(ctx, "serve", a, "-p", strconv.Itoa(port), "-t", "120", "--", s[0].cmd)
+	if err != nil {
+		return perftest.Result{}, fmt.Errorf("server: %w", err)
+	}
+	id = strings.TrimSpace(id)
+	cliOut, cliErr := g.bed(ctx, "exec", b, "-t", "600", "--", s[1].cmd)
+	if cliErr != nil {
+		g.bed(ctx, "jobkill", a, id)
+	}
+	srvOut, srvErr := g.bed(ctx, "jobwait", a, id, "-t", "120")
+	stem := fmt.Sprintf("%d-%s", port, t.Tool)
+	if s[1].json == "" {
+		g.save(stem+"-rxe-server.txt", srvOut)
+		g.save(stem+"-rxe-client.txt", cliOut)
+	} else {
+		g.save(stem+"-softnic-server.log", srvOut)
+		g.save(stem+"-softnic-client.log", cliOut)
+	}
+	if cliErr != nil {
+		return perftest.Result{}, fmt.Errorf("client: %w%s", cliErr, lastLine(cliOut))
+	}
+	if srvErr != nil {
+		return perftest.Result{}, fmt.Errorf("server: %w%s", srvErr, lastLine(srvOut))
+	}
+	if s[1].json == "" {
+		return perftest.ParseText([]byte(cliOut))
+	}
+	js, err := os.ReadFile(filepath.Join(g.c.State, "guests", b, "share", s[1].json))
+	if err != nil {
+		return perftest.Result{}, err
+	}
+	g.save(stem+"-softnic-client.json", string(js))
+	if srv, err := os.ReadFile(filepath.Join(g.c.State, "guests", a, "share", s[0].json)); err == nil {
+		g.save(stem+"-softnic-server.json", string(srv))
+	}
+	return ParseResult(js)
+}
+
+func lastLine(out string) string {
+	out = strings.TrimSpace(out)
+	if out == "" {
+		return ""
+	}
+	return ": " + out[strings.LastIndex(out, "\n")+1:]
+}
+
+// save keeps a tool's output in the results directory, when there is one.
+func (g *guestRun) save(name, out string) {
+	if g.c.Results == "" {
+		return
+	}
+	if err := os.WriteFile(filepath.Join(g.c.Results, name), []byte(out), 0o644); err != nil {
+		g.logf("%v", err)
+	}
+}
+
+// bed runs the bed script and returns its standard output; a failure
+// carries the last line of its standard error (the bed's own log lines
+// go there). The script runs in a process group of its own that a
+// cancelled ctx ends, so that none of its waits outlives the run.
+func (g *guestRun) bed(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, g.c.Bed, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
+	if g.c.State != "" {
+		cmd.Env = append(os.Environ(), "INTEROP_STATE="+g.c.State)
+	}
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("bed %s: %w%s", args[0], err, lastLine(errOut.String()))
+	}
+	return out.String(), nil
+}

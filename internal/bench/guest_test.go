@@ -1,0 +1,203 @@
+package bench
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/softnic/softnic/internal/perftest"
+)
+
+func TestParseEnvAndFacts(t *testing.T) {
+	env := ParseEnv("NETNS=softnic-interop\nMTU=1500\nACCEL=tcg,thread=multi\nGUEST_IP=10.77.0.2\nGUEST_GID_INDEX=1\n")
+	if env["GUEST_IP"] != "10.77.0.2" || env["ACCEL"] != "tcg,thread=multi" || env["GUEST_GID_INDEX"] != "1" {
+		t.Errorf("ParseEnv: got %v", env)
+	}
+	g, err := ParseGuestFacts("1\n492040\n6.1.0-41-amd64\n")
+	if err != nil || g.CPUs != 1 || g.MemKiB != 492040 || g.Kernel != "6.1.0-41-amd64" {
+		t.Errorf("ParseGuestFacts: got %+v, %v", g, err)
+	}
+	for _, bad := range []string{"", "1\n492040\n", "one\n492040\n6.1.0\n", "1\n\n6.1.0\n"} {
+		if g, err := ParseGuestFacts(bad); err == nil {
+			t.Errorf("ParseGuestFacts(%q) = %+v, want an error", bad, g)
+		}
+	}
+}
+
+func TestCheckGuests(t *testing.T) {
+	a := Guest{Name: "bench-a", CPUs: 1, MemKiB: 492040, Kernel: "6.1.0-41-amd64", Accel: "tcg,thread=multi"}
+	b := a
+	b.Name = "bench-b"
+	if err := CheckGuests([2]Guest{a, b}); err != nil {
+		t.Errorf("identical guests: %v", err)
+	}
+	for name, f := range map[string]func(*Guest){
+		"two CPUs": func(g *Guest) { g.CPUs = 2 },
+		"memory":   func(g *Guest) { g.MemKiB += 4 },
+		"kernel":   func(g *Guest) { g.Kernel = "6.1.0-40-amd64" },
+		"KVM":      func(g *Guest) { g.Accel = "kvm" },
+	} {
+		c := b
+		f(&c)
+		if err := CheckGuests([2]Guest{a, c}); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// The command lines the guests run: perftest's with rxe0's IPv4 GID, the
+// look-alikes' with --json into the share; the same test arguments.
+func TestGuestCommands(t *testing.T) {
+	g := &guestRun{envs: [2]map[string]string{
+		{"GUEST_IP": "10.77.0.2", "GUEST_GID_INDEX": "1"},
+		{"GUEST_IP": "10.77.0.3", "GUEST_GID_INDEX": "1"},
+	}}
+	test := GuestPlanFor(false)[GuestRowWriteBW]
+	r := g.rxeCommand(test, 18515)
+	if want := "ib_write_bw -d rxe0 -x 1 -F -p 18515 -s 65536 -n 5000"; r[0].cmd != want || r[0].json != "" {
+		t.Errorf("rxe server: got %+v, want %q", r[0], want)
+	}
+	if want := "ib_write_bw -d rxe0 -x 1 -F -p 18515 -s 65536 -n 5000 10.77.0.2"; r[1].cmd != want {
+		t.Errorf("rxe client: got %q, want %q", r[1].cmd, want)
+	}
+	s := g.softnicCommand(test, 18519)
+	if want := "/host/softnic write_bw --json --addr 10.77.0.2 -F -p 18519 --timeout 60s -s 65536 -n 5000 --accept-timeout 120s >/host/write_bw-18519.json"; s[0].cmd != want {
+		t.Errorf("softnic server: got %q, want %q", s[0].cmd, want)
+	}
+	if want := "/host/softnic write_bw --json --addr 10.77.0.3 -F -p 18519 --timeout 60s -s 65536 -n 5000 --connect-timeout 60s 10.77.0.2 >/host/write_bw-18519.json"; s[1].cmd != want || s[1].json != "write_bw-18519.json" {
+		t.Errorf("softnic client: got %+v, want %q", s[1], want)
+	}
+	q := GuestPlanFor(true)
+	for _, row := range guestOrder {
+		full, quick := GuestPlanFor(false)[row], q[row]
+		if full.Tool != quick.Tool || len(full.Args) != len(quick.Args) {
+			t.Errorf("%s: --quick runs %+v, the full run %+v", row, quick, full)
+		}
+	}
+}
+
+func guestMeasured() GuestMeasurements {
+	g := Guest{Name: "bench-a", IP: "10.77.0.2", CPUs: 1, MemKiB: 492040, Kernel: "6.1.0-41-amd64", Accel: "tcg,thread=multi"}
+	h := g
+	h.Name, h.IP = "bench-b", "10.77.0.3"
+	return GuestMeasurements{
+		Machine: Machine{CPUs: 2, CPUModel: "AMD EPYC", Kernel: "6.18.44"},
+		Guests:  [2]Guest{g, h},
+		Plan:    GuestPlanFor(false),
+		RXE: Pair{Results: map[string]perftest.Result{
+			GuestRowWriteBW: {MTU: 1024, BW: []perftest.BWResult{{Size: 65536, BWAvg: 40}}},
+			GuestRowReadBW:  {MTU: 1024, BW: []perftest.BWResult{{Size: 65536, BWAvg: 30}}},
+			GuestRowSendBW:  {MTU: 1024, BW: []perftest.BWResult{{Size: 64, MsgRate: 0.02}}},
+			GuestRowLatTyp:  {MTU: 1024, Lat: []perftest.LatResult{{Size: 8, Typical: 300, P99: 900}}},
+		}, Seconds: 100},
+		Softnic: Pair{Results: map[string]perftest.Result{
+			GuestRowWriteBW: {MTU: 1024, BW: []perftest.BWResult{{Size: 65536, BWAvg: 80}}},
+			GuestRowReadBW:  {MTU: 1024, BW: []perftest.BWResult{{Size: 65536, BWAvg: 20}}},
+			GuestRowSendBW:  {MTU: 1024, BW: []perftest.BWResult{{Size: 64, MsgRate: 0.05}}},
+			GuestRowLatTyp:  {MTU: 1024, Lat: []perftest.LatResult{{Size: 8, Typical: 300, P99: 4000}}},
+		}, Seconds: 200},
+		BedUpSeconds: 10, TotalSeconds: 320,
+	}
+}
+
+func guestRow(t *testing.T, tb GuestTable, name string) GuestRow {
+	t.Helper()
+	for _, r := range tb.Rows {
+		if r.Name == name {
+			return r
+		}
+	}
+	t.Fatalf("no row %q", name)
+	return GuestRow{}
+}
+
+func TestBuildGuests(t *testing.T) {
+	tb := BuildGuests(guestMeasured())
+	for _, tt := range []struct {
+		name, goal, status  string
+		rxe, softnic, ratio float64
+	}{
+		{GuestRowWriteBW, "≥ 2×", Pass, 40, 80, 2}, // exactly the goal
+		{GuestRowReadBW, "≥ 2×", Short, 30, 20, 2.0 / 3},
+		{GuestRowSendBW, "≥ 2×", Pass, 20, 50, 2.5}, // k msg/s
+		{GuestRowLatTyp, "≤ 1×", Pass, 300, 300, 1}, // exactly the goal: lower is better
+		{GuestRowLatP99, "", "", 900, 4000, 4000.0 / 900},
+	} {
+		r := guestRow(t, tb, tt.name)
+		if r.Goal != tt.goal || r.Status != tt.status || r.RXE == nil || r.Softnic == nil || r.Ratio == nil ||
+			math.Abs(*r.RXE-tt.rxe) > 1e-9 || math.Abs(*r.Softnic-tt.softnic) > 1e-9 || math.Abs(*r.Ratio-tt.ratio) > 1e-9 {
+			t.Errorf("%s: got %+v", tt.name, r)
+		}
+	}
+	if tb.MTU.RXE != 1024 || tb.MTU.Softnic != 1024 || tb.Failed() {
+		t.Errorf("path MTUs %+v, failed %v", tb.MTU, tb.Failed())
+	}
+
+	m := guestMeasured()
+	delete(m.Softnic.Results, GuestRowLatTyp)
+	m.Softnic.Errors = map[string]string{GuestRowLatTyp: "client: bed exec: exit status 124"}
+	m.RXE.Results[GuestRowWriteBW] = perftest.Result{MTU: 4096, BW: m.RXE.Results[GuestRowWriteBW].BW}
+	tb = BuildGuests(m)
+	for _, n := range []string{GuestRowLatTyp, GuestRowLatP99} {
+		if r := guestRow(t, tb, n); r.Status != Failed || r.Ratio != nil || r.Softnic != nil || r.Note != "softnic: client: bed exec: exit status 124" {
+			t.Errorf("%s without softnic's figure: got %+v", n, r)
+		}
+	}
+	if !tb.Failed() || tb.MTU.RXE != 0 {
+		t.Errorf("failed %v, rxe path MTU %d (want 0: the results differ)", tb.Failed(), tb.MTU.RXE)
+	}
+
+	m = GuestMeasurements{Plan: GuestPlanFor(false), Err: "the interop bed is up already"}
+	tb = BuildGuests(m)
+	if !tb.Failed() || len(tb.Rows) != 5 || guestRow(t, tb, GuestRowWriteBW).Note != "rxe: not measured; softnic: not measured" {
+		t.Errorf("a run that never started: %+v", tb)
+	}
+	if got := tb.Format(); !strings.Contains(got, "stopped early: the interop bed is up already\n") {
+		t.Errorf("Format does not say why it stopped:\n%s", got)
+	}
+}
+
+func TestFormatGuests(t *testing.T) {
+	got := BuildGuests(guestMeasured()).Format()
+	for _, want := range []string{
+		"softnic bench --guests: host 2 CPUs (AMD EPYC), Linux 6.18.44; load average",
+		"guests bench-b 10.77.0.3 → bench-a 10.77.0.2: qemu tcg,thread=multi, 1 vCPU, 480 MiB each, Linux 6.1.0-41-amd64\n",
+		"path MTU: rxe 1024, softnic 1024\n",
+		"  write_bw  -s 65536 -n 5000 (rxe: ib_write_bw)\n",
+		"measure                  rxe↔rxe  softnic↔softnic unit      softnic/rxe  goal   status\n",
+		"write_bw 64 KiB            40.00            80.00 MB/s            2.00×  ≥ 2×   PASS\n",
+		"read_bw 64 KiB             30.00            20.00 MB/s            0.67×  ≥ 2×   SHORT\n",
+		"send_bw 64 B msg rate      20.00            50.00 k msg/s         2.50×  ≥ 2×   PASS\n",
+		"write_lat 8 B typical     300.00           300.00 usec            1.00×  ≤ 1×   PASS\n",
+		"write_lat 8 B p99         900.00          4000.00 usec            4.44×\n",
+		"time: guests up 10 s, rxe ↔ rxe 100 s, softnic ↔ softnic 200 s, total 320 s\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Format has no %q:\n%s", want, got)
+		}
+	}
+	if i, j := strings.Index(got, "write_bw  "), strings.Index(got, "write_lat -s 8"); i < 0 || j < i {
+		t.Errorf("the tests are not listed in the order they run:\n%s", got)
+	}
+}
+
+func TestGuestJSON(t *testing.T) {
+	b, err := BuildGuests(guestMeasured()).JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"machine", "guests", "quick", "path_mtu", "tests", "rows", "bed_up_seconds", "rxe_seconds", "softnic_seconds", "total_seconds"} {
+		if _, ok := doc[k]; !ok {
+			t.Errorf("no %q in %s", k, b)
+		}
+	}
+	row := doc["rows"].([]any)[0].(map[string]any)
+	if row["name"] != GuestRowWriteBW || row["rxe"] != 40.0 || row["softnic"] != 80.0 || row["softnic_over_rxe"] != 2.0 || row["status"] != Pass {
+		t.Errorf("first row: %v", row)
+	}
+}

@@ -1,0 +1,257 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/softnic/softnic/internal/perftest"
+)
+
+// The goals of issue 13 on the guests: softnic ↔ softnic against
+// rxe ↔ rxe on the same two 1-vCPU guests.
+const (
+	GoalGuestBW      = 2.0 // bandwidth, softnic over rxe, at least
+	GoalGuestMsgRate = 2.0 // message rate, softnic over rxe, at least
+	GoalGuestLat     = 1.0 // latency, softnic over rxe, at most
+)
+
+// Guest-mode row names.
+const (
+	GuestRowWriteBW = "write_bw 64 KiB"
+	GuestRowReadBW  = "read_bw 64 KiB"
+	GuestRowSendBW  = "send_bw 64 B msg rate"
+	GuestRowLatTyp  = "write_lat 8 B typical"
+	GuestRowLatP99  = "write_lat 8 B p99"
+)
+
+// GuestRow is one line of the guest table: a figure for each pair, and
+// softnic's over rxe's.
+type GuestRow struct {
+	// Name says what was measured: "write_bw 64 KiB".
+	Name string `json:"name"`
+	// RXE and Softnic are the figures of rxe ↔ rxe and softnic ↔ softnic,
+	// in Unit; null when not measured.
+	RXE     *float64 `json:"rxe"`
+	Softnic *float64 `json:"softnic"`
+	// Unit is the figures' unit: "MB/s" (perftest's MB/sec, 2^20 bytes
+	// per second), "k msg/s", "usec".
+	Unit string `json:"unit"`
+	// Ratio is Softnic over RXE: higher is better for bandwidth and
+	// message rate, lower for latency; null when either is missing.
+	Ratio *float64 `json:"softnic_over_rxe"`
+	// Goal is issue 13's goal for Ratio, as text ("≥ 2×"); empty when it
+	// has none.
+	Goal string `json:"goal"`
+	// Status is PASS or SHORT against Goal, FAILED when a figure is
+	// missing, empty when there is no goal.
+	Status string `json:"status"`
+	// Note says which of perftest's columns the figure is, or why it is
+	// missing.
+	Note string `json:"note,omitempty"`
+}
+
+// GuestTable is the guest mode's result, and the document --guests --json
+// prints.
+type GuestTable struct {
+	// Machine is the host the guests ran on.
+	Machine Machine  `json:"machine"`
+	Guests  [2]Guest `json:"guests"`
+	Quick   bool     `json:"quick"`
+	// MTU is the path MTU of each pair's QPs (the clients' results), bytes;
+	// 0 when unknown.
+	MTU struct {
+		RXE     int `json:"rxe"`
+		Softnic int `json:"softnic"`
+	} `json:"path_mtu"`
+	// Tests are the command-line arguments both pairs ran each tool with,
+	// by row name.
+	Tests map[string]GuestTest `json:"tests"`
+	Rows  []GuestRow           `json:"rows"`
+	// Error is why the run stopped early; empty when it did not.
+	Error string `json:"error,omitempty"`
+	// Seconds: booting the guests, each pair's tests and the whole run.
+	BedUpSeconds   float64 `json:"bed_up_seconds"`
+	RXESeconds     float64 `json:"rxe_seconds"`
+	SoftnicSeconds float64 `json:"softnic_seconds"`
+	TotalSeconds   float64 `json:"total_seconds"`
+}
+
+// Failed says whether any figure is missing or the run stopped early.
+func (t GuestTable) Failed() bool {
+	if t.Error != "" {
+		return true
+	}
+	for _, r := range t.Rows {
+		if r.Status == Failed {
+			return true
+		}
+	}
+	return false
+}
+
+// BuildGuests computes the guest table's rows, ratios and verdicts.
+func BuildGuests(m GuestMeasurements) GuestTable {
+	t := GuestTable{Machine: m.Machine, Guests: m.Guests, Quick: m.Quick, Tests: m.Plan, Error: m.Err,
+		BedUpSeconds: m.BedUpSeconds, RXESeconds: m.RXE.Seconds, SoftnicSeconds: m.Softnic.Seconds, TotalSeconds: m.TotalSeconds}
+	t.MTU.RXE, t.MTU.Softnic = pathMTU(m.RXE), pathMTU(m.Softnic)
+	bw := func(r perftest.Result) *float64 {
+		if len(r.BW) != 1 {
+			return nil
+		}
+		return ptr(r.BW[0].BWAvg)
+	}
+	msgs := func(r perftest.Result) *float64 {
+		if len(r.BW) != 1 {
+			return nil
+		}
+		return ptr(r.BW[0].MsgRate * 1000)
+	}
+	typ := func(r perftest.Result) *float64 {
+		if len(r.Lat) != 1 {
+			return nil
+		}
+		return ptr(r.Lat[0].Typical)
+	}
+	p99 := func(r perftest.Result) *float64 {
+		if len(r.Lat) != 1 {
+			return nil
+		}
+		return ptr(r.Lat[0].P99)
+	}
+	for _, d := range []struct {
+		name, test, unit, note string
+		fig                    func(perftest.Result) *float64
+		goal                   float64
+		higher                 bool
+	}{
+		{GuestRowWriteBW, GuestRowWriteBW, "MB/s", "BW average", bw, GoalGuestBW, true},
+		{GuestRowReadBW, GuestRowReadBW, "MB/s", "BW average", bw, GoalGuestBW, true},
+		{GuestRowSendBW, GuestRowSendBW, "k msg/s", "MsgRate", msgs, GoalGuestMsgRate, true},
+		{GuestRowLatTyp, GuestRowLatTyp, "usec", "t_typical, half round trips", typ, GoalGuestLat, false},
+		{GuestRowLatP99, GuestRowLatTyp, "usec", "99% percentile", p99, 0, false},
+	} {
+		if _, ok := m.Plan[d.test]; !ok {
+			continue
+		}
+		r := GuestRow{Name: d.name, Unit: d.unit, Note: d.note}
+		var why []string
+		for _, s := range []struct {
+			pair string
+			p    Pair
+			dst  **float64
+		}{{"rxe", m.RXE, &r.RXE}, {"softnic", m.Softnic, &r.Softnic}} {
+			if res, ok := s.p.Results[d.test]; ok {
+				*s.dst = d.fig(res)
+			}
+			if *s.dst == nil {
+				e := s.p.Errors[d.test]
+				if e == "" {
+					e = "not measured"
+				}
+				why = append(why, s.pair+": "+e)
+			}
+		}
+		if d.goal != 0 {
+			if d.higher {
+				r.Goal = fmt.Sprintf("≥ %g×", d.goal)
+			} else {
+				r.Goal = fmt.Sprintf("≤ %g×", d.goal)
+			}
+		}
+		switch {
+		case len(why) > 0:
+			r.Status, r.Note = Failed, strings.Join(why, "; ")
+		case *r.RXE > 0:
+			r.Ratio = ptr(*r.Softnic / *r.RXE)
+			switch {
+			case d.goal == 0:
+			case d.higher:
+				r.Status = verdict(*r.Ratio >= d.goal)
+			default:
+				r.Status = verdict(*r.Ratio <= d.goal)
+			}
+		}
+		t.Rows = append(t.Rows, r)
+	}
+	return t
+}
+
+// pathMTU returns the path MTU a pair's results agree on, 0 when they
+// have none or differ.
+func pathMTU(p Pair) int {
+	mtu := 0
+	for _, r := range p.Results {
+		if r.MTU == 0 || (mtu != 0 && r.MTU != mtu) {
+			return 0
+		}
+		mtu = r.MTU
+	}
+	return mtu
+}
+
+// JSON returns t as the indented JSON document --guests --json prints.
+func (t GuestTable) JSON() ([]byte, error) {
+	b, err := json.MarshalIndent(t, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// Format returns t as text: the host and the guests, what ran, the table
+// with both figures, the ratio, goal and status, and the time it took.
+func (t GuestTable) Format() string {
+	var b strings.Builder
+	mc, g := t.Machine, t.Guests[0]
+	fmt.Fprintf(&b, "softnic bench --guests%s: host %d CPUs (%s), Linux %s; load average %s before, %s after\n",
+		map[bool]string{true: " --quick", false: ""}[t.Quick], mc.CPUs, mc.CPUModel, mc.Kernel, loadText(mc.LoadBefore), loadText(mc.LoadAfter))
+	if g.Name != "" {
+		fmt.Fprintf(&b, "guests %s %s → %s %s: qemu %s, %d vCPU, %d MiB each, Linux %s\n",
+			t.Guests[1].Name, t.Guests[1].IP, g.Name, g.IP, g.Accel, g.CPUs, g.MemKiB/1024, g.Kernel)
+	}
+	fmt.Fprintf(&b, "path MTU: rxe %d, softnic %d\n", t.MTU.RXE, t.MTU.Softnic)
+	names := make([]string, 0, len(t.Tests))
+	for n := range t.Tests {
+		names = append(names, n)
+	}
+	slices.SortFunc(names, func(x, y string) int { return slices.Index(guestOrder, x) - slices.Index(guestOrder, y) })
+	for _, n := range names {
+		ts := t.Tests[n]
+		fmt.Fprintf(&b, "  %-9s %s (rxe: ib_%s)\n", ts.Tool, strings.Join(ts.Args, " "), ts.Tool)
+	}
+	b.WriteString("\n")
+	w := len("measure")
+	for _, r := range t.Rows {
+		w = max(w, len([]rune(r.Name)))
+	}
+	fig := func(v *float64) string {
+		if v == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f", *v)
+	}
+	fmt.Fprintf(&b, "%s %10s %16s %-8s %12s  %-6s %s\n", pad("measure", w), "rxe↔rxe", "softnic↔softnic", "unit", "softnic/rxe", "goal", "status")
+	for _, r := range t.Rows {
+		ratio := "-"
+		if r.Ratio != nil {
+			ratio = fmt.Sprintf("%.2f×", *r.Ratio)
+		}
+		line := fmt.Sprintf("%s %10s %16s %-8s %12s  %s %s", pad(r.Name, w), fig(r.RXE), fig(r.Softnic), r.Unit, ratio, pad(r.Goal, 6), r.Status)
+		b.WriteString(strings.TrimRight(line, " ") + "\n")
+	}
+	b.WriteString("\nnotes:\n")
+	for _, r := range t.Rows {
+		if r.Note != "" {
+			fmt.Fprintf(&b, "  %s: %s\n", r.Name, r.Note)
+		}
+	}
+	b.WriteString("  softnic/rxe: higher is better for bandwidth and message rate, lower for latency\n")
+	if t.Error != "" {
+		fmt.Fprintf(&b, "\nstopped early: %s\n", t.Error)
+	}
+	fmt.Fprintf(&b, "\ntime: guests up %.0f s, rxe ↔ rxe %.0f s, softnic ↔ softnic %.0f s, total %.0f s\n",
+		t.BedUpSeconds, t.RXESeconds, t.SoftnicSeconds, t.TotalSeconds)
+	return b.String()
+}

@@ -35,7 +35,7 @@ SHORT figure is a measurement, not a failure.
 
 busy-poll mode: not built (its rows print "n/a (not built)")
 
---guests (needs root; slow: about 5 minutes under qemu TCG, not for CI)
+--guests (needs root; slow: about 3 minutes under qemu TCG, not for CI)
 boots two identical 1-vCPU guests of the interop bed (test/interop/bed),
 runs perftest between them over rxe (ib_write_bw and ib_read_bw 64 KiB,
 ib_send_bw 64 B, ib_write_lat 8 B), removes rxe from both, runs the same

@@ -55,11 +55,12 @@ type GuestTest struct {
 
 // GuestPlanFor returns the guest mode's tests, by row name. A qemu TCG
 // guest moves a few thousand RoCE packets a second (test/interop/README.md):
-// on the project's 2-core machines both pairs did about 10 MB/s of 64 KiB
-// WRITEs (64 packets each at path MTU 1024), 5-8 k 64-byte SENDs a second
-// and 8-byte WRITE round trips of 0.8-5 ms. So each test runs 10-60 s,
-// the whole mode about 5 minutes, far fewer iterations than the native
-// mode's; --quick takes about 35 s.
+// on the project's 2-core machines both pairs moved 7-15 MB/s of 64 KiB
+// messages (64 packets each at path MTU 1024) and 4-15 k 64-byte SENDs a
+// second, with 8-byte WRITE half round trips of 0.3-2.5 ms typical. At
+// these iterations the whole mode takes about 3 minutes (90 s of tests
+// for each pair), --quick about 35 s: far fewer iterations than the
+// native mode's, and the same for both pairs.
 func GuestPlanFor(quick bool) map[string]GuestTest {
 	bw, msgs, lat := "5000", "50000", "2000"
 	if quick {

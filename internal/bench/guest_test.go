@@ -3,6 +3,8 @@ package bench
 import (
 	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -199,5 +201,96 @@ func TestGuestJSON(t *testing.T) {
 	row := doc["rows"].([]any)[0].(map[string]any)
 	if row["name"] != GuestRowWriteBW || row["rxe"] != 40.0 || row["softnic"] != 80.0 || row["softnic_over_rxe"] != 2.0 || row["status"] != Pass {
 		t.Errorf("first row: %v", row)
+	}
+}
+
+// The outputs of one real run of scripts/bench --guests on the project's
+// 2-core machine (testdata/guests): the rxe clients' perftest tables
+// (ib_*, read with perftest.ParseText), the softnic clients' --json, and
+// the table that run printed.
+func readGuestTestdata(t *testing.T) GuestMeasurements {
+	t.Helper()
+	m := GuestMeasurements{
+		Machine: Machine{CPUs: 2, CPUModel: "AMD EPYC", Kernel: "6.18.44-fc-v595",
+			LoadBefore: [3]float64{3.51, 3.91, 3.45}, LoadAfter: [3]float64{4.22, 4.42, 3.76}},
+		Plan:         GuestPlanFor(false),
+		RXE:          Pair{Results: map[string]perftest.Result{}, Seconds: 90},
+		Softnic:      Pair{Results: map[string]perftest.Result{}, Seconds: 81},
+		BedUpSeconds: 9, TotalSeconds: 182,
+	}
+	for i, ip := range []string{"10.77.0.2", "10.77.0.3"} {
+		m.Guests[i] = Guest{Name: GuestNames[i], IP: ip, CPUs: 1, MemKiB: 457 * 1024, Kernel: "6.1.0-48-amd64", Accel: "tcg,thread=multi"}
+	}
+	for row, test := range m.Plan {
+		b, err := os.ReadFile(filepath.Join("testdata", "guests", "rxe-"+test.Tool+"-client.txt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.RXE.Results[row], err = perftest.ParseText(b); err != nil {
+			t.Fatalf("rxe %s: %v", test.Tool, err)
+		}
+		if b, err = os.ReadFile(filepath.Join("testdata", "guests", "softnic-"+test.Tool+"-client.json")); err != nil {
+			t.Fatal(err)
+		}
+		if m.Softnic.Results[row], err = ParseResult(b); err != nil {
+			t.Fatalf("softnic %s: %v", test.Tool, err)
+		}
+	}
+	return m
+}
+
+func TestGuestTestdata(t *testing.T) {
+	m := readGuestTestdata(t)
+	for _, tt := range []struct {
+		row           string
+		iters         uint64
+		rxeFig, snFig float64
+		fig           func(perftest.Result) float64
+	}{
+		{GuestRowWriteBW, 5000, 6.58, 13.61606975503002, func(r perftest.Result) float64 { return r.BW[0].BWAvg }},
+		{GuestRowReadBW, 5000, 15.28, 11.225226039012773, func(r perftest.Result) float64 { return r.BW[0].BWAvg }},
+		{GuestRowSendBW, 50000, 0.003715, 0.014673965825573836, func(r perftest.Result) float64 { return r.BW[0].MsgRate }},
+		{GuestRowLatTyp, 2000, 282.56, 1949.845, func(r perftest.Result) float64 { return r.Lat[0].Typical }},
+	} {
+		for _, p := range []struct {
+			name string
+			r    perftest.Result
+			want float64
+		}{{"rxe", m.RXE.Results[tt.row], tt.rxeFig}, {"softnic", m.Softnic.Results[tt.row], tt.snFig}} {
+			if len(p.r.BW)+len(p.r.Lat) != 1 || p.r.MTU != 1024 {
+				t.Errorf("%s %s: got %+v, want one result line at path MTU 1024", p.name, tt.row, p.r)
+				continue
+			}
+			iters := uint64(0)
+			if len(p.r.BW) == 1 {
+				iters = p.r.BW[0].Iters
+			} else {
+				iters = p.r.Lat[0].Iters
+			}
+			if got := tt.fig(p.r); got != p.want || iters != tt.iters {
+				t.Errorf("%s %s: got %v over %d iterations, want %v over %d", p.name, tt.row, got, iters, p.want, tt.iters)
+			}
+		}
+	}
+	if l := m.RXE.Results[GuestRowLatTyp].Lat[0]; l.Min != 179.52 || l.Max != 5049.22 || l.Avg != 507.34 || l.Stdev != 544.4 || l.P99 != 3076.35 || l.P999 != 4549.86 {
+		t.Errorf("ib_write_lat's row: got %+v", l)
+	}
+	// ib_send_bw's server reports its own table, after perftest's
+	// "Waiting for client" banner
+	b, err := os.ReadFile(filepath.Join("testdata", "guests", "rxe-send_bw-server.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := perftest.ParseText(b); err != nil || len(r.BW) != 1 || r.BW[0].MsgRate != 0.003716 || r.BW[0].BWPeak != 0 {
+		t.Errorf("ib_send_bw server: got %+v, %v", r, err)
+	}
+
+	// the table of that run, as it printed it
+	want, err := os.ReadFile(filepath.Join("testdata", "guests", "table.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := BuildGuests(m).Format(); got != string(want) {
+		t.Errorf("Format:\n%s\nwant (testdata/guests/table.txt):\n%s", got, want)
 	}
 }

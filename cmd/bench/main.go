@@ -25,15 +25,15 @@ Measures, in one run on this machine:
     softnic's UDP link without the engine, link/gso+gro), 4112-byte datagrams;
   - softnic between two processes on 127.0.0.1 and 127.0.0.2 with the
     perftest look-alikes' --json: write_bw 64 KiB, read_bw 64 KiB, send_bw 64 B
-    (message rate), write_lat 8 B (typical, p99 and a histogram of every
-    sample) and write_bw 64 KiB over --qps QPs;
+    (message rate), write_lat 8 B twice, with blocking waits and with
+    --busy-poll on both sides (typical, p99 and a histogram of every
+    sample, for each), and write_bw 64 KiB over --qps QPs;
 and prints them with write_bw over raw gso+gro and issue 13's goals, each
 PASS or SHORT. It binds UDP port 4791 on 127.0.0.1 and 127.0.0.2 and TCP
 ports from --port: run it where nothing else does (a network namespace).
 Exit status 1 when a measurement failed (its row says FAILED and why); a
-SHORT figure is a measurement, not a failure.
-
-busy-poll mode: not built (its rows print "n/a (not built)")
+SHORT figure is a measurement, not a failure. --cpuprofile profiles the
+blocking write_lat 8 B client (the run without --busy-poll).
 
 --guests (needs root; slow: about 3 minutes under qemu TCG, not for CI)
 boots two identical 1-vCPU guests of the interop bed (test/interop/bed),
@@ -53,7 +53,7 @@ func main() {
 	quick := fs.Bool("quick", false, "a short smoke run: fewer iterations, shorter udpbench runs")
 	asJSON := fs.Bool("json", false, "print the table as one JSON object (progress on standard error)")
 	qps := fs.Int("qps", 1000, "QPs of the many-QP write_bw (perftest's -q); 0 skips it")
-	prof := fs.String("cpuprofile", "", "write the write_lat 8 B client's CPU profile to `file`")
+	prof := fs.String("cpuprofile", "", "write the blocking write_lat 8 B client's CPU profile (the run without --busy-poll) to `file`")
 	softnic := fs.String("softnic", "softnic", "the softnic binary")
 	udpbench := fs.String("udpbench", "udpbench", "the udpbench binary")
 	port := fs.Int("port", 18600, "first TCP port of the tools' out-of-band exchanges")

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -91,8 +92,10 @@ func measured() Measurements {
 		ReadBW:   &perftest.BWResult{Size: 65536, Iters: 100, BWAvg: 1000},
 		SendBW:   &perftest.BWResult{Size: 64, Iters: 100, MsgRate: 0.999},
 		WriteLat: &perftest.LatResult{Size: 8, Typical: 25, P99: 75.5, Samples: []float64{0.5, 20, 25, 25, 75.5}},
-		ManyQP:   &perftest.BWResult{Size: 65536, BWAvg: 500},
-		ManyQPs:  1000,
+		// busy-poll: exactly its goal, and exactly 3 × that typical
+		WriteLatBusy: &perftest.LatResult{Size: 8, Typical: 10, P99: 30, Samples: []float64{9, 10, 10, 30}},
+		ManyQP:       &perftest.BWResult{Size: 65536, BWAvg: 500},
+		ManyQPs:      1000,
 	}
 }
 
@@ -128,6 +131,8 @@ func TestBuild(t *testing.T) {
 		{RowSendBW, Short, 0.999},
 		{RowLatTyp, Pass, 25},
 		{RowLatP99, Short, 75.5},
+		{RowLatBusy, Pass, 10},
+		{RowLatBusyP99, Pass, 30},
 		{"write_bw 64 KiB, 1000 QPs", "", MBpsToGbits(500)},
 	} {
 		r := row(t, tb, tt.name)
@@ -141,14 +146,31 @@ func TestBuild(t *testing.T) {
 	if r := row(t, tb, RowLatP99); r.Goal != "≤ 3 × typical (75.0 µs)" {
 		t.Errorf("p99 goal: got %q", r.Goal)
 	}
-	for _, n := range []string{RowLatBusy, RowLatBusyP99} {
-		if r := row(t, tb, n); r.Status != NotBuilt || r.Value != nil {
-			t.Errorf("%s: got %+v, want no value and %q", n, r, NotBuilt)
+	for name, want := range map[string]Row{
+		RowLatTyp:     {Goal: "≤ 25 µs", Note: "blocking waits (no --busy-poll); t_typical_usec"},
+		RowLatP99:     {Goal: "≤ 3 × typical (75.0 µs)", Note: "blocking waits (no --busy-poll); p99_usec"},
+		RowLatBusy:    {Goal: "≤ 10 µs", Note: "busy-poll (--busy-poll on both sides); t_typical_usec"},
+		RowLatBusyP99: {Goal: "≤ 3 × typical (30.0 µs)", Note: "busy-poll (--busy-poll on both sides); p99_usec"},
+	} {
+		if r := row(t, tb, name); r.Goal != want.Goal || r.Note != want.Note || r.Unit != "usec" {
+			t.Errorf("%s: got goal %q, note %q, unit %q; want %q, %q, usec", name, r.Goal, r.Note, r.Unit, want.Goal, want.Note)
 		}
+	}
+	for _, r := range tb.Rows {
+		if r.Status == NotBuilt {
+			t.Errorf("%s: still %q", r.Name, NotBuilt)
+		}
+	}
+	if tb.NotBuilt == nil || len(tb.NotBuilt) != 0 {
+		t.Errorf("not built: got %#v, want an empty list", tb.NotBuilt)
 	}
 	want := []Bucket{{0, 1, 1}, {1, 2, 0}, {2, 4, 0}, {4, 8, 0}, {8, 16, 0}, {16, 32, 3}, {32, 64, 0}, {64, 128, 1}}
 	if !reflect.DeepEqual(tb.Histogram, want) || tb.Samples != 5 {
 		t.Errorf("histogram: got %v (%d samples)\nwant %v", tb.Histogram, tb.Samples, want)
+	}
+	want = []Bucket{{8, 16, 3}, {16, 32, 1}}
+	if !reflect.DeepEqual(tb.BusyHistogram, want) || tb.BusySamples != 4 {
+		t.Errorf("busy-poll histogram: got %v (%d samples)\nwant %v", tb.BusyHistogram, tb.BusySamples, want)
 	}
 
 	// The other side of each goal.
@@ -157,14 +179,21 @@ func TestBuild(t *testing.T) {
 	m.UDP[1].Gbits = 100
 	m.SendBW.MsgRate = 1
 	m.WriteLat = &perftest.LatResult{Typical: 25.01, P99: 75.03}
+	m.WriteLatBusy = &perftest.LatResult{Typical: 10.01, P99: 30.04}
 	tb = Build(m)
-	for name, status := range map[string]string{RowWriteBW: Short, RowWriteRatio: Short, RowSendBW: Pass, RowLatTyp: Short, RowLatP99: Pass} {
+	for name, status := range map[string]string{RowWriteBW: Short, RowWriteRatio: Short, RowSendBW: Pass, RowLatTyp: Short, RowLatP99: Pass,
+		RowLatBusy: Short, RowLatBusyP99: Short} {
 		if r := row(t, tb, name); r.Status != status {
 			t.Errorf("%s at %v: got %q, want %q", name, val(r), r.Status, status)
 		}
 	}
-	if tb.Histogram != nil {
-		t.Errorf("a latency without samples has a histogram: %v", tb.Histogram)
+	if tb.Histogram != nil || tb.BusyHistogram != nil {
+		t.Errorf("a latency without samples has a histogram: %v, %v", tb.Histogram, tb.BusyHistogram)
+	}
+	// the busy-poll p99 against its own typical, not the blocking one
+	m.WriteLatBusy = &perftest.LatResult{Typical: 12, P99: 36}
+	if r := row(t, Build(m), RowLatBusyP99); r.Status != Pass || r.Goal != "≤ 3 × typical (36.0 µs)" {
+		t.Errorf("busy-poll p99 36 µs over a typical of 12 µs: got %+v", r)
 	}
 }
 
@@ -172,8 +201,10 @@ func TestBuildMissing(t *testing.T) {
 	m := measured()
 	m.UDP = m.UDP[:1] // no gso+gro line
 	m.WriteLat = nil
+	m.WriteLatBusy = nil
 	m.ManyQP = nil
-	m.Errors = map[string]string{RowLatTyp: "client: exit status 1: peer stopped answering"}
+	m.Errors = map[string]string{RowLatTyp: "client: exit status 1: peer stopped answering",
+		RowLatBusy: "server: exit status 1: --busy-poll: unknown option"}
 	tb := Build(m)
 	if r := row(t, tb, RowUDPGSOGRO); r.Status != Failed || r.Value != nil || !strings.Contains(r.Note, "raw/gso+gro") {
 		t.Errorf("missing udpbench line: got %+v", r)
@@ -188,6 +219,17 @@ func TestBuildMissing(t *testing.T) {
 		if r := row(t, tb, n); r.Status != Failed || r.Note != "client: exit status 1: peer stopped answering" {
 			t.Errorf("%s: got %+v, want FAILED with the error", n, r)
 		}
+	}
+	for _, n := range []string{RowLatBusy, RowLatBusyP99} {
+		if r := row(t, tb, n); r.Status != Failed || r.Value != nil || r.Note != "server: exit status 1: --busy-poll: unknown option" {
+			t.Errorf("%s: got %+v, want FAILED with the busy-poll run's error", n, r)
+		}
+	}
+	if tb.Histogram != nil || tb.BusyHistogram != nil || tb.Samples != 0 || tb.BusySamples != 0 {
+		t.Errorf("histograms without latencies: %v, %v", tb.Histogram, tb.BusyHistogram)
+	}
+	if got := tb.Format(); strings.Contains(got, "histogram") {
+		t.Errorf("Format prints a histogram without latencies:\n%s", got)
 	}
 	if r := row(t, tb, "write_bw 64 KiB, 1000 QPs"); r.Status != Failed || r.Note != "not measured" {
 		t.Errorf("many QPs: got %+v", r)
@@ -212,17 +254,35 @@ func TestFormat(t *testing.T) {
 		"write_bw / raw gso+gro                   0.50 x                   ≥ 0.40                     PASS\n",
 		"send_bw 64 B                             1.00 M msg/s             ≥ 1 M msg/s                SHORT\n",
 		"write_lat 8 B p99                       75.50 usec                ≤ 3 × typical (75.0 µs)    SHORT\n",
-		"write_lat 8 B typical, busy-poll          n/a usec                ≤ 10 µs                    n/a (not built)\n",
+		"write_lat 8 B typical                   25.00 usec                ≤ 25 µs                    PASS\n",
+		"write_lat 8 B typical, busy-poll        10.00 usec                ≤ 10 µs                    PASS\n",
+		"write_lat 8 B p99, busy-poll            30.00 usec                ≤ 3 × typical (30.0 µs)    PASS\n",
 		"  UDP raw/gso+gro: UDP GSO → UDP GRO, the limit; 1200 kpkt/s, 2.00% lost\n",
-		"write_lat 8 B latency histogram (5 samples, half round trips, µs):\n",
-		"  [     0,      1)       1 " + strings.Repeat("#", 17) + "\n",
+		"  write_lat 8 B typical: blocking waits (no --busy-poll); t_typical_usec\n",
+		"  write_lat 8 B p99, busy-poll: busy-poll (--busy-poll on both sides); p99_usec\n",
+		"\nwrite_lat 8 B latency histogram, blocking waits (5 samples, half round trips, µs):\n" +
+			"  [     0,      1)       1 " + strings.Repeat("#", 17) + "\n",
 		"  [    16,     32)       3 " + strings.Repeat("#", 50) + "\n",
 		"  [    32,     64)       0 \n",
-		"not built:\n  busy-poll mode",
+		"  [    64,    128)       1 " + strings.Repeat("#", 17) + "\n" +
+			"\nwrite_lat 8 B latency histogram, --busy-poll on both sides (4 samples, half round trips, µs):\n" +
+			"  [     8,     16)       3 " + strings.Repeat("#", 50) + "\n" +
+			"  [    16,     32)       1 " + strings.Repeat("#", 17) + "\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("Format has no %q:\n%s", want, got)
 		}
+	}
+	for _, bad := range []string{"not built", "n/a"} {
+		if strings.Contains(got, bad) {
+			t.Errorf("Format still says %q:\n%s", bad, got)
+		}
+	}
+	// something not built yet gets its section back
+	tb := Build(measured())
+	tb.NotBuilt = []string{"a mode"}
+	if got := tb.Format(); !strings.HasSuffix(got, "\nnot built:\n  a mode\n") {
+		t.Errorf("Format with something not built ends:\n%s", got)
 	}
 	q := measured()
 	q.Quick = true
@@ -246,10 +306,25 @@ func TestJSON(t *testing.T) {
 	}
 	s := string(b)
 	for _, want := range []string{`"nproc": 2`, `"load_before": [`, `"gbit_per_sec": 40`, `"of_gso_gro": 0.5`,
-		`"value": null`, `"status": "n/a (not built)"`, `"from_usec": 16`, `"write_lat_samples": 5`, `"udp_datagram_bytes": 4112`} {
+		`"from_usec": 16`, `"write_lat_samples": 5`, `"udp_datagram_bytes": 4112`,
+		`"write_lat_busy_poll_histogram": [`, `"write_lat_busy_poll_samples": 4`, `"not_built": []`} {
 		if !strings.Contains(s, want) {
 			t.Errorf("JSON has no %s:\n%s", want, s)
 		}
+	}
+	if strings.Contains(s, "not built)") {
+		t.Errorf("JSON still has a row not built:\n%s", s)
+	}
+	var doc struct {
+		Busy []Bucket `json:"write_lat_busy_poll_histogram"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || !reflect.DeepEqual(doc.Busy, []Bucket{{8, 16, 3}, {16, 32, 1}}) {
+		t.Errorf("write_lat_busy_poll_histogram: got %v, %v", doc.Busy, err)
+	}
+	m := measured()
+	m.WriteLatBusy = nil
+	if b, err := Build(m).JSON(); err != nil || !strings.Contains(string(b), `"write_lat_busy_poll_histogram": null`) {
+		t.Errorf("without the busy-poll run: %v\n%s", err, b)
 	}
 }
 
@@ -279,7 +354,8 @@ func TestPlanFor(t *testing.T) {
 			}
 		}
 		if !strings.Contains(strings.Join(p.SendBW, " "), "-s 64 ") || !strings.Contains(strings.Join(p.WriteLat, " "), "-s 8 ") ||
-			!strings.HasSuffix(strings.Join(p.WriteLat, " "), "-H") || !strings.Contains(strings.Join(p.QP, " "), "-q 1000") {
+			!strings.HasSuffix(strings.Join(p.WriteLat, " "), "-H") || !strings.Contains(strings.Join(p.QP, " "), "-q 1000") ||
+			strings.Join(p.WriteLatBusy, " ") != strings.Join(p.WriteLat, " ")+" --busy-poll" {
 			t.Errorf("plan %+v", p)
 		}
 	}
@@ -323,7 +399,8 @@ esac
 	if len(m.UDP) != 3 || m.DatagramSize != 4112 {
 		t.Errorf("udpbench: got %+v, %d", m.UDP, m.DatagramSize)
 	}
-	if m.WriteBW == nil || m.WriteBW.BWAvg != 800 || m.SendBW == nil || m.ManyQP == nil || m.WriteLat == nil || m.WriteLat.Typical != 40 {
+	if m.WriteBW == nil || m.WriteBW.BWAvg != 800 || m.SendBW == nil || m.ManyQP == nil || m.WriteLat == nil || m.WriteLat.Typical != 40 ||
+		m.WriteLatBusy == nil || m.WriteLatBusy.Typical != 40 {
 		t.Errorf("results: %+v", m)
 	}
 	if m.ReadBW != nil || !strings.Contains(m.Errors[RowReadBW], "client: exit status 1: softnic read_bw: peer stopped answering") || len(m.Errors) != 1 {
@@ -338,14 +415,20 @@ esac
 		"write_bw --json -p 30000 --timeout 60s -s 65536 -n 2000 --addr 127.0.0.2 --connect-timeout 30s 127.0.0.1\n",
 		"read_bw --json -p 30001 ",
 		"send_bw --json -p 30002 --timeout 60s -s 64 -n 100000 --addr 127.0.0.2",
+		"write_lat --json -p 30003 --timeout 60s -s 8 -n 5000 -H --addr 127.0.0.1 --accept-timeout 60s\n",
 		"write_lat --json -p 30003 --timeout 60s -s 8 -n 5000 -H --cpuprofile /tmp/p --addr 127.0.0.2",
-		"write_bw --json -p 30004 --timeout 60s -s 65536 -q 7 -n 5 --addr 127.0.0.1",
+		"write_lat --json -p 30004 --timeout 60s -s 8 -n 5000 -H --busy-poll --addr 127.0.0.1 --accept-timeout 60s\n",
+		"write_lat --json -p 30004 --timeout 60s -s 8 -n 5000 -H --busy-poll --addr 127.0.0.2 --connect-timeout 30s 127.0.0.1\n",
+		"write_bw --json -p 30005 --timeout 60s -s 65536 -q 7 -n 5 --addr 127.0.0.1",
 	} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("no run with %q in:\n%s", want, b)
 		}
 	}
 	if strings.Count(string(b), "--cpuprofile") != 1 {
-		t.Errorf("--cpuprofile given to more than the write_lat client:\n%s", b)
+		t.Errorf("--cpuprofile given to more than the blocking write_lat client:\n%s", b)
+	}
+	if strings.Count(string(b), "--busy-poll") != 2 {
+		t.Errorf("--busy-poll given to more than the second write_lat's two sides:\n%s", b)
 	}
 }

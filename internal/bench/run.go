@@ -30,8 +30,9 @@ type Config struct {
 	// ManyQPs is the number of QPs of the many-QP write_bw (perftest's
 	// -q); 0 skips it.
 	ManyQPs int
-	// CPUProfile, when set, is where the write_lat client writes its CPU
-	// profile (softnic's --cpuprofile).
+	// CPUProfile, when set, is where the blocking write_lat client (the
+	// run without --busy-poll) writes its CPU profile (softnic's
+	// --cpuprofile).
 	CPUProfile string
 	// Log receives progress lines.
 	Log io.Writer
@@ -41,6 +42,9 @@ type Config struct {
 type Plan struct {
 	UDPBench                              []string
 	WriteBW, ReadBW, SendBW, WriteLat, QP []string
+	// WriteLatBusy is WriteLat with --busy-poll (its default time, 50 µs)
+	// on both sides.
+	WriteLatBusy []string
 }
 
 // PlanFor returns the arguments each tool runs with: udpbench's modes and
@@ -63,6 +67,7 @@ func PlanFor(c Config) Plan {
 		p.WriteLat = []string{"-s", "8", "-n", "5000", "-H"}
 		p.QP = []string{"-s", "65536", "-q", strconv.Itoa(c.ManyQPs), "-n", "5"}
 	}
+	p.WriteLatBusy = append(append([]string(nil), p.WriteLat...), "--busy-poll")
 	return p
 }
 
@@ -108,22 +113,26 @@ func Run(ctx context.Context, c Config) Measurements {
 	m.ReadBW = bw(RowReadBW, "read_bw", p.ReadBW)
 	m.SendBW = bw(RowSendBW, "send_bw", p.SendBW)
 
-	logf("write_lat %s", strings.Join(p.WriteLat, " "))
+	lat := func(row string, args, extra []string) *perftest.LatResult {
+		logf("write_lat %s", strings.Join(args, " "))
+		r, err := c.pair(ctx, "write_lat", port, args, extra)
+		port++
+		if err == nil && len(r.Lat) != 1 {
+			err = fmt.Errorf("%d result lines, want 1", len(r.Lat))
+		}
+		if err != nil {
+			m.Errors[row] = err.Error()
+			logf("write_lat: %v", err)
+			return nil
+		}
+		return &r.Lat[0]
+	}
 	var prof []string
 	if c.CPUProfile != "" {
 		prof = []string{"--cpuprofile", c.CPUProfile}
 	}
-	r, err := c.pair(ctx, "write_lat", port, p.WriteLat, prof)
-	port++
-	if err == nil && len(r.Lat) != 1 {
-		err = fmt.Errorf("%d result lines, want 1", len(r.Lat))
-	}
-	if err != nil {
-		m.Errors[RowLatTyp] = err.Error()
-		logf("write_lat: %v", err)
-	} else {
-		m.WriteLat = &r.Lat[0]
-	}
+	m.WriteLat = lat(RowLatTyp, p.WriteLat, prof)
+	m.WriteLatBusy = lat(RowLatBusy, p.WriteLatBusy, nil)
 
 	if c.ManyQPs > 0 {
 		m.ManyQP = bw(fmt.Sprintf(RowManyQP, c.ManyQPs), "write_bw", p.QP)

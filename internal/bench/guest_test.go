@@ -73,9 +73,34 @@ func TestGuestCommands(t *testing.T) {
 	q := GuestPlanFor(true)
 	for _, row := range guestOrder {
 		full, quick := GuestPlanFor(false)[row], q[row]
-		if full.Tool != quick.Tool || len(full.Args) != len(quick.Args) {
+		if full.Tool != quick.Tool || len(full.Args) != len(quick.Args) || full.SoftnicOnly != quick.SoftnicOnly {
 			t.Errorf("%s: --quick runs %+v, the full run %+v", row, quick, full)
 		}
+	}
+
+	// the busy-poll write_lat: softnic's, --busy-poll on both sides, and
+	// otherwise the arguments of the blocking one; rxe does not run it
+	plan := GuestPlanFor(false)
+	busy, lat := plan[GuestRowLatBusy], plan[GuestRowLatTyp]
+	if !busy.SoftnicOnly || lat.SoftnicOnly || busy.Tool != "write_lat" ||
+		strings.Join(busy.Args, " ") != strings.Join(lat.Args, " ")+" --busy-poll" {
+		t.Errorf("busy-poll test %+v, write_lat %+v", busy, lat)
+	}
+	s = g.softnicCommand(busy, 18520)
+	for i, want := range []string{
+		"/host/softnic write_lat --json --addr 10.77.0.2 -F -p 18520 --timeout 60s -s 8 -n 2000 --busy-poll --accept-timeout 120s >/host/write_lat-18520.json",
+		"/host/softnic write_lat --json --addr 10.77.0.3 -F -p 18520 --timeout 60s -s 8 -n 2000 --busy-poll --connect-timeout 60s 10.77.0.2 >/host/write_lat-18520.json",
+	} {
+		if s[i].cmd != want {
+			t.Errorf("busy-poll side %d: got %q, want %q", i, s[i].cmd, want)
+		}
+	}
+	rp := rxePlan(plan)
+	if _, ok := rp[GuestRowLatBusy]; ok || len(rp) != len(plan)-1 {
+		t.Errorf("rxe's plan: %v", rp)
+	}
+	if _, ok := plan[GuestRowLatBusy]; !ok {
+		t.Errorf("rxePlan changed the plan it was given")
 	}
 }
 
@@ -98,6 +123,7 @@ func guestMeasured() GuestMeasurements {
 			GuestRowReadBW:  {MTU: 1024, BW: []perftest.BWResult{{Size: 65536, BWAvg: 20}}},
 			GuestRowSendBW:  {MTU: 1024, BW: []perftest.BWResult{{Size: 64, MsgRate: 0.05}}},
 			GuestRowLatTyp:  {MTU: 1024, Lat: []perftest.LatResult{{Size: 8, Typical: 300, P99: 4000}}},
+			GuestRowLatBusy: {MTU: 1024, Lat: []perftest.LatResult{{Size: 8, Typical: 240, P99: 3000}}},
 		}, Seconds: 200},
 		BedUpSeconds: 10, TotalSeconds: 320,
 	}
@@ -125,6 +151,7 @@ func TestBuildGuests(t *testing.T) {
 		{GuestRowSendBW, "≥ 2×", Pass, 20, 50, 2.5}, // k msg/s
 		{GuestRowLatTyp, "≤ 1×", Pass, 300, 300, 1}, // exactly the goal: lower is better
 		{GuestRowLatP99, "", "", 900, 4000, 4000.0 / 900},
+		{GuestRowLatBusy, "≤ 1×", Pass, 300, 240, 0.8}, // softnic busy-poll over rxe's one write_lat
 	} {
 		r := guestRow(t, tb, tt.name)
 		if r.Goal != tt.goal || r.Status != tt.status || r.RXE == nil || r.Softnic == nil || r.Ratio == nil ||
@@ -135,8 +162,33 @@ func TestBuildGuests(t *testing.T) {
 	if tb.MTU.RXE != 1024 || tb.MTU.Softnic != 1024 || tb.Failed() {
 		t.Errorf("path MTUs %+v, failed %v", tb.MTU, tb.Failed())
 	}
+	if got := tb.Rows[len(tb.Rows)-1].Name; got != GuestRowLatBusy {
+		t.Errorf("last row %q, want the busy-poll row after write_lat's", got)
+	}
 
+	// the other side of the busy-poll row's goal
 	m := guestMeasured()
+	m.Softnic.Results[GuestRowLatBusy] = perftest.Result{MTU: 1024, Lat: []perftest.LatResult{{Size: 8, Typical: 300.01}}}
+	if r := guestRow(t, BuildGuests(m), GuestRowLatBusy); r.Status != Short || r.Ratio == nil || *r.Ratio <= 1 {
+		t.Errorf("busy-poll slower than rxe: got %+v", r)
+	}
+	// rxe's write_lat missing: the busy-poll row has nothing to compare with
+	m = guestMeasured()
+	delete(m.RXE.Results, GuestRowLatTyp)
+	m.RXE.Errors = map[string]string{GuestRowLatTyp: "client: exit status 1"}
+	if r := guestRow(t, BuildGuests(m), GuestRowLatBusy); r.Status != Failed || r.RXE != nil || r.Softnic == nil || r.Note != "rxe: client: exit status 1" {
+		t.Errorf("busy-poll row without rxe's write_lat: got %+v", r)
+	}
+	// a plan without the busy-poll test (an older run's) has no such row
+	m = guestMeasured()
+	delete(m.Plan, GuestRowLatBusy)
+	for _, r := range BuildGuests(m).Rows {
+		if r.Name == GuestRowLatBusy {
+			t.Errorf("a plan without the busy-poll test has its row: %+v", r)
+		}
+	}
+
+	m = guestMeasured()
 	delete(m.Softnic.Results, GuestRowLatTyp)
 	m.Softnic.Errors = map[string]string{GuestRowLatTyp: "client: bed exec: exit status 124"}
 	m.RXE.Results[GuestRowWriteBW] = perftest.Result{MTU: 4096, BW: m.RXE.Results[GuestRowWriteBW].BW}
@@ -146,13 +198,16 @@ func TestBuildGuests(t *testing.T) {
 			t.Errorf("%s without softnic's figure: got %+v", n, r)
 		}
 	}
+	if r := guestRow(t, tb, GuestRowLatBusy); r.Status != Pass {
+		t.Errorf("the busy-poll row depends on softnic's blocking write_lat: %+v", r)
+	}
 	if !tb.Failed() || tb.MTU.RXE != 0 {
 		t.Errorf("failed %v, rxe path MTU %d (want 0: the results differ)", tb.Failed(), tb.MTU.RXE)
 	}
 
 	m = GuestMeasurements{Plan: GuestPlanFor(false), Err: "the interop bed is up already"}
 	tb = BuildGuests(m)
-	if !tb.Failed() || len(tb.Rows) != 5 || guestRow(t, tb, GuestRowWriteBW).Note != "rxe: not measured; softnic: not measured" {
+	if !tb.Failed() || len(tb.Rows) != 6 || guestRow(t, tb, GuestRowWriteBW).Note != "rxe: not measured; softnic: not measured" {
 		t.Errorf("a run that never started: %+v", tb)
 	}
 	if got := tb.Format(); !strings.Contains(got, "stopped early: the interop bed is up already\n") {
@@ -167,12 +222,15 @@ func TestFormatGuests(t *testing.T) {
 		"guests bench-b 10.77.0.3 → bench-a 10.77.0.2: qemu tcg,thread=multi, 1 vCPU, 480 MiB each, Linux 6.1.0-41-amd64\n",
 		"path MTU: rxe 1024, softnic 1024\n",
 		"  write_bw  -s 65536 -n 5000 (rxe: ib_write_bw)\n",
-		"measure                  rxe↔rxe  softnic↔softnic unit      softnic/rxe  goal   status\n",
-		"write_bw 64 KiB            40.00            80.00 MB/s            2.00×  ≥ 2×   PASS\n",
-		"read_bw 64 KiB             30.00            20.00 MB/s            0.67×  ≥ 2×   SHORT\n",
-		"send_bw 64 B msg rate      20.00            50.00 k msg/s         2.50×  ≥ 2×   PASS\n",
-		"write_lat 8 B typical     300.00           300.00 usec            1.00×  ≤ 1×   PASS\n",
-		"write_lat 8 B p99         900.00          4000.00 usec            4.44×\n",
+		"write_bw 64 KiB                       40.00            80.00 MB/s            2.00×  ≥ 2×   PASS\n",
+		"read_bw 64 KiB                        30.00            20.00 MB/s            0.67×  ≥ 2×   SHORT\n",
+		"send_bw 64 B msg rate                 20.00            50.00 k msg/s         2.50×  ≥ 2×   PASS\n",
+		"write_lat 8 B typical                300.00           300.00 usec            1.00×  ≤ 1×   PASS\n",
+		"  write_lat -s 8 -n 2000 (rxe: ib_write_lat)\n  write_lat -s 8 -n 2000 --busy-poll (softnic only)\n",
+		"measure                             rxe↔rxe  softnic↔softnic unit      softnic/rxe  goal   status\n",
+		"write_lat 8 B p99                    900.00          4000.00 usec            4.44×\n",
+		"write_lat 8 B typical, busy-poll     300.00           240.00 usec            0.80×  ≤ 1×   PASS\n",
+		"  write_lat 8 B typical, busy-poll: t_typical; softnic with --busy-poll on both sides, over rxe's one write_lat (rxe has no busy-poll)\n",
 		"time: guests up 10 s, rxe ↔ rxe 100 s, softnic ↔ softnic 200 s, total 320 s\n",
 	} {
 		if !strings.Contains(got, want) {
@@ -198,9 +256,21 @@ func TestGuestJSON(t *testing.T) {
 			t.Errorf("no %q in %s", k, b)
 		}
 	}
-	row := doc["rows"].([]any)[0].(map[string]any)
+	rows := doc["rows"].([]any)
+	row := rows[0].(map[string]any)
 	if row["name"] != GuestRowWriteBW || row["rxe"] != 40.0 || row["softnic"] != 80.0 || row["softnic_over_rxe"] != 2.0 || row["status"] != Pass {
 		t.Errorf("first row: %v", row)
+	}
+	row = rows[len(rows)-1].(map[string]any)
+	if row["name"] != GuestRowLatBusy || row["rxe"] != 300.0 || row["softnic"] != 240.0 || row["softnic_over_rxe"] != 0.8 || row["goal"] != "≤ 1×" || row["status"] != Pass {
+		t.Errorf("busy-poll row: %v", row)
+	}
+	tests := doc["tests"].(map[string]any)
+	if busy := tests[GuestRowLatBusy].(map[string]any); busy["softnic_only"] != true || busy["tool"] != "write_lat" {
+		t.Errorf("busy-poll test: %v", busy)
+	}
+	if lat := tests[GuestRowLatTyp].(map[string]any); lat["softnic_only"] != nil {
+		t.Errorf("write_lat test: %v", lat)
 	}
 }
 
@@ -218,6 +288,9 @@ func readGuestTestdata(t *testing.T) GuestMeasurements {
 		Softnic:      Pair{Results: map[string]perftest.Result{}, Seconds: 81},
 		BedUpSeconds: 9, TotalSeconds: 182,
 	}
+	// that run predates softnic's busy-poll write_lat: its plan had no such
+	// test, and its table no such row
+	delete(m.Plan, GuestRowLatBusy)
 	for i, ip := range []string{"10.77.0.2", "10.77.0.3"} {
 		m.Guests[i] = Guest{Name: GuestNames[i], IP: ip, CPUs: 1, MemKiB: 457 * 1024, Kernel: "6.1.0-48-amd64", Accel: "tcg,thread=multi"}
 	}

@@ -9,9 +9,10 @@
 //
 // The guest mode (scripts/bench --guests, guest.go and guesttable.go)
 // runs the same perftest measurements between two 1-vCPU qemu guests of
-// the interop bed, rxe ↔ rxe and then softnic ↔ softnic, and prints both
-// with softnic's figure over rxe's against the goals for the
-// guests ([BuildGuests]).
+// the interop bed, rxe ↔ rxe and then softnic ↔ softnic (softnic's
+// write_lat a second time with --busy-poll, over rxe's one write_lat),
+// and prints both with softnic's figure over rxe's against the issue's
+// goals for the guests ([BuildGuests]).
 //
 // This file holds the table: what the measurements are ([Measurements]),
 // how the rows, ratios and verdicts follow from them ([Build]), the

@@ -178,3 +178,58 @@ func TestBusyPollWaits(t *testing.T) {
 		}
 	}
 }
+
+// peekByte reads b[i] while the device may be writing it (see
+// perftest's peek: the race is the point).
+//
+//go:norace
+//go:noinline
+func peekByte(b []byte, i int) byte { return b[i] }
+
+// WaitActivity wakes a goroutine waiting on memory when the device has
+// handled the peer's RDMA WRITE into it; it returns false when the device
+// did nothing within the timeout, and true at once when the caller's
+// check already holds.
+func TestWaitActivity(t *testing.T) {
+	f := fabric.New(fabric.Config{Seed: 1})
+	defer f.Close()
+	a, b := newPair(t, f, pairOpts{timeout: 14, retry: 7, rnr: 7})
+	ctx := context.Background()
+	// The modifies that connected the QPs ran passes of their own: wait
+	// them out, then nothing happens.
+	idle := false
+	for range 100 {
+		if !b.dev.WaitActivity(ctx, time.Millisecond, func() bool { return false }) {
+			idle = true
+			break
+		}
+	}
+	if !idle {
+		t.Fatal("WaitActivity kept reporting activity on an idle device")
+	}
+	if !b.dev.WaitActivity(ctx, time.Hour, func() bool { return true }) {
+		t.Fatal("WaitActivity did not return at once for a check that holds")
+	}
+	for i := 1; i <= 100; i++ {
+		a.buf[0] = byte(i)
+		arrived := func() bool { return peekByte(b.buf, 0) == byte(i) }
+		done := make(chan int)
+		go func() {
+			// As perftest's awaitByte: look, and sleep until the device
+			// did something, with a timeout far beyond the test's.
+			wakes := 0
+			for !arrived() {
+				if !b.dev.WaitActivity(ctx, time.Hour, arrived) {
+					t.Error("WaitActivity timed out")
+				}
+				wakes++
+			}
+			done <- wakes
+		}()
+		post(t, a, rdmaWR(a, b, uint64(i), ibv.WRRDMAWrite, 0, 0, 1))
+		if wakes := <-done; wakes > 3 {
+			t.Errorf("WRITE %d: %d wake-ups for one WRITE", i, wakes)
+		}
+		wantWC(t, waitWC(t, a.cq, 1)[0], uint64(i), ibv.WCSuccess, ibv.WCRDMAWrite)
+	}
+}

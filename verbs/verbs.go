@@ -44,6 +44,7 @@
 package verbs
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -130,6 +131,26 @@ func (d *Device) Progress() int {
 		return 0
 	}
 	return d.n.Progress()
+}
+
+// WaitActivity blocks until the device has done work - handled received
+// datagrams, or run a QP's transport for its timers or what a receive
+// left over - or timeout has passed or ctx ends, and reports whether it
+// was the device's work (which need not be what the caller waits for:
+// look again). It is for an application that waits on memory a peer writes
+// (the last byte of an RDMA WRITE, as perftest's write_lat does): where
+// a hardware NIC leaves it nothing to block on, softnic's receive
+// goroutine can wake it. ready is the application's own check (has the
+// byte arrived?); WaitActivity calls it once it is counted as a waiter
+// and returns true at once if it holds, so a datagram handled between
+// the application's last look and the wait is not missed. It does not
+// allocate. With several goroutines waiting, one batch of datagrams may
+// wake only one of them.
+func (d *Device) WaitActivity(ctx context.Context, timeout time.Duration, ready func() bool) bool {
+	if !d.ok() || ctx == nil {
+		return false
+	}
+	return d.n.WaitActivity(ctx, timeout, ready)
 }
 
 // BusyPoll returns Config.BusyPoll: how long the device's blocking waits

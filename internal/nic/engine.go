@@ -150,6 +150,7 @@ type NIC struct {
 	poll   link.Poller // the link, when it can be read without waiting
 	progMu sync.Mutex  // one Progress at a time
 	prog   *reader     // guarded by progMu
+	act    activity    // WaitActivity's wake-up
 	seed   maphash.Seed
 	rxPool sync.Pool
 	wg     sync.WaitGroup // the receive goroutine
@@ -196,6 +197,7 @@ func New(cfg Config) (*NIC, error) {
 		nextQPN: firstQPN,
 		seed:    maphash.MakeSeed(),
 		asyncC:  make(chan struct{}, 1),
+		act:     activity{c: make(chan struct{}, 1)},
 		done:    make(chan struct{}),
 	}
 	if link.CanPoll(cfg.Link) {
@@ -207,7 +209,7 @@ func New(cfg Config) (*NIC, error) {
 		return p
 	}
 	for range cfg.Processors {
-		p := newProcessor(cfg.Link, &n.ctr)
+		p := newProcessor(cfg.Link, &n.ctr, n.noteActivity)
 		n.procs = append(n.procs, p)
 		n.procWG.Add(1)
 		go func() {
@@ -462,10 +464,13 @@ type processor struct {
 	spare  []*qpEntry
 	closed bool // guarded by mu
 	out    txBatch
+	// onActivity wakes a WaitActivity after a pass: leftovers of a
+	// receive batch may have been handled here.
+	onActivity func()
 }
 
-func newProcessor(lk link.Link, ctr *transport.Counters) *processor {
-	p := &processor{}
+func newProcessor(lk link.Link, ctr *transport.Counters, onActivity func()) *processor {
+	p := &processor{onActivity: onActivity}
 	p.cond.L = &p.mu
 	p.out.init(lk, ctr)
 	return p
@@ -504,6 +509,7 @@ func (p *processor) run() {
 			e.run(&p.out)
 		}
 		p.out.finish()
+		p.onActivity()
 		clear(batch)
 		p.spare = batch
 	}

@@ -1,7 +1,10 @@
 package nic
 
 import (
+	"context"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/link"
@@ -84,6 +87,9 @@ func (r *reader) read(readBatch func([]link.Datagram) (int, error)) (int, bool) 
 	}
 	r.touched = r.touched[:0]
 	r.out.finish()
+	if cnt > 0 {
+		n.noteActivity()
+	}
 	return cnt, true
 }
 
@@ -166,4 +172,60 @@ func (n *NIC) putTx(t *txBatch) {
 		n.txs.free = append(n.txs.free, t)
 	}
 	n.txs.mu.Unlock()
+}
+
+// activity is what WaitActivity blocks on: a token the goroutines that
+// handle received datagrams leave when someone waits.
+type activity struct {
+	waiters atomic.Int32
+	c       chan struct{} // holds a token after activity
+	timers  sync.Pool     // *time.Timer, stopped
+}
+
+// noteActivity wakes a WaitActivity: received datagrams were handled.
+// The check of waiters comes after the handling, and a waiter counts
+// itself before it looks at what it waits for, so either the waiter sees
+// the result or this sees the waiter.
+func (n *NIC) noteActivity() {
+	if n.act.waiters.Load() > 0 {
+		select {
+		case n.act.c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// WaitActivity blocks until received datagrams have been handled (by a
+// reader, or by a processor's pass), d has passed or ctx ends, and
+// reports whether it was the device's work. ready is
+// checked once the waiter is counted: if it holds, WaitActivity returns
+// true at once, so that activity between the caller's last look and the
+// wait is not missed. Meant for one waiter: with several, one activity
+// may wake only one of them.
+func (n *NIC) WaitActivity(ctx context.Context, d time.Duration, ready func() bool) bool {
+	n.act.waiters.Add(1)
+	defer n.act.waiters.Add(-1)
+	if ready() {
+		return true
+	}
+	t, _ := n.act.timers.Get().(*time.Timer)
+	if t == nil {
+		t = time.NewTimer(d)
+	} else {
+		t.Reset(d)
+	}
+	defer func() {
+		t.Stop()
+		n.act.timers.Put(t)
+	}()
+	select {
+	case <-n.act.c:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return false
+	case <-n.done:
+		return false
+	}
 }

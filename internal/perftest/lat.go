@@ -3,7 +3,6 @@ package perftest
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"time"
 
 	"github.com/softnic/softnic/ibv"
@@ -180,31 +179,36 @@ func (p *prober) finish(ctx context.Context) error {
 	return nil
 }
 
+// awaitSlice bounds each sleep of awaitByte: how often it looks at the
+// stall timeout, the prober and the end of a timed run.
+const awaitSlice = 10 * time.Millisecond
+
 // awaitByte waits until buf[off] holds v, or the duration run ends,
 // probing a silent peer (see prober).
 //
 // perftest spins on the byte, which a hardware NIC writes. softnic's
-// receive goroutine writes it too; with --busy-poll the loop reads the
-// link itself (Device.Progress) and never waits for that goroutine, for
-// as long as the stall timeout, else it yields to it for a while, then
-// naps.
+// receive goroutine writes it: with --busy-poll the loop reads the link
+// itself (Device.Progress) and never waits for that goroutine; without,
+// it sleeps until the device has handled received datagrams
+// (Device.WaitActivity), so that the one CPU it would spin on is the
+// receive goroutine's - on a 1-vCPU machine a spin starves the Go
+// network poller that wakes that goroutine.
 func (s *session) awaitByte(ctx context.Context, x *wqe, off int, v byte, d *duration) error {
 	start := time.Now()
 	spin := 0
 	pr := s.newProber(x)
-	busy := s.env.Dev != nil && s.env.Dev.BusyPoll() > 0
-	for peek(s.res.buf, off) != v {
+	dev := s.env.Dev
+	busy := dev != nil && dev.BusyPoll() > 0
+	arrived := func() bool { return peek(s.res.buf, off) == v }
+	for !arrived() {
 		if d.on && d.state(s.clk) == stEnd {
 			break
 		}
 		if busy {
-			s.env.Dev.Progress()
+			dev.Progress()
 			if spin++; spin%1024 != 0 {
 				continue
 			}
-		} else if spin++; spin < 1000 {
-			runtime.Gosched()
-			continue
 		}
 		if err := ctx.Err(); err != nil {
 			return err
@@ -215,7 +219,12 @@ func (s *session) awaitByte(ctx context.Context, x *wqe, off int, v byte, d *dur
 		if err := pr.tick(); err != nil {
 			return err
 		}
-		if !busy {
+		switch {
+		case busy:
+		case dev != nil:
+			// Wake at least every awaitSlice for the checks above.
+			dev.WaitActivity(ctx, awaitSlice, arrived)
+		default:
 			time.Sleep(20 * time.Microsecond)
 		}
 	}

@@ -81,8 +81,13 @@ func (r *reader) read(readBatch func([]link.Datagram) (int, error)) (int, bool) 
 			r.pkts[i] = nil // the QP owns it now
 		}
 	}
+	inline := len(r.touched) <= maxInlineQPs
 	for i, e := range r.touched {
-		e.run(r.out)
+		if inline {
+			e.run(r.out)
+		} else {
+			e.wake()
+		}
 		r.touched[i] = nil
 	}
 	r.touched = r.touched[:0]
@@ -92,6 +97,14 @@ func (r *reader) read(readBatch func([]link.Datagram) (int, error)) (int, bool) 
 	}
 	return cnt, true
 }
+
+// maxInlineQPs is the most QPs a read batch may carry for the reader to
+// run them itself. A batch spread over more QPs is many flows at once,
+// where throughput is the figure: the processors run them, in parallel
+// with the reader and with each other, as NAPI gives a busy queue to a
+// thread of its own. Few QPs in a batch is a conversation, where latency
+// is: the reader answers it without a hand-off.
+const maxInlineQPs = 4
 
 // touch notes that e got a packet in this batch.
 func (r *reader) touch(e *qpEntry) {

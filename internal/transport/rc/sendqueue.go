@@ -167,13 +167,31 @@ func (qp *QP) post(wrs []ibv.SendWR, all bool) (int, error) {
 		Events:  &qp.events,
 		OnAsync: qp.cfg.OnAsync,
 		Wake:    qp.cfg.Wake,
-		Idle:    func() bool { return qp.sq.count() == 0 },
+		Idle:    func() bool { return qp.sq.count() == 0 && len(wrs) == 1 && qp.onePacketLocked(&wrs[0]) },
 		Kick:    qp.cfg.Kick,
 	}
 	if all {
 		return 0, p.PostAll(&qp.mu, len(wrs))
 	}
 	return p.Post(&qp.mu, len(wrs))
+}
+
+// onePacketLocked reports whether wr's request is one packet: a READ or
+// an atomic, or a message of at most one path MTU. Only such a post to an
+// idle queue runs the requester on the posting goroutine (SendPost.Idle):
+// latency is a small message's figure, while a long message's packets
+// leave in bigger batches, and on a processor that works beside the
+// application, when the engine sends them.
+func (qp *QP) onePacketLocked(wr *ibv.SendWR) bool {
+	switch wr.Opcode {
+	case ibv.WRRDMARead, ibv.WRAtomicCmpAndSwp, ibv.WRAtomicFetchAndAdd:
+		return true
+	}
+	n := len(wr.InlineData)
+	for _, sge := range wr.SGList {
+		n += int(sge.Length)
+	}
+	return n <= qp.pmtu
 }
 
 // checkSendWR validates a WR against the QP (ibv_post_send(3); rxe

@@ -406,7 +406,7 @@ func (n *NIC) receive(r *reader, p *transport.RxPacket, d *link.Datagram) bool {
 		c.DropQueueFull.Add(1)
 		return false
 	}
-	r.touch(e)
+	r.touch(e, &p.Pkt)
 	return true
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/link"
+	"github.com/softnic/softnic/wire"
 )
 
 // Run to completion. A packet is handled on the goroutine that read it,
@@ -34,6 +35,9 @@ type reader struct {
 	pkts    []*transport.RxPacket
 	touched []*qpEntry
 	out     *txBatch
+	// active: a datagram of this batch may write the application's
+	// memory (noteActivity).
+	active bool
 }
 
 func (n *NIC) newReader() *reader {
@@ -92,7 +96,8 @@ func (r *reader) read(readBatch func([]link.Datagram) (int, error)) (int, bool) 
 	}
 	r.touched = r.touched[:0]
 	r.out.finish()
-	if cnt > 0 {
+	if r.active {
+		r.active = false
 		n.noteActivity()
 	}
 	return cnt, true
@@ -106,8 +111,15 @@ func (r *reader) read(readBatch func([]link.Datagram) (int, error)) (int, bool) 
 // is: the reader answers it without a hand-off.
 const maxInlineQPs = 4
 
-// touch notes that e got a packet in this batch.
-func (r *reader) touch(e *qpEntry) {
+// touch notes that e got packet p in this batch.
+func (r *reader) touch(e *qpEntry, p *wire.Packet) {
+	// A bare ACK writes no memory of the application's (its news, a
+	// completion, is in the CQ): it wakes no WaitActivity. In a WRITE
+	// ping-pong each side gets an ACK just before the peer's WRITE, and
+	// waking the waiter for it cost a wake-up per message.
+	if !p.Is(wire.MaskAck) || p.Is(wire.MaskAtomic) {
+		r.active = true
+	}
 	// A batch mostly carries one or two QPs' packets: the last one noted
 	// is the likeliest.
 	for i := len(r.touched) - 1; i >= 0; i-- {
@@ -195,7 +207,8 @@ type activity struct {
 	timers  sync.Pool     // *time.Timer, stopped
 }
 
-// noteActivity wakes a WaitActivity: received datagrams were handled.
+// noteActivity wakes a WaitActivity: received datagrams that may write
+// the application's memory were handled.
 // The check of waiters comes after the handling, and a waiter counts
 // itself before it looks at what it waits for, so either the waiter sees
 // the result or this sees the waiter.

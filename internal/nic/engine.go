@@ -402,11 +402,14 @@ func (n *NIC) receive(r *reader, p *transport.RxPacket, d *link.Datagram) bool {
 		c.DropNoQP.Add(1)
 		return false
 	}
+	// Read what touch needs first: once delivered, the packet is the QP's,
+	// which another goroutine may be processing already.
+	writes := writesMemory(&p.Pkt)
 	if !e.h.Deliver(p) {
 		c.DropQueueFull.Add(1)
 		return false
 	}
-	r.touch(e, &p.Pkt)
+	r.touch(e, writes)
 	return true
 }
 

@@ -111,13 +111,19 @@ func (r *reader) read(readBatch func([]link.Datagram) (int, error)) (int, bool) 
 // is: the reader answers it without a hand-off.
 const maxInlineQPs = 4
 
-// touch notes that e got packet p in this batch.
-func (r *reader) touch(e *qpEntry, p *wire.Packet) {
-	// A bare ACK writes no memory of the application's (its news, a
-	// completion, is in the CQ): it wakes no WaitActivity. In a WRITE
-	// ping-pong each side gets an ACK just before the peer's WRITE, and
-	// waking the waiter for it cost a wake-up per message.
-	if !p.Is(wire.MaskAck) || p.Is(wire.MaskAtomic) {
+// writesMemory reports whether handling p may write the application's
+// memory: anything but a bare ACK, whose news (a completion) is in the
+// CQ. Only those wake a WaitActivity: in a WRITE ping-pong each side gets
+// an ACK just before the peer's WRITE, and waking the waiter for it cost
+// a wake-up per message.
+func writesMemory(p *wire.Packet) bool {
+	return !p.Is(wire.MaskAck) || p.Is(wire.MaskAtomic)
+}
+
+// touch notes that e got a packet in this batch; writes is writesMemory
+// of it.
+func (r *reader) touch(e *qpEntry, writes bool) {
+	if writes {
 		r.active = true
 	}
 	// A batch mostly carries one or two QPs' packets: the last one noted

@@ -19,11 +19,14 @@ import (
 // crosses no goroutine on its way through the NIC: the receive goroutine
 // reads the request, the responder answers it and the answer is written
 // before the next read; an application polling its CQ reads the link
-// itself (Progress). rxe does the same in the kernel: its receive path
-// runs the responder and the completer from the softirq that took the
-// packet (rxe_net.c rxe_udp_encap_recv → rxe_rcv), and a post runs the
-// requester in the caller's context when it can (rxe_verbs.c
-// rxe_post_send_kernel → rxe_sched_task / rxe_run_task).
+// itself (Progress). rxe made the same choice in the kernel and then
+// half unmade it: its responder ran in the softirq that took the packet
+// when nothing was queued before it (rxe_resp.c rxe_resp_queue_pkt:
+// rxe_run_task unless must_sched), its requester in the context of the
+// post; later kernels schedule both on workqueues (rxe_sched_task),
+// because inline work kept every QP of a many-QP load on one CPU at a
+// small cost to a single QP's latency. softnic decides per read batch
+// (maxInlineQPs) and per post (a one-packet request to an idle queue).
 
 // reader reads batches of datagrams from the link and handles them: each
 // is checked and delivered to its QP (receive), then every QP that got
@@ -106,9 +109,11 @@ func (r *reader) read(readBatch func([]link.Datagram) (int, error)) (int, bool) 
 // maxInlineQPs is the most QPs a read batch may carry for the reader to
 // run them itself. A batch spread over more QPs is many flows at once,
 // where throughput is the figure: the processors run them, in parallel
-// with the reader and with each other, as NAPI gives a busy queue to a
-// thread of its own. Few QPs in a batch is a conversation, where latency
-// is: the reader answers it without a hand-off.
+// with the reader and with each other (rxe's move from rxe_run_task to
+// rxe_sched_task, for the same reason). Few QPs in a batch is a
+// conversation, where latency is: the reader answers it without a
+// hand-off. Run inline, the 1000-QP write_bw of scripts/bench fell to
+// half and once failed with RETRY_EXC_ERR.
 const maxInlineQPs = 4
 
 // writesMemory reports whether handling p may write the application's

@@ -12,10 +12,11 @@ import (
 )
 
 // Run to completion. A packet is handled on the goroutine that read it,
-// and a post runs the requester on the goroutine that posted: the QP's
-// transport runs wherever the work appeared (qpEntry.run), and the
-// processors take only what those goroutines leave (timers, work beyond a
-// bounded pass, a QP another goroutine was running). A round trip then
+// and a post of a one-packet request to an idle queue runs the requester
+// on the goroutine that posted: the QP's transport runs wherever the work
+// appeared (qpEntry.run), and the processors take what those goroutines
+// leave (timers, work beyond a bounded pass, a read batch spread over
+// many QPs, the backlog of a busy send queue, UD sends). A round trip then
 // crosses no goroutine on its way through the NIC: the receive goroutine
 // reads the request, the responder answers it and the answer is written
 // before the next read; an application polling its CQ reads the link

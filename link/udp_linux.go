@@ -522,7 +522,8 @@ func (r *udpRx) recvmmsg(fd uintptr, vlen int) (int, unix.Errno) {
 			}
 			r1, e = 0, 0
 			if n > 0 {
-				r1, _, e = unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hs[0])), uintptr(n),
+				// Raw: the call never sleeps (see rawIO).
+				r1, _, e = unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hs[0])), uintptr(n),
 					unix.MSG_DONTWAIT, 0, 0)
 			}
 		}
@@ -536,6 +537,21 @@ func (r *udpRx) recvmmsg(fd uintptr, vlen int) (int, unix.Errno) {
 		return got, errno
 	}
 }
+
+// rawIO: recvmmsg and sendmmsg are made with RawSyscall6, not Syscall6.
+// Both pass MSG_DONTWAIT, so neither sleeps, and the runtime need not
+// know the goroutine is in a system call (entersyscall/exitsyscall).
+// When it knows, sysmon takes the P away from any call that spans one of
+// its ticks (20 µs and up) if no other P is idle - always so with one P -
+// and hands it to another thread, and the caller must get a P back on
+// return (futex wake-ups, thread switches). Natively the calls take a few
+// µs and that is rare; under emulation (a 1-vCPU qemu TCG guest) each
+// takes 50-200 µs and it happened on nearly every one: write_lat 8 B
+// between two such guests made 24 context switches, 1.1 futex and 4.1
+// nanosleep (sysmon) calls a round trip; raw, 10, 0.09 and 0.24, and
+// t_typical went from 1063-1184 µs to 693 µs (3000 iterations).
+// The cost: a GC stop-the-world waits for a call in progress, which is
+// as short as the call.
 
 // sysResult is what a test's fault hook makes sendmmsg or recvmmsg
 // return instead of the kernel, exactly as the raw syscall returns it:
@@ -891,7 +907,8 @@ func (t *udpTx) send(fd uintptr) bool {
 		}
 		r1, e = 0, 0
 		if vlen > 0 {
-			r1, _, e = unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&t.hs[t.start])), uintptr(vlen),
+			// Raw: the call never sleeps (see rawIO).
+			r1, _, e = unix.RawSyscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&t.hs[t.start])), uintptr(vlen),
 				unix.MSG_DONTWAIT, 0, 0)
 		}
 	}

@@ -262,3 +262,174 @@ func TestCMGoldenRping(t *testing.T) {
 		t.Errorf("ParseCMRep(REQ) = %v", err)
 	}
 }
+
+var cmAttrs = []uint16{wire.CMAttrREQ, wire.CMAttrMRA, wire.CMAttrREJ, wire.CMAttrREP, wire.CMAttrRTU,
+	wire.CMAttrDREQ, wire.CMAttrDREP, wire.CMAttrSIDRREQ, wire.CMAttrSIDRREP}
+
+// TestCMLayouts checks the field tables: fields in wire order, never
+// overlapping, byte fields byte-aligned, and private data as the last
+// field, ending at the end of the MAD with the kernel's size.
+func TestCMLayouts(t *testing.T) {
+	pdLen := map[uint16]int{
+		wire.CMAttrREQ: wire.CMReqPrivateDataLen, wire.CMAttrMRA: wire.CMMRAPrivateDataLen,
+		wire.CMAttrREJ: wire.CMRejPrivateDataLen, wire.CMAttrREP: wire.CMRepPrivateDataLen,
+		wire.CMAttrRTU: wire.CMRtuPrivateDataLen, wire.CMAttrDREQ: wire.CMDreqPrivateDataLen,
+		wire.CMAttrDREP: wire.CMDrepPrivateDataLen, wire.CMAttrSIDRREQ: wire.CMSIDRReqPrivateDataLen,
+		wire.CMAttrSIDRREP: wire.CMSIDRRepPrivateDataLen,
+	}
+	for _, a := range cmAttrs {
+		l := wire.CMLayout(a)
+		end := 0
+		for _, f := range l {
+			start := f.Byte*8 + f.Bit
+			if start < end || f.Width < 1 || (f.IsBytes() && (f.Bit != 0 || f.Width%8 != 0)) {
+				t.Errorf("attr %#x: field %+v overlaps or is misshapen (previous end bit %d)", a, f, end)
+			}
+			end = start + f.Width
+		}
+		last := l[len(l)-1]
+		if last.Name != "PrivateData" || last.Width/8 != pdLen[a] || end != (wire.MADLen-wire.MADHdrLen)*8 {
+			t.Errorf("attr %#x: last field %+v ends at bit %d", a, last, end)
+		}
+	}
+	if wire.CMLayout(0x1234) != nil {
+		t.Error("CMLayout of an unknown attribute is not nil")
+	}
+}
+
+// TestCMFieldWidths sets every field of every message to all ones, alone
+// in a zeroed message: it reads back as its maximum, and exactly Width bits
+// of the message are set (its neighbours untouched). A value wider than the
+// field is masked to its low Width bits, the kernel's IBA_SET behaviour.
+// Then every field at once, to its maximum, round-trips.
+func TestCMFieldWidths(t *testing.T) {
+	ones := func(b []byte) (n int) {
+		for _, x := range b {
+			for ; x != 0; x &= x - 1 {
+				n++
+			}
+		}
+		return n
+	}
+	for _, a := range cmAttrs {
+		all := wire.PutCM(make([]byte, wire.MADLen), a, ^uint64(0))
+		for _, f := range wire.CMLayout(a) {
+			m := wire.PutCM(make([]byte, wire.MADLen), a, 0)
+			base := ones(m)
+			if f.IsBytes() {
+				v := bytes.Repeat([]byte{0xFF}, f.Width/8+3) // longer than the field: cut
+				f.PutBytes(m, v)
+				f.PutBytes(all, v)
+				if got := f.Bytes(m); len(got) != f.Width/8 || !bytes.Equal(got, v[:f.Width/8]) {
+					t.Errorf("attr %#x %s: % x", a, f.Name, got)
+				}
+			} else {
+				max := uint64(1)<<f.Width - 1
+				if f.Width == 64 {
+					max = ^uint64(0)
+				}
+				f.Set(m, ^uint64(0))
+				f.Set(all, max)
+				if got := f.Get(m); got != max {
+					t.Errorf("attr %#x %s: Set(all ones) reads %#x, want %#x", a, f.Name, got, max)
+				}
+				if f.Width < 64 {
+					f.Set(m, 1<<f.Width|0x2A&max) // a bit above the field, masked off
+					if got := f.Get(m); got != 0x2A&max {
+						t.Errorf("attr %#x %s: masked Set reads %#x, want %#x", a, f.Name, got, 0x2A&max)
+					}
+					f.Set(m, max)
+				}
+			}
+			if got := ones(m) - base; got != f.Width {
+				t.Errorf("attr %#x %s: %d bits set, want %d", a, f.Name, got, f.Width)
+			}
+		}
+		for _, f := range wire.CMLayout(a) {
+			if f.IsBytes() {
+				if !bytes.Equal(f.Bytes(all), bytes.Repeat([]byte{0xFF}, f.Width/8)) {
+					t.Errorf("attr %#x %s: all-fields message reads % x", a, f.Name, f.Bytes(all))
+				}
+			} else if got, want := f.Get(all), ^uint64(0)>>(64-f.Width); got != want {
+				t.Errorf("attr %#x %s: all-fields message reads %#x, want %#x", a, f.Name, got, want)
+			}
+		}
+		if m, err := wire.ParseCM(all); err != nil || m.AttrID() != a || m.TID() != ^uint64(0) {
+			t.Errorf("attr %#x: ParseCM of the built message: %v", a, err)
+		}
+	}
+}
+
+// TestCMTypedSetters builds a REQ and a REJ through the typed setters and
+// reads them back, with values wider than their fields masked.
+func TestCMTypedSetters(t *testing.T) {
+	req := wire.CMReq(wire.PutCM(make([]byte, wire.MADLen), wire.CMAttrREQ, 7))
+	req.SetLocalQPN(0xFFABCDEF) // 24-bit field: 0xABCDEF kept
+	req.SetResponderResources(0x11)
+	req.SetRemoteCMResponseTimeout(0xFF) // 5 bits
+	req.SetTransportServiceType(wire.CMTransportUC)
+	req.SetEndToEndFlowControl(true)
+	req.SetPrimaryFlowLabel(0xFFF12345) // 20 bits
+	req.SetPrimaryPacketRate(0x3F)
+	req.SetPrimaryLocalPortGID(netip.MustParseAddr("::ffff:10.0.0.1").AsSlice())
+	req.SetPrivateData([]byte{1, 2, 3})
+	if req.LocalQPN() != 0xABCDEF || req.ResponderResources() != 0x11 || req.LocalEECN() != 0 ||
+		req.RemoteCMResponseTimeout() != 0x1F || req.TransportServiceType() != wire.CMTransportUC ||
+		!req.EndToEndFlowControl() || req.PrimaryFlowLabel() != 0x12345 || req.PrimaryPacketRate() != 0x3F ||
+		req.PrimaryTrafficClass() != 0 || req.PrimaryLocalPortGID()[15] != 1 ||
+		!bytes.Equal(req.PrivateData()[:4], []byte{1, 2, 3, 0}) {
+		t.Errorf("REQ read back wrong:\n% x", []byte(req))
+	}
+	if b := []byte(req); b[24+35] != 0x11 || b[24+43] != 0xF8|1<<1|1 || b[24+91] != 0x3F {
+		t.Errorf("REQ bytes: resp res %#x, byte 43 %#x, byte 91 %#x", b[24+35], b[24+43], b[24+91])
+	}
+	rej := wire.CMRej(wire.PutCM(make([]byte, wire.MADLen), wire.CMAttrREJ, 7))
+	rej.SetMessageRejected(1)
+	rej.SetRejectedInfoLength(0xFF) // 7 bits
+	rej.SetReason(28)
+	if rej.MessageRejected() != 1 || rej.RejectedInfoLength() != 0x7F || rej.Reason() != 28 ||
+		len(rej.ARI()) != wire.CMRejARILen || len(rej.PrivateData()) != wire.CMRejPrivateDataLen {
+		t.Errorf("REJ read back wrong:\n% x", []byte(rej))
+	}
+	if b := []byte(rej); b[24+8] != 0x40 || b[24+9] != 0xFE || b[24+11] != 28 {
+		t.Errorf("REJ bytes % x", b[24:36])
+	}
+}
+
+// TestCMAHeaderAndServiceID round-trips IPv4 and IPv6 CMA headers and the
+// port-space service IDs (cma.c cma_get_service_id).
+func TestCMAHeaderAndServiceID(t *testing.T) {
+	for _, h := range []wire.CMAHeader{
+		{IPVersion: 4, SrcPort: 1, Src: netip.MustParseAddr("192.0.2.1"), Dst: netip.MustParseAddr("198.51.100.7")},
+		{IPVersion: 6, SrcPort: 0xFFFF, Src: netip.MustParseAddr("fe80::1"), Dst: netip.MustParseAddr("2001:db8::2")},
+	} {
+		b := bytes.Repeat([]byte{0xEE}, wire.CMAHdrLen)
+		wire.PutCMAHeader(b, h)
+		got, err := wire.ParseCMAHeader(b)
+		if err != nil || got != h {
+			t.Errorf("%+v: read back %+v, %v", h, got, err)
+		}
+		if h.IPVersion == 4 && (!bytes.Equal(b[4:16], make([]byte, 12)) || b[1] != 0x40) {
+			t.Errorf("IPv4 CMA header % x", b)
+		}
+	}
+	for _, c := range []struct {
+		ps   uint16
+		port uint16
+		id   uint64
+	}{
+		{wire.RDMAPSTCP, 7174, 0x0000000001061C06},
+		{wire.RDMAPSUDP, 0xFFFF, 0x000000000111FFFF},
+		{wire.RDMAPSIB, 1, 0x00000000013F0001},
+	} {
+		if id := wire.RDMAServiceID(c.ps, c.port); id != c.id {
+			t.Errorf("RDMAServiceID(%#x, %d) = %#x, want %#x", c.ps, c.port, id, c.id)
+		}
+		if ps, port, ok := wire.RDMAServiceIDParts(c.id); !ok || ps != c.ps || port != c.port {
+			t.Errorf("RDMAServiceIDParts(%#x) = %#x %d %v", c.id, ps, port, ok)
+		}
+	}
+	if _, _, ok := wire.RDMAServiceIDParts(0x1000000001061C06); ok {
+		t.Error("a service ID with high bits set splits as an RDMA CM one")
+	}
+}

@@ -7,7 +7,8 @@ import (
 
 // The InfiniBand connection manager's messages (IBTA Vol 1 chapter 12.6;
 // kernel include/rdma/ibta_vol1_c12.h, drivers/infiniband/core/cm.c and
-// cm_msgs.h). Each is a MAD of class MgmtClassCM, class version 2, method
+// cm_msgs.h); LAP and APR, which load an alternate path for automatic path
+// migration, are optional and laid out for completeness. Each is a MAD of class MgmtClassCM, class version 2, method
 // Send, whose attribute ID names the message; the fields follow the MAD
 // header at bit granularity, big-endian, as described by one CMField
 // table per message (cm_layout.go).
@@ -46,6 +47,9 @@ const (
 	CMSIDRRepPrivateDataLen = 136
 	CMRejARILen             = 72 // REJ Additional Rejection Information
 	CMSIDRRepInfoLen        = 72 // SIDR_REP Additional Information
+	CMLapPrivateDataLen     = 168
+	CMAprPrivateDataLen     = 148
+	CMAprInfoLen            = 72 // APR Additional Information
 )
 
 // REQ transport service types (cm_msgs.h, IBTA table 106).

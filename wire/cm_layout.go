@@ -55,7 +55,9 @@ var reqLayout = []CMField{
 	{"PrivateData", 140, 0, 736},
 }
 
-// CMReq is a view of a CM REQ MAD (attribute CMAttrREQ).
+// CMReq is a view of a CM REQ MAD (attribute CMAttrREQ): each field F
+// of reqLayout has a getter F and a setter SetF (numbers masked to the
+// field's width, byte strings cut or zero-filled to its length).
 type CMReq MAD
 
 // ParseCMReq returns the REQ at the start of b: ParseCM's checks and attribute CMAttrREQ.
@@ -168,7 +170,9 @@ var mraLayout = []CMField{
 	{"PrivateData", 10, 0, 1776},
 }
 
-// CMMRA is a view of a CM MRA MAD (attribute CMAttrMRA).
+// CMMRA is a view of a CM MRA MAD (attribute CMAttrMRA): each field F
+// of mraLayout has a getter F and a setter SetF (numbers masked to the
+// field's width, byte strings cut or zero-filled to its length).
 type CMMRA MAD
 
 // ParseCMMRA returns the MRA at the start of b: ParseCM's checks and attribute CMAttrMRA.
@@ -199,7 +203,9 @@ var rejLayout = []CMField{
 	{"PrivateData", 84, 0, 1184},
 }
 
-// CMRej is a view of a CM REJ MAD (attribute CMAttrREJ).
+// CMRej is a view of a CM REJ MAD (attribute CMAttrREJ): each field F
+// of rejLayout has a getter F and a setter SetF (numbers masked to the
+// field's width, byte strings cut or zero-filled to its length).
 type CMRej MAD
 
 // ParseCMRej returns the REJ at the start of b: ParseCM's checks and attribute CMAttrREJ.
@@ -245,7 +251,9 @@ var repLayout = []CMField{
 	{"PrivateData", 36, 0, 1568},
 }
 
-// CMRep is a view of a CM REP MAD (attribute CMAttrREP).
+// CMRep is a view of a CM REP MAD (attribute CMAttrREP): each field F
+// of repLayout has a getter F and a setter SetF (numbers masked to the
+// field's width, byte strings cut or zero-filled to its length).
 type CMRep MAD
 
 // ParseCMRep returns the REP at the start of b: ParseCM's checks and attribute CMAttrREP.
@@ -298,7 +306,9 @@ var rtuLayout = []CMField{
 	{"PrivateData", 8, 0, 1792},
 }
 
-// CMRtu is a view of a CM RTU MAD (attribute CMAttrRTU).
+// CMRtu is a view of a CM RTU MAD (attribute CMAttrRTU): each field F
+// of rtuLayout has a getter F and a setter SetF (numbers masked to the
+// field's width, byte strings cut or zero-filled to its length).
 type CMRtu MAD
 
 // ParseCMRtu returns the RTU at the start of b: ParseCM's checks and attribute CMAttrRTU.
@@ -322,7 +332,9 @@ var dreqLayout = []CMField{
 	{"PrivateData", 12, 0, 1760},
 }
 
-// CMDreq is a view of a CM DREQ MAD (attribute CMAttrDREQ).
+// CMDreq is a view of a CM DREQ MAD (attribute CMAttrDREQ): each field F
+// of dreqLayout has a getter F and a setter SetF (numbers masked to the
+// field's width, byte strings cut or zero-filled to its length).
 type CMDreq MAD
 
 // ParseCMDreq returns the DREQ at the start of b: ParseCM's checks and attribute CMAttrDREQ.
@@ -350,7 +362,9 @@ var drepLayout = []CMField{
 	{"PrivateData", 8, 0, 1792},
 }
 
-// CMDrep is a view of a CM DREP MAD (attribute CMAttrDREP).
+// CMDrep is a view of a CM DREP MAD (attribute CMAttrDREP): each field F
+// of drepLayout has a getter F and a setter SetF (numbers masked to the
+// field's width, byte strings cut or zero-filled to its length).
 type CMDrep MAD
 
 // ParseCMDrep returns the DREP at the start of b: ParseCM's checks and attribute CMAttrDREP.
@@ -377,7 +391,9 @@ var sidrreqLayout = []CMField{
 	{"PrivateData", 16, 0, 1728},
 }
 
-// CMSIDRReq is a view of a CM SIDR_REQ MAD (attribute CMAttrSIDRREQ).
+// CMSIDRReq is a view of a CM SIDR_REQ MAD (attribute CMAttrSIDRREQ): each field F
+// of sidrreqLayout has a getter F and a setter SetF (numbers masked to the
+// field's width, byte strings cut or zero-filled to its length).
 type CMSIDRReq MAD
 
 // ParseCMSIDRReq returns the SIDR_REQ at the start of b: ParseCM's checks and attribute CMAttrSIDRREQ.
@@ -412,7 +428,9 @@ var sidrrepLayout = []CMField{
 	{"PrivateData", 96, 0, 1088},
 }
 
-// CMSIDRRep is a view of a CM SIDR_REP MAD (attribute CMAttrSIDRREP).
+// CMSIDRRep is a view of a CM SIDR_REP MAD (attribute CMAttrSIDRREP): each field F
+// of sidrrepLayout has a getter F and a setter SetF (numbers masked to the
+// field's width, byte strings cut or zero-filled to its length).
 type CMSIDRRep MAD
 
 // ParseCMSIDRRep returns the SIDR_REP at the start of b: ParseCM's checks and attribute CMAttrSIDRREP.
@@ -444,6 +462,104 @@ func (m CMSIDRRep) SetAdditionalInfo(v []byte)      { sidrrepLayout[8].putBytes(
 func (m CMSIDRRep) PrivateData() []byte             { return sidrrepLayout[9].bytes(m) }
 func (m CMSIDRRep) SetPrivateData(v []byte)         { sidrrepLayout[9].putBytes(m, v) }
 
+// lapLayout is ibta_vol1_c12.h's Table 115 LAP Message Contents (IBTA Vol 1
+// section 12.6): byte offsets after the MAD header, bit offsets from the MSB.
+var lapLayout = []CMField{
+	{"LocalCommID", 0, 0, 32},
+	{"RemoteCommID", 4, 0, 32},
+	{"RemoteQPN", 12, 0, 24},
+	{"RemoteCMResponseTimeout", 15, 0, 5},
+	{"AlternateLocalPortLID", 20, 0, 16},
+	{"AlternateRemotePortLID", 22, 0, 16},
+	{"AlternateLocalPortGID", 24, 0, 128},
+	{"AlternateRemotePortGID", 40, 0, 128},
+	{"AlternateFlowLabel", 56, 0, 20},
+	{"AlternateTrafficClass", 59, 0, 8},
+	{"AlternateHopLimit", 60, 0, 8},
+	{"AlternatePacketRate", 61, 2, 6},
+	{"AlternateSL", 62, 0, 4},
+	{"AlternateSubnetLocal", 62, 4, 1},
+	{"AlternateLocalACKTimeout", 63, 0, 5},
+	{"PrivateData", 64, 0, 1344},
+}
+
+// CMLap is a view of a CM LAP MAD (attribute CMAttrLAP): each field F
+// of lapLayout has a getter F and a setter SetF (numbers masked to the
+// field's width, byte strings cut or zero-filled to its length).
+type CMLap MAD
+
+// ParseCMLap returns the LAP at the start of b: ParseCM's checks and attribute CMAttrLAP.
+func ParseCMLap(b []byte) (CMLap, error) { m, err := parseCMAttr(b, CMAttrLAP); return CMLap(m), err }
+
+// MAD returns the MAD view of m.
+func (m CMLap) MAD() MAD                            { return MAD(m) }
+func (m CMLap) LocalCommID() uint32                 { return uint32(lapLayout[0].get(m)) }
+func (m CMLap) SetLocalCommID(v uint32)             { lapLayout[0].set(m, uint64(v)) }
+func (m CMLap) RemoteCommID() uint32                { return uint32(lapLayout[1].get(m)) }
+func (m CMLap) SetRemoteCommID(v uint32)            { lapLayout[1].set(m, uint64(v)) }
+func (m CMLap) RemoteQPN() uint32                   { return uint32(lapLayout[2].get(m)) }
+func (m CMLap) SetRemoteQPN(v uint32)               { lapLayout[2].set(m, uint64(v)) }
+func (m CMLap) RemoteCMResponseTimeout() uint8      { return uint8(lapLayout[3].get(m)) }
+func (m CMLap) SetRemoteCMResponseTimeout(v uint8)  { lapLayout[3].set(m, uint64(v)) }
+func (m CMLap) AlternateLocalPortLID() uint16       { return uint16(lapLayout[4].get(m)) }
+func (m CMLap) SetAlternateLocalPortLID(v uint16)   { lapLayout[4].set(m, uint64(v)) }
+func (m CMLap) AlternateRemotePortLID() uint16      { return uint16(lapLayout[5].get(m)) }
+func (m CMLap) SetAlternateRemotePortLID(v uint16)  { lapLayout[5].set(m, uint64(v)) }
+func (m CMLap) AlternateLocalPortGID() []byte       { return lapLayout[6].bytes(m) }
+func (m CMLap) SetAlternateLocalPortGID(v []byte)   { lapLayout[6].putBytes(m, v) }
+func (m CMLap) AlternateRemotePortGID() []byte      { return lapLayout[7].bytes(m) }
+func (m CMLap) SetAlternateRemotePortGID(v []byte)  { lapLayout[7].putBytes(m, v) }
+func (m CMLap) AlternateFlowLabel() uint32          { return uint32(lapLayout[8].get(m)) }
+func (m CMLap) SetAlternateFlowLabel(v uint32)      { lapLayout[8].set(m, uint64(v)) }
+func (m CMLap) AlternateTrafficClass() uint8        { return uint8(lapLayout[9].get(m)) }
+func (m CMLap) SetAlternateTrafficClass(v uint8)    { lapLayout[9].set(m, uint64(v)) }
+func (m CMLap) AlternateHopLimit() uint8            { return uint8(lapLayout[10].get(m)) }
+func (m CMLap) SetAlternateHopLimit(v uint8)        { lapLayout[10].set(m, uint64(v)) }
+func (m CMLap) AlternatePacketRate() uint8          { return uint8(lapLayout[11].get(m)) }
+func (m CMLap) SetAlternatePacketRate(v uint8)      { lapLayout[11].set(m, uint64(v)) }
+func (m CMLap) AlternateSL() uint8                  { return uint8(lapLayout[12].get(m)) }
+func (m CMLap) SetAlternateSL(v uint8)              { lapLayout[12].set(m, uint64(v)) }
+func (m CMLap) AlternateSubnetLocal() bool          { return lapLayout[13].get(m) != 0 }
+func (m CMLap) SetAlternateSubnetLocal(v bool)      { lapLayout[13].set(m, b2u(v)) }
+func (m CMLap) AlternateLocalACKTimeout() uint8     { return uint8(lapLayout[14].get(m)) }
+func (m CMLap) SetAlternateLocalACKTimeout(v uint8) { lapLayout[14].set(m, uint64(v)) }
+func (m CMLap) PrivateData() []byte                 { return lapLayout[15].bytes(m) }
+func (m CMLap) SetPrivateData(v []byte)             { lapLayout[15].putBytes(m, v) }
+
+// aprLayout is ibta_vol1_c12.h's Table 116 APR Message Contents (IBTA Vol 1
+// section 12.6): byte offsets after the MAD header, bit offsets from the MSB.
+var aprLayout = []CMField{
+	{"LocalCommID", 0, 0, 32},
+	{"RemoteCommID", 4, 0, 32},
+	{"AdditionalInfoLength", 8, 0, 8},
+	{"ARStatus", 9, 0, 8},
+	{"AdditionalInfo", 12, 0, 576},
+	{"PrivateData", 84, 0, 1184},
+}
+
+// CMApr is a view of a CM APR MAD (attribute CMAttrAPR): each field F
+// of aprLayout has a getter F and a setter SetF (numbers masked to the
+// field's width, byte strings cut or zero-filled to its length).
+type CMApr MAD
+
+// ParseCMApr returns the APR at the start of b: ParseCM's checks and attribute CMAttrAPR.
+func ParseCMApr(b []byte) (CMApr, error) { m, err := parseCMAttr(b, CMAttrAPR); return CMApr(m), err }
+
+// MAD returns the MAD view of m.
+func (m CMApr) MAD() MAD                        { return MAD(m) }
+func (m CMApr) LocalCommID() uint32             { return uint32(aprLayout[0].get(m)) }
+func (m CMApr) SetLocalCommID(v uint32)         { aprLayout[0].set(m, uint64(v)) }
+func (m CMApr) RemoteCommID() uint32            { return uint32(aprLayout[1].get(m)) }
+func (m CMApr) SetRemoteCommID(v uint32)        { aprLayout[1].set(m, uint64(v)) }
+func (m CMApr) AdditionalInfoLength() uint8     { return uint8(aprLayout[2].get(m)) }
+func (m CMApr) SetAdditionalInfoLength(v uint8) { aprLayout[2].set(m, uint64(v)) }
+func (m CMApr) ARStatus() uint8                 { return uint8(aprLayout[3].get(m)) }
+func (m CMApr) SetARStatus(v uint8)             { aprLayout[3].set(m, uint64(v)) }
+func (m CMApr) AdditionalInfo() []byte          { return aprLayout[4].bytes(m) }
+func (m CMApr) SetAdditionalInfo(v []byte)      { aprLayout[4].putBytes(m, v) }
+func (m CMApr) PrivateData() []byte             { return aprLayout[5].bytes(m) }
+func (m CMApr) SetPrivateData(v []byte)         { aprLayout[5].putBytes(m, v) }
+
 // CMLayout returns the field table of the CM message with attribute ID
 // attr, in wire order, or nil for an attribute this package does not lay out.
 // The slice is shared: do not modify it.
@@ -467,6 +583,10 @@ func CMLayout(attr uint16) []CMField {
 		return sidrreqLayout
 	case CMAttrSIDRREP:
 		return sidrrepLayout
+	case CMAttrLAP:
+		return lapLayout
+	case CMAttrAPR:
+		return aprLayout
 	}
 	return nil
 }

@@ -264,7 +264,7 @@ func TestCMGoldenRping(t *testing.T) {
 }
 
 var cmAttrs = []uint16{wire.CMAttrREQ, wire.CMAttrMRA, wire.CMAttrREJ, wire.CMAttrREP, wire.CMAttrRTU,
-	wire.CMAttrDREQ, wire.CMAttrDREP, wire.CMAttrSIDRREQ, wire.CMAttrSIDRREP}
+	wire.CMAttrDREQ, wire.CMAttrDREP, wire.CMAttrSIDRREQ, wire.CMAttrSIDRREP, wire.CMAttrLAP, wire.CMAttrAPR}
 
 // TestCMLayouts checks the field tables: fields in wire order, never
 // overlapping, byte fields byte-aligned, and private data as the last
@@ -275,7 +275,8 @@ func TestCMLayouts(t *testing.T) {
 		wire.CMAttrREJ: wire.CMRejPrivateDataLen, wire.CMAttrREP: wire.CMRepPrivateDataLen,
 		wire.CMAttrRTU: wire.CMRtuPrivateDataLen, wire.CMAttrDREQ: wire.CMDreqPrivateDataLen,
 		wire.CMAttrDREP: wire.CMDrepPrivateDataLen, wire.CMAttrSIDRREQ: wire.CMSIDRReqPrivateDataLen,
-		wire.CMAttrSIDRREP: wire.CMSIDRRepPrivateDataLen,
+		wire.CMAttrSIDRREP: wire.CMSIDRRepPrivateDataLen, wire.CMAttrLAP: wire.CMLapPrivateDataLen,
+		wire.CMAttrAPR: wire.CMAprPrivateDataLen,
 	}
 	for _, a := range cmAttrs {
 		l := wire.CMLayout(a)

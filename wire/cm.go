@@ -60,6 +60,33 @@ const (
 	CMTransportXRC = 3 // with extended transport type 1
 )
 
+// The message an MRA or REJ answers (cm_msgs.h enum cm_msg_response), in
+// their MessageMRAed and MessageRejected fields.
+const (
+	CMMsgResponseREQ   = 0
+	CMMsgResponseREP   = 1
+	CMMsgResponseOther = 2 // a LAP for MRA; no message for REJ
+)
+
+// REJ reasons (ib_cm.h enum ib_cm_rej_reason; IBTA Vol 1 table 109), the
+// ones the RDMA CM meets most.
+const (
+	CMRejNoQP                = 1
+	CMRejNoResources         = 3
+	CMRejTimeout             = 4
+	CMRejUnsupported         = 5
+	CMRejInvalidCommID       = 6
+	CMRejInvalidServiceID    = 8 // no listener on the service ID
+	CMRejInvalidTransport    = 9
+	CMRejStaleConn           = 10
+	CMRejInvalidGID          = 12
+	CMRejInvalidMTU          = 26
+	CMRejConsumerDefined     = 28 // rdma_reject
+	CMRejInvalidRNRRetry     = 29
+	CMRejDuplicateLocalComm  = 30
+	CMRejInvalidClassVersion = 31
+)
+
 // CMField locates one field of a CM message: Byte is its offset after the
 // MAD header, Bit the offset of its first bit from that byte's most
 // significant bit, Width its length in bits. Fields wider than 64 bits are

@@ -14,7 +14,7 @@
 // understand bit-exactly: the tag-matching headers (tm.go), the 256-byte
 // management datagrams of QP1 ([ParseMAD], mad.go) and the connection
 // manager's messages carried in them — REQ, MRA, REJ, REP, RTU, DREQ, DREP,
-// SIDR_REQ, SIDR_REP, and the optional LAP and APR — with the RDMA CM's header and service IDs (cm.go,
-// one field table per message in cm_layout.go after the kernel's
-// ibta_vol1_c12.h). Their parse errors wrap [ErrBadMAD].
+// SIDR_REQ, SIDR_REP, and the optional LAP and APR — with the RDMA CM's
+// header and service IDs (cm.go, one field table per message in
+// cm_layout.go after the kernel's ibta_vol1_c12.h). Their parse errors wrap [ErrBadMAD].
 package wire

@@ -60,6 +60,11 @@ func TestParseMADRefusals(t *testing.T) {
 		t.Fatalf("ParseCMRtu(good): %v", err)
 	}
 	mod := func(f func(b []byte)) []byte { b := bytes.Clone(good); f(b); return b }
+	// validate_mad lets ClassPortInfo use any method.
+	cpi := mod(func(b []byte) { b[3], b[16], b[17] = wire.MADMethodGet, 0, 1 })
+	if _, err := wire.ParseCM(cpi); err != nil {
+		t.Errorf("CM ClassPortInfo Get: %v", err)
+	}
 	mad := func(b []byte) error { _, err := wire.ParseMAD(b); return err }
 	cm := func(b []byte) error { _, err := wire.ParseCM(b); return err }
 	cma := func(b []byte) error { _, err := wire.ParseCMAHeader(b); return err }
@@ -72,6 +77,9 @@ func TestParseMADRefusals(t *testing.T) {
 		{"255 bytes", good[:255], mad},
 		{"base version 2", mod(func(b []byte) { b[0] = 2 }), mad},
 		{"base version 0x80 (OPA)", mod(func(b []byte) { b[0] = 0x80 }), mad},
+		{"SMP LID routed", mod(func(b []byte) { b[1] = 0x01 }), mad},
+		{"SMP directed route", mod(func(b []byte) { b[1] = 0x81 }), mad},
+		{"CM RTU with method GetResp", mod(func(b []byte) { b[3] = wire.MADMethodGetResp }), mad},
 		{"CM short", good[:100], cm},
 		{"CM base version 0", mod(func(b []byte) { b[0] = 0 }), cm},
 		{"class SA", mod(func(b []byte) { b[1] = 0x03 }), cm},

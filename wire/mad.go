@@ -23,6 +23,10 @@ const (
 	CMClassVersion = 2    // IB_CM_CLASS_VERSION (cm.c registers only this one)
 
 	GSIQKey = 0x80010000 // IB_QP1_QKEY: the Q_Key of every QP1 datagram
+
+	MgmtClassSubnLIDRouted     = 0x01   // IB_MGMT_CLASS_SUBN_LID_ROUTED: SMPs, QP0 only
+	MgmtClassSubnDirectedRoute = 0x81   // IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE: SMPs, QP0 only
+	MADAttrClassPortInfo       = 0x0001 // IB_MGMT_CLASSPORTINFO_ATTR_ID
 )
 
 // MAD methods (ib_mad.h IB_MGMT_METHOD_*). The CM sends everything with
@@ -40,17 +44,27 @@ const (
 // MAD is a view of one 256-byte management datagram.
 type MAD []byte
 
-// ParseMAD returns the MAD at the start of b after the checks the kernel's
-// ib_mad.c validate_mad makes of every class: at least MADLen bytes and
-// base version 1. Bytes after the first MADLen are not part of the view.
+// ParseMAD returns the MAD at the start of b, received on QP1, after the
+// checks the kernel's mad.c validate_mad makes before any agent sees it: at
+// least MADLen bytes; base version 1 (OPA's 0x80 is not supported); not a
+// subnet management class (SMPs belong to QP0, which RoCE has not); and a
+// CM MAD other than ClassPortInfo must use method Send. Bytes after the
+// first MADLen are not part of the view.
 func ParseMAD(b []byte) (MAD, error) {
 	if len(b) < MADLen {
 		return nil, fmt.Errorf("%w: %d bytes, a MAD has %d", ErrBadMAD, len(b), MADLen)
 	}
-	if b[0] != MADBaseVersion {
-		return nil, fmt.Errorf("%w: base version %d, want %d", ErrBadMAD, b[0], MADBaseVersion)
+	m := MAD(b[:MADLen])
+	if m.BaseVersion() != MADBaseVersion {
+		return nil, fmt.Errorf("%w: base version %d, want %d", ErrBadMAD, m.BaseVersion(), MADBaseVersion)
 	}
-	return MAD(b[:MADLen]), nil
+	switch c := m.MgmtClass(); {
+	case c == MgmtClassSubnLIDRouted || c == MgmtClassSubnDirectedRoute:
+		return nil, fmt.Errorf("%w: subnet management class %#02x on QP1", ErrBadMAD, c)
+	case c == MgmtClassCM && m.AttrID() != MADAttrClassPortInfo && m.Method() != MADMethodSend:
+		return nil, fmt.Errorf("%w: CM attribute %#04x with method %#02x, not Send", ErrBadMAD, m.AttrID(), m.Method())
+	}
+	return m, nil
 }
 
 // struct ib_mad_hdr: u8 base_version, u8 mgmt_class, u8 class_version,

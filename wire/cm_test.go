@@ -12,8 +12,9 @@ import (
 
 // cmMADs returns the payloads of the QP1 packets of the rping capture
 // (testdata/rping_cm.pcap: rping between two rxe guests, kernel 6.1), in
-// capture order, with each packet's source address.
-func cmMADs(t testing.TB) (mads [][]byte, srcs []netip.Addr) {
+// capture order, with each packet's source address and UDP source port,
+// and the UDP source ports of the other (the RC connection's) packets.
+func cmMADs(t testing.TB) (mads [][]byte, srcs []netip.AddrPort, rcPorts map[uint16]int) {
 	t.Helper()
 	lt, frames, err := readPcap(filepath.Join("testdata", "rping_cm.pcap"))
 	if err != nil {
@@ -36,15 +37,19 @@ func cmMADs(t testing.TB) (mads [][]byte, srcs []netip.Addr) {
 			t.Fatalf("frame %d: %v", i+1, err)
 		}
 		if p.DestQP() != 1 {
+			if rcPorts == nil {
+				rcPorts = map[uint16]int{}
+			}
+			rcPorts[e.SrcPort]++
 			continue
 		}
 		if p.Opcode != wire.UDSendOnly || p.DETH().QKey() != wire.GSIQKey || p.DETH().SrcQP() != 1 {
 			t.Fatalf("frame %d: QP1 packet %v qkey %#x srcqp %d", i+1, p.Opcode, p.DETH().QKey(), p.DETH().SrcQP())
 		}
 		mads = append(mads, bytes.Clone(p.Payload))
-		srcs = append(srcs, e.Src)
+		srcs = append(srcs, netip.AddrPortFrom(e.Src, e.SrcPort))
 	}
-	return mads, srcs
+	return mads, srcs, rcPorts
 }
 
 // TestParseMADRefusals checks that short buffers, a wrong base version, a
@@ -115,7 +120,7 @@ func rebuild(m wire.MAD) []byte {
 // on 10.77.0.3 connecting to rping -s on 10.77.0.2 port 7174, both rxe
 // (kernel 6.1).
 func TestCMGoldenRping(t *testing.T) {
-	mads, srcs := cmMADs(t)
+	mads, srcs, rcPorts := cmMADs(t)
 	client, server := netip.MustParseAddr("10.77.0.3"), netip.MustParseAddr("10.77.0.2")
 	wantAttr := []uint16{wire.CMAttrREQ, wire.CMAttrREP, wire.CMAttrRTU, wire.CMAttrDREQ, wire.CMAttrDREP}
 	wantSrc := []netip.Addr{client, server, client, client, server}
@@ -132,7 +137,8 @@ func TestCMGoldenRping(t *testing.T) {
 			t.Fatalf("MAD %d: %v", i, err)
 		}
 		h := m.Hdr()
-		if h.AttrID != wantAttr[i] || srcs[i] != wantSrc[i] {
+		// rxe sends QP1's datagrams from the UD port of QPN 1.
+		if h.AttrID != wantAttr[i] || srcs[i].Addr() != wantSrc[i] || srcs[i].Port() != wire.RxeSrcPort(1) {
 			t.Errorf("MAD %d: attr %#x from %v, want %#x from %v", i, h.AttrID, srcs[i], wantAttr[i], wantSrc[i])
 		}
 		// Every message of the connection, the disconnect included, carries
@@ -208,6 +214,11 @@ func TestCMGoldenRping(t *testing.T) {
 		} else if c.got != c.want {
 			t.Errorf("REQ %s = %#v, want %#v", c.name, c.got, c.want)
 		}
+	}
+	// The REQ's flow label is the one the connection uses: both ends send
+	// every RC packet from the UDP port it maps to (rdma_flow_label_to_udp_sport).
+	if sp := wire.FlowLabelSrcPort(req.PrimaryFlowLabel()); len(rcPorts) != 1 || rcPorts[sp] == 0 || sp != 53017 {
+		t.Errorf("flow label %#x maps to port %d; the RC packets' source ports: %v", req.PrimaryFlowLabel(), sp, rcPorts)
 	}
 	if ps, port, ok := wire.RDMAServiceIDParts(req.ServiceID()); !ok || ps != wire.RDMAPSTCP || port != 7174 {
 		t.Errorf("service ID %#x: ps %#x port %d ok %v", req.ServiceID(), ps, port, ok)

@@ -218,7 +218,7 @@ func FuzzParseEncap(f *testing.F) {
 //     that gives the same bytes (parse→build→parse is stable). The rebuilt
 //     message differs from the input at most in reserved bits.
 func FuzzParseMAD(f *testing.F) {
-	mads, _ := cmMADs(f)
+	mads, _, _ := cmMADs(f)
 	for _, m := range mads {
 		f.Add(m)
 	}
@@ -280,7 +280,7 @@ func FuzzParseMAD(f *testing.F) {
 // format leaves zero (byte 1's low nibble; for IPv4, the 12 bytes before
 // each address).
 func FuzzParseCMAHeader(f *testing.F) {
-	mads, _ := cmMADs(f)
+	mads, _, _ := cmMADs(f)
 	f.Add(wire.CMReq(mads[0]).PrivateData())
 	f.Add(append([]byte{0, 0x60}, make([]byte, 34)...))
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -453,3 +453,68 @@ func TestCMAHeaderAndServiceID(t *testing.T) {
 		t.Error("a service ID with high bits set splits as an RDMA CM one")
 	}
 }
+
+// TestCMBuildRpingExchange builds rping's five CM messages from scratch
+// with PutCM, the typed setters and PutCMAHeader — the values a sender
+// chooses, every other field left zero — and gets rxe's bytes exactly.
+func TestCMBuildRpingExchange(t *testing.T) {
+	mads, _, _ := cmMADs(t)
+	const tid, clientID, serverID, qpn = 0x2_B07ED2F3, 0xf3d27eb0, 0x0bfad026, 0x1c
+	client, server := netip.MustParseAddr("10.77.0.3"), netip.MustParseAddr("10.77.0.2")
+	newMsg := func(attr uint16) wire.MAD { return wire.PutCM(make([]byte, wire.MADLen), attr, tid) }
+
+	req := wire.CMReq(newMsg(wire.CMAttrREQ))
+	req.SetLocalCommID(clientID)
+	req.SetServiceID(wire.RDMAServiceID(wire.RDMAPSTCP, 7174))
+	req.SetLocalCAGUID(0x505400fffe4d7703)
+	req.SetLocalQPN(qpn)
+	req.SetResponderResources(1)
+	req.SetInitiatorDepth(1)
+	req.SetRemoteCMResponseTimeout(20)
+	req.SetTransportServiceType(wire.CMTransportRC)
+	req.SetStartingPSN(0x61ebe5)
+	req.SetLocalCMResponseTimeout(20)
+	req.SetRetryCount(7)
+	req.SetPartitionKey(0xffff)
+	req.SetPathMTU(3)
+	req.SetRNRRetryCount(7)
+	req.SetMaxCMRetries(15)
+	req.SetPrimaryLocalPortLID(0xffff)
+	req.SetPrimaryRemotePortLID(0xffff)
+	req.SetPrimaryLocalPortGID(netip.AddrFrom16(client.As16()).AsSlice())
+	req.SetPrimaryRemotePortGID(netip.AddrFrom16(server.As16()).AsSlice())
+	req.SetPrimaryFlowLabel(0x68f03)
+	req.SetPrimaryHopLimit(64)
+	req.SetPrimaryLocalACKTimeout(19)
+	wire.PutCMAHeader(req.PrivateData(), wire.CMAHeader{IPVersion: 4, SrcPort: 47459, Src: client, Dst: server})
+
+	rep := wire.CMRep(newMsg(wire.CMAttrREP))
+	rep.SetLocalCommID(serverID)
+	rep.SetRemoteCommID(clientID)
+	rep.SetLocalQPN(qpn)
+	rep.SetStartingPSN(0x6a0f89)
+	rep.SetResponderResources(1)
+	rep.SetInitiatorDepth(1)
+	rep.SetTargetACKDelay(15)
+	rep.SetRNRRetryCount(7)
+	rep.SetLocalCAGUID(0x505400fffe4d7702)
+
+	rtu := wire.CMRtu(newMsg(wire.CMAttrRTU))
+	rtu.SetLocalCommID(clientID)
+	rtu.SetRemoteCommID(serverID)
+
+	dreq := wire.CMDreq(newMsg(wire.CMAttrDREQ))
+	dreq.SetLocalCommID(clientID)
+	dreq.SetRemoteCommID(serverID)
+	dreq.SetRemoteQPN(qpn)
+
+	drep := wire.CMDrep(newMsg(wire.CMAttrDREP))
+	drep.SetLocalCommID(serverID)
+	drep.SetRemoteCommID(clientID)
+
+	for i, got := range [][]byte{req, rep, rtu, dreq, drep} {
+		if !bytes.Equal(got, mads[i]) {
+			t.Errorf("message %d built\n% x\nrxe sent\n% x", i, got, mads[i])
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/softnic/softnic/wire"
@@ -515,6 +516,64 @@ func TestCMBuildRpingExchange(t *testing.T) {
 	for i, got := range [][]byte{req, rep, rtu, dreq, drep} {
 		if !bytes.Equal(got, mads[i]) {
 			t.Errorf("message %d built\n% x\nrxe sent\n% x", i, got, mads[i])
+		}
+	}
+}
+
+// TestCMAccessorsMatchLayout checks, by reflection, that every field of
+// every layout has a getter and setter of that name on its view, and that
+// they reach that field: SetF(all ones) sets exactly the field's bits and
+// F() reads back what the layout's Get (or Bytes) reads.
+func TestCMAccessorsMatchLayout(t *testing.T) {
+	views := map[uint16]func(wire.MAD) any{
+		wire.CMAttrREQ:     func(m wire.MAD) any { return wire.CMReq(m) },
+		wire.CMAttrMRA:     func(m wire.MAD) any { return wire.CMMRA(m) },
+		wire.CMAttrREJ:     func(m wire.MAD) any { return wire.CMRej(m) },
+		wire.CMAttrREP:     func(m wire.MAD) any { return wire.CMRep(m) },
+		wire.CMAttrRTU:     func(m wire.MAD) any { return wire.CMRtu(m) },
+		wire.CMAttrDREQ:    func(m wire.MAD) any { return wire.CMDreq(m) },
+		wire.CMAttrDREP:    func(m wire.MAD) any { return wire.CMDrep(m) },
+		wire.CMAttrSIDRREQ: func(m wire.MAD) any { return wire.CMSIDRReq(m) },
+		wire.CMAttrSIDRREP: func(m wire.MAD) any { return wire.CMSIDRRep(m) },
+		wire.CMAttrLAP:     func(m wire.MAD) any { return wire.CMLap(m) },
+		wire.CMAttrAPR:     func(m wire.MAD) any { return wire.CMApr(m) },
+	}
+	for _, a := range cmAttrs {
+		for _, f := range wire.CMLayout(a) {
+			m := wire.PutCM(make([]byte, wire.MADLen), a, 0)
+			v := reflect.ValueOf(views[a](m))
+			get, set := v.MethodByName(f.Name), v.MethodByName("Set"+f.Name)
+			if !get.IsValid() || !set.IsValid() {
+				t.Errorf("attr %#x: no %s/Set%s", a, f.Name, f.Name)
+				continue
+			}
+			arg := reflect.New(set.Type().In(0)).Elem()
+			switch arg.Kind() {
+			case reflect.Bool:
+				arg.SetBool(true)
+			case reflect.Slice:
+				arg.SetBytes(bytes.Repeat([]byte{0xFF}, f.Width/8))
+			default:
+				arg.SetUint(^uint64(0))
+			}
+			set.Call([]reflect.Value{arg})
+			out := get.Call(nil)[0]
+			if f.IsBytes() {
+				if !bytes.Equal(out.Bytes(), f.Bytes(m)) || !bytes.Equal(f.Bytes(m), arg.Bytes()) {
+					t.Errorf("attr %#x %s: accessor and layout disagree", a, f.Name)
+				}
+				continue
+			}
+			want := ^uint64(0) >> (64 - f.Width)
+			var got uint64
+			if out.Kind() == reflect.Bool {
+				got = map[bool]uint64{false: 0, true: 1}[out.Bool()]
+			} else {
+				got = out.Uint()
+			}
+			if got != want || f.Get(m) != want {
+				t.Errorf("attr %#x %s: accessor reads %#x, layout %#x, want %#x", a, f.Name, got, f.Get(m), want)
+			}
 		}
 	}
 }

@@ -173,7 +173,7 @@ func ParseCM(b []byte) (MAD, error) {
 		return nil, err
 	}
 	if m.MgmtClass() != MgmtClassCM {
-		return nil, fmt.Errorf("%w: class %#02x, not CM (%#02x)", ErrBadMAD, m.MgmtClass(), MgmtClassCM)
+		return nil, fmt.Errorf("%w: class 0x%02x, not CM (0x%02x)", ErrBadMAD, m.MgmtClass(), MgmtClassCM)
 	}
 	if m.ClassVersion() != CMClassVersion {
 		return nil, fmt.Errorf("%w: CM class version %d, want %d", ErrBadMAD, m.ClassVersion(), CMClassVersion)
@@ -187,7 +187,7 @@ func parseCMAttr(b []byte, attr uint16) (MAD, error) {
 		return nil, err
 	}
 	if m.AttrID() != attr {
-		return nil, fmt.Errorf("%w: CM attribute %#04x, want %#04x", ErrBadMAD, m.AttrID(), attr)
+		return nil, fmt.Errorf("%w: CM attribute 0x%04x, want 0x%04x", ErrBadMAD, m.AttrID(), attr)
 	}
 	return m, nil
 }

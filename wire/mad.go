@@ -60,9 +60,9 @@ func ParseMAD(b []byte) (MAD, error) {
 	}
 	switch c := m.MgmtClass(); {
 	case c == MgmtClassSubnLIDRouted || c == MgmtClassSubnDirectedRoute:
-		return nil, fmt.Errorf("%w: subnet management class %#02x on QP1", ErrBadMAD, c)
+		return nil, fmt.Errorf("%w: subnet management class 0x%02x on QP1", ErrBadMAD, c)
 	case c == MgmtClassCM && m.AttrID() != MADAttrClassPortInfo && m.Method() != MADMethodSend:
-		return nil, fmt.Errorf("%w: CM attribute %#04x with method %#02x, not Send", ErrBadMAD, m.AttrID(), m.Method())
+		return nil, fmt.Errorf("%w: CM attribute 0x%04x with method 0x%02x, not Send", ErrBadMAD, m.AttrID(), m.Method())
 	}
 	return m, nil
 }

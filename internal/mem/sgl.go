@@ -28,9 +28,9 @@ func (v *mrView) copyAt(pos uint64, b []byte, in bool) {
 		m := c.b[pos-c.off:]
 		var k int
 		if in {
-			k = copy(m, b)
+			k = dmaCopy(m, b)
 		} else {
-			k = copy(b, m)
+			k = dmaCopy(b, m)
 		}
 		b = b[k:]
 		pos += uint64(k)
@@ -138,9 +138,9 @@ func copyPieces(pieces [][]byte, off int, b []byte, in bool) int {
 			continue
 		}
 		if in {
-			n += copy(p[off:], b[n:])
+			n += dmaCopy(p[off:], b[n:])
 		} else {
-			n += copy(b[n:], p[off:])
+			n += dmaCopy(b[n:], p[off:])
 		}
 		off = 0
 	}

@@ -67,7 +67,7 @@ func TestSoakRCAllOps(t *testing.T) {
 		t0 := time.Now()
 		f := fabric.New(fabric.Config{Seed: int64(seed)})
 		defer f.Close()
-		f.SetImpairment(soakImpairment)
+		f.SetImpairment(soakRCImpairment) // RC retries: see TestSoakRCRetryBudget
 
 		rng := rand.New(rand.NewPCG(seed, 0xa11))
 		src := make([]byte, 1<<20)
@@ -602,7 +602,7 @@ func TestSoakSRQ(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := fabric.New(fabric.Config{Seed: int64(seed)})
 		defer f.Close()
-		f.SetImpairment(soakImpairment)
+		f.SetImpairment(soakRCImpairment) // RC retries: see TestSoakRCRetryBudget
 		rng := rand.New(rand.NewPCG(seed, 0x5e))
 		src := make([]byte, 1<<20)
 		for i := range src {

@@ -39,9 +39,12 @@ func seedFor(t *testing.T) uint64 {
 // soakImpairment is the fabric of both soaks, in both directions.
 var soakImpairment = fabric.Impairment{Loss: 0.10, Reorder: 0.10, Duplicate: 0.05}
 
-// soakRCImpairment is TestSoakRC's fabric: soakImpairment with less loss,
-// so that the soak's chance of a legitimate RETRY_EXC_ERR stays far below
-// one in ten thousand runs (soakRetryExhaustion).
+// soakRCImpairment is the fabric of the soaks whose RC QPs retry
+// (TestSoakRC, TestSoakRCAllOps, TestSoakSRQ, TestSoakTM): soakImpairment
+// with less loss, so that a soak's chance of a legitimate RETRY_EXC_ERR
+// stays far below one in ten thousand runs (soakRetryExhaustion; the
+// others send fewer messages than TestSoakRC's 10,000). At 10% loss
+// TestSoakRCAllOps ended a READ with RETRY_EXC_ERR in one CI run.
 var soakRCImpairment = fabric.Impairment{Loss: 0.03, Reorder: 0.10, Duplicate: 0.05}
 
 // soakRCStallsPerRound is measured: TestSoakRC over soakImpairment (10%

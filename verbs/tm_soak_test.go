@@ -69,7 +69,7 @@ func TestSoakTM(t *testing.T) {
 		t0 := time.Now()
 		f := fabric.New(fabric.Config{Seed: int64(seed)})
 		defer f.Close()
-		f.SetImpairment(soakImpairment)
+		f.SetImpairment(soakRCImpairment) // RC retries: see TestSoakRCRetryBudget
 		s := newTMSoak(t, f, seed, total)
 		if err := s.run(); err != nil {
 			t.Error(err)

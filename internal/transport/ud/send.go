@@ -177,6 +177,9 @@ func (qp *QP) enqueueLocked(wr *ibv.SendWR) error {
 		signaled: transport.Signaled(qp.cfg.SigAll, wr.Flags),
 		pieces:   1,
 	}
+	if qp.cfg.GSI {
+		w.qkey = wire.GSIQKey // rxe_req.c init_req_packet: QP1 sends GSI_QKEY
+	}
 	w.sgl = append(sgl, wr.SGList...)
 	w.inline = inline
 	w.tsoHdr = hdr
@@ -423,6 +426,11 @@ func (qp *QP) sendPacketLocked(w *sendWQE, k int, out transport.Output) (int, bo
 	h.BTH.PKey = wire.DefaultPKey
 	h.BTH.DestQP = w.remoteQPN
 	h.BTH.PSN = w.psn.Add(uint32(k))
+	// rxe sets AckReq on the last packet of every message, UD's too
+	// (rxe_req.c init_req_packet: ack_req for RXE_END_MASK), and so do the
+	// QP1 MADs of the rping capture (wire/testdata/rping_cm.pcap); the
+	// GSI QP's MADs match them bit for bit. Other UD QPs leave it clear.
+	h.BTH.AckReq = qp.cfg.GSI
 	qkey := w.qkey
 	if qkey&qkeyUseQP != 0 {
 		// IBTA 10.2.5: a Q_Key with its high-order bit set in a send WR

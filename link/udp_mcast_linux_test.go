@@ -122,87 +122,119 @@ func TestUDPMulticast(t *testing.T) {
 		{"IPv4", [3]string{"127.0.0.1", "127.0.0.2", "127.0.0.3"}, "239.1.2.3"},
 		{"IPv6", [3]string{"fd00::1", "fd00::2", "fd00::3"}, "ff0e::1:2:3"},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			var ends [3]*mcastEnd
-			gid := verbs.GIDFromAddr(netip.MustParseAddr(c.group))
-			err := ns.Do(func() error {
-				for i, a := range c.addrs {
-					e, err := newMcastEnd(t, a, 0x5151)
-					if err != nil {
-						return fmt.Errorf("%s: %w", a, err)
-					}
-					ends[i] = e
+		t.Run(c.name, func(t *testing.T) { mcastRound(t, ns, ns, c.addrs, c.group) })
+	}
+}
+
+// TestUDPMulticastTwoHosts is TestUDPMulticast across a veth pair between
+// two namespaces, as between two hosts: the sender in one, the two
+// receivers in the other, over IPv4 and IPv6. The multicast leaves by the
+// interface holding the sender's address (IP_MULTICAST_IF) with no route
+// for it. Root only.
+func TestUDPMulticastTwoHosts(t *testing.T) {
+	netnstest.Require(t)
+	a := netnstest.New(t, fmt.Sprintf("mc2-%d-a", os.Getpid()))
+	b := netnstest.New(t, fmt.Sprintf("mc2-%d-b", os.Getpid()))
+	netnstest.Veth(t, a, "mca", "10.78.0.1/24", b, "mcb", "10.78.0.2/24", 1500)
+	b.AddAddr(t, "mcb", "10.78.0.3/24")
+	a.AddAddr(t, "mca", "fd00:78::1/64")
+	b.AddAddr(t, "mcb", "fd00:78::2/64")
+	b.AddAddr(t, "mcb", "fd00:78::3/64")
+	t.Run("IPv4", func(t *testing.T) {
+		mcastRound(t, a, b, [3]string{"10.78.0.1", "10.78.0.2", "10.78.0.3"}, "239.1.2.4")
+	})
+	t.Run("IPv6", func(t *testing.T) {
+		mcastRound(t, a, b, [3]string{"fd00:78::1", "fd00:78::2", "fd00:78::3"}, "ff0e::1:2:4")
+	})
+}
+
+// mcastRound runs the multicast exchange: a device at addrs[0] in sns
+// sends to group, devices at addrs[1] and addrs[2] in rns are attached to
+// it; both receive every datagram (the group in the GRH, the AH's hop
+// limit, the ICRC checked), and after one detaches only the other.
+func mcastRound(t *testing.T, sns, rns *netnstest.NS, addrs [3]string, group string) {
+	var ends [3]*mcastEnd
+	gid := verbs.GIDFromAddr(netip.MustParseAddr(group))
+	err := sns.Do(func() error {
+		e, err := newMcastEnd(t, addrs[0], 0x5151)
+		ends[0] = e
+		return err
+	})
+	if err == nil {
+		err = rns.Do(func() error {
+			for i, a := range addrs[1:] {
+				e, err := newMcastEnd(t, a, 0x5151)
+				if err != nil {
+					return fmt.Errorf("%s: %w", a, err)
 				}
-				for _, e := range ends[1:] {
-					if err := e.qp.AttachMcast(gid, 0); err != nil {
-						return fmt.Errorf("attach: %w", err)
-					}
-				}
-				return nil
-			})
-			if errors.Is(err, syscall.ENODEV) || errors.Is(err, syscall.EADDRNOTAVAIL) {
-				t.Skipf("no multicast on the namespace's loopback: %v", err)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := ends[0]
-			ah, err := s.pd.CreateAH(ibv.AHAttr{IsGlobal: true, PortNum: 1,
-				GRH: ibv.GlobalRoute{DGID: netip.MustParseAddr(c.group), HopLimit: 4}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			send := func(k int) {
-				t.Helper()
-				for i := range 300 {
-					s.buf[i] = byte(i*5 + k)
-				}
-				if _, err := s.qp.PostSend(ibv.SendWR{WRID: uint64(k), Opcode: ibv.WRSend, Flags: ibv.SendSignaled,
-					SGList: []ibv.SGE{s.mr.SGE(0, 300)}, AH: ah, RemoteQPN: verbs.MulticastQPN, RemoteQKey: 0x5151}); err != nil {
-					t.Fatal(err)
-				}
-				if w := waitCQ(t, s.cq, 1)[0]; w.Status != ibv.WCSuccess {
-					t.Fatalf("send: %+v", w)
-				}
-			}
-			check := func(k int, r *mcastEnd) {
-				t.Helper()
-				w := waitCQ(t, r.cq, 1)[0]
-				if w.Status != ibv.WCSuccess || w.SrcQP != s.qp.QPN() || w.ByteLen != verbs.GRHLen+300 {
-					t.Fatalf("%v: %+v", r.dev.Addr(), w)
-				}
-				b := r.buf[int(w.WRID)*1024:]
-				g, err := verbs.ParseGRH(b[:verbs.GRHLen])
-				if err != nil || g.Src != s.dev.Addr() || g.Dst != netip.MustParseAddr(c.group) || g.HopLimit != 4 {
-					t.Fatalf("%v: GRH %+v, %v", r.dev.Addr(), g, err)
-				}
-				if !bytes.Equal(b[verbs.GRHLen:verbs.GRHLen+300], s.buf[:300]) {
-					t.Fatalf("%v: payload differs", r.dev.Addr())
+				ends[i+1] = e
+				// Attach inside the namespace: the group's socket is
+				// made there.
+				if err := e.qp.AttachMcast(gid, 0); err != nil {
+					return fmt.Errorf("attach: %w", err)
 				}
 			}
-			for k := range 3 {
-				send(k)
-				check(k, ends[1])
-				check(k, ends[2])
-			}
-			if err := ends[1].qp.DetachMcast(gid, 0); err != nil {
-				t.Fatal(err)
-			}
-			send(3)
-			check(3, ends[2])
-			time.Sleep(50 * time.Millisecond)
-			if n := ends[1].cq.Poll(make([]ibv.WorkCompletion, 4)); n != 0 {
-				t.Fatalf("a detached device received %d", n)
-			}
-			for _, e := range ends {
-				if c := e.dev.Counters(); c.ICRCErr != 0 {
-					t.Fatalf("%v: ICRC errors %d", e.dev.Addr(), c.ICRCErr)
-				}
-			}
-			if st := ends[2].link.Stats(); st.RxMcastDrops != 0 {
-				t.Fatalf("multicast queue drops %d", st.RxMcastDrops)
-			}
+			return nil
 		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := ends[0]
+	ah, err := s.pd.CreateAH(ibv.AHAttr{IsGlobal: true, PortNum: 1,
+		GRH: ibv.GlobalRoute{DGID: netip.MustParseAddr(group), HopLimit: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(k int) {
+		t.Helper()
+		for i := range 300 {
+			s.buf[i] = byte(i*5 + k)
+		}
+		if _, err := s.qp.PostSend(ibv.SendWR{WRID: uint64(k), Opcode: ibv.WRSend, Flags: ibv.SendSignaled,
+			SGList: []ibv.SGE{s.mr.SGE(0, 300)}, AH: ah, RemoteQPN: verbs.MulticastQPN, RemoteQKey: 0x5151}); err != nil {
+			t.Fatal(err)
+		}
+		if w := waitCQ(t, s.cq, 1)[0]; w.Status != ibv.WCSuccess {
+			t.Fatalf("send: %+v", w)
+		}
+	}
+	check := func(k int, r *mcastEnd) {
+		t.Helper()
+		w := waitCQ(t, r.cq, 1)[0]
+		if w.Status != ibv.WCSuccess || w.SrcQP != s.qp.QPN() || w.ByteLen != verbs.GRHLen+300 {
+			t.Fatalf("%v: %+v", r.dev.Addr(), w)
+		}
+		b := r.buf[int(w.WRID)*1024:]
+		g, err := verbs.ParseGRH(b[:verbs.GRHLen])
+		if err != nil || g.Src != s.dev.Addr() || g.Dst != netip.MustParseAddr(group) || g.HopLimit != 4 {
+			t.Fatalf("%v: GRH %+v, %v", r.dev.Addr(), g, err)
+		}
+		if !bytes.Equal(b[verbs.GRHLen:verbs.GRHLen+300], s.buf[:300]) {
+			t.Fatalf("%v: payload differs", r.dev.Addr())
+		}
+	}
+	for k := range 3 {
+		send(k)
+		check(k, ends[1])
+		check(k, ends[2])
+	}
+	if err := ends[1].qp.DetachMcast(gid, 0); err != nil {
+		t.Fatal(err)
+	}
+	send(3)
+	check(3, ends[2])
+	time.Sleep(50 * time.Millisecond)
+	if n := ends[1].cq.Poll(make([]ibv.WorkCompletion, 4)); n != 0 {
+		t.Fatalf("a detached device received %d", n)
+	}
+	for _, e := range ends {
+		if c := e.dev.Counters(); c.ICRCErr != 0 {
+			t.Fatalf("%v: ICRC errors %d", e.dev.Addr(), c.ICRCErr)
+		}
+	}
+	if st := ends[2].link.Stats(); st.RxMcastDrops != 0 {
+		t.Fatalf("multicast queue drops %d", st.RxMcastDrops)
 	}
 }
 

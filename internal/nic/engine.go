@@ -145,6 +145,8 @@ type NIC struct {
 
 	xrc xrcTables // XRC SRQs by number, XRC_RECV QPs by QPN
 
+	mcast mcastTable // multicast groups and their QPs
+
 	procs  []*processor
 	txs    txPool      // outputs of the goroutines that run QPs inline
 	poll   link.Poller // the link, when it can be read without waiting
@@ -333,7 +335,7 @@ func (n *NIC) registerQP(typ ibv.QPType, fixed uint32, mk func(qpn uint32, s Sch
 			if i > wire.QPNMask {
 				return 0, fmt.Errorf("%w: no free QPN", ErrNoMemory)
 			}
-			if _, used := n.qps[qpn]; !used && qpn > 1 {
+			if _, used := n.qps[qpn]; !used && qpn > 1 && qpn != wire.MulticastQPN {
 				break
 			}
 			qpn = (qpn + 1) & wire.QPNMask
@@ -409,8 +411,12 @@ func (n *NIC) receive(r *reader, p *transport.RxPacket, d *link.Datagram) bool {
 		return false
 	}
 	p.Encap = d.Encap
-	// rxe_recv.c rxe_chk_dgid: the destination must be our GID.
-	if p.Encap.Dst.Unmap() != n.addr.Unmap() {
+	// rxe_recv.c rxe_chk_dgid: the destination must be our GID, or a
+	// multicast group (receiveMcast: only the groups our QPs joined).
+	if d := p.Encap.Dst.Unmap(); d != n.addr.Unmap() {
+		if d.IsMulticast() {
+			return n.receiveMcast(r, p, d)
+		}
 		c.DropAddr.Add(1)
 		return false
 	}

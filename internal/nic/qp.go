@@ -2,6 +2,7 @@ package nic
 
 import (
 	"fmt"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/internal/transport/rc"
 	"github.com/softnic/softnic/internal/transport/ud"
+	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -51,7 +53,7 @@ func (n *NIC) QueryDevice() ibv.DeviceAttr {
 	if n.mem.Limits().PersistentMemory {
 		caps |= ibv.CapFlushPersistent
 	}
-	return ibv.DeviceAttr{
+	a := ibv.DeviceAttr{
 		FWVer:             "softnic 0.1",
 		NodeGUID:          guid,
 		SysImageGUID:      guid,
@@ -83,6 +85,12 @@ func (n *NIC) QueryDevice() ibv.DeviceAttr {
 		MaxMsgSize:        rc.MaxMsgSize,
 		MaxFastRegPageLen: 512,
 	}
+	if link.CanMulticast(n.cfg.Link) {
+		a.MaxMcastGrp = MaxMcastGroups
+		a.MaxMcastQPAttach = MaxMcastQPAttach
+		a.MaxTotalMcastQPAttach = MaxTotalMcastQPAttach
+	}
+	return a
 }
 
 // nodeGUID is an EUI-64 made from the address, as rxe makes one from the
@@ -152,6 +160,8 @@ type QP struct {
 	toErr atomic.Bool
 	// gsi marks QP1, the General Services QP (QPInitAttr.GSI).
 	gsi bool
+	// mcast are the multicast groups the QP is attached to; guarded by mu.
+	mcast []netip.Addr
 
 	// An XRC_RECV QP's domain, and how many handles (its creation and
 	// each OpenQP) are not yet destroyed.
@@ -496,6 +506,7 @@ func (qp *QP) Destroy() error {
 		qp.n.xrc.mu.Unlock()
 		qp.xrcd.unuse()
 	}
+	qp.detachAllMcastLocked()
 	qp.dead.Store(true)
 	qp.n.UnregisterQP(qp.qpn)
 	if qp.xrcd == nil {

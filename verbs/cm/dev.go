@@ -36,6 +36,7 @@ type cmDev struct {
 	sbuf  []byte
 	smr   *verbs.MR
 
+	upd       *verbs.PD // the PD of IDs' QPs made without one (ucma_get_pd)
 	mu        sync.Mutex
 	free      []int
 	ahs       map[netip.Addr]*verbs.AH
@@ -111,8 +112,23 @@ func (cd *cmDev) postRecv(slot int) error {
 	return err
 }
 
+// userPD returns the device's PD for the IDs' QPs. c.mu held.
+func (cd *cmDev) userPD() (*verbs.PD, error) {
+	if cd.upd == nil {
+		pd, err := cd.dev.AllocPD()
+		if err != nil {
+			return nil, err
+		}
+		cd.upd = pd
+	}
+	return cd.upd, nil
+}
+
 // close releases the device's CM resources (the device stays open).
 func (cd *cmDev) close() {
+	if cd.upd != nil {
+		cd.upd.Dealloc() // EBUSY while the application still has objects on it
+	}
 	cd.mu.Lock()
 	for _, ah := range cd.ahs {
 		ah.Destroy()

@@ -81,7 +81,6 @@ type ID struct {
 
 	qp     *verbs.QP
 	pd     *verbs.PD
-	ownPD  bool
 	ownCQ  *verbs.CQ
 	qpNum  uint32 // conn_param.qp_num when the ID has no QP
 	srq    bool
@@ -452,7 +451,9 @@ func (id *ID) Device() *verbs.Device {
 	return id.dev.dev
 }
 
-// PD is the protection domain CreateQP made when given none (rdma_cm_id.pd).
+// PD is the protection domain of the ID's QP (rdma_cm_id.pd): the one
+// given to CreateQP, or the device's PD the CM shares among its IDs when
+// given none (librdmacm's ucma_get_pd), which lives until the CM's Close.
 func (id *ID) PD() *verbs.PD {
 	if !id.ok() {
 		return nil
@@ -463,9 +464,9 @@ func (id *ID) PD() *verbs.PD {
 }
 
 // CreateQP creates the ID's QP on its device (rdma_create_qp); pd nil
-// allocates one, nil CQs get one CQ of the ID's. The CM moves the QP
-// through INIT, RTR and RTS from the connection's attributes (UD: INIT..RTS
-// at once with the port space's Q_Key).
+// takes the device's shared PD (see PD), nil CQs get one CQ of the ID's.
+// The CM moves the QP through INIT, RTR and RTS from the connection's
+// attributes (UD: INIT..RTS at once with the port space's Q_Key).
 func (id *ID) CreateQP(pd *verbs.PD, attr verbs.QPInitAttr) (*verbs.QP, error) {
 	if err := id.lock(); err != nil {
 		return nil, err
@@ -487,16 +488,11 @@ func (id *ID) createQPLocked(pd *verbs.PD, attr verbs.QPInitAttr) (*verbs.QP, er
 	if attr.Type != id.qpType {
 		return nil, errf(verbs.EINVAL, "QP type %v on a %v ID", attr.Type, id.qpType)
 	}
-	ownPD := false
 	if pd == nil {
-		if id.pd != nil {
-			pd = id.pd
-		} else {
-			var err error
-			if pd, err = id.dev.dev.AllocPD(); err != nil {
-				return nil, err
-			}
-			ownPD = true
+		// librdmacm ucma_get_pd: one PD per device, shared by its IDs.
+		var err error
+		if pd, err = id.dev.userPD(); err != nil {
+			return nil, err
 		}
 	}
 	var ownCQ *verbs.CQ
@@ -504,9 +500,6 @@ func (id *ID) createQPLocked(pd *verbs.PD, attr verbs.QPInitAttr) (*verbs.QP, er
 		n := max(int(attr.Cap.MaxSendWR)+int(attr.Cap.MaxRecvWR), 1)
 		cq, err := id.dev.dev.CreateCQ(n, nil)
 		if err != nil {
-			if ownPD {
-				pd.Dealloc()
-			}
 			return nil, err
 		}
 		ownCQ = cq
@@ -528,18 +521,11 @@ func (id *ID) createQPLocked(pd *verbs.PD, attr verbs.QPInitAttr) (*verbs.QP, er
 		if ownCQ != nil {
 			ownCQ.Destroy()
 		}
-		if ownPD {
-			pd.Dealloc()
-		}
 		return nil, err
 	}
 	id.qp, id.ownCQ = qp, ownCQ
 	id.srq = attr.SRQ != nil
-	if ownPD {
-		id.pd, id.ownPD = pd, true
-	} else if id.pd == nil {
-		id.pd = pd
-	}
+	id.pd = pd
 	return qp, nil
 }
 
@@ -1211,10 +1197,6 @@ func (id *ID) destroy(wait bool) error {
 		delete(c.byCM, ib)
 	}
 	delete(c.ids, id)
-	if id.ownPD && id.qp == nil {
-		id.pd.Dealloc()
-		id.pd, id.ownPD = nil, false
-	}
 	c.mu.Unlock()
 	if ib != nil {
 		ib.Destroy()

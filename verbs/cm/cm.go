@@ -174,6 +174,7 @@ type CM struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
 	ids    map[*ID]struct{}
+	chans  map[*EventChannel]struct{}
 	binds  map[bindKey][]*ID
 	byCM   map[*ibcm.ID]*ID
 	closed bool
@@ -204,7 +205,7 @@ func New(cfg Config) (*CM, error) {
 		cfg.Clock = clock.New()
 	}
 	c := &CM{cfg: cfg, clk: cfg.Clock, ids: map[*ID]struct{}{}, binds: map[bindKey][]*ID{},
-		byCM: map[*ibcm.ID]*ID{}, rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
+		byCM: map[*ibcm.ID]*ID{}, chans: map[*EventChannel]struct{}{}, rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
 	c.cond = sync.NewCond(&c.mu)
 	c.qcond = sync.NewCond(&c.qmu)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -234,7 +235,9 @@ func (c *CM) closeDevs() {
 	}
 }
 
-// Close destroys every ID and stops the CM's agents.
+// Close destroys every ID (as Destroy does, without waiting for acks)
+// and stops the CM's agents; GetEvent on its channels then returns the
+// events left and ENODEV.
 func (c *CM) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -251,6 +254,14 @@ func (c *CM) Close() error {
 	}
 	c.mu.Lock()
 	c.closed = true
+	c.cond.Broadcast()
+	for ch := range c.chans {
+		// Waiters in GetEvent see the CM gone.
+		select {
+		case ch.notify <- struct{}{}:
+		default:
+		}
+	}
 	c.mu.Unlock()
 	for _, d := range c.devs {
 		d.agent.Close()
@@ -304,7 +315,14 @@ type EventChannel struct {
 
 // CreateEventChannel is rdma_create_event_channel.
 func (c *CM) CreateEventChannel() *EventChannel {
-	return &EventChannel{c: c, notify: make(chan struct{}, 1)}
+	if c == nil {
+		return nil
+	}
+	ch := &EventChannel{c: c, notify: make(chan struct{}, 1)}
+	c.mu.Lock()
+	c.chans[ch] = struct{}{}
+	c.mu.Unlock()
+	return ch
 }
 
 // post queues ev on the channel. c.mu held.
@@ -345,6 +363,10 @@ func (ch *EventChannel) GetEvent(ctx context.Context) (*Event, error) {
 			c.mu.Unlock()
 			return ev, nil
 		}
+		if c.closed {
+			c.mu.Unlock()
+			return nil, fmt.Errorf("cm: CM closed: %w", verbs.ENODEV)
+		}
 		c.mu.Unlock()
 		select {
 		case <-ch.notify:
@@ -366,5 +388,6 @@ func (ch *EventChannel) Close() error {
 		return fmt.Errorf("cm: channel has %d IDs: %w", ch.users, verbs.EBUSY)
 	}
 	ch.closed = true
+	delete(ch.c.chans, ch)
 	return nil
 }

@@ -831,3 +831,164 @@ func TestGetAddrInfo(t *testing.T) {
 		t.Errorf("active without node: %v", err)
 	}
 }
+
+// TestMultipleDevices: one CM over two devices (10.0.0.2 and 10.0.1.2);
+// a listener on the unspecified address takes requests on both, each new
+// ID bound to the device the request came to; a zero source picks the
+// device in the destination's subnet, and a destination none can reach
+// is ADDR_ERROR.
+func TestMultipleDevices(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 4})
+		defer f.Close()
+		open := func(a string) *verbs.Device {
+			ep, err := f.Attach(netip.MustParseAddr(a))
+			if err != nil {
+				t.Fatal(err)
+			}
+			dev, err := verbs.Open(verbs.Config{Link: ep})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { dev.Close() })
+			return dev
+		}
+		b1, b2, a1, a2 := open("10.0.0.2"), open("10.0.1.2"), open("10.0.0.1"), open("10.0.1.1")
+		newCM := func(devs ...*verbs.Device) (*cm.CM, *cm.EventChannel) {
+			c, err := cm.New(cm.Config{Devices: devs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			return c, c.CreateEventChannel()
+		}
+		cB, chB := newCM(b1, b2)
+		l, _ := cB.CreateID(chB, nil, cm.PSTCP, ibv.QPTypeRC)
+		l.BindAddr(netip.AddrPortFrom(netip.IPv4Unspecified(), port))
+		l.Listen(8)
+		for _, tc := range []struct {
+			from *verbs.Device
+			to   *verbs.Device
+		}{{a1, b1}, {a2, b2}} {
+			c, ch := newCM(tc.from)
+			id, _ := c.CreateID(ch, nil, cm.PSTCP, ibv.QPTypeRC)
+			id.ResolveAddr(netip.AddrPort{}, netip.AddrPortFrom(tc.to.Addr(), port), time.Second)
+			expect(t, ch, cm.EventAddrResolved)
+			id.ResolveRoute(time.Second)
+			expect(t, ch, cm.EventRouteResolved)
+			id.Connect(&cm.ConnParam{QPNum: 5})
+			ev := expect(t, chB, cm.EventConnectRequest)
+			if ev.ID.Device() != tc.to || ev.ID.LocalAddr() != netip.AddrPortFrom(tc.to.Addr(), port) ||
+				ev.ID.PeerAddr() != id.LocalAddr() {
+				t.Errorf("request to %v: on %v, %v from %v", tc.to.Addr(), ev.ID.Device().Addr(), ev.ID.LocalAddr(), ev.ID.PeerAddr())
+			}
+		}
+		for _, dst := range []*verbs.Device{a1, a2} {
+			id, _ := cB.CreateID(chB, nil, cm.PSTCP, ibv.QPTypeRC)
+			id.ResolveAddr(netip.AddrPort{}, netip.AddrPortFrom(dst.Addr(), 1), time.Second)
+			expect(t, chB, cm.EventAddrResolved)
+			if want, _ := dst.Addr().Prefix(24); !want.Contains(id.LocalAddr().Addr()) || id.Device().Addr() != id.LocalAddr().Addr() {
+				t.Errorf("to %v from %v", dst.Addr(), id.LocalAddr())
+			}
+			id.Destroy()
+		}
+		id, _ := cB.CreateID(chB, nil, cm.PSTCP, ibv.QPTypeRC)
+		id.ResolveAddr(netip.AddrPort{}, netip.MustParseAddrPort("192.168.0.1:1"), time.Second)
+		if ev := expect(t, chB, cm.EventAddrError); ev.Status != -int(syscall.ENETUNREACH) {
+			t.Errorf("unreachable destination: status %d", ev.Status)
+		}
+	})
+}
+
+// TestUCAndIPv6: a UC connection over IPv6 addresses carries a SEND.
+func TestUCAndIPv6(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 9})
+		defer f.Close()
+		a6, b6 := netip.MustParseAddr("fd00::1"), netip.MustParseAddr("fd00::2")
+		var hs []*host
+		for _, a := range []netip.Addr{a6, b6} {
+			ep, _ := f.Attach(a)
+			dev, _ := verbs.Open(verbs.Config{Link: ep})
+			c, err := cm.New(cm.Config{Devices: []*verbs.Device{dev}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { c.Close(); dev.Close() }()
+			hs = append(hs, &host{dev: dev, cm: c, ch: c.CreateEventChannel()})
+		}
+		l, _ := hs[1].cm.CreateID(hs[1].ch, nil, cm.PSTCP, ibv.QPTypeUC)
+		if err := l.BindAddr(netip.AddrPortFrom(netip.IPv6Unspecified(), port)); err != nil {
+			t.Fatal(err)
+		}
+		l.Listen(1)
+		cli, _ := hs[0].cm.CreateID(hs[0].ch, nil, cm.PSTCP, ibv.QPTypeUC)
+		cli.ResolveAddr(netip.AddrPort{}, netip.AddrPortFrom(b6, port), time.Second)
+		expect(t, hs[0].ch, cm.EventAddrResolved)
+		cli.ResolveRoute(time.Second)
+		expect(t, hs[0].ch, cm.EventRouteResolved)
+		mkQP(t, cli)
+		cli.Connect(&cm.ConnParam{PrivateData: []byte("v6")})
+		req := expect(t, hs[1].ch, cm.EventConnectRequest)
+		if !bytes.HasPrefix(req.Conn.PrivateData, []byte("v6")) || req.ID.PeerAddr() != cli.LocalAddr() {
+			t.Fatalf("request %q from %v", req.Conn.PrivateData[:2], req.ID.PeerAddr())
+		}
+		srv := req.ID
+		mkQP(t, srv)
+		rr := newRegion(t, srv.PD(), 16)
+		srv.QP().PostRecv(ibv.RecvWR{SGList: []ibv.SGE{rr.mr.SGE(0, 16)}})
+		srv.Accept(nil)
+		expect(t, hs[0].ch, cm.EventEstablished)
+		expect(t, hs[1].ch, cm.EventEstablished)
+		sr := newRegion(t, cli.PD(), 16)
+		copy(sr.buf, "uc")
+		cli.QP().PostSend(ibv.SendWR{Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGList: []ibv.SGE{sr.mr.SGE(0, 2)}})
+		if wc := waitWC(t, cqs[srv]); wc.Status != ibv.WCSuccess || string(rr.buf[:2]) != "uc" {
+			t.Errorf("UC receive %+v %q", wc, rr.buf[:2])
+		}
+	})
+}
+
+// TestCloseWakesGetEvent: a GetEvent waiting when the CM closes returns
+// ENODEV.
+func TestCloseWakesGetEvent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bd := newBed(t)
+		errc := make(chan error)
+		go func() {
+			_, err := bd.a.ch.GetEvent(context.Background())
+			errc <- err
+		}()
+		synctest.Wait()
+		bd.a.cm.Close()
+		if err := <-errc; !errors.Is(err, verbs.ENODEV) {
+			t.Errorf("GetEvent after Close: %v", err)
+		}
+	})
+}
+
+// TestEstablishBeforeRTU: with the RTU lost, rdma_establish (the QP's
+// COMM_EST) establishes the passive side at once; its REP is not resent.
+func TestEstablishBeforeRTU(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bd := newBed(t)
+		bd.listen()
+		log := bd.tapMADs()
+		bd.f.AddFilter(fabric.DropIf(madIs(wire.CMAttrRTU)))
+		cli := bd.resolve(false)
+		cli.Connect(nil)
+		srv := expect(t, bd.b.ch, cm.EventConnectRequest).ID
+		mkQP(t, srv)
+		srv.Accept(nil)
+		expect(t, bd.a.ch, cm.EventEstablished)
+		if err := srv.Establish(); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, bd.b.ch, cm.EventEstablished)
+		bd.clk.Advance(10 * time.Second)
+		log.want(t, "A>B REQ, B>A REP, A>B RTU")
+		if err := cli.Establish(); !errors.Is(err, syscall.EISCONN) {
+			t.Errorf("establish when established: %v", err)
+		}
+	})
+}

@@ -142,6 +142,7 @@ func (c *CM) newID(ch *EventChannel, context any, ps PortSpace, qpType ibv.QPTyp
 	if ch == nil {
 		id.ch = &EventChannel{c: c, notify: make(chan struct{}, 1), sync: true}
 		id.sync = true
+		c.chans[id.ch] = struct{}{}
 	}
 	id.ch.users++
 	if ps == PSUDP || ps == PSIB || ps == PSIPoIB {
@@ -1020,6 +1021,20 @@ func (id *ID) acceptLocked(p *ConnParam) (bool, error) {
 	return err == nil, err
 }
 
+// Establish tells the CM that the ID's QP received data before the
+// connection's RTU (rdma_establish, for IBV_EVENT_COMM_EST): the passive
+// side is established at once (ESTABLISHED) and stops resending its REP.
+func (id *ID) Establish() error {
+	if err := id.lock(); err != nil {
+		return err
+	}
+	defer id.cm.mu.Unlock()
+	if id.ib == nil || id.state != stConnect || id.qpType == ibv.QPTypeUD {
+		return errf(verbs.EINVAL, "establish in state %d", id.state)
+	}
+	return id.ib.Establish()
+}
+
 // Reject rejects a connection request with private data (rdma_reject):
 // an IB CM REJ with reason 28, consumer reject (a SIDR_REP with status
 // reject for UD).
@@ -1187,6 +1202,7 @@ func (id *ID) destroy(wait bool) error {
 	id.ch.users--
 	if id.sync {
 		id.ch.closed = true
+		delete(c.chans, id.ch)
 		select {
 		case id.ch.notify <- struct{}{}:
 		default:

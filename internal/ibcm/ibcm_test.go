@@ -775,3 +775,122 @@ func TestInvalidGIDRejected(t *testing.T) {
 }
 
 func gidBytes(a interface{ As16() [16]byte }) []byte { g := a.As16(); return g[:] }
+
+// TestInvalidTransport: a REQ for an RD or XRC transport is rejected with
+// reason 9.
+func TestInvalidTransport(t *testing.T) {
+	bd := newBed(t)
+	bd.listen()
+	m := wire.CMReq(wire.PutCM(make([]byte, wire.MADLen), wire.CMAttrREQ, 5))
+	m.SetLocalCommID(77)
+	m.SetServiceID(service)
+	m.SetTransportServiceType(wire.CMTransportRD)
+	m.SetPrimaryRemotePortGID(gidBytes(addrB))
+	bd.b.Receive(m.MAD(), addrA)
+	var rej wire.CMRej
+	bd.p.drop = func(p pkt) bool { rej = wire.CMRej(p.mad); return true }
+	bd.p.pump()
+	if rej == nil || rej.Reason() != wire.CMRejInvalidTransport || rej.MessageRejected() != wire.CMMsgResponseREQ {
+		t.Fatalf("REJ %v", rej)
+	}
+}
+
+// TestActiveRejectsREP: the active consumer refuses the REP: REJ with
+// message rejected REP; the passive side, in REP_SENT, stops resending and
+// reports it.
+func TestActiveRejectsREP(t *testing.T) {
+	bd := newBed(t)
+	bd.listen()
+	act := bd.connect(7)
+	bd.p.pump()
+	pas := bd.rb.last(t).ID
+	pas.SendREP(&RepParam{QPNum: 8})
+	bd.p.pump()
+	var rej wire.CMRej
+	bd.p.drop = func(p pkt) bool { rej = wire.CMRej(p.mad); return false }
+	if err := act.SendREJ(wire.CMRejConsumerDefined, nil, []byte("no thanks")); err != nil {
+		t.Fatal(err)
+	}
+	bd.p.pump()
+	if rej.MessageRejected() != wire.CMMsgResponseREP || rej.LocalCommID() != act.LocalID() || rej.RemoteCommID() != pas.LocalID() {
+		t.Errorf("REJ message %d comm IDs %#x %#x", rej.MessageRejected(), rej.LocalCommID(), rej.RemoteCommID())
+	}
+	if act.State() != StateIdle || pas.State() != StateIdle || bd.rb.last(t).Type != EventRejReceived {
+		t.Errorf("states %v %v event %v", act.State(), pas.State(), bd.rb.last(t).Type)
+	}
+	if bd.clk.Pending() != 0 {
+		t.Errorf("%d timers left (the REP's retry)", bd.clk.Pending())
+	}
+}
+
+// TestSimultaneousDisconnect: both sides send a DREQ at once; each answers
+// the other's with a DREP and both go through timewait once.
+func TestSimultaneousDisconnect(t *testing.T) {
+	bd := newBed(t)
+	act, pas := bd.established()
+	bd.ra.evs, bd.rb.evs = nil, nil
+	act.SendDREQ(nil)
+	pas.SendDREQ(nil)
+	bd.p.pump()
+	if act.State() != StateDreqRcvd || pas.State() != StateDreqRcvd {
+		t.Fatalf("states %v %v", act.State(), pas.State())
+	}
+	act.SendDREP(nil)
+	pas.SendDREP(nil)
+	bd.p.pump()
+	bd.wantLog("A>B DREQ", "B>A DREQ", "A>B DREP", "B>A DREP")
+	if act.State() != StateTimewait || pas.State() != StateTimewait {
+		t.Fatalf("states %v %v", act.State(), pas.State())
+	}
+	bd.clk.Advance(2048 * time.Millisecond)
+	wantEvents(t, bd.ra, "IB_CM_DREQ_RECEIVED IB_CM_TIMEWAIT_EXIT")
+	wantEvents(t, bd.rb, "IB_CM_DREQ_RECEIVED IB_CM_TIMEWAIT_EXIT")
+	if bd.clk.Pending() != 0 {
+		t.Errorf("%d timers left", bd.clk.Pending())
+	}
+}
+
+// TestStaleREP: a REP from a QP still connected to one of ours is
+// rejected as stale; the old connection is disconnected.
+func TestStaleREP(t *testing.T) {
+	bd := newBed(t)
+	act, _ := bd.established() // B's QP 0x22 is connected to A's act
+	id2, _ := bd.a.CreateID(bd.ra.handle, nil)
+	id2.SendREQ(reqParam(service, 0x55, nil))
+	bd.p.pump()
+	pas2 := bd.rb.last(t).ID
+	pas2.SendREP(&RepParam{QPNum: 0x22}) // the same remote QPN again
+	bd.p.pump()
+	bd.wantLog("A>B REQ", "B>A REP", "A>B REJ", "A>B DREQ")
+	if id2.State() != StateTimewait || act.State() != StateDreqSent || pas2.State() != StateTimewait {
+		t.Errorf("states %v %v %v", id2.State(), act.State(), pas2.State())
+	}
+}
+
+// TestMRAForREP: an MRA of the REP stretches the REP's retry to the
+// service timeout plus the path's.
+func TestMRAForREP(t *testing.T) {
+	bd := newBed(t)
+	bd.listen()
+	act := bd.connect(7)
+	bd.p.pump()
+	pas := bd.rb.last(t).ID
+	pas.SendREP(&RepParam{QPNum: 8})
+	bd.p.pump()
+	if err := act.SendMRA(10, nil); err != nil { // sent at once: no delay flag
+		t.Fatal(err)
+	}
+	bd.p.pump()
+	bd.wantLog("A>B REQ", "B>A REP", "A>B MRA")
+	if pas.State() != StateMRARepRcvd || act.State() != StateMRARepSent {
+		t.Fatalf("states %v %v", pas.State(), act.State())
+	}
+	// 4 ms (service timeout 10) + 2048 ms (path): the REP comes again.
+	bd.clk.Advance(2051 * time.Millisecond)
+	if bd.p.pump() != 0 {
+		t.Fatal("REP resent before the MRA's time")
+	}
+	bd.clk.Advance(time.Millisecond)
+	bd.p.pump()
+	bd.wantLog("B>A REP", "A>B MRA")
+}

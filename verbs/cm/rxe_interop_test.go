@@ -1,0 +1,131 @@
+package cm_test
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/link"
+	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/verbs/cm"
+)
+
+// TestRxeInterop talks to librdmacm's rdma_server and rdma_client
+// (rdmacm-utils) over the kernel's rxe, on the interop bed: it runs only
+// with CM_RXE_LOCAL (this side's address, e.g. 10.77.0.1, bound on UDP
+// 4791: run it in the bed's namespace as root), CM_RXE_PEER (the guest's
+// address) and CM_RXE_ROLE: "client" connects to `rdma_server -s PEER`
+// on port 7471, "server" listens on 7471 for `rdma_client -s LOCAL`. Each
+// side sends the other 16 bytes, then the client disconnects.
+func TestRxeInterop(t *testing.T) {
+	local, peer, role := os.Getenv("CM_RXE_LOCAL"), os.Getenv("CM_RXE_PEER"), os.Getenv("CM_RXE_ROLE")
+	if local == "" || peer == "" {
+		t.Skip("CM_RXE_LOCAL and CM_RXE_PEER are not set (run on the interop bed)")
+	}
+	la, pa := netip.MustParseAddr(local), netip.MustParseAddr(peer)
+	l, err := link.ListenUDP(link.UDPConfig{Addr: la})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := verbs.Open(verbs.Config{Link: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	c, err := cm.New(cm.Config{Devices: []*verbs.Device{dev}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ch := c.CreateEventChannel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	get := func(want cm.EventType) *cm.Event {
+		t.Helper()
+		ev, err := ch.GetEvent(ctx)
+		if err != nil {
+			t.Fatalf("waiting for %v: %v", want, err)
+		}
+		t.Logf("event %v status %d", ev.Type, ev.Status)
+		ev.Ack()
+		if ev.Type != want {
+			t.Fatalf("event %v (status %d), want %v", ev.Type, ev.Status, want)
+		}
+		return ev
+	}
+	var id *cm.ID
+	switch role {
+	case "client":
+		id, _ = c.CreateID(ch, nil, cm.PSTCP, ibv.QPTypeRC)
+		if err := id.ResolveAddr(netip.AddrPort{}, netip.AddrPortFrom(pa, 7471), 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		get(cm.EventAddrResolved)
+		id.ResolveRoute(2 * time.Second)
+		get(cm.EventRouteResolved)
+	case "server":
+		lid, _ := c.CreateID(ch, nil, cm.PSTCP, ibv.QPTypeRC)
+		if err := lid.BindAddr(netip.AddrPortFrom(la, 7471)); err != nil {
+			t.Fatal(err)
+		}
+		lid.Listen(1)
+		t.Log("listening")
+		id = get(cm.EventConnectRequest).ID
+		defer lid.Destroy()
+	default:
+		t.Fatalf("CM_RXE_ROLE %q: client or server", role)
+	}
+	cq, _ := dev.CreateCQ(8, nil)
+	defer cq.Destroy()
+	if _, err := id.CreateQP(nil, verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: cq, RecvCQ: cq,
+		Cap: ibv.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 32)
+	copy(buf[16:], "softnic says hi!")
+	mr, _ := id.PD().RegMR(buf, ibv.AccessLocalWrite)
+	defer mr.Dereg()
+	id.QP().PostRecv(ibv.RecvWR{WRID: 1, SGList: []ibv.SGE{mr.SGE(0, 16)}})
+	wcs := make([]ibv.WorkCompletion, 1)
+	wait := func(what string) ibv.WorkCompletion {
+		t.Helper()
+		if n, err := cq.Wait(ctx, wcs); err != nil || n != 1 || wcs[0].Status != ibv.WCSuccess {
+			t.Fatalf("%s: %d %v %+v", what, n, err, wcs[0])
+		}
+		return wcs[0]
+	}
+	send := func() {
+		id.QP().PostSend(ibv.SendWR{WRID: 2, Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGList: []ibv.SGE{mr.SGE(16, 16)}})
+	}
+	if role == "client" {
+		if err := id.Connect(nil); err != nil {
+			t.Fatal(err)
+		}
+		get(cm.EventEstablished)
+		send()
+		wait("send")
+		wait("receive")
+		t.Logf("received %q", buf[:16])
+		id.Disconnect()
+		get(cm.EventDisconnected)
+	} else {
+		if err := id.Accept(nil); err != nil {
+			t.Fatal(err)
+		}
+		get(cm.EventEstablished)
+		wait("receive")
+		t.Logf("received %q", buf[:16])
+		send()
+		wait("send")
+		get(cm.EventDisconnected)
+		id.Disconnect()
+	}
+	if a, _ := id.QP().Query(); true {
+		t.Logf("QP: dest %#x sq_psn %#x rq_psn %#x mtu %v timeout %d", a.DestQPN, a.SQPSN, a.RQPSN, a.PathMTU, a.Timeout)
+	}
+	id.DestroyQP()
+	id.Destroy()
+}

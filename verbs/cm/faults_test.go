@@ -658,6 +658,9 @@ func TestSynchronous(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
+		if err := cli.Disconnect(); !errors.Is(err, verbs.EINVAL) {
+			t.Errorf("second synchronous disconnect: %v", err)
+		}
 		cli.DestroyQP()
 		cli.Destroy()
 		l.Destroy()

@@ -1053,7 +1053,9 @@ func (id *ID) Reject(privateData []byte) error {
 }
 
 // Disconnect sends a DREQ (or answers one with a DREP) and moves the QP
-// to ERR (rdma_disconnect). A synchronous ID waits for DISCONNECTED.
+// to ERR (rdma_disconnect). A synchronous ID waits for DISCONNECTED; with
+// neither message to send (not connected, already disconnecting) it
+// returns EINVAL where an asynchronous one returns nil, as the kernel.
 func (id *ID) Disconnect() error {
 	if err := id.lock(); err != nil {
 		return err
@@ -1066,7 +1068,12 @@ func (id *ID) Disconnect() error {
 	id.qpErr()
 	// cma.c rdma_disconnect: initiate or respond to a disconnect.
 	if err := id.ib.SendDREQ(nil); err != nil {
-		id.ib.SendDREP(nil)
+		if err := id.ib.SendDREP(nil); err != nil && id.sync {
+			// Neither: no DISCONNECTED will come to wait for (the kernel
+			// returns 0 and librdmacm would wait for ever).
+			c.mu.Unlock()
+			return errf(verbs.EINVAL, "disconnect: the connection is not up")
+		}
 	}
 	c.mu.Unlock()
 	return id.syncWait()

@@ -129,3 +129,149 @@ func TestRxeInterop(t *testing.T) {
 	id.DestroyQP()
 	id.Destroy()
 }
+
+// TestRxeInteropUD is TestRxeInterop for UD through SIDR, against
+// librdmacm's udaddy on port 7174: CM_RXE_ROLE "client" runs against
+// `udaddy` (the server), "server" against `udaddy -s LOCAL`. The client
+// sends 10 datagrams of 100 bytes with its QPN as immediate data, the
+// server answers each from an address handle made from the completion.
+func TestRxeInteropUD(t *testing.T) {
+	local, peer, role := os.Getenv("CM_RXE_LOCAL"), os.Getenv("CM_RXE_PEER"), os.Getenv("CM_RXE_ROLE")
+	if local == "" || peer == "" {
+		t.Skip("CM_RXE_LOCAL and CM_RXE_PEER are not set (run on the interop bed)")
+	}
+	const count, size = 10, 100
+	la, pa := netip.MustParseAddr(local), netip.MustParseAddr(peer)
+	l, err := link.ListenUDP(link.UDPConfig{Addr: la})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := verbs.Open(verbs.Config{Link: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	c, err := cm.New(cm.Config{Devices: []*verbs.Device{dev}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ch := c.CreateEventChannel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	get := func(want cm.EventType) *cm.Event {
+		t.Helper()
+		ev, err := ch.GetEvent(ctx)
+		if err != nil {
+			t.Fatalf("waiting for %v: %v", want, err)
+		}
+		t.Logf("event %v status %d", ev.Type, ev.Status)
+		ev.Ack()
+		if ev.Type != want {
+			t.Fatalf("event %v (status %d), want %v", ev.Type, ev.Status, want)
+		}
+		return ev
+	}
+	var id *cm.ID
+	switch role {
+	case "client":
+		id, _ = c.CreateID(ch, nil, cm.PSUDP, ibv.QPTypeUD)
+		id.ResolveAddr(netip.AddrPort{}, netip.AddrPortFrom(pa, 7174), 2*time.Second)
+		get(cm.EventAddrResolved)
+		id.ResolveRoute(2 * time.Second)
+		get(cm.EventRouteResolved)
+	case "server":
+		lid, _ := c.CreateID(ch, nil, cm.PSUDP, ibv.QPTypeUD)
+		if err := lid.BindAddr(netip.AddrPortFrom(la, 7174)); err != nil {
+			t.Fatal(err)
+		}
+		lid.Listen(1)
+		t.Log("listening")
+		defer lid.Destroy()
+		id = get(cm.EventConnectRequest).ID
+	default:
+		t.Fatalf("CM_RXE_ROLE %q: client or server", role)
+	}
+	cq, _ := dev.CreateCQ(4*count, nil)
+	defer cq.Destroy()
+	if _, err := id.CreateQP(nil, verbs.QPInitAttr{Type: ibv.QPTypeUD, SendCQ: cq, RecvCQ: cq,
+		Cap: ibv.QPCap{MaxSendWR: count, MaxRecvWR: count, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	const slot = size + verbs.GRHLen
+	buf := make([]byte, (count+1)*slot)
+	mr, _ := id.PD().RegMR(buf, ibv.AccessLocalWrite)
+	defer mr.Dereg()
+	for i := range count {
+		id.QP().PostRecv(ibv.RecvWR{WRID: uint64(i), SGList: []ibv.SGE{mr.SGE(i*slot, slot)}})
+	}
+	recvs := func() []ibv.WorkCompletion {
+		var got []ibv.WorkCompletion
+		wcs := make([]ibv.WorkCompletion, 8)
+		for len(got) < count {
+			n, err := cq.Wait(ctx, wcs)
+			if err != nil {
+				t.Fatalf("after %d receives: %v", len(got), err)
+			}
+			for _, wc := range wcs[:n] {
+				if wc.Status != ibv.WCSuccess {
+					t.Fatalf("completion %+v", wc)
+				}
+				if wc.Opcode == ibv.WCRecv {
+					got = append(got, wc)
+				}
+			}
+		}
+		return got
+	}
+	send := func(ah *verbs.AH, qpn, qkey uint32) {
+		for i := range count {
+			if _, err := id.QP().PostSend(ibv.SendWR{WRID: 100 + uint64(i), Opcode: ibv.WRSendWithImm,
+				Imm: id.QP().QPN(), SGList: []ibv.SGE{mr.SGE(count*slot, size)}, AH: ah, RemoteQPN: qpn, RemoteQKey: qkey}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if role == "client" {
+		if err := id.Connect(nil); err != nil {
+			t.Fatal(err)
+		}
+		ev := get(cm.EventEstablished)
+		t.Logf("UD peer: QPN %#x Q_Key %#x AH %+v", ev.UD.QPNum, ev.UD.QKey, ev.UD.AHAttr)
+		ah, err := id.PD().CreateAH(ev.UD.AHAttr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ah.Destroy()
+		send(ah, ev.UD.QPNum, ev.UD.QKey)
+		got := recvs()
+		t.Logf("%d replies, the first of %d bytes from QP %#x", len(got), got[0].ByteLen, got[0].SrcQP)
+	} else {
+		if err := id.Accept(nil); err != nil {
+			t.Fatal(err)
+		}
+		got := recvs()
+		first := got[0]
+		t.Logf("%d datagrams, the first of %d bytes from QP %#x imm %#x", len(got), first.ByteLen, first.SrcQP, first.Imm)
+		ah, err := id.PD().CreateAHFromWC(&first, buf[int(first.WRID)*slot:], 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ah.Destroy()
+		a, _ := id.QP().Query()
+		for i := range count {
+			id.QP().PostSend(ibv.SendWR{WRID: 100 + uint64(i), Opcode: ibv.WRSendWithImm, Flags: ibv.SendSignaled,
+				Imm: id.QP().QPN(), SGList: []ibv.SGE{mr.SGE(count*slot, size)}, AH: ah, RemoteQPN: first.Imm, RemoteQKey: a.QKey})
+		}
+		wcs := make([]ibv.WorkCompletion, count)
+		for n := 0; n < count; {
+			k, err := cq.Wait(ctx, wcs[n:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += k
+		}
+	}
+	id.DestroyQP()
+	id.Destroy()
+}

@@ -1057,3 +1057,18 @@ func TestREQFlood(t *testing.T) {
 		pd.Dealloc()
 	})
 }
+
+// TestDeviceClosedFirst: the application closes its device before the CM
+// (with a connection up): the CM's Close still ends cleanly.
+func TestDeviceClosedFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bd := newBed(t)
+		bd.listen()
+		bd.connectRC()
+		bd.a.dev.Close()
+		synctest.Wait()
+		if err := bd.a.cm.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -275,3 +275,114 @@ func TestRxeInteropUD(t *testing.T) {
 	id.DestroyQP()
 	id.Destroy()
 }
+
+// TestRxeInteropMcast joins a multicast group with librdmacm's mckey in
+// the guest: CM_RXE_ROLE "send" sends 10 datagrams to the group for
+// `mckey -m 239.1.2.3` (a receiver started first), "recv" receives the
+// 10 of `mckey -m 239.1.2.3 -s` (started after this side joined:
+// CM_RXE_JOINED names a file created once joined).
+func TestRxeInteropMcast(t *testing.T) {
+	local, role := os.Getenv("CM_RXE_LOCAL"), os.Getenv("CM_RXE_ROLE")
+	if local == "" || os.Getenv("CM_RXE_PEER") == "" {
+		t.Skip("CM_RXE_LOCAL and CM_RXE_PEER are not set (run on the interop bed)")
+	}
+	const count, size = 10, 100
+	group := netip.MustParseAddr("239.1.2.3")
+	la := netip.MustParseAddr(local)
+	l, err := link.ListenUDP(link.UDPConfig{Addr: la})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := verbs.Open(verbs.Config{Link: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	c, err := cm.New(cm.Config{Devices: []*verbs.Device{dev}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ch := c.CreateEventChannel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	id, _ := c.CreateID(ch, nil, cm.PSUDP, ibv.QPTypeUD)
+	// As mckey: resolve the group's address, then join.
+	id.ResolveAddr(netip.AddrPortFrom(la, 0), netip.AddrPortFrom(group, 0), 2*time.Second)
+	if ev, err := ch.GetEvent(ctx); err != nil || ev.Type != cm.EventAddrResolved {
+		t.Fatalf("resolve: %v %v", ev, err)
+	} else {
+		ev.Ack()
+	}
+	cq, _ := dev.CreateCQ(4*count, nil)
+	defer cq.Destroy()
+	if _, err := id.CreateQP(nil, verbs.QPInitAttr{Type: ibv.QPTypeUD, SendCQ: cq, RecvCQ: cq,
+		Cap: ibv.QPCap{MaxSendWR: count, MaxRecvWR: count, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	const slot = size + verbs.GRHLen
+	buf := make([]byte, (count+1)*slot)
+	mr, _ := id.PD().RegMR(buf, ibv.AccessLocalWrite)
+	defer mr.Dereg()
+	for i := range count {
+		id.QP().PostRecv(ibv.RecvWR{WRID: uint64(i), SGList: []ibv.SGE{mr.SGE(i*slot, slot)}})
+	}
+	if err := id.JoinMulticast(group, "mckey"); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := ch.GetEvent(ctx)
+	if err != nil || ev.Type != cm.EventMulticastJoin || ev.Status != 0 {
+		t.Fatalf("join: %+v %v", ev, err)
+	}
+	ev.Ack()
+	t.Logf("joined: %+v", ev.UD)
+	if f := os.Getenv("CM_RXE_JOINED"); f != "" {
+		os.WriteFile(f, nil, 0o644)
+	}
+	switch role {
+	case "send":
+		ah, err := id.PD().CreateAH(ev.UD.AHAttr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ah.Destroy()
+		for i := range count {
+			if _, err := id.QP().PostSend(ibv.SendWR{WRID: 100 + uint64(i), Opcode: ibv.WRSendWithImm, Flags: ibv.SendSignaled,
+				Imm: id.QP().QPN(), SGList: []ibv.SGE{mr.SGE(count*slot, size)}, AH: ah, RemoteQPN: ev.UD.QPNum,
+				RemoteQKey: ev.UD.QKey}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	case "recv":
+	default:
+		t.Fatalf("CM_RXE_ROLE %q: send or recv", role)
+	}
+	// Receives: 10 from the guest (recv), or our own 10 looped back (send).
+	wcs := make([]ibv.WorkCompletion, 8)
+	recvs, sends := 0, 0
+	for recvs < count || (role == "send" && sends < count) {
+		n, err := cq.Wait(ctx, wcs)
+		if err != nil {
+			t.Fatalf("%d receives, %d sends: %v", recvs, sends, err)
+		}
+		for _, wc := range wcs[:n] {
+			if wc.Status != ibv.WCSuccess {
+				t.Fatalf("completion %+v", wc)
+			}
+			if wc.Opcode == ibv.WCRecv {
+				recvs++
+				if recvs == 1 {
+					t.Logf("first datagram: %d bytes from QP %#x", wc.ByteLen, wc.SrcQP)
+				}
+			} else {
+				sends++
+			}
+		}
+	}
+	if err := id.LeaveMulticast(group); err != nil {
+		t.Fatal(err)
+	}
+	id.DestroyQP()
+	id.Destroy()
+}

@@ -20,6 +20,20 @@ import (
 // address) and CM_RXE_ROLE: "client" connects to `rdma_server -s PEER`
 // on port 7471, "server" listens on 7471 for `rdma_client -s LOCAL`. Each
 // side sends the other 16 bytes, then the client disconnects.
+//
+// By hand, on the bed (under flock /tmp/interop-bed.lock):
+//
+//	go test -c -o /tmp/cm.test ./verbs/cm
+//	test/interop/bed up
+//	id=$(test/interop/bed exec peer --bg -- rdma_server -s 10.77.0.2 -p 7471); sleep 3
+//	CM_RXE_LOCAL=10.77.0.1 CM_RXE_PEER=10.77.0.2 CM_RXE_ROLE=client \
+//		ip netns exec softnic-interop /tmp/cm.test -test.run 'TestRxeInterop$' -test.v
+//	test/interop/bed jobwait peer "$id"
+//	test/interop/bed down
+//
+// and alike with CM_RXE_ROLE=server and `bed exec peer -- rdma_client -s
+// 10.77.0.1 -p 7471`, with fd77::1 and fd77::2 for IPv6, and for
+// TestRxeInteropUD (udaddy) and TestRxeInteropMcast (mckey).
 func TestRxeInterop(t *testing.T) {
 	local, peer, role := os.Getenv("CM_RXE_LOCAL"), os.Getenv("CM_RXE_PEER"), os.Getenv("CM_RXE_ROLE")
 	if local == "" || peer == "" {

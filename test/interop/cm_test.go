@@ -223,13 +223,23 @@ func (s *suite) runCM(ctx context.Context, c *tcase, dir string) error {
 	tool := c.softnicTool()
 	opts := s.tools[tool]
 	snArgs := append([]string{tool}, c.cmArgs(c.role == softnicServer, sn, rx, port)...)
+	if tool == "rdma_server" && !opts["-s"] && snArgs[1] == "-s" {
+		// librdmacm's rdma_server binds to -s; softnic's (so far) has no -s
+		// and binds to its NIC's --addr
+		snArgs = append(snArgs[:1], snArgs[3:]...)
+	}
 	if opts["addr"] {
 		snArgs = append(snArgs, "--addr="+sn.String())
 	}
 	if opts["timeout"] {
 		snArgs = append(snArgs, "--timeout="+(c.timeout-10*time.Second).Round(time.Second).String())
 	}
-	rxeCmd := strings.Join(append([]string{c.cmTool(c.role == softnicClient)}, c.cmArgs(c.role == softnicClient, rx, sn, port)...), " ")
+	// rxe's tool with its standard error kept apart and printed after its
+	// standard output: rping writes its stdout block-buffered and its
+	// stderr at once ("wait for RDMA_READ_ADV state 10"), which in one file
+	// lands in the middle of a ping's data line
+	rxeTool := strings.Join(append([]string{c.cmTool(c.role == softnicClient)}, c.cmArgs(c.role == softnicClient, rx, sn, port)...), " ")
+	rxeCmd := fmt.Sprintf("%s 2>/tmp/cm-err.$$; rc=$?; cat /tmp/cm-err.$$; rm -f /tmp/cm-err.$$; exit $rc", rxeTool)
 	var rxeOut string
 	var snCode, rxeCode int
 	switch c.role {

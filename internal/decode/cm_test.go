@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/softnic/softnic/internal/decode"
+	"github.com/softnic/softnic/internal/tooljson"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -329,5 +330,64 @@ func checkCMSamples(t *testing.T, recs []decode.Record) {
 	}
 	if r := m(17); r.Error == "" {
 		t.Errorf("2-byte MAD: got %+v", r)
+	}
+}
+
+// TestRxeUdaddySIDR decodes a real SIDR exchange between two rxe guests
+// (udaddy -c 2 against a server accepting one: the first request gets its
+// SIDR_REP, the second is retried until the server rejects it), checking
+// the fields against udaddy's and cm.c's behaviour.
+func TestRxeUdaddySIDR(t *testing.T) {
+	const file = "testdata/rxe_udaddy_sidr.pcap"
+	var text bytes.Buffer
+	if sum, err := decode.Run(&text, []string{file}, decode.Options{}); err != nil || !sum.OK() || sum.Packets != 17 {
+		t.Fatalf("%+v, %v", sum, err)
+	}
+	golden(t, "rxe_udaddy_sidr.golden", text.Bytes())
+	var out bytes.Buffer
+	if _, err := decode.Run(&out, []string{file}, decode.Options{JSON: true}); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := parseJSON(t, out.Bytes())
+	reqs := map[uint32][]*decode.MAD{} // by request ID
+	var reps []*decode.MAD
+	for _, r := range recs {
+		m := r.MAD
+		switch {
+		case m == nil || m.Error != "":
+			t.Fatalf("#%d: not a good MAD: %+v", r.Index, m)
+		case m.SIDRReq != nil:
+			q := m.SIDRReq
+			if q.ServiceID != tooljson.Hex64(wire.RDMAServiceID(wire.RDMAPSUDP, 7174)) || q.PartitionKey != 0xffff ||
+				m.CMA == nil || m.CMA.PortSpace != "UDP" || m.CMA.DstPort != 7174 || m.CMA.Dst != netip.MustParseAddr("10.77.0.2") {
+				t.Errorf("#%d SIDR_REQ: %+v %+v", r.Index, q, m.CMA)
+			}
+			reqs[q.RequestID] = append(reqs[q.RequestID], m)
+		case m.SIDRRep != nil:
+			reps = append(reps, m)
+		default:
+			t.Errorf("#%d: %s, want SIDR", r.Index, m.Attr)
+		}
+	}
+	if len(reqs) != 2 || len(reps) != 2 {
+		t.Fatalf("%d request IDs, %d SIDR_REPs; want 2 and 2", len(reqs), len(reps))
+	}
+	// cm.c: a retransmitted MAD keeps its TID; the REP carries the request's
+	for id, ms := range reqs {
+		for _, m := range ms {
+			if m.TID != ms[0].TID {
+				t.Errorf("request %#x: TIDs %v and %v", id, m.TID, ms[0].TID)
+			}
+		}
+	}
+	ok, rej := reps[0].SIDRRep, reps[1].SIDRRep
+	if ok.StatusName != "SUCCESS" || ok.QPN == 0 || ok.QKey != 0x01234567 || len(reqs[ok.RequestID]) != 1 ||
+		reps[0].TID != reqs[ok.RequestID][0].TID {
+		t.Errorf("first SIDR_REP: %+v", ok)
+	}
+	// udaddy's QKey is RDMA_UDP_QKEY 0x01234567; the rejected request was
+	// sent 14 times (13 retries, one TID) until the server answered REJECT
+	if rej.StatusName != "REJECT" || rej.QPN != 0 || len(reqs[rej.RequestID]) != 14 {
+		t.Errorf("second SIDR_REP: %+v after %d requests", rej, len(reqs[rej.RequestID]))
 	}
 }

@@ -109,3 +109,13 @@ func TestTsharkCMSamples(t *testing.T) {
 	checkTsharkCM(t, path, []string{"ConnectRequest", "ConnectReject", "ConnectReject", "MsgRcptAck",
 		"ServiceIDResReq", "ServiceIDResReqResp", "ServiceIDResReqResp", "LoadAlternatePath", "AlternatePathResponse"})
 }
+
+// TestTsharkUdaddySIDR: Wireshark names the SIDR messages of rxe's udaddy
+// as softnic decode does.
+func TestTsharkUdaddySIDR(t *testing.T) {
+	want := []string{"ServiceIDResReq", "ServiceIDResReq", "ServiceIDResReqResp"}
+	for range 13 {
+		want = append(want, "ServiceIDResReq")
+	}
+	checkTsharkCM(t, "testdata/rxe_udaddy_sidr.pcap", append(want, "ServiceIDResReqResp"))
+}

@@ -15,7 +15,8 @@ import (
 func runDecode(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("decode", "decode [--json] FILE.pcap...\n\n"+
 		"Prints each RoCEv2 packet (UDP port 4791) of the pcap or pcapng files: frame\n"+
-		"number, addresses, opcode, QPN, PSN, extension headers, payload length and\n"+
+		"number, addresses, opcode, QPN, PSN, extension headers, payload length, the\n"+
+		"MAD of a QP 1 datagram (connection manager messages field by field) and\n"+
 		"the ICRC verdict, then a summary. Exits 1 if any ICRC is bad, any packet is\n"+
 		"malformed or any file cannot be read.", stderr)
 	jsonOut := fs.Bool("json", false, "print one JSON object per packet and a final JSON summary object")

@@ -24,6 +24,25 @@
 //	 "other_skipped":0,"unreadable_files":0}
 //
 // A packet that does not parse has "error" in place of the header fields.
+//
+// # Management datagrams
+//
+// A UD SEND to or from QP 1 carries a MAD (the connection manager's REQ,
+// REP, RTU, DREQ, DREP, REJ, MRA, SIDR_REQ/SIDR_REP, ...). Its text line
+// has a group after the payload length: "CM[...]" with the attribute's
+// name, the method, the transaction ID and the message's main fields (and
+// "cma[...]" for the RDMA CM's addresses in a REQ or SIDR_REQ), or
+// "MAD[...]" for other classes; a MAD that does not parse ends its group
+// with error="..." and the packet still counts by its ICRC:
+//
+//	1 10.77.0.3:55410 > 10.77.0.2:4791 UD_SEND_ONLY qpn=0x1 psn=0x0 ackreq=1 DETH[qkey=0x80010000 srcqp=0x1]
+//	 payload=256 CM[ConnectRequest method=Send tid=0x00000002b07ed2f3 lcid=0xf3d27eb0 sid=0x1061c06 qpn=0x1c
+//	 psn=0x61ebe5 RC mtu=1024 resp_to=20/20 ack_to=19 retry=7 rnr_retry=7 max_cm_retries=15 rr=1 id=1
+//	 pkey=0xffff sgid=::ffff:10.77.0.3 dgid=::ffff:10.77.0.2 flow=0x68f03 hop=64 tclass=0 sl=0
+//	 cma[TCP v4 10.77.0.3:47459 > 10.77.0.2:7174]] icrc ok
+//
+// In JSON the packet has a "mad" object ([MAD]) with every field of the
+// message.
 package decode
 
 import (
@@ -142,6 +161,9 @@ type Packet struct {
 	// ImmDt is the immediate data (IBTA 9.3.8), a 32-bit number.
 	ImmDt *uint32 `json:"imm_dt,omitempty"`
 	IETH  *IETH   `json:"ieth,omitempty"`
+	// MAD is the management datagram a UD SEND to or from QP 1 carries
+	// (see [MAD]); left out for every other packet.
+	MAD *MAD `json:"mad,omitempty"`
 	// PayloadLen is the payload's length in bytes, pad excluded.
 	PayloadLen int `json:"payload_len"`
 	// ICRCOK is the verdict; ICRC is the value the packet carries and
@@ -361,7 +383,11 @@ func (d *Decoder) packet(file string, dg *capture.Datagram) {
 		d.enc.Encode(&rec)
 		return
 	}
-	d.printf("%d %s %s %s\n", dg.Index, addrs, r.String(), verdict)
+	mad := ""
+	if rec.MAD != nil {
+		mad = " " + rec.MAD.String()
+	}
+	d.printf("%d %s %s%s %s\n", dg.Index, addrs, r.String(), mad, verdict)
 }
 
 // malformed counts and prints a RoCEv2 packet that does not parse; addrs
@@ -424,6 +450,9 @@ func newPacket(r *capture.RoCE) *Packet {
 	}
 	if h := r.IETH; h != nil {
 		p.IETH = &IETH{RKey: h.RKey()}
+	}
+	if isGSI(p.DestQP, r.DETH, r.LayerPayload()) {
+		p.MAD = newMAD(r.LayerPayload())
 	}
 	return p
 }

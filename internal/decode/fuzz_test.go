@@ -42,6 +42,15 @@ func FuzzDecodePcap(f *testing.F) {
 		}
 		f.Add(buf.Bytes())
 	}
+	// The CM messages and broken MADs on QP 1.
+	{
+		var buf bytes.Buffer
+		w, _ := capture.NewWriter(&buf, layers.LinkTypeRaw)
+		for _, s := range cmSamples() {
+			w.WriteDatagram(sampleTime, &s.encap, s.build(f))
+		}
+		f.Add(buf.Bytes())
+	}
 	var ng bytes.Buffer
 	nw, err := pcapgo.NewNgWriter(&ng, layers.LinkTypeRaw)
 	if err != nil {

@@ -176,6 +176,49 @@ func (b *bed) setNetem(ctx context.Context, spec string) error {
 	return nil
 }
 
+// setCMFault impairs the CM MADs of one message type (bed cmfault: "REQ
+// drop", "DREQ dup", ...), replacing any netem. It is set afresh for every
+// case, so that each starts with its own first message to lose.
+func (b *bed) setCMFault(ctx context.Context, fault string) error {
+	b.netem = "" // unknown until it succeeds
+	if _, err := b.run(ctx, append([]string{"cmfault", b.guest}, strings.Fields(fault)...)...); err != nil {
+		return err
+	}
+	b.netem = "cmfault " + fault
+	return nil
+}
+
+// cmFaultHits returns how many MADs the bed's cmfault dropped (gact's
+// "dropped" counters) and passed through netem (duplicated: its qdiscs'
+// "Sent" packets), from bed cmfault-stats.
+func (b *bed) cmFaultHits(ctx context.Context) (dropped, netemSent int, err error) {
+	out, err := b.run(ctx, "cmfault-stats", b.guest)
+	if err != nil {
+		return 0, 0, err
+	}
+	gact := false
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(l, "filter "):
+			gact = false
+		case strings.Contains(l, "gact action drop"):
+			gact = true
+		case strings.HasPrefix(l, "qdisc netem"):
+			gact = false
+		case strings.HasPrefix(l, "Sent "):
+			var bytes, pkts, drops int
+			fmt.Sscanf(l, "Sent %d bytes %d pkt (dropped %d", &bytes, &pkts, &drops)
+			if gact {
+				dropped += drops
+			} else {
+				netemSent += pkts
+			}
+		}
+	}
+	return dropped, netemSent, nil
+}
+
 // guestExec runs cmd in the guest for at most timeout and returns its
 // output and exit code (124: timed out and killed).
 func (b *bed) guestExec(ctx context.Context, timeout time.Duration, cmd string) (string, int, error) {
@@ -197,6 +240,14 @@ func (b *bed) guestExec(ctx context.Context, timeout time.Duration, cmd string) 
 // listens on TCP port.
 func (b *bed) serve(ctx context.Context, port int, cmd string) (string, error) {
 	out, err := b.run(ctx, "serve", b.guest, "-p", strconv.Itoa(port), "-t", "30", "--", cmd)
+	return strings.TrimSpace(out), err
+}
+
+// serveUntil starts cmd in the guest and waits until the guest shell
+// condition cond holds (bed serve -u): the RDMA CM tools listen on no TCP
+// port; $JOBOUT in cond is the job's output file.
+func (b *bed) serveUntil(ctx context.Context, cond, cmd string) (string, error) {
+	out, err := b.run(ctx, "serve", b.guest, "-u", cond, "-t", "30", "--", cmd)
 	return strings.TrimSpace(out), err
 }
 
@@ -321,6 +372,41 @@ func (p *proc) waitListen(ctx context.Context, port int) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("not listening on TCP %d: %w", port, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// waitRoCE waits until the program has bound UDP port 4791 (its NIC is up;
+// read from its own /proc/PID/net), or has exited, then settle longer: an
+// RDMA CM server listens on no TCP port, and binds its CM listener right
+// after its NIC comes up.
+func (p *proc) waitRoCE(ctx context.Context, settle time.Duration) error {
+	want := fmt.Sprintf(":%04X ", 4791)
+	for {
+		for _, f := range []string{"udp", "udp6"} {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", p.cmd.Process.Pid, f))
+			sc := bufio.NewScanner(bytes.NewReader(b))
+			for sc.Scan() {
+				if fs := strings.Fields(sc.Text()); len(fs) > 1 && strings.HasSuffix(fs[1]+" ", want) {
+					select {
+					case <-ctx.Done():
+						return ctx.Err()
+					case <-time.After(settle):
+					}
+					if p.exited() {
+						return fmt.Errorf("exited (code %d) after binding UDP 4791", p.wait())
+					}
+					return nil
+				}
+			}
+		}
+		if p.exited() {
+			return fmt.Errorf("exited (code %d) before binding UDP 4791", p.wait())
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no UDP 4791 socket: %w", ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -220,9 +220,14 @@ func (s *suite) probeSoftnic() error {
 		}
 	}
 	opt := regexp.MustCompile(`--([a-z][a-z0-9-]*)`)
+	// short options as the help lists them ("  -R, --rdma_cm"), kept as "-R"
+	short := regexp.MustCompile(`(?m)^\s+(-[A-Za-z0-9])[,\s]`)
 	for name, opts := range s.tools {
 		h, _ := exec.Command(s.softnic, "help", name).CombinedOutput()
 		for _, m := range opt.FindAllStringSubmatch(string(h), -1) {
+			opts[m[1]] = true
+		}
+		for _, m := range short.FindAllStringSubmatch(string(h), -1) {
 			opts[m[1]] = true
 		}
 	}
@@ -259,10 +264,14 @@ func (s *suite) missingReason(c *tcase) string {
 	if c.missing != "" {
 		return c.missing
 	}
-	opts, ok := s.tools[c.tool]
+	tool := c.softnicTool()
+	opts, ok := s.tools[tool]
 	switch {
 	case !ok:
-		return fmt.Sprintf("softnic has no %s command", c.tool)
+		return fmt.Sprintf("softnic has no %s command", tool)
+	case c.kind == rdmaCM:
+		// the CM tools' own address options (-a, -b, -I) name softnic's
+		// address too; --addr is passed when the tool has it
 	case !opts["addr"]:
 		return fmt.Sprintf("softnic %s has no --addr option", c.tool)
 	case s.noUDP != "":
@@ -270,7 +279,10 @@ func (s *suite) missingReason(c *tcase) string {
 	}
 	for _, n := range c.needs {
 		if !opts[n] {
-			return fmt.Sprintf("softnic %s has no --%s", c.tool, n)
+			if !strings.HasPrefix(n, "-") {
+				n = "--" + n
+			}
+			return fmt.Sprintf("softnic %s has no %s", tool, n)
 		}
 	}
 	return ""
@@ -335,7 +347,11 @@ func (s *suite) exercise(c *tcase, dir string, r *row) error {
 	if err := s.bed.setMTU(ctx, bridge, active); err != nil {
 		return err
 	}
-	if err := s.bed.setNetem(ctx, c.netem); err != nil {
+	if c.cmfault != "" {
+		if err := s.bed.setCMFault(ctx, c.cmfault); err != nil {
+			return err
+		}
+	} else if err := s.bed.setNetem(ctx, c.netem); err != nil {
 		return err
 	}
 	pcap := filepath.Join(dir, "capture.pcap")
@@ -344,9 +360,12 @@ func (s *suite) exercise(c *tcase, dir string, r *row) error {
 	}
 	s.port++
 	var runErr error
-	if c.kind == selfCheck {
+	switch c.kind {
+	case selfCheck:
 		runErr = s.runSelfCheck(ctx, c, dir)
-	} else {
+	case rdmaCM:
+		runErr = s.runCM(ctx, c, dir)
+	default:
 		runErr = s.runTools(ctx, c, dir)
 	}
 	time.Sleep(300 * time.Millisecond) // the last packets reach tcpdump
@@ -362,6 +381,12 @@ func (s *suite) exercise(c *tcase, dir string, r *row) error {
 	snAddr := s.bed.env.hostAddr(c.v6)
 	dec, err := s.decode(stopCtx, pcap, filepath.Join(dir, "decode.jsonl"), snAddr, c.silent())
 	r.sn, r.rxe = dec.fromSoftnic, dec.packets-dec.fromSoftnic
+	if err == nil && c.usesCM() {
+		err = s.checkCMCapture(stopCtx, c, pcap, dec)
+	}
+	if c.cmfault != "" && runErr == nil {
+		err = errors.Join(err, s.checkCMFault(stopCtx, c))
+	}
 	if runErr != nil {
 		if err != nil {
 			return fmt.Errorf("%w; and %v", runErr, err)
@@ -378,6 +403,9 @@ func (s *suite) runTools(ctx context.Context, c *tcase, dir string) error {
 	// the out-of-band exchange runs over IPv4 whatever the GIDs' family, as
 	// the tools allow: the GID, not the TCP peer, addresses the RoCE packets
 	host, guest := env.HostIP, env.GuestIP
+	if c.usesCM() { // perftest -R: no TCP exchange, the CM connects to the address of the GIDs' family
+		host, guest = env.hostAddr(c.v6), env.guestAddr(c.v6)
+	}
 	addr := env.hostAddr(c.v6)
 	opts := s.tools[c.tool]
 	var snOut, rxeOut string
@@ -390,7 +418,11 @@ func (s *suite) runTools(ctx context.Context, c *tcase, dir string) error {
 			return err
 		}
 		defer p.stop()
-		if err := p.waitListen(ctx, port); err != nil {
+		wait := func() error { return p.waitListen(ctx, port) }
+		if c.usesCM() {
+			wait = func() error { return p.waitRoCE(ctx, time.Second) }
+		}
+		if err := wait(); err != nil {
 			return fmt.Errorf("softnic %s server: %w\n%s", c.tool, err, tail(filepath.Join(dir, "softnic.out")))
 		}
 		cmd := c.rxeCommand(env.guestGID(c.v6), port, host)
@@ -403,7 +435,11 @@ func (s *suite) runTools(ctx context.Context, c *tcase, dir string) error {
 		snCode = p.waitFor(ctx, code != 0)
 	case softnicClient:
 		cmd := c.rxeCommand(env.guestGID(c.v6), port, netip.Addr{})
-		id, err := s.bed.serve(ctx, port, cmd)
+		serve := func() (string, error) { return s.bed.serve(ctx, port, cmd) }
+		if c.usesCM() {
+			serve = func() (string, error) { return s.bed.serveUntil(ctx, c.cmReady(port), cmd) }
+		}
+		id, err := serve()
 		if err != nil {
 			return fmt.Errorf("rxe server: %w", err)
 		}
@@ -540,6 +576,16 @@ func (s *suite) runSelfCheck(ctx context.Context, c *tcase, dir string) error {
 // decoded is what "softnic decode" found in a capture.
 type decoded struct {
 	packets, fromSoftnic int
+	mads                 []madRec // the MADs (QP 1 datagrams), in order
+}
+
+// madRec is one MAD softnic decode found.
+type madRec struct {
+	index int
+	src   netip.Addr
+	class string // "CM", ...
+	attr  string // "ConnectRequest", ...
+	err   string // why it does not parse, "" when it does
 }
 
 // decode checks every packet of a capture with softnic decode: each must
@@ -581,11 +627,16 @@ func (s *suite) decode(ctx context.Context, pcap, out string, softnicAddr netip.
 			Src, Dst, Opcode, Error string
 			Index, PSN              int
 			ICRCOK                  bool `json:"icrc_ok"`
+			MAD                     *struct{ Class, Attr, Error string }
 		}
 		if json.Unmarshal(sc.Bytes(), &rec) != nil {
 			continue
 		}
 		d.packets++
+		if m := rec.MAD; m != nil {
+			src, _ := netip.ParseAddr(rec.Src)
+			d.mads = append(d.mads, madRec{index: rec.Index, src: src, class: m.Class, attr: m.Attr, err: m.Error})
+		}
 		if a, err := netip.ParseAddr(rec.Src); err == nil && a.Unmap() == softnicAddr {
 			d.fromSoftnic++
 		}

@@ -23,6 +23,10 @@ const (
 	// has no tag-matching tool, and rxe no tag matching (tm_caps 0), so
 	// tm_send does the tag-matching NIC's work in software
 	tmPingpong
+	// the RDMA CM tools of rdma-core's librdmacm examples (rping, ucmatose,
+	// rdma_server/rdma_client, udaddy, mckey; cm_test.go): no out-of-band
+	// TCP exchange, the connection manager's MADs on QP 1 set them up
+	rdmaCM
 )
 
 // role says which side listens for the out-of-band TCP exchange.
@@ -61,7 +65,11 @@ type tcase struct {
 	missing string
 	// needs lists what softnic must have besides the tool and its --addr
 	// option (which every case needs); see suite.missingReason.
-	needs   []string
+	needs []string
+	// cmfault impairs only the connection manager's MADs: a bed cmfault
+	// spec, "REQ drop" (the first REQ each way lost, its retry passes) or
+	// "DREQ dup"; "" none
+	cmfault string
 	timeout time.Duration
 }
 
@@ -73,7 +81,7 @@ func (c *tcase) name() string {
 	if c.kind == selfCheck {
 		return fmt.Sprintf("bed-udpeer-%s-mtu%d-%s", fam, c.mtu, sizeName(c.size))
 	}
-	n := fmt.Sprintf("%s-%s-mtu%d-%s-%s", c.tool, fam, c.mtu, sizeName(c.size), c.role)
+	n := fmt.Sprintf("%s-%s-mtu%d-%s-%s", c.tool, fam, c.mtu, sizeName(c.size), c.roleName())
 	if c.label != "" {
 		n += "-" + c.label
 	}
@@ -81,6 +89,17 @@ func (c *tcase) name() string {
 		n += "-netem"
 	}
 	return n
+}
+
+// roleName is the role in a case's name: mckey's server is the receiver.
+func (c *tcase) roleName() string {
+	if c.tool == "mckey" {
+		if c.role == softnicServer {
+			return "sn_receiver"
+		}
+		return "sn_sender"
+	}
+	return c.role.String()
 }
 
 func sizeName(n int) string {
@@ -99,6 +118,12 @@ func sizeName(n int) string {
 // perftest's UC bandwidth tests move data from client to server only, and
 // UC has no acknowledgements.
 func (c *tcase) silent() string {
+	if c.tool == "mckey" { // the receiver only joins (locally: no MAD on RoCE)
+		if c.role == softnicServer {
+			return "softnic"
+		}
+		return "rxe"
+	}
 	if c.kind != perftest || !strings.HasSuffix(c.tool, "_bw") || !slices.Contains(c.args, "UC") {
 		return ""
 	}
@@ -134,7 +159,10 @@ func (c *tcase) rxeCommand(gidIndex, port int, server netip.Addr) string {
 		}
 	case perftest:
 		a = append([]string{"ib_" + c.tool}, a...)
-		a = append(a, "-x", strconv.Itoa(gidIndex), "-m", strconv.Itoa(c.mtu), "-F")
+		if !c.usesCM() { // with -R the CM picks the GID from the address (-x with -R failed on rxe)
+			a = append(a, "-x", strconv.Itoa(gidIndex))
+		}
+		a = append(a, "-m", strconv.Itoa(c.mtu), "-F")
 		if c.size > 0 {
 			a = append(a, "-s", strconv.Itoa(c.size))
 		}
@@ -235,6 +263,9 @@ func itersFor(size, mtu, want int, full bool) int {
 // (both directions of a round trip counted); under netem three times that
 // plus a minute.
 func timeoutFor(c *tcase) time.Duration {
+	if c.kind == rdmaCM {
+		return cmTimeout(c)
+	}
 	pkts := max(1, (max(c.size, 8)+c.mtu-1)/c.mtu) * c.iters * 2
 	d := 30*time.Second + time.Duration(pkts)*4*time.Millisecond
 	if c.netem != "" {
@@ -382,6 +413,8 @@ func matrix(full bool) []*tcase {
 	// softnic as the client: expected-missing, never silently left out
 	eager.mtu, eager.missing = 1024, tmClientMissing
 	add(eager, softnicClient)
+
+	cmCases(add)
 
 	sort.SliceStable(cs, func(i, j int) bool {
 		bi, _ := cs[i].bridgeMTU()

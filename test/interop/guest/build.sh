@@ -32,7 +32,8 @@ TOP_PKGS="busybox-static libibverbs1 ibverbs-providers ibverbs-utils perftest li
 # Kernel modules loaded in the guest, in this order (dependencies are added before each).
 # sch_netem .. ifb: loss/reorder/duplicate on the guest's eth0 in both directions (the host
 # kernel may lack netem; the guest's is Debian's, which has it).
-MODULES="virtio_pci virtio_net failover net_failover 9pnet_virtio 9p crc32_generic crc32_pclmul ib_core ib_uverbs udp_tunnel ip6_udp_tunnel rdma_rxe ib_umad rdma_ucm sch_netem sch_prio sch_ingress cls_u32 act_mirred ifb"
+# act_gact: the bed's cmfault drops every other matching CM MAD deterministically.
+MODULES="virtio_pci virtio_net failover net_failover 9pnet_virtio 9p crc32_generic crc32_pclmul ib_core ib_uverbs udp_tunnel ip6_udp_tunnel rdma_rxe ib_umad rdma_ucm sch_netem sch_prio sch_ingress cls_u32 act_mirred act_gact ifb"
 # Guest binaries to copy: whole packages' bin dirs, plus single files.
 BIN_PKGS="ibverbs-utils perftest rdmacm-utils"
 BIN_EXTRA="/usr/bin/rdma /bin/ip /sbin/tc"

@@ -43,6 +43,7 @@ var rank = map[string]int{
 	"internal/decode":       10,
 	"internal/toolnic":      10,
 	"internal/pingpong":     11,
+	"internal/rping":        11,
 	"internal/perftest":     12,
 	"internal/tmpingpong":   12,
 	"internal/xsrqpingpong": 12,

@@ -12,6 +12,7 @@
 //	softnic xsrq_pingpong [-c clients] [-n tests] [options] [host]
 //	softnic write_bw|write_lat|read_bw|read_lat|send_bw|send_lat|atomic_bw|atomic_lat [options] [host]
 //	softnic rping -s|-c [-vVdPq] [-S size] [-C count] [-I addr] [-a addr] [-p port]
+//	softnic ucmatose [-s server] [-b bind] [-c conns] [-C count] [-S size] [-p port] [-P tcp|ib]
 //	softnic info [--addr IP] [-d dev] [-i port] [-l] [--json]
 //	softnic help [COMMAND]
 //	softnic version
@@ -70,6 +71,7 @@ func commandList() []command {
 		{"atomic_bw", "atomic bandwidth, like perftest's ib_atomic_bw", runPerftest(perftest.Atomic, perftest.BW)},
 		{"atomic_lat", "atomic latency, like perftest's ib_atomic_lat", runPerftest(perftest.Atomic, perftest.Lat)},
 		{"rping", "RDMA READ/WRITE ping over the connection manager, like librdmacm's rping", runRping},
+		{"ucmatose", "RC connections through the connection manager, like librdmacm's ucmatose", runUcmatose},
 		{"info", "show a NIC's attributes, like rdma-core's ibv_devinfo -v", runInfo},
 		{"help", "show usage of softnic or of one command", runHelp},
 		{"version", "print the version", runVersion},

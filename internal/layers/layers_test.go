@@ -44,6 +44,7 @@ var rank = map[string]int{
 	"internal/toolnic":      10,
 	"internal/pingpong":     11,
 	"internal/rping":        11,
+	"internal/ucmatose":     11,
 	"internal/perftest":     12,
 	"internal/tmpingpong":   12,
 	"internal/xsrqpingpong": 12,

@@ -105,6 +105,9 @@ func TestNoMessages(t *testing.T) {
 	}
 }
 
+// TestRejected: nobody listens, the peer's CM rejects the REQ with
+// reason 8, invalid service ID (cm.c cm_match_req), which cmatose
+// returns as its status.
 func TestRejected(t *testing.T) {
 	f := fabric.New(fabric.Config{Seed: 1})
 	t.Cleanup(func() { f.Close() })
@@ -127,7 +130,7 @@ func TestRejected(t *testing.T) {
 			t.Fatalf("got %v, want a failed status\n%s", err, out.String())
 		}
 		if !strings.Contains(out.String(), "cmatose: event: RDMA_CM_EVENT_REJECTED, error: ") ||
-			!strings.HasSuffix(out.String(), "test complete\nreturn status 28\n") {
+			!strings.HasSuffix(out.String(), "test complete\nreturn status 8\n") {
 			t.Errorf("output:\n%s", out.String())
 		}
 	}

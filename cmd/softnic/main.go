@@ -16,6 +16,7 @@
 //	softnic rdma_server [-p port]
 //	softnic rdma_client [-s server] [-p port]
 //	softnic udaddy [-s server] [-b bind] [-c conns] [-C count] [-S size] [-P udp|ipoib]
+//	softnic mckey -m group [-s] [-b bind] [-c conns] [-C count] [-S size] [-p port_space]
 //	softnic info [--addr IP] [-d dev] [-i port] [-l] [--json]
 //	softnic help [COMMAND]
 //	softnic version
@@ -78,6 +79,7 @@ func commandList() []command {
 		{"rdma_server", "one 16-byte SEND each way, synchronous CM calls, like librdmacm's rdma_server", runRDMASync(false)},
 		{"rdma_client", "the client of rdma_server, like librdmacm's rdma_client", runRDMASync(true)},
 		{"udaddy", "UD datagrams to peers resolved through the connection manager (SIDR), like librdmacm's udaddy", runUdaddy},
+		{"mckey", "UD multicast joined through the connection manager, like librdmacm's mckey", runMckey},
 		{"info", "show a NIC's attributes, like rdma-core's ibv_devinfo -v", runInfo},
 		{"help", "show usage of softnic or of one command", runHelp},
 		{"version", "print the version", runVersion},

@@ -47,6 +47,7 @@ var rank = map[string]int{
 	"internal/ucmatose":     11,
 	"internal/rdmasync":     11,
 	"internal/udaddy":       11,
+	"internal/mckey":        11,
 	"internal/perftest":     12,
 	"internal/tmpingpong":   12,
 	"internal/xsrqpingpong": 12,

@@ -256,19 +256,24 @@ type runner struct {
 	env *Env
 	ch  *cm.EventChannel
 
-	outMu sync.Mutex
-	mu    sync.Mutex
-	cbs   map[*cm.ID]*cb
-	root  *cb
-	fatal error // the CM event handler's exit(ret)
+	outMu  sync.Mutex
+	exited bool // the CM event handler failed: rping.c exits there
+	mu     sync.Mutex
+	cbs    map[*cm.ID]*cb
+	root   *cb
+	fatal  error // the CM event handler's exit(ret)
 }
 
+// printf prints unless the run has ended as the C tool's exit() in its
+// CM thread would have ended the process.
 func (r *runner) printf(w io.Writer, format string, args ...any) {
 	if w == nil {
 		return
 	}
 	r.outMu.Lock()
-	fmt.Fprintf(w, format, args...)
+	if !r.exited {
+		fmt.Fprintf(w, format, args...)
+	}
 	r.outMu.Unlock()
 }
 
@@ -369,11 +374,14 @@ func (r *runner) cmThread(ctx context.Context) {
 			}
 			return
 		}
+		if r.isFatal() {
+			ev.Ack() // the C process is gone; its events only need acks
+			continue
+		}
 		ret := r.eventHandler(ctx, ev)
 		ev.Ack()
 		if ret != 0 {
 			r.setFatal(failed("cma event " + ev.Type.String()))
-			return
 		}
 	}
 }
@@ -381,6 +389,9 @@ func (r *runner) cmThread(ctx context.Context) {
 // setFatal records the event handler's exit and wakes every waiter, as
 // the C tool's exit() ends them.
 func (r *runner) setFatal(err error) {
+	r.outMu.Lock()
+	r.exited = true
+	r.outMu.Unlock()
 	r.mu.Lock()
 	if r.fatal == nil {
 		r.fatal = err
@@ -395,6 +406,12 @@ func (r *runner) setFatal(err error) {
 		c.setState(stError)
 		c.post()
 	}
+}
+
+func (r *runner) isFatal() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fatal != nil
 }
 
 // eventHandler is rping_cma_event_handler.

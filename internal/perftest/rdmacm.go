@@ -569,7 +569,6 @@ func (s *session) cmServerQPs(ctx context.Context, outReads int, mk func(ids []*
 	if err := lid.Listen(cfg.NumQP); err != nil {
 		return fmt.Errorf("Failed to listen on RDMA CM server listen ID: %w", err)
 	}
-	var reqs []cm.ConnParam
 	for len(n.ids) < cfg.NumQP {
 		ev, err := getEvent(ctx, n.ch, env.Stall)
 		if err != nil {
@@ -579,7 +578,6 @@ func (s *session) cmServerQPs(ctx context.Context, outReads int, mk func(ids []*
 		case cm.EventConnectRequest:
 			n.ids = append(n.ids, ev.ID)
 			n.connected = append(n.connected, false)
-			reqs = append(reqs, ev.Conn)
 		case cm.EventAddrError, cm.EventRouteError, cm.EventConnectError, cm.EventUnreachable, cm.EventRejected:
 			err := s.cmEventError(ev)
 			ev.Ack()
@@ -594,12 +592,9 @@ func (s *session) cmServerQPs(ctx context.Context, outReads int, mk func(ids []*
 		return err
 	}
 	for i, id := range n.ids {
-		p := s.cmConnParam(outReads)
-		if cfg.Verb == Read || cfg.Verb == Atomic {
-			p.ResponderResources = min(p.ResponderResources, reqs[i].InitiatorDepth)
-			p.InitiatorDepth = min(p.InitiatorDepth, reqs[i].ResponderResources)
-		}
-		if err := id.Accept(p); err != nil {
+		// perftest 4.5 accepts with its own out_reads (later perftests
+		// take the smaller of it and the request's).
+		if err := id.Accept(s.cmConnParam(outReads)); err != nil {
 			return fmt.Errorf("Failed to accept RDMA CM connection: %w", err)
 		}
 		if cfg.Conn == RC {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/softnic/softnic/fabric"
@@ -248,4 +249,21 @@ func TestNoServer(t *testing.T) {
 	if !strings.HasPrefix(errb.String(), "cma event RDMA_CM_EVENT_REJECTED, error ") {
 		t.Errorf("stderr %q", errb.String())
 	}
+}
+
+// TestNoGoroutineLeak runs a pair in a synctest bubble, which fails if
+// any goroutine of the run (rping's CM and CQ goroutines, the CMs', the
+// devices') outlives the run and the cleanup of the CMs, the devices and
+// the fabric.
+func TestNoGoroutineLeak(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 5})
+		t.Cleanup(func() { f.Close() })
+		cfg := Defaults()
+		cfg.Count, cfg.Validate = 3, true
+		srv, cli := runPair(t, f, cfg, cfg)
+		if srv.res != nil || cli.res != nil {
+			t.Fatalf("server: %v %s\nclient: %v %s", srv.res, srv.err.String(), cli.res, cli.err.String())
+		}
+	})
 }

@@ -3,8 +3,10 @@ package fabric
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/softnic/softnic/link"
 )
@@ -28,9 +30,51 @@ type Endpoint struct {
 }
 
 var (
-	_ link.Link   = (*Endpoint)(nil)
-	_ link.Poller = (*Endpoint)(nil)
+	_ link.Link        = (*Endpoint)(nil)
+	_ link.Poller      = (*Endpoint)(nil)
+	_ link.Multicaster = (*Endpoint)(nil)
 )
+
+// JoinGroup makes the endpoint a member of multicast group g
+// (link.Multicaster): every datagram sent to g from then on is delivered
+// to it, a copy to each member, through the impairments of the path from
+// the sender to the member. g must be a multicast address (IPv4, IPv4-mapped
+// or IPv6: EINVAL otherwise); joining a group twice is EADDRINUSE, as
+// IP_ADD_MEMBERSHIP. Close leaves every group.
+func (e *Endpoint) JoinGroup(g netip.Addr) error {
+	k := canon(g)
+	if !k.IsMulticast() {
+		return fmt.Errorf("fabric: join %v: %w (not a multicast address)", g, syscall.EINVAL)
+	}
+	f := e.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if e.closed.Load() {
+		return link.ErrLinkClosed
+	}
+	ms := f.groups[k]
+	if slices.Contains(ms, e) {
+		return fmt.Errorf("fabric: join %v: %w", g, syscall.EADDRINUSE)
+	}
+	f.setGroup(k, append(slices.Clone(ms), e))
+	return nil
+}
+
+// LeaveGroup ends the endpoint's membership of group g; leaving a group
+// it is not a member of is EADDRNOTAVAIL, as IP_DROP_MEMBERSHIP.
+func (e *Endpoint) LeaveGroup(g netip.Addr) error {
+	k := canon(g)
+	f := e.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ms := f.groups[k]
+	i := slices.Index(ms, e)
+	if i < 0 {
+		return fmt.Errorf("fabric: leave %v: %w", g, syscall.EADDRNOTAVAIL)
+	}
+	f.setGroup(k, slices.Delete(slices.Clone(ms), i, i+1))
+	return nil
+}
 
 // Closed reports whether Close was called (link.LinkCloser): verbs.Open
 // refuses a closed endpoint.

@@ -61,10 +61,14 @@ type Fabric struct {
 	queueLen  int
 	batchSize int
 
-	mu     sync.RWMutex
-	eps    map[netip.Addr]*Endpoint // by canonical address; guarded by mu
-	paths  map[pathKey]*path        // guarded by mu
-	closed bool                     // guarded by mu
+	mu  sync.RWMutex
+	eps map[netip.Addr]*Endpoint // by canonical address; guarded by mu
+	// groups are the members of each multicast group (Endpoint.JoinGroup),
+	// by canonical group address; each slice is replaced, never changed,
+	// so a sender may range over one after releasing mu.
+	groups map[netip.Addr][]*Endpoint // guarded by mu
+	paths  map[pathKey]*path          // guarded by mu
+	closed bool                       // guarded by mu
 
 	imp    atomic.Pointer[impairment] // fabric-wide; nil when none
 	hooks  atomic.Pointer[hooks]      // copy on write
@@ -131,13 +135,41 @@ func (f *Fabric) Attach(addr netip.Addr) (*Endpoint, error) {
 	return e, nil
 }
 
-// detach removes e from the address map, if it is still there.
+// detach removes e from the address map, if it is still there, and from
+// every multicast group it joined.
 func (f *Fabric) detach(e *Endpoint) {
 	f.mu.Lock()
 	if f.eps[e.key] == e {
 		delete(f.eps, e.key)
 	}
+	for g, ms := range f.groups {
+		if slices.Contains(ms, e) {
+			f.setGroup(g, slices.DeleteFunc(slices.Clone(ms), func(m *Endpoint) bool { return m == e }))
+		}
+	}
 	f.mu.Unlock()
+}
+
+// setGroup replaces group g's members with ms (nil or empty: none); f.mu
+// is held.
+func (f *Fabric) setGroup(g netip.Addr, ms []*Endpoint) {
+	if len(ms) == 0 {
+		delete(f.groups, g)
+		return
+	}
+	if f.groups == nil {
+		f.groups = make(map[netip.Addr][]*Endpoint)
+	}
+	f.groups[g] = ms
+}
+
+// members returns the endpoints that joined group g (canonical); the
+// slice is never modified.
+func (f *Fabric) members(g netip.Addr) []*Endpoint {
+	f.mu.RLock()
+	ms := f.groups[g]
+	f.mu.RUnlock()
+	return ms
 }
 
 // endpoint returns the endpoint at canonical address a, or nil.
@@ -331,6 +363,10 @@ func (f *Fabric) send(e *Endpoint, m *link.Datagram, h *hooks) {
 	dst := canon(enc.Dst)
 	// PutHeaders needs both addresses of one family.
 	routable := dst.IsValid() && enc.Src.Unmap().Is4() == dst.Is4()
+	if routable && dst.IsMulticast() {
+		f.sendGroup(e, m, enc, dst, h)
+		return
+	}
 	p, to := f.route(e.key, dst)
 	idx := p.next.Add(1) - 1
 
@@ -363,7 +399,70 @@ func (f *Fabric) send(e *Endpoint, m *link.Datagram, h *hooks) {
 		f.pool.put(fr)
 		return
 	}
+	f.pass(e, fr, to, idx, h, now)
+}
 
+// sendGroup sends a datagram to multicast group dst: a copy to every
+// endpoint that joined it (the sender's own too), each on the directed
+// path from the sender to that member, through its filters and
+// impairments as a unicast datagram to the member would go. Taps and the
+// pcap capture see the datagram once, as offered; a group without members
+// drops it as no route.
+func (f *Fabric) sendGroup(e *Endpoint, m *link.Datagram, enc wire.Encap, dst netip.Addr, h *hooks) {
+	n := len(m.Buf)
+	var now time.Time
+	if f.pcap != nil {
+		now = f.clk.Now()
+		f.pcap.write(now, &enc, m.Buf)
+	}
+	gp := f.path(e.key, dst)
+	gidx := gp.next.Add(1) - 1
+	if len(h.taps) > 0 {
+		pkt := Packet{Src: e.key, Dst: dst, Encap: enc, Data: m.Buf, Index: gidx}
+		if wire.Parse(pkt.Data, &pkt.Wire) == nil {
+			pkt.Parsed = true
+		} else {
+			pkt.Wire = wire.Packet{}
+		}
+		for _, t := range h.taps {
+			t.f(pkt)
+		}
+	}
+	ms := f.members(dst)
+	if len(ms) == 0 {
+		f.count(e, cNoRoute, n)
+		return
+	}
+	for i, to := range ms {
+		if i > 0 {
+			f.count(e, cReplicated, n)
+		}
+		p, _ := f.route(e.key, to.key)
+		idx := p.next.Add(1) - 1
+		fr := f.pool.get()
+		fr.data = fr.buf[:n]
+		copy(fr.data, m.Buf)
+		fr.enc = enc
+		fr.dst = to.key // where a delayed copy is delivered
+		fr.from = e
+		fr.path = p
+		if !h.empty() {
+			fr.pkt = Packet{Src: e.key, Dst: dst, Encap: enc, Data: fr.data, Index: idx}
+			if wire.Parse(fr.data, &fr.pkt.Wire) == nil {
+				fr.pkt.Parsed = true
+			} else {
+				fr.pkt.Wire = wire.Packet{}
+			}
+		}
+		f.pass(e, fr, to, idx, h, now)
+	}
+}
+
+// pass takes frame fr, datagram idx of its path, from e to endpoint to
+// through the filters and the random impairments, and forwards it.
+func (f *Fabric) pass(e *Endpoint, fr *frame, to *Endpoint, idx uint64, h *hooks, now time.Time) {
+	n := len(fr.data)
+	p := fr.path
 	act := Pass
 	for _, flt := range h.filters {
 		if a := flt.f(&fr.pkt); act == Pass {

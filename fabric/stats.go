@@ -11,8 +11,10 @@ type Counter struct {
 
 // Stats are a Fabric's or an Endpoint's counters. Every datagram offered is
 // counted in Sent and then ends up Delivered (placed in a receive queue) or
-// in exactly one Drop counter, and each duplicate once more, so that
-// Sent+Duplicated = Delivered+Dropped() once nothing is in flight.
+// in exactly one Drop counter, and each duplicate and each member's copy
+// of a multicast datagram beyond the first once more, so that
+// Sent+Duplicated+Replicated = Delivered+Dropped() once nothing is in
+// flight.
 // Datagrams still in flight or queued when the fabric or their endpoint
 // closes are discarded uncounted.
 type Stats struct {
@@ -26,6 +28,7 @@ type Stats struct {
 	DropOversize   Counter // longer than link.MaxDatagram or the sender's MTU (Endpoint.SetMTU)
 
 	Duplicated Counter // extra copies made
+	Replicated Counter // copies of a multicast datagram beyond the first, one a further group member
 	Corrupted  Counter // datagrams with a bit flipped
 	Reordered  Counter // datagrams held back for reordering
 	Delayed    Counter // datagrams delivered through the delay queue
@@ -52,6 +55,7 @@ const (
 	cFilter
 	cOversize
 	cDuplicated
+	cReplicated
 	cCorrupted
 	cReordered
 	cDelayed
@@ -81,6 +85,7 @@ func (c *counters) snapshot() Stats {
 		DropFilter:     c.get(cFilter),
 		DropOversize:   c.get(cOversize),
 		Duplicated:     c.get(cDuplicated),
+		Replicated:     c.get(cReplicated),
 		Corrupted:      c.get(cCorrupted),
 		Reordered:      c.get(cReordered),
 		Delayed:        c.get(cDelayed),

@@ -26,17 +26,24 @@ type DeviceAttr struct {
 	// MaxQPInitRdAtom is max_qp_init_rd_atom: READs and atomics a QP
 	// may have outstanding.
 	MaxQPInitRdAtom int
-	MaxEEInitRdAtom int   // max_ee_init_rd_atom: 0, no RD
-	AtomicCap       int   // atomic_cap: IBV_ATOMIC_HCA (1)
-	MaxMW           int   // max_mw
-	MaxAH           int   // max_ah
-	MaxFMR          int   // max_fmr: 0
-	MaxSRQ          int   // max_srq
-	MaxSRQWR        int   // max_srq_wr
-	MaxSRQSGE       int   // max_srq_sge
-	MaxPKeys        int   // max_pkeys
-	LocalCAAckDelay uint8 // local_ca_ack_delay
-	PhysPortCnt     uint8 // phys_port_cnt: 1
+	MaxEEInitRdAtom int // max_ee_init_rd_atom: 0, no RD
+	AtomicCap       int // atomic_cap: IBV_ATOMIC_HCA (1)
+	MaxMW           int // max_mw
+	MaxAH           int // max_ah
+	MaxFMR          int // max_fmr: 0
+	MaxSRQ          int // max_srq
+	MaxSRQWR        int // max_srq_wr
+	MaxSRQSGE       int // max_srq_sge
+	MaxPKeys        int // max_pkeys
+	// MaxMcastGrp, MaxMcastQPAttach and MaxTotalMcastQPAttach are
+	// max_mcast_grp, max_mcast_qp_attach and max_total_mcast_qp_attach:
+	// the multicast groups, the QPs a group and the attachments in all a
+	// device takes (ibv_attach_mcast); 0 when it cannot receive multicast.
+	MaxMcastGrp           int
+	MaxMcastQPAttach      int
+	MaxTotalMcastQPAttach int
+	LocalCAAckDelay       uint8 // local_ca_ack_delay
+	PhysPortCnt           uint8 // phys_port_cnt: 1
 	// MaxInlineData, MaxMsgSize and MaxFastRegPageLen are not in struct
 	// ibv_device_attr: the largest inline payload a QP may ask for
 	// (rxe's RXE_MAX_INLINE_DATA), the largest message (the port's

@@ -136,6 +136,37 @@ func CanPoll(l Link) bool {
 	return true
 }
 
+// Multicaster is implemented by links that can receive IP multicast: the
+// engine joins a group when the first of its QPs attaches to it
+// (ibv_attach_mcast) and leaves it when the last one detaches, as rxe
+// joins the group on its netdev (rxe_mcast.c rxe_mcast_add: IP_ADD_MEMBERSHIP
+// or IPV6_JOIN_GROUP on the receive socket) and leaves it with the group's
+// last QP. While a group is joined, ReadBatch (and TryReadBatch) also
+// return the datagrams sent to it, with Encap.Dst the group address. Any
+// link can send to a multicast address; only a Multicaster receives.
+type Multicaster interface {
+	// JoinGroup starts receiving datagrams sent to the multicast address
+	// group (IPv4 unmapped, or IPv6). Joining a group twice is an error
+	// (EADDRINUSE, as IP_ADD_MEMBERSHIP).
+	JoinGroup(group netip.Addr) error
+	// LeaveGroup stops receiving them; leaving a group not joined is an
+	// error (EADDRNOTAVAIL, as IP_DROP_MEMBERSHIP).
+	LeaveGroup(group netip.Addr) error
+}
+
+// CanMulticast reports whether l receives multicast: l is a Multicaster
+// and, if it has a CanMulticast method of its own (a wrapper such as
+// PcapLink), that says yes.
+func CanMulticast(l Link) bool {
+	if _, ok := l.(Multicaster); !ok {
+		return false
+	}
+	if c, ok := l.(interface{ CanMulticast() bool }); ok {
+		return c.CanMulticast()
+	}
+	return true
+}
+
 // LinkCloser is implemented by links that report whether they were
 // closed; the engine refuses a closed one.
 type LinkCloser interface {

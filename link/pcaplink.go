@@ -1,9 +1,11 @@
 package link
 
 import (
+	"fmt"
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/softnic/softnic/wire"
@@ -142,6 +144,27 @@ func (p *PcapLink) record(ts time.Time, d *Datagram) {
 		p.mu.Unlock()
 	}
 }
+
+// JoinGroup joins group on the inner link (Multicaster); EOPNOTSUPP when
+// it cannot receive multicast.
+func (p *PcapLink) JoinGroup(group netip.Addr) error {
+	if m, ok := p.l.(Multicaster); ok && CanMulticast(p.l) {
+		return m.JoinGroup(group)
+	}
+	return fmt.Errorf("%w: the link cannot receive multicast", syscall.EOPNOTSUPP)
+}
+
+// LeaveGroup leaves group on the inner link (Multicaster).
+func (p *PcapLink) LeaveGroup(group netip.Addr) error {
+	if m, ok := p.l.(Multicaster); ok && CanMulticast(p.l) {
+		return m.LeaveGroup(group)
+	}
+	return fmt.Errorf("%w: the link cannot receive multicast", syscall.EOPNOTSUPP)
+}
+
+// CanMulticast reports whether the inner link receives multicast (the
+// package's CanMulticast asks it).
+func (p *PcapLink) CanMulticast() bool { return CanMulticast(p.l) }
 
 // BatchSize returns the inner link's.
 func (p *PcapLink) BatchSize() int { return p.l.BatchSize() }

@@ -125,6 +125,9 @@ type UDPStats struct {
 	// RxKernelDrops is the socket's drop count (SO_RXQ_OVFL): datagrams
 	// the kernel discarded because the receive buffer was full.
 	RxKernelDrops uint64
+	// RxMcastDrops counts multicast datagrams dropped because
+	// mcastQueueLen of them already waited for a reader.
+	RxMcastDrops uint64
 	// TxErrnos splits TxErrors by errno: datagrams a failed sendmmsg
 	// message dropped (a GSO message drops all its segments).
 	TxErrnos [NumLinkErrnos]uint64
@@ -134,9 +137,9 @@ type UDPStats struct {
 }
 
 type udpCounters struct {
-	txPackets, txBytes, txGSOSends, txErrors, txBadEncap, txGSOFallbacks atomic.Uint64
-	rxPackets, rxBytes, rxGRO, rxTruncated, rxErrors, rxDrops            atomic.Uint64
-	txErrnos, rxErrnos                                                   [NumLinkErrnos]atomic.Uint64
+	txPackets, txBytes, txGSOSends, txErrors, txBadEncap, txGSOFallbacks    atomic.Uint64
+	rxPackets, rxBytes, rxGRO, rxTruncated, rxErrors, rxDrops, rxMcastDrops atomic.Uint64
+	txErrnos, rxErrnos                                                      [NumLinkErrnos]atomic.Uint64
 }
 
 // txError counts n datagrams a send error e dropped.
@@ -157,6 +160,7 @@ func (c *udpCounters) snapshot() UDPStats {
 		TxErrors: c.txErrors.Load(), TxBadEncap: c.txBadEncap.Load(), TxGSOFallbacks: c.txGSOFallbacks.Load(),
 		RxPackets: c.rxPackets.Load(), RxBytes: c.rxBytes.Load(), RxGRO: c.rxGRO.Load(),
 		RxTruncated: c.rxTruncated.Load(), RxErrors: c.rxErrors.Load(), RxKernelDrops: c.rxDrops.Load(),
+		RxMcastDrops: c.rxMcastDrops.Load(),
 	}
 	for i := range s.TxErrnos {
 		s.TxErrnos[i] = c.txErrnos[i].Load()

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -204,6 +205,7 @@ type UDPLink struct {
 	closed atomic.Bool
 	ctr    udpCounters
 	ifmtu  ifaceMTU // the interface's MTU (udp_mtu_linux.go)
+	mc     udpMcast // joined multicast groups (udp_mcast_linux.go)
 	// sendFault and recvFault, set only by tests, stand in for the kernel
 	// at the syscall boundary: see sysResult.
 	sendFault func(t *udpTx, vlen int) sysResult
@@ -221,8 +223,9 @@ type UDPLink struct {
 }
 
 var (
-	_ Link   = (*UDPLink)(nil)
-	_ Poller = (*UDPLink)(nil)
+	_ Link        = (*UDPLink)(nil)
+	_ Poller      = (*UDPLink)(nil)
+	_ Multicaster = (*UDPLink)(nil)
 )
 
 // ListenUDP opens a UDP link on cfg.Addr and cfg.Port.
@@ -299,6 +302,11 @@ func ListenUDP(cfg UDPConfig) (*UDPLink, error) {
 			ttl, probeErr = unix.GetsockoptInt(s, unix.IPPROTO_IPV6, unix.IPV6_UNICAST_HOPS)
 		}
 		l.ttl = uint8(ttl)
+		if l.ttl == 0 {
+			l.ttl = 64
+		}
+		// Best effort: an interface without multicast still does unicast.
+		_ = l.setupMulticastSend(s)
 	})
 	if err == nil {
 		err = probeErr
@@ -405,7 +413,9 @@ func (l *UDPLink) Close() error {
 		return nil
 	}
 	l.ifmtu.stop()
-	return l.conn.Close()
+	err := l.conn.Close()
+	l.closeGroups()
+	return err
 }
 
 // ---- receive ----
@@ -697,14 +707,29 @@ func (l *UDPLink) ReadBatch(msgs []Datagram) (int, error) {
 	l.waitMu.Lock()
 	defer l.waitMu.Unlock()
 	w := &l.wait
-	w.msgs, w.n, w.closed = msgs, 0, false
-	err := l.raw.Read(w.fn)
-	n, closed := w.n, w.closed
-	w.msgs = nil
-	if err != nil || closed {
-		return 0, ErrLinkClosed
+	woken := false
+	for {
+		if woken || l.mc.active.Load() {
+			// Multicast (udp_mcast_linux.go): clear the deadline a
+			// group's reader sets to wake us, then take what it queued.
+			_ = l.conn.SetReadDeadline(time.Time{})
+			if n := l.takeMcast(msgs); n > 0 {
+				return n, nil
+			}
+		}
+		w.msgs, w.n, w.closed = msgs, 0, false
+		err := l.raw.Read(w.fn)
+		n, closed := w.n, w.closed
+		w.msgs = nil
+		if err != nil && !closed && !l.closed.Load() && isWake(err) {
+			woken = true
+			continue
+		}
+		if err != nil || closed {
+			return 0, ErrLinkClosed
+		}
+		return n, nil
 	}
-	return n, nil
 }
 
 // read is ReadBatch's RawConn.Read callback: passes until one delivers,
@@ -745,6 +770,11 @@ func (l *UDPLink) TryReadBatch(msgs []Datagram) (int, error) {
 	}
 	if len(msgs) == 0 {
 		return 0, nil
+	}
+	if l.mc.active.Load() {
+		if n := l.takeMcast(msgs); n > 0 {
+			return n, nil
+		}
 	}
 	l.rxMu.Lock()
 	defer l.rxMu.Unlock()

@@ -60,3 +60,9 @@ func (*UDPLink) GRO() bool { return false }
 
 // SrcPort returns 0.
 func (*UDPLink) SrcPort() uint16 { return 0 }
+
+// JoinGroup returns an error: the UDP link needs Linux.
+func (*UDPLink) JoinGroup(netip.Addr) error { return errNoUDP }
+
+// LeaveGroup returns an error: the UDP link needs Linux.
+func (*UDPLink) LeaveGroup(netip.Addr) error { return errNoUDP }

@@ -34,8 +34,9 @@ func (ah *AH) ok() bool { return ah != nil && ah.ah != nil }
 // (Attr reports it) but does not reach the wire: every packet leaves with
 // the route's hop limit, 64 (transport.RouteHopLimit), as Linux's RoCE
 // stack replaces the GRH hop limit with the route's
-// (ib_resolve_eth_dmac), so rxe sends TTL 64 whatever the AH says. A multicast DGID is accepted, but softnic has no multicast
-// groups (ibv_attach_mcast), so nobody receives such datagrams. More than
+// (ib_resolve_eth_dmac), so rxe sends TTL 64 whatever the AH says. A multicast DGID sends to that IP multicast group, with
+// GRH.HopLimit (no route is resolved for it; 0 keeps 64), to the QPs
+// attached to it (QP.AttachMcast; RemoteQPN MulticastQPN). More than
 // MaxAH handles is ENOMEM.
 func (pd *PD) CreateAH(attr ibv.AHAttr) (*AH, error) {
 	release, err := pd.use()

@@ -10,6 +10,7 @@ import (
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/link"
+	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -97,21 +98,26 @@ func hostile(in []byte, dst uint32, e *wire.Encap) []link.Datagram {
 }
 
 // FuzzNICReceiveUD is FuzzNICReceive against a UD QP in RTS with
-// receives posted: hostile datagrams with valid ICRCs must be counted and
-// dropped or received, never crash the NIC.
+// receives posted, attached to the multicast group 239.1.2.3: hostile
+// datagrams with valid ICRCs, each sent to the QP and to the group
+// (DestQP 0xFFFFFF), must be counted and dropped or received, never crash
+// the NIC.
 func FuzzNICReceiveUD(f *testing.F) {
-	ud := func(op wire.Opcode, qkey uint32, n int) []byte {
-		h := wire.Headers{BTH: wire.BTHFields{Opcode: op, PKey: wire.DefaultPKey},
+	group := netipAddr("239.1.2.3")
+	udTo := func(dst netip.Addr, destQP uint32, op wire.Opcode, qkey uint32, n int) []byte {
+		h := wire.Headers{BTH: wire.BTHFields{Opcode: op, PKey: wire.DefaultPKey, DestQP: destQP},
 			DETH: wire.DETHFields{QKey: qkey, SrcQP: 0x99}, Imm: 7}
 		b := make([]byte, link.MaxDatagram)
-		e := wire.Encap{Src: netipAddr("10.0.0.1"), Dst: netipAddr("10.0.0.2"), DstPort: wire.UDPPort}
+		e := wire.Encap{Src: netipAddr("10.0.0.1"), Dst: dst, DstPort: wire.UDPPort}
 		m, err := wire.Build(b, &e, &h, make([]byte, n))
 		if err != nil {
 			f.Fatal(err)
 		}
 		return append(binary.BigEndian.AppendUint16(nil, uint16(m)), b[:m]...)
 	}
+	ud := func(op wire.Opcode, qkey uint32, n int) []byte { return udTo(netipAddr("10.0.0.2"), 0, op, qkey, n) }
 	f.Add(ud(wire.UDSendOnly, 0x1111, 64))
+	f.Add(udTo(group, wire.MulticastQPN, wire.UDSendOnly, 0x1111, 200)) // a multicast datagram
 	f.Add(ud(wire.UDSendOnlyImm, 0x1111, 0))
 	f.Add(ud(wire.UDSendOnly, 0x2222, 4096))
 	f.Add(ud(wire.RCSendOnly, 0x1111, 8))
@@ -125,10 +131,17 @@ func FuzzNICReceiveUD(f *testing.F) {
 				t.Fatal(err)
 			}
 			b := newUDEnd(t, fab, "10.0.0.2", udOpts{qkey: 0x1111})
+			if err := b.qp.AttachMcast(verbs.GIDFromAddr(group), 0); err != nil {
+				t.Fatal(err)
+			}
 			b.postRecvs(t, 4, 0, 4200, 1)
 			e := wire.Encap{Src: netipAddr("10.0.0.1"), Dst: netipAddr("10.0.0.2"),
 				SrcPort: wire.RxeSrcPort(0x99), DstPort: wire.UDPPort, HopLimit: 64, FragOff: wire.IPv4DF}
 			if _, err := ep.WriteBatch(hostile(in, b.qp.QPN(), &e)); err != nil {
+				t.Fatal(err)
+			}
+			e.Dst = group
+			if _, err := ep.WriteBatch(hostile(in, wire.MulticastQPN, &e)); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(time.Second)

@@ -88,6 +88,11 @@ const (
 // be live CQs of this package; capacities above the device limits are
 // EINVAL, and so are CQs, an SRQ or a WQ of another device than the PD's.
 func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
+	return pd.createQP(attr, false)
+}
+
+// createQP is CreateQP, and CreateGSIQP when gsi is set.
+func (pd *PD) createQP(attr QPInitAttr, gsi bool) (*QP, error) {
 	release, err := pd.use()
 	if err != nil {
 		return nil, err
@@ -154,7 +159,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	q, err := pd.d.n.CreateQP(&nic.QPInitAttr{
 		Type: attr.Type, PD: pd.pd, SendCQ: attr.SendCQ.q, RecvCQ: recvCQ,
 		Cap: attr.Cap, SigAll: attr.SigAll, SRQ: srq, WQ: wq, Context: qp,
-		MaxTSOHeader: attr.MaxTSOHeader,
+		MaxTSOHeader: attr.MaxTSOHeader, GSI: gsi,
 	})
 	if err != nil {
 		return nil, errno(err)

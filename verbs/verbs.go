@@ -39,6 +39,10 @@
 //     header and an mss-byte piece each.
 //   - ExampleXRCD: XRC, one connection into two XRC SRQs of a domain,
 //     each message's SRQ named by its number.
+//   - ExamplePD_CreateGSIQP: the General Services QP (QP1), a MAD from
+//     one device's QP1 to another's.
+//   - ExampleQP_AttachMcast: UD multicast, one datagram to a group and
+//     two QPs attached to it.
 //   - Example_faultInjection: a packet lost on the fabric, the NAK and
 //     the go-back-N resend.
 package verbs

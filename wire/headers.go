@@ -52,6 +52,10 @@ const (
 
 	// QPNMask is the 24-bit queue pair number mask.
 	QPNMask = 0x00FFFFFF
+	// MulticastQPN is the destination QP of every multicast packet
+	// (IB_MULTICAST_QPN: the IBTA addresses a multicast group with
+	// DestQP 0xFFFFFF); no QP has that number.
+	MulticastQPN = 0x00FFFFFF
 	// DefaultPKey is the full-member default partition key rxe always sends.
 	DefaultPKey = 0xFFFF
 )

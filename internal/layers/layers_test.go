@@ -32,35 +32,39 @@ var rank = map[string]int{
 	"internal/transport/rc": 5,
 	"internal/transport/ud": 5,
 	"internal/nic":          6,
-	// The public API and the counters' exporter.
-	"verbs":   7,
-	"metrics": 8,
+	// The public API and the counters' exporter; the IB connection
+	// manager's state machine (over wire and clock only, below the RDMA CM).
+	"verbs":         7,
+	"metrics":       8,
+	"internal/ibcm": 8,
+	// The RDMA connection manager: librdmacm over ibcm and verbs.
+	"verbs/cm": 9,
 	// The tools' logic, then the commands.
-	"internal/tooljson":     9,
-	"internal/getopt":       9,
-	"internal/netnstest":    9,
-	"internal/tooltest":     9,
-	"internal/decode":       10,
-	"internal/toolnic":      10,
-	"internal/pingpong":     11,
-	"internal/rping":        11,
-	"internal/ucmatose":     11,
-	"internal/rdmasync":     11,
-	"internal/udaddy":       11,
-	"internal/mckey":        11,
-	"internal/perftest":     12,
-	"internal/tmpingpong":   12,
-	"internal/xsrqpingpong": 12,
-	"internal/devinfo":      12,
-	"internal/demo":         13,
-	"internal/bench":        13,
-	"cmd/softnic":           14,
-	"cmd/udpbench":          14,
-	"cmd/bench":             14,
+	"internal/tooljson":     10,
+	"internal/getopt":       10,
+	"internal/netnstest":    10,
+	"internal/tooltest":     10,
+	"internal/decode":       11,
+	"internal/toolnic":      11,
+	"internal/pingpong":     12,
+	"internal/rping":        12,
+	"internal/ucmatose":     12,
+	"internal/rdmasync":     12,
+	"internal/udaddy":       12,
+	"internal/mckey":        12,
+	"internal/perftest":     13,
+	"internal/tmpingpong":   13,
+	"internal/xsrqpingpong": 13,
+	"internal/devinfo":      13,
+	"internal/demo":         14,
+	"internal/bench":        14,
+	"cmd/softnic":           15,
+	"cmd/udpbench":          15,
+	"cmd/bench":             15,
 	// Test suites and this check import nothing of the module.
-	"test/interop":    15,
-	"test/twohost":    15,
-	"internal/layers": 15,
+	"test/interop":    16,
+	"test/twohost":    16,
+	"internal/layers": 16,
 }
 
 // graph returns every package of the module with the module packages it
@@ -117,7 +121,7 @@ func TestLayers(t *testing.T) {
 // ibv), the in-memory network and the links, the wire format and its
 // readers, the clock the engine takes, and the metrics exporter. Every
 // other package is a command, a test suite, or under internal/.
-var public = []string{"wire", "clock", "ibv", "capture", "link", "fabric", "verbs", "metrics"}
+var public = []string{"wire", "clock", "ibv", "capture", "link", "fabric", "verbs", "verbs/cm", "metrics"}
 
 // TestEngineInternal: the engine (transports, memory, the NIC and its
 // plumbing) is not public API.

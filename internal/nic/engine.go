@@ -145,6 +145,8 @@ type NIC struct {
 
 	xrc xrcTables // XRC SRQs by number, XRC_RECV QPs by QPN
 
+	mcast mcastTable // multicast groups and their QPs
+
 	procs  []*processor
 	txs    txPool      // outputs of the goroutines that run QPs inline
 	poll   link.Poller // the link, when it can be read without waiting
@@ -300,22 +302,46 @@ type Sched struct {
 // mk receives the QPN and the functions the transport calls when it has
 // work.
 func (n *NIC) RegisterQP(typ ibv.QPType, mk func(qpn uint32, s Sched) (Handler, error)) (uint32, error) {
+	return n.registerQP(typ, 0, mk)
+}
+
+// GSIQPN is the QP number of the General Services QP (IBTA 3.5.3: QP1).
+const GSIQPN = 1
+
+// RegisterGSIQP registers a transport built by mk as QP1, the General
+// Services QP; ErrBusy while the NIC has one (the kernel makes one per
+// port, ib_mad's; rxe_qp.c rxe_qp_chk_init: "GSI QP exists for port").
+// UnregisterQP(GSIQPN) frees the number again.
+func (n *NIC) RegisterGSIQP(typ ibv.QPType, mk func(qpn uint32, s Sched) (Handler, error)) (uint32, error) {
+	return n.registerQP(typ, GSIQPN, mk)
+}
+
+// registerQP registers a transport built by mk under QPN fixed, or under
+// the next free QPN from firstQPN up when fixed is 0.
+func (n *NIC) registerQP(typ ibv.QPType, fixed uint32, mk func(qpn uint32, s Sched) (Handler, error)) (uint32, error) {
 	if n.closed.Load() {
 		return 0, ErrClosed
 	}
 	n.qpMu.Lock()
 	defer n.qpMu.Unlock()
-	qpn := n.nextQPN
-	for i := 0; ; i++ {
-		if i > wire.QPNMask {
-			return 0, fmt.Errorf("%w: no free QPN", ErrNoMemory)
+	qpn := fixed
+	if fixed != 0 {
+		if _, used := n.qps[qpn]; used {
+			return 0, fmt.Errorf("%w: QP %#x exists", ErrBusy, qpn)
 		}
-		if _, used := n.qps[qpn]; !used && qpn > 1 {
-			break
+	} else {
+		qpn = n.nextQPN
+		for i := 0; ; i++ {
+			if i > wire.QPNMask {
+				return 0, fmt.Errorf("%w: no free QPN", ErrNoMemory)
+			}
+			if _, used := n.qps[qpn]; !used && qpn > 1 && qpn != wire.MulticastQPN {
+				break
+			}
+			qpn = (qpn + 1) & wire.QPNMask
 		}
-		qpn = (qpn + 1) & wire.QPNMask
+		n.nextQPN = (qpn + 1) & wire.QPNMask
 	}
-	n.nextQPN = (qpn + 1) & wire.QPNMask
 	e := &qpEntry{qpn: qpn, typ: typ}
 	e.proc = n.procs[int(maphash.Comparable(n.seed, qpn)%uint64(len(n.procs)))]
 	h, err := mk(qpn, Sched{Wake: e.wake, Kick: func() { n.kick(e) }})
@@ -385,8 +411,12 @@ func (n *NIC) receive(r *reader, p *transport.RxPacket, d *link.Datagram) bool {
 		return false
 	}
 	p.Encap = d.Encap
-	// rxe_recv.c rxe_chk_dgid: the destination must be our GID.
-	if p.Encap.Dst.Unmap() != n.addr.Unmap() {
+	// rxe_recv.c rxe_chk_dgid: the destination must be our GID, or a
+	// multicast group (receiveMcast: only the groups our QPs joined).
+	if d := p.Encap.Dst.Unmap(); d != n.addr.Unmap() {
+		if d.IsMulticast() {
+			return n.receiveMcast(r, p, d)
+		}
 		c.DropAddr.Add(1)
 		return false
 	}

@@ -2,6 +2,7 @@ package nic
 
 import (
 	"fmt"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 
@@ -12,6 +13,8 @@ import (
 	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/internal/transport/rc"
 	"github.com/softnic/softnic/internal/transport/ud"
+	"github.com/softnic/softnic/link"
+	"github.com/softnic/softnic/wire"
 )
 
 // Limits used for validation.
@@ -50,7 +53,7 @@ func (n *NIC) QueryDevice() ibv.DeviceAttr {
 	if n.mem.Limits().PersistentMemory {
 		caps |= ibv.CapFlushPersistent
 	}
-	return ibv.DeviceAttr{
+	a := ibv.DeviceAttr{
 		FWVer:             "softnic 0.1",
 		NodeGUID:          guid,
 		SysImageGUID:      guid,
@@ -82,6 +85,12 @@ func (n *NIC) QueryDevice() ibv.DeviceAttr {
 		MaxMsgSize:        rc.MaxMsgSize,
 		MaxFastRegPageLen: 512,
 	}
+	if link.CanMulticast(n.cfg.Link) {
+		a.MaxMcastGrp = MaxMcastGroups
+		a.MaxMcastQPAttach = MaxMcastQPAttach
+		a.MaxTotalMcastQPAttach = MaxTotalMcastQPAttach
+	}
+	return a
 }
 
 // nodeGUID is an EUI-64 made from the address, as rxe makes one from the
@@ -121,6 +130,11 @@ type QPInitAttr struct {
 	// no receive queue: each request's XRCETH names the XRC SRQ of XRCD
 	// whose queue, PD and CQ it uses (ibv_create_qp_ex(3)).
 	XRCD *XRCD
+	// GSI makes the QP the NIC's General Services QP: a UD QP numbered 1
+	// (GSIQPN) whose Q_Key is wire.GSIQKey, sent in every datagram and
+	// the only one accepted (rxe_req.c init_req_packet, rxe_recv.c
+	// check_keys: for QP1, GSI_QKEY). A NIC has at most one (ErrBusy).
+	GSI bool
 }
 
 // QP is a queue pair of the NIC.
@@ -144,6 +158,10 @@ type QP struct {
 	// toErr is set while a Modify takes the QP to ERR: the transport's
 	// IBV_EVENT_QP_FATAL is for QPs that go there on their own.
 	toErr atomic.Bool
+	// gsi marks QP1, the General Services QP (QPInitAttr.GSI).
+	gsi bool
+	// mcast are the multicast groups the QP is attached to; guarded by mu.
+	mcast []netip.Addr
 
 	// An XRC_RECV QP's domain, and how many handles (its creation and
 	// each OpenQP) are not yet destroyed.
@@ -220,7 +238,19 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 	default:
 		return nil, fmt.Errorf("%w: QP type %v not supported", ErrInvalid, a.Type)
 	}
-	qp := &QP{n: n, typ: a.Type, pd: a.PD, sendCQ: a.SendCQ, recvCQ: recvCQ, srq: a.SRQ, wq: a.WQ, ctx: a.Context}
+	if a.GSI {
+		// QP1 is a UD QP with a receive queue of its own, as the kernel's
+		// MAD layer creates it (ib_mad_port_open: IB_QPT_GSI, no SRQ).
+		switch {
+		case a.Type != ibv.QPTypeUD:
+			return nil, fmt.Errorf("%w: the GSI QP is a UD QP, not %v", ErrInvalid, a.Type)
+		case a.SRQ != nil || a.WQ != nil:
+			return nil, fmt.Errorf("%w: the GSI QP takes no SRQ or WQ", ErrInvalid)
+		case a.MaxTSOHeader != 0:
+			return nil, fmt.Errorf("%w: the GSI QP takes no TSO", ErrInvalid)
+		}
+	}
+	qp := &QP{n: n, typ: a.Type, pd: a.PD, sendCQ: a.SendCQ, recvCQ: recvCQ, srq: a.SRQ, wq: a.WQ, ctx: a.Context, gsi: a.GSI}
 	qp.dr.init(a.SendCQ, recvCQ)
 	switch {
 	case a.SRQ != nil:
@@ -241,7 +271,11 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 		c.MaxRecvWR, c.MaxRecvSGE = 0, 0
 	}
 	shared := qp.shared != nil
-	_, err := n.RegisterQP(a.Type, func(qpn uint32, s Sched) (Handler, error) {
+	register := n.RegisterQP
+	if a.GSI {
+		register = n.RegisterGSIQP
+	}
+	_, err := register(a.Type, func(qpn uint32, s Sched) (Handler, error) {
 		qp.qpn = qpn
 		if a.Type == ibv.QPTypeUD {
 			t, err := n.newUD(qp, qpn, s, a, c)
@@ -326,7 +360,16 @@ func (qp *QP) Modify(attr *ibv.QPAttr, mask ibv.AttrMask) error {
 	if err := transport.CheckModify(qp.typ, cur, next, mask); err != nil {
 		return err
 	}
-	if err := transport.CheckAttrValues(qp.typ, cur, attr, mask, qp.n.qpLimits()); err != nil {
+	lim := qp.n.qpLimits()
+	if qp.gsi {
+		if mask&ibv.QPAttrQKey != 0 && attr.QKey != wire.GSIQKey {
+			// QP1's Q_Key is fixed (IBTA 13.4.2; the kernel's MAD layer
+			// gives it IB_QP1_QKEY, ib_mad.c ib_mad_change_qp_state_to_rts).
+			return fmt.Errorf("%w: %v: Q_Key %#x on the GSI QP (it is %#x)", ErrInvalid, ibv.QPAttrQKey, attr.QKey, uint32(wire.GSIQKey))
+		}
+		lim.PrivilegedQKey = true // GSIQKey is a controlled Q_Key: QP1's own
+	}
+	if err := transport.CheckAttrValues(qp.typ, cur, attr, mask, lim); err != nil {
 		return err
 	}
 	if mask&ibv.QPAttrPathMigState != 0 && attr.PathMigState != pathMigMigrated {
@@ -463,6 +506,7 @@ func (qp *QP) Destroy() error {
 		qp.n.xrc.mu.Unlock()
 		qp.xrcd.unuse()
 	}
+	qp.detachAllMcastLocked()
 	qp.dead.Store(true)
 	qp.n.UnregisterQP(qp.qpn)
 	if qp.xrcd == nil {

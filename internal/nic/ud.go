@@ -67,6 +67,7 @@ func (n *NIC) newUD(qp *QP, qpn uint32, s Sched, a *QPInitAttr, c ibv.QPCap) (*u
 		LocalAddr: n.addr, DstPort: n.cfg.PeerPort, SrcPort: n.cfg.Link.SrcPort(),
 		MTU:          func() int { return n.PortMTU().Bytes() },
 		MaxTSOHeader: a.MaxTSOHeader,
+		GSI:          a.GSI,
 		Counters:     &n.ctr, Wake: s.Wake, Kick: s.Kick,
 		OnAsync: qp.transportEvent,
 	})

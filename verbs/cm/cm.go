@@ -6,23 +6,29 @@
 // internal/ibcm) in MADs on each device's QP1 exactly as the kernel's
 // ib_cm and rdma_cm do.
 //
-// SKELETON: the exported API the tools build on; the CM helper
-// implements it. Names follow librdmacm: rdma_X is X here.
+// Names follow librdmacm: rdma_X is X here. What librdmacm does in the
+// library (moving the ID's QP through INIT, RTR and RTS from the CM's
+// attributes, sending the RTU when a connect is answered, attaching a
+// QP to a joined group) this package does too, and the kernel's part
+// (cma.c and cm.c) runs in the CM: one goroutine per device reads its
+// QP1 and one delivers the IB CM's events.
+//
+// Events carry the whole private data field of the message they come
+// from, as librdmacm reports it (a REQ's 92 bytes less the 36-byte CMA
+// header, a REP's 196, a REJ's 148): the peer's data, then zeros.
 package cm
 
 import (
 	"context"
-	"errors"
-	"net/netip"
-	"syscall"
-	"time"
+	"fmt"
+	"math/rand/v2"
+	"sync"
 
 	"github.com/softnic/softnic/clock"
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/ibcm"
 	"github.com/softnic/softnic/verbs"
 )
-
-var errSkeleton = errors.New("cm: not built yet")
 
 // PortSpace is enum rdma_port_space: the service ID's port space.
 type PortSpace uint16
@@ -58,8 +64,23 @@ const (
 	EventTimewaitExit
 )
 
-// String returns rdma_event_str's text, e.g. "RDMA_CM_EVENT_ESTABLISHED".
-func (t EventType) String() string { return "" }
+var eventNames = [...]string{
+	"RDMA_CM_EVENT_ADDR_RESOLVED", "RDMA_CM_EVENT_ADDR_ERROR", "RDMA_CM_EVENT_ROUTE_RESOLVED",
+	"RDMA_CM_EVENT_ROUTE_ERROR", "RDMA_CM_EVENT_CONNECT_REQUEST", "RDMA_CM_EVENT_CONNECT_RESPONSE",
+	"RDMA_CM_EVENT_CONNECT_ERROR", "RDMA_CM_EVENT_UNREACHABLE", "RDMA_CM_EVENT_REJECTED",
+	"RDMA_CM_EVENT_ESTABLISHED", "RDMA_CM_EVENT_DISCONNECTED", "RDMA_CM_EVENT_DEVICE_REMOVAL",
+	"RDMA_CM_EVENT_MULTICAST_JOIN", "RDMA_CM_EVENT_MULTICAST_ERROR", "RDMA_CM_EVENT_ADDR_CHANGE",
+	"RDMA_CM_EVENT_TIMEWAIT_EXIT",
+}
+
+// String returns rdma_event_str's text, e.g. "RDMA_CM_EVENT_ESTABLISHED"
+// ("UNKNOWN EVENT" for a value it does not know).
+func (t EventType) String() string {
+	if t >= 0 && int(t) < len(eventNames) {
+		return eventNames[t]
+	}
+	return "UNKNOWN EVENT"
+}
 
 // ConnParam is struct rdma_conn_param.
 type ConnParam struct {
@@ -72,6 +93,17 @@ type ConnParam struct {
 	SRQ                bool   // ignored if the ID has a QP
 	QPNum              uint32 // ignored if the ID has a QP
 }
+
+// MaxResponderResources and MaxInitiatorDepth in a ConnParam ask for the
+// device's maximum (rdma_cma.h RDMA_MAX_RESP_RES, RDMA_MAX_INIT_DEPTH).
+const (
+	MaxResponderResources = 0xFF
+	MaxInitiatorDepth     = 0xFF
+)
+
+// UDPQKey is the Q_Key of the UDP port space and of multicast groups
+// (cma.c RDMA_UDP_QKEY).
+const UDPQKey = 0x01234567
 
 // UDParam is struct rdma_ud_param: what a UD (SIDR) resolution or a
 // multicast join gives: the address handle attributes, QPN and Q_Key to
@@ -95,10 +127,31 @@ type Event struct {
 	Status int
 	Conn   ConnParam // connected port spaces (TCP, IB)
 	UD     UDParam   // UDP and IPoIB port spaces, multicast joins
+	// McastContext is, for MULTICAST_JOIN and MULTICAST_ERROR, the
+	// context given to JoinMulticast (librdmacm puts it in
+	// param.ud.private_data).
+	McastContext any
+
+	owner *ID // the ID whose events_completed an ack counts (the listener for CONNECT_REQUEST)
+	acked bool
 }
 
 // Ack acknowledges the event (rdma_ack_cm_event).
-func (e *Event) Ack() error { return errSkeleton }
+func (e *Event) Ack() error {
+	if e == nil || e.owner == nil {
+		return fmt.Errorf("cm: ack of an event not got from GetEvent: %w", verbs.EINVAL)
+	}
+	c := e.owner.cm
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.acked {
+		return fmt.Errorf("cm: event acked twice: %w", verbs.EINVAL)
+	}
+	e.acked = true
+	e.owner.completed++
+	c.cond.Broadcast()
+	return nil
+}
 
 // Config configures a CM.
 type Config struct {
@@ -113,151 +166,228 @@ type Config struct {
 
 // CM is one process's connection manager over a set of devices: what the
 // kernel's rdma_cm and ib_cm are to librdmacm.
-type CM struct{}
+type CM struct {
+	cfg  Config
+	clk  clock.Clock
+	devs []*cmDev
+
+	mu     sync.Mutex
+	cond   *sync.Cond
+	ids    map[*ID]struct{}
+	chans  map[*EventChannel]struct{}
+	binds  map[bindKey][]*ID
+	byCM   map[*ibcm.ID]*ID
+	closed bool
+	rnd    *rand.Rand
+
+	// The IB CM's events, delivered in order by one goroutine (cm.c's
+	// work queue): its handlers only queue, so the CM may call ibcm with
+	// its own lock held.
+	qmu    sync.Mutex
+	qcond  *sync.Cond
+	queue  []*ibcm.Event
+	qstop  bool
+	wg     sync.WaitGroup
+	cancel context.CancelFunc
+}
+
+type bindKey struct {
+	ps   PortSpace
+	port uint16
+}
 
 // New starts a CM on cfg.Devices.
-func New(cfg Config) (*CM, error) { return nil, errSkeleton }
+func New(cfg Config) (*CM, error) {
+	if len(cfg.Devices) == 0 {
+		return nil, fmt.Errorf("cm: no devices: %w", verbs.EINVAL)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.New()
+	}
+	c := &CM{cfg: cfg, clk: cfg.Clock, ids: map[*ID]struct{}{}, binds: map[bindKey][]*ID{},
+		byCM: map[*ibcm.ID]*ID{}, chans: map[*EventChannel]struct{}{}, rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
+	c.cond = sync.NewCond(&c.mu)
+	c.qcond = sync.NewCond(&c.qmu)
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	for i, d := range cfg.Devices {
+		if d == nil {
+			c.closeDevs()
+			return nil, fmt.Errorf("cm: device %d is nil: %w", i, verbs.EINVAL)
+		}
+		cd, err := newCMDev(c, d, uint32(i+1))
+		if err != nil {
+			c.closeDevs()
+			return nil, err
+		}
+		c.devs = append(c.devs, cd)
+	}
+	for _, d := range c.devs {
+		c.wg.Go(func() { d.recvLoop(ctx) })
+	}
+	c.wg.Go(c.work)
+	return c, nil
+}
 
-// Close destroys every ID and stops the CM's agents.
-func (c *CM) Close() error { return errSkeleton }
+func (c *CM) closeDevs() {
+	for _, d := range c.devs {
+		d.close()
+	}
+}
+
+// Close destroys every ID (as Destroy does, without waiting for acks)
+// and stops the CM's agents; GetEvent on its channels then returns the
+// events left and ENODEV.
+func (c *CM) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	var ids []*ID
+	for id := range c.ids {
+		ids = append(ids, id)
+	}
+	c.mu.Unlock()
+	for _, id := range ids {
+		id.destroy(false)
+	}
+	c.mu.Lock()
+	c.closed = true
+	c.cond.Broadcast()
+	for ch := range c.chans {
+		// Waiters in GetEvent see the CM gone.
+		select {
+		case ch.notify <- struct{}{}:
+		default:
+		}
+	}
+	c.mu.Unlock()
+	for _, d := range c.devs {
+		d.agent.Close()
+	}
+	c.qmu.Lock()
+	c.qstop = true
+	c.qcond.Broadcast()
+	c.qmu.Unlock()
+	c.cancel()
+	c.wg.Wait()
+	c.closeDevs()
+	return nil
+}
+
+// handleIB is every ibcm ID's handler: it only queues.
+func (c *CM) handleIB(ev *ibcm.Event) {
+	c.qmu.Lock()
+	c.queue = append(c.queue, ev)
+	c.qcond.Signal()
+	c.qmu.Unlock()
+}
+
+// work delivers the IB CM's events in order.
+func (c *CM) work() {
+	for {
+		c.qmu.Lock()
+		for len(c.queue) == 0 && !c.qstop {
+			c.qcond.Wait()
+		}
+		if c.qstop {
+			c.queue = nil
+			c.qmu.Unlock()
+			return
+		}
+		ev := c.queue[0]
+		c.queue = c.queue[1:]
+		c.qmu.Unlock()
+		c.ibEvent(ev)
+	}
+}
 
 // EventChannel is struct rdma_event_channel.
-type EventChannel struct{}
+type EventChannel struct {
+	c      *CM
+	q      []*Event
+	notify chan struct{}
+	users  int
+	closed bool
+	sync   bool // an ID's private channel (a synchronous ID)
+}
 
 // CreateEventChannel is rdma_create_event_channel.
-func (c *CM) CreateEventChannel() *EventChannel { return nil }
+func (c *CM) CreateEventChannel() *EventChannel {
+	if c == nil {
+		return nil
+	}
+	ch := &EventChannel{c: c, notify: make(chan struct{}, 1)}
+	c.mu.Lock()
+	c.chans[ch] = struct{}{}
+	c.mu.Unlock()
+	return ch
+}
+
+// post queues ev on the channel. c.mu held.
+func (ch *EventChannel) post(ev *Event) {
+	ch.q = append(ch.q, ev)
+	select {
+	case ch.notify <- struct{}{}:
+	default:
+	}
+}
 
 // GetEvent waits for the next event (rdma_get_cm_event).
-func (ch *EventChannel) GetEvent(ctx context.Context) (*Event, error) { return nil, errSkeleton }
+func (ch *EventChannel) GetEvent(ctx context.Context) (*Event, error) {
+	if ch == nil || ch.c == nil || ctx == nil {
+		return nil, fmt.Errorf("cm: GetEvent: %w", verbs.EINVAL)
+	}
+	c := ch.c
+	for {
+		c.mu.Lock()
+		if ch.closed {
+			c.mu.Unlock()
+			return nil, fmt.Errorf("cm: channel closed: %w", verbs.EINVAL)
+		}
+		if len(ch.q) > 0 {
+			ev := ch.q[0]
+			ch.q = ch.q[1:]
+			if len(ch.q) > 0 {
+				select {
+				case ch.notify <- struct{}{}:
+				default:
+				}
+			}
+			ev.owner.reported++
+			if ev.Type == EventConnectRequest && ev.ListenID != nil {
+				// ucma.c: a request got frees its backlog slot.
+				ev.ListenID.backlogUsed--
+			}
+			c.mu.Unlock()
+			return ev, nil
+		}
+		if c.closed {
+			c.mu.Unlock()
+			return nil, fmt.Errorf("cm: CM closed: %w", verbs.ENODEV)
+		}
+		c.mu.Unlock()
+		select {
+		case <-ch.notify:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
 
 // Close destroys the channel (rdma_destroy_event_channel); EBUSY while
 // IDs use it.
-func (ch *EventChannel) Close() error { return errSkeleton }
-
-// ID is struct rdma_cm_id.
-type ID struct{}
-
-// CreateID creates an ID (rdma_create_id / rdma_create_id with a QP type
-// through rdma_create_ep): qpType is QPTypeRC or QPTypeUC for PSTCP and
-// PSIB, QPTypeUD for PSUDP and PSIPoIB. With a nil channel the ID is
-// synchronous, as in librdmacm: ResolveAddr, ResolveRoute, Connect and
-// Accept block until their event and return its error, and GetRequest
-// returns the next connection request of a listening ID.
-func (c *CM) CreateID(ch *EventChannel, context any, ps PortSpace, qpType ibv.QPType) (*ID, error) {
-	return nil, errSkeleton
+func (ch *EventChannel) Close() error {
+	if ch == nil || ch.c == nil {
+		return fmt.Errorf("cm: nil channel: %w", verbs.EINVAL)
+	}
+	ch.c.mu.Lock()
+	defer ch.c.mu.Unlock()
+	if ch.users > 0 {
+		return fmt.Errorf("cm: channel has %d IDs: %w", ch.users, verbs.EBUSY)
+	}
+	ch.closed = true
+	delete(ch.c.chans, ch)
+	return nil
 }
-
-// Context is the context given to CreateID (rdma_cm_id.context).
-func (id *ID) Context() any { return nil }
-
-// PortSpace and QPType are those given to CreateID.
-func (id *ID) PortSpace() PortSpace { return 0 }
-func (id *ID) QPType() ibv.QPType   { return 0 }
-
-// BindAddr binds the ID to a local address and port (rdma_bind_addr); an
-// unspecified address binds to all devices (listen only); port 0 picks one.
-func (id *ID) BindAddr(addr netip.AddrPort) error { return errSkeleton }
-
-// ResolveAddr resolves dst and, when src is invalid (zero), picks a
-// device and source address for it (rdma_resolve_addr); ADDR_RESOLVED or
-// ADDR_ERROR follows.
-func (id *ID) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) error { return errSkeleton }
-
-// ResolveRoute resolves the route to the destination (rdma_resolve_route):
-// on RoCE the GIDs, hop limit, traffic class and path MTU; ROUTE_RESOLVED
-// or ROUTE_ERROR follows.
-func (id *ID) ResolveRoute(timeout time.Duration) error { return errSkeleton }
-
-// Device is the device the ID is bound to (rdma_cm_id.verbs), nil before.
-func (id *ID) Device() *verbs.Device { return nil }
-
-// PD is the protection domain CreateQP made when given none (rdma_cm_id.pd).
-func (id *ID) PD() *verbs.PD { return nil }
-
-// CreateQP creates the ID's QP on its device (rdma_create_qp); pd nil
-// allocates one. The CM moves the QP through INIT, RTR and RTS from the
-// connection's attributes (UD: INIT..RTS at once with the port space's Q_Key).
-func (id *ID) CreateQP(pd *verbs.PD, attr verbs.QPInitAttr) (*verbs.QP, error) {
-	return nil, errSkeleton
-}
-
-// QP is the ID's QP (rdma_cm_id.qp), nil before CreateQP.
-func (id *ID) QP() *verbs.QP { return nil }
-
-// DestroyQP destroys the ID's QP (rdma_destroy_qp).
-func (id *ID) DestroyQP() error { return errSkeleton }
-
-// Connect sends a REQ (rdma_connect); for UD IDs a SIDR REQ.
-func (id *ID) Connect(p *ConnParam) error { return errSkeleton }
-
-// Listen listens for connection requests (rdma_listen).
-func (id *ID) Listen(backlog int) error { return errSkeleton }
-
-// GetRequest returns the next connection request's ID on a synchronous
-// listening ID (rdma_get_request).
-func (id *ID) GetRequest(ctx context.Context) (*ID, error) { return nil, errSkeleton }
-
-// Accept accepts a connection request (rdma_accept).
-func (id *ID) Accept(p *ConnParam) error { return errSkeleton }
-
-// Reject rejects a connection request with private data (rdma_reject):
-// an IB CM REJ with reason 28, consumer reject.
-func (id *ID) Reject(privateData []byte) error { return errSkeleton }
-
-// Disconnect sends a DREQ (or answers one with a DREP) and moves the QP
-// to ERR (rdma_disconnect).
-func (id *ID) Disconnect() error { return errSkeleton }
-
-// JoinMulticast joins the multicast group addr (rdma_join_multicast);
-// MULTICAST_JOIN carries the UDParam to send to it, context in the
-// event's ID context. On RoCE no SA is asked: the join is local.
-func (id *ID) JoinMulticast(addr netip.Addr, context any) error { return errSkeleton }
-
-// LeaveMulticast leaves a group (rdma_leave_multicast).
-func (id *ID) LeaveMulticast(addr netip.Addr) error { return errSkeleton }
-
-// LocalAddr and PeerAddr are rdma_get_local_addr and rdma_get_peer_addr
-// with their ports (rdma_get_src_port, rdma_get_dst_port).
-func (id *ID) LocalAddr() netip.AddrPort { return netip.AddrPort{} }
-func (id *ID) PeerAddr() netip.AddrPort  { return netip.AddrPort{} }
-
-// InitQPAttr is rdma_init_qp_attr: the attributes to move the ID's QP to
-// state.
-func (id *ID) InitQPAttr(state ibv.QPState) (ibv.QPAttr, ibv.AttrMask, error) {
-	return ibv.QPAttr{}, 0, errSkeleton
-}
-
-// Destroy destroys the ID (rdma_destroy_id).
-func (id *ID) Destroy() error { return errSkeleton }
-
-// AddrInfo is struct rdma_addrinfo.
-type AddrInfo struct {
-	Flags     int // AIPassive, AINumericHost, ...
-	Family    int // syscall.AF_INET, AF_INET6 or 0
-	QPType    ibv.QPType
-	PortSpace PortSpace
-	Src, Dst  netip.AddrPort
-}
-
-// AddrInfo flags (rdma_cma.h RAI_*).
-const (
-	AIPassive     = 0x01
-	AINumericHost = 0x02
-	AINoAddr      = 0x04
-	AIFamily      = 0x08
-)
-
-// GetAddrInfo resolves node and service (rdma_getaddrinfo): names through
-// the system resolver, services as port numbers or names.
-func GetAddrInfo(ctx context.Context, node, service string, hints *AddrInfo) ([]AddrInfo, error) {
-	return nil, errSkeleton
-}
-
-// CreateEP makes a synchronous ID from ai (rdma_create_ep): bound to
-// ai.Src (AIPassive) or resolved to ai.Dst with its route, and with a QP
-// when attr is not nil.
-func (c *CM) CreateEP(ai *AddrInfo, pd *verbs.PD, attr *verbs.QPInitAttr) (*ID, error) {
-	return nil, errSkeleton
-}
-
-var _ = syscall.ENOSYS

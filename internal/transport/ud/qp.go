@@ -72,7 +72,14 @@ type Config struct {
 	// largest header a TSO WR may carry, at most MaxTSOHeader; 0 means
 	// the QP takes no TSO WRs.
 	MaxTSOHeader int
-	Counters     *transport.Counters
+	// GSI makes the QP the General Services QP (QP1): its Q_Key is
+	// wire.GSIQKey from creation, every datagram it sends carries that
+	// Q_Key whatever the WR says (rxe_req.c init_req_packet: qp_num 1
+	// sends GSI_QKEY), and receives are checked against it as against any
+	// UD QP's Q_Key (rxe_recv.c check_keys). The engine refuses a modify
+	// to another Q_Key.
+	GSI      bool
+	Counters *transport.Counters
 	// Wake asks the engine to run Process soon; it must not block.
 	Wake func()
 	// Kick is a post's doorbell: it runs Process at once on the calling
@@ -139,6 +146,9 @@ func New(cfg Config) (*QP, error) {
 	qp.sq.init(int(cfg.Cap.MaxSendWR), int(cfg.Cap.MaxSendSGE), int(cfg.Cap.MaxInlineData), cfg.MaxTSOHeader)
 	qp.lens = make([]int, 0, budget)
 	qp.attr.Cap = cfg.Cap
+	if cfg.GSI {
+		qp.attr.QKey = wire.GSIQKey
+	}
 	return qp, nil
 }
 

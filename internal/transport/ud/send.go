@@ -177,6 +177,9 @@ func (qp *QP) enqueueLocked(wr *ibv.SendWR) error {
 		signaled: transport.Signaled(qp.cfg.SigAll, wr.Flags),
 		pieces:   1,
 	}
+	if qp.cfg.GSI {
+		w.qkey = wire.GSIQKey // rxe_req.c init_req_packet: QP1 sends GSI_QKEY
+	}
 	w.sgl = append(sgl, wr.SGList...)
 	w.inline = inline
 	w.tsoHdr = hdr
@@ -423,6 +426,11 @@ func (qp *QP) sendPacketLocked(w *sendWQE, k int, out transport.Output) (int, bo
 	h.BTH.PKey = wire.DefaultPKey
 	h.BTH.DestQP = w.remoteQPN
 	h.BTH.PSN = w.psn.Add(uint32(k))
+	// rxe sets AckReq on the last packet of every message, UD's too
+	// (rxe_req.c init_req_packet: ack_req for RXE_END_MASK), and so do the
+	// QP1 MADs of the rping capture (wire/testdata/rping_cm.pcap); the
+	// GSI QP's MADs match them bit for bit. Other UD QPs leave it clear.
+	h.BTH.AckReq = qp.cfg.GSI
 	qkey := w.qkey
 	if qkey&qkeyUseQP != 0 {
 		// IBTA 10.2.5: a Q_Key with its high-order bit set in a send WR
@@ -456,12 +464,20 @@ func (qp *QP) sendPacketLocked(w *sendWQE, k int, out transport.Output) (int, bo
 
 // encapFor returns the IP/UDP header of a datagram to av (rxe_net.c
 // prepare4/prepare6 with the AH's address vector): the AH's traffic
-// class and hop limit, its flow label on IPv6, DF on IPv4, and the QP's
-// fixed source port.
+// class, the route's hop limit (the AH's for a multicast group), its flow
+// label on IPv6, DF on IPv4, and the QP's fixed source port. A multicast
+// destination GID sends to that IP multicast address; the WR names
+// DestQP 0xFFFFFF itself, as mckey does.
 func (qp *QP) encapFor(av *ibv.AHAttr) wire.Encap {
 	g := &av.GRH
 	e := transport.RouteEncap(qp.cfg.LocalAddr, g, qp.cfg.DstPort)
 	e.SrcPort = qp.srcPort
+	if g.HopLimit != 0 && e.Dst.IsMulticast() {
+		// A multicast address vector is not resolved through a route, so
+		// its hop limit is the AH's (ib_resolve_eth_dmac maps a multicast
+		// GID to its MAC and leaves the GRH alone); 0 keeps the route's.
+		e.HopLimit = g.HopLimit
+	}
 	if !e.Dst.Is4() {
 		e.FlowLabel = g.FlowLabel & 0xFFFFF
 	}

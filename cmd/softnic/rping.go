@@ -28,7 +28,7 @@ func rpingOpts() []optSpec {
 		o('v', "", N, "", "display ping data to stdout"),
 		o('V', "", N, "", "validate ping data"),
 		o('d', "", N, "", "debug printfs"),
-		o('q', "", N, "", "use self-created, self-modified QP (server only on softnic)"),
+		o('q', "", N, "", "use self-created, self-modified QP"),
 	}
 }
 

@@ -637,16 +637,17 @@ func (c *cb) connectClient(ctx context.Context) int {
 			c.run.errorf("rping_modify_qp: %v\n", err)
 			return -1
 		}
-		// rdma_establish: the skeleton API has no call that sends the
-		// RTU of a connection whose QP the application moves itself.
-		c.run.errorf("rdma_establish: %v\n", errNoEstablish)
-		return -1
+		// rdma_establish: on an active ID without a CM-made QP, the
+		// CM's Accept after CONNECT_RESPONSE sends the RTU (librdmacm's
+		// rdma_establish is that ACCEPT).
+		if err := c.id.Accept(nil); err != nil {
+			c.run.errorf("rdma_establish: %v\n", err)
+			return -1
+		}
 	}
 	c.debugf("rdma_connect successful\n")
 	return 0
 }
-
-var errNoEstablish = errors.New("not supported by softnic's connection manager (no rdma_establish)")
 
 // runClient is rping_run_client.
 func (r *runner) runClient(ctx context.Context, c *cb) int {

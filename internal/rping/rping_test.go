@@ -267,3 +267,19 @@ func TestNoGoroutineLeak(t *testing.T) {
 		}
 	})
 }
+
+// TestSelfQP is -q on both sides: each makes its QP itself and moves it
+// with rdma_init_qp_attr's attributes; the client's RTU goes with
+// rdma_establish after CONNECT_RESPONSE.
+func TestSelfQP(t *testing.T) {
+	cfg := Defaults()
+	cfg.Count, cfg.Verbose, cfg.Validate, cfg.SelfQP = 5, true, true, true
+	srv, cli := runPair(t, nil, cfg, cfg)
+	if srv.res != nil || cli.res != nil {
+		t.Fatalf("server: %v\n%s%s\nclient: %v\n%s%s", srv.res, srv.out.String(), srv.err.String(),
+			cli.res, cli.out.String(), cli.err.String())
+	}
+	if got, want := cli.out.String(), wantPings("", 5, DefaultSize); got != want {
+		t.Errorf("client output:\n%s\nwant:\n%s", got, want)
+	}
+}

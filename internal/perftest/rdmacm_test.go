@@ -149,6 +149,12 @@ func TestRDMACMPairs(t *testing.T) {
 				if !strings.Contains(s.out.String(), want) {
 					t.Errorf("no %q in:\n%s", want, s.out.String())
 				}
+				// ctx_print_pingpong_data prints by the exchange's verb,
+				// SEND over rdma_cm: no OUT, RKey or VAddr (as rxe's
+				// perftest 4.5 prints with -R).
+				if strings.Contains(s.out.String(), "RKey") || strings.Contains(s.out.String(), " OUT ") {
+					t.Errorf("address lines with RKey or OUT over rdma_cm:\n%s", s.out.String())
+				}
 			}
 			if cfg.Check && !srv.res.Checked && !cli.res.Checked {
 				t.Errorf("--check checked nothing")

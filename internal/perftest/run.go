@@ -406,11 +406,21 @@ func (s *session) connect() error {
 	return nil
 }
 
+// destVerb is the verb the address lines are printed for
+// (ctx_print_pingpong_data prints by the exchange's verb): over rdma_cm
+// the exchange is SENDs, so no OUT, RKey or VAddr is printed.
+func (s *session) destVerb() Verb {
+	if s.cfg.CommRDMACM {
+		return Send
+	}
+	return s.cfg.Verb
+}
+
 // printDests prints this side's addresses, then does a handshake per QP
 // and prints the peer's.
 func (s *session) printDests() error {
 	for _, d := range s.my {
-		fmt.Fprint(s.out, FormatDest(true, d, s.cfg.Verb))
+		fmt.Fprint(s.out, FormatDest(true, d, s.destVerb()))
 	}
 	for i := range s.my {
 		d, err := s.comm.handshake(s.my[i])
@@ -419,7 +429,7 @@ func (s *session) printDests() error {
 			return err
 		}
 		s.rem[i] = d
-		fmt.Fprint(s.out, FormatDest(false, d, s.cfg.Verb))
+		fmt.Fprint(s.out, FormatDest(false, d, s.destVerb()))
 	}
 	return nil
 }

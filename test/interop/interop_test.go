@@ -346,6 +346,8 @@ func (s *suite) exercise(c *tcase, dir string, r *row) error {
 	var runErr error
 	if c.kind == selfCheck {
 		runErr = s.runSelfCheck(ctx, c, dir)
+	} else if c.kind == cmTool {
+		runErr = s.runCMTool(ctx, c, dir)
 	} else {
 		runErr = s.runTools(ctx, c, dir)
 	}

@@ -23,6 +23,9 @@ const (
 	// has no tag-matching tool, and rxe no tag matching (tm_caps 0), so
 	// tm_send does the tag-matching NIC's work in software
 	tmPingpong
+	// librdmacm's examples and perftest -R, connected through the RDMA
+	// CM: tcase.cm says how (cm_test.go)
+	cmTool
 )
 
 // role says which side listens for the out-of-band TCP exchange.
@@ -63,6 +66,7 @@ type tcase struct {
 	// option (which every case needs); see suite.missingReason.
 	needs   []string
 	timeout time.Duration
+	cm      *cmCase // cmTool
 }
 
 func (c *tcase) name() string {
@@ -99,6 +103,13 @@ func sizeName(n int) string {
 // perftest's UC bandwidth tests move data from client to server only, and
 // UC has no acknowledgements.
 func (c *tcase) silent() string {
+	if c.kind == cmTool && c.tool == "mckey" {
+		// a multicast join on RoCE sends nothing: the receiver is silent
+		if c.role == softnicServer {
+			return "softnic"
+		}
+		return "rxe"
+	}
 	if c.kind != perftest || !strings.HasSuffix(c.tool, "_bw") || !slices.Contains(c.args, "UC") {
 		return ""
 	}
@@ -235,6 +246,11 @@ func itersFor(size, mtu, want int, full bool) int {
 // (both directions of a round trip counted); under netem three times that
 // plus a minute.
 func timeoutFor(c *tcase) time.Duration {
+	if c.kind == cmTool {
+		// set-up, the client's retries while the server starts, a
+		// short run
+		return 90 * time.Second
+	}
 	pkts := max(1, (max(c.size, 8)+c.mtu-1)/c.mtu) * c.iters * 2
 	d := 30*time.Second + time.Duration(pkts)*4*time.Millisecond
 	if c.netem != "" {
@@ -382,6 +398,9 @@ func matrix(full bool) []*tcase {
 	// softnic as the client: expected-missing, never silently left out
 	eager.mtu, eager.missing = 1024, tmClientMissing
 	add(eager, softnicClient)
+
+	// The RDMA connection manager: librdmacm's examples and perftest -R.
+	cmCases(add)
 
 	sort.SliceStable(cs, func(i, j int) bool {
 		bi, _ := cs[i].bridgeMTU()

@@ -419,6 +419,7 @@ type ID struct {
 	serviceTimeout                 uint8
 	privateData                    []byte // the last private data sent (cm_set_private_data)
 	twTimer                        clock.Timer
+	twGen                          int
 }
 
 // CreateID creates an ID with the given event handler (ib_create_cm_id).

@@ -851,7 +851,9 @@ func TestSimultaneousDisconnect(t *testing.T) {
 }
 
 // TestStaleREP: a REP from a QP still connected to one of ours is
-// rejected as stale; the old connection is disconnected.
+// rejected as stale and the old connection is disconnected; the new
+// REQ's ID stays in REQ_SENT (cm.c cm_rep_handler), while the passive
+// side, rejected with reason 10, goes to timewait.
 func TestStaleREP(t *testing.T) {
 	bd := newBed(t)
 	act, _ := bd.established() // B's QP 0x22 is connected to A's act
@@ -862,7 +864,7 @@ func TestStaleREP(t *testing.T) {
 	pas2.SendREP(&RepParam{QPNum: 0x22}) // the same remote QPN again
 	bd.p.pump()
 	bd.wantLog("A>B REQ", "B>A REP", "A>B REJ", "A>B DREQ")
-	if id2.State() != StateTimewait || act.State() != StateDreqSent || pas2.State() != StateTimewait {
+	if id2.State() != StateReqSent || act.State() != StateDreqSent || pas2.State() != StateTimewait {
 		t.Errorf("states %v %v %v", id2.State(), act.State(), pas2.State())
 	}
 }

@@ -302,15 +302,13 @@ func (a *Agent) recvREP(m wire.CMRep, src netip.Addr) {
 	qk := remoteKey{m.LocalQPN(), guid}
 	if cur := a.remoteQP[qk]; cur != nil {
 		// Stale connection: REJ the REP, DREQ the old connection; the
-		// REQ's ID goes to timewait.
+		// REQ's ID stays as it was, its REQ still retried (cm.c
+		// cm_rep_handler: no event).
 		a.issueRej(m.MAD(), src, wire.CMRejStaleConn, wire.CMMsgResponseREP)
 		if cur.state == StateEstablished {
 			a.sendDreqLocked(cur, nil)
 		}
-		a.cancel(id.msg)
-		id.remoteID = m.LocalCommID()
-		a.enterTimewait(id)
-		a.queueEvent(Event{Type: EventRejReceived, ID: id, RejReason: wire.CMRejStaleConn})
+		a.cnt.Unmatched++
 		return
 	}
 	id.remoteID = m.LocalCommID()

@@ -21,6 +21,7 @@ type sendMsg struct {
 	retries int
 	state   State // context[1]: the state the message belongs to
 	timer   clock.Timer
+	gen     int // the armed timer's generation: a timer stopped too late finds it changed
 	done    bool
 }
 
@@ -46,15 +47,22 @@ func (a *Agent) post(id *ID, m []byte, timeout time.Duration, retries int, st St
 	msg := &sendMsg{id: id, mad: m, dst: id.dgid, timeout: timeout, retries: retries, state: st}
 	a.send(msg.dst, m)
 	if timeout > 0 {
-		msg.timer = a.clk.AfterFunc(timeout, func() { a.retransmit(msg) })
+		a.arm(msg)
 	}
 	return msg
 }
 
+// arm (re)starts msg's timer for its timeout. a.mu held.
+func (a *Agent) arm(msg *sendMsg) {
+	msg.gen++
+	gen := msg.gen
+	msg.timer = a.clk.AfterFunc(msg.timeout, func() { a.retransmit(msg, gen) })
+}
+
 // retransmit is the MAD layer's timeout of msg: resend, or give up.
-func (a *Agent) retransmit(msg *sendMsg) {
+func (a *Agent) retransmit(msg *sendMsg, gen int) {
 	a.mu.Lock()
-	if msg.done {
+	if msg.done || msg.gen != gen {
 		a.mu.Unlock()
 		return
 	}
@@ -62,7 +70,7 @@ func (a *Agent) retransmit(msg *sendMsg) {
 		msg.retries--
 		a.cnt.Retries++
 		a.send(msg.dst, msg.mad)
-		msg.timer = a.clk.AfterFunc(msg.timeout, func() { a.retransmit(msg) })
+		a.arm(msg)
 		a.mu.Unlock()
 		return
 	}
@@ -81,7 +89,7 @@ func (a *Agent) modify(msg *sendMsg, timeout time.Duration) {
 	if msg.timer != nil {
 		msg.timer.Stop()
 	}
-	msg.timer = a.clk.AfterFunc(timeout, func() { a.retransmit(msg) })
+	a.arm(msg)
 }
 
 // cancel is ib_cancel_mad.
@@ -90,6 +98,7 @@ func (a *Agent) cancel(msg *sendMsg) {
 		return
 	}
 	msg.done = true
+	msg.gen++
 	if msg.timer != nil {
 		msg.timer.Stop()
 	}
@@ -149,11 +158,12 @@ func (a *Agent) enterTimewait(id *ID) {
 	if id.twTimer != nil {
 		id.twTimer.Stop()
 	}
-	qpn := id.remoteQPN
+	id.twGen++
+	gen := id.twGen
 	id.twTimer = a.clk.AfterFunc(ConvertToDuration(id.avTimeout), func() {
 		a.mu.Lock()
 		// cm.c cm_timewait_handler: only if the ID is still in that timewait.
-		if id.destroyed || id.state != StateTimewait || id.remoteQPN != qpn {
+		if id.destroyed || id.state != StateTimewait || id.twGen != gen {
 			a.mu.Unlock()
 			return
 		}

@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"net/netip"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -306,8 +303,17 @@ func TestConnectTransferDisconnect(t *testing.T) {
 			}
 		}
 		l.Destroy()
-		_ = atomic.Int32{}
-		_ = strings.Contains
-		_ = errors.Is
+		bd.noIDs()
 	})
+}
+
+// noIDs checks that neither CM holds an ID, nor its IB CM agent.
+func (bd *bed) noIDs() {
+	bd.t.Helper()
+	synctest.Wait()
+	for _, h := range []*host{bd.a, bd.b} {
+		if ids, ib := h.cm.NumIDs(); ids != 0 || ib != 0 {
+			bd.t.Errorf("%v: %d IDs, %d IB CM IDs left", h.dev.Addr(), ids, ib)
+		}
+	}
 }

@@ -658,6 +658,9 @@ func TestSynchronous(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
+		if err := cli.Disconnect(); !errors.Is(err, verbs.EINVAL) {
+			t.Errorf("second synchronous disconnect: %v", err)
+		}
 		cli.DestroyQP()
 		cli.Destroy()
 		l.Destroy()
@@ -989,6 +992,83 @@ func TestEstablishBeforeRTU(t *testing.T) {
 		log.want(t, "A>B REQ, B>A REP, A>B RTU")
 		if err := cli.Establish(); !errors.Is(err, syscall.EISCONN) {
 			t.Errorf("establish when established: %v", err)
+		}
+	})
+}
+
+// TestREQFlood: 100 REQs from 100 comm IDs to a listener of backlog 4:
+// four CONNECT_REQUESTs, the rest dropped without an ID left behind;
+// destroying the listener rejects the requests never got, and nothing
+// remains.
+func TestREQFlood(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bd := newBed(t)
+		l := bd.listen()
+		ep, _ := bd.f.Attach(netip.MustParseAddr("10.0.0.3"))
+		dev, _ := verbs.Open(verbs.Config{Link: ep})
+		defer dev.Close()
+		pd, _ := dev.AllocPD()
+		cq, _ := dev.CreateCQ(256, nil)
+		qp, _ := pd.CreateGSIQP(verbs.QPInitAttr{Type: ibv.QPTypeUD, SendCQ: cq, RecvCQ: cq,
+			Cap: ibv.QPCap{MaxSendWR: 128, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		qp.Modify(&ibv.QPAttr{State: ibv.QPStateInit, PortNum: 1, QKey: verbs.GSIQKey},
+			ibv.QPAttrState|ibv.QPAttrPKeyIndex|ibv.QPAttrPort|ibv.QPAttrQKey)
+		qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTR}, ibv.QPAttrState)
+		qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTS}, ibv.QPAttrState|ibv.QPAttrSQPSN)
+		buf := make([]byte, 100*wire.MADLen)
+		mr, _ := pd.RegMR(buf, ibv.AccessLocalWrite)
+		ah, _ := pd.CreateAH(ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{DGID: addrB, HopLimit: 64}})
+		src := netip.MustParseAddr("10.0.0.3")
+		for i := range 100 {
+			m := wire.CMReq(wire.PutCM(buf[i*wire.MADLen:], wire.CMAttrREQ, uint64(i)))
+			m.SetLocalCommID(uint32(1000 + i))
+			m.SetLocalQPN(uint32(100 + i))
+			m.SetServiceID(wire.RDMAServiceID(wire.RDMAPSTCP, port))
+			m.SetTransportServiceType(wire.CMTransportRC)
+			m.SetLocalCMResponseTimeout(20)
+			m.SetMaxCMRetries(15)
+			m.SetPrimaryLocalACKTimeout(19)
+			m.SetPrimaryHopLimit(64)
+			m.SetPathMTU(3)
+			g, s16 := addrB.As16(), src.As16()
+			m.SetPrimaryRemotePortGID(g[:])
+			m.SetPrimaryLocalPortGID(s16[:])
+			wire.PutCMAHeader(m.PrivateData(), wire.CMAHeader{IPVersion: 4, SrcPort: uint16(40000 + i), Src: src, Dst: addrB})
+			if _, err := qp.PostSend(ibv.SendWR{Opcode: ibv.WRSend, SGList: []ibv.SGE{mr.SGE(i*wire.MADLen, wire.MADLen)},
+				AH: ah, RemoteQPN: 1, RemoteQKey: verbs.GSIQKey}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		if ids, ib := bd.b.cm.NumIDs(); ids != 5 || ib != 5 {
+			t.Errorf("after the flood: %d IDs, %d IB CM IDs; want the listener and 4 requests", ids, ib)
+		}
+		got := expect(t, bd.b.ch, cm.EventConnectRequest)
+		got.ID.Destroy()
+		l.Destroy()
+		synctest.Wait()
+		if ids, ib := bd.b.cm.NumIDs(); ids != 0 || ib != 0 {
+			t.Errorf("after destroy: %d IDs, %d IB CM IDs", ids, ib)
+		}
+		ah.Destroy()
+		qp.Destroy()
+		mr.Dereg()
+		cq.Destroy()
+		pd.Dealloc()
+	})
+}
+
+// TestDeviceClosedFirst: the application closes its device before the CM
+// (with a connection up): the CM's Close still ends cleanly.
+func TestDeviceClosedFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bd := newBed(t)
+		bd.listen()
+		bd.connectRC()
+		bd.a.dev.Close()
+		synctest.Wait()
+		if err := bd.a.cm.Close(); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

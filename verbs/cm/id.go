@@ -1053,7 +1053,9 @@ func (id *ID) Reject(privateData []byte) error {
 }
 
 // Disconnect sends a DREQ (or answers one with a DREP) and moves the QP
-// to ERR (rdma_disconnect). A synchronous ID waits for DISCONNECTED.
+// to ERR (rdma_disconnect). A synchronous ID waits for DISCONNECTED; with
+// neither message to send (not connected, already disconnecting) it
+// returns EINVAL where an asynchronous one returns nil, as the kernel.
 func (id *ID) Disconnect() error {
 	if err := id.lock(); err != nil {
 		return err
@@ -1066,7 +1068,12 @@ func (id *ID) Disconnect() error {
 	id.qpErr()
 	// cma.c rdma_disconnect: initiate or respond to a disconnect.
 	if err := id.ib.SendDREQ(nil); err != nil {
-		id.ib.SendDREP(nil)
+		if err := id.ib.SendDREP(nil); err != nil && id.sync {
+			// Neither: no DISCONNECTED will come to wait for (the kernel
+			// returns 0 and librdmacm would wait for ever).
+			c.mu.Unlock()
+			return errf(verbs.EINVAL, "disconnect: the connection is not up")
+		}
 	}
 	c.mu.Unlock()
 	return id.syncWait()
@@ -1075,9 +1082,10 @@ func (id *ID) Disconnect() error {
 // JoinMulticast joins the multicast group addr (rdma_join_multicast);
 // MULTICAST_JOIN carries the UDParam to send to it (the group's GID: an
 // IPv6 group as it is, an IPv4 one ::ffff-mapped as cma.c
-// cma_iboe_set_mgid maps it for RoCEv2; QPN 0xFFFFFF; Q_Key
-// RDMA_UDP_QKEY) and context in McastContext; the ID's QP is attached to
-// the group. On RoCE no SA is asked: the join is local.
+// cma_iboe_set_mgid maps it for RoCEv2, which softnic's AHAttr writes as
+// the IPv4 address; QPN 0xFFFFFF; Q_Key RDMA_UDP_QKEY) and context in
+// McastContext; the ID's QP is attached to the group. On RoCE no SA is
+// asked: the join is local.
 func (id *ID) JoinMulticast(addr netip.Addr, context any) error {
 	if err := id.lock(); err != nil {
 		return err
@@ -1188,11 +1196,16 @@ func (id *ID) destroy(wait bool) error {
 		delete(id.mcast, a)
 	}
 	c.unbind(id)
-	// Drop the events not got yet.
+	// Drop the events not got yet; the IDs of connection requests never
+	// reported go too (ucma.c ucma_cleanup_events), rejecting them.
 	q := id.ch.q[:0]
+	var orphans []*ID
 	for _, ev := range id.ch.q {
-		if ev.owner != id {
+		switch {
+		case ev.owner != id:
 			q = append(q, ev)
+		case ev.Type == EventConnectRequest && ev.ID != id:
+			orphans = append(orphans, ev.ID)
 		}
 	}
 	id.ch.q = q
@@ -1216,6 +1229,9 @@ func (id *ID) destroy(wait bool) error {
 	c.mu.Unlock()
 	if ib != nil {
 		ib.Destroy()
+	}
+	for _, o := range orphans {
+		o.destroy(false)
 	}
 	return nil
 }

@@ -204,7 +204,15 @@ func (t *test) postSends(n *node) int {
 		return 0
 	}
 	for i := 0; i < t.cfg.Count; i++ {
-		if _, err := n.id.QP().PostSend(ibv.SendWR{WRID: uint64(n.idx), Opcode: ibv.WRSendWithImm,
+		// mckey.c posts every datagram unsignaled and leaves the group at
+		// once; softnic signals the last one and waits for it (lastSent)
+		// before the QP goes, so that none is destroyed unsent. Only the
+		// local completion differs: the wire is the same.
+		var flags ibv.SendFlags
+		if i == t.cfg.Count-1 {
+			flags = ibv.SendSignaled
+		}
+		if _, err := n.id.QP().PostSend(ibv.SendWR{WRID: uint64(n.idx), Opcode: ibv.WRSendWithImm, Flags: flags,
 			Imm: n.id.QP().QPN(), AH: n.ah, RemoteQPN: n.remoteQPN, RemoteQKey: n.remoteQKey,
 			SGList: []ibv.SGE{n.mr.SGE(0, t.cfg.Size)}}); err != nil {
 			t.printf("failed to post sends: %d\n", -1)
@@ -345,6 +353,9 @@ func (t *test) run(ctx context.Context) int {
 						break
 					}
 				}
+				if ret == 0 {
+					ret = t.lastSent(ctx)
+				}
 			} else {
 				t.printf("receiving data transfers\n")
 				ret = t.pollCQs(ctx)
@@ -363,6 +374,24 @@ func (t *test) run(ctx context.Context) int {
 		}
 	}
 	return ret
+}
+
+// lastSent waits for each connected node's last, signaled, datagram.
+func (t *test) lastSent(ctx context.Context) int {
+	wc := make([]ibv.WorkCompletion, 1)
+	for _, n := range t.nodes {
+		if !n.connected || t.cfg.Count == 0 {
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, t.env.stall())
+		_, err := n.cq.Wait(wctx, wc)
+		cancel()
+		if err != nil || wc[0].Status != ibv.WCSuccess {
+			t.printf("mckey: failed polling CQ: %d\n", -110)
+			return -110
+		}
+	}
+	return 0
 }
 
 func (t *test) pollCQs(ctx context.Context) int {

@@ -11,6 +11,12 @@
 //	softnic tm_pingpong [-t tags] [-r rndv-bytes] [-u late] [-c] [--json] [options] [host]
 //	softnic xsrq_pingpong [-c clients] [-n tests] [options] [host]
 //	softnic write_bw|write_lat|read_bw|read_lat|send_bw|send_lat|atomic_bw|atomic_lat [options] [host]
+//	softnic rping -s|-c [-vVdPq] [-S size] [-C count] [-I addr] [-a addr] [-p port]
+//	softnic ucmatose [-s server] [-b bind] [-c conns] [-C count] [-S size] [-p port] [-P tcp|ib]
+//	softnic rdma_server [-p port]
+//	softnic rdma_client [-s server] [-p port]
+//	softnic udaddy [-s server] [-b bind] [-c conns] [-C count] [-S size] [-P udp|ipoib]
+//	softnic mckey -m group [-s] [-b bind] [-c conns] [-C count] [-S size] [-p port_space]
 //	softnic info [--addr IP] [-d dev] [-i port] [-l] [--json]
 //	softnic help [COMMAND]
 //	softnic version
@@ -68,6 +74,12 @@ func commandList() []command {
 		{"send_lat", "SEND latency, like perftest's ib_send_lat", runPerftest(perftest.Send, perftest.Lat)},
 		{"atomic_bw", "atomic bandwidth, like perftest's ib_atomic_bw", runPerftest(perftest.Atomic, perftest.BW)},
 		{"atomic_lat", "atomic latency, like perftest's ib_atomic_lat", runPerftest(perftest.Atomic, perftest.Lat)},
+		{"rping", "RDMA READ/WRITE ping over the connection manager, like librdmacm's rping", runRping},
+		{"ucmatose", "RC connections through the connection manager, like librdmacm's ucmatose", runUcmatose},
+		{"rdma_server", "one 16-byte SEND each way, synchronous CM calls, like librdmacm's rdma_server", runRDMASync(false)},
+		{"rdma_client", "the client of rdma_server, like librdmacm's rdma_client", runRDMASync(true)},
+		{"udaddy", "UD datagrams to peers resolved through the connection manager (SIDR), like librdmacm's udaddy", runUdaddy},
+		{"mckey", "UD multicast joined through the connection manager, like librdmacm's mckey", runMckey},
 		{"info", "show a NIC's attributes, like rdma-core's ibv_devinfo -v", runInfo},
 		{"help", "show usage of softnic or of one command", runHelp},
 		{"version", "print the version", runVersion},

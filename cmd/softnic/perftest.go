@@ -11,6 +11,8 @@ import (
 
 	"github.com/softnic/softnic/internal/getopt"
 	"github.com/softnic/softnic/internal/perftest"
+	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/verbs/cm"
 )
 
 // perftestOpts returns the options of perftest's ib_<verb>_<test>, with
@@ -88,12 +90,14 @@ func perftestOpts(v perftest.Verb, t perftest.TestKind) (opts []optSpec, unsuppo
 		o(0, "source_ip", R, "<ip>", "Source IP of the interface used for connection establishment"),
 		o(0, "tclass", R, "<value>", "Set the Traffic Class in GRH (if GRH is in use)"),
 		o(0, "use_old_post_send", N, "", "Use old post send flow (softnic always does)"),
+		o('z', "comm_rdma_cm", N, "", "Communicate with rdma_cm module to exchange data - use regular QPs"),
+		o('R', "rdma_cm", N, "", "Connect QPs with rdma_cm and run test on those QPs"),
 		o(0, "retry_count", R, "<value>", "Set retry count value in rdma_cm mode (no effect)"),
 		o(0, "json", N, "", "softnic: print the results as one JSON object instead of the text table (warnings on stderr)"),
 		o(0, "check", N, "", "softnic: fill buffers with patterns and check the data after the run (needs softnic with --check on both sides)"),
 		o(0, "cpuprofile", R, "<file>", "softnic: write a CPU profile of the run to <file> (go tool pprof)"),
 	)
-	for _, s := range "wyMlBEJjKkTLXWgzRvbOZPG" {
+	for _, s := range "wyMlBEJjKkTLXWgvbOZPG" {
 		unsupported = append(unsupported, getopt.Option{Short: s, Arg: map[bool]getopt.ArgKind{true: R, false: N}[strings.ContainsRune("wyMlBEJjKkTLXW", s)]})
 	}
 	for _, l := range []string{"force-link", "remote_mac", "local_mac", "remote_ip", "local_ip", "remote_port", "local_port",
@@ -107,7 +111,7 @@ func perftestOpts(v perftest.Verb, t perftest.TestKind) (opts []optSpec, unsuppo
 	}
 	for _, l := range []string{"run_infinitely", "use-srq", "report-both", "reversed", "tcp", "cpu_util", "out_json", "raw_ipv6",
 		"report-per-port", "odp", "use_hugepages", "promiscuous", "sniffer", "raw_mcast", "mr_per_qp", "perform_warm_up",
-		"vlan_en", "aes_xts", "encrypt_on_tx", "sig_before", "use_ooo", "mcg", "comm_rdma_cm", "rdma_cm", "mac_fwd",
+		"vlan_en", "aes_xts", "encrypt_on_tx", "sig_before", "use_ooo", "mcg", "mac_fwd",
 		"use_rss", "bidirectional", "dualport", "server", "client"} {
 		unsupported = append(unsupported, getopt.Option{Long: l, Arg: N})
 	}
@@ -191,10 +195,21 @@ func runPerftest(v perftest.Verb, t perftest.TestKind) func(args []string, stdou
 		defer cancel()
 		env := perftest.Env{Dev: n.Dev, Out: stdout, Err: stderr, Stall: nf.stall, AcceptTimeout: nf.accept,
 			ConnectRetry: nf.retry, JSON: r.Has("json")}
+		if cfg.RDMACM || cfg.CommRDMACM {
+			c, err := cm.New(cm.Config{Devices: []*verbs.Device{n.Dev}})
+			if err != nil {
+				n.Close()
+				return failTool(stderr, name, fmt.Errorf("starting the connection manager: %w", err))
+			}
+			env.CM = c
+		}
 		if isTerminal(stdout) && isTerminal(stderr) && !env.JSON {
 			env.Progress = stderr
 		}
 		_, err = perftest.Run(ctx, cfg, env)
+		if env.CM != nil {
+			env.CM.Close()
+		}
 		if cerr := n.Close(); err == nil && cerr != nil {
 			err = cerr
 		}
@@ -258,6 +273,8 @@ func perftestConfig(cfg *perftest.Config, r *getopt.Result) error {
 	if err := set("port", "Port", 0, 65535, &cfg.Port); err != nil {
 		return err
 	}
+	cfg.RDMACM = r.Has("rdma_cm")
+	cfg.CommRDMACM = r.Has("comm_rdma_cm")
 	if err := set("ib-port", "IB Port", 1, 255, &cfg.IBPort); err != nil {
 		return err
 	}

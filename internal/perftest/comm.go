@@ -22,6 +22,10 @@ type comm struct {
 	withGID     bool
 	peerVersion float64
 	stop        func() bool
+	// rdmaKeys: the key messages are struct pingpong_dest (the exchange
+	// runs on an rdma_cm connection), with gidIndex in it.
+	rdmaKeys bool
+	gidIndex int
 }
 
 func newComm(ctx context.Context, c net.Conn, client bool, stall time.Duration) *comm {
@@ -91,6 +95,17 @@ func (m *comm) xchg(step string, mine []byte, n int) ([]byte, error) {
 
 // handshake exchanges key messages (ctx_hand_shake).
 func (m *comm) handshake(my Dest) (Dest, error) {
+	if m.rdmaKeys {
+		b, err := m.xchg("keys", MarshalRDMAKeys(my, m.gidIndex), RDMAKeySize)
+		if err != nil {
+			return Dest{}, err
+		}
+		d, err := ParseRDMAKeys(b)
+		if err != nil {
+			return Dest{}, &CommError{Step: "keys", Err: err}
+		}
+		return d, nil
+	}
 	n := KeyMsgSize
 	if m.withGID {
 		n = KeyMsgSizeGID
@@ -160,6 +175,9 @@ func (m *comm) reports(r Report) (Report, error) {
 func (m *comm) closeConn(my Dest) error {
 	if _, err := m.handshake(my); err != nil {
 		return err
+	}
+	if m.rdmaKeys {
+		return nil // ctx_close_connection: no "done" on rdma_cm
 	}
 	// Nobody reads the "done"; the peer may already have closed.
 	m.c.SetDeadline(time.Now().Add(m.stall))

@@ -265,3 +265,43 @@ func ParseReport(m [][]byte) Report {
 	r.MsgRate = math.Float64frombits(be.Uint64(m[4]))
 	return r
 }
+
+// RDMAKeySize is sizeof(struct pingpong_dest) in perftest 4.5 on a 64-bit
+// host: int lid, out_reads, qpn, psn; unsigned rkey; 4 bytes of padding;
+// unsigned long long vaddr; union ibv_gid gid; unsigned srqn; int
+// gid_index. With -R/-z the key messages are that struct, SENT on the
+// rdma_cm connection (rdma_write_keys).
+const RDMAKeySize = 56
+
+// MarshalRDMAKeys formats d as rdma_write_keys does with HAVE_ENDIAN (every
+// Linux build): each integer big-endian, the GID as is, the padding zero.
+// gidIndex is the struct's gid_index, which perftest fills in but never
+// reads from the peer.
+func MarshalRDMAKeys(d Dest, gidIndex int) []byte {
+	b := make([]byte, RDMAKeySize)
+	be := binary.BigEndian
+	be.PutUint32(b[0:], uint32(d.LID))
+	be.PutUint32(b[4:], d.OutReads)
+	be.PutUint32(b[8:], d.QPN)
+	be.PutUint32(b[12:], d.PSN)
+	be.PutUint32(b[16:], d.RKey)
+	be.PutUint64(b[24:], d.VAddr)
+	copy(b[32:48], d.GID[:])
+	be.PutUint32(b[48:], d.SRQN)
+	be.PutUint32(b[52:], uint32(int32(gidIndex)))
+	return b
+}
+
+// ParseRDMAKeys reads a struct pingpong_dest as rdma_read_keys does. A
+// message of another size is an error (not perftest 4.5's struct).
+func ParseRDMAKeys(b []byte) (Dest, error) {
+	if len(b) != RDMAKeySize {
+		return Dest{}, &ErrFormat{What: "keys", Got: b,
+			Hint: fmt.Sprintf("a %d-byte message, not perftest 4.5's %d-byte struct pingpong_dest", len(b), RDMAKeySize)}
+	}
+	be := binary.BigEndian
+	d := Dest{LID: uint16(be.Uint32(b[0:])), OutReads: be.Uint32(b[4:]), QPN: be.Uint32(b[8:]),
+		PSN: be.Uint32(b[12:]), RKey: be.Uint32(b[16:]), VAddr: be.Uint64(b[24:]), SRQN: be.Uint32(b[48:])}
+	copy(d.GID[:], b[32:48])
+	return d, nil
+}

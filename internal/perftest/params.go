@@ -84,6 +84,7 @@
 package perftest
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -251,6 +252,15 @@ type Config struct {
 	NoXchgVer  bool          // --dont_xchg_versions
 	IPv6       bool          // --ipv6: the out-of-band socket uses IPv6
 	SourceIP   string        // --source_ip: bind the client's socket to it
+	// RDMACM (-R, --rdma_cm) connects the QPs through the RDMA connection
+	// manager (rdma_cm QPs: ON) and carries the out-of-band exchange on
+	// an rdma_cm connection too, as perftest's work_rdma_cm does; the
+	// run's Env needs a CM then.
+	RDMACM bool
+	// CommRDMACM (-z, --comm_rdma_cm) carries the out-of-band exchange on
+	// an rdma_cm connection (Data ex. method: rdma_cm) and connects the
+	// QPs from the exchanged keys as without it.
+	CommRDMACM bool
 
 	// Check (softnic's --check) fills the buffers with patterns derived
 	// from the key messages and checks what arrived after the run; both
@@ -305,6 +315,17 @@ type Message struct {
 // perftest prints on the way.
 func (c *Config) resolve() ([]Message, error) {
 	var msgs []Message
+	if c.RDMACM {
+		// force_dependecies: work_rdma_cm implies use_rdma_cm.
+		switch c.Conn {
+		case UC:
+			return []Message{{true, resultLine}, {true, " UC is not supported in librdmacm\n"}},
+				errors.New("UC is not supported in librdmacm")
+		case UD:
+			return nil, fmt.Errorf("-R with UD (SIDR) is not supported by softnic's perftest yet")
+		}
+		c.CommRDMACM = true
+	}
 	if c.Test == Lat && c.NumQP > 1 {
 		return nil, fmt.Errorf(" Multiple QPs only available on bw tests")
 	}

@@ -88,9 +88,13 @@ func FormatTestInfo(c *Config, ti TestInfo) string {
 	} else {
 		fmt.Fprintf(&b, " Outstand reads  : %d\n", ti.OutReads)
 	}
-	b.WriteString(" rdma_cm QPs\t : OFF\n")
-	b.WriteString(" Data ex. method : Ethernet\n")
-	b.WriteString(resultLine)
+	b.WriteString(" rdma_cm QPs\t : " + map[bool]string{false: "OFF", true: "ON"}[c.RDMACM] + "\n")
+	b.WriteString(" Data ex. method : " + map[bool]string{false: "Ethernet", true: "rdma_cm"}[c.CommRDMACM])
+	if c.RDMACM && c.Server() {
+		b.WriteString("\n" + resultLine + " Waiting for client rdma_cm QP to connect\n" +
+			" Please run the same command with the IB/RoCE interface IP")
+	}
+	b.WriteString("\n" + resultLine)
 	return b.String()
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/toolnic"
 	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/verbs/cm"
 )
 
 // res are a run's verbs resources (struct pingpong_context).
@@ -67,7 +68,10 @@ func (r *res) addr(off int) uint64 { return r.mr.Addr() + uint64(off) }
 
 // alloc allocates and registers the buffer and makes the CQs and QPs
 // (alloc_ctx, ctx_init), and moves the QPs to INIT.
-func newRes(cfg *Config, dev *verbs.Device, cycle, cacheLine int, mtu ibv.MTU, outReads, inline int) (*res, error) {
+//
+// With ids (-R) QP i is made on ids[i] (rdma_create_qp), and the CM moves
+// it through its states.
+func newRes(cfg *Config, dev *verbs.Device, cycle, cacheLine int, mtu ibv.MTU, outReads, inline int, ids []*cm.ID) (*res, error) {
 	r := &res{cfg: cfg, dev: dev, cycle: cycle, cacheLine: cacheLine, size: int(cfg.Size), mtu: mtu,
 		outReads: outReads, inline: inline}
 	ok := false
@@ -119,15 +123,25 @@ func newRes(cfg *Config, dev *verbs.Device, cycle, cacheLine int, mtu ibv.MTU, o
 	}
 	typ := map[Conn]ibv.QPType{RC: ibv.QPTypeRC, UC: ibv.QPTypeUC, UD: ibv.QPTypeUD}[cfg.Conn]
 	for i := 0; i < cfg.NumQP; i++ {
-		qp, err := r.pd.CreateQP(verbs.QPInitAttr{Type: typ, SendCQ: r.sendCQ, RecvCQ: recvCQ,
+		init := verbs.QPInitAttr{Type: typ, SendCQ: r.sendCQ, RecvCQ: recvCQ,
 			Cap: ibv.QPCap{MaxSendWR: uint32(cfg.TxDepth), MaxRecvWR: uint32(cfg.RxDepth), MaxSendSGE: 1,
-				MaxRecvSGE: 1, MaxInlineData: uint32(inline)}})
+				MaxRecvSGE: 1, MaxInlineData: uint32(inline)}}
+		var qp *verbs.QP
+		var err error
+		if ids != nil {
+			qp, err = ids[i].CreateQP(r.pd, init)
+		} else {
+			qp, err = r.pd.CreateQP(init)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("Couldn't create QP: %w", err)
 		}
 		r.qps = append(r.qps, qp)
 		if _, got := qp.Query(); r.inline > int(got.Cap.MaxInlineData) {
 			r.inline = int(got.Cap.MaxInlineData)
+		}
+		if ids != nil {
+			continue // rdma_create_qp moved it to INIT
 		}
 		attr := ibv.QPAttr{State: ibv.QPStateInit, PortNum: uint8(cfg.IBPort)}
 		mask := ibv.QPAttrState | ibv.QPAttrPKeyIndex | ibv.QPAttrPort

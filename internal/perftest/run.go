@@ -16,11 +16,15 @@ import (
 	"github.com/softnic/softnic/internal/pingpong"
 	"github.com/softnic/softnic/internal/toolnic"
 	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/verbs/cm"
 )
 
 // Env is what a run needs from outside.
 type Env struct {
 	Dev *verbs.Device
+	// CM is the connection manager on Dev's NIC that -R and -z connect
+	// through.
+	CM  *cm.CM
 	Out io.Writer // standard output
 	Err io.Writer // standard error; nil discards
 	// Listener, for a server, is the socket to accept the client on; nil
@@ -58,6 +62,7 @@ type session struct {
 	prog     progress
 	res      *res
 	comm     *comm
+	nodes    *cmNodes // -R: the test QPs' CM connections
 	my       []Dest
 	rem      []Dest
 	result   *Result
@@ -111,6 +116,7 @@ func Run(ctx context.Context, cfg Config, env Env) (*Result, error) {
 			}
 		}
 	}
+	s.cmDisconnect()
 	if s.res != nil {
 		s.res.close()
 	}
@@ -220,8 +226,20 @@ func (s *session) run(ctx context.Context) error {
 			return fmt.Errorf(" Max message size in UD cannot be greater than MTU ")
 		}
 	}
-	if s.res, err = newRes(cfg, dev, cycle, cacheLine, mtu, outReads, inline); err != nil {
-		return fmt.Errorf(" Couldn't create IB resources: %w", err)
+	mk := func(ids []*cm.ID) (*res, error) {
+		r, err := newRes(cfg, dev, cycle, cacheLine, mtu, outReads, inline, ids)
+		if err != nil {
+			return nil, fmt.Errorf(" Couldn't create IB resources: %w", err)
+		}
+		return r, nil
+	}
+	if cfg.RDMACM {
+		if err := s.cmConnectQPs(ctx, outReads, mk); err != nil {
+			fmt.Fprint(env.Err, "Failed to create RDMA CM connection with resources.\n")
+			return err
+		}
+	} else if s.res, err = mk(nil); err != nil {
+		return err
 	}
 	s.res.sgid = sgid
 	s.my = s.res.dests(port.LID, gid, env.PSN)
@@ -265,6 +283,38 @@ func (s *session) localGID() (verbs.GID, int, error) {
 // establish opens the out-of-band connection (establish_connection).
 func (s *session) establish(ctx context.Context) error {
 	cfg, env := s.cfg, s.env
+	if cfg.CommRDMACM {
+		// establish_connection with use_rdma_cm: the exchange on an
+		// rdma_cm connection.
+		if env.CM == nil {
+			return errors.New("-R/-z need a connection manager")
+		}
+		var c *cmConn
+		var err error
+		if cfg.Server() {
+			if c, err = s.cmServerComm(ctx); err != nil {
+				fmt.Fprint(env.Err, " Unable to perform rdma_server function\n")
+				return err
+			}
+		} else {
+			deadline := time.Now().Add(env.ConnectRetry)
+			for {
+				c, err = s.cmClientComm(ctx)
+				var ce *errCMEvent
+				if err == nil || !errors.As(err, &ce) || ce.Ev != cm.EventRejected || !time.Now().Before(deadline) || ctx.Err() != nil {
+					break
+				}
+				time.Sleep(50 * time.Millisecond) // softnic's --connect-timeout: the server may not listen yet
+			}
+			if err != nil {
+				fmt.Fprint(env.Err, " Unable to perform rdma_client function\n")
+				return err
+			}
+		}
+		s.comm = newComm(ctx, c, !cfg.Server(), env.Stall)
+		s.comm.rdmaKeys, s.comm.gidIndex = true, cfg.GIDIndex
+		return nil
+	}
 	if cfg.Server() {
 		ln := env.Listener
 		if ln == nil {
@@ -343,6 +393,9 @@ func (s *session) gidCompat() error {
 }
 
 func (s *session) connect() error {
+	if s.cfg.RDMACM {
+		return nil // the CM connected the QPs
+	}
 	if err := s.gidCompat(); err != nil {
 		return err
 	}
@@ -353,11 +406,21 @@ func (s *session) connect() error {
 	return nil
 }
 
+// destVerb is the verb the address lines are printed for
+// (ctx_print_pingpong_data prints by the exchange's verb): over rdma_cm
+// the exchange is SENDs, so no OUT, RKey or VAddr is printed.
+func (s *session) destVerb() Verb {
+	if s.cfg.CommRDMACM {
+		return Send
+	}
+	return s.cfg.Verb
+}
+
 // printDests prints this side's addresses, then does a handshake per QP
 // and prints the peer's.
 func (s *session) printDests() error {
 	for _, d := range s.my {
-		fmt.Fprint(s.out, FormatDest(true, d, s.cfg.Verb))
+		fmt.Fprint(s.out, FormatDest(true, d, s.destVerb()))
 	}
 	for i := range s.my {
 		d, err := s.comm.handshake(s.my[i])
@@ -366,7 +429,7 @@ func (s *session) printDests() error {
 			return err
 		}
 		s.rem[i] = d
-		fmt.Fprint(s.out, FormatDest(false, d, s.cfg.Verb))
+		fmt.Fprint(s.out, FormatDest(false, d, s.destVerb()))
 	}
 	return nil
 }

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/softnic/softnic/internal/getopt"
+	"github.com/softnic/softnic/internal/toolnic"
+	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/verbs/cm"
+)
+
+// The librdmacm example look-alikes (rping, ucmatose, rdma_server,
+// rdma_client, udaddy, mckey) connect through the connection manager
+// (package verbs/cm) on the NIC they open; they take the NIC options of
+// the other tools (--addr, --pcap, --metrics, ...) beside their C
+// counterparts' flags, which name the CM addresses.
+
+// cmNICOpts are the NIC options that make sense for a CM tool: the
+// out-of-band TCP timeouts do not apply.
+func cmNICOpts() []optSpec {
+	var o []optSpec
+	for _, s := range nicOpts {
+		switch s.Long {
+		case "accept-timeout", "connect-timeout":
+			continue
+		}
+		o = append(o, s)
+	}
+	return o
+}
+
+// parseCMTool parses a CM tool's command line: -h prints usage (status
+// 0); a bad command line prints the error and usage and returns
+// badStatus, as the C tools' getopt loops do.
+func parseCMTool(name string, opts []optSpec, args []string, stdout, stderr io.Writer,
+	usage func(io.Writer), badStatus int) (*getopt.Result, int, bool) {
+	var all []getopt.Option
+	for _, o := range opts {
+		all = append(all, o.Option)
+	}
+	for _, o := range cmNICOpts() {
+		all = append(all, o.Option)
+	}
+	r, err := getopt.Parse(all, args)
+	if errors.Is(err, getopt.ErrHelp) {
+		usage(stdout)
+		return nil, exitOK, false
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "softnic %s: %v\n", name, err)
+		usage(stdout)
+		return nil, badStatus, false
+	}
+	return r, 0, true
+}
+
+// lookupHost resolves a host as the C tools' getaddrinfo does: an
+// address as it is, a name through the resolver, IPv4 first.
+func lookupHost(host string) (netip.Addr, error) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return a.Unmap(), nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	if len(ips) == 0 {
+		return netip.Addr{}, fmt.Errorf("%s: no address", host)
+	}
+	for _, a := range ips {
+		if a.Unmap().Is4() {
+			return a.Unmap(), nil
+		}
+	}
+	return ips[0].Unmap(), nil
+}
+
+// cmNICAddr picks the NIC address of a CM tool when --addr is not given:
+// a server's bound address (bind, when it is a specific one) or
+// 127.0.0.1; a client's source address (src, when given) or the one that
+// reaches the server at dst.
+func cmNICAddr(server bool, bind, src, dst netip.Addr) (netip.Addr, error) {
+	if server {
+		if bind.IsValid() && !bind.IsUnspecified() {
+			return bind, nil
+		}
+		return toolnic.DefaultServerAddr, nil
+	}
+	if src.IsValid() && !src.IsUnspecified() {
+		return src, nil
+	}
+	if !dst.IsValid() || dst.IsUnspecified() {
+		return toolnic.DefaultClientAddr, nil
+	}
+	return toolnic.ClientAddr(dst.String())
+}
+
+// cmSession is an open NIC and a CM on it.
+type cmSession struct {
+	nic *toolnic.NIC
+	cm  *cm.CM
+}
+
+// openCM opens the NIC at addr (nf.addr when given) and starts a CM on
+// it.
+func openCM(name string, nf nicFlags, addr netip.Addr) (*cmSession, error) {
+	if nf.addr.IsValid() {
+		addr = nf.addr
+	}
+	n, err := toolnic.Open(toolnic.Config{Addr: addr, Port: nf.port, PeerPort: nf.peerPort, Link: testLink,
+		Pcap: nf.pcap, Metrics: nf.metrics, Name: "softnic0", BusyPoll: nf.busyPoll})
+	if err != nil {
+		return nil, err
+	}
+	c, err := cm.New(cm.Config{Devices: []*verbs.Device{n.Dev}})
+	if err != nil {
+		n.Close()
+		return nil, fmt.Errorf("starting the connection manager: %w", err)
+	}
+	return &cmSession{nic: n, cm: c}, nil
+}
+
+// Close stops the CM, then the NIC.
+func (s *cmSession) Close() error {
+	return errors.Join(s.cm.Close(), s.nic.Close())
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+
+	"github.com/softnic/softnic/internal/getopt"
+	"github.com/softnic/softnic/internal/mckey"
+	"github.com/softnic/softnic/verbs/cm"
+)
+
+// mckeyOpts are mckey.c's options, in its getopt order ("m:M:sb:c:C:S:p:").
+func mckeyOpts() []optSpec {
+	o := newOpt
+	R, N := getopt.RequiredArg, getopt.NoArg
+	return []optSpec{
+		o('m', "", R, "multicast_address", "the multicast group to join"),
+		o('M', "", R, "unmapped_multicast_address", "an AF_IB group (not supported by softnic)"),
+		o('s', "", N, "", "be the sender"),
+		o('b', "", R, "bind_address", "address to bind to"),
+		o('c', "", R, "connections", "IDs joining the group (default 1)"),
+		o('C', "", R, "message_count", "datagrams (default 10)"),
+		o('S', "", R, "message_size", "datagram size (default 100; at most the active MTU)"),
+		o('p', "", R, "port_space", fmt.Sprintf("port space - %#x for UDP (default), %#x for IPOIB", int(cm.PSUDP), int(cm.PSIPoIB))),
+	}
+}
+
+func mckeyUsage(w io.Writer) {
+	fmt.Fprint(w, "usage: softnic mckey -m multicast_address [-s] [-b bind_address] [-c connections]\n"+
+		"       [-C message_count] [-S message_size] [-p port_space]\n\n"+
+		"softnic's version of librdmacm's mckey: it pairs with mckey in either role. Each ID\n"+
+		"joins the group through the RDMA CM; the receiver waits for -C datagrams, the\n"+
+		"sender (-s) SENDs them to the group.\n\nOptions:\n")
+	writeOpts(w, mckeyOpts())
+	fmt.Fprintln(w, "\nsoftnic options:")
+	writeOpts(w, cmNICOpts())
+	fmt.Fprintln(w, "\nThe output lines and the exit status (\"return status N\") are mckey.c's; as it\n"+
+		"does, the tool pauses 3 s after joining before the transfers.")
+}
+
+// runMckey is "softnic mckey".
+func runMckey(args []string, stdout, stderr io.Writer) int {
+	const name = "mckey"
+	r, status, ok := parseCMTool(name, mckeyOpts(), args, stdout, stderr, mckeyUsage, 1)
+	if !ok {
+		return status
+	}
+	cfg := mckey.Defaults()
+	var group, src string
+	for _, m := range r.Matches {
+		switch m.Opt.Short {
+		case 'm':
+			group = m.Value
+		case 'M':
+			fmt.Fprintf(stderr, "softnic %s: -M: AF_IB multicast addresses are not supported by softnic\n", name)
+			return 1
+		case 's':
+			cfg.Sender = true
+		case 'b':
+			src = m.Value
+		case 'c', 'C', 'S', 'p':
+			v, err := getopt.Int(m.Value)
+			if err != nil || v < 0 || v > 1<<31-1 {
+				fmt.Fprintf(stderr, "softnic %s: -%c %q: not a number\n", name, m.Opt.Short, m.Value)
+				return 1
+			}
+			switch m.Opt.Short {
+			case 'c':
+				cfg.Conns = int(v)
+			case 'C':
+				cfg.Count = int(v)
+			case 'S':
+				cfg.Size = int(v)
+			case 'p':
+				cfg.PortSpace = cm.PortSpace(v)
+			}
+		}
+	}
+	if group == "" || len(r.Operands) > 0 {
+		mckeyUsage(stdout)
+		return 1
+	}
+	nf, err := parseNICFlags(r)
+	if err != nil {
+		fmt.Fprintf(stderr, "softnic %s: %v\n", name, err)
+		return 1
+	}
+	for _, h := range []struct {
+		s   string
+		dst *netip.Addr
+	}{{group, &cfg.Group}, {src, &cfg.Src}} {
+		if h.s == "" {
+			continue
+		}
+		a, err := lookupHost(h.s)
+		if err != nil {
+			fmt.Fprintf(stdout, "getaddrinfo failed (Name or service not known) - invalid hostname or IP address\n")
+			fmt.Fprintf(stdout, "test complete\nreturn status %d\n", -2)
+			return 254
+		}
+		*h.dst = a
+	}
+	addr, err := cmNICAddr(true, cfg.Src, cfg.Src, cfg.Group)
+	if err != nil && !nf.addr.IsValid() {
+		fmt.Fprintf(stderr, "softnic %s: choosing the NIC address (give one with --addr): %v\n", name, err)
+		return 1
+	}
+	s, err := openCM(name, nf, addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "softnic %s: %v\n", name, err)
+		return 1
+	}
+	ctx, cancel := toolContext()
+	defer cancel()
+	err = mckey.Run(ctx, cfg, mckey.Env{CM: s.cm, Out: stdout, Err: stderr, Stall: nf.stall})
+	cerr := s.Close()
+	var st *mckey.Status
+	switch {
+	case errors.As(err, &st):
+		return st.Code & 0xff
+	case err != nil:
+		fmt.Fprintf(stderr, "softnic %s: %v\n", name, err)
+		return 1
+	case cerr != nil:
+		fmt.Fprintf(stderr, "softnic %s: %v\n", name, cerr)
+		return 1
+	}
+	return exitOK
+}

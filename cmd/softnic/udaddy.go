@@ -1,0 +1,149 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"strings"
+
+	"github.com/softnic/softnic/internal/getopt"
+	"github.com/softnic/softnic/internal/udaddy"
+	"github.com/softnic/softnic/verbs/cm"
+)
+
+// udaddyOpts are udaddy.c's options, in its getopt order
+// ("s:b:c:C:S:t:p:P:f:").
+func udaddyOpts() []optSpec {
+	o := newOpt
+	R := getopt.RequiredArg
+	return []optSpec{
+		o('s', "", R, "server_address", "resolve UD connections to the server at this address (without: be the server)"),
+		o('b', "", R, "bind_address", "address to bind to"),
+		o('c', "", R, "connections", "connections (default 1)"),
+		o('C', "", R, "message_count", "datagrams each way per connection (default 10)"),
+		o('S', "", R, "message_size", "datagram size (default 100; at most the active MTU)"),
+		o('t', "", R, "type_of_service", "type of service (accepted; no effect on softnic)"),
+		o('p', "", R, "port_space", fmt.Sprintf("port space - %#x for UDP (default), %#x for IPOIB", int(cm.PSUDP), int(cm.PSIPoIB))),
+		o('P', "", R, "port_space", "udp or ipoib"),
+		o('f', "", R, "address_format", "name, ip, ipv6, or gid (softnic: name and ip)"),
+	}
+}
+
+func udaddyUsage(w io.Writer) {
+	fmt.Fprint(w, "usage: softnic udaddy [-s server_address] [-b bind_address] [-c connections]\n"+
+		"       [-C message_count] [-S message_size] [-P udp|ipoib]\n\n"+
+		"softnic's version of librdmacm's udaddy: it pairs with udaddy in either role. The\n"+
+		"client resolves UD QPs of the server through the RDMA CM (SIDR, port 7174) and\n"+
+		"SENDs -C datagrams WITH_IMM its QPN on each; the server answers each peer.\n\nOptions:\n")
+	writeOpts(w, udaddyOpts())
+	fmt.Fprintln(w, "\nsoftnic options:")
+	writeOpts(w, cmNICOpts())
+	fmt.Fprintln(w, "\nThe output lines and the exit status (\"return status N\") are udaddy.c's.")
+}
+
+// runUdaddy is "softnic udaddy".
+func runUdaddy(args []string, stdout, stderr io.Writer) int {
+	const name = "udaddy"
+	r, status, ok := parseCMTool(name, udaddyOpts(), args, stdout, stderr, udaddyUsage, 1)
+	if !ok {
+		return status
+	}
+	cfg := udaddy.Defaults()
+	var dst, src string
+	for _, m := range r.Matches {
+		switch m.Opt.Short {
+		case 's':
+			dst = m.Value
+		case 'b':
+			src = m.Value
+		case 'f':
+			v := strings.ToLower(m.Value)
+			switch {
+			case strings.HasPrefix(v, "gid"):
+				fmt.Fprintf(stderr, "softnic %s: -f gid: AF_IB addresses are not supported by softnic\n", name)
+				return 1
+			case strings.HasPrefix(v, "ip"), strings.HasPrefix(v, "name"):
+			default:
+				fmt.Fprintln(stderr, "Warning: unknown address format")
+			}
+		case 'P':
+			v := strings.ToLower(m.Value)
+			switch {
+			case strings.HasPrefix(v, "ipoib"):
+				cfg.PortSpace = cm.PSIPoIB
+			case strings.HasPrefix(v, "udp"):
+			default:
+				fmt.Fprintln(stderr, "Warning: unknown port space format")
+			}
+		case 'c', 'C', 'S', 't', 'p':
+			v, err := getopt.Int(m.Value)
+			if err != nil || v < 0 || v > 1<<31-1 {
+				fmt.Fprintf(stderr, "softnic %s: -%c %q: not a number\n", name, m.Opt.Short, m.Value)
+				return 1
+			}
+			switch m.Opt.Short {
+			case 'c':
+				cfg.Conns = int(v)
+			case 'C':
+				cfg.Count = int(v)
+			case 'S':
+				cfg.Size = int(v)
+			case 't':
+				cfg.TOS = int(v)
+			case 'p':
+				cfg.PortSpace = cm.PortSpace(v)
+			}
+		}
+	}
+	if len(r.Operands) > 0 {
+		udaddyUsage(stdout)
+		return 1
+	}
+	nf, err := parseNICFlags(r)
+	if err != nil {
+		fmt.Fprintf(stderr, "softnic %s: %v\n", name, err)
+		return 1
+	}
+	cfg.Server = dst == ""
+	for _, h := range []struct {
+		s   string
+		dst *netip.Addr
+	}{{dst, &cfg.Dst}, {src, &cfg.Src}} {
+		if h.s == "" {
+			continue
+		}
+		a, err := lookupHost(h.s)
+		if err != nil {
+			fmt.Fprintf(stdout, "udaddy: getaddrinfo error: Name or service not known\n")
+			return 254
+		}
+		*h.dst = a
+	}
+	addr, err := cmNICAddr(cfg.Server, cfg.Src, cfg.Src, cfg.Dst)
+	if err != nil && !nf.addr.IsValid() {
+		fmt.Fprintf(stderr, "softnic %s: choosing the NIC address (give one with --addr): %v\n", name, err)
+		return 1
+	}
+	s, err := openCM(name, nf, addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "softnic %s: %v\n", name, err)
+		return 1
+	}
+	ctx, cancel := toolContext()
+	defer cancel()
+	err = udaddy.Run(ctx, cfg, udaddy.Env{CM: s.cm, Out: stdout, Err: stderr, Stall: nf.stall})
+	cerr := s.Close()
+	var st *udaddy.Status
+	switch {
+	case errors.As(err, &st):
+		return st.Code & 0xff
+	case err != nil:
+		fmt.Fprintf(stderr, "softnic %s: %v\n", name, err)
+		return 1
+	case cerr != nil:
+		fmt.Fprintf(stderr, "softnic %s: %v\n", name, cerr)
+		return 1
+	}
+	return exitOK
+}

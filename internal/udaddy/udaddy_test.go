@@ -1,0 +1,76 @@
+package udaddy
+
+import (
+	"bytes"
+	"context"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/internal/tooltest"
+	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/verbs/cm"
+)
+
+const (
+	serverOut = "udaddy: starting server\nreceiving data transfers\nsending replies\ndata transfers complete\n" +
+		"test complete\nreturn status 0\n"
+	clientOut = "udaddy: starting client\nudaddy: connecting\ninitiating data transfers\nreceiving data transfers\n" +
+		"data transfers complete\ntest complete\nreturn status 0\n"
+)
+
+func TestPair(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		mod  func(*Config)
+	}{
+		{"defaults", func(*Config) {}},
+		{"3 connections", func(c *Config) { c.Conns, c.Count, c.Size = 3, 5, 1000 }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := fabric.New(fabric.Config{Seed: 1})
+			t.Cleanup(func() { f.Close() })
+			var cms []*cm.CM
+			for _, d := range tooltest.Devices(t, f, "10.0.0.1", "10.0.0.2") {
+				c, err := cm.New(cm.Config{Devices: []*verbs.Device{d}})
+				if err != nil {
+					t.Fatalf("cm.New: %v", err)
+				}
+				t.Cleanup(func() { c.Close() })
+				cms = append(cms, c)
+			}
+			cfg := Defaults()
+			tt.mod(&cfg)
+			scfg, ccfg := cfg, cfg
+			scfg.Server, ccfg.Dst = true, netip.MustParseAddr("10.0.0.1")
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			var so, co bytes.Buffer
+			var serr, cerr error
+			var wg sync.WaitGroup
+			wg.Add(2)
+			go func() { defer wg.Done(); serr = Run(ctx, scfg, Env{CM: cms[0], Out: &so, Stall: 20 * time.Second}) }()
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					co.Reset()
+					cerr = Run(ctx, ccfg, Env{CM: cms[1], Out: &co, Stall: 20 * time.Second})
+					if cerr == nil || i == 50 || !strings.Contains(co.String(), "RDMA_CM_EVENT_") {
+						return
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}()
+			wg.Wait()
+			if serr != nil || so.String() != serverOut {
+				t.Errorf("server: %v\n%s", serr, so.String())
+			}
+			if cerr != nil || co.String() != clientOut {
+				t.Errorf("client: %v\n%s", cerr, co.String())
+			}
+		})
+	}
+}

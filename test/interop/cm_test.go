@@ -66,6 +66,12 @@ func cmCases(add func(tcase, ...role)) {
 		{"send_bw", "R", 4096, cmCase{snServer: "send_bw", snClient: "send_bw", rxeServer: "ib_send_bw", rxeClient: "ib_send_bw",
 			serverArgs: []string{"-R", "-n", "100", "-s", "4096"}, clientArgs: []string{"-R", "-n", "100", "-s", "4096", "{S}"},
 			rxeArgs: []string{"-d", "rxe0", "-F"}, want: regexp.MustCompile(` rdma_cm QPs\s+: ON`)}},
+		{"send_bw", "R-ud", 1024, cmCase{snServer: "send_bw", snClient: "send_bw", rxeServer: "ib_send_bw", rxeClient: "ib_send_bw",
+			serverArgs: []string{"-R", "-c", "UD", "-n", "100", "-s", "1024"}, clientArgs: []string{"-R", "-c", "UD", "-n", "100", "-s", "1024", "{S}"},
+			rxeArgs: []string{"-d", "rxe0", "-F"}, want: regexp.MustCompile(` rdma_cm QPs\s+: ON`)}},
+		{"send_lat", "R-ud", 512, cmCase{snServer: "send_lat", snClient: "send_lat", rxeServer: "ib_send_lat", rxeClient: "ib_send_lat",
+			serverArgs: []string{"-R", "-c", "UD", "-n", "100", "-s", "512"}, clientArgs: []string{"-R", "-c", "UD", "-n", "100", "-s", "512", "{S}"},
+			rxeArgs: []string{"-d", "rxe0", "-F"}, want: regexp.MustCompile(` rdma_cm QPs\s+: ON`)}},
 	} {
 		cm := c.cm
 		add(tcase{tool: c.tool, kind: cmTool, mtu: 1024, size: c.size, iters: 1, label: c.label, cm: &cm}, roles...)

@@ -13,6 +13,9 @@
 // every MAD that arrives on its QP1. Every timer runs on the injected
 // clock. Malformed or unexpected MADs are counted (Agent.Counters) and
 // dropped, never returned as errors and never panicked on.
+//
+// Not done: alternate paths (LAP, APR: counted and dropped, as cm.c drops
+// them without a loaded alternate path), XRC, and ClassPortInfo queries.
 package ibcm
 
 import (

@@ -305,13 +305,14 @@ func (n *NIC) RegisterQP(typ ibv.QPType, mk func(qpn uint32, s Sched) (Handler, 
 	return n.registerQP(typ, 0, mk)
 }
 
-// GSIQPN is the QP number of the General Services QP (IBTA 3.5.3: QP1).
+// GSIQPN is the QP number of the General Services QP, QP1.
 const GSIQPN = 1
 
 // RegisterGSIQP registers a transport built by mk as QP1, the General
-// Services QP; ErrBusy while the NIC has one (the kernel makes one per
-// port, ib_mad's; rxe_qp.c rxe_qp_chk_init: "GSI QP exists for port").
-// UnregisterQP(GSIQPN) frees the number again.
+// Services QP; ErrBusy while the NIC has one. (The kernel makes one per
+// port, ib_mad's; rxe_qp.c rxe_qp_chk_init refuses a second one, "GSI QP
+// exists for port", with EINVAL: softnic says EBUSY, the number being in
+// use.) UnregisterQP(GSIQPN) frees the number again.
 func (n *NIC) RegisterGSIQP(typ ibv.QPType, mk func(qpn uint32, s Sched) (Handler, error)) (uint32, error) {
 	return n.registerQP(typ, GSIQPN, mk)
 }

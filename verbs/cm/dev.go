@@ -17,7 +17,8 @@ const (
 	madRecvs  = 128 // receive WRs kept posted on QP1
 	madSends  = 128 // send slots
 	recvSlot  = verbs.GRHLen + wire.MADLen
-	ackDelay  = 15 // rxe's local_ca_ack_delay
+	ackDelay  = 15  // rxe's local_ca_ack_delay
+	maxAHs    = 256 // address handles cached for QP1's peers
 	gsiPKeyIx = 0
 )
 
@@ -162,6 +163,14 @@ func (cd *cmDev) SendMAD(dst netip.Addr, mad []byte) error {
 		return fmt.Errorf("cm: no MAD send slot: %w", verbs.ENOMEM)
 	}
 	ah := cd.ahs[dst]
+	if ah == nil && len(cd.ahs) >= maxAHs {
+		// Many peers (or a flood from many addresses): start the cache
+		// afresh rather than grow it (a posted WR keeps its own copy).
+		for a, h := range cd.ahs {
+			h.Destroy()
+			delete(cd.ahs, a)
+		}
+	}
 	if ah == nil {
 		var err error
 		ah, err = cd.pd.CreateAH(ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{DGID: dst, HopLimit: 64}})

@@ -1072,3 +1072,50 @@ func TestDeviceClosedFirst(t *testing.T) {
 		}
 	})
 }
+
+// TestMulticastIPv6: an IPv6 group, joined as mckey does (ResolveAddr to
+// the group, then JoinMulticast): the GID is the group address itself.
+func TestMulticastIPv6(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 2})
+		defer f.Close()
+		group := netip.MustParseAddr("ff0e::1:2")
+		var ids []*cm.ID
+		for _, a := range []string{"fd00::1", "fd00::2"} {
+			ep, _ := f.Attach(netip.MustParseAddr(a))
+			dev, _ := verbs.Open(verbs.Config{Link: ep})
+			c, err := cm.New(cm.Config{Devices: []*verbs.Device{dev}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { c.Close(); dev.Close() }()
+			ch := c.CreateEventChannel()
+			id, _ := c.CreateID(ch, nil, cm.PSUDP, ibv.QPTypeUD)
+			if err := id.ResolveAddr(netip.AddrPort{}, netip.AddrPortFrom(group, 0), time.Second); err != nil {
+				t.Fatal(err)
+			}
+			expect(t, ch, cm.EventAddrResolved)
+			mkQP(t, id)
+			id.JoinMulticast(group, nil)
+			ev := expect(t, ch, cm.EventMulticastJoin)
+			if ev.Status != 0 || ev.UD.AHAttr.GRH.DGID != group || ev.UD.QPNum != 0xFFFFFF {
+				t.Fatalf("join %+v status %d", ev.UD, ev.Status)
+			}
+			ids = append(ids, id)
+		}
+		rr := newRegion(t, ids[1].PD(), 256)
+		ids[1].QP().PostRecv(ibv.RecvWR{SGList: []ibv.SGE{rr.mr.SGE(0, 256)}})
+		ah, err := ids[0].PD().CreateAH(ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{DGID: group, HopLimit: 64}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ah.Destroy()
+		sr := newRegion(t, ids[0].PD(), 16)
+		copy(sr.buf, "v6 group")
+		ids[0].QP().PostSend(ibv.SendWR{Opcode: ibv.WRSend, SGList: []ibv.SGE{sr.mr.SGE(0, 8)}, AH: ah,
+			RemoteQPN: 0xFFFFFF, RemoteQKey: cm.UDPQKey})
+		if wc := waitWC(t, cqs[ids[1]]); wc.Status != ibv.WCSuccess || string(rr.buf[verbs.GRHLen:verbs.GRHLen+8]) != "v6 group" {
+			t.Errorf("receive %+v %q", wc, rr.buf[verbs.GRHLen:verbs.GRHLen+8])
+		}
+	})
+}

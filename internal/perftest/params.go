@@ -321,8 +321,6 @@ func (c *Config) resolve() ([]Message, error) {
 		case UC:
 			return []Message{{true, resultLine}, {true, " UC is not supported in librdmacm\n"}},
 				errors.New("UC is not supported in librdmacm")
-		case UD:
-			return nil, fmt.Errorf("-R with UD (SIDR) is not supported by softnic's perftest yet")
 		}
 		c.CommRDMACM = true
 	}

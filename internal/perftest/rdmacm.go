@@ -509,6 +509,80 @@ type cmNodes struct {
 	connected []bool
 }
 
+// cmSpace is the test QPs' port space and QP type
+// (rdma_cm_allocate_nodes): the UDP port space for UD, else TCP.
+func (c *Config) cmSpace() (cm.PortSpace, ibv.QPType) {
+	if c.Conn == UD {
+		return cm.PSUDP, ibv.QPTypeUD
+	}
+	return cm.PSTCP, ibv.QPTypeRC
+}
+
+// udNeedsPeer is rdma_cm_request_ud_connection_parameters' "needed": a
+// UD run whose server sends too (latency; perftest's duplex bandwidth,
+// which softnic lacks) learns the client's address from a first
+// datagram, SEND_WITH_IMM the client's QPN.
+func (c *Config) udNeedsPeer() bool { return c.Conn == UD && c.Test == Lat }
+
+// udGetPeer is rdma_cm_initialize_ud_connection_parameters: the server
+// waits for QP i's first datagram and answers its sender: an AH from the
+// completion and the GRH, the QPN from the immediate data, its own QP's
+// Q_Key.
+func (s *session) udGetPeer(ctx context.Context, i int) error {
+	r := s.res
+	cq := r.recvCQ
+	if cq == nil {
+		cq = r.sendCQ
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.env.Stall)
+	defer cancel()
+	var wc [1]ibv.WorkCompletion
+	if _, err := cq.Wait(wctx, wc[:]); err != nil {
+		return fmt.Errorf("Failed to poll CQ for the RDMA CM UD connection parameters: %w", err)
+	}
+	if wc[0].Status != ibv.WCSuccess || wc[0].Opcode != ibv.WCRecv {
+		return fmt.Errorf("Failed to poll CQ.\nBad WQE status when trying to create AH for UD connection in RDMA CM:\n Status: %d ; ID: %d.",
+			int(wc[0].Status), wc[0].WRID)
+	}
+	off := r.localBase(i)
+	ah, err := r.pd.CreateAHFromWC(&wc[0], r.buf[off:off+UDAddition], uint8(s.cfg.IBPort))
+	if err != nil {
+		return fmt.Errorf("Failed to create AH for RDMA CM connection: %w", err)
+	}
+	r.ahs = append(r.ahs, ah)
+	attr, _ := r.qps[i].Query()
+	r.udPeers[i] = udPeer{ah: ah, qpn: wc[0].Imm, qkey: attr.QKey}
+	return nil
+}
+
+// udSetPeer is rdma_cm_establish_ud_connection: the client's AH, QPN and
+// Q_Key from the SIDR REP; when the server sends too, a first datagram
+// carrying the client's QPN (rdma_cm_send_ud_connection_parameters).
+func (s *session) udSetPeer(ctx context.Context, i int, p cm.UDParam) error {
+	r := s.res
+	ah, err := r.pd.CreateAH(p.AHAttr)
+	if err != nil {
+		return fmt.Errorf("Failed to create AH for RDMA CM connection: %w", err)
+	}
+	r.ahs = append(r.ahs, ah)
+	r.udPeers[i] = udPeer{ah: ah, qpn: p.QPNum, qkey: p.QKey}
+	if !s.cfg.udNeedsPeer() {
+		return nil
+	}
+	if _, err := r.qps[i].PostSend(ibv.SendWR{Opcode: ibv.WRSendWithImm, Flags: ibv.SendSignaled, Imm: r.qps[i].QPN(),
+		AH: ah, RemoteQPN: p.QPNum, RemoteQKey: p.QKey, SGList: []ibv.SGE{r.mr.SGE(r.localBase(i), 4)}}); err != nil {
+		return fmt.Errorf("Failed to post send for connection %d for RDMA CM UD send connection parameters: %w", i, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.env.Stall)
+	defer cancel()
+	var wc [1]ibv.WorkCompletion
+	if _, err := r.sendCQ.Wait(wctx, wc[:]); err != nil || wc[0].Status != ibv.WCSuccess {
+		return fmt.Errorf("Failed to poll CQ.\nBad WQE status when trying to send UD connection parameters in RDMA CM:\n Status: %d ; ID: %d.",
+			int(wc[0].Status), wc[0].WRID)
+	}
+	return nil
+}
+
 // cmConnParam is the test QPs' rdma_conn_param: responder resources and
 // initiator depth for READ and atomics, retry counts 7.
 func (s *session) cmConnParam(outReads int) *cm.ConnParam {
@@ -558,7 +632,8 @@ func (s *session) cmServerQPs(ctx context.Context, outReads int, mk func(ids []*
 	cfg, env := s.cfg, s.env
 	n := &cmNodes{ch: env.CM.CreateEventChannel()}
 	s.nodes = n
-	lid, err := env.CM.CreateID(n.ch, nil, cm.PSTCP, ibv.QPTypeRC)
+	ps, qt := cfg.cmSpace()
+	lid, err := env.CM.CreateID(n.ch, nil, ps, qt)
 	if err != nil {
 		return fmt.Errorf("Failed to create RDMA CM server control ID: %w", err)
 	}
@@ -591,11 +666,29 @@ func (s *session) cmServerQPs(ctx context.Context, outReads int, mk func(ids []*
 		}
 		return err
 	}
+	s.res.udPeers = make([]udPeer, len(n.ids))
 	for i, id := range n.ids {
 		// perftest 4.5 accepts with its own out_reads (later perftests
 		// take the smaller of it and the request's).
-		if err := id.Accept(s.cmConnParam(outReads)); err != nil {
+		p := s.cmConnParam(outReads)
+		if cfg.Conn == UD {
+			p.QPNum = id.QP().QPN()
+			if cfg.udNeedsPeer() {
+				// rdma_cm_request_ud_connection_parameters: a receive
+				// for the client's first datagram
+				off := s.res.localBase(i)
+				if _, err := id.QP().PostRecv(ibv.RecvWR{SGList: []ibv.SGE{s.res.mr.SGE(off, UDAddition+4)}}); err != nil {
+					return fmt.Errorf("Failed to post receive for connection %d for RDMA CM UD request connection parameters: %w", i, err)
+				}
+			}
+		}
+		if err := id.Accept(p); err != nil {
 			return fmt.Errorf("Failed to accept RDMA CM connection: %w", err)
+		}
+		if cfg.udNeedsPeer() {
+			if err := s.udGetPeer(ctx, i); err != nil {
+				return err
+			}
 		}
 		if cfg.Conn == RC {
 			// perftest sets min_rnr_timer on the accepted QP and ignores
@@ -644,8 +737,9 @@ func (s *session) cmClientTry(ctx context.Context, outReads int, dst netip.AddrP
 	cfg, env := s.cfg, s.env
 	n := &cmNodes{ch: env.CM.CreateEventChannel()}
 	s.nodes = n
+	ps, qt := cfg.cmSpace()
 	for range cfg.NumQP {
-		id, err := env.CM.CreateID(n.ch, nil, cm.PSTCP, ibv.QPTypeRC)
+		id, err := env.CM.CreateID(n.ch, nil, ps, qt)
 		if err != nil {
 			return fmt.Errorf("Failed to create RDMA CM ID: %w", err)
 		}
@@ -687,6 +781,7 @@ func (s *session) cmClientTry(ctx context.Context, outReads int, dst netip.AddrP
 					ev.Ack()
 					return err
 				}
+				s.res.udPeers = make([]udPeer, len(n.ids))
 				for _, id := range n.ids {
 					if err := id.Connect(s.cmConnParam(outReads)); err != nil {
 						ev.Ack()
@@ -697,6 +792,12 @@ func (s *session) cmClientTry(ctx context.Context, outReads int, dst netip.AddrP
 		case cm.EventEstablished:
 			if i >= 0 {
 				n.connected[i] = true
+				if cfg.Conn == UD {
+					if err := s.udSetPeer(ctx, i, ev.UD); err != nil {
+						ev.Ack()
+						return err
+					}
+				}
 			}
 			established++
 		case cm.EventAddrError, cm.EventRouteError, cm.EventConnectError, cm.EventUnreachable, cm.EventRejected:
@@ -715,6 +816,10 @@ func (s *session) cmClientTry(ctx context.Context, outReads int, dst netip.AddrP
 func (s *session) cmDisconnect() {
 	n := s.nodes
 	if n == nil {
+		return
+	}
+	if s.cfg.Conn == UD {
+		s.cmDestroyNodes() // rdma_cm_disconnect_nodes: nothing to disconnect
 		return
 	}
 	left := 0

@@ -131,6 +131,8 @@ func TestRDMACMPairs(t *testing.T) {
 		{"read_lat -R", Read, Lat, func(c *Config) { c.Iters, c.Size, c.Check = 20, 1000, true }},
 		{"send_lat -R", Send, Lat, func(c *Config) { c.Iters, c.Size = 20, 100 }},
 		{"atomic_lat -R", Atomic, Lat, func(c *Config) { c.Iters, c.Check = 20, true }},
+		{"send_bw -R UD", Send, BW, func(c *Config) { c.Iters, c.Size, c.Conn = 50, 1024, UD }},
+		{"send_lat -R UD", Send, Lat, func(c *Config) { c.Iters, c.Size, c.Conn = 50, 512, UD }},
 		{"write_bw -z", Write, BW, func(c *Config) { c.Iters, c.Size, c.Check, c.RDMACM, c.CommRDMACM = 20, 4096, true, false, true }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

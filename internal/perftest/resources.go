@@ -25,6 +25,11 @@ type res struct {
 	sendCQ, recvCQ *verbs.CQ
 	qps            []*verbs.QP
 	ahs            []*verbs.AH
+	// udPeers, with -R over UD, are each QP's peer as the CM gave it (the
+	// SIDR REP's QPN and Q_Key, or the first datagram's sender): perftest
+	// sends to the CM node's remote_qpn and remote_qkey then, not the
+	// exchanged QPN and DEF_QKEY (ctx_set_send_reg_wqes).
+	udPeers []udPeer
 
 	cycle     int // the page size both sides agreed on ("cycle buffer")
 	cacheLine int
@@ -282,6 +287,13 @@ type wqe struct {
 	rkey       uint32
 	ah         *verbs.AH
 	remQPN     uint32
+	qkey       uint32 // the UD destination's Q_Key
+}
+
+// udPeer is a UD QP's destination learnt through the CM.
+type udPeer struct {
+	ah        *verbs.AH
+	qpn, qkey uint32
 }
 
 // sendWQEs sets up the send work requests (ctx_set_send_reg_wqes).
@@ -297,7 +309,12 @@ func (r *res) sendWQEs(rem []Dest) []*wqe {
 		if (cfg.Verb == Send || cfg.Verb == Write) && int(cfg.Size) <= r.inline {
 			x.flags |= ibv.SendInline
 		}
-		if cfg.Conn == UD && len(r.ahs) > i {
+		x.qkey = DefQKey
+		switch {
+		case cfg.Conn == UD && len(r.udPeers) > i && r.udPeers[i].ah != nil:
+			p := r.udPeers[i]
+			x.ah, x.remQPN, x.qkey = p.ah, p.qpn, p.qkey
+		case cfg.Conn == UD && len(r.ahs) > i:
 			x.ah, x.remQPN = r.ahs[i], rem[i].QPN
 		}
 		w[i] = x
@@ -313,7 +330,7 @@ func (r *res) post(x *wqe) error {
 	case Send:
 		wr.Opcode = ibv.WRSend
 		if cfg.Conn == UD {
-			wr.AH, wr.RemoteQPN, wr.RemoteQKey = x.ah, x.remQPN, DefQKey
+			wr.AH, wr.RemoteQPN, wr.RemoteQKey = x.ah, x.remQPN, x.qkey
 		}
 	case Write:
 		wr.Opcode, wr.RemoteAddr, wr.RKey = ibv.WRRDMAWrite, x.remoteAddr, x.rkey

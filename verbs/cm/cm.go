@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"time"
 
 	"github.com/softnic/softnic/clock"
 	"github.com/softnic/softnic/ibv"
@@ -229,6 +230,9 @@ func New(cfg Config) (*CM, error) {
 	return c, nil
 }
 
+// closeDrain bounds how long Close waits for QP1's posted MADs to leave.
+const closeDrain = time.Second
+
 func (c *CM) closeDevs() {
 	for _, d := range c.devs {
 		d.close()
@@ -265,6 +269,12 @@ func (c *CM) Close() error {
 	c.mu.Unlock()
 	for _, d := range c.devs {
 		d.agent.Close()
+	}
+	// The MADs the destroys above sent (DREQ, DREP, REJ) and those posted
+	// before leave first; QP1's receive loop still runs and frees their
+	// slots.
+	for _, d := range c.devs {
+		d.drainSends(closeDrain)
 	}
 	c.qmu.Lock()
 	c.qstop = true

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/ibcm"
@@ -40,6 +41,7 @@ type cmDev struct {
 	upd       *verbs.PD // the PD of IDs' QPs made without one (ucma_get_pd)
 	mu        sync.Mutex
 	free      []int
+	sent      sync.Cond // on mu: signalled when a send slot is freed
 	ahs       map[netip.Addr]*verbs.AH
 	listeners map[uint64]*devListen // the IB CM listener of each service ID on this device
 }
@@ -53,6 +55,7 @@ type devListen struct {
 
 func newCMDev(c *CM, d *verbs.Device, hiTID uint32) (*cmDev, error) {
 	cd := &cmDev{c: c, dev: d, addr: d.Addr(), ahs: map[netip.Addr]*verbs.AH{}, listeners: map[uint64]*devListen{}}
+	cd.sent.L = &cd.mu
 	var err error
 	fail := func(e error) (*cmDev, error) {
 		cd.close()
@@ -192,6 +195,29 @@ func (cd *cmDev) SendMAD(dst netip.Addr, mad []byte) error {
 
 const sendWRID = 1 << 32
 
+// drainSends waits until every MAD posted on QP1 has completed, that is,
+// has been handed to the link, for at most d of wall time. The kernel's
+// MAD layer outlives the process that asked for a DREP, a REJ or a DREQ
+// (an exiting rdma_cm application's last DREP still leaves), so Close
+// lets the MADs already posted leave before it destroys QP1: without
+// this a tool that answered its peer's last DREQ and exited at once lost
+// that DREP (cmatose against rxe: rxe retried its DREQ until timeout).
+func (cd *cmDev) drainSends(d time.Duration) {
+	expired := false
+	t := time.AfterFunc(d, func() {
+		cd.mu.Lock()
+		expired = true
+		cd.sent.Broadcast()
+		cd.mu.Unlock()
+	})
+	defer t.Stop()
+	cd.mu.Lock()
+	for len(cd.free) < madSends && !expired {
+		cd.sent.Wait()
+	}
+	cd.mu.Unlock()
+}
+
 // reap polls send completions that the receive loop has not seen. cd.mu held.
 func (cd *cmDev) reap() {}
 
@@ -211,6 +237,7 @@ func (cd *cmDev) recvLoop(ctx context.Context) {
 			if wc.WRID&sendWRID != 0 {
 				cd.mu.Lock()
 				cd.free = append(cd.free, int(wc.WRID&^sendWRID))
+				cd.sent.Broadcast()
 				cd.mu.Unlock()
 				continue
 			}

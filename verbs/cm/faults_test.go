@@ -1119,3 +1119,35 @@ func TestMulticastIPv6(t *testing.T) {
 		}
 	})
 }
+
+// TestCloseSendsLastDREP: an application that answers its peer's DREQ
+// and closes its CM at once (cmatose's client, any tool that exits) still
+// sends its DREP: Close lets QP1's posted MADs leave before it destroys
+// QP1, as the kernel's MAD layer outlives the process. Over UDP the DREP
+// was flushed with QP1 when the engine's processor had not run yet, and
+// rxe retried its DREQ until it timed out (cmatose -c 4 in the interop
+// matrix); in this bubble the processor always runs before Close gets to
+// QP1, so this checks what Close must send, not that race.
+func TestCloseSendsLastDREP(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bd := newBed(t)
+		bd.listen()
+		cli, srv := bd.connectRC()
+		log := bd.tapMADs()
+		if err := srv.Disconnect(); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, bd.a.ch, cm.EventDisconnected)
+		if err := cli.Disconnect(); err != nil {
+			t.Fatal(err)
+		}
+		if err := bd.a.cm.Close(); err != nil {
+			t.Fatal(err)
+		}
+		// No clock advance: only the DREP ends the server's DREQ.
+		if ev := expect(t, bd.b.ch, cm.EventDisconnected); ev.Status != 0 {
+			t.Errorf("server's DISCONNECTED status %d, want 0 (the DREP arrived)", ev.Status)
+		}
+		log.want(t, "B>A DREQ, A>B DREP")
+	})
+}

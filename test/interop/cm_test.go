@@ -177,10 +177,10 @@ func cmCases(add func(tcase, ...role)) {
 		add(c, rs...)
 	}
 	// rping: every ping's data checked in both outputs; 1000 pings over
-	// IPv4, 200 over IPv6, 100 of 8 KiB (READ and WRITE of two packets) at
+	// IPv4, 100 over IPv6, 100 of 8 KiB (READ and WRITE of two packets) at
 	// path MTU 4096.
 	cm(tcase{tool: "rping", size: 64, iters: 1000}, roles...)
-	cm(tcase{tool: "rping", v6: true, size: 64, iters: 200}, roles...)
+	cm(tcase{tool: "rping", v6: true, size: 64, iters: 100}, roles...)
 	cm(tcase{tool: "rping", mtu: 4096, size: 8192, iters: 100}, roles...)
 	// ucmatose: four connections at once, ten messages each way on each
 	for _, v6 := range []bool{false, true} {
@@ -203,6 +203,10 @@ func cmCases(add func(tcase, ...role)) {
 	for _, tool := range []string{"write_bw", "read_bw", "send_bw"} {
 		add(tcase{tool: tool, kind: perftest, mtu: 1024, size: 4096, iters: 200, args: []string{"-R"}, label: "rdma_cm", needs: []string{"-R"}}, roles...)
 	}
+	// four QPs, four connections; and UD, whose -R resolves the peer's QPN
+	// and Q_Key through SIDR (perftest 4.5's rdma_cm path, RDMA_PS_UDP)
+	add(tcase{tool: "write_bw", kind: perftest, mtu: 1024, size: 4096, iters: 200, args: []string{"-R", "-q", "4"}, label: "rdma_cm-4qp", needs: []string{"-R"}}, roles...)
+	add(tcase{tool: "send_bw", kind: perftest, mtu: 1024, size: 1024, iters: 200, args: []string{"-R", "-c", "UD"}, label: "rdma_cm-ud", needs: []string{"-R"}}, roles...)
 	add(tcase{tool: "write_bw", kind: perftest, v6: true, mtu: 1024, size: 4096, iters: 200, args: []string{"-R"}, label: "rdma_cm",
 		needs: []string{"-R"}, missing: perftestRV6Missing}, roles...)
 
@@ -364,7 +368,7 @@ func (c *tcase) wantMADs() map[string]string {
 	switch {
 	case c.tool == "mckey":
 		return nil
-	case c.tool == "udaddy":
+	case c.tool == "udaddy" || c.kind == perftest && slices.Contains(c.args, "UD"):
 		return map[string]string{"ServiceIDResReq": "client", "ServiceIDResReqResp": "server"}
 	}
 	return map[string]string{"ConnectRequest": "client", "ConnectReply": "server", "ReadyToUse": "client", "DisconnectRequest": ""}

@@ -391,3 +391,77 @@ func TestRxeUdaddySIDR(t *testing.T) {
 		t.Errorf("second SIDR_REP: %+v after %d requests", rej, len(reqs[rej.RequestID]))
 	}
 }
+
+// softnicCaptures are captures softnic made against rxe on the interop
+// bed (the bridge): softnic's rping client over IPv6 (its REQ, RTU, DREQ;
+// rxe's REP, DREP), softnic's udaddy server (rxe's SIDR_REQ, softnic's
+// SIDR_REP), and a REQ each way to a port nobody listens on (softnic's
+// rping client rejected by rxe, rxe's by softnic: REJ reason 8).
+var softnicCaptures = []struct {
+	file  string
+	attrs []string
+}{
+	{"testdata/softnic_rxe_rping_v6.pcap", []string{"ConnectRequest", "ConnectReply", "ReadyToUse", "DisconnectRequest", "DisconnectReply"}},
+	{"testdata/softnic_rxe_udaddy.pcap", []string{"ServiceIDResReq", "ServiceIDResReqResp"}},
+	{"testdata/softnic_rxe_rej.pcap", []string{"ConnectRequest", "ConnectReject", "ConnectRequest", "ConnectReject"}},
+}
+
+// TestGoldenSoftnicCM pins the decoded form of softnic's own CM MADs
+// against rxe's, and checks what each message must say.
+func TestGoldenSoftnicCM(t *testing.T) {
+	var files []string
+	for _, c := range softnicCaptures {
+		files = append(files, c.file)
+	}
+	var text bytes.Buffer
+	if sum, err := decode.Run(&text, files, decode.Options{}); err != nil || !sum.OK() {
+		t.Fatalf("%+v, %v", sum, err)
+	}
+	golden(t, "softnic_rxe_cm.golden", text.Bytes())
+	var out bytes.Buffer
+	if _, err := decode.Run(&out, files, decode.Options{JSON: true}); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := parseJSON(t, out.Bytes())
+	byFile := map[string][]decode.Record{}
+	for _, r := range recs {
+		if r.MAD != nil {
+			if r.MAD.Error != "" {
+				t.Errorf("%s #%d: %s", r.File, r.Index, r.MAD.Error)
+			}
+			byFile[r.File] = append(byFile[r.File], r)
+		}
+	}
+	sn6, rxe6 := netip.MustParseAddr("fd77::1"), netip.MustParseAddr("fd77::2")
+	for _, c := range softnicCaptures {
+		rs := byFile[c.file]
+		if len(rs) != len(c.attrs) {
+			t.Fatalf("%s: %d MADs, want %d", c.file, len(rs), len(c.attrs))
+		}
+		for i, r := range rs {
+			if r.MAD.Attr != c.attrs[i] {
+				t.Errorf("%s #%d: %s, want %s", c.file, r.Index, r.MAD.Attr, c.attrs[i])
+			}
+		}
+	}
+	rp := byFile[softnicCaptures[0].file]
+	req, rep := rp[0].MAD.REQ, rp[1].MAD.REP
+	if rp[0].Src != sn6 || req.PrimaryLocalPortGID != sn6 || req.PrimaryRemotePortGID != rxe6 || req.Transport != "RC" ||
+		req.PathMTUBytes != 1024 || rp[0].MAD.CMA == nil || rp[0].MAD.CMA.IPVersion != 6 || rp[0].MAD.CMA.Dst != rxe6 ||
+		rep.RemoteCommID != req.LocalCommID || rp[2].MAD.RTU.LocalCommID != req.LocalCommID || rp[3].MAD.DREQ.RemoteQPN != rep.LocalQPN {
+		t.Errorf("softnic's rping over IPv6: REQ %+v CMA %+v REP %+v", req, rp[0].MAD.CMA, rep)
+	}
+	ud := byFile[softnicCaptures[1].file]
+	if q, p := ud[0].MAD.SIDRReq, ud[1].MAD.SIDRRep; p.RequestID != q.RequestID || p.StatusName != "SUCCESS" ||
+		p.QKey != 0x01234567 || p.ServiceID != q.ServiceID || ud[1].MAD.TID != ud[0].MAD.TID {
+		t.Errorf("softnic's SIDR_REP %+v answers %+v", p, q)
+	}
+	rj := byFile[softnicCaptures[2].file]
+	for _, i := range []int{1, 3} {
+		j := rj[i].MAD.REJ
+		if j.Reason != wire.CMRejInvalidServiceID || j.ReasonName != "INVALID_SERVICE_ID" || j.MessageRejectedName != "REQ" ||
+			j.RemoteCommID != rj[i-1].MAD.REQ.LocalCommID || rj[i].MAD.TID != rj[i-1].MAD.TID || rj[i].Src != rj[i-1].Dst {
+			t.Errorf("REJ #%d: %+v after REQ %+v", rj[i].Index, j, rj[i-1].MAD.REQ)
+		}
+	}
+}

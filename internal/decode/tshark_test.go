@@ -119,3 +119,11 @@ func TestTsharkUdaddySIDR(t *testing.T) {
 	}
 	checkTsharkCM(t, "testdata/rxe_udaddy_sidr.pcap", append(want, "ServiceIDResReqResp"))
 }
+
+// TestTsharkSoftnicCM: Wireshark dissects softnic's own CM MADs (captured
+// against rxe) as InfiniBand CM, field by field as softnic decode.
+func TestTsharkSoftnicCM(t *testing.T) {
+	for _, c := range softnicCaptures {
+		t.Run(c.file, func(t *testing.T) { checkTsharkCM(t, c.file, c.attrs) })
+	}
+}

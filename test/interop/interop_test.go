@@ -420,7 +420,7 @@ func (s *suite) runTools(ctx context.Context, c *tcase, dir string) error {
 		defer p.stop()
 		wait := func() error { return p.waitListen(ctx, port) }
 		if c.usesCM() {
-			wait = func() error { return p.waitRoCE(ctx, time.Second) }
+			wait = func() error { return p.waitRoCE(ctx, cmSettle) }
 		}
 		if err := wait(); err != nil {
 			return fmt.Errorf("softnic %s server: %w\n%s", c.tool, err, tail(filepath.Join(dir, "softnic.out")))

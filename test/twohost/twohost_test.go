@@ -68,6 +68,7 @@ const (
 	info            // softnic info on A: the port's active MTU follows the interface
 	tmpp            // softnic tm_pingpong: the received counts add up on both sides
 	xsrq            // softnic xsrq_pingpong: "success" on both sides, the SRQ numbers agree
+	cmtool          // a librdmacm example: its success lines on both sides (cm: the command lines)
 )
 
 // tcase is one row of the matrix.
@@ -81,6 +82,16 @@ type tcase struct {
 	check bool     // softnic's --check: one side must say every byte checked out
 	// tm_pingpong: the messages each side must receive eager and rendezvous
 	tmEager, tmRndv int
+	// connection-manager cases (cmtool, and perftests with -R): the
+	// client is started again while the server does not listen yet
+	cmRetry bool
+	// cmtool: both command lines, given the server's and the client's
+	// address and the case's port; what each side's stdout must match
+	cm               func(a, b, port string) (srv, cli []string)
+	srvWant, cliWant *regexp.Regexp
+	// mckey: the group; the receiver (A) writes a pcap in which B's
+	// datagrams to the group must be
+	mcastGroup string
 }
 
 func (c *tcase) name() string {
@@ -152,6 +163,7 @@ func matrix() []*tcase {
 			// XRC: SENDs into the peer's XRC SRQ (one packet, then 64)
 			add(tcase{kind: xsrq, tool: "xsrq_pingpong", label: "4KiB", args: a("-s", "4096", "-n", "200")})
 			add(tcase{kind: xsrq, tool: "xsrq_pingpong", label: "64KiB", args: a("-s", "65536", "-n", "50")})
+			cmCases(mtu, v6, add)
 			add(tcase{kind: demo, tool: "demo"})
 			add(tcase{kind: info, tool: "info"})
 		}
@@ -311,9 +323,16 @@ func (s *suite) runPair(c *tcase, dir string) error {
 		common := []string{"demo", "--addr-a", a, "--addr-b", b, "--port", strconv.Itoa(s.port)}
 		srvArgs = append(append([]string(nil), common...), "--role", "server")
 		cliArgs = append(append([]string(nil), common...), "--role", "client")
+	case cmtool:
+		srvArgs, cliArgs = c.cm(a, b, strconv.Itoa(s.port))
+		srvArgs = append(srvArgs, "--timeout", "10s")
+		cliArgs = append(cliArgs, "--timeout", "10s")
+		if c.mcastGroup != "" {
+			srvArgs = append(srvArgs, "--pcap", filepath.Join(dir, "receiver.pcap"))
+		}
 	default:
 		port := []string{"-p", strconv.Itoa(s.port), "--timeout", "10s"}
-		if c.v6 && c.kind == perftest {
+		if c.v6 && c.kind == perftest && !c.cmRetry { // with -R the CM carries the exchange
 			port = append(port, "--ipv6") // perftest's out-of-band socket over IPv6
 		}
 		srvArgs = append(append(append([]string{c.tool}, c.args...), port...), "--addr", a, "--accept-timeout", "30s")
@@ -324,7 +343,12 @@ func (s *suite) runPair(c *tcase, dir string) error {
 		return err
 	}
 	defer srv.stop()
-	cli, err := start(ctx, s.bed.NSB, s.softnic, cliArgs, filepath.Join(dir, "client.out"))
+	var cli *proc
+	if c.cmRetry {
+		cli, err = s.startCMClient(ctx, srv, cliArgs, filepath.Join(dir, "client.out"))
+	} else {
+		cli, err = start(ctx, s.bed.NSB, s.softnic, cliArgs, filepath.Join(dir, "client.out"))
+	}
 	if err != nil {
 		return err
 	}
@@ -398,14 +422,31 @@ func (s *suite) runPair(c *tcase, dir string) error {
 		case sl != cr || cl != sr:
 			return fmt.Errorf("the sides disagree: server local %+v remote %+v, client local %+v remote %+v", sl, sr, cl, cr)
 		}
+	case cmtool:
+		if !c.srvWant.MatchString(so) {
+			return fmt.Errorf("the server's output does not match %q", c.srvWant)
+		}
+		if !c.cliWant.MatchString(co) {
+			return fmt.Errorf("the client's output does not match %q", c.cliWant)
+		}
+		if c.mcastGroup != "" {
+			if err := checkMulticast(filepath.Join(dir, "receiver.pcap"), b, c.mcastGroup, mckeyMessages); err != nil {
+				return err
+			}
+		}
 	case perftest:
 		if !perftestRow.MatchString(co) {
 			return errors.New("the client printed no result row")
 		}
+		if c.cmRetry && (!rdmaCMOn(so) || !rdmaCMOn(co)) {
+			return errors.New("-R: a side did not say rdma_cm QPs : ON")
+		}
 		if c.check && !strings.Contains(srv.stderr.String()+cli.stderr.String(), checkedOut) {
 			return fmt.Errorf("--check: neither side said %q", checkedOut)
 		}
-		s.figure(c, co)
+		if !c.cmRetry { // the figures are those of the TCP-exchange runs
+			s.figure(c, co)
+		}
 	case demo:
 		for _, p := range []struct {
 			side, out string
@@ -478,6 +519,7 @@ type proc struct {
 	done           chan struct{}
 	err            error
 	stopped        bool // the bed ended it (its peer had failed, or time ran out)
+	attempts       int  // a CM client: the runs it took (the earlier ones rejected)
 }
 
 func start(ctx context.Context, ns, exe string, args []string, out string) (*proc, error) {
@@ -552,6 +594,9 @@ func (p *proc) save() {
 	}
 	if p.exited() {
 		fmt.Fprintf(&b, "---- exit status %d\n", p.cmd.ProcessState.ExitCode())
+	}
+	if p.attempts > 1 {
+		fmt.Fprintf(&b, "---- run %d times: the earlier runs were rejected (the server did not listen yet)\n", p.attempts)
 	}
 	os.WriteFile(p.out, []byte(b.String()), 0o644)
 }

@@ -46,6 +46,7 @@ var rank = map[string]int{
 	"internal/tooltest":     10,
 	"internal/decode":       11,
 	"internal/toolnic":      11,
+	"internal/cmatest":      11,
 	"internal/pingpong":     12,
 	"internal/rping":        12,
 	"internal/ucmatose":     12,

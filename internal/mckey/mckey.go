@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/ibv"
-	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/internal/cmatest"
 	"github.com/softnic/softnic/verbs/cm"
 )
 
@@ -31,7 +31,6 @@ const (
 	DefaultCount   = 10
 	DefaultSettle  = 3 * time.Second // sleep(3)
 	resolveTimeout = 2000 * time.Millisecond
-	grhSize        = 40
 )
 
 // Config holds a run's options, one field per mckey.c flag.
@@ -61,29 +60,13 @@ type Env struct {
 	Settle time.Duration
 }
 
-func (e *Env) stall() time.Duration {
-	if e.Stall > 0 {
-		return e.Stall
-	}
-	return 30 * time.Second
-}
+func (e *Env) stall() time.Duration { return cmatest.Stall(e.Stall) }
 
-// Status is a failed run: the exit status is Code & 0xff.
-type Status struct{ Code int }
+// Status is the run's outcome as mckey.c's main returns it (package cmatest).
+type Status = cmatest.Status
 
-func (s *Status) Error() string { return fmt.Sprintf("return status %d", s.Code) }
-
-type node struct {
-	idx        int
-	id         *cm.ID
-	connected  bool
-	pd         *verbs.PD
-	cq         *verbs.CQ
-	mr         *verbs.MR
-	ah         *verbs.AH
-	remoteQPN  uint32
-	remoteQKey uint32
-}
+// node is struct cmatest_node (package cmatest).
+type node = cmatest.UDNode
 
 type test struct {
 	cfg          *Config
@@ -122,104 +105,47 @@ func Run(ctx context.Context, cfg Config, env Env) error {
 	t := &test{cfg: &cfg, env: &env, byID: map[*cm.ID]*node{}, connectsLeft: cfg.Conns}
 	t.ch = env.CM.CreateEventChannel()
 	for i := 0; i < cfg.Conns; i++ {
-		n := &node{idx: i}
+		n := &node{Idx: i}
 		id, err := env.CM.CreateID(t.ch, n, cfg.PortSpace, ibv.QPTypeUD)
 		if err != nil {
 			for _, n := range t.nodes {
-				n.id.Destroy()
+				n.ID.Destroy()
 			}
 			t.ch.Close()
-			return &Status{1}
+			return &Status{Code: 1}
 		}
-		n.id = id
+		n.ID = id
 		t.byID[id] = n
 		t.nodes = append(t.nodes, n)
 	}
 	ret := t.run(ctx)
-	t.printf("test complete\n")
-	t.destroyNodes()
-	t.ch.Close()
-	t.printf("return status %d\n", ret)
-	if ret != 0 {
-		return &Status{ret}
-	}
-	return nil
+	return cmatest.End(t.printf, ret, func() {
+		t.destroyNodes()
+		t.ch.Close()
+	})
 }
 
 func (t *test) verifyParams(n *node) int {
-	port, err := n.id.Device().QueryPort(1)
-	if err != nil {
-		return -1
-	}
-	if mtu := port.ActiveMTU.Bytes(); t.cfg.Count > 0 && t.cfg.Size > mtu {
-		t.printf("mckey: message_size %d is larger than active mtu %d\n", t.cfg.Size, mtu)
-		return -22
-	}
-	return 0
+	return n.VerifyMTU("mckey", t.cfg.Count, t.cfg.Size, t.printf)
 }
 
 func (t *test) initNode(n *node) int {
-	dev := n.id.Device()
-	var err error
-	if n.pd, err = dev.AllocPD(); err != nil {
-		t.printf("mckey: unable to allocate PD\n")
-		return -12
-	}
-	cqe, wr := 2, 1
-	if t.cfg.Count > 0 {
-		cqe, wr = 2*t.cfg.Count, t.cfg.Count
-	}
-	if n.cq, err = dev.CreateCQ(cqe, nil); err != nil {
-		t.printf("mckey: unable to create CQ\n")
-		return -12
-	}
-	if _, err := n.id.CreateQP(n.pd, verbs.QPInitAttr{Type: ibv.QPTypeUD, SendCQ: n.cq, RecvCQ: n.cq,
-		Cap: ibv.QPCap{MaxSendWR: uint32(wr), MaxRecvWR: uint32(wr), MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
-		t.perror("mckey: unable to create QP", err)
-		return -1
-	}
-	if t.cfg.Count > 0 {
-		if n.mr, err = n.pd.RegMR(make([]byte, t.cfg.Size+grhSize), ibv.AccessLocalWrite); err != nil {
-			t.printf("failed to reg MR\n")
-			t.printf("mckey: failed to create messages: %d\n", -1)
-			return -1
-		}
-	}
-	return 0
+	return n.Init("mckey", t.cfg.Count, t.cfg.Size, t.printf, t.perror)
 }
 
-func (t *test) postRecvs(n *node) int {
-	for i := 0; i < t.cfg.Count; i++ {
-		if _, err := n.id.QP().PostRecv(ibv.RecvWR{WRID: uint64(n.idx),
-			SGList: []ibv.SGE{n.mr.SGE(0, t.cfg.Size+grhSize)}}); err != nil {
-			t.printf("failed to post receives: %d\n", -1)
-			return -1
-		}
-	}
-	return 0
-}
+func (t *test) postRecvs(n *node) int { return n.PostRecvs(t.cfg.Count, t.cfg.Size, t.printf) }
 
 func (t *test) postSends(n *node) int {
-	if !n.connected || t.cfg.Count == 0 {
-		return 0
-	}
-	for i := 0; i < t.cfg.Count; i++ {
-		// mckey.c posts every datagram unsignaled and leaves the group at
-		// once; softnic signals the last one and waits for it (lastSent)
-		// before the QP goes, so that none is destroyed unsent. Only the
-		// local completion differs: the wire is the same.
-		var flags ibv.SendFlags
+	// mckey.c posts every datagram unsignaled and leaves the group at
+	// once; softnic signals the last one and waits for it (lastSent)
+	// before the QP goes, so that none is destroyed unsent. Only the
+	// local completion differs: the wire is the same.
+	return n.PostSends(t.cfg.Count, t.cfg.Size, func(i int) ibv.SendFlags {
 		if i == t.cfg.Count-1 {
-			flags = ibv.SendSignaled
+			return ibv.SendSignaled
 		}
-		if _, err := n.id.QP().PostSend(ibv.SendWR{WRID: uint64(n.idx), Opcode: ibv.WRSendWithImm, Flags: flags,
-			Imm: n.id.QP().QPN(), AH: n.ah, RemoteQPN: n.remoteQPN, RemoteQKey: n.remoteQKey,
-			SGList: []ibv.SGE{n.mr.SGE(0, t.cfg.Size)}}); err != nil {
-			t.printf("failed to post sends: %d\n", -1)
-			return -1
-		}
-	}
-	return 0
+		return 0
+	}, t.printf)
 }
 
 // addrHandler is addr_handler: resources, receives (not the sender's),
@@ -233,7 +159,7 @@ func (t *test) addrHandler(n *node) int {
 		ret = t.postRecvs(n)
 	}
 	if ret == 0 {
-		if err := n.id.JoinMulticast(t.cfg.Group, n); err != nil {
+		if err := n.ID.JoinMulticast(t.cfg.Group, n); err != nil {
 			t.perror("mckey: failure joining", err)
 			ret = -1
 		}
@@ -249,15 +175,15 @@ func (t *test) addrHandler(n *node) int {
 func (t *test) joinHandler(n *node, p cm.UDParam) int {
 	dgid := netip.AddrFrom16(p.AHAttr.GRH.DGID.As16())
 	t.printf("mckey: joined dgid: %s mlid 0x%x sl %d\n", dgid, p.AHAttr.DLID, p.AHAttr.SL)
-	n.remoteQPN, n.remoteQKey = p.QPNum, p.QKey
-	ah, err := n.pd.CreateAH(p.AHAttr)
+	n.RemoteQPN, n.RemoteQKey = p.QPNum, p.QKey
+	ah, err := n.PD.CreateAH(p.AHAttr)
 	if err != nil {
 		t.printf("mckey: failure creating address handle\n")
 		t.connectsLeft--
 		return -1
 	}
-	n.ah = ah
-	n.connected = true
+	n.AH = ah
+	n.Connected = true
 	t.connectsLeft--
 	return 0
 }
@@ -291,28 +217,20 @@ func (t *test) run(ctx context.Context) int {
 	}
 	for _, n := range t.nodes {
 		if src.IsValid() {
-			if err := n.id.BindAddr(src); err != nil {
+			if err := n.ID.BindAddr(src); err != nil {
 				t.perror("mckey: addr bind failure", err)
 				return -1
 			}
 		}
-		if err := n.id.ResolveAddr(src, netip.AddrPortFrom(cfg.Group, 0), resolveTimeout); err != nil {
+		if err := n.ID.ResolveAddr(src, netip.AddrPortFrom(cfg.Group, 0), resolveTimeout); err != nil {
 			t.perror("mckey: resolve addr failure", err)
 			return -1
 		}
 	}
-	ret := 0
-	for t.connectsLeft > 0 && ret == 0 {
-		wctx, cancel := context.WithTimeout(ctx, t.env.stall())
-		ev, err := t.ch.GetEvent(wctx)
-		cancel()
-		if err != nil {
-			t.perror("rdma_get_cm_event", err)
-			ret = -110
-			break
-		}
-		ret = t.cmaHandler(ev)
-		ev.Ack()
+	ret, err := cmatest.Events(ctx, t.ch, t.env.stall(), &t.connectsLeft, t.cmaHandler)
+	if err != nil {
+		t.perror("rdma_get_cm_event", err)
+		ret = -110
 	}
 	if ret == 0 {
 		// cma_thread: later events are printed (MULTICAST_ERROR,
@@ -366,7 +284,7 @@ func (t *test) run(ctx context.Context) int {
 		}
 	}
 	for _, n := range t.nodes {
-		if err := n.id.LeaveMulticast(cfg.Group); err != nil {
+		if err := n.ID.LeaveMulticast(cfg.Group); err != nil {
 			t.perror("mckey: failure leaving", err)
 			ret = -1
 		} else {
@@ -380,11 +298,11 @@ func (t *test) run(ctx context.Context) int {
 func (t *test) lastSent(ctx context.Context) int {
 	wc := make([]ibv.WorkCompletion, 1)
 	for _, n := range t.nodes {
-		if !n.connected || t.cfg.Count == 0 {
+		if !n.Connected || t.cfg.Count == 0 {
 			continue
 		}
 		wctx, cancel := context.WithTimeout(ctx, t.env.stall())
-		_, err := n.cq.Wait(wctx, wc)
+		_, err := n.CQ.Wait(wctx, wc)
 		cancel()
 		if err != nil || wc[0].Status != ibv.WCSuccess {
 			t.printf("mckey: failed polling CQ: %d\n", -110)
@@ -397,18 +315,12 @@ func (t *test) lastSent(ctx context.Context) int {
 func (t *test) pollCQs(ctx context.Context) int {
 	wc := make([]ibv.WorkCompletion, 8)
 	for _, n := range t.nodes {
-		if !n.connected {
+		if !n.Connected {
 			continue
 		}
-		for done := 0; done < t.cfg.Count; {
-			wctx, cancel := context.WithTimeout(ctx, t.env.stall())
-			got, err := n.cq.Wait(wctx, wc)
-			cancel()
-			if err != nil {
-				t.printf("mckey: failed polling CQ: %d\n", -110)
-				return -110
-			}
-			done += got
+		if err := cmatest.PollCQ(ctx, n.CQ, t.cfg.Count, t.env.stall(), wc, nil); err != nil {
+			t.printf("mckey: failed polling CQ: %d\n", -110)
+			return -110
 		}
 	}
 	return 0
@@ -416,21 +328,6 @@ func (t *test) pollCQs(ctx context.Context) int {
 
 func (t *test) destroyNodes() {
 	for _, n := range t.nodes {
-		if n.ah != nil {
-			n.ah.Destroy()
-		}
-		if n.id.QP() != nil {
-			n.id.DestroyQP()
-		}
-		if n.cq != nil {
-			n.cq.Destroy()
-		}
-		if n.mr != nil {
-			n.mr.Dereg()
-		}
-		if n.pd != nil {
-			n.pd.Dealloc()
-		}
-		n.id.Destroy()
+		n.Destroy()
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/cmatest"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/verbs/cm"
 )
@@ -64,19 +65,10 @@ type Env struct {
 	Stall time.Duration // bound of each wait (0: 30 s)
 }
 
-func (e *Env) stall() time.Duration {
-	if e.Stall > 0 {
-		return e.Stall
-	}
-	return 30 * time.Second
-}
+func (e *Env) stall() time.Duration { return cmatest.Stall(e.Stall) }
 
-// Status is the run's outcome as cmatose.c's main returns it: the exit
-// status is Code & 0xff, and the last line printed is "return status
-// <Code>".
-type Status struct{ Code int }
-
-func (s *Status) Error() string { return fmt.Sprintf("return status %d", s.Code) }
+// Status is the run's outcome as cmatose.c's main returns it (package cmatest).
+type Status = cmatest.Status
 
 // node is struct cmatest_node.
 type node struct {
@@ -124,7 +116,7 @@ func Run(ctx context.Context, cfg Config, env Env) error {
 	t.ch = env.CM.CreateEventChannel()
 	if t.ch == nil {
 		t.printf("failed to create event channel\n")
-		return &Status{1}
+		return &Status{Code: 1}
 	}
 	t.nodes = make([]*node, cfg.Conns)
 	for i := range t.nodes {
@@ -136,7 +128,7 @@ func Run(ctx context.Context, cfg Config, env Env) error {
 					n.id.Destroy()
 				}
 				t.ch.Close()
-				return &Status{1}
+				return &Status{Code: 1}
 			}
 			t.nodes[i].id = id
 			t.byID[id] = t.nodes[i]
@@ -148,14 +140,10 @@ func Run(ctx context.Context, cfg Config, env Env) error {
 	} else {
 		ret = t.runClient(ctx)
 	}
-	t.printf("test complete\n")
-	t.destroyNodes()
-	t.ch.Close()
-	t.printf("return status %d\n", ret)
-	if ret != 0 {
-		return &Status{ret}
-	}
-	return nil
+	return cmatest.End(t.printf, ret, func() {
+		t.destroyNodes()
+		t.ch.Close()
+	})
 }
 
 // initNode is init_node: PD, two CQs of message_count entries (1
@@ -310,17 +298,10 @@ func (t *test) cmaHandler(ev *cm.Event) int {
 // events is connect_events and disconnect_events: events until *left
 // reaches 0 or a handler fails.
 func (t *test) events(ctx context.Context, left *int, what string) int {
-	ret := 0
-	for *left > 0 && ret == 0 {
-		wctx, cancel := context.WithTimeout(ctx, t.env.stall())
-		ev, err := t.ch.GetEvent(wctx)
-		cancel()
-		if err != nil {
-			t.printf("cmatose: failure in rdma_get_cm_event in %s events: %v\n", what, err)
-			return 110 // ETIMEDOUT
-		}
-		ret = t.cmaHandler(ev)
-		ev.Ack()
+	ret, err := cmatest.Events(ctx, t.ch, t.env.stall(), left, t.cmaHandler)
+	if err != nil {
+		t.printf("cmatose: failure in rdma_get_cm_event in %s events: %v\n", what, err)
+		return 110 // ETIMEDOUT
 	}
 	return ret
 }
@@ -333,15 +314,9 @@ func (t *test) pollCQs(ctx context.Context, index int) int {
 		if !n.connected {
 			continue
 		}
-		for done := 0; done < t.cfg.Count; {
-			wctx, cancel := context.WithTimeout(ctx, t.env.stall())
-			got, err := n.cq[index].Wait(wctx, wc)
-			cancel()
-			if err != nil {
-				t.printf("cmatose: failed polling CQ: %d\n", -110)
-				return -110
-			}
-			done += got
+		if err := cmatest.PollCQ(ctx, n.cq[index], t.cfg.Count, t.env.stall(), wc, nil); err != nil {
+			t.printf("cmatose: failed polling CQ: %d\n", -110)
+			return -110
 		}
 	}
 	return 0

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/ibv"
-	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/internal/cmatest"
 	"github.com/softnic/softnic/verbs/cm"
 )
 
@@ -31,7 +31,6 @@ const (
 	DefaultSize    = 100
 	DefaultCount   = 10
 	resolveTimeout = 2000 * time.Millisecond
-	grhSize        = 40 // sizeof(struct ibv_grh)
 )
 
 // Config holds a run's options, one field per udaddy.c flag.
@@ -60,29 +59,13 @@ type Env struct {
 	Stall time.Duration // bound of each wait (0: 30 s)
 }
 
-func (e *Env) stall() time.Duration {
-	if e.Stall > 0 {
-		return e.Stall
-	}
-	return 30 * time.Second
-}
+func (e *Env) stall() time.Duration { return cmatest.Stall(e.Stall) }
 
-// Status is a failed run: the exit status is Code & 0xff.
-type Status struct{ Code int }
+// Status is the run's outcome as udaddy.c's main returns it (package cmatest).
+type Status = cmatest.Status
 
-func (s *Status) Error() string { return fmt.Sprintf("return status %d", s.Code) }
-
-type node struct {
-	idx        int
-	id         *cm.ID
-	connected  bool
-	pd         *verbs.PD
-	cq         *verbs.CQ
-	mr         *verbs.MR
-	ah         *verbs.AH
-	remoteQPN  uint32
-	remoteQKey uint32
-}
+// node is struct cmatest_node (package cmatest).
+type node = cmatest.UDNode
 
 type test struct {
 	cfg          *Config
@@ -115,17 +98,17 @@ func Run(ctx context.Context, cfg Config, env Env) error {
 	t.ch = env.CM.CreateEventChannel()
 	t.nodes = make([]*node, cfg.Conns)
 	for i := range t.nodes {
-		t.nodes[i] = &node{idx: i}
+		t.nodes[i] = &node{Idx: i}
 		if !cfg.Server {
 			id, err := env.CM.CreateID(t.ch, t.nodes[i], cfg.PortSpace, ibv.QPTypeUD)
 			if err != nil {
 				for _, n := range t.nodes[:i] {
-					n.id.Destroy()
+					n.ID.Destroy()
 				}
 				t.ch.Close()
-				return &Status{1}
+				return &Status{Code: 1}
 			}
-			t.nodes[i].id = id
+			t.nodes[i].ID = id
 			t.byID[id] = t.nodes[i]
 		}
 	}
@@ -135,87 +118,29 @@ func Run(ctx context.Context, cfg Config, env Env) error {
 	} else {
 		ret = t.runClient(ctx)
 	}
-	t.printf("test complete\n")
-	t.destroyNodes()
-	t.ch.Close()
-	t.printf("return status %d\n", ret)
-	if ret != 0 {
-		return &Status{ret}
-	}
-	return nil
+	return cmatest.End(t.printf, ret, func() {
+		t.destroyNodes()
+		t.ch.Close()
+	})
 }
 
 // verifyParams is verify_test_params: a message must fit the port's
 // active MTU.
 func (t *test) verifyParams(n *node) int {
-	port, err := n.id.Device().QueryPort(1)
-	if err != nil {
-		return -1
-	}
-	if mtu := port.ActiveMTU.Bytes(); t.cfg.Count > 0 && t.cfg.Size > mtu {
-		t.printf("udaddy: message_size %d is larger than active mtu %d\n", t.cfg.Size, mtu)
-		return -22
-	}
-	return 0
+	return n.VerifyMTU("udaddy", t.cfg.Count, t.cfg.Size, t.printf)
 }
 
 // initNode is init_node: PD, one CQ of 2*message_count, the UD QP, the
 // buffer with room for the GRH.
 func (t *test) initNode(n *node) int {
-	dev := n.id.Device()
-	var err error
-	if n.pd, err = dev.AllocPD(); err != nil {
-		t.printf("udaddy: unable to allocate PD\n")
-		return -12
-	}
-	cqe, wr := 2, 1
-	if t.cfg.Count > 0 {
-		cqe, wr = 2*t.cfg.Count, t.cfg.Count
-	}
-	if n.cq, err = dev.CreateCQ(cqe, nil); err != nil {
-		t.printf("udaddy: unable to create CQ\n")
-		return -12
-	}
-	if _, err := n.id.CreateQP(n.pd, verbs.QPInitAttr{Type: ibv.QPTypeUD, SendCQ: n.cq, RecvCQ: n.cq,
-		Cap: ibv.QPCap{MaxSendWR: uint32(wr), MaxRecvWR: uint32(wr), MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
-		t.perror("udaddy: unable to create QP", err)
-		return -1
-	}
-	if t.cfg.Count > 0 {
-		if n.mr, err = n.pd.RegMR(make([]byte, t.cfg.Size+grhSize), ibv.AccessLocalWrite); err != nil {
-			t.printf("failed to reg MR\n")
-			t.printf("udaddy: failed to create messages: %d\n", -1)
-			return -1
-		}
-	}
-	return 0
+	return n.Init("udaddy", t.cfg.Count, t.cfg.Size, t.printf, t.perror)
 }
 
-func (t *test) postRecvs(n *node) int {
-	for i := 0; i < t.cfg.Count; i++ {
-		if _, err := n.id.QP().PostRecv(ibv.RecvWR{WRID: uint64(n.idx),
-			SGList: []ibv.SGE{n.mr.SGE(0, t.cfg.Size+grhSize)}}); err != nil {
-			t.printf("failed to post receives: %d\n", -1)
-			return -1
-		}
-	}
-	return 0
-}
+func (t *test) postRecvs(n *node) int { return n.PostRecvs(t.cfg.Count, t.cfg.Size, t.printf) }
 
 // postSends is post_sends: SEND_WITH_IMM carrying the sender's QPN.
 func (t *test) postSends(n *node, flags ibv.SendFlags) int {
-	if !n.connected || t.cfg.Count == 0 {
-		return 0
-	}
-	for i := 0; i < t.cfg.Count; i++ {
-		if _, err := n.id.QP().PostSend(ibv.SendWR{WRID: uint64(n.idx), Opcode: ibv.WRSendWithImm, Flags: flags,
-			Imm: n.id.QP().QPN(), AH: n.ah, RemoteQPN: n.remoteQPN, RemoteQKey: n.remoteQKey,
-			SGList: []ibv.SGE{n.mr.SGE(0, t.cfg.Size)}}); err != nil {
-			t.printf("failed to post sends: %d\n", -1)
-			return -1
-		}
-	}
-	return 0
+	return n.PostSends(t.cfg.Count, t.cfg.Size, func(int) ibv.SendFlags { return flags }, t.printf)
 }
 
 func (t *test) routeHandler(n *node) int {
@@ -227,7 +152,7 @@ func (t *test) routeHandler(n *node) int {
 		ret = t.postRecvs(n)
 	}
 	if ret == 0 {
-		if err := n.id.Connect(&cm.ConnParam{}); err != nil {
+		if err := n.ID.Connect(&cm.ConnParam{}); err != nil {
 			t.perror("udaddy: failure connecting", err)
 			ret = -1
 		}
@@ -246,7 +171,7 @@ func (t *test) connectHandler(id *cm.ID) int {
 	}
 	n := t.nodes[t.connIndex]
 	t.connIndex++
-	n.id = id
+	n.ID = id
 	t.byID[id] = n
 	ret := t.verifyParams(n)
 	if ret == 0 {
@@ -262,14 +187,14 @@ func (t *test) connectHandler(id *cm.ID) int {
 		}
 	}
 	if ret != 0 {
-		n.id = nil
+		n.ID = nil
 		delete(t.byID, id)
 		t.connectsLeft--
 		t.printf("udaddy: failing connection request\n")
 		id.Reject(nil)
 		return ret
 	}
-	n.connected = true
+	n.Connected = true
 	t.connectsLeft--
 	return 0
 }
@@ -277,15 +202,15 @@ func (t *test) connectHandler(id *cm.ID) int {
 // resolvedHandler is resolved_handler: the SIDR REP's QPN, Q_Key and
 // address handle.
 func (t *test) resolvedHandler(n *node, ev *cm.Event) int {
-	n.remoteQPN, n.remoteQKey = ev.UD.QPNum, ev.UD.QKey
-	ah, err := n.pd.CreateAH(ev.UD.AHAttr)
+	n.RemoteQPN, n.RemoteQKey = ev.UD.QPNum, ev.UD.QKey
+	ah, err := n.PD.CreateAH(ev.UD.AHAttr)
 	if err != nil {
 		t.printf("udaddy: failure creating address handle\n")
 		t.connectsLeft--
 		return -1
 	}
-	n.ah = ah
-	n.connected = true
+	n.AH = ah
+	n.Connected = true
 	t.connectsLeft--
 	return 0
 }
@@ -294,7 +219,7 @@ func (t *test) cmaHandler(ev *cm.Event) int {
 	n := t.byID[ev.ID]
 	switch ev.Type {
 	case cm.EventAddrResolved:
-		if err := n.id.ResolveRoute(resolveTimeout); err != nil {
+		if err := n.ID.ResolveRoute(resolveTimeout); err != nil {
 			t.perror("udaddy: resolve route failed", err)
 			t.connectsLeft--
 			return -1
@@ -314,17 +239,10 @@ func (t *test) cmaHandler(ev *cm.Event) int {
 }
 
 func (t *test) connectEvents(ctx context.Context) int {
-	ret := 0
-	for t.connectsLeft > 0 && ret == 0 {
-		wctx, cancel := context.WithTimeout(ctx, t.env.stall())
-		ev, err := t.ch.GetEvent(wctx)
-		cancel()
-		if err != nil {
-			t.perror("udaddy: rdma_get_cm_event", err)
-			return -110
-		}
-		ret = t.cmaHandler(ev)
-		ev.Ack()
+	ret, err := cmatest.Events(ctx, t.ch, t.env.stall(), &t.connectsLeft, t.cmaHandler)
+	if err != nil {
+		t.perror("udaddy: rdma_get_cm_event", err)
+		return -110
 	}
 	return ret
 }
@@ -335,21 +253,16 @@ func (t *test) connectEvents(ctx context.Context) int {
 func (t *test) pollCQs(ctx context.Context) int {
 	wc := make([]ibv.WorkCompletion, 8)
 	for _, n := range t.nodes {
-		if !n.connected {
+		if !n.Connected {
 			continue
 		}
-		for done := 0; done < t.cfg.Count; {
-			wctx, cancel := context.WithTimeout(ctx, t.env.stall())
-			got, err := n.cq.Wait(wctx, wc)
-			cancel()
-			if err != nil {
-				t.printf("udaddy: failed polling CQ: %d\n", -110)
-				return -110
-			}
-			if got > 0 && n.ah == nil {
+		if err := cmatest.PollCQ(ctx, n.CQ, t.cfg.Count, t.env.stall(), wc, func(wc []ibv.WorkCompletion) {
+			if len(wc) > 0 && n.AH == nil {
 				t.createReplyAH(n, &wc[0])
 			}
-			done += got
+		}); err != nil {
+			t.printf("udaddy: failed polling CQ: %d\n", -110)
+			return -110
 		}
 	}
 	return 0
@@ -359,13 +272,13 @@ func (t *test) pollCQs(ctx context.Context) int {
 // GRH at the start of the buffer, the peer's QPN from the immediate data,
 // the Q_Key our own QP's.
 func (t *test) createReplyAH(n *node, wc *ibv.WorkCompletion) {
-	ah, err := n.pd.CreateAHFromWC(wc, n.mr.Buf()[:grhSize], 1)
+	ah, err := n.PD.CreateAHFromWC(wc, n.MR.Buf()[:cmatest.GRHSize], 1)
 	if err == nil {
-		n.ah = ah
+		n.AH = ah
 	}
-	n.remoteQPN = wc.Imm
-	attr, _ := n.id.QP().Query()
-	n.remoteQKey = attr.QKey
+	n.RemoteQPN = wc.Imm
+	attr, _ := n.ID.QP().Query()
+	n.RemoteQKey = attr.QKey
 }
 
 func (t *test) runServer(ctx context.Context) int {
@@ -418,7 +331,7 @@ func (t *test) runClient(ctx context.Context) int {
 	}
 	t.printf("udaddy: connecting\n")
 	for _, n := range t.nodes {
-		if err := n.id.ResolveAddr(src, netip.AddrPortFrom(cfg.Dst, cfg.Port), resolveTimeout); err != nil {
+		if err := n.ID.ResolveAddr(src, netip.AddrPortFrom(cfg.Dst, cfg.Port), resolveTimeout); err != nil {
 			t.perror("udaddy: failure getting addr", err)
 			t.connectsLeft--
 			return -1
@@ -445,24 +358,6 @@ func (t *test) runClient(ctx context.Context) int {
 
 func (t *test) destroyNodes() {
 	for _, n := range t.nodes {
-		if n.id == nil {
-			continue
-		}
-		if n.ah != nil {
-			n.ah.Destroy()
-		}
-		if n.id.QP() != nil {
-			n.id.DestroyQP()
-		}
-		if n.cq != nil {
-			n.cq.Destroy()
-		}
-		if n.mr != nil {
-			n.mr.Dereg()
-		}
-		if n.pd != nil {
-			n.pd.Dealloc()
-		}
-		n.id.Destroy()
+		n.Destroy()
 	}
 }

@@ -7,8 +7,10 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strings"
 	"time"
 
+	"github.com/softnic/softnic/internal/cmatest"
 	"github.com/softnic/softnic/internal/getopt"
 	"github.com/softnic/softnic/internal/toolnic"
 	"github.com/softnic/softnic/verbs"
@@ -131,4 +133,111 @@ func openCM(name string, nf nicFlags, addr netip.Addr) (*cmSession, error) {
 // Close stops the CM, then the NIC.
 func (s *cmSession) Close() error {
 	return errors.Join(s.cm.Close(), s.nic.Close())
+}
+
+// cmAddrFormat checks a CM tool's -f address_format as cmatose.c and
+// udaddy.c do: ip and name are taken, gid (AF_IB) is refused (false: exit
+// 1), anything else is warned about.
+func cmAddrFormat(name, v string, stderr io.Writer) bool {
+	v = strings.ToLower(v)
+	switch {
+	case strings.HasPrefix(v, "gid"):
+		fmt.Fprintf(stderr, "softnic %s: -f gid: AF_IB addresses are not supported by softnic\n", name)
+		return false
+	case strings.HasPrefix(v, "ip"), strings.HasPrefix(v, "name"):
+	default:
+		fmt.Fprintln(stderr, "Warning: unknown address format")
+	}
+	return true
+}
+
+// cmPortSpace reads a CM tool's -P: other (ib, ipoib) picks ps, def
+// (tcp, udp) leaves *dst, anything else is warned about.
+func cmPortSpace(v, other, def string, ps cm.PortSpace, dst *cm.PortSpace, stderr io.Writer) {
+	v = strings.ToLower(v)
+	switch {
+	case strings.HasPrefix(v, other):
+		*dst = ps
+	case strings.HasPrefix(v, def):
+	default:
+		fmt.Fprintln(stderr, "Warning: unknown port space format")
+	}
+}
+
+// cmInt reads a CM tool's numeric option (0 to 2^31-1); false: the
+// error is printed, exit 1.
+func cmInt(name string, m getopt.Match, stderr io.Writer) (int, bool) {
+	v, err := getopt.Int(m.Value)
+	if err != nil || v < 0 || v > 1<<31-1 {
+		fmt.Fprintf(stderr, "softnic %s: -%c %q: not a number\n", name, m.Opt.Short, m.Value)
+		return 0, false
+	}
+	return int(v), true
+}
+
+// cmHost is a host named on a CM tool's command line and where its
+// address goes.
+type cmHost struct {
+	s   string
+	dst *netip.Addr
+}
+
+// resolveCMHosts resolves each named host (lookupHost); false at the
+// first that does not resolve.
+func resolveCMHosts(hosts ...cmHost) bool {
+	for _, h := range hosts {
+		if h.s == "" {
+			continue
+		}
+		a, err := lookupHost(h.s)
+		if err != nil {
+			return false
+		}
+		*h.dst = a
+	}
+	return true
+}
+
+// runOnCM is the end of every CM tool's command: unless addrErr (choosing
+// the NIC address) stops it, it opens the NIC at addr and a CM on it,
+// runs the tool, closes both and returns the exit status: a
+// *cmatest.Status's Code & 0xff, else 1 for an error of the run or of the
+// closing, else 0.
+func runOnCM(name string, nf nicFlags, addr netip.Addr, addrErr error, stderr io.Writer,
+	run func(ctx context.Context, c *cm.CM) error) int {
+	if addrErr != nil && !nf.addr.IsValid() {
+		fmt.Fprintf(stderr, "softnic %s: choosing the NIC address (give one with --addr): %v\n", name, addrErr)
+		return 1
+	}
+	s, err := openCM(name, nf, addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "softnic %s: %v\n", name, err)
+		return 1
+	}
+	ctx, cancel := toolContext()
+	defer cancel()
+	err = run(ctx, s.cm)
+	cerr := s.Close()
+	var st *cmatest.Status
+	switch {
+	case errors.As(err, &st):
+		return st.Code & 0xff
+	case err != nil:
+		fmt.Fprintf(stderr, "softnic %s: %v\n", name, err)
+		return 1
+	case cerr != nil:
+		fmt.Fprintf(stderr, "softnic %s: %v\n", name, cerr)
+		return 1
+	}
+	return exitOK
+}
+
+// writeCMUsage writes a CM tool's usage: head, its options, the NIC
+// options, tail.
+func writeCMUsage(w io.Writer, head string, opts []optSpec, tail string) {
+	fmt.Fprint(w, head)
+	writeOpts(w, opts)
+	fmt.Fprintln(w, "\nsoftnic options:")
+	writeOpts(w, cmNICOpts())
+	fmt.Fprintln(w, tail)
 }

@@ -1,10 +1,9 @@
 package main
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"io"
-	"net/netip"
 
 	"github.com/softnic/softnic/internal/getopt"
 	"github.com/softnic/softnic/internal/mckey"
@@ -28,16 +27,13 @@ func mckeyOpts() []optSpec {
 }
 
 func mckeyUsage(w io.Writer) {
-	fmt.Fprint(w, "usage: softnic mckey -m multicast_address [-s] [-b bind_address] [-c connections]\n"+
+	writeCMUsage(w, "usage: softnic mckey -m multicast_address [-s] [-b bind_address] [-c connections]\n"+
 		"       [-C message_count] [-S message_size] [-p port_space]\n\n"+
 		"softnic's version of librdmacm's mckey: it pairs with mckey in either role. Each ID\n"+
 		"joins the group through the RDMA CM; the receiver waits for -C datagrams, the\n"+
-		"sender (-s) SENDs them to the group.\n\nOptions:\n")
-	writeOpts(w, mckeyOpts())
-	fmt.Fprintln(w, "\nsoftnic options:")
-	writeOpts(w, cmNICOpts())
-	fmt.Fprintln(w, "\nThe output lines and the exit status (\"return status N\") are mckey.c's; as it\n"+
-		"does, the tool pauses 3 s after joining before the transfers.")
+		"sender (-s) SENDs them to the group.\n\nOptions:\n", mckeyOpts(),
+		"\nThe output lines and the exit status (\"return status N\") are mckey.c's; as it\n"+
+			"does, the tool pauses 3 s after joining before the transfers.")
 }
 
 // runMckey is "softnic mckey".
@@ -61,18 +57,17 @@ func runMckey(args []string, stdout, stderr io.Writer) int {
 		case 'b':
 			src = m.Value
 		case 'c', 'C', 'S', 'p':
-			v, err := getopt.Int(m.Value)
-			if err != nil || v < 0 || v > 1<<31-1 {
-				fmt.Fprintf(stderr, "softnic %s: -%c %q: not a number\n", name, m.Opt.Short, m.Value)
+			v, ok := cmInt(name, m, stderr)
+			if !ok {
 				return 1
 			}
 			switch m.Opt.Short {
 			case 'c':
-				cfg.Conns = int(v)
+				cfg.Conns = v
 			case 'C':
-				cfg.Count = int(v)
+				cfg.Count = v
 			case 'S':
-				cfg.Size = int(v)
+				cfg.Size = v
 			case 'p':
 				cfg.PortSpace = cm.PortSpace(v)
 			}
@@ -87,45 +82,13 @@ func runMckey(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "softnic %s: %v\n", name, err)
 		return 1
 	}
-	for _, h := range []struct {
-		s   string
-		dst *netip.Addr
-	}{{group, &cfg.Group}, {src, &cfg.Src}} {
-		if h.s == "" {
-			continue
-		}
-		a, err := lookupHost(h.s)
-		if err != nil {
-			fmt.Fprintf(stdout, "getaddrinfo failed (Name or service not known) - invalid hostname or IP address\n")
-			fmt.Fprintf(stdout, "test complete\nreturn status %d\n", -2)
-			return 254
-		}
-		*h.dst = a
+	if !resolveCMHosts(cmHost{group, &cfg.Group}, cmHost{src, &cfg.Src}) {
+		fmt.Fprintf(stdout, "getaddrinfo failed (Name or service not known) - invalid hostname or IP address\n")
+		fmt.Fprintf(stdout, "test complete\nreturn status %d\n", -2)
+		return 254
 	}
 	addr, err := cmNICAddr(true, cfg.Src, cfg.Src, cfg.Group)
-	if err != nil && !nf.addr.IsValid() {
-		fmt.Fprintf(stderr, "softnic %s: choosing the NIC address (give one with --addr): %v\n", name, err)
-		return 1
-	}
-	s, err := openCM(name, nf, addr)
-	if err != nil {
-		fmt.Fprintf(stderr, "softnic %s: %v\n", name, err)
-		return 1
-	}
-	ctx, cancel := toolContext()
-	defer cancel()
-	err = mckey.Run(ctx, cfg, mckey.Env{CM: s.cm, Out: stdout, Err: stderr, Stall: nf.stall})
-	cerr := s.Close()
-	var st *mckey.Status
-	switch {
-	case errors.As(err, &st):
-		return st.Code & 0xff
-	case err != nil:
-		fmt.Fprintf(stderr, "softnic %s: %v\n", name, err)
-		return 1
-	case cerr != nil:
-		fmt.Fprintf(stderr, "softnic %s: %v\n", name, cerr)
-		return 1
-	}
-	return exitOK
+	return runOnCM(name, nf, addr, err, stderr, func(ctx context.Context, c *cm.CM) error {
+		return mckey.Run(ctx, cfg, mckey.Env{CM: c, Out: stdout, Err: stderr, Stall: nf.stall})
+	})
 }

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/netip"
+	"strings"
 
+	"github.com/softnic/softnic/internal/cmatest"
 	"github.com/softnic/softnic/internal/getopt"
 	"github.com/softnic/softnic/internal/rdmasync"
 	"github.com/softnic/softnic/internal/toolnic"
+	"github.com/softnic/softnic/verbs/cm"
 )
 
 // rdmaSyncUsage is the usage of rdma_server (client false) or
@@ -18,18 +22,17 @@ func rdmaSyncUsage(client bool) func(io.Writer) {
 		if client {
 			name, other = other, name
 		}
-		fmt.Fprintf(w, "usage: softnic %s", name)
+		var b strings.Builder
+		fmt.Fprintf(&b, "usage: softnic %s", name)
 		if client {
-			fmt.Fprint(w, " [-s server_address]")
+			fmt.Fprint(&b, " [-s server_address]")
 		}
-		fmt.Fprint(w, " [-p port_number]\n\n")
-		fmt.Fprintf(w, "softnic's version of librdmacm's %s: with %s (either softnic's or\n"+
+		fmt.Fprint(&b, " [-p port_number]\n\n")
+		fmt.Fprintf(&b, "softnic's version of librdmacm's %s: with %s (either softnic's or\n"+
 			"rdma-core's) it connects through the RDMA CM's synchronous calls and exchanges one\n"+
 			"16-byte SEND each way.\n\nOptions:\n", name, other)
-		writeOpts(w, rdmaSyncOpts(client))
-		fmt.Fprintln(w, "\nsoftnic options:")
-		writeOpts(w, cmNICOpts())
-		fmt.Fprintf(w, "\nThe output lines (\"%s: start\", \"%s: end N\") and exit status are the C tool's.\n", name, name)
+		writeCMUsage(w, b.String(), rdmaSyncOpts(client),
+			fmt.Sprintf("\nThe output lines (\"%s: start\", \"%s: end N\") and exit status are the C tool's.", name, name))
 	}
 }
 
@@ -82,23 +85,18 @@ func runRDMASync(client bool) func(args []string, stdout, stderr io.Writer) int 
 				return 1
 			}
 		}
-		s, err := openCM(name, nf, addr)
-		if err != nil {
-			fmt.Fprintf(stderr, "softnic %s: %v\n", name, err)
-			return 1
-		}
-		ctx, cancel := toolContext()
-		defer cancel()
-		env := rdmasync.Env{CM: s.cm, Out: stdout, Err: stderr, Stall: nf.stall}
-		if client {
-			status = rdmasync.RunClient(ctx, server, port, env)
-		} else {
-			status = rdmasync.RunServer(ctx, port, env)
-		}
-		if err := s.Close(); err != nil && status == 0 {
-			fmt.Fprintf(stderr, "softnic %s: %v\n", name, err)
-			return 1
-		}
-		return status
+		return runOnCM(name, nf, addr, nil, stderr, func(ctx context.Context, c *cm.CM) error {
+			env := rdmasync.Env{CM: c, Out: stdout, Err: stderr, Stall: nf.stall}
+			var status int
+			if client {
+				status = rdmasync.RunClient(ctx, server, port, env)
+			} else {
+				status = rdmasync.RunServer(ctx, port, env)
+			}
+			if status != 0 {
+				return &cmatest.Status{Code: status}
+			}
+			return nil
+		})
 	}
 }

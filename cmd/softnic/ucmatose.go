@@ -1,11 +1,9 @@
 package main
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"io"
-	"net/netip"
-	"strings"
 
 	"github.com/softnic/softnic/internal/getopt"
 	"github.com/softnic/softnic/internal/ucmatose"
@@ -32,16 +30,13 @@ func ucmatoseOpts() []optSpec {
 }
 
 func ucmatoseUsage(w io.Writer) {
-	fmt.Fprint(w, "usage: softnic ucmatose [-s server_address] [-b bind_address] [-c connections]\n"+
+	writeCMUsage(w, "usage: softnic ucmatose [-s server_address] [-b bind_address] [-c connections]\n"+
 		"       [-C message_count] [-S message_size] [-p port_number] [-P tcp|ib]\n\n"+
 		"softnic's version of librdmacm's ucmatose (cmatose.c): it pairs with ucmatose in\n"+
 		"either role. The client opens -c RC connections through the RDMA CM; the server\n"+
 		"SENDs -C messages of -S bytes on each, the client replies with as many, the server\n"+
-		"disconnects.\n\nOptions:\n")
-	writeOpts(w, ucmatoseOpts())
-	fmt.Fprintln(w, "\nsoftnic options:")
-	writeOpts(w, cmNICOpts())
-	fmt.Fprintln(w, "\nThe output lines and the exit status (\"return status N\") are cmatose.c's.")
+		"disconnects.\n\nOptions:\n", ucmatoseOpts(),
+		"\nThe output lines and the exit status (\"return status N\") are cmatose.c's.")
 }
 
 // runUcmatose is "softnic ucmatose".
@@ -60,39 +55,25 @@ func runUcmatose(args []string, stdout, stderr io.Writer) int {
 		case 'b':
 			src = m.Value
 		case 'f':
-			v := strings.ToLower(m.Value)
-			switch {
-			case strings.HasPrefix(v, "gid"):
-				fmt.Fprintf(stderr, "softnic %s: -f gid: AF_IB addresses are not supported by softnic\n", name)
+			if !cmAddrFormat(name, m.Value, stderr) {
 				return 1
-			case strings.HasPrefix(v, "ip"), strings.HasPrefix(v, "name"):
-			default:
-				fmt.Fprintln(stderr, "Warning: unknown address format")
 			}
 		case 'P':
-			v := strings.ToLower(m.Value)
-			switch {
-			case strings.HasPrefix(v, "ib"):
-				cfg.PortSpace = cm.PSIB
-			case strings.HasPrefix(v, "tcp"):
-			default:
-				fmt.Fprintln(stderr, "Warning: unknown port space format")
-			}
+			cmPortSpace(m.Value, "ib", "tcp", cm.PSIB, &cfg.PortSpace, stderr)
 		case 'c', 'C', 'S', 't', 'p':
-			v, err := getopt.Int(m.Value)
-			if err != nil || v < 0 || v > 1<<31-1 {
-				fmt.Fprintf(stderr, "softnic %s: -%c %q: not a number\n", name, m.Opt.Short, m.Value)
+			v, ok := cmInt(name, m, stderr)
+			if !ok {
 				return 1
 			}
 			switch m.Opt.Short {
 			case 'c':
-				cfg.Conns = int(v)
+				cfg.Conns = v
 			case 'C':
-				cfg.Count = int(v)
+				cfg.Count = v
 			case 'S':
-				cfg.Size = int(v)
+				cfg.Size = v
 			case 't':
-				cfg.TOS = int(v)
+				cfg.TOS = v
 			case 'p':
 				if v > 65535 {
 					fmt.Fprintf(stderr, "softnic %s: -p %q: not a port\n", name, m.Value)
@@ -114,44 +95,12 @@ func runUcmatose(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	cfg.Server = dst == ""
-	for _, h := range []struct {
-		s   string
-		dst *netip.Addr
-	}{{dst, &cfg.Dst}, {src, &cfg.Src}} {
-		if h.s == "" {
-			continue
-		}
-		a, err := lookupHost(h.s)
-		if err != nil {
-			fmt.Fprintf(stdout, "cmatose: getaddrinfo error: Name or service not known\n")
-			return 254 // EAI_NONAME
-		}
-		*h.dst = a
+	if !resolveCMHosts(cmHost{dst, &cfg.Dst}, cmHost{src, &cfg.Src}) {
+		fmt.Fprintf(stdout, "cmatose: getaddrinfo error: Name or service not known\n")
+		return 254 // EAI_NONAME
 	}
 	addr, err := cmNICAddr(cfg.Server, cfg.Src, cfg.Src, cfg.Dst)
-	if err != nil && !nf.addr.IsValid() {
-		fmt.Fprintf(stderr, "softnic %s: choosing the NIC address (give one with --addr): %v\n", name, err)
-		return 1
-	}
-	s, err := openCM(name, nf, addr)
-	if err != nil {
-		fmt.Fprintf(stderr, "softnic %s: %v\n", name, err)
-		return 1
-	}
-	ctx, cancel := toolContext()
-	defer cancel()
-	err = ucmatose.Run(ctx, cfg, ucmatose.Env{CM: s.cm, Out: stdout, Stall: nf.stall})
-	cerr := s.Close()
-	var st *ucmatose.Status
-	switch {
-	case errors.As(err, &st):
-		return st.Code & 0xff
-	case err != nil:
-		fmt.Fprintf(stderr, "softnic %s: %v\n", name, err)
-		return 1
-	case cerr != nil:
-		fmt.Fprintf(stderr, "softnic %s: %v\n", name, cerr)
-		return 1
-	}
-	return exitOK
+	return runOnCM(name, nf, addr, err, stderr, func(ctx context.Context, c *cm.CM) error {
+		return ucmatose.Run(ctx, cfg, ucmatose.Env{CM: c, Out: stdout, Stall: nf.stall})
+	})
 }

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"io"
-	"net/netip"
-	"strings"
 
 	"github.com/softnic/softnic/internal/getopt"
 	"github.com/softnic/softnic/internal/udaddy"
@@ -31,15 +29,12 @@ func udaddyOpts() []optSpec {
 }
 
 func udaddyUsage(w io.Writer) {
-	fmt.Fprint(w, "usage: softnic udaddy [-s server_address] [-b bind_address] [-c connections]\n"+
+	writeCMUsage(w, "usage: softnic udaddy [-s server_address] [-b bind_address] [-c connections]\n"+
 		"       [-C message_count] [-S message_size] [-P udp|ipoib]\n\n"+
 		"softnic's version of librdmacm's udaddy: it pairs with udaddy in either role. The\n"+
 		"client resolves UD QPs of the server through the RDMA CM (SIDR, port 7174) and\n"+
-		"SENDs -C datagrams WITH_IMM its QPN on each; the server answers each peer.\n\nOptions:\n")
-	writeOpts(w, udaddyOpts())
-	fmt.Fprintln(w, "\nsoftnic options:")
-	writeOpts(w, cmNICOpts())
-	fmt.Fprintln(w, "\nThe output lines and the exit status (\"return status N\") are udaddy.c's.")
+		"SENDs -C datagrams WITH_IMM its QPN on each; the server answers each peer.\n\nOptions:\n",
+		udaddyOpts(), "\nThe output lines and the exit status (\"return status N\") are udaddy.c's.")
 }
 
 // runUdaddy is "softnic udaddy".
@@ -58,39 +53,25 @@ func runUdaddy(args []string, stdout, stderr io.Writer) int {
 		case 'b':
 			src = m.Value
 		case 'f':
-			v := strings.ToLower(m.Value)
-			switch {
-			case strings.HasPrefix(v, "gid"):
-				fmt.Fprintf(stderr, "softnic %s: -f gid: AF_IB addresses are not supported by softnic\n", name)
+			if !cmAddrFormat(name, m.Value, stderr) {
 				return 1
-			case strings.HasPrefix(v, "ip"), strings.HasPrefix(v, "name"):
-			default:
-				fmt.Fprintln(stderr, "Warning: unknown address format")
 			}
 		case 'P':
-			v := strings.ToLower(m.Value)
-			switch {
-			case strings.HasPrefix(v, "ipoib"):
-				cfg.PortSpace = cm.PSIPoIB
-			case strings.HasPrefix(v, "udp"):
-			default:
-				fmt.Fprintln(stderr, "Warning: unknown port space format")
-			}
+			cmPortSpace(m.Value, "ipoib", "udp", cm.PSIPoIB, &cfg.PortSpace, stderr)
 		case 'c', 'C', 'S', 't', 'p':
-			v, err := getopt.Int(m.Value)
-			if err != nil || v < 0 || v > 1<<31-1 {
-				fmt.Fprintf(stderr, "softnic %s: -%c %q: not a number\n", name, m.Opt.Short, m.Value)
+			v, ok := cmInt(name, m, stderr)
+			if !ok {
 				return 1
 			}
 			switch m.Opt.Short {
 			case 'c':
-				cfg.Conns = int(v)
+				cfg.Conns = v
 			case 'C':
-				cfg.Count = int(v)
+				cfg.Count = v
 			case 'S':
-				cfg.Size = int(v)
+				cfg.Size = v
 			case 't':
-				cfg.TOS = int(v)
+				cfg.TOS = v
 			case 'p':
 				cfg.PortSpace = cm.PortSpace(v)
 			}
@@ -106,44 +87,12 @@ func runUdaddy(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	cfg.Server = dst == ""
-	for _, h := range []struct {
-		s   string
-		dst *netip.Addr
-	}{{dst, &cfg.Dst}, {src, &cfg.Src}} {
-		if h.s == "" {
-			continue
-		}
-		a, err := lookupHost(h.s)
-		if err != nil {
-			fmt.Fprintf(stdout, "udaddy: getaddrinfo error: Name or service not known\n")
-			return 254
-		}
-		*h.dst = a
+	if !resolveCMHosts(cmHost{dst, &cfg.Dst}, cmHost{src, &cfg.Src}) {
+		fmt.Fprintf(stdout, "udaddy: getaddrinfo error: Name or service not known\n")
+		return 254
 	}
 	addr, err := cmNICAddr(cfg.Server, cfg.Src, cfg.Src, cfg.Dst)
-	if err != nil && !nf.addr.IsValid() {
-		fmt.Fprintf(stderr, "softnic %s: choosing the NIC address (give one with --addr): %v\n", name, err)
-		return 1
-	}
-	s, err := openCM(name, nf, addr)
-	if err != nil {
-		fmt.Fprintf(stderr, "softnic %s: %v\n", name, err)
-		return 1
-	}
-	ctx, cancel := toolContext()
-	defer cancel()
-	err = udaddy.Run(ctx, cfg, udaddy.Env{CM: s.cm, Out: stdout, Err: stderr, Stall: nf.stall})
-	cerr := s.Close()
-	var st *udaddy.Status
-	switch {
-	case errors.As(err, &st):
-		return st.Code & 0xff
-	case err != nil:
-		fmt.Fprintf(stderr, "softnic %s: %v\n", name, err)
-		return 1
-	case cerr != nil:
-		fmt.Fprintf(stderr, "softnic %s: %v\n", name, cerr)
-		return 1
-	}
-	return exitOK
+	return runOnCM(name, nf, addr, err, stderr, func(ctx context.Context, c *cm.CM) error {
+		return udaddy.Run(ctx, cfg, udaddy.Env{CM: c, Out: stdout, Err: stderr, Stall: nf.stall})
+	})
 }

@@ -1,38 +1,15 @@
 package mckey
 
 import (
-	"bytes"
 	"context"
 	"net/netip"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/internal/tooltest"
-	"github.com/softnic/softnic/verbs"
-	"github.com/softnic/softnic/verbs/cm"
 )
-
-// syncBuffer is a bytes.Buffer read while a run writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 var (
 	recvOut = regexp.MustCompile(`^mckey: starting server\nmckey: joining\n` +
@@ -44,24 +21,14 @@ var (
 )
 
 func TestPair(t *testing.T) {
-	f := fabric.New(fabric.Config{Seed: 1})
-	t.Cleanup(func() { f.Close() })
-	var cms []*cm.CM
-	for _, d := range tooltest.Devices(t, f, "10.0.0.1", "10.0.0.2") {
-		c, err := cm.New(cm.Config{Devices: []*verbs.Device{d}})
-		if err != nil {
-			t.Fatalf("cm.New: %v", err)
-		}
-		t.Cleanup(func() { c.Close() })
-		cms = append(cms, c)
-	}
+	cms, _ := tooltest.CMs(t, "10.0.0.1", "10.0.0.2")
 	cfg := Defaults()
 	cfg.Group = netip.MustParseAddr("239.1.2.3")
 	rcfg, scfg := cfg, cfg
 	scfg.Sender = true
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var rout, sout syncBuffer
+	var rout, sout tooltest.SyncBuffer
 	var rerr, serr error
 	rdone := make(chan struct{})
 	go func() {

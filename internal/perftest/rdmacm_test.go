@@ -9,10 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/internal/tooltest"
 	"github.com/softnic/softnic/verbs"
-	"github.com/softnic/softnic/verbs/cm"
 )
 
 func TestRDMAKeys(t *testing.T) {
@@ -83,18 +81,7 @@ func TestFormatTestInfoRDMACM(t *testing.T) {
 // each with its own CM, connecting through it (-R or -z).
 func runCMPair(t *testing.T, cfg Config) (srv, cli *side) {
 	t.Helper()
-	f := fabric.New(fabric.Config{Seed: 1})
-	t.Cleanup(func() { f.Close() })
-	devs := tooltest.Devices(t, f, "10.0.0.1", "10.0.0.2")
-	var cms []*cm.CM
-	for _, d := range devs {
-		c, err := cm.New(cm.Config{Devices: []*verbs.Device{d}})
-		if err != nil {
-			t.Fatalf("cm.New: %v", err)
-		}
-		t.Cleanup(func() { c.Close() })
-		cms = append(cms, c)
-	}
+	cms, devs := tooltest.CMs(t, "10.0.0.1", "10.0.0.2")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	srv, cli = &side{}, &side{}

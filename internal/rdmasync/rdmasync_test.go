@@ -8,25 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/internal/tooltest"
-	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/verbs/cm"
 )
 
 func newCMs(t *testing.T) []*cm.CM {
 	t.Helper()
-	f := fabric.New(fabric.Config{Seed: 1})
-	t.Cleanup(func() { f.Close() })
-	var cms []*cm.CM
-	for _, d := range tooltest.Devices(t, f, "10.0.0.1", "10.0.0.2") {
-		c, err := cm.New(cm.Config{Devices: []*verbs.Device{d}})
-		if err != nil {
-			t.Fatalf("cm.New: %v", err)
-		}
-		t.Cleanup(func() { c.Close() })
-		cms = append(cms, c)
-	}
+	cms, _ := tooltest.CMs(t, "10.0.0.1", "10.0.0.2")
 	return cms
 }
 

@@ -21,18 +21,7 @@ import (
 // is not listening yet.
 func runPair(t *testing.T, cfg Config) (sout, cout string, serr, cerr error) {
 	t.Helper()
-	f := fabric.New(fabric.Config{Seed: 1})
-	t.Cleanup(func() { f.Close() })
-	devs := tooltest.Devices(t, f, "10.0.0.1", "10.0.0.2")
-	var cms []*cm.CM
-	for _, d := range devs {
-		c, err := cm.New(cm.Config{Devices: []*verbs.Device{d}})
-		if err != nil {
-			t.Fatalf("cm.New: %v", err)
-		}
-		t.Cleanup(func() { c.Close() })
-		cms = append(cms, c)
-	}
+	cms, _ := tooltest.CMs(t, "10.0.0.1", "10.0.0.2")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	scfg, ccfg := cfg, cfg

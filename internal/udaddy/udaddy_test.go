@@ -9,10 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/internal/tooltest"
-	"github.com/softnic/softnic/verbs"
-	"github.com/softnic/softnic/verbs/cm"
 )
 
 const (
@@ -31,17 +28,7 @@ func TestPair(t *testing.T) {
 		{"3 connections", func(c *Config) { c.Conns, c.Count, c.Size = 3, 5, 1000 }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			f := fabric.New(fabric.Config{Seed: 1})
-			t.Cleanup(func() { f.Close() })
-			var cms []*cm.CM
-			for _, d := range tooltest.Devices(t, f, "10.0.0.1", "10.0.0.2") {
-				c, err := cm.New(cm.Config{Devices: []*verbs.Device{d}})
-				if err != nil {
-					t.Fatalf("cm.New: %v", err)
-				}
-				t.Cleanup(func() { c.Close() })
-				cms = append(cms, c)
-			}
+			cms, _ := tooltest.CMs(t, "10.0.0.1", "10.0.0.2")
 			cfg := Defaults()
 			tt.mod(&cfg)
 			scfg, ccfg := cfg, cfg

@@ -1,0 +1,50 @@
+package tooltest
+
+import (
+	"bytes"
+	"sync"
+	"testing"
+
+	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/verbs/cm"
+)
+
+// CMs starts an in-memory fabric (seed 1) with one verbs device at each
+// address and a connection manager on each device, all stopped when the
+// test ends; it returns the CMs and the devices, in the addresses' order.
+// Any failure fails the test.
+func CMs(t testing.TB, addrs ...string) ([]*cm.CM, []*verbs.Device) {
+	t.Helper()
+	f := fabric.New(fabric.Config{Seed: 1})
+	t.Cleanup(func() { f.Close() })
+	var cms []*cm.CM
+	devs := Devices(t, f, addrs...)
+	for _, d := range devs {
+		c, err := cm.New(cm.Config{Devices: []*verbs.Device{d}})
+		if err != nil {
+			t.Fatalf("cm.New: %v", err)
+		}
+		t.Cleanup(func() { c.Close() })
+		cms = append(cms, c)
+	}
+	return cms, devs
+}
+
+// SyncBuffer is a bytes.Buffer that may be read while a run writes it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -343,55 +343,43 @@ func (s *session) cmClientComm(ctx context.Context) (*cmConn, error) {
 		ch.Close()
 		return nil, err
 	}
-	for try := 0; ; try++ {
-		if try == numOfRetries {
-			fmt.Fprintf(env.Err, "Received %d times ADDR_ERROR\n", numOfRetries)
-			return fail(errors.New("address resolution failed"))
+	resolve := func(do func() error, what string, retry, want cm.EventType, exhausted string, exhaustedErr error) error {
+		for try := 0; ; try++ {
+			if try == numOfRetries {
+				fmt.Fprintf(env.Err, exhausted, numOfRetries)
+				return exhaustedErr
+			}
+			if err := do(); err != nil {
+				fmt.Fprintf(env.Err, "%s failed\n", what)
+				return err
+			}
+			ev, err := getEvent(ctx, ch, env.Stall)
+			if err != nil {
+				fmt.Fprint(env.Err, "rdma_get_cm_events failed\n")
+				return err
+			}
+			t, st := ev.Type, ev.Status
+			ev.Ack()
+			if t == retry {
+				continue
+			}
+			if t != want {
+				fmt.Fprintf(env.Err, "unexpected CM event %d\n", int(t))
+				return &errCMEvent{"unexpected CM event", t, st}
+			}
+			return nil
 		}
-		if err := id.ResolveAddr(cfg.sourceAddr(), netip.AddrPortFrom(dst, uint16(cfg.Port)), cmResolveTimeout); err != nil {
-			fmt.Fprint(env.Err, "rdma_resolve_addr failed\n")
-			return fail(err)
-		}
-		ev, err := getEvent(ctx, ch, env.Stall)
-		if err != nil {
-			fmt.Fprint(env.Err, "rdma_get_cm_events failed\n")
-			return fail(err)
-		}
-		t, st := ev.Type, ev.Status
-		ev.Ack()
-		if t == cm.EventAddrError {
-			continue
-		}
-		if t != cm.EventAddrResolved {
-			fmt.Fprintf(env.Err, "unexpected CM event %d\n", int(t))
-			return fail(&errCMEvent{"unexpected CM event", t, st})
-		}
-		break
 	}
-	for try := 0; ; try++ {
-		if try == numOfRetries {
-			fmt.Fprintf(env.Err, "Received %d times ADDR_ERROR - aborting\n", numOfRetries)
-			return fail(errors.New("route resolution failed"))
-		}
-		if err := id.ResolveRoute(cmResolveTimeout); err != nil {
-			fmt.Fprint(env.Err, "rdma_resolve_route failed\n")
-			return fail(err)
-		}
-		ev, err := getEvent(ctx, ch, env.Stall)
-		if err != nil {
-			fmt.Fprint(env.Err, "rdma_get_cm_events failed\n")
-			return fail(err)
-		}
-		t, st := ev.Type, ev.Status
-		ev.Ack()
-		if t == cm.EventRouteError {
-			continue
-		}
-		if t != cm.EventRouteResolved {
-			fmt.Fprintf(env.Err, "unexpected CM event %d\n", int(t))
-			return fail(&errCMEvent{"unexpected CM event", t, st})
-		}
-		break
+	if err := resolve(func() error {
+		return id.ResolveAddr(cfg.sourceAddr(), netip.AddrPortFrom(dst, uint16(cfg.Port)), cmResolveTimeout)
+	}, "rdma_resolve_addr", cm.EventAddrError, cm.EventAddrResolved,
+		"Received %d times ADDR_ERROR\n", errors.New("address resolution failed")); err != nil {
+		return fail(err)
+	}
+	if err := resolve(func() error { return id.ResolveRoute(cmResolveTimeout) }, "rdma_resolve_route",
+		cm.EventRouteError, cm.EventRouteResolved,
+		"Received %d times ADDR_ERROR - aborting\n", errors.New("route resolution failed")); err != nil {
+		return fail(err)
 	}
 	c, err := newCMConn(id, ch)
 	if err != nil {

@@ -169,6 +169,15 @@ func (c *cb) postSend() error {
 	return err
 }
 
+// postRDMA posts the server's signaled RDMA READ or WRITE of n bytes
+// between its rdma buffer and the peer's advertised one.
+func (c *cb) postRDMA(op ibv.WROpcode, n uint32) error {
+	_, err := c.qp.PostSend(ibv.SendWR{WRID: wrRDMA, Opcode: op, Flags: ibv.SendSignaled,
+		SGList:     []ibv.SGE{{Addr: c.rdmaMR.Addr(), Length: n, LKey: c.rdmaMR.LKey()}},
+		RemoteAddr: c.remoteAddr, RKey: c.remoteRKey})
+	return err
+}
+
 // formatSend is rping_format_send: the send buffer names mr.
 func (c *cb) formatSend(mr *verbs.MR) {
 	i := Info{Buf: mr.Addr(), RKey: mr.RKey(), Size: uint32(c.cfg.Size)}
@@ -340,9 +349,7 @@ func (c *cb) testServer(ctx context.Context) int {
 		}
 		c.debugf("server received sink adv\n")
 		// Issue the RDMA READ.
-		if _, err := c.qp.PostSend(ibv.SendWR{WRID: wrRDMA, Opcode: ibv.WRRDMARead, Flags: ibv.SendSignaled,
-			SGList:     []ibv.SGE{{Addr: c.rdmaMR.Addr(), Length: c.remoteLen, LKey: c.rdmaMR.LKey()}},
-			RemoteAddr: c.remoteAddr, RKey: c.remoteRKey}); err != nil {
+		if err := c.postRDMA(ibv.WRRDMARead, c.remoteLen); err != nil {
 			c.run.errorf("post send error %d\n", errnoOf(err))
 			ret = -1
 			break
@@ -375,9 +382,7 @@ func (c *cb) testServer(ctx context.Context) int {
 			n = uint32(len(rdma))
 		}
 		c.debugf("rdma write from lkey %x laddr %x len %d\n", c.rdmaMR.LKey(), c.rdmaMR.Addr(), n)
-		if _, err := c.qp.PostSend(ibv.SendWR{WRID: wrRDMA, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
-			SGList:     []ibv.SGE{{Addr: c.rdmaMR.Addr(), Length: n, LKey: c.rdmaMR.LKey()}},
-			RemoteAddr: c.remoteAddr, RKey: c.remoteRKey}); err != nil {
+		if err := c.postRDMA(ibv.WRRDMAWrite, n); err != nil {
 			c.run.errorf("post send error %d\n", errnoOf(err))
 			ret = -1
 			break

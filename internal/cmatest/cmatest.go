@@ -207,3 +207,23 @@ func (n *UDNode) Destroy() {
 	}
 	n.ID.Destroy()
 }
+
+// CreateIDs is alloc_nodes' rdma_create_id: an ID on ch in ps for each
+// node (the node its context), handed to the node by set. At a failure it
+// destroys the IDs it made and returns the error.
+func CreateIDs[N any](c *cm.CM, ch *cm.EventChannel, nodes []N, ps cm.PortSpace, qpType ibv.QPType,
+	set func(n N, id *cm.ID)) error {
+	var made []*cm.ID
+	for _, n := range nodes {
+		id, err := c.CreateID(ch, n, ps, qpType)
+		if err != nil {
+			for _, id := range made {
+				id.Destroy()
+			}
+			return err
+		}
+		made = append(made, id)
+		set(n, id)
+	}
+	return nil
+}

@@ -104,19 +104,17 @@ func Run(ctx context.Context, cfg Config, env Env) error {
 	}
 	t := &test{cfg: &cfg, env: &env, byID: map[*cm.ID]*node{}, connectsLeft: cfg.Conns}
 	t.ch = env.CM.CreateEventChannel()
-	for i := 0; i < cfg.Conns; i++ {
-		n := &node{Idx: i}
-		id, err := env.CM.CreateID(t.ch, n, cfg.PortSpace, ibv.QPTypeUD)
-		if err != nil {
-			for _, n := range t.nodes {
-				n.ID.Destroy()
-			}
-			t.ch.Close()
-			return &Status{Code: 1}
-		}
+	nodes := make([]*node, cfg.Conns)
+	for i := range nodes {
+		nodes[i] = &node{Idx: i}
+	}
+	if err := cmatest.CreateIDs(env.CM, t.ch, nodes, cfg.PortSpace, ibv.QPTypeUD, func(n *node, id *cm.ID) {
 		n.ID = id
 		t.byID[id] = n
 		t.nodes = append(t.nodes, n)
+	}); err != nil {
+		t.ch.Close()
+		return &Status{Code: 1}
 	}
 	ret := t.run(ctx)
 	return cmatest.End(t.printf, ret, func() {

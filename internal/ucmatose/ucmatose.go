@@ -121,17 +121,14 @@ func Run(ctx context.Context, cfg Config, env Env) error {
 	t.nodes = make([]*node, cfg.Conns)
 	for i := range t.nodes {
 		t.nodes[i] = &node{idx: i}
-		if !cfg.Server {
-			id, err := env.CM.CreateID(t.ch, t.nodes[i], cfg.PortSpace, ibv.QPTypeRC)
-			if err != nil {
-				for _, n := range t.nodes[:i] {
-					n.id.Destroy()
-				}
-				t.ch.Close()
-				return &Status{Code: 1}
-			}
-			t.nodes[i].id = id
-			t.byID[id] = t.nodes[i]
+	}
+	if !cfg.Server {
+		if err := cmatest.CreateIDs(env.CM, t.ch, t.nodes, cfg.PortSpace, ibv.QPTypeRC, func(n *node, id *cm.ID) {
+			n.id = id
+			t.byID[id] = n
+		}); err != nil {
+			t.ch.Close()
+			return &Status{Code: 1}
 		}
 	}
 	var ret int

@@ -37,12 +37,13 @@ func Stall(d time.Duration) time.Duration {
 	return DefaultStall
 }
 
-// End is the C tools' ending: "test complete", cleanup (destroy_nodes,
-// rdma_destroy_event_channel), "return status <ret>". It returns nil for
-// ret 0, else a *Status.
-func End(printf Printf, ret int, cleanup func()) error {
+// End is the C tools' ending: "test complete", destroyNodes, the event
+// channel's close (rdma_destroy_event_channel), "return status <ret>". It
+// returns nil for ret 0, else a *Status.
+func End(printf Printf, ret int, destroyNodes func(), ch *cm.EventChannel) error {
 	printf("test complete\n")
-	cleanup()
+	destroyNodes()
+	ch.Close()
 	printf("return status %d\n", ret)
 	if ret != 0 {
 		return &Status{Code: ret}
@@ -208,11 +209,19 @@ func (n *UDNode) Destroy() {
 	n.ID.Destroy()
 }
 
-// CreateIDs is alloc_nodes' rdma_create_id: an ID on ch in ps for each
-// node (the node its context), handed to the node by set. At a failure it
-// destroys the IDs it made and returns the error.
-func CreateIDs[N any](c *cm.CM, ch *cm.EventChannel, nodes []N, ps cm.PortSpace, qpType ibv.QPType,
-	set func(n N, id *cm.ID)) error {
+// AllocNodes is alloc_nodes: n nodes made by newNode; with ids, each
+// gets an ID on ch in ps (the node its context), handed to it by set. At
+// a failure it destroys the IDs it made, closes ch and returns a
+// *Status of 1, as the C tools' main does.
+func AllocNodes[N any](c *cm.CM, ch *cm.EventChannel, n int, newNode func(i int) N, ids bool,
+	ps cm.PortSpace, qpType ibv.QPType, set func(n N, id *cm.ID)) ([]N, error) {
+	nodes := make([]N, n)
+	for i := range nodes {
+		nodes[i] = newNode(i)
+	}
+	if !ids {
+		return nodes, nil
+	}
 	var made []*cm.ID
 	for _, n := range nodes {
 		id, err := c.CreateID(ch, n, ps, qpType)
@@ -220,10 +229,11 @@ func CreateIDs[N any](c *cm.CM, ch *cm.EventChannel, nodes []N, ps cm.PortSpace,
 			for _, id := range made {
 				id.Destroy()
 			}
-			return err
+			ch.Close()
+			return nil, &Status{Code: 1}
 		}
 		made = append(made, id)
 		set(n, id)
 	}
-	return nil
+	return nodes, nil
 }

@@ -104,23 +104,14 @@ func Run(ctx context.Context, cfg Config, env Env) error {
 	}
 	t := &test{cfg: &cfg, env: &env, byID: map[*cm.ID]*node{}, connectsLeft: cfg.Conns}
 	t.ch = env.CM.CreateEventChannel()
-	nodes := make([]*node, cfg.Conns)
-	for i := range nodes {
-		nodes[i] = &node{Idx: i}
-	}
-	if err := cmatest.CreateIDs(env.CM, t.ch, nodes, cfg.PortSpace, ibv.QPTypeUD, func(n *node, id *cm.ID) {
-		n.ID = id
-		t.byID[id] = n
-		t.nodes = append(t.nodes, n)
-	}); err != nil {
-		t.ch.Close()
-		return &Status{Code: 1}
+	var err error
+	t.nodes, err = cmatest.AllocNodes(env.CM, t.ch, cfg.Conns, func(i int) *node { return &node{Idx: i} }, true,
+		cfg.PortSpace, ibv.QPTypeUD, func(n *node, id *cm.ID) { t.byID[id] = n; n.ID = id })
+	if err != nil {
+		return err
 	}
 	ret := t.run(ctx)
-	return cmatest.End(t.printf, ret, func() {
-		t.destroyNodes()
-		t.ch.Close()
-	})
+	return cmatest.End(t.printf, ret, t.destroyNodes, t.ch)
 }
 
 func (t *test) verifyParams(n *node) int {

@@ -118,18 +118,14 @@ func Run(ctx context.Context, cfg Config, env Env) error {
 		t.printf("failed to create event channel\n")
 		return &Status{Code: 1}
 	}
-	t.nodes = make([]*node, cfg.Conns)
-	for i := range t.nodes {
-		t.nodes[i] = &node{idx: i}
-	}
-	if !cfg.Server {
-		if err := cmatest.CreateIDs(env.CM, t.ch, t.nodes, cfg.PortSpace, ibv.QPTypeRC, func(n *node, id *cm.ID) {
+	var err error
+	t.nodes, err = cmatest.AllocNodes(env.CM, t.ch, cfg.Conns, func(i int) *node { return &node{idx: i} }, !cfg.Server,
+		cfg.PortSpace, ibv.QPTypeRC, func(n *node, id *cm.ID) {
 			n.id = id
 			t.byID[id] = n
-		}); err != nil {
-			t.ch.Close()
-			return &Status{Code: 1}
-		}
+		})
+	if err != nil {
+		return err
 	}
 	var ret int
 	if cfg.Server {
@@ -137,10 +133,7 @@ func Run(ctx context.Context, cfg Config, env Env) error {
 	} else {
 		ret = t.runClient(ctx)
 	}
-	return cmatest.End(t.printf, ret, func() {
-		t.destroyNodes()
-		t.ch.Close()
-	})
+	return cmatest.End(t.printf, ret, t.destroyNodes, t.ch)
 }
 
 // initNode is init_node: PD, two CQs of message_count entries (1

@@ -96,18 +96,14 @@ func Run(ctx context.Context, cfg Config, env Env) error {
 	}
 	t := &test{cfg: &cfg, env: &env, byID: map[*cm.ID]*node{}, connectsLeft: cfg.Conns}
 	t.ch = env.CM.CreateEventChannel()
-	t.nodes = make([]*node, cfg.Conns)
-	for i := range t.nodes {
-		t.nodes[i] = &node{Idx: i}
-	}
-	if !cfg.Server {
-		if err := cmatest.CreateIDs(env.CM, t.ch, t.nodes, cfg.PortSpace, ibv.QPTypeUD, func(n *node, id *cm.ID) {
+	var err error
+	t.nodes, err = cmatest.AllocNodes(env.CM, t.ch, cfg.Conns, func(i int) *node { return &node{Idx: i} }, !cfg.Server,
+		cfg.PortSpace, ibv.QPTypeUD, func(n *node, id *cm.ID) {
 			n.ID = id
 			t.byID[id] = n
-		}); err != nil {
-			t.ch.Close()
-			return &Status{Code: 1}
-		}
+		})
+	if err != nil {
+		return err
 	}
 	var ret int
 	if cfg.Server {
@@ -115,10 +111,7 @@ func Run(ctx context.Context, cfg Config, env Env) error {
 	} else {
 		ret = t.runClient(ctx)
 	}
-	return cmatest.End(t.printf, ret, func() {
-		t.destroyNodes()
-		t.ch.Close()
-	})
+	return cmatest.End(t.printf, ret, t.destroyNodes, t.ch)
 }
 
 // verifyParams is verify_test_params: a message must fit the port's

@@ -241,3 +241,44 @@ func writeCMUsage(w io.Writer, head string, opts []optSpec, tail string) {
 	writeOpts(w, cmNICOpts())
 	fmt.Fprintln(w, tail)
 }
+
+// cmMatches walks a CM tool's options in order: a numeric one in ints is
+// read into its int (cmInt), -f is checked (cmAddrFormat), the others go
+// to each. false: the error is printed, exit 1.
+func cmMatches(name string, r *getopt.Result, stderr io.Writer, ints map[rune]*int, each func(m getopt.Match) bool) bool {
+	for _, m := range r.Matches {
+		if p, ok := ints[m.Opt.Short]; ok {
+			v, ok := cmInt(name, m, stderr)
+			if !ok {
+				return false
+			}
+			*p = v
+			continue
+		}
+		if m.Opt.Short == 'f' {
+			if !cmAddrFormat(name, m.Value, stderr) {
+				return false
+			}
+			continue
+		}
+		if !each(m) {
+			return false
+		}
+	}
+	return true
+}
+
+// cmNICFlags ends a CM tool's command line: operands print the usage, a
+// bad NIC option its error; ok false means exit 1.
+func cmNICFlags(name string, r *getopt.Result, stdout, stderr io.Writer, usage func(io.Writer)) (nicFlags, bool) {
+	if len(r.Operands) > 0 {
+		usage(stdout)
+		return nicFlags{}, false
+	}
+	nf, err := parseNICFlags(r)
+	if err != nil {
+		fmt.Fprintf(stderr, "softnic %s: %v\n", name, err)
+		return nicFlags{}, false
+	}
+	return nf, true
+}

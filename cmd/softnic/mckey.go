@@ -45,41 +45,35 @@ func runMckey(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg := mckey.Defaults()
 	var group, src string
-	for _, m := range r.Matches {
-		switch m.Opt.Short {
-		case 'm':
-			group = m.Value
-		case 'M':
-			fmt.Fprintf(stderr, "softnic %s: -M: AF_IB multicast addresses are not supported by softnic\n", name)
-			return 1
-		case 's':
-			cfg.Sender = true
-		case 'b':
-			src = m.Value
-		case 'c', 'C', 'S', 'p':
-			v, ok := cmInt(name, m, stderr)
-			if !ok {
-				return 1
-			}
+	if !cmMatches(name, r, stderr, map[rune]*int{'c': &cfg.Conns, 'C': &cfg.Count, 'S': &cfg.Size},
+		func(m getopt.Match) bool {
 			switch m.Opt.Short {
-			case 'c':
-				cfg.Conns = v
-			case 'C':
-				cfg.Count = v
-			case 'S':
-				cfg.Size = v
+			case 'm':
+				group = m.Value
+			case 'M':
+				fmt.Fprintf(stderr, "softnic %s: -M: AF_IB multicast addresses are not supported by softnic\n", name)
+				return false
+			case 's':
+				cfg.Sender = true
+			case 'b':
+				src = m.Value
 			case 'p':
+				v, ok := cmInt(name, m, stderr)
+				if !ok {
+					return false
+				}
 				cfg.PortSpace = cm.PortSpace(v)
 			}
-		}
+			return true
+		}) {
+		return 1
 	}
-	if group == "" || len(r.Operands) > 0 {
+	if group == "" {
 		mckeyUsage(stdout)
 		return 1
 	}
-	nf, err := parseNICFlags(r)
-	if err != nil {
-		fmt.Fprintf(stderr, "softnic %s: %v\n", name, err)
+	nf, ok := cmNICFlags(name, r, stdout, stderr, mckeyUsage)
+	if !ok {
 		return 1
 	}
 	if !resolveCMHosts(cmHost{group, &cfg.Group}, cmHost{src, &cfg.Src}) {

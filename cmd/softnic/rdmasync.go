@@ -65,13 +65,8 @@ func runRDMASync(client bool) func(args []string, stdout, stderr io.Writer) int 
 		if m, ok := r.Last("p"); ok {
 			port = m.Value
 		}
-		if len(r.Operands) > 0 {
-			rdmaSyncUsage(client)(stdout)
-			return 1
-		}
-		nf, err := parseNICFlags(r)
-		if err != nil {
-			fmt.Fprintf(stderr, "softnic %s: %v\n", name, err)
+		nf, ok := cmNICFlags(name, r, stdout, stderr, rdmaSyncUsage(client))
+		if !ok {
 			return 1
 		}
 		addr := toolnic.DefaultServerAddr

@@ -48,50 +48,34 @@ func runUcmatose(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg := ucmatose.Defaults()
 	var dst, src string
-	for _, m := range r.Matches {
-		switch m.Opt.Short {
-		case 's':
-			dst = m.Value
-		case 'b':
-			src = m.Value
-		case 'f':
-			if !cmAddrFormat(name, m.Value, stderr) {
-				return 1
-			}
-		case 'P':
-			cmPortSpace(m.Value, "ib", "tcp", cm.PSIB, &cfg.PortSpace, stderr)
-		case 'c', 'C', 'S', 't', 'p':
-			v, ok := cmInt(name, m, stderr)
-			if !ok {
-				return 1
-			}
+	if !cmMatches(name, r, stderr, map[rune]*int{'c': &cfg.Conns, 'C': &cfg.Count, 'S': &cfg.Size, 't': &cfg.TOS},
+		func(m getopt.Match) bool {
 			switch m.Opt.Short {
-			case 'c':
-				cfg.Conns = v
-			case 'C':
-				cfg.Count = v
-			case 'S':
-				cfg.Size = v
-			case 't':
-				cfg.TOS = v
+			case 's':
+				dst = m.Value
+			case 'b':
+				src = m.Value
+			case 'P':
+				cmPortSpace(m.Value, "ib", "tcp", cm.PSIB, &cfg.PortSpace, stderr)
 			case 'p':
+				v, ok := cmInt(name, m, stderr)
+				if !ok {
+					return false
+				}
 				if v > 65535 {
 					fmt.Fprintf(stderr, "softnic %s: -p %q: not a port\n", name, m.Value)
-					return 1
+					return false
 				}
 				cfg.Port = uint16(v)
+			case 'm':
+				cfg.Migrate = true
 			}
-		case 'm':
-			cfg.Migrate = true
-		}
-	}
-	if len(r.Operands) > 0 {
-		ucmatoseUsage(stdout)
+			return true
+		}) {
 		return 1
 	}
-	nf, err := parseNICFlags(r)
-	if err != nil {
-		fmt.Fprintf(stderr, "softnic %s: %v\n", name, err)
+	nf, ok := cmNICFlags(name, r, stdout, stderr, ucmatoseUsage)
+	if !ok {
 		return 1
 	}
 	cfg.Server = dst == ""

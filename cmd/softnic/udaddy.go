@@ -46,44 +46,28 @@ func runUdaddy(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg := udaddy.Defaults()
 	var dst, src string
-	for _, m := range r.Matches {
-		switch m.Opt.Short {
-		case 's':
-			dst = m.Value
-		case 'b':
-			src = m.Value
-		case 'f':
-			if !cmAddrFormat(name, m.Value, stderr) {
-				return 1
-			}
-		case 'P':
-			cmPortSpace(m.Value, "ipoib", "udp", cm.PSIPoIB, &cfg.PortSpace, stderr)
-		case 'c', 'C', 'S', 't', 'p':
-			v, ok := cmInt(name, m, stderr)
-			if !ok {
-				return 1
-			}
+	if !cmMatches(name, r, stderr, map[rune]*int{'c': &cfg.Conns, 'C': &cfg.Count, 'S': &cfg.Size, 't': &cfg.TOS},
+		func(m getopt.Match) bool {
 			switch m.Opt.Short {
-			case 'c':
-				cfg.Conns = v
-			case 'C':
-				cfg.Count = v
-			case 'S':
-				cfg.Size = v
-			case 't':
-				cfg.TOS = v
+			case 's':
+				dst = m.Value
+			case 'b':
+				src = m.Value
+			case 'P':
+				cmPortSpace(m.Value, "ipoib", "udp", cm.PSIPoIB, &cfg.PortSpace, stderr)
 			case 'p':
+				v, ok := cmInt(name, m, stderr)
+				if !ok {
+					return false
+				}
 				cfg.PortSpace = cm.PortSpace(v)
 			}
-		}
-	}
-	if len(r.Operands) > 0 {
-		udaddyUsage(stdout)
+			return true
+		}) {
 		return 1
 	}
-	nf, err := parseNICFlags(r)
-	if err != nil {
-		fmt.Fprintf(stderr, "softnic %s: %v\n", name, err)
+	nf, ok := cmNICFlags(name, r, stdout, stderr, udaddyUsage)
+	if !ok {
 		return 1
 	}
 	cfg.Server = dst == ""

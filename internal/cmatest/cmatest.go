@@ -237,3 +237,32 @@ func AllocNodes[N any](c *cm.CM, ch *cm.EventChannel, n int, newNode func(i int)
 	}
 	return nodes, nil
 }
+
+// Prepare is what udaddy.c's and mckey.c's handlers do first:
+// verify_test_params, init_node and (with recvs) post_recvs, stopping at
+// the first that fails.
+func (n *UDNode) Prepare(prog string, count, size int, recvs bool, printf Printf, perror func(string, error)) int {
+	ret := n.VerifyMTU(prog, count, size, printf)
+	if ret == 0 {
+		ret = n.Init(prog, count, size, printf, perror)
+	}
+	if ret == 0 && recvs {
+		ret = n.PostRecvs(count, size, printf)
+	}
+	return ret
+}
+
+// SetPeer takes the peer's QPN, Q_Key and address handle from a
+// resolution or join event (udaddy.c's resolved_handler, mckey.c's
+// join_handler); the node is connected unless the handle fails (-1).
+func (n *UDNode) SetPeer(prog string, p cm.UDParam, printf Printf) int {
+	n.RemoteQPN, n.RemoteQKey = p.QPNum, p.QKey
+	ah, err := n.PD.CreateAH(p.AHAttr)
+	if err != nil {
+		printf("%s: failure creating address handle\n", prog)
+		return -1
+	}
+	n.AH = ah
+	n.Connected = true
+	return 0
+}

@@ -114,16 +114,6 @@ func Run(ctx context.Context, cfg Config, env Env) error {
 	return cmatest.End(t.printf, ret, t.destroyNodes, t.ch)
 }
 
-func (t *test) verifyParams(n *node) int {
-	return n.VerifyMTU("mckey", t.cfg.Count, t.cfg.Size, t.printf)
-}
-
-func (t *test) initNode(n *node) int {
-	return n.Init("mckey", t.cfg.Count, t.cfg.Size, t.printf, t.perror)
-}
-
-func (t *test) postRecvs(n *node) int { return n.PostRecvs(t.cfg.Count, t.cfg.Size, t.printf) }
-
 func (t *test) postSends(n *node) int {
 	// mckey.c posts every datagram unsignaled and leaves the group at
 	// once; softnic signals the last one and waits for it (lastSent)
@@ -140,13 +130,7 @@ func (t *test) postSends(n *node) int {
 // addrHandler is addr_handler: resources, receives (not the sender's),
 // rdma_join_multicast.
 func (t *test) addrHandler(n *node) int {
-	ret := t.verifyParams(n)
-	if ret == 0 {
-		ret = t.initNode(n)
-	}
-	if ret == 0 && !t.cfg.Sender {
-		ret = t.postRecvs(n)
-	}
+	ret := n.Prepare("mckey", t.cfg.Count, t.cfg.Size, !t.cfg.Sender, t.printf, t.perror)
 	if ret == 0 {
 		if err := n.ID.JoinMulticast(t.cfg.Group, n); err != nil {
 			t.perror("mckey: failure joining", err)
@@ -164,17 +148,8 @@ func (t *test) addrHandler(n *node) int {
 func (t *test) joinHandler(n *node, p cm.UDParam) int {
 	dgid := netip.AddrFrom16(p.AHAttr.GRH.DGID.As16())
 	t.printf("mckey: joined dgid: %s mlid 0x%x sl %d\n", dgid, p.AHAttr.DLID, p.AHAttr.SL)
-	n.RemoteQPN, n.RemoteQKey = p.QPNum, p.QKey
-	ah, err := n.PD.CreateAH(p.AHAttr)
-	if err != nil {
-		t.printf("mckey: failure creating address handle\n")
-		t.connectsLeft--
-		return -1
-	}
-	n.AH = ah
-	n.Connected = true
 	t.connectsLeft--
-	return 0
+	return n.SetPeer("mckey", p, t.printf)
 }
 
 func (t *test) cmaHandler(ev *cm.Event) int {

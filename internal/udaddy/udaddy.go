@@ -114,33 +114,13 @@ func Run(ctx context.Context, cfg Config, env Env) error {
 	return cmatest.End(t.printf, ret, t.destroyNodes, t.ch)
 }
 
-// verifyParams is verify_test_params: a message must fit the port's
-// active MTU.
-func (t *test) verifyParams(n *node) int {
-	return n.VerifyMTU("udaddy", t.cfg.Count, t.cfg.Size, t.printf)
-}
-
-// initNode is init_node: PD, one CQ of 2*message_count, the UD QP, the
-// buffer with room for the GRH.
-func (t *test) initNode(n *node) int {
-	return n.Init("udaddy", t.cfg.Count, t.cfg.Size, t.printf, t.perror)
-}
-
-func (t *test) postRecvs(n *node) int { return n.PostRecvs(t.cfg.Count, t.cfg.Size, t.printf) }
-
 // postSends is post_sends: SEND_WITH_IMM carrying the sender's QPN.
 func (t *test) postSends(n *node, flags ibv.SendFlags) int {
 	return n.PostSends(t.cfg.Count, t.cfg.Size, func(int) ibv.SendFlags { return flags }, t.printf)
 }
 
 func (t *test) routeHandler(n *node) int {
-	ret := t.verifyParams(n)
-	if ret == 0 {
-		ret = t.initNode(n)
-	}
-	if ret == 0 {
-		ret = t.postRecvs(n)
-	}
+	ret := n.Prepare("udaddy", t.cfg.Count, t.cfg.Size, true, t.printf, t.perror)
 	if ret == 0 {
 		if err := n.ID.Connect(&cm.ConnParam{}); err != nil {
 			t.perror("udaddy: failure connecting", err)
@@ -163,13 +143,7 @@ func (t *test) connectHandler(id *cm.ID) int {
 	t.connIndex++
 	n.ID = id
 	t.byID[id] = n
-	ret := t.verifyParams(n)
-	if ret == 0 {
-		ret = t.initNode(n)
-	}
-	if ret == 0 {
-		ret = t.postRecvs(n)
-	}
+	ret := n.Prepare("udaddy", t.cfg.Count, t.cfg.Size, true, t.printf, t.perror)
 	if ret == 0 {
 		if err := id.Accept(&cm.ConnParam{QPNum: id.QP().QPN()}); err != nil {
 			t.perror("udaddy: failure accepting", err)
@@ -192,17 +166,8 @@ func (t *test) connectHandler(id *cm.ID) int {
 // resolvedHandler is resolved_handler: the SIDR REP's QPN, Q_Key and
 // address handle.
 func (t *test) resolvedHandler(n *node, ev *cm.Event) int {
-	n.RemoteQPN, n.RemoteQKey = ev.UD.QPNum, ev.UD.QKey
-	ah, err := n.PD.CreateAH(ev.UD.AHAttr)
-	if err != nil {
-		t.printf("udaddy: failure creating address handle\n")
-		t.connectsLeft--
-		return -1
-	}
-	n.AH = ah
-	n.Connected = true
 	t.connectsLeft--
-	return 0
+	return n.SetPeer("udaddy", ev.UD, t.printf)
 }
 
 func (t *test) cmaHandler(ev *cm.Event) int {

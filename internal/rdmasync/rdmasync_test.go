@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,25 +23,14 @@ func TestPair(t *testing.T) {
 	defer cancel()
 	var so, se, co, ce bytes.Buffer
 	var sst, cst int
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
+	tooltest.Pair(func() {
 		sst = RunServer(ctx, "7471", Env{CM: cms[0], Out: &so, Err: &se, Stall: 20 * time.Second})
-	}()
-	go func() {
-		defer wg.Done()
-		for i := 0; ; i++ {
-			co.Reset()
-			ce.Reset()
-			cst = RunClient(ctx, "10.0.0.1", "7471", Env{CM: cms[1], Out: &co, Err: &ce, Stall: 20 * time.Second})
-			if cst == 0 || i == 50 || !strings.HasPrefix(ce.String(), "rdma_connect: ") {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
-	wg.Wait()
+	}, func() bool {
+		co.Reset()
+		ce.Reset()
+		cst = RunClient(ctx, "10.0.0.1", "7471", Env{CM: cms[1], Out: &co, Err: &ce, Stall: 20 * time.Second})
+		return cst != 0 && strings.HasPrefix(ce.String(), "rdma_connect: ")
+	})
 	if sst != 0 || so.String() != "rdma_server: start\nrdma_server: end 0\n" {
 		t.Errorf("server: status %d\n%s%s", sst, so.String(), se.String())
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/verbs"
@@ -47,4 +48,23 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Pair runs server and client at once and waits for both. The client
+// runs again, 20 ms later and at most 50 times more, while it answers
+// again: its run failed only because the server was not listening yet.
+func Pair(server func(), client func() (again bool)) {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		server()
+	}()
+	go func() {
+		defer wg.Done()
+		for i := 0; client() && i < 50; i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	wg.Wait()
 }

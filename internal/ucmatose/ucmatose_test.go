@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,24 +27,13 @@ func runPair(t *testing.T, cfg Config) (sout, cout string, serr, cerr error) {
 	scfg.Server = true
 	ccfg.Dst = netip.MustParseAddr("10.0.0.1")
 	var so, co bytes.Buffer
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
+	tooltest.Pair(func() {
 		serr = Run(ctx, scfg, Env{CM: cms[0], Out: &so, Stall: 20 * time.Second})
-	}()
-	go func() {
-		defer wg.Done()
-		for i := 0; ; i++ {
-			co.Reset()
-			cerr = Run(ctx, ccfg, Env{CM: cms[1], Out: &co, Stall: 20 * time.Second})
-			if cerr == nil || i == 50 || !strings.Contains(co.String(), "RDMA_CM_EVENT_REJECTED") {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
-	wg.Wait()
+	}, func() bool {
+		co.Reset()
+		cerr = Run(ctx, ccfg, Env{CM: cms[1], Out: &co, Stall: 20 * time.Second})
+		return cerr != nil && strings.Contains(co.String(), "RDMA_CM_EVENT_REJECTED")
+	})
 	return so.String(), co.String(), serr, cerr
 }
 

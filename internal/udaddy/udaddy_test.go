@@ -5,7 +5,6 @@ import (
 	"context"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,21 +36,13 @@ func TestPair(t *testing.T) {
 			defer cancel()
 			var so, co bytes.Buffer
 			var serr, cerr error
-			var wg sync.WaitGroup
-			wg.Add(2)
-			go func() { defer wg.Done(); serr = Run(ctx, scfg, Env{CM: cms[0], Out: &so, Stall: 20 * time.Second}) }()
-			go func() {
-				defer wg.Done()
-				for i := 0; ; i++ {
-					co.Reset()
-					cerr = Run(ctx, ccfg, Env{CM: cms[1], Out: &co, Stall: 20 * time.Second})
-					if cerr == nil || i == 50 || !strings.Contains(co.String(), "RDMA_CM_EVENT_") {
-						return
-					}
-					time.Sleep(20 * time.Millisecond)
-				}
-			}()
-			wg.Wait()
+			tooltest.Pair(func() {
+				serr = Run(ctx, scfg, Env{CM: cms[0], Out: &so, Stall: 20 * time.Second})
+			}, func() bool {
+				co.Reset()
+				cerr = Run(ctx, ccfg, Env{CM: cms[1], Out: &co, Stall: 20 * time.Second})
+				return cerr != nil && strings.Contains(co.String(), "RDMA_CM_EVENT_")
+			})
 			if serr != nil || so.String() != serverOut {
 				t.Errorf("server: %v\n%s", serr, so.String())
 			}

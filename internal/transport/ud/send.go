@@ -426,10 +426,11 @@ func (qp *QP) sendPacketLocked(w *sendWQE, k int, out transport.Output) (int, bo
 	h.BTH.PKey = wire.DefaultPKey
 	h.BTH.DestQP = w.remoteQPN
 	h.BTH.PSN = w.psn.Add(uint32(k))
-	// rxe sets AckReq on the last packet of every message, UD's too
-	// (rxe_req.c init_req_packet: ack_req for RXE_END_MASK), and so do the
-	// QP1 MADs of the rping capture (wire/testdata/rping_cm.pcap); the
-	// GSI QP's MADs match them bit for bit. Other UD QPs leave it clear.
+	// AckReq as rxe puts it on the wire: set on QP1's MADs (the rping
+	// capture, wire/testdata/rping_cm.pcap), clear on every other UD QP's
+	// datagrams (rxe's ud_pingpong captures). rxe_req.c init_req_packet
+	// asks for an ACK on a message's last packet by QP type, and QP1 is
+	// IB_QPT_GSI there, not IB_QPT_UD. UD never answers either way.
 	h.BTH.AckReq = qp.cfg.GSI
 	qkey := w.qkey
 	if qkey&qkeyUseQP != 0 {

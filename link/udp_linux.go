@@ -709,9 +709,12 @@ func (l *UDPLink) ReadBatch(msgs []Datagram) (int, error) {
 	w := &l.wait
 	woken := false
 	for {
-		if woken || l.mc.active.Load() {
+		if woken || l.mc.queued.Swap(false) {
 			// Multicast (udp_mcast_linux.go): clear the deadline a
 			// group's reader sets to wake us, then take what it queued.
+			// A reader that queues after the Swap also sets the
+			// deadline, so the Read below returns at once: no datagram
+			// waits for the next unicast one.
 			_ = l.conn.SetReadDeadline(time.Time{})
 			if n := l.takeMcast(msgs); n > 0 {
 				return n, nil

@@ -48,6 +48,10 @@ const mcastQueueLen = 1024
 // udpMcast is the UDP link's multicast state.
 type udpMcast struct {
 	active atomic.Bool // a group is joined: readers look at q
+	// queued is set by a group's reader after it queues a datagram, and
+	// taken by ReadBatch, which then looks at q: a ReadBatch with nothing
+	// queued for it pays no deadline reset or lock per call.
+	queued atomic.Bool
 
 	mu     sync.Mutex
 	groups map[netip.Addr]*udpGroup // guarded by mu
@@ -319,6 +323,7 @@ func (l *UDPLink) readGroup(g netip.Addr, conn *net.UDPConn) {
 			l.ctr.rxMcastDrops.Add(1)
 			continue
 		}
+		m.queued.Store(true)
 		// Wake a ReadBatch parked on the unicast socket (ReadBatch clears
 		// the deadline before it looks at the queue, so no wake-up is
 		// lost).
@@ -379,6 +384,9 @@ func (l *UDPLink) takeMcast(msgs []Datagram) int {
 	rest := copy(m.q, m.q[n:])
 	clear(m.q[rest:])
 	m.q = m.q[:rest]
+	if rest > 0 {
+		m.queued.Store(true) // more than msgs held: the next ReadBatch takes them
+	}
 	return n
 }
 

@@ -14,6 +14,8 @@ type Counters struct {
 	SendRNRErr          uint64 // send_rnr_err
 	RcvdSeqErr          uint64 // rcvd_seq_err
 	AckDeferred         uint64 // ack_deferred
+	AnswerJoined        uint64 // read batches whose ACKs waited for the application's answer and left with it
+	AnswerMissed        uint64 // read batches whose ACKs waited for an answer that did not come
 	RetryExceededErr    uint64 // retry_exceeded_err
 	RetryRNRExceededErr uint64 // retry_rnr_exceeded_err
 	CompleterRetryErr   uint64 // completer_retry_err

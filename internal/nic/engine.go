@@ -383,6 +383,7 @@ func (n *NIC) Wake(qpn uint32) {
 // and runs each to completion (reader.handle).
 func (n *NIC) rxLoop() {
 	r := n.newReader()
+	r.hold = true
 	defer r.release()
 	for {
 		if _, ok := r.read(n.cfg.Link.ReadBatch); !ok {
@@ -433,14 +434,14 @@ func (n *NIC) receive(r *reader, p *transport.RxPacket, d *link.Datagram) bool {
 		c.DropNoQP.Add(1)
 		return false
 	}
-	// Read what touch needs first: once delivered, the packet is the QP's,
-	// which another goroutine may be processing already.
-	writes := writesMemory(&p.Pkt)
+	// Note it first: once delivered, the packet is the QP's, which
+	// another goroutine may be processing already.
+	writes, answer := writesMemory(&p.Pkt), answerable(&p.Pkt)
 	if !e.h.Deliver(p) {
 		c.DropQueueFull.Add(1)
 		return false
 	}
-	r.touch(e, writes)
+	r.touch(e, writes, answer)
 	return true
 }
 
@@ -678,6 +679,42 @@ func (t *txBatch) flush() {
 		t.held[i] = heldQP{}
 	}
 	t.held = t.held[:0]
+}
+
+// anyPending reports whether a QP held here has work pending: a post or
+// a wake-up that found it taken (qpEntry.run).
+func (t *txBatch) anyPending() bool {
+	for _, h := range t.held {
+		if h.e.pending.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// repass makes another pass, into this batch, over each held QP with
+// work pending, before the batch is written (reader.holdForAnswer). A
+// QP stays taken throughout: it leaves held for its pass (a pass that
+// fills the batch flushes it and releases what is held) and goes back
+// with what the new pass said.
+func (t *txBatch) repass() {
+	var again [maxInlineQPs]*qpEntry
+	k := 0
+	for i := 0; i < len(t.held); {
+		if e := t.held[i].e; e.pending.Load() && k < len(again) {
+			again[k] = e
+			k++
+			t.held = append(t.held[:i], t.held[i+1:]...)
+			continue
+		}
+		i++
+	}
+	for _, e := range again[:k] {
+		e.pending.Store(false)
+		t.begin()
+		more := e.h.Process(t)
+		t.held = append(t.held, heldQP{e, more})
+	}
 }
 
 func (t *txBatch) write() {

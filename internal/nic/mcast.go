@@ -217,7 +217,7 @@ func (n *NIC) receiveMcast(r *reader, p *transport.RxPacket, group netip.Addr) b
 		c.DropNoQP.Add(1)
 		return false
 	}
-	writes := writesMemory(&p.Pkt)
+	writes, answer := writesMemory(&p.Pkt), answerable(&p.Pkt)
 	for _, qpn := range qpns {
 		e := n.lookup(qpn)
 		if e == nil || !classMatches(p.Pkt.Opcode, e.typ) {
@@ -238,7 +238,7 @@ func (n *NIC) receiveMcast(r *reader, p *transport.RxPacket, group netip.Addr) b
 			c.DropQueueFull.Add(1)
 			continue
 		}
-		r.touch(e, writes)
+		r.touch(e, writes, answer)
 	}
 	return false
 }

@@ -16,6 +16,8 @@ func (c *Counters) Load() ibv.Counters {
 		SendRNRErr:          c.SendRNRErr.Load(),
 		RcvdSeqErr:          c.RcvdSeqErr.Load(),
 		AckDeferred:         c.AckDeferred.Load(),
+		AnswerJoined:        c.AnswerJoined.Load(),
+		AnswerMissed:        c.AnswerMissed.Load(),
 		RetryExceededErr:    c.RetryExceededErr.Load(),
 		RetryRNRExceededErr: c.RetryRNRExceededErr.Load(),
 		CompleterRetryErr:   c.CompleterRetryErr.Load(),

@@ -101,6 +101,8 @@ type Counters struct {
 	SendRNRErr          atomic.Uint64 // send_rnr_err
 	RcvdSeqErr          atomic.Uint64 // rcvd_seq_err
 	AckDeferred         atomic.Uint64 // ack_deferred
+	AnswerJoined        atomic.Uint64 // read batches whose ACKs waited for the application's answer and left with it
+	AnswerMissed        atomic.Uint64 // read batches whose ACKs waited for an answer that did not come
 	RetryExceededErr    atomic.Uint64 // retry_exceeded_err
 	RetryRNRExceededErr atomic.Uint64 // retry_rnr_exceeded_err
 	CompleterRetryErr   atomic.Uint64 // completer_retry_err

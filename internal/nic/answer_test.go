@@ -1,0 +1,218 @@
+package nic
+
+import (
+	"context"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/transport"
+	"github.com/softnic/softnic/link"
+	"github.com/softnic/softnic/wire"
+)
+
+// feedLink hands out the datagrams sent on in, one per ReadBatch, and
+// records what each WriteBatch wrote (the first byte of each datagram).
+type feedLink struct {
+	addr   netip.Addr
+	in     chan link.Datagram
+	closed chan struct{}
+	once   sync.Once
+	mu     sync.Mutex
+	writes [][]byte // guarded by mu
+}
+
+func (l *feedLink) ReadBatch(msgs []link.Datagram) (int, error) {
+	select {
+	case d := <-l.in:
+		msgs[0].Encap = d.Encap
+		msgs[0].Buf = msgs[0].Buf[:copy(msgs[0].Buf[:cap(msgs[0].Buf)], d.Buf)]
+		msgs[0].ICRC = link.ICRCUnchecked
+		return 1, nil
+	case <-l.closed:
+		return 0, link.ErrLinkClosed
+	}
+}
+
+func (l *feedLink) WriteBatch(msgs []link.Datagram) (int, error) {
+	w := make([]byte, len(msgs))
+	for i, m := range msgs {
+		w[i] = m.Buf[0]
+	}
+	l.mu.Lock()
+	l.writes = append(l.writes, w)
+	l.mu.Unlock()
+	return len(msgs), nil
+}
+
+func (l *feedLink) written() [][]byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([][]byte(nil), l.writes...)
+}
+
+func (l *feedLink) BatchSize() int        { return 8 }
+func (l *feedLink) LocalAddr() netip.Addr { return l.addr }
+func (l *feedLink) SrcPort() uint16       { return 0 }
+func (l *feedLink) MTU() int              { return 0 }
+func (l *feedLink) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+// answerQP is a transport that acknowledges each packet it is given with
+// a one-byte datagram 'A', and sends 'P' for each post (Kick).
+type answerQP struct {
+	got    atomic.Int32 // packets delivered
+	acked  int32        // packets acknowledged (Process only)
+	posts  atomic.Int32
+	posted int32 // posts sent (Process only)
+}
+
+func (q *answerQP) Deliver(p *transport.RxPacket) bool {
+	q.got.Add(1)
+	p.Release()
+	return true
+}
+
+func (q *answerQP) Process(out transport.Output) bool {
+	emit := func(c byte) {
+		b := out.Buf()
+		b[0] = c
+		out.Send(1, &wire.Encap{})
+	}
+	for ; q.acked < q.got.Load(); q.acked++ {
+		emit('A')
+	}
+	for ; q.posted < q.posts.Load(); q.posted++ {
+		emit('P')
+	}
+	return false
+}
+
+func (q *answerQP) Close() {}
+
+// answerSetup opens a NIC on a feedLink with one answerQP, and returns a
+// function that feeds it an RDMA WRITE_ONLY (an answerable packet).
+func answerSetup(t *testing.T) (*NIC, *feedLink, *answerQP, func(), func()) {
+	t.Helper()
+	addr := netip.MustParseAddr("10.0.0.2")
+	l := &feedLink{addr: addr, in: make(chan link.Datagram), closed: make(chan struct{})}
+	n, err := New(Config{Link: l, Processors: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &answerQP{}
+	var kick func()
+	qpn, err := n.RegisterQP(ibv.QPTypeRC, func(_ uint32, s Sched) (Handler, error) {
+		kick = s.Kick
+		return q, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := wire.Encap{Src: netip.MustParseAddr("10.0.0.1"), Dst: addr, SrcPort: 0xC000, DstPort: wire.UDPPort, HopLimit: 64}
+	h := wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCWriteOnly, PKey: wire.DefaultPKey, DestQP: qpn, AckReq: true},
+		RETH: wire.RETHFields{DMALen: 1}}
+	b := make([]byte, link.MaxDatagram)
+	k, err := wire.Build(b, &e, &h, []byte{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed := func() { l.in <- link.Datagram{Encap: e, Buf: b[:k]} }
+	post := func() {
+		q.posts.Add(1)
+		kick()
+	}
+	return n, l, q, feed, post
+}
+
+// waitWrites waits for the link to have written k batches.
+func waitWrites(t *testing.T, l *feedLink, k int) [][]byte {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if w := l.written(); len(w) >= k {
+			return w
+		}
+	}
+	t.Fatalf("the link wrote %q, want %d batches", l.written(), k)
+	return nil
+}
+
+// The receive goroutine holds the ACK of a WRITE for the application's
+// answer: the application, woken by WaitActivity, posts while the ACK is
+// still unwritten, and the ACK and the answer leave in one batch, in that
+// order. (answerWait is raised so the test does not depend on how fast
+// its goroutines are scheduled.)
+func TestAnswerLeavesWithTheACK(t *testing.T) {
+	defer func(w time.Duration, s int) { answerWait, answerSpins = w, s }(answerWait, answerSpins)
+	answerWait, answerSpins = time.Minute, 1<<30
+	n, l, q, feed, post := answerSetup(t)
+	defer n.Close()
+	ctx := context.Background()
+	for i := 1; i <= 5; i++ {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if !n.WaitActivity(ctx, time.Minute, func() bool { return q.got.Load() >= int32(i) }) {
+				t.Errorf("round %d: WaitActivity timed out", i)
+				return
+			}
+			post()
+		}()
+		feed()
+		<-done
+		w := waitWrites(t, l, i)
+		if got := string(w[i-1]); got != "AP" {
+			t.Fatalf("round %d: batches written %q: want the ACK and the answer together, \"AP\"", i, w)
+		}
+	}
+	if j, m := n.ctr.AnswerJoined.Load(), n.ctr.AnswerMissed.Load(); j != 5 || m != 0 {
+		t.Errorf("AnswerJoined %d, AnswerMissed %d: want 5 and 0", j, m)
+	}
+}
+
+// Without an answer the ACK leaves alone after answerWait, and misses in
+// a row turn the hold off for 1, 3, 7, ... batches: a one-way stream is
+// seldom held.
+func TestAnswerMissesBackOff(t *testing.T) {
+	defer func(w time.Duration) { answerWait = w }(answerWait)
+	answerWait = 100 * time.Microsecond
+	n, l, _, feed, _ := answerSetup(t)
+	defer n.Close()
+	// Holds at batches 1, 3, 7 and 15 (after 0, 1, 3 and 7 skipped).
+	for i := 1; i <= 15; i++ {
+		feed()
+		w := waitWrites(t, l, i)
+		if got := string(w[i-1]); got != "A" {
+			t.Fatalf("batch %d: wrote %q, want the ACK alone", i, got)
+		}
+	}
+	if j, m := n.ctr.AnswerJoined.Load(), n.ctr.AnswerMissed.Load(); j != 0 || m != 4 {
+		t.Errorf("AnswerJoined %d, AnswerMissed %d: want 0 and 4 (holds at batches 1, 3, 7, 15)", j, m)
+	}
+}
+
+// Only the end of a SEND or WRITE to this NIC is worth waiting for: what
+// the application may answer at once.
+func TestAnswerable(t *testing.T) {
+	for _, c := range []struct {
+		op   wire.Opcode
+		want bool
+	}{
+		{wire.RCSendOnly, true}, {wire.RCSendLast, true}, {wire.RCSendLastImm, true}, {wire.RCSendFirst, false},
+		{wire.RCWriteOnly, true}, {wire.RCWriteLastImm, true}, {wire.RCWriteMiddle, false},
+		{wire.UCSendOnly, true}, {wire.RCReadRequest, false}, {wire.RCReadResponseOnly, false},
+		{wire.RCAck, false}, {wire.RCAtomicAck, false}, {wire.RCCompareSwap, false},
+	} {
+		var p wire.Packet
+		p.Opcode = c.op
+		p.Info = c.op.Info()
+		if got := answerable(&p); got != c.want {
+			t.Errorf("answerable(%v) = %v, want %v", c.op, got, c.want)
+		}
+	}
+}

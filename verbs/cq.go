@@ -115,19 +115,20 @@ func (d *Device) CreateCQ(cqe int, ch *CompChannel) (*CQ, error) {
 // Poll copies up to len(wc) completions into wc and returns how many
 // (ibv_poll_cq). It does not allocate.
 //
-// On a busy-polling device (Config.BusyPoll), a poll that finds the CQ
-// empty first reads what has arrived on the device's link, without
-// waiting, and handles it on the calling goroutine (run to completion):
-// an application that polls drives the device itself, as a poll of a
-// hardware CQ finds what the NIC wrote, and never waits for softnic's
-// receive goroutine. That read is one non-blocking recvmmsg on a UDP
-// link. Otherwise the receive goroutine alone reads the link: an
-// application spinning on Poll would compete with it for the socket.
+// A poll that finds the CQ empty first reads what has arrived on the
+// device's link, without waiting, and handles it on the calling goroutine
+// (Device.Progress; run to completion): an application that polls drives
+// the device itself, as a poll of a hardware CQ finds what the NIC wrote,
+// and never waits for softnic's receive goroutine to be scheduled. That
+// read is one non-blocking recvmmsg on a UDP link (none while another
+// goroutine is in Progress). The receive goroutine reads the link too and
+// handles whatever the polls leave; Config.BusyPoll is about the blocking
+// waits, which do not poll the link unless it is set.
 func (c *CQ) Poll(wc []ibv.WorkCompletion) int {
 	if !c.ok() {
 		return 0
 	}
-	if k := c.q.Poll(wc); k > 0 || len(wc) == 0 || c.d.busyPoll == 0 {
+	if k := c.q.Poll(wc); k > 0 || len(wc) == 0 {
 		return k
 	}
 	if c.d.n.Progress() == 0 {

@@ -2,6 +2,7 @@ package verbs_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"runtime"
 	"sync"
@@ -37,13 +38,20 @@ func (l *pollOnlyLink) Close() error {
 // the test's goroutine running, a SEND, an RDMA WRITE with immediate and
 // an RDMA READ complete on both sides within the first round of polls:
 // the responder's poll reads the request and answers it, the requester's
-// reads the answer. No timing is asserted, only the number of polls.
+// reads the answer. No timing is asserted, only the number of polls. It
+// holds whether or not the devices busy-poll in their blocking waits
+// (Config.BusyPoll): a poll of an empty CQ reads the link in both.
 func TestPollingAloneMakesProgress(t *testing.T) {
+	for _, bp := range []time.Duration{0, time.Millisecond} {
+		t.Run(fmt.Sprintf("BusyPoll=%v", bp), func(t *testing.T) { pollingAloneMakesProgress(t, bp) })
+	}
+}
+
+func pollingAloneMakesProgress(t *testing.T, busyPoll time.Duration) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	f := fabric.New(fabric.Config{Seed: 1})
 	defer f.Close()
-	// A busy-polling device: its CQ polls read the link.
-	o := pairOpts{timeout: 14, retry: 7, rnr: 7, busyPoll: time.Millisecond}
+	o := pairOpts{timeout: 14, retry: 7, rnr: 7, busyPoll: busyPoll}
 	o.defaults()
 	end := func(addr string) *end {
 		ep, err := f.Attach(netip.MustParseAddr(addr))

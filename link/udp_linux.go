@@ -470,6 +470,11 @@ type udpRx struct {
 	// GRO buffers not yet handed out: meta[cur:filled], from byte off of
 	// buffer cur, which is segment segIdx of it.
 	filled, cur, off, segIdx int
+	// With GRO the headers point at the link's own buffers: headers
+	// [0, groPrepped) are prepared, and [0, groDirty) of them were written
+	// by the last recvmmsg. readGRO prepares only those again, so that a
+	// poll of an empty socket (Progress, often) costs the syscall alone.
+	groPrepped, groDirty int
 
 	// TryReadBatch's pass, run by RawConn.Control: its batch and result
 	// (a preallocated callback, so that the call allocates nothing).
@@ -845,10 +850,21 @@ func (r *udpRx) readGRO(fd uintptr, msgs []Datagram) (int, unix.Errno) {
 	l := r.l
 	if r.cur >= r.filled {
 		vlen := min(len(msgs), len(r.hs))
-		for i := range vlen {
+		for i := range min(r.groDirty, vlen) {
 			r.prepare(i, r.bufs[i])
 		}
+		for i := r.groPrepped; i < vlen; i++ {
+			r.prepare(i, r.bufs[i])
+		}
+		r.groPrepped = max(r.groPrepped, vlen)
 		got, e := r.recvmmsg(fd, vlen)
+		// A call that fails fills no header; the first is prepared
+		// again all the same. Headers past vlen stay as dirty as they
+		// were.
+		if r.groDirty <= vlen {
+			r.groDirty = 0
+		}
+		r.groDirty = max(r.groDirty, got, 1)
 		if e != 0 {
 			return 0, e
 		}

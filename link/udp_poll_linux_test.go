@@ -506,3 +506,49 @@ func TestUDPTryReadBatchNoAllocs(t *testing.T) {
 func BenchmarkUDPTryReadBatch(b *testing.B) {
 	benchRoundTrip(b, func(l *UDPLink, msgs []Datagram) (int, error) { return l.TryReadBatch(msgs) })
 }
+
+// TestUDPGROHeadersReused: with GRO a receive pass prepares again only
+// the headers the last recvmmsg wrote (the kernel shortens a header's
+// control length to what it wrote there). Rounds that alternate lone
+// datagrams with runs that GRO coalesces (one more control message),
+// read in batches of changing sizes with empty polls between them, still
+// come out whole, with their traffic class and segmentation.
+func TestUDPGROHeadersReused(t *testing.T) {
+	la, lb := listenPair(t, lo1, lo2, UDPConfig{BatchSize: 16})
+	if !lb.GRO() {
+		t.Skip("kernel has no UDP GRO")
+	}
+	rng := newRand(t)
+	msgs := rxBatch(16)
+	for round, batch := range []int{16, 3, 1, 16, 5, 2, 16, 7} {
+		var ss []sample
+		if round%2 == 0 {
+			for range 12 { // a run: GSO out, coalesced by GRO
+				ss = append(ss, sample{tc: 0x20, hop: 64, size: 200})
+			}
+		} else {
+			for i := range 5 { // lone datagrams, each its own TC
+				ss = append(ss, sample{tc: uint8(0x40 + 4*i), hop: uint8(10 + i), size: 50 + 30*i})
+			}
+		}
+		sent := buildDatagrams(t, rng, la, lb, ss)
+		if n, err := la.WriteBatch(sent); n != len(sent) || err != nil {
+			t.Fatalf("round %d: WriteBatch = %d, %v", round, n, err)
+		}
+		got := tryUntil(t, lb, batch, len(sent))
+		for i := range got {
+			if !bytes.Equal(got[i].Buf, sent[i].Buf) || got[i].Encap.TrafficClass != ss[i].tc || !got[i].CheckICRC() {
+				t.Fatalf("round %d (batches of %d): datagram %d: %d bytes, TC %#x, ICRC %v; sent %d bytes, TC %#x",
+					round, batch, i, len(got[i].Buf), got[i].Encap.TrafficClass, got[i].CheckICRC(), len(sent[i].Buf), ss[i].tc)
+			}
+		}
+		for range 3 {
+			if n, err := lb.TryReadBatch(msgs[:batch]); n != 0 || err != nil {
+				t.Fatalf("round %d: TryReadBatch on an empty socket = %d, %v", round, n, err)
+			}
+		}
+	}
+	if st := lb.Stats(); st.RxErrors != 0 || st.RxTruncated != 0 {
+		t.Fatalf("receiver stats %+v", st)
+	}
+}

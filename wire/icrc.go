@@ -24,12 +24,40 @@ var icrcSeed = crc32.ChecksumIEEE([]byte{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xF
 // crcSmall updates crc over a short stack buffer without handing the slice
 // to an indirect call, so the buffer does not escape to the heap.
 func crcSmall(crc uint32, p []byte) uint32 {
-	tab := crc32.IEEETable
-	crc = ^crc
-	for _, v := range p {
-		crc = tab[byte(crc)^v] ^ crc>>8
+	return ^crcUpdate(^crc, p)
+}
+
+// crc8Tab holds the tables of a slicing-by-8 IEEE CRC-32: crc8Tab[0] is
+// crc32.IEEETable, crc8Tab[j][i] the register after byte i and j zero
+// bytes.
+var crc8Tab = func() *[8][256]uint32 {
+	t := new([8][256]uint32)
+	t[0] = *crc32.IEEETable
+	for i := range 256 {
+		r := t[0][i]
+		for j := 1; j < 8; j++ {
+			r = t[0][byte(r)] ^ r>>8
+			t[j][i] = r
+		}
 	}
-	return ^crc
+	return t
+}()
+
+// crcUpdate runs p through the CRC register r (no inversions), eight
+// bytes a step: the headers the ICRC covers are too short for
+// hash/crc32's CLMUL path, and a byte a step cost 1.5 ns a byte.
+func crcUpdate(r uint32, p []byte) uint32 {
+	t := crc8Tab
+	for len(p) >= 8 {
+		r ^= binary.LittleEndian.Uint32(p)
+		r = t[0][p[7]] ^ t[1][p[6]] ^ t[2][p[5]] ^ t[3][p[4]] ^
+			t[4][r>>24] ^ t[5][byte(r>>16)] ^ t[6][byte(r>>8)] ^ t[7][byte(r)]
+		p = p[8:]
+	}
+	for _, v := range p {
+		r = t[0][byte(r)^v] ^ r>>8
+	}
+	return r
 }
 
 // ComputeICRC returns the ICRC of pkt, a whole UDP payload (BTH through the

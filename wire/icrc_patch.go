@@ -114,12 +114,7 @@ func crcMul(a, b uint32) uint32 {
 // crcRaw runs p through the CRC from a zero register, without the final
 // inversion.
 func crcRaw(p []byte) uint32 {
-	tab := crcTables.tab
-	var r uint32
-	for _, v := range p {
-		r = tab[byte(r)^v] ^ r>>8
-	}
-	return r
+	return crcUpdate(0, p)
 }
 
 // crcShift returns r·x^(8k) mod P: r followed by k zero bytes.

@@ -178,3 +178,25 @@ func BenchmarkSolveIPv4ID(b *testing.B) {
 		SolveIPv4ID(got, want, len(pkt))
 	}
 }
+
+// crcUpdate, eight bytes a step, runs the register as hash/crc32 does a
+// byte a step, for every length around the steps and every alignment.
+func TestCRCUpdateMatchesCRC32(t *testing.T) {
+	r := NewTestRand(t)
+	buf := make([]byte, 200)
+	for i := range buf {
+		buf[i] = byte(r.Uint32())
+	}
+	for off := range 8 {
+		for n := 0; off+n <= len(buf); n++ {
+			p := buf[off : off+n]
+			seed := r.Uint32()
+			if got, want := crcSmall(seed, p), crc32.Update(seed, crc32.IEEETable, p); got != want {
+				t.Fatalf("crcSmall(%#x, %d bytes at %d) = %#x, hash/crc32 %#x", seed, n, off, got, want)
+			}
+			if got, want := crcRaw(p), ^crc32.Update(^uint32(0), crc32.IEEETable, p); got != want {
+				t.Fatalf("crcRaw(%d bytes at %d) = %#x, want %#x", n, off, got, want)
+			}
+		}
+	}
+}

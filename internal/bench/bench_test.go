@@ -414,7 +414,7 @@ esac
 		"write_bw --json -p 30000 --timeout 60s -s 65536 -n 2000 --addr 127.0.0.1 --accept-timeout 60s\n",
 		"write_bw --json -p 30000 --timeout 60s -s 65536 -n 2000 --addr 127.0.0.2 --connect-timeout 30s 127.0.0.1\n",
 		"read_bw --json -p 30001 ",
-		"send_bw --json -p 30002 --timeout 60s -s 64 -n 100000 --addr 127.0.0.2",
+		"send_bw --json -p 30002 --timeout 60s -s 64 -n 100000 -N --addr 127.0.0.2",
 		"write_lat --json -p 30003 --timeout 60s -s 8 -n 5000 -H --addr 127.0.0.1 --accept-timeout 60s\n",
 		"write_lat --json -p 30003 --timeout 60s -s 8 -n 5000 -H --cpuprofile /tmp/p --addr 127.0.0.2",
 		"write_lat --json -p 30004 --timeout 60s -s 8 -n 5000 -H --busy-poll --addr 127.0.0.1 --accept-timeout 60s\n",

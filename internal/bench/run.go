@@ -49,13 +49,15 @@ type Plan struct {
 
 // PlanFor returns the arguments each tool runs with: udpbench's modes and
 // run length, the perftest look-alikes' sizes and iterations (both sides
-// take the same).
+// take the same). send_bw runs with -N: the table has the average, and
+// perftest's peak is a search over pairs of iterations (quadratic: 10 s
+// of CPU after a million messages).
 func PlanFor(c Config) Plan {
 	p := Plan{
 		UDPBench: []string{"-modes", "raw/plain,raw/gso+gro,link/gso+gro", "-d", "2s", "-runs", "3"},
 		WriteBW:  []string{"-s", "65536", "-n", "20000"},
 		ReadBW:   []string{"-s", "65536", "-n", "20000"},
-		SendBW:   []string{"-s", "64", "-n", "1000000"},
+		SendBW:   []string{"-s", "64", "-n", "1000000", "-N"},
 		WriteLat: []string{"-s", "8", "-n", "20000", "-H"},
 		QP:       []string{"-s", "65536", "-q", strconv.Itoa(c.ManyQPs), "-n", "10"},
 	}
@@ -63,7 +65,7 @@ func PlanFor(c Config) Plan {
 		p.UDPBench = []string{"-modes", "raw/plain,raw/gso+gro,link/gso+gro", "-d", "500ms", "-runs", "1"}
 		p.WriteBW = []string{"-s", "65536", "-n", "2000"}
 		p.ReadBW = []string{"-s", "65536", "-n", "2000"}
-		p.SendBW = []string{"-s", "64", "-n", "100000"}
+		p.SendBW = []string{"-s", "64", "-n", "100000", "-N"}
 		p.WriteLat = []string{"-s", "8", "-n", "5000", "-H"}
 		p.QP = []string{"-s", "65536", "-q", strconv.Itoa(c.ManyQPs), "-n", "5"}
 	}

@@ -917,6 +917,7 @@ type udpTx struct {
 	oob   []byte
 	first []int // first datagram of each message (group)
 	count []int // datagrams in each message
+	idp   wire.IDPatch
 
 	fn         func(uintptr) bool
 	start, end int
@@ -1090,7 +1091,7 @@ func (t *udpTx) write(msgs []Datagram, resend, gso bool) (int, error) {
 				seg = s
 			}
 			w := l.wireEncap(&d.Encap, seg)
-			wire.PatchICRC(d.Buf, &d.Encap, &w)
+			t.idp.PatchEncap(d.Buf, &d.Encap, &w)
 			d.Encap = w
 		}
 		t.build(g, msgs)

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"flag"
 	"hash/crc32"
 	"math/rand/v2"
@@ -197,6 +198,73 @@ func TestCRCUpdateMatchesCRC32(t *testing.T) {
 			if got, want := crcRaw(p), ^crc32.Update(^uint32(0), crc32.IEEETable, p); got != want {
 				t.Fatalf("crcRaw(%d bytes at %d) = %#x, want %#x", n, off, got, want)
 			}
+		}
+	}
+}
+
+// IDPatch gives PatchICRC's result for an identification change, on one
+// IDPatch reused across lengths and changes.
+func TestIDPatch(t *testing.T) {
+	r := NewTestRand(t)
+	var d IDPatch
+	for i := range 3000 {
+		from := randEncap(r, true)
+		to := from
+		to.ID = uint16(r.Uint32())
+		if i%3 == 0 {
+			to.ID = from.ID ^ uint16(r.IntN(64)) // a GSO segment's
+		}
+		n := r.IntN(4097)
+		if i%5 != 0 && d.n >= BTHLen+ICRCLen {
+			n = d.n - BTHLen - ICRCLen // the same length again: the cached basis
+		}
+		pkt := randPacket(t, r, &from, n)
+		want := append([]byte(nil), pkt...)
+		PatchICRC(want, &from, &to)
+		d.Patch(pkt, from.ID^to.ID)
+		if !bytes.Equal(pkt, want) {
+			t.Fatalf("case %d: %d bytes, ID %#x -> %#x: ICRC %#x, PatchICRC %#x", i, len(pkt), from.ID, to.ID,
+				StoredICRC(pkt), StoredICRC(want))
+		}
+		if err := CheckICRC(&to, pkt); err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+	}
+}
+
+func BenchmarkIDPatch(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	e := randEncap(r, true)
+	pkt := randPacket(b, r, &e, 64)
+	var d IDPatch
+	for i := 0; b.Loop(); i++ {
+		d.Patch(pkt, uint16(i%63+1))
+	}
+}
+
+// PatchEncap gives PatchICRC's result whatever differs: through Patch
+// when only the identification does, through PatchICRC otherwise.
+func TestIDPatchEncap(t *testing.T) {
+	r := NewTestRand(t)
+	var d IDPatch
+	for i := range 2000 {
+		v4 := i%4 != 0
+		from := randEncap(r, v4)
+		to := from
+		switch r.IntN(3) {
+		case 0:
+			to.ID = uint16(r.IntN(64))
+		case 1:
+			to = randEncap(r, v4)
+		case 2:
+			to.ID, to.SrcPort = uint16(r.Uint32()), uint16(r.Uint32())
+		}
+		pkt := randPacket(t, r, &from, r.IntN(4097))
+		want := append([]byte(nil), pkt...)
+		PatchICRC(want, &from, &to)
+		d.PatchEncap(pkt, &from, &to)
+		if !bytes.Equal(pkt, want) {
+			t.Fatalf("case %d: %+v -> %+v: ICRC %#x, PatchICRC %#x", i, from, to, StoredICRC(pkt), StoredICRC(want))
 		}
 	}
 }

@@ -123,27 +123,29 @@ func (r *reader) read(readBatch func([]link.Datagram) (int, error)) (int, bool) 
 
 // holdForAnswer gives the application a moment to answer what this batch
 // brought (the end of a SEND or WRITE) before the batch's ACKs are
-// written. In a ping-pong (write_lat,
-// send_lat, an RPC) the ACK of the peer's request and the application's
-// reply then leave in one sendmmsg, and the peer reads both in one
-// recvmmsg: a syscall and a wake-up fewer on each side of every half
-// round trip. The batch's QPs stay taken (qpEntry.running) while the
-// reader waits, so a post to one of them only marks it pending
-// (qpEntry.run) and returns; the reader then makes that pass into the
-// same batch (txBatch.repass). The application is told first
-// (noteActivity; a completion has notified its channel already).
+// written. In a ping-pong (write_lat, send_lat, an RPC) the ACK of the
+// peer's request and the application's reply then leave in one sendmmsg,
+// and the peer reads both in one recvmmsg: a syscall and a wake-up fewer
+// on each side of every half round trip. The batch's QPs stay taken
+// (qpEntry.running) while the reader waits, so a post to one of them
+// only marks it pending (qpEntry.run) and returns; the reader then makes
+// that pass into the same batch (txBatch.repass). The application is
+// told first (noteActivity; a completion has notified its channel
+// already).
 //
 // The wait is bounded by answerWait, in yields of the reader's goroutine
 // (so the application runs even with GOMAXPROCS=1) and in wall time (not
-// the NIC's clock: it bounds a spin, it is no protocol timer). Deliberately unlike rxe, whose responder sends
-// the ACK at once from the softirq that took the request (rxe_resp.c
-// send_ack): in the kernel a send and a wake-up cost far less than a
-// sendmmsg and a goroutine wake-up do here. The ACK is late by at most
-// answerWait, far below any transport timeout (4.096 µs × 2^timeout).
-// After k misses in a row the next 2^k-1 batches (at most
+// the NIC's clock: it bounds a spin, it is no protocol timer). The ACK is
+// late by at most answerWait, far below any transport timeout (4.096 µs
+// × 2^timeout). After k misses in a row the next 2^k-1 batches (at most
 // 2^answerBackoff-1) pass without a hold, so an answer that comes late
 // now and then costs little, and a stream that never answers is held in
 // one batch of 64.
+//
+// Deliberately unlike rxe, whose responder sends the ACK at once from the
+// softirq that took the request (rxe_resp.c send_ack): in the kernel a
+// send and a wake-up cost far less than a sendmmsg and a thread's
+// wake-up do here.
 func (r *reader) holdForAnswer() {
 	if r.skip > 0 {
 		r.skip--

@@ -27,6 +27,7 @@ type Endpoint struct {
 	head    int       // guarded by mu
 	n       int       // guarded by mu
 	qclosed bool      // guarded by mu
+	seq     uint64    // the last datagram handed out (link.Datagram.Seq); guarded by mu
 }
 
 var (
@@ -187,6 +188,8 @@ func (e *Endpoint) take(msgs []link.Datagram) int {
 		m.Encap = fr.enc
 		m.Buf = m.Buf[:copy(m.Buf[:cap(m.Buf)], fr.data)]
 		m.ICRC = link.ICRCUnchecked
+		e.seq++
+		m.Seq = e.seq
 		e.f.pool.put(fr)
 		n++
 	}

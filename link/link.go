@@ -67,6 +67,15 @@ type Datagram struct {
 	// A link that cannot fail a send (the in-memory fabric, where loss
 	// happens on the way) leaves it 0.
 	Err syscall.Errno
+	// Seq numbers, on receive, the datagrams a link hands out in the order
+	// they arrived, from 1: one read's datagrams are consecutive, and a
+	// reader that runs beside another (TryReadBatch beside a ReadBatch)
+	// delivers its batch only after the batches numbered before it, so
+	// that a QP sees its packets in the order the network gave them (UC
+	// drops a message at a gap in its PSNs). 0: not numbered (a link that
+	// has one reader, a multicast group's datagrams, which come from
+	// other sockets). Transmit ignores it.
+	Seq uint64
 }
 
 // Link moves RoCEv2 datagrams for one NIC address: the in-memory fabric

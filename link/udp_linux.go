@@ -475,6 +475,8 @@ type udpRx struct {
 	// by the last recvmmsg. readGRO prepares only those again, so that a
 	// poll of an empty socket (Progress, often) costs the syscall alone.
 	groPrepped, groDirty int
+	// seq is the number of the last datagram handed out (Datagram.Seq).
+	seq uint64
 
 	// TryReadBatch's pass, run by RawConn.Control: its batch and result
 	// (a preallocated callback, so that the call allocates nothing).
@@ -684,6 +686,8 @@ func (r *udpRx) parse(i int) {
 // deliver fills d from meta m for a datagram whose bytes are already in
 // d.Buf[:n]; id is the guessed IPv4 identification.
 func (l *UDPLink) deliver(d *Datagram, m *udpRxMeta, n int, id uint16) {
+	l.rx.seq++ // under rxMu, as every pass
+	d.Seq = l.rx.seq
 	d.Encap = m.enc
 	d.Buf = d.Buf[:n]
 	d.ICRC = ICRCUnchecked
@@ -785,14 +789,22 @@ func (l *UDPLink) TryReadBatch(msgs []Datagram) (int, error) {
 		}
 	}
 	l.rxMu.Lock()
-	defer l.rxMu.Unlock()
 	r := &l.rx
 	r.tryMsgs, r.tryN = msgs, 0
 	err := l.raw.Control(r.tryFn)
 	n := r.tryN
 	r.tryMsgs = nil
+	left := r.cur < r.filled
+	l.rxMu.Unlock()
 	if err != nil {
 		return 0, ErrLinkClosed // closed under us
+	}
+	if left {
+		// GRO segments are left in the link's buffers, and the socket
+		// may be empty: a ReadBatch parked on it would not wake for
+		// them. Wake it as a multicast group's reader does (the
+		// deadline; ReadBatch's first pass hands out what is left).
+		_ = l.conn.SetReadDeadline(time.Now())
 	}
 	return n, nil
 }

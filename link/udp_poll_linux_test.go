@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -550,5 +551,81 @@ func TestUDPGROHeadersReused(t *testing.T) {
 	}
 	if st := lb.Stats(); st.RxErrors != 0 || st.RxTruncated != 0 {
 		t.Fatalf("receiver stats %+v", st)
+	}
+}
+
+// TestUDPTryReadBatchWakesTheReader: GRO segments TryReadBatch leaves in
+// the link's buffers reach a ReadBatch parked on the (now empty) socket
+// without further traffic, and every datagram is numbered in the order it
+// was handed out (Datagram.Seq). The recvFault hook lets one recvmmsg
+// through, TryReadBatch's, so that the parked reader does not take the
+// GSO send itself.
+func TestUDPTryReadBatchWakesTheReader(t *testing.T) {
+	la, lb := listenPair(t, lo1, lo2, UDPConfig{})
+	if !la.GSO() || !lb.GRO() {
+		t.Skip("kernel has no UDP GSO or GRO")
+	}
+	var allow atomic.Bool
+	calls := make(chan struct{}, 64)
+	lb.recvFault = func(int) sysResult {
+		select {
+		case calls <- struct{}{}:
+		default:
+		}
+		if !allow.CompareAndSwap(true, false) {
+			return sysFail(unix.EAGAIN)
+		}
+		return sysResult{}
+	}
+	got := make(chan Datagram, 64)
+	go func() {
+		msgs := rxBatch(lb.BatchSize())
+		for {
+			n, err := lb.ReadBatch(msgs)
+			if err != nil {
+				return
+			}
+			for _, d := range clone(msgs[:n]) {
+				got <- d
+			}
+		}
+	}()
+	<-calls // the reader found the socket empty: it waits
+	const total = 16
+	ss := make([]sample, total)
+	for i := range ss {
+		ss[i].size = 64
+	}
+	sent := buildDatagrams(t, newRand(t), la, lb, ss)
+	if n, err := la.WriteBatch(sent); n != total || err != nil {
+		t.Fatalf("WriteBatch = %d, %v", n, err)
+	}
+	<-calls // the send woke the reader; it was told the socket is empty and waits again
+	allow.Store(true)
+	msgs := rxBatch(5)
+	n, err := lb.TryReadBatch(msgs)
+	if n == 0 && err == nil && allow.Load() == false && len(got) > 0 {
+		t.Skip("the parked reader woke again and took the send first")
+	}
+	if n != 5 || err != nil {
+		t.Fatalf("TryReadBatch = %d, %v; want 5", n, err)
+	}
+	if st := lb.Stats(); st.RxGRO != 1 {
+		t.Skipf("the kernel did not hand the GSO send over coalesced: %+v", st)
+	}
+	all := clone(msgs[:n])
+	timeout := time.After(10 * time.Second)
+	for len(all) < total {
+		select {
+		case d := <-got:
+			all = append(all, d)
+		case <-timeout:
+			t.Fatalf("the parked reader got %d of the %d segments TryReadBatch left", len(all)-5, total-5)
+		}
+	}
+	for i := range all {
+		if p := psnOf(t, &all[i]); p != i || all[i].Seq != all[0].Seq+uint64(i) || all[0].Seq == 0 {
+			t.Fatalf("datagram %d: PSN %d, Seq %d (the first %d)", i, p, all[i].Seq, all[0].Seq)
+		}
 	}
 }

@@ -151,8 +151,10 @@ type NIC struct {
 	txs    txPool      // outputs of the goroutines that run QPs inline
 	poll   link.Poller // the link, when it can be read without waiting
 	progMu sync.Mutex  // one Progress at a time
-	prog   *reader     // guarded by progMu
-	act    activity    // WaitActivity's wake-up
+	// rxTurn is the Seq of the next datagram to deliver (awaitTurn).
+	rxTurn atomic.Uint64
+	prog   *reader  // guarded by progMu
+	act    activity // WaitActivity's wake-up
 	seed   maphash.Seed
 	rxPool sync.Pool
 	wg     sync.WaitGroup // the receive goroutine

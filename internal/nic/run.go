@@ -92,12 +92,20 @@ func (r *reader) read(readBatch func([]link.Datagram) (int, error)) (int, bool) 
 	if err != nil {
 		return 0, false
 	}
+	var seq uint64
+	if cnt > 0 {
+		seq = r.msgs[0].Seq
+		n.awaitTurn(seq)
+	}
 	for i := 0; i < cnt; i++ {
 		p := r.pkts[i]
 		p.Data = r.msgs[i].Buf
 		if n.receive(r, p, &r.msgs[i]) {
 			r.pkts[i] = nil // the QP owns it now
 		}
+	}
+	if seq != 0 {
+		n.endTurn(seq + uint64(cnt))
 	}
 	inline := len(r.touched) <= maxInlineQPs
 	for i, e := range r.touched {
@@ -120,6 +128,53 @@ func (r *reader) read(readBatch func([]link.Datagram) (int, error)) (int, bool) 
 	}
 	return cnt, true
 }
+
+// awaitTurn waits until the batches the link numbered before seq
+// (link.Datagram.Seq) are delivered: the receive goroutine and Progress
+// read the link side by side, and each must hand its packets to their
+// QPs in the link's order, or a QP would see its PSNs out of order (a UC
+// message lost, an RC NAK and a resend). The reader ahead is between its
+// read and the end of its delivery loop, which never waits, so this
+// yields until it is done. seq 0 (a link that does not number its
+// datagrams) waits for nothing, and so does the NIC's first batch (the
+// link may have numbered datagrams for an earlier NIC). The wait is
+// bounded by maxTurnWait, in case a batch numbered before never comes
+// here: late packets then arrive out of order, as they may on any
+// network, and the transports cope (an RC sequence NAK, C9-109; a lost message for UC).
+func (n *NIC) awaitTurn(seq uint64) {
+	if seq == 0 {
+		return
+	}
+	var start time.Time
+	for i := 1; ; i++ {
+		if t := n.rxTurn.Load(); t == 0 || t >= seq {
+			return
+		}
+		if i%64 == 0 {
+			if start.IsZero() {
+				start = time.Now()
+			} else if time.Since(start) > maxTurnWait {
+				n.ctr.RxTurnTimeout.Add(1)
+				return
+			}
+		}
+		runtime.Gosched()
+	}
+}
+
+// endTurn records that the datagrams numbered before next are delivered;
+// the turn only moves forward.
+func (n *NIC) endTurn(next uint64) {
+	for {
+		t := n.rxTurn.Load()
+		if t >= next || n.rxTurn.CompareAndSwap(t, next) {
+			return
+		}
+	}
+}
+
+// maxTurnWait bounds awaitTurn.
+const maxTurnWait = 100 * time.Millisecond
 
 // holdForAnswer gives the application a moment to answer what this batch
 // brought (the end of a SEND or WRITE) before the batch's ACKs are

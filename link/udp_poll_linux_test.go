@@ -113,6 +113,15 @@ func blockReader(t *testing.T, lb *UDPLink, got chan<- Datagram) (done <-chan er
 		}
 		return sysResult{}
 	}
+	errc := readInto(lb, got)
+	<-first
+	return errc
+}
+
+// readInto starts a goroutine reading lb with ReadBatch until it fails:
+// it sends every datagram it gets on got and its final error on the
+// returned channel.
+func readInto(lb *UDPLink, got chan<- Datagram) <-chan error {
 	errc := make(chan error, 1)
 	go func() {
 		msgs := rxBatch(lb.BatchSize())
@@ -127,7 +136,6 @@ func blockReader(t *testing.T, lb *UDPLink, got chan<- Datagram) (done <-chan er
 			}
 		}
 	}()
-	<-first
 	return errc
 }
 
@@ -275,6 +283,21 @@ func TestUDPTryReadBatchBesideReadBatch(t *testing.T) {
 	})
 }
 
+// sendRun sends total equal 64-byte datagrams from la to lb in one
+// WriteBatch (a GSO send where the kernel has GSO) and returns them.
+func sendRun(t *testing.T, la, lb *UDPLink, total int) []Datagram {
+	t.Helper()
+	ss := make([]sample, total)
+	for i := range ss {
+		ss[i].size = 64
+	}
+	sent := buildDatagrams(t, newRand(t), la, lb, ss)
+	if n, err := la.WriteBatch(sent); n != total || err != nil {
+		t.Fatalf("WriteBatch = %d, %v", n, err)
+	}
+	return sent
+}
+
 // TestUDPGROSplitAcrossReaders: the segments of one coalesced buffer
 // handed out partly by TryReadBatch and partly by ReadBatch arrive all,
 // in order, once, each with the identification a GSO sender gave it
@@ -285,14 +308,7 @@ func TestUDPGROSplitAcrossReaders(t *testing.T) {
 		t.Skip("kernel has no UDP GSO or GRO")
 	}
 	const total = 16
-	ss := make([]sample, total)
-	for i := range ss {
-		ss[i].size = 64
-	}
-	sent := buildDatagrams(t, newRand(t), la, lb, ss)
-	if n, err := la.WriteBatch(sent); n != total || err != nil {
-		t.Fatalf("WriteBatch = %d, %v", n, err)
-	}
+	sent := sendRun(t, la, lb, total)
 	if la.Stats().TxGSOSends != 1 {
 		t.Fatalf("want one GSO send of %d segments: %+v", total, la.Stats())
 	}
@@ -578,28 +594,10 @@ func TestUDPTryReadBatchWakesTheReader(t *testing.T) {
 		return sysResult{}
 	}
 	got := make(chan Datagram, 64)
-	go func() {
-		msgs := rxBatch(lb.BatchSize())
-		for {
-			n, err := lb.ReadBatch(msgs)
-			if err != nil {
-				return
-			}
-			for _, d := range clone(msgs[:n]) {
-				got <- d
-			}
-		}
-	}()
+	readInto(lb, got)
 	<-calls // the reader found the socket empty: it waits
 	const total = 16
-	ss := make([]sample, total)
-	for i := range ss {
-		ss[i].size = 64
-	}
-	sent := buildDatagrams(t, newRand(t), la, lb, ss)
-	if n, err := la.WriteBatch(sent); n != total || err != nil {
-		t.Fatalf("WriteBatch = %d, %v", n, err)
-	}
+	sendRun(t, la, lb, total)
 	<-calls // the send woke the reader; it was told the socket is empty and waits again
 	allow.Store(true)
 	msgs := rxBatch(5)

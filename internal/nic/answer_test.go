@@ -165,13 +165,24 @@ func TestAnswerLeavesWithTheACK(t *testing.T) {
 		}()
 		feed()
 		<-done
-		w := waitWrites(t, l, i)
-		if got := string(w[i-1]); got != "AP" {
-			t.Fatalf("round %d: batches written %q: want the ACK and the answer together, \"AP\"", i, w)
-		}
+		wantBatch(t, l, i, "AP") // the ACK and the answer together
 	}
-	if j, m := n.ctr.AnswerJoined.Load(), n.ctr.AnswerMissed.Load(); j != 5 || m != 0 {
-		t.Errorf("AnswerJoined %d, AnswerMissed %d: want 5 and 0", j, m)
+	wantAnswers(t, n, 5, 0)
+}
+
+// wantBatch checks that the link's i-th batch wrote want.
+func wantBatch(t *testing.T, l *feedLink, i int, want string) {
+	t.Helper()
+	if w := waitWrites(t, l, i); string(w[i-1]) != want {
+		t.Fatalf("batch %d: batches written %q, want %q last", i, w, want)
+	}
+}
+
+// wantAnswers checks the NIC's answer_joined and answer_missed.
+func wantAnswers(t *testing.T, n *NIC, joined, missed uint64) {
+	t.Helper()
+	if j, m := n.ctr.AnswerJoined.Load(), n.ctr.AnswerMissed.Load(); j != joined || m != missed {
+		t.Errorf("AnswerJoined %d, AnswerMissed %d: want %d and %d", j, m, joined, missed)
 	}
 }
 
@@ -186,14 +197,9 @@ func TestAnswerMissesBackOff(t *testing.T) {
 	// Holds at batches 1, 3, 7 and 15 (after 0, 1, 3 and 7 skipped).
 	for i := 1; i <= 15; i++ {
 		feed()
-		w := waitWrites(t, l, i)
-		if got := string(w[i-1]); got != "A" {
-			t.Fatalf("batch %d: wrote %q, want the ACK alone", i, got)
-		}
+		wantBatch(t, l, i, "A") // the ACK alone
 	}
-	if j, m := n.ctr.AnswerJoined.Load(), n.ctr.AnswerMissed.Load(); j != 0 || m != 4 {
-		t.Errorf("AnswerJoined %d, AnswerMissed %d: want 0 and 4 (holds at batches 1, 3, 7, 15)", j, m)
-	}
+	wantAnswers(t, n, 0, 4)
 }
 
 // Only the end of a SEND or WRITE to this NIC is worth waiting for: what

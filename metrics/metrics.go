@@ -60,7 +60,7 @@ var deviceCounters = []counter{
 	{name: "rcvd_seq_err", help: "Sequence-error NAKs received (rxe rcvd_seq_err).", get: func(c *ibv.Counters) uint64 { return c.RcvdSeqErr }},
 	{name: "ack_deferred", help: "ACKs deferred (rxe ack_deferred).", get: func(c *ibv.Counters) uint64 { return c.AckDeferred }},
 	{name: "answer_joined", help: "Read batches whose ACKs waited for the application's answer and left with it in one send (softnic).", get: func(c *ibv.Counters) uint64 { return c.AnswerJoined }},
-	{name: "rx_turn_timeout", help: "Read batches handed to their QPs before a batch the link read earlier, after waiting 2 ms for it (softnic).", get: func(c *ibv.Counters) uint64 { return c.RxTurnTimeout }},
+	{name: "rx_turn_timeout", help: "Read batches handed to their QPs before a batch the link read earlier, after waiting 100 ms for it (softnic).", get: func(c *ibv.Counters) uint64 { return c.RxTurnTimeout }},
 	{name: "answer_missed", help: "Read batches whose ACKs waited for an application's answer that did not come (softnic).", get: func(c *ibv.Counters) uint64 { return c.AnswerMissed }},
 	{name: "retry_exceeded_err", help: "Requests that ran out of transport retries (rxe retry_exceeded_err).", get: func(c *ibv.Counters) uint64 { return c.RetryExceededErr }},
 	{name: "retry_rnr_exceeded_err", help: "Requests that ran out of RNR retries (rxe retry_rnr_exceeded_err).", get: func(c *ibv.Counters) uint64 { return c.RetryRNRExceededErr }},

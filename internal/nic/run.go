@@ -139,8 +139,11 @@ func (r *reader) read(readBatch func([]link.Datagram) (int, error)) (int, bool) 
 // datagrams) waits for nothing, and so does the NIC's first batch (the
 // link may have numbered datagrams for an earlier NIC). The wait is
 // bounded by maxTurnWait, in case a batch numbered before never comes
-// here: late packets then arrive out of order, as they may on any
-// network, and the transports cope (an RC sequence NAK, C9-109; a lost message for UC).
+// here: its packets then arrive out of order, as they may on any
+// network, and the transports cope (an RC sequence NAK, C9-109; a lost
+// UC message); the turn then moves past it (endTurn), so it costs one
+// wait. 2 ms was too short: a reader ahead can be off its CPU that long
+// on two busy vCPUs, and uc_pingpong lost a message.
 func (n *NIC) awaitTurn(seq uint64) {
 	if seq == 0 {
 		return
@@ -173,7 +176,8 @@ func (n *NIC) endTurn(next uint64) {
 	}
 }
 
-// maxTurnWait bounds awaitTurn.
+// maxTurnWait bounds awaitTurn (a safety net: it is never reached while
+// every batch read is delivered).
 const maxTurnWait = 100 * time.Millisecond
 
 // holdForAnswer gives the application a moment to answer what this batch

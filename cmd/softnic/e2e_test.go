@@ -82,7 +82,12 @@ func (l loopback) client() []string {
 
 // runProc runs the softnic binary with args, bounded by ctx.
 func runProc(ctx context.Context, args []string) procResult {
-	cmd := exec.CommandContext(ctx, binary, args...)
+	return runCmd(exec.CommandContext(ctx, binary, args...))
+}
+
+// runCmd runs cmd and returns its exit status (-1 when it did not exit)
+// and its output.
+func runCmd(cmd *exec.Cmd) procResult {
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()

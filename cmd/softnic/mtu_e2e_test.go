@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -32,18 +30,7 @@ func TestE2EMTU1500(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	inNS := func(ns *netnstest.NS, args ...string) procResult {
-		cmd := ns.Command(ctx, binary, args...)
-		var o, e bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &o, &e
-		err := cmd.Run()
-		r := procResult{out: o.String(), errOut: e.String()}
-		if err != nil {
-			r.status = -1
-			if ee, ok := err.(*exec.ExitError); ok {
-				r.status = ee.ExitCode()
-			}
-		}
-		return r
+		return runCmd(ns.Command(ctx, binary, args...))
 	}
 	pair := func(tool string, args ...string) (srv, cli procResult) {
 		var wg sync.WaitGroup

@@ -145,6 +145,21 @@ func CanPoll(l Link) bool {
 	return true
 }
 
+// PreferBusyPoll reports whether a NIC on l should keep its receive
+// goroutine off the link while an application busy-polls it (the NIC's
+// poll lease): l can poll (CanPoll) and says so with a PreferBusyPoll
+// method of its own. A UDP link does: a reader parked on a socket costs
+// the kernel a thread's wake-up per datagram, and the two readers race
+// for each one. The fabric does not: its readers wake for free, and
+// the lease would only add its timer to a test's schedule.
+func PreferBusyPoll(l Link) bool {
+	if !CanPoll(l) {
+		return false
+	}
+	c, ok := l.(interface{ PreferBusyPoll() bool })
+	return ok && c.PreferBusyPoll()
+}
+
 // Multicaster is implemented by links that can receive IP multicast: the
 // engine joins a group when the first of its QPs attaches to it
 // (ibv_attach_mcast) and leaves it when the last one detaches, as rxe

@@ -97,6 +97,9 @@ func (p *PcapLink) TryReadBatch(msgs []Datagram) (int, error) {
 // package's CanPoll asks it): the inner link can poll.
 func (p *PcapLink) CanPoll() bool { return CanPoll(p.l) }
 
+// PreferBusyPoll is the inner link's (the package's PreferBusyPoll).
+func (p *PcapLink) PreferBusyPoll() bool { return PreferBusyPoll(p.l) }
+
 // recordRead records datagrams read, each IPv4 identification the inner
 // link guessed solved first.
 func (p *PcapLink) recordRead(msgs []Datagram) {

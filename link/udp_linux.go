@@ -392,6 +392,9 @@ func (l *UDPLink) GSO() bool { return l.gso.Load() }
 // GRO reports whether the socket receives with UDP GRO.
 func (l *UDPLink) GRO() bool { return l.gro }
 
+// PreferBusyPoll is true: see the package's PreferBusyPoll.
+func (l *UDPLink) PreferBusyPoll() bool { return true }
+
 // SocketBuffers returns the send and receive buffer sizes the kernel
 // reports (twice what was set, for its bookkeeping).
 func (l *UDPLink) SocketBuffers() (snd, rcv int) { return l.sndbuf, l.rcvbuf }

@@ -44,6 +44,7 @@ func (c *CompChannel) GetEvent(ctx context.Context) (*CQ, error) {
 	}) {
 		return cqOf(q), nil
 	}
+	c.d.n.EndPoll() // the receive goroutine reads the link while this sleeps
 	q, err := c.ch.Get(ctx)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
@@ -122,8 +123,10 @@ func (d *Device) CreateCQ(cqe int, ch *CompChannel) (*CQ, error) {
 // and never waits for softnic's receive goroutine to be scheduled. That
 // read is one non-blocking recvmmsg on a UDP link (none while another
 // goroutine is in Progress). The receive goroutine reads the link too and
-// handles whatever the polls leave; Config.BusyPoll is about the blocking
-// waits, which do not poll the link unless it is set.
+// handles whatever the polls leave, or, while an application polls
+// busily, steps off the link until it blocks or stops (Device.Progress);
+// Config.BusyPoll is about the blocking waits, which do not poll the link
+// unless it is set.
 func (c *CQ) Poll(wc []ibv.WorkCompletion) int {
 	if !c.ok() {
 		return 0

@@ -112,6 +112,7 @@ func (c *CQ) Wait(ctx context.Context, wc []ibv.WorkCompletion) (int, error) {
 			c.ackEvents()
 			return n, nil
 		}
+		c.d.n.EndPoll() // the receive goroutine reads the link while this sleeps
 		select {
 		case <-w.c:
 		case <-ctx.Done():

@@ -125,7 +125,16 @@ func Open(cfg Config) (*Device, error) {
 // it read: the progress call of UCX or DPDK's rx burst. softnic's receive
 // goroutine handles every datagram anyway; Progress is for an
 // application that spins and would rather not wait for that goroutine to
-// be scheduled. CQ.Poll calls it when the CQ is empty; an application
+// be scheduled. On a UDP link, an application that polls busily (polls
+// less than 200 µs apart) leases the link, as Linux's preferred busy
+// polling does (SO_PREFER_BUSY_POLL): the receive goroutine stays off it,
+// so each datagram wakes no second thread, and a poll that read the end
+// of a SEND or WRITE may leave its ACKs to leave with the application's
+// answer (its next post). The lease ends when the application blocks in
+// one of the device's waits (CompChannel.GetEvent, CQ.Wait,
+// WaitActivity) or 200 µs after its last poll: until then what arrives
+// waits for the next poll, and ACKs left behind for the next post, poll
+// or wait. CQ.Poll calls it when the CQ is empty; an application
 // that spins on memory instead (the last byte of an RDMA WRITE, as
 // perftest's write_lat does) calls it in its loop. It returns 0 at once
 // when another goroutine is in Progress, and on a link that cannot be

@@ -67,7 +67,7 @@ func (l *feedLink) Close() error {
 // a one-byte datagram 'A', and sends 'P' for each post (Kick).
 type answerQP struct {
 	got    atomic.Int32 // packets delivered
-	acked  int32        // packets acknowledged (Process only)
+	acked  atomic.Int32 // packets acknowledged (written by Process only)
 	posts  atomic.Int32
 	posted int32 // posts sent (Process only)
 }
@@ -84,7 +84,7 @@ func (q *answerQP) Process(out transport.Output) bool {
 		b[0] = c
 		out.Send(1, &wire.Encap{})
 	}
-	for ; q.acked < q.got.Load(); q.acked++ {
+	for ; q.acked.Load() < q.got.Load(); q.acked.Add(1) {
 		emit('A')
 	}
 	for ; q.posted < q.posts.Load(); q.posted++ {
@@ -99,9 +99,20 @@ func (q *answerQP) Close() {}
 // function that feeds it an RDMA WRITE_ONLY (an answerable packet).
 func answerSetup(t *testing.T) (*NIC, *feedLink, *answerQP, func(), func()) {
 	t.Helper()
-	addr := netip.MustParseAddr("10.0.0.2")
-	l := &feedLink{addr: addr, in: make(chan link.Datagram), closed: make(chan struct{})}
-	n, err := New(Config{Link: l, Processors: 1})
+	l := newFeedLink()
+	n, q, feed, post := answerSetupOn(t, l, l)
+	return n, l, q, feed, post
+}
+
+func newFeedLink() *feedLink {
+	return &feedLink{addr: netip.MustParseAddr("10.0.0.2"), in: make(chan link.Datagram), closed: make(chan struct{})}
+}
+
+// answerSetupOn is answerSetup on lk, which reads what is fed to l.
+func answerSetupOn(t *testing.T, lk link.Link, l *feedLink) (*NIC, *answerQP, func(), func()) {
+	t.Helper()
+	addr := l.addr
+	n, err := New(Config{Link: lk, Processors: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +138,7 @@ func answerSetup(t *testing.T) (*NIC, *feedLink, *answerQP, func(), func()) {
 		q.posts.Add(1)
 		kick()
 	}
-	return n, l, q, feed, post
+	return n, q, feed, post
 }
 
 // waitWrites waits for the link to have written k batches.
@@ -157,7 +168,9 @@ func TestAnswerLeavesWithTheACK(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			if !n.WaitActivity(ctx, time.Minute, func() bool { return q.got.Load() >= int32(i) }) {
+			// Acknowledged, not only delivered: the reader has run the
+			// QP, which its batch holds until written.
+			if !n.WaitActivity(ctx, time.Minute, func() bool { return q.acked.Load() >= int32(i) }) {
 				t.Errorf("round %d: WaitActivity timed out", i)
 				return
 			}

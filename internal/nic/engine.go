@@ -155,6 +155,7 @@ type NIC struct {
 	rxTurn atomic.Uint64
 	prog   *reader  // guarded by progMu
 	act    activity // WaitActivity's wake-up
+	lease  *pollLease
 	seed   maphash.Seed
 	rxPool sync.Pool
 	wg     sync.WaitGroup // the receive goroutine
@@ -202,6 +203,7 @@ func New(cfg Config) (*NIC, error) {
 		seed:    maphash.MakeSeed(),
 		asyncC:  make(chan struct{}, 1),
 		act:     activity{c: make(chan struct{}, 1)},
+		lease:   newPollLease(link.PreferBusyPoll(cfg.Link)),
 		done:    make(chan struct{}),
 	}
 	if link.CanPoll(cfg.Link) {
@@ -275,6 +277,7 @@ func (n *NIC) Close() error {
 		p.close()
 	}
 	n.procWG.Wait()
+	n.flushDeferred() // a poll's ACKs reach the wire, as the processors' packets do
 	err := n.cfg.Link.Close()
 	n.wg.Wait()
 	n.progMu.Lock()
@@ -363,6 +366,7 @@ func (n *NIC) UnregisterQP(qpn uint32) {
 	delete(n.qps, qpn)
 	n.qpMu.Unlock()
 	if e != nil {
+		n.flushDeferred() // a poll's deferred output may hold the QP (reader.deferred)
 		e.close()
 	}
 }
@@ -388,6 +392,9 @@ func (n *NIC) rxLoop() {
 	r.hold = true
 	defer r.release()
 	for {
+		if !n.awaitLease() {
+			return
+		}
 		if _, ok := r.read(n.cfg.Link.ReadBatch); !ok {
 			return
 		}

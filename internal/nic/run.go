@@ -52,6 +52,11 @@ type reader struct {
 	hold   bool
 	misses int
 	skip   int
+	// deferAck: this reader (Progress's) may leave an answerable batch's
+	// output unwritten for the application's answer (the poll lease);
+	// deferred: it holds such output now, and the QPs that built it.
+	deferAck bool
+	deferred bool
 }
 
 func (n *NIC) newReader() *reader {
@@ -120,8 +125,13 @@ func (r *reader) read(readBatch func([]link.Datagram) (int, error)) (int, bool) 
 	if r.hold && inline && r.answerable && r.out.n > 0 {
 		r.holdForAnswer()
 	}
+	if r.deferAck && inline && r.answerable && r.out.n > 0 && n.lease.parked.Load() {
+		r.deferred = true
+		n.lease.deferred.Store(true)
+	} else {
+		r.out.finish()
+	}
 	r.answerable = false
-	r.out.finish()
 	if r.active {
 		r.active = false
 		n.noteActivity()
@@ -294,6 +304,14 @@ func (n *NIC) kick(e *qpEntry) {
 	e.run(out)
 	out.finish()
 	n.putTx(out)
+	// A poll deferred its ACKs for this answer (pollLease): e, if it is
+	// one of their QPs, only marked itself pending above, and the flush
+	// runs it into the same batch. TryLock: a post made while another
+	// goroutine polls leaves the flush to that poll.
+	if n.lease.deferred.Load() && n.progMu.TryLock() {
+		n.flushDeferredLocked()
+		n.progMu.Unlock()
+	}
 }
 
 // Progress reads what has arrived on the link without waiting and
@@ -303,18 +321,24 @@ func (n *NIC) kick(e *qpEntry) {
 // never waits for another goroutine. It returns the datagrams it read: 0
 // when nothing was there, when the link cannot be read without waiting,
 // or when another goroutine is in Progress already (one at a time: the
-// receive goroutine reads meanwhile).
+// receive goroutine reads meanwhile). On a link that prefers it, polls in
+// a row lease the link (pollLease): the receive goroutine steps off it,
+// and a poll may leave the ACKs of what it read for the application's
+// answer.
 func (n *NIC) Progress() int {
 	if n.poll == nil || n.closed.Load() {
 		return 0
 	}
+	n.lease.renew()
 	if !n.progMu.TryLock() {
 		return 0
 	}
 	defer n.progMu.Unlock()
 	if n.prog == nil {
 		n.prog = n.newReader()
+		n.prog.deferAck = true
 	}
+	n.flushDeferredLocked() // no answer came before this poll
 	cnt, _ := n.prog.read(n.poll.TryReadBatch)
 	return cnt
 }
@@ -387,6 +411,7 @@ func (n *NIC) WaitActivity(ctx context.Context, d time.Duration, ready func() bo
 	if ready() {
 		return true
 	}
+	n.EndPoll() // the receive goroutine reads the link while this sleeps
 	t, _ := n.act.timers.Get().(*time.Timer)
 	if t == nil {
 		t = time.NewTimer(d)

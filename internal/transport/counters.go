@@ -18,6 +18,7 @@ func (c *Counters) Load() ibv.Counters {
 		AckDeferred:         c.AckDeferred.Load(),
 		AnswerJoined:        c.AnswerJoined.Load(),
 		AnswerMissed:        c.AnswerMissed.Load(),
+		PollLeaseExpired:    c.PollLeaseExpired.Load(),
 		RxTurnTimeout:       c.RxTurnTimeout.Load(),
 		RetryExceededErr:    c.RetryExceededErr.Load(),
 		RetryRNRExceededErr: c.RetryRNRExceededErr.Load(),

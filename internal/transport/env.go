@@ -103,6 +103,7 @@ type Counters struct {
 	AckDeferred         atomic.Uint64 // ack_deferred
 	AnswerJoined        atomic.Uint64 // read batches whose ACKs waited for the application's answer and left with it
 	AnswerMissed        atomic.Uint64 // read batches whose ACKs waited for an answer that did not come
+	PollLeaseExpired    atomic.Uint64 // times the receive goroutine took the link back from polls that stopped without a block
 	RxTurnTimeout       atomic.Uint64 // read batches delivered before an earlier one, after waiting maxTurnWait (100 ms)
 	RetryExceededErr    atomic.Uint64 // retry_exceeded_err
 	RetryRNRExceededErr atomic.Uint64 // retry_rnr_exceeded_err

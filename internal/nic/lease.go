@@ -1,0 +1,168 @@
+package nic
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// The poll lease. While an application busy-polls (Progress, which every
+// poll of an empty CQ calls), the receive goroutine steps off the link:
+// it waits on a timer instead of the socket, so a datagram that arrives
+// wakes no second thread and meets no second reader, and the poll that
+// finds it handles it on the application's goroutine. The receive
+// goroutine takes the link back when the application blocks in one of
+// softnic's waits (EndPoll: CompChannel.GetEvent, CQ.Wait, WaitActivity)
+// or when no poll has come for leaseTime (an application that stopped
+// polling without blocking here: its datagrams then wait at most that
+// long). It is Linux's preferred busy polling (SO_PREFER_BUSY_POLL,
+// "net: Introduce preferred busy-polling", with napi_defer_hard_irqs and
+// gro_flush_timeout): while the application polls, the queue's interrupts
+// stay off, and a watchdog timer hands the queue back to the softirq when
+// the polling stops. rxe has nothing of the kind: it runs in the softirq.
+//
+// Only a link that prefers it has a lease (link.PreferBusyPoll: a UDP
+// socket, not the fabric), and only busy polling takes the lease: a poll that comes more than leaseGap
+// after the one before (an application that polls now and then) leaves
+// the receive goroutine on the link, or every datagram would wait for the
+// next poll and a fast stream would overflow the socket between two.
+//
+// The lease also lets a poll leave its ACKs unwritten for a moment
+// (reader.deferAck): the application, which a poll returns to, usually
+// answers what it found at once (a ping-pong, an RPC), and its post then
+// writes the ACKs with the answer in one batch (NIC.kick). The deferred
+// output is written by whichever comes first: a post, the next poll, the
+// application blocking (EndPoll), the QP's destruction, Close, or the
+// receive goroutine taking the link back when the lease runs out. A poll
+// defers only while the receive goroutine waits on the lease's timer
+// (pollLease.parked), so that timer bounds the delay.
+type pollLease struct {
+	on    bool // the link prefers it (link.PreferBusyPoll)
+	epoch time.Time
+	// last is when the last poll came (now), until when the lease ends
+	// (0: no lease).
+	last, until atomic.Int64
+	// parked: the receive goroutine waits in awaitLease. deferred: the
+	// poll reader holds output (reader.deferred).
+	parked, deferred atomic.Bool
+	wake             chan struct{} // EndPoll's wake-up of awaitLease
+	timer            *time.Timer   // awaitLease's (receive goroutine only)
+}
+
+func newPollLease(on bool) *pollLease {
+	return &pollLease{on: on, epoch: time.Now(), wake: make(chan struct{}, 1)}
+}
+
+// now is the lease's clock: wall time, not the NIC's clock (it bounds how
+// long the receive goroutine stays off the link, no protocol timer), as
+// nanoseconds since epoch.
+func (l *pollLease) now() int64 { return int64(time.Since(l.epoch)) }
+
+// The lease's bounds: how long it lasts after a poll, and how soon the
+// next poll must come for polling to count as busy. Variables for the
+// tests.
+var (
+	leaseTime = 200 * time.Microsecond
+	leaseGap  = 200 * time.Microsecond
+)
+
+// renew is a poll's: a poll within leaseGap of the one before extends
+// the lease to leaseTime from now.
+func (l *pollLease) renew() {
+	if !l.on {
+		return
+	}
+	t := l.now()
+	if prev := l.last.Swap(t); t-prev <= int64(leaseGap) {
+		l.until.Store(t + int64(leaseTime))
+	}
+}
+
+// EndPoll ends the application's lease on the link: it is about to
+// block. What a poll deferred is written now, and the receive goroutine
+// goes back to the link.
+func (n *NIC) EndPoll() {
+	l := n.lease
+	n.flushDeferred()
+	if l.until.Load() == 0 {
+		return
+	}
+	l.until.Store(0)
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// awaitLease is the receive goroutine's: it waits while the application
+// holds the lease, and reports false when the NIC closed meanwhile. On
+// its way out it writes what a poll deferred.
+func (n *NIC) awaitLease() bool {
+	l := n.lease
+	if l.until.Load() == 0 {
+		return true
+	}
+	defer func() {
+		// Unconditionally under progMu: a poll that saw parked before
+		// the Store may be deferring right now.
+		l.parked.Store(false)
+		n.progMu.Lock()
+		n.flushDeferredLocked()
+		n.progMu.Unlock()
+	}()
+	for {
+		u := l.until.Load()
+		if u == 0 {
+			return true // EndPoll
+		}
+		d := time.Duration(u - l.now())
+		if d <= 0 {
+			// Polls stopped without a block: the lease runs out.
+			l.until.CompareAndSwap(u, 0)
+			n.ctr.PollLeaseExpired.Add(1)
+			return true
+		}
+		l.parked.Store(true)
+		if l.timer == nil {
+			l.timer = time.NewTimer(d)
+		} else {
+			l.timer.Reset(d)
+		}
+		select {
+		case <-l.timer.C:
+		case <-l.wake:
+			l.timer.Stop()
+		case <-n.done:
+			l.timer.Stop()
+			return false
+		}
+	}
+}
+
+// flushDeferred writes what a poll deferred (flushDeferredLocked).
+func (n *NIC) flushDeferred() {
+	if !n.lease.deferred.Load() {
+		return
+	}
+	n.progMu.Lock()
+	n.flushDeferredLocked()
+	n.progMu.Unlock()
+}
+
+// flushDeferredLocked writes the poll reader's deferred output, under
+// progMu, after a pass over each of its QPs that a post marked pending
+// meanwhile (txBatch.repass): the answer leaves with the ACKs.
+func (n *NIC) flushDeferredLocked() {
+	r := n.prog
+	if r == nil || !r.deferred {
+		return
+	}
+	r.deferred = false
+	n.lease.deferred.Store(false)
+	if r.out.anyPending() {
+		n.ctr.AnswerJoined.Add(1)
+		r.out.repass()
+	} else {
+		n.ctr.AnswerMissed.Add(1)
+	}
+	r.out.finish()
+}

@@ -1,0 +1,243 @@
+package nic
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/softnic/softnic/link"
+)
+
+// pollFeedLink is a feedLink that can be polled (TryReadBatch takes a
+// datagram fed to it without waiting), prefers busy polling, and counts
+// the ReadBatch calls: the times the receive goroutine went to the link.
+type pollFeedLink struct {
+	*feedLink
+	reads   atomic.Int32
+	reading atomic.Bool // a ReadBatch is waiting
+}
+
+func (l *pollFeedLink) ReadBatch(msgs []link.Datagram) (int, error) {
+	l.reads.Add(1)
+	l.reading.Store(true)
+	defer l.reading.Store(false)
+	return l.feedLink.ReadBatch(msgs)
+}
+
+func (l *pollFeedLink) TryReadBatch(msgs []link.Datagram) (int, error) { return l.tryRead(msgs) }
+
+// tryRead is TryReadBatch on a feedLink: a datagram fed to it, if any.
+func (l *feedLink) tryRead(msgs []link.Datagram) (int, error) {
+	select {
+	case d := <-l.in:
+		msgs[0].Encap = d.Encap
+		msgs[0].Buf = msgs[0].Buf[:copy(msgs[0].Buf[:cap(msgs[0].Buf)], d.Buf)]
+		msgs[0].ICRC = link.ICRCUnchecked
+		return 1, nil
+	case <-l.closed:
+		return 0, link.ErrLinkClosed
+	default:
+		return 0, nil
+	}
+}
+
+func (l *pollFeedLink) PreferBusyPoll() bool { return true }
+
+// leaseSetup is answerSetup on a pollFeedLink, with the lease's bounds
+// set for the test (restored at its end).
+func leaseSetup(t *testing.T, time_, gap time.Duration) (*NIC, *pollFeedLink, *answerQP, func(), func()) {
+	t.Helper()
+	lt, lg := leaseTime, leaseGap
+	t.Cleanup(func() { leaseTime, leaseGap = lt, lg })
+	leaseTime, leaseGap = time_, gap
+	l := &pollFeedLink{feedLink: newFeedLink()}
+	n, q, feed, post := answerSetupOn(t, l, l.feedLink)
+	t.Cleanup(func() { n.Close() })
+	return n, l, q, feed, post
+}
+
+// awaitCond waits until cond holds (what the test's goroutines are to do,
+// not a timing assertion: the bound only ends a test that hangs).
+func awaitCond(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(50 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+	}
+}
+
+// pollIn feeds a datagram from another goroutine and polls until the QP
+// has got it; it returns the polls that read nothing first.
+func pollIn(t *testing.T, n *NIC, q *answerQP, feed func()) int {
+	t.Helper()
+	want := q.got.Load() + 1
+	fed := make(chan struct{})
+	go func() {
+		defer close(fed)
+		feed()
+	}()
+	empty := 0
+	for q.got.Load() < want {
+		if n.Progress() == 0 {
+			empty++
+		}
+	}
+	<-fed
+	return empty
+}
+
+// takeLease starts busy polling and polls until the receive goroutine
+// has stepped off the link (waits on the lease's timer). That goroutine
+// sees the lease only after its ReadBatch returns: it is fed a datagram
+// while no poll runs, which only it can read.
+func takeLease(t *testing.T, n *NIC, l *pollFeedLink, feed func()) {
+	t.Helper()
+	awaitCond(t, "the receive goroutine on the link", l.reading.Load)
+	n.Progress()
+	n.Progress() // a second poll within leaseGap: busy polling
+	if n.lease.until.Load() == 0 {
+		t.Fatal("two polls in a row took no lease")
+	}
+	feed()
+	awaitCond(t, "the receive goroutine to step off the link", func() bool { n.Progress(); return n.lease.parked.Load() })
+}
+
+// While an application busy-polls, the receive goroutine stays off the
+// link and the polls read every datagram; when the application blocks
+// (EndPoll), the receive goroutine goes back to the link and reads
+// without any poll.
+func TestLeaseKeepsTheReceiverOffTheLink(t *testing.T) {
+	n, l, q, feed, post := leaseSetup(t, time.Hour, time.Hour)
+	takeLease(t, n, l, feed)
+	reads := l.reads.Load()
+	for range 20 {
+		pollIn(t, n, q, feed)
+		post() // the answer, which also writes the deferred ACK
+	}
+	if r := l.reads.Load(); r != reads {
+		t.Errorf("the receive goroutine went to the link %d times while the application polled", r-reads)
+	}
+	n.EndPoll()
+	awaitCond(t, "the receive goroutine to go back to the link", func() bool { return l.reads.Load() > reads })
+	got := q.got.Load()
+	feed() // no poll: only the receive goroutine can read it
+	awaitCond(t, "the receive goroutine to read a datagram", func() bool { return q.got.Load() > got })
+	if e := n.ctr.PollLeaseExpired.Load(); e != 0 {
+		t.Errorf("PollLeaseExpired = %d: the lease was ended, not run out", e)
+	}
+}
+
+// Polls further apart than leaseGap are no busy polling: they take no
+// lease, and the receive goroutine stays on the link.
+func TestLeaseNotForOccasionalPolls(t *testing.T) {
+	n, _, _, _, _ := leaseSetup(t, time.Hour, time.Nanosecond)
+	for range 5 {
+		n.Progress() // each more than a nanosecond after the one before
+	}
+	if u := n.lease.until.Load(); u != 0 {
+		t.Errorf("polls a millisecond apart took a lease (until %d)", u)
+	}
+}
+
+// A fabric-like link (no PreferBusyPoll) has no lease at all.
+func TestLeaseOnlyWhereTheLinkPrefersIt(t *testing.T) {
+	l := newFeedLink()
+	n, _, _, _ := answerSetupOn(t, &plainPollLink{l}, l)
+	defer n.Close()
+	for range 5 {
+		n.Progress()
+	}
+	if u := n.lease.until.Load(); u != 0 {
+		t.Errorf("busy polls of a link that does not prefer it took a lease (until %d)", u)
+	}
+}
+
+// plainPollLink can be polled but does not prefer busy polling.
+type plainPollLink struct{ *feedLink }
+
+func (l *plainPollLink) TryReadBatch(msgs []link.Datagram) (int, error) { return l.tryRead(msgs) }
+
+// When the polls stop without a block, the lease runs out and the
+// receive goroutine takes the link back by itself, counted in
+// PollLeaseExpired.
+func TestLeaseRunsOut(t *testing.T) {
+	n, l, q, feed, _ := leaseSetup(t, 100*time.Millisecond, time.Hour)
+	takeLease(t, n, l, feed)
+	reads := l.reads.Load()
+	// No more polls.
+	awaitCond(t, "the lease to run out", func() bool { return l.reads.Load() > reads })
+	if e := n.ctr.PollLeaseExpired.Load(); e != 1 {
+		t.Errorf("PollLeaseExpired = %d, want 1", e)
+	}
+	got := q.got.Load()
+	feed()
+	awaitCond(t, "the receive goroutine to read a datagram", func() bool { return q.got.Load() > got })
+}
+
+// A poll that reads the end of a WRITE leaves its ACK unwritten for the
+// application's answer: a post then writes both in one batch, ACK first.
+// Without a post the ACK goes with the next poll, when the application
+// blocks (EndPoll), or when the QP is destroyed, and never twice.
+func TestPollDefersTheACKForTheAnswer(t *testing.T) {
+	n, l, q, feed, post := leaseSetup(t, time.Hour, time.Hour)
+	takeLease(t, n, l, feed)
+	batches := len(l.written())
+	// The receive goroutine may have held the first datagram's ACK.
+	j0, m0 := n.ctr.AnswerJoined.Load(), n.ctr.AnswerMissed.Load()
+
+	// The answer: ACK and post in one batch.
+	pollIn(t, n, q, feed)
+	if w := l.written(); len(w) != batches {
+		t.Fatalf("the poll wrote %q before the answer", w[batches:])
+	}
+	post()
+	batches++
+	wantBatch(t, l.feedLink, batches, "AP")
+	wantAnswers(t, n, j0+1, m0)
+
+	// No answer: the next poll writes the ACK alone.
+	pollIn(t, n, q, feed)
+	n.Progress()
+	batches++
+	wantBatch(t, l.feedLink, batches, "A")
+	wantAnswers(t, n, j0+1, m0+1)
+
+	// The application blocks.
+	pollIn(t, n, q, feed)
+	n.WaitActivity(context.Background(), time.Nanosecond, func() bool { return false })
+	batches++
+	wantBatch(t, l.feedLink, batches, "A")
+	wantAnswers(t, n, j0+1, m0+2)
+
+	// The QP is destroyed with the ACK deferred: its transport holds it
+	// (taken) until the ACK is written, and destruction must not wait
+	// for the lease to run out (an hour).
+	takeLease(t, n, l, feed)
+	batches = len(l.written())
+	pollIn(t, n, q, feed)
+	if !n.lease.deferred.Load() {
+		t.Fatal("the poll deferred no ACK")
+	}
+	n.UnregisterQP(firstQPN)
+	batches++
+	wantBatch(t, l.feedLink, batches, "A")
+	if w := l.written(); len(w) != batches {
+		t.Errorf("batches written %q, want %d", w, batches)
+	}
+}
+
+// Close writes what a poll deferred before it closes the link, as it
+// lets the processors write what they built.
+func TestCloseWritesTheDeferredACK(t *testing.T) {
+	n, l, q, feed, _ := leaseSetup(t, time.Hour, time.Hour)
+	takeLease(t, n, l, feed)
+	batches := len(l.written())
+	pollIn(t, n, q, feed)
+	if !n.lease.deferred.Load() {
+		t.Fatal("the poll deferred no ACK")
+	}
+	n.Close()
+	wantBatch(t, l.feedLink, batches+1, "A")
+}

@@ -21,6 +21,10 @@
 //
 // The sender is not paced: what the receiver cannot take is lost in its
 // socket buffer (8 MiB) and counted as loss.
+//
+// With -pingpong N, a second table follows: the floor for write_lat, a
+// small datagram back and forth N times, spinning (busy) and through
+// Go's network poller (block); see pingpong.go.
 package main
 
 import (
@@ -50,10 +54,19 @@ var (
 	duration = flag.Duration("d", 2*time.Second, "length of one run")
 	runs     = flag.Int("runs", 3, "runs per mode; the median is shown")
 	modes    = flag.String("modes", "raw/plain,raw/gso,raw/gso+gro,link/plain,link/gso,link/gso+gro", "modes to run")
+	pingpong = flag.Int("pingpong", 0, "round trips of each ping-pong mode (busy, block) after the table; 0: none")
+	echo     = flag.String("pingpong-echo", "", "be the answering side of a ping-pong mode (what -pingpong starts)")
 )
 
 func main() {
 	flag.Parse()
+	if *echo != "" {
+		if err := pingPongEcho(*echo); err != nil {
+			fmt.Fprintf(os.Stderr, "udpbench -pingpong-echo: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	fmt.Printf("udpbench: %d-byte datagrams, batch %d, %v x %d runs, GOMAXPROCS %d, 127.0.0.1 -> 127.0.0.2\n",
 		*size, *batch, *duration, *runs, runtime.GOMAXPROCS(0))
 	fmt.Printf("%-14s %10s %10s %8s\n", "mode", "Gbit/s", "kpkt/s", "loss%")
@@ -75,6 +88,19 @@ func main() {
 			loss = 100 * (1 - float64(r.pkts)/float64(r.sent))
 		}
 		fmt.Printf("%-14s %10.2f %10.0f %8.2f\n", m, float64(r.bytes)*8/secs/1e9, float64(r.pkts)/secs/1e3, loss)
+	}
+	if *pingpong <= 0 {
+		return
+	}
+	fmt.Printf("\nping-pong: %d-byte datagrams, %d round trips, half round trips in usec\n", pingPongSize, *pingpong)
+	fmt.Printf("%-14s %10s %10s\n", "mode", "typical", "p99")
+	for _, m := range []string{"busy", "block"} {
+		r, err := pingPong(m, *pingpong)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "ping-pong %s: %v\n", m, err)
+			os.Exit(1)
+		}
+		fmt.Printf("%-14s %10.2f %10.2f\n", m, r.typical, r.p99)
 	}
 }
 

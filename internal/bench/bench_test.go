@@ -20,7 +20,37 @@ mode               Gbit/s     kpkt/s    loss%
 raw/plain            2.64         80     2.59
 raw/gso+gro         18.26        555    24.06
 link/gso+gro        10.00        304     0.00
+
+ping-pong: 40-byte datagrams, 2000 round trips, half round trips in usec
+mode              typical        p99
+busy                 4.10      16.20
+block               25.00      65.88
 `
+
+func TestParsePingPong(t *testing.T) {
+	ps, err := ParsePingPong([]byte(udpbenchOut))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []PingPong{{"busy", 4.1, 16.2}, {"block", 25, 65.88}}; !reflect.DeepEqual(ps, want) {
+		t.Errorf("got %+v, want %+v", ps, want)
+	}
+	table, _, _ := strings.Cut(udpbenchOut, "\n\n")
+	if ps, err := ParsePingPong([]byte(table + "\n")); ps != nil || err != nil {
+		t.Errorf("output without a ping-pong table: got %+v, %v; want none and no error", ps, err)
+	}
+	for _, bad := range []string{
+		table + "\n\nping-pong busy: no answer\n",
+		strings.Replace(udpbenchOut, "typical", "median", 1),
+		strings.Replace(udpbenchOut, "16.20", "slow", 1),
+		strings.Replace(udpbenchOut, "     65.88", "", 1),
+		table + "\n\nping-pong: 40-byte datagrams\nmode typical p99\n",
+	} {
+		if ps, err := ParsePingPong([]byte(bad)); err == nil {
+			t.Errorf("ParsePingPong(%q) = %+v, want an error", bad, ps)
+		}
+	}
+}
 
 func TestParseUDPBench(t *testing.T) {
 	us, size, err := ParseUDPBench([]byte(udpbenchOut))
@@ -96,6 +126,7 @@ func measured() Measurements {
 		WriteLatBusy: &perftest.LatResult{Size: 8, Typical: 10, P99: 30, Samples: []float64{9, 10, 10, 30}},
 		ManyQP:       &perftest.BWResult{Size: 65536, BWAvg: 500},
 		ManyQPs:      1000,
+		PingPong:     []PingPong{{"busy", 4, 16}, {"block", 20, 50}},
 	}
 }
 
@@ -129,6 +160,8 @@ func TestBuild(t *testing.T) {
 		{RowWriteRatio, Pass, 0.5},
 		{RowReadBW, "", MBpsToGbits(1000)},
 		{RowSendBW, Short, 0.999},
+		{RowPingBlock, "", 20},
+		{RowPingBusy, "", 4},
 		{RowLatTyp, Pass, 25},
 		{RowLatP99, Short, 75.5},
 		{RowLatBusy, Pass, 10},
@@ -147,10 +180,11 @@ func TestBuild(t *testing.T) {
 		t.Errorf("p99 goal: got %q", r.Goal)
 	}
 	for name, want := range map[string]Row{
-		RowLatTyp:     {Goal: "≤ 25 µs", Note: "blocking waits (no --busy-poll); t_typical_usec"},
-		RowLatP99:     {Goal: "≤ 3 × typical (75.0 µs)", Note: "blocking waits (no --busy-poll); p99_usec"},
-		RowLatBusy:    {Goal: "≤ 10 µs", Note: "busy-poll (--busy-poll on both sides); t_typical_usec"},
-		RowLatBusyP99: {Goal: "≤ 3 × typical (30.0 µs)", Note: "busy-poll (--busy-poll on both sides); p99_usec"},
+		RowLatTyp:     {Goal: "≤ 25 µs", Note: "blocking waits (no --busy-poll); t_typical_usec (1.2 × the ping-pong's)"},
+		RowLatP99:     {Goal: "≤ 3 × typical (75.0 µs)", Note: "blocking waits (no --busy-poll); p99_usec (1.5 × the ping-pong's)"},
+		RowLatBusy:    {Goal: "≤ 10 µs", Note: "busy-poll (--busy-poll on both sides); t_typical_usec (2.5 × the ping-pong's)"},
+		RowLatBusyP99: {Goal: "≤ 3 × typical (30.0 µs)", Note: "busy-poll (--busy-poll on both sides); p99_usec (1.9 × the ping-pong's)"},
+		RowPingBusy:   {Note: "the same, spinning on a non-blocking recvfrom, write_lat's floor; p99 16.00 µs"},
 	} {
 		if r := row(t, tb, name); r.Goal != want.Goal || r.Note != want.Note || r.Unit != "usec" {
 			t.Errorf("%s: got goal %q, note %q, unit %q; want %q, %q, usec", name, r.Goal, r.Note, r.Unit, want.Goal, want.Note)
@@ -209,6 +243,15 @@ func TestBuildMissing(t *testing.T) {
 	if r := row(t, tb, RowUDPGSOGRO); r.Status != Failed || r.Value != nil || !strings.Contains(r.Note, "raw/gso+gro") {
 		t.Errorf("missing udpbench line: got %+v", r)
 	}
+	m2 := measured()
+	m2.PingPong = m2.PingPong[:1] // no block line
+	tb2 := Build(m2)
+	if r := row(t, tb2, RowPingBlock); r.Status != Failed || r.Value != nil || !strings.Contains(r.Note, "ping-pong block") {
+		t.Errorf("missing ping-pong line: got %+v", r)
+	}
+	if r := row(t, tb2, RowLatTyp); r.Note != "blocking waits (no --busy-poll); t_typical_usec" {
+		t.Errorf("write_lat without its floor: note %q", r.Note)
+	}
 	if r := row(t, tb, RowWriteBW); r.Status != Pass || r.OfGSOGRO != nil {
 		t.Errorf("write_bw without gso+gro: got %+v, want PASS and no share", r)
 	}
@@ -258,8 +301,9 @@ func TestFormat(t *testing.T) {
 		"write_lat 8 B typical, busy-poll        10.00 usec                ≤ 10 µs                    PASS\n",
 		"write_lat 8 B p99, busy-poll            30.00 usec                ≤ 3 × typical (30.0 µs)    PASS\n",
 		"  UDP raw/gso+gro: UDP GSO → UDP GRO, the limit; 1200 kpkt/s, 2.00% lost\n",
-		"  write_lat 8 B typical: blocking waits (no --busy-poll); t_typical_usec\n",
-		"  write_lat 8 B p99, busy-poll: busy-poll (--busy-poll on both sides); p99_usec\n",
+		"  write_lat 8 B typical: blocking waits (no --busy-poll); t_typical_usec (1.2 × the ping-pong's)\n",
+		"  write_lat 8 B p99, busy-poll: busy-poll (--busy-poll on both sides); p99_usec (1.9 × the ping-pong's)\n",
+		"UDP ping-pong typical, busy              4.00 usec\n",
 		"\nwrite_lat 8 B latency histogram, blocking waits (5 samples, half round trips, µs):\n" +
 			"  [     0,      1)       1 " + strings.Repeat("#", 17) + "\n",
 		"  [    16,     32)       3 " + strings.Repeat("#", 50) + "\n",
@@ -359,7 +403,8 @@ func TestPlanFor(t *testing.T) {
 			t.Errorf("plan %+v", p)
 		}
 	}
-	if !strings.Contains(strings.Join(quick.UDPBench, " "), "-runs 1") || !strings.Contains(strings.Join(full.UDPBench, " "), "-runs 3") {
+	if !strings.Contains(strings.Join(quick.UDPBench, " "), "-runs 1") || !strings.Contains(strings.Join(full.UDPBench, " "), "-runs 3") ||
+		!strings.Contains(strings.Join(full.UDPBench, " "), "-pingpong 20000") {
 		t.Errorf("udpbench: quick %q, full %q", quick.UDPBench, full.UDPBench)
 	}
 }
@@ -396,8 +441,8 @@ write_lat*) cat `+dir+`/lat.json;;
 esac
 `)
 	m := Run(context.Background(), Config{Softnic: softnic, UDPBench: udp, Quick: true, TCPPort: 30000, ManyQPs: 7, CPUProfile: "/tmp/p"})
-	if len(m.UDP) != 3 || m.DatagramSize != 4112 {
-		t.Errorf("udpbench: got %+v, %d", m.UDP, m.DatagramSize)
+	if len(m.UDP) != 3 || m.DatagramSize != 4112 || len(m.PingPong) != 2 {
+		t.Errorf("udpbench: got %+v, %+v, %d", m.UDP, m.PingPong, m.DatagramSize)
 	}
 	if m.WriteBW == nil || m.WriteBW.BWAvg != 800 || m.SendBW == nil || m.ManyQP == nil || m.WriteLat == nil || m.WriteLat.Typical != 40 ||
 		m.WriteLatBusy == nil || m.WriteLatBusy.Typical != 40 {

@@ -54,7 +54,7 @@ type Plan struct {
 // of CPU after a million messages).
 func PlanFor(c Config) Plan {
 	p := Plan{
-		UDPBench: []string{"-modes", "raw/plain,raw/gso+gro,link/gso+gro", "-d", "2s", "-runs", "3"},
+		UDPBench: []string{"-modes", "raw/plain,raw/gso+gro,link/gso+gro", "-d", "2s", "-runs", "3", "-pingpong", "20000"},
 		WriteBW:  []string{"-s", "65536", "-n", "20000"},
 		ReadBW:   []string{"-s", "65536", "-n", "20000"},
 		SendBW:   []string{"-s", "64", "-n", "1000000", "-N"},
@@ -62,7 +62,7 @@ func PlanFor(c Config) Plan {
 		QP:       []string{"-s", "65536", "-q", strconv.Itoa(c.ManyQPs), "-n", "10"},
 	}
 	if c.Quick {
-		p.UDPBench = []string{"-modes", "raw/plain,raw/gso+gro,link/gso+gro", "-d", "500ms", "-runs", "1"}
+		p.UDPBench = []string{"-modes", "raw/plain,raw/gso+gro,link/gso+gro", "-d", "500ms", "-runs", "1", "-pingpong", "2000"}
 		p.WriteBW = []string{"-s", "65536", "-n", "2000"}
 		p.ReadBW = []string{"-s", "65536", "-n", "2000"}
 		p.SendBW = []string{"-s", "64", "-n", "100000", "-N"}
@@ -91,8 +91,11 @@ func Run(ctx context.Context, c Config) Measurements {
 	if err == nil {
 		m.UDP, m.DatagramSize, err = ParseUDPBench(out)
 	}
+	if err == nil {
+		m.PingPong, err = ParsePingPong(out)
+	}
 	if err != nil {
-		for _, r := range []string{RowUDPPlain, RowUDPGSOGRO, RowUDPLink} {
+		for _, r := range []string{RowUDPPlain, RowUDPGSOGRO, RowUDPLink, RowPingBlock, RowPingBusy} {
 			m.Errors[r] = "udpbench: " + err.Error()
 		}
 	}
@@ -199,9 +202,11 @@ func command(ctx context.Context, name string, args ...string) ([]byte, error) {
 }
 
 // ParseUDPBench reads cmd/udpbench's output: the header line with the
-// datagram size, then the "mode Gbit/s kpkt/s loss%" table.
+// datagram size, then the "mode Gbit/s kpkt/s loss%" table, up to an
+// empty line (before the ping-pong table, ParsePingPong's) or the end.
 func ParseUDPBench(b []byte) ([]UDP, int, error) {
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	s, _, _ := strings.Cut(strings.TrimRight(string(b), "\n"), "\n\n")
+	lines := strings.Split(s, "\n")
 	if len(lines) < 2 || !strings.HasPrefix(lines[0], "udpbench: ") {
 		return nil, 0, fmt.Errorf("no udpbench header in %q", firstLine(b))
 	}
@@ -232,6 +237,41 @@ func ParseUDPBench(b []byte) ([]UDP, int, error) {
 		return nil, 0, fmt.Errorf("udpbench printed no results")
 	}
 	return us, size, nil
+}
+
+// ParsePingPong reads the ping-pong table of cmd/udpbench's output
+// (-pingpong): after an empty line, a "ping-pong: ..." line, the
+// "mode typical p99" titles and a line per mode. Output without the
+// table has none (nil, no error).
+func ParsePingPong(b []byte) ([]PingPong, error) {
+	_, rest, ok := strings.Cut(strings.TrimRight(string(b), "\n"), "\n\n")
+	if !ok {
+		return nil, nil
+	}
+	lines := strings.Split(rest, "\n")
+	if len(lines) < 3 || !strings.HasPrefix(lines[0], "ping-pong: ") {
+		return nil, fmt.Errorf("no ping-pong table in %q", rest)
+	}
+	if f := strings.Fields(lines[1]); len(f) != 3 || f[0] != "mode" || f[1] != "typical" || f[2] != "p99" {
+		return nil, fmt.Errorf("unexpected ping-pong column titles %q", lines[1])
+	}
+	var ps []PingPong
+	for _, l := range lines[2:] {
+		f := strings.Fields(l)
+		if len(f) != 3 {
+			return nil, fmt.Errorf("unexpected ping-pong line %q", l)
+		}
+		p := PingPong{Mode: f[0]}
+		for i, dst := range []*float64{&p.Typical, &p.P99} {
+			v, err := strconv.ParseFloat(f[i+1], 64)
+			if err != nil {
+				return nil, fmt.Errorf("ping-pong line %q: %v", l, err)
+			}
+			*dst = v
+		}
+		ps = append(ps, p)
+	}
+	return ps, nil
 }
 
 func firstLine(b []byte) string {

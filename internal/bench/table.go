@@ -69,6 +69,18 @@ type UDP struct {
 	LossPct float64 `json:"loss_percent"`
 }
 
+// PingPong is one line of cmd/udpbench's ping-pong table (-pingpong):
+// the floor for write_lat, a small datagram back and forth.
+type PingPong struct {
+	// Mode is "busy" (spinning on a non-blocking recvfrom) or "block"
+	// (Go's net.UDPConn, its network poller).
+	Mode string `json:"mode"`
+	// Typical and P99 are the median and 99th percentile of the half
+	// round trips, µs.
+	Typical float64 `json:"t_typical_usec"`
+	P99     float64 `json:"p99_usec"`
+}
+
 // Measurements are what one run measured. A nil result, or an error in
 // Errors under its row's name, means that figure was not measured.
 type Measurements struct {
@@ -76,6 +88,7 @@ type Measurements struct {
 	// DatagramSize is the UDP payload of udpbench's datagrams, bytes.
 	DatagramSize int
 	UDP          []UDP
+	PingPong     []PingPong
 	// The clients' results (bandwidth and message rate; latency).
 	WriteBW, ReadBW, SendBW *perftest.BWResult
 	WriteLat                *perftest.LatResult
@@ -142,8 +155,10 @@ type Table struct {
 	// DatagramSize is the UDP payload of udpbench's datagrams, bytes.
 	DatagramSize int `json:"udp_datagram_bytes"`
 	// UDP is udpbench's table.
-	UDP  []UDP `json:"udp"`
-	Rows []Row `json:"rows"`
+	UDP []UDP `json:"udp"`
+	// PingPong is udpbench's ping-pong table: write_lat's floor.
+	PingPong []PingPong `json:"udp_ping_pong"`
+	Rows     []Row      `json:"rows"`
 	// Histogram is write_lat 8 B's latencies with blocking waits
 	// (perftest's -H samples, half round trips), in buckets growing by
 	// powers of two; empty when not measured.
@@ -172,6 +187,8 @@ const (
 	RowWriteRatio = "write_bw / raw gso+gro"
 	RowReadBW     = "read_bw 64 KiB"
 	RowSendBW     = "send_bw 64 B"
+	RowPingBlock  = "UDP ping-pong typical"
+	RowPingBusy   = "UDP ping-pong typical, busy"
 	RowLatTyp     = "write_lat 8 B typical"
 	RowLatP99     = "write_lat 8 B p99"
 	RowLatBusy    = "write_lat 8 B typical, busy-poll"
@@ -185,7 +202,8 @@ var NotBuiltYet = []string{}
 
 // Build computes the table's rows, ratios and verdicts from m.
 func Build(m Measurements) Table {
-	t := Table{Machine: m.Machine, Quick: m.Quick, DatagramSize: m.DatagramSize, UDP: m.UDP, NotBuilt: append([]string{}, NotBuiltYet...)}
+	t := Table{Machine: m.Machine, Quick: m.Quick, DatagramSize: m.DatagramSize, UDP: m.UDP, PingPong: m.PingPong,
+		NotBuilt: append([]string{}, NotBuiltYet...)}
 	var gso *float64
 	udpRow := func(name, mode, note string) {
 		r := Row{Name: name, Unit: "Gbit/s", Note: note}
@@ -247,7 +265,40 @@ func Build(m Measurements) Table {
 	}
 	t.Rows = append(t.Rows, s)
 
-	latRows := func(typName, p99Name, mode string, goal float64, l *perftest.LatResult) (Row, Row) {
+	// The ping-pong floors, and each write_lat figure over its floor.
+	pingRow := func(name, mode, note string) *PingPong {
+		r := Row{Name: name, Unit: "usec"}
+		var pp *PingPong
+		for i := range m.PingPong {
+			if m.PingPong[i].Mode == mode {
+				pp = &m.PingPong[i]
+			}
+		}
+		if pp == nil {
+			r.Status, r.Note = failed(m, name, "udpbench has no ping-pong "+mode+" line")
+		} else {
+			r.Value = ptr(pp.Typical)
+			r.Note = fmt.Sprintf("%s, write_lat's floor; p99 %.2f µs", note, pp.P99)
+		}
+		t.Rows = append(t.Rows, r)
+		return pp
+	}
+	floorBlock := pingRow(RowPingBlock, "block", "a 40-byte UDP datagram back and forth through Go's network poller")
+	floorBusy := pingRow(RowPingBusy, "busy", "the same, spinning on a non-blocking recvfrom")
+	overFloor := func(v float64, floor *PingPong, p99 bool) string {
+		if floor == nil {
+			return ""
+		}
+		f := floor.Typical
+		if p99 {
+			f = floor.P99
+		}
+		if f <= 0 {
+			return ""
+		}
+		return fmt.Sprintf(" (%.1f × the ping-pong's)", v/f)
+	}
+	latRows := func(typName, p99Name, mode string, goal float64, l *perftest.LatResult, floor *PingPong) (Row, Row) {
 		typ := Row{Name: typName, Unit: "usec", Goal: fmt.Sprintf("≤ %g µs", goal), Note: mode + "; t_typical_usec"}
 		p99 := Row{Name: p99Name, Unit: "usec", Note: mode + "; p99_usec"}
 		if l == nil {
@@ -257,16 +308,18 @@ func Build(m Measurements) Table {
 		}
 		typ.Value = ptr(l.Typical)
 		typ.Status = verdict(l.Typical <= goal)
+		typ.Note += overFloor(l.Typical, floor, false)
 		p99.Value = ptr(l.P99)
+		p99.Note += overFloor(l.P99, floor, true)
 		p99.Goal = fmt.Sprintf("≤ 3 × typical (%.1f µs)", GoalP99OverTypical*l.Typical)
 		p99.Status = verdict(l.P99 <= GoalP99OverTypical*l.Typical)
 		return typ, p99
 	}
-	typ, p99 := latRows(RowLatTyp, RowLatP99, "blocking waits (no --busy-poll)", GoalLatBlockingUsec, m.WriteLat)
+	typ, p99 := latRows(RowLatTyp, RowLatP99, "blocking waits (no --busy-poll)", GoalLatBlockingUsec, m.WriteLat, floorBlock)
 	if l := m.WriteLat; l != nil {
 		t.Histogram, t.Samples = Histogram(l.Samples), len(l.Samples)
 	}
-	busy, busyP99 := latRows(RowLatBusy, RowLatBusyP99, "busy-poll (--busy-poll on both sides)", GoalLatBusyUsec, m.WriteLatBusy)
+	busy, busyP99 := latRows(RowLatBusy, RowLatBusyP99, "busy-poll (--busy-poll on both sides)", GoalLatBusyUsec, m.WriteLatBusy, floorBusy)
 	if l := m.WriteLatBusy; l != nil {
 		t.BusyHistogram, t.BusySamples = Histogram(l.Samples), len(l.Samples)
 	}

@@ -277,7 +277,11 @@ func (n *NIC) Close() error {
 		p.close()
 	}
 	n.procWG.Wait()
-	n.flushDeferred() // a poll's ACKs reach the wire, as the processors' packets do
+	// A poll's deferred ACKs reach the wire, as the processors' packets
+	// do; under progMu, in case the receive goroutine is writing them.
+	n.progMu.Lock()
+	n.flushDeferredLocked()
+	n.progMu.Unlock()
 	err := n.cfg.Link.Close()
 	n.wg.Wait()
 	n.progMu.Lock()

@@ -28,13 +28,18 @@ type feedLink struct {
 func (l *feedLink) ReadBatch(msgs []link.Datagram) (int, error) {
 	select {
 	case d := <-l.in:
-		msgs[0].Encap = d.Encap
-		msgs[0].Buf = msgs[0].Buf[:copy(msgs[0].Buf[:cap(msgs[0].Buf)], d.Buf)]
-		msgs[0].ICRC = link.ICRCUnchecked
-		return 1, nil
+		return take(msgs, d), nil
 	case <-l.closed:
 		return 0, link.ErrLinkClosed
 	}
+}
+
+// take puts d, fed to the link, into msgs[0] as a read does, and returns 1.
+func take(msgs []link.Datagram, d link.Datagram) int {
+	msgs[0].Encap = d.Encap
+	msgs[0].Buf = msgs[0].Buf[:copy(msgs[0].Buf[:cap(msgs[0].Buf)], d.Buf)]
+	msgs[0].ICRC = link.ICRCUnchecked
+	return 1
 }
 
 func (l *feedLink) WriteBatch(msgs []link.Datagram) (int, error) {

@@ -31,10 +31,7 @@ func (l *pollFeedLink) TryReadBatch(msgs []link.Datagram) (int, error) { return 
 func (l *feedLink) tryRead(msgs []link.Datagram) (int, error) {
 	select {
 	case d := <-l.in:
-		msgs[0].Encap = d.Encap
-		msgs[0].Buf = msgs[0].Buf[:copy(msgs[0].Buf[:cap(msgs[0].Buf)], d.Buf)]
-		msgs[0].ICRC = link.ICRCUnchecked
-		return 1, nil
+		return take(msgs, d), nil
 	case <-l.closed:
 		return 0, link.ErrLinkClosed
 	default:

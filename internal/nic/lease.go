@@ -21,10 +21,13 @@ import (
 // the polling stops. rxe has nothing of the kind: it runs in the softirq.
 //
 // Only a link that prefers it has a lease (link.PreferBusyPoll: a UDP
-// socket, not the fabric), and only busy polling takes the lease: a poll that comes more than leaseGap
-// after the one before (an application that polls now and then) leaves
-// the receive goroutine on the link, or every datagram would wait for the
-// next poll and a fast stream would overflow the socket between two.
+// socket, not the fabric), and only busy polling takes the lease: a poll
+// that comes more than leaseGap after the one before (an application
+// that polls now and then) leaves the receive goroutine on the link, or
+// every datagram would wait for the next poll and a fast stream would
+// overflow the socket between two. A gap of 50 µs was too short: on two
+// busy vCPUs a preempted poller lost the lease at every preemption, and
+// busy-poll write_lat gained nothing.
 //
 // The lease also lets a poll leave its ACKs unwritten for a moment
 // (reader.deferAck): the application, which a poll returns to, usually

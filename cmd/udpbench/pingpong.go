@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/softnic/softnic/wire"
 )
 
 // The ping-pong modes measure the machine's floor for softnic's
@@ -35,7 +37,7 @@ import (
 //
 // pingPongSize is a RoCEv2 RDMA WRITE_ONLY of 8 bytes (BTH, RETH,
 // payload, ICRC): write_lat 8 B's request.
-const pingPongSize = 12 + 16 + 8 + 4
+const pingPongSize = wire.BTHLen + wire.RETHLen + 8 + wire.ICRCLen
 
 // pingPongWarmup round trips are made before the samples are taken.
 const pingPongWarmup = 1000

@@ -1,5 +1,6 @@
 // Package bench is the logic of scripts/bench: it measures, in one run on
-// one machine, the raw UDP limits (cmd/udpbench) and softnic's own
+// one machine, the raw UDP limits (cmd/udpbench), the floor for write_lat
+// (udpbench's ping-pong, spinning and blocking) and softnic's own
 // figures (two softnic processes on 127.0.0.1 and 127.0.0.2 running the
 // perftest look-alikes with --json), and prints them as one table with
 // the ratio of softnic's WRITE bandwidth to the machine's GSO→GRO limit

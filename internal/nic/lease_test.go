@@ -238,3 +238,16 @@ func TestCloseWritesTheDeferredACK(t *testing.T) {
 	n.Close()
 	wantBatch(t, l.feedLink, batches+1, "A")
 }
+
+// A busy poll holding the lease allocates nothing: the lease's clock
+// read and renewal are on every empty poll of a CQ.
+func TestLeasePollAllocatesNothing(t *testing.T) {
+	n, l, _, feed, _ := leaseSetup(t, time.Hour, time.Hour)
+	takeLease(t, n, l, feed)
+	if a := testing.AllocsPerRun(1000, func() { n.Progress() }); a != 0 {
+		t.Errorf("a poll allocates %v times", a)
+	}
+	if !n.lease.parked.Load() {
+		t.Error("the receive goroutine left the lease during the polls")
+	}
+}

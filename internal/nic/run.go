@@ -122,10 +122,14 @@ func (r *reader) read(readBatch func([]link.Datagram) (int, error)) (int, bool) 
 		r.touched[i] = nil
 	}
 	r.touched = r.touched[:0]
-	if r.hold && inline && r.answerable && r.out.n > 0 {
+	// The batch ended a SEND or WRITE and has ACKs to send: the
+	// application may answer with them (the receive goroutine's hold, a
+	// poll's deferral).
+	waitAnswer := inline && r.answerable && r.out.n > 0
+	if r.hold && waitAnswer {
 		r.holdForAnswer()
 	}
-	if r.deferAck && inline && r.answerable && r.out.n > 0 && n.lease.parked.Load() {
+	if r.deferAck && waitAnswer && n.lease.parked.Load() {
 		r.deferred = true
 		n.lease.deferred.Store(true)
 	} else {

@@ -148,10 +148,11 @@ func CanPoll(l Link) bool {
 // PreferBusyPoll reports whether a NIC on l should keep its receive
 // goroutine off the link while an application busy-polls it (the NIC's
 // poll lease): l can poll (CanPoll) and says so with a PreferBusyPoll
-// method of its own. A UDP link does: a reader parked on a socket costs
-// the kernel a thread's wake-up per datagram, and the two readers race
-// for each one. The fabric does not: its readers wake for free, and
-// the lease would only add its timer to a test's schedule.
+// method of its own. A UDP link does: a reader parked on a socket is a
+// second thread the kernel may wake for a datagram the poll would have
+// found, and the two readers race for it. The fabric does not: its
+// readers wake for free, and the lease would only add its timer to a
+// test's schedule.
 func PreferBusyPoll(l Link) bool {
 	if !CanPoll(l) {
 		return false

@@ -99,6 +99,9 @@ func TestPcapLinkTryReadBatch(t *testing.T) {
 	if !p.CanPoll() || !CanPoll(p) {
 		t.Fatal("a PcapLink over a Poller says it cannot poll")
 	}
+	if p.PreferBusyPoll() || PreferBusyPoll(p) {
+		t.Fatal("a PcapLink over a Poller that does not prefer busy polling says it does")
+	}
 	msgs := rxBatch(3)
 	if n, err := p.TryReadBatch(msgs); n != 3 || err != nil {
 		t.Fatalf("TryReadBatch = %d, %v; want 3", n, err)
@@ -138,6 +141,9 @@ func TestPcapLinkTryReadBatchNotPoller(t *testing.T) {
 	p := NewPcapLink(inner, &w)
 	if p.CanPoll() || CanPoll(p) || CanPoll(NewPcapLink(p, &w)) || CanPoll(inner) {
 		t.Fatal("CanPoll true over a link without TryReadBatch")
+	}
+	if p.PreferBusyPoll() || PreferBusyPoll(p) {
+		t.Fatal("PreferBusyPoll true over a link without TryReadBatch")
 	}
 	msgs := rxBatch(4)
 	if n, err := p.TryReadBatch(msgs); n != 0 || err != nil {

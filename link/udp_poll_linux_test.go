@@ -154,6 +154,9 @@ func TestUDPTryReadBatch(t *testing.T) {
 		if !CanPoll(lb) || !CanPoll(NewPcapLink(lb, nil)) {
 			t.Fatal("CanPoll false for the UDP link or a PcapLink over it")
 		}
+		if !PreferBusyPoll(lb) || !PreferBusyPoll(NewPcapLink(lb, nil)) {
+			t.Fatal("PreferBusyPoll false for the UDP link or a PcapLink over it")
+		}
 		msgs := rxBatch(lb.BatchSize())
 		for range 3 {
 			if n, err := lb.TryReadBatch(msgs); n != 0 || err != nil {

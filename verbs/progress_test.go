@@ -63,6 +63,16 @@ func pollingAloneMakesProgress(t *testing.T, busyPoll time.Duration) {
 	a, b := end("10.0.0.1"), end("10.0.0.2")
 	connect(t, a, b, o, o.sqPSN, o.rqPSN)
 	connect(t, b, a, o, o.rqPSN, o.sqPSN)
+	// Each modify woke its QP's processor (rc.QP.Modify), which has not
+	// run yet on the one P: let it make that pass now. Left runnable, it
+	// ran when the Go scheduler preempted this goroutine mid-exchange,
+	// took the QP (qpEntry.running) and waited for the QP's lock this
+	// goroutine held; the post then found the QP taken and the polls made
+	// no progress until the next preemption. With nothing else runnable,
+	// the exchanges below are polling alone, as the test means.
+	for range 10 {
+		runtime.Gosched()
+	}
 
 	wc := make([]ibv.WorkCompletion, 4)
 	// exchange polls b's CQ then a's until each has one completion, and

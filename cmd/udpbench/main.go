@@ -49,14 +49,28 @@ import (
 )
 
 var (
-	size     = flag.Int("size", 4112, "UDP payload bytes per datagram (4112: a 4096-byte RoCEv2 WRITE_MIDDLE)")
-	batch    = flag.Int("batch", 64, "datagrams per sendmmsg/recvmmsg (the UDP link's default batch)")
-	duration = flag.Duration("d", 2*time.Second, "length of one run")
-	runs     = flag.Int("runs", 3, "runs per mode; the median is shown")
-	modes    = flag.String("modes", "raw/plain,raw/gso,raw/gso+gro,link/plain,link/gso,link/gso+gro", "modes to run")
-	pingpong = flag.Int("pingpong", 0, "round trips of each ping-pong mode (busy, block) after the table; 0: none")
-	echo     = flag.String("pingpong-echo", "", "be the answering side of a ping-pong mode (what -pingpong starts)")
+	size      = flag.Int("size", 4112, "UDP payload bytes per datagram (4112: a 4096-byte RoCEv2 WRITE_MIDDLE)")
+	batch     = flag.Int("batch", 64, "datagrams per sendmmsg/recvmmsg (the UDP link's default batch)")
+	duration  = flag.Duration("d", 2*time.Second, "length of one run")
+	runs      = flag.Int("runs", 3, "runs per mode; the median is shown")
+	modes     = flag.String("modes", "raw/plain,raw/gso,raw/gso+gro,link/plain,link/gso,link/gso+gro", "modes to run")
+	pingpong  = flag.Int("pingpong", 0, "round trips of each ping-pong mode (busy, block) after the table; 0: none")
+	echo      = flag.String("pingpong-echo", "", "be the answering side of a ping-pong mode (what -pingpong starts)")
+	serveAddr = flag.String("serve", "", "answer a udpbench -peer on this TCP ADDR:PORT (raw modes and ping-pong between two hosts)")
+	peer      = flag.String("peer", "", "run the raw modes and the ping-pong against a udpbench -serve at this TCP ADDR:PORT")
+	local     = flag.String("local", "", "the address to send from (default: 127.0.0.1, or with -peer any)")
 )
+
+// localAddr is the address the sending (or timing) side binds.
+func localAddr() string {
+	switch {
+	case *local != "":
+		return *local
+	case *peer != "":
+		return "0.0.0.0"
+	}
+	return "127.0.0.1"
+}
 
 func main() {
 	flag.Parse()
@@ -67,8 +81,19 @@ func main() {
 		}
 		return
 	}
-	fmt.Printf("udpbench: %d-byte datagrams, batch %d, %v x %d runs, GOMAXPROCS %d, 127.0.0.1 -> 127.0.0.2\n",
-		*size, *batch, *duration, *runs, runtime.GOMAXPROCS(0))
+	if *serveAddr != "" {
+		if err := serve(*serveAddr); err != nil {
+			fmt.Fprintf(os.Stderr, "udpbench -serve: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
+	to := "127.0.0.2"
+	if *peer != "" {
+		to = *peer
+	}
+	fmt.Printf("udpbench: %d-byte datagrams, batch %d, %v x %d runs, GOMAXPROCS %d, %s -> %s\n",
+		*size, *batch, *duration, *runs, runtime.GOMAXPROCS(0), localAddr(), to)
 	fmt.Printf("%-14s %10s %10s %8s\n", "mode", "Gbit/s", "kpkt/s", "loss%")
 	for _, m := range splitComma(*modes) {
 		var res []result
@@ -142,8 +167,13 @@ func run(mode string) (result, error) {
 	default:
 		return result{}, fmt.Errorf("unknown mode %q", mode)
 	}
-	if link {
+	switch {
+	case link && *peer != "":
+		return result{}, fmt.Errorf("%s: the link modes need both ends in one process (no -peer)", mode)
+	case link:
 		return runLink(gso, gro)
+	case *peer != "":
+		return runRawRemote(*peer, gso, gro)
 	}
 	return runRaw(gso, gro)
 }
@@ -280,51 +310,39 @@ func runRaw(gso, gro bool) (result, error) {
 		return result{}, fmt.Errorf("no free port: %v", err)
 	}
 	defer ca.Close()
-	sz := *size
-	segs := 1
-	if gso {
-		segs = min(64, (0xFFFF-28)/sz)
+	rx, err := startRawRecv(cb, rb, gro, *size)
+	if err != nil {
+		cb.Close()
+		return result{}, err
 	}
+	sent, elapsed, err := rawSend(ra, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), uint16(port)), gso)
+	time.Sleep(50 * time.Millisecond) // drain
+	bytes, pkts := rx.stop()
+	if err != nil {
+		return result{}, err
+	}
+	return result{bytes: bytes, pkts: pkts, sent: sent, elapsed: elapsed}, nil
+}
+
+// rawRecv is a raw mode's receiving side: a goroutine on an OS thread of
+// its own reading batches of -batch datagrams (with UDP_GRO, up to 64 KiB
+// each) and counting them, sz bytes a datagram.
+type rawRecv struct {
+	c           *net.UDPConn
+	done        chan struct{}
+	bytes, pkts atomic.Int64
+}
+
+// startRawRecv starts receiving sz-byte datagrams on c (rc its RawConn)
+// until stop.
+func startRawRecv(c *net.UDPConn, rc syscall.RawConn, gro bool, sz int) (*rawRecv, error) {
 	if gro {
 		var gerr error
-		rb.Control(func(fd uintptr) { gerr = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_GRO, 1) })
+		rc.Control(func(fd uintptr) { gerr = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_GRO, 1) })
 		if gerr != nil {
-			return result{}, fmt.Errorf("UDP_GRO: %w", gerr)
+			return nil, fmt.Errorf("UDP_GRO: %w", gerr)
 		}
 	}
-	// Sender: batch datagrams, grouped into messages of segs datagrams.
-	nmsg := (*batch + segs - 1) / segs
-	data := make([]byte, *batch*sz)
-	iov := make([]unix.Iovec, *batch)
-	for i := range iov {
-		iov[i].Base = &data[i*sz]
-		iov[i].SetLen(sz)
-	}
-	var to [unix.SizeofSockaddrInet4]byte
-	binary.NativeEndian.PutUint16(to[0:], unix.AF_INET)
-	binary.BigEndian.PutUint16(to[2:], uint16(port))
-	copy(to[4:], []byte{127, 0, 0, 2})
-	oob := make([]byte, unix.CmsgSpace(2))
-	if segs > 1 {
-		c := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
-		c.Level, c.Type = unix.IPPROTO_UDP, unix.UDP_SEGMENT
-		c.SetLen(unix.CmsgLen(2))
-		binary.NativeEndian.PutUint16(oob[unix.CmsgLen(0):], uint16(sz))
-	}
-	hs := make([]mmsghdr, nmsg)
-	for m := range hs {
-		first := m * segs
-		cnt := min(segs, *batch-first)
-		hs[m].hdr.Name = &to[0]
-		hs[m].hdr.Namelen = unix.SizeofSockaddrInet4
-		hs[m].hdr.Iov = &iov[first]
-		hs[m].hdr.SetIovlen(cnt)
-		if cnt > 1 {
-			hs[m].hdr.Control = &oob[0]
-			hs[m].hdr.SetControllen(len(oob))
-		}
-	}
-	// Receiver.
 	rbuf := sz
 	if gro {
 		rbuf = 1 << 16
@@ -333,11 +351,9 @@ func runRaw(gso, gro bool) (result, error) {
 	riov := make([]unix.Iovec, *batch)
 	roob := make([]byte, *batch*64)
 	rhs := make([]mmsghdr, *batch)
-	var rxBytes, rxPkts atomic.Int64
-	var wg sync.WaitGroup
-	wg.Add(1)
+	r := &rawRecv{c: c, done: make(chan struct{})}
 	go func() {
-		defer wg.Done()
+		defer close(r.done)
 		runtime.LockOSThread()
 		var got int
 		fn := func(fd uintptr) bool {
@@ -360,7 +376,7 @@ func runRaw(gso, gro bool) (result, error) {
 			return true
 		}
 		for {
-			if err := rb.Read(fn); err != nil {
+			if err := rc.Read(fn); err != nil {
 				return
 			}
 			var b, p int64
@@ -376,10 +392,65 @@ func runRaw(gso, gro bool) (result, error) {
 					p++
 				}
 			}
-			rxBytes.Add(b)
-			rxPkts.Add(p)
+			r.bytes.Add(b)
+			r.pkts.Add(p)
 		}
 	}()
+	return r, nil
+}
+
+// stop closes the socket and returns what was received.
+func (r *rawRecv) stop() (bytes, pkts int64) {
+	r.c.Close()
+	<-r.done
+	return r.bytes.Load(), r.pkts.Load()
+}
+
+// rawSend sends -size-byte datagrams to `to` from the socket rc for
+// -duration, -batch datagrams a sendmmsg (with gso, in UDP GSO sends of
+// up to 64 KiB), and returns how many it sent and for how long.
+func rawSend(rc syscall.RawConn, to netip.AddrPort, gso bool) (int64, time.Duration, error) {
+	sz := *size
+	segs := 1
+	if gso {
+		segs = min(64, (0xFFFF-28)/sz)
+	}
+	// batch datagrams, grouped into messages of segs datagrams.
+	nmsg := (*batch + segs - 1) / segs
+	data := make([]byte, *batch*sz)
+	iov := make([]unix.Iovec, *batch)
+	for i := range iov {
+		iov[i].Base = &data[i*sz]
+		iov[i].SetLen(sz)
+	}
+	if !to.Addr().Is4() {
+		return 0, 0, fmt.Errorf("%v: only IPv4", to)
+	}
+	var sa [unix.SizeofSockaddrInet4]byte
+	binary.NativeEndian.PutUint16(sa[0:], unix.AF_INET)
+	binary.BigEndian.PutUint16(sa[2:], to.Port())
+	a4 := to.Addr().As4()
+	copy(sa[4:], a4[:])
+	oob := make([]byte, unix.CmsgSpace(2))
+	if segs > 1 {
+		c := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+		c.Level, c.Type = unix.IPPROTO_UDP, unix.UDP_SEGMENT
+		c.SetLen(unix.CmsgLen(2))
+		binary.NativeEndian.PutUint16(oob[unix.CmsgLen(0):], uint16(sz))
+	}
+	hs := make([]mmsghdr, nmsg)
+	for m := range hs {
+		first := m * segs
+		cnt := min(segs, *batch-first)
+		hs[m].hdr.Name = &sa[0]
+		hs[m].hdr.Namelen = unix.SizeofSockaddrInet4
+		hs[m].hdr.Iov = &iov[first]
+		hs[m].hdr.SetIovlen(cnt)
+		if cnt > 1 {
+			hs[m].hdr.Control = &oob[0]
+			hs[m].hdr.SetControllen(len(oob))
+		}
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var sent int64
@@ -400,16 +471,12 @@ func runRaw(gso, gro bool) (result, error) {
 	}
 	start := time.Now()
 	for time.Since(start) < *duration {
-		if err := ra.Write(sendFn); err != nil {
-			return result{}, err
+		if err := rc.Write(sendFn); err != nil {
+			return 0, 0, err
 		}
 		if serr != nil {
-			return result{}, fmt.Errorf("sendmmsg: %w", serr)
+			return 0, 0, fmt.Errorf("sendmmsg: %w", serr)
 		}
 	}
-	elapsed := time.Since(start)
-	time.Sleep(50 * time.Millisecond)
-	cb.Close()
-	wg.Wait()
-	return result{bytes: rxBytes.Load(), pkts: rxPkts.Load(), sent: sent, elapsed: elapsed}, nil
+	return sent, time.Since(start), nil
 }

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"runtime"
 	"slices"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -43,9 +44,10 @@ const pingPongSize = wire.BTHLen + wire.RETHLen + 8 + wire.ICRCLen
 const pingPongWarmup = 1000
 
 // pingPongTimeout bounds a whole run of rounds (a lost datagram would
-// stop it): 10 s, and a millisecond a round trip.
+// stop it): 10 s, and 5 ms a round trip (a round trip between two
+// emulated guests takes about one).
 func pingPongTimeout(rounds int) time.Duration {
-	return 10*time.Second + time.Duration(pingPongWarmup+rounds)*time.Millisecond
+	return 10*time.Second + time.Duration(pingPongWarmup+rounds)*5*time.Millisecond
 }
 
 // pingPongResult is one ping-pong mode's half round trips, µs.
@@ -57,30 +59,24 @@ func pingPong(mode string, rounds int) (pingPongResult, error) {
 	if mode != "busy" && mode != "block" {
 		return pingPongResult{}, fmt.Errorf("unknown ping-pong mode %q", mode)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return pingPongResult{}, err
+	var to netip.AddrPort
+	if *peer != "" {
+		k, port, err := dialCtl(*peer, "echo "+mode)
+		if err != nil {
+			return pingPongResult{}, err
+		}
+		defer k.c.Close() // ends the server's echo
+		to = netip.AddrPortFrom(netip.MustParseAddrPort(*peer).Addr(), uint16(port))
+	} else {
+		port, stop, err := startEchoProcess(mode)
+		if err != nil {
+			return pingPongResult{}, err
+		}
+		defer stop()
+		to = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), uint16(port))
 	}
-	echo := exec.Command(exe, "-pingpong-echo", mode)
-	echo.Stderr = os.Stderr
-	echo.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // a spinning echo must not outlive us
-	out, err := echo.StdoutPipe()
-	if err != nil {
-		return pingPongResult{}, err
-	}
-	if err := echo.Start(); err != nil {
-		return pingPongResult{}, err
-	}
-	defer func() {
-		_ = echo.Process.Kill()
-		_ = echo.Wait()
-	}()
-	var port int
-	if _, err := fmt.Fscanf(bufio.NewReader(out), "port %d\n", &port); err != nil {
-		return pingPongResult{}, fmt.Errorf("the echo side: %w", err)
-	}
-	to := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), uint16(port))
 	var d []time.Duration
+	var err error
 	if mode == "busy" {
 		d, err = pingPongBusy(rounds, to)
 	} else {
@@ -96,40 +92,113 @@ func pingPong(mode string, rounds int) (pingPongResult, error) {
 	return pingPongResult{typical: us(0.5), p99: us(0.99)}, nil
 }
 
+// startEchoProcess starts udpbench again as the answering side
+// (-pingpong-echo) and returns its port and how to end it.
+func startEchoProcess(mode string) (int, func(), error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return 0, nil, err
+	}
+	echo := exec.Command(exe, "-pingpong-echo", mode)
+	echo.Stderr = os.Stderr
+	echo.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // a spinning echo must not outlive us
+	out, err := echo.StdoutPipe()
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := echo.Start(); err != nil {
+		return 0, nil, err
+	}
+	stop := func() {
+		_ = echo.Process.Kill()
+		_ = echo.Wait()
+	}
+	var port int
+	if _, err := fmt.Fscanf(bufio.NewReader(out), "port %d\n", &port); err != nil {
+		stop()
+		return 0, nil, fmt.Errorf("the echo side: %w", err)
+	}
+	return port, stop, nil
+}
+
 // pingPongEcho is the answering side (-pingpong-echo): it binds
 // 127.0.0.2, prints "port N", and sends every datagram back until it is
 // killed.
 func pingPongEcho(mode string) error {
+	e, err := startEcho(mode, netip.MustParseAddr("127.0.0.2"))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("port %d\n", e.port)
+	<-e.done
+	return e.err
+}
+
+// echoSide is a running answering side.
+type echoSide struct {
+	port   int
+	quit   atomic.Bool
+	stopFn func()
+	done   chan struct{}
+	err    error
+}
+
+// startEcho binds a UDP socket on addr (a port the kernel picks) and
+// sends every datagram back at once from a goroutine, busy or block,
+// until stop.
+func startEcho(mode string, addr netip.Addr) (*echoSide, error) {
+	e := &echoSide{done: make(chan struct{})}
 	buf := make([]byte, 2048)
 	switch mode {
 	case "busy":
-		runtime.LockOSThread()
-		fd, sa, err := rawSocket("127.0.0.2")
+		fd, sa, err := rawSocket(addr.String())
 		if err != nil {
-			return err
+			return nil, err
 		}
-		fmt.Printf("port %d\n", sa.(*unix.SockaddrInet4).Port)
-		for {
-			_, from, err := unix.Recvfrom(fd, buf, unix.MSG_DONTWAIT)
-			if err == nil {
-				_ = unix.Sendto(fd, buf[:pingPongSize], 0, from)
+		e.port = sa.(*unix.SockaddrInet4).Port
+		e.stopFn = func() {}
+		go func() {
+			defer close(e.done)
+			defer unix.Close(fd)
+			runtime.LockOSThread()
+			for !e.quit.Load() {
+				_, from, err := unix.Recvfrom(fd, buf, unix.MSG_DONTWAIT)
+				if err == nil {
+					_ = unix.Sendto(fd, buf[:pingPongSize], 0, from)
+				}
 			}
-		}
+		}()
 	case "block":
-		c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.2:0")))
+		c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(addr, 0)))
 		if err != nil {
-			return err
+			return nil, err
 		}
-		fmt.Printf("port %d\n", c.LocalAddr().(*net.UDPAddr).Port)
-		for {
-			_, from, err := c.ReadFromUDPAddrPort(buf)
-			if err != nil {
-				return err
+		e.port = c.LocalAddr().(*net.UDPAddr).Port
+		e.stopFn = func() { c.Close() }
+		go func() {
+			defer close(e.done)
+			for {
+				_, from, err := c.ReadFromUDPAddrPort(buf)
+				if err != nil {
+					if !e.quit.Load() {
+						e.err = err
+					}
+					return
+				}
+				_, _ = c.WriteToUDPAddrPort(buf[:pingPongSize], from)
 			}
-			_, _ = c.WriteToUDPAddrPort(buf[:pingPongSize], from)
-		}
+		}()
+	default:
+		return nil, fmt.Errorf("unknown ping-pong mode %q", mode)
 	}
-	return fmt.Errorf("unknown ping-pong mode %q", mode)
+	return e, nil
+}
+
+// stop ends the echo and waits for its goroutine.
+func (e *echoSide) stop() {
+	e.quit.Store(true)
+	e.stopFn()
+	<-e.done
 }
 
 // pingPongBusy is the busy mode's timing side: a raw non-blocking socket,
@@ -137,7 +206,7 @@ func pingPongEcho(mode string) error {
 func pingPongBusy(rounds int, to netip.AddrPort) ([]time.Duration, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	fd, _, err := rawSocket("127.0.0.1")
+	fd, _, err := rawSocket(localAddr())
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +257,7 @@ func rawSocket(addr string) (int, unix.Sockaddr, error) {
 // pingPongBlock is the block mode's timing side: net.UDPConn, Go's
 // network poller.
 func pingPongBlock(rounds int, to netip.AddrPort) ([]time.Duration, error) {
-	c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
+	c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr(localAddr()), 0)))
 	if err != nil {
 		return nil, err
 	}

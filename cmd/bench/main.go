@@ -44,8 +44,12 @@ rxe <-> rxe and softnic <-> softnic with softnic/rxe against issue 13's
 goals (bandwidth and message rate >= 2x, latency <= 1x). softnic's
 write_lat 8 B runs once more with --busy-poll on both sides (rxe has no
 such mode): the row "write_lat 8 B typical, busy-poll" is over rxe's one
-write_lat, goal <= 1x. It refuses to run when the bed is up already,
-and always takes its bed down. --results keeps every tool's output.
+write_lat, goal <= 1x. Between the two pairs, a static udpbench
+measures the floor between the guests (-serve in one, -peer in the
+other): raw/plain and raw/gso+gro with datagrams of a packet at the path
+MTU, and the ping-pong; each row shows its floor and both pairs over it.
+It refuses to run when the bed is up already, and always takes its bed
+down. --results keeps every tool's output.
 
 Options:
 `
@@ -57,7 +61,7 @@ func main() {
 	qps := fs.Int("qps", 1000, "QPs of the many-QP write_bw (perftest's -q); 0 skips it")
 	prof := fs.String("cpuprofile", "", "write the blocking write_lat 8 B client's CPU profile (the run without --busy-poll) to `file`")
 	softnic := fs.String("softnic", "softnic", "the softnic binary")
-	udpbench := fs.String("udpbench", "udpbench", "the udpbench binary")
+	udpbench := fs.String("udpbench", "udpbench", "the udpbench binary (--guests: a static one, for the floor; empty: no floor)")
 	port := fs.Int("port", 18600, "first TCP port of the tools' out-of-band exchanges")
 	guests := fs.Bool("guests", false, "the guest mode: rxe <-> rxe then softnic <-> softnic on two 1-vCPU guests of the interop bed (root)")
 	bed := fs.String("bed", "test/interop/bed", "--guests: the interop bed's script")
@@ -86,7 +90,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *guests {
-		os.Exit(runGuests(ctx, bench.GuestConfig{Bed: *bed, Softnic: *softnic, State: stateDir(*state),
+		os.Exit(runGuests(ctx, bench.GuestConfig{Bed: *bed, Softnic: *softnic, UDPBench: *udpbench, State: stateDir(*state),
 			Results: *results, Quick: *quick, Log: os.Stderr}, *asJSON))
 	}
 	m := bench.Run(ctx, bench.Config{Softnic: *softnic, UDPBench: *udpbench, Quick: *quick,

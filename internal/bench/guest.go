@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/internal/perftest"
+	"github.com/softnic/softnic/wire"
 )
 
 // The guest mode (scripts/bench --guests): the same perftest runs on two
@@ -36,6 +37,9 @@ type GuestConfig struct {
 	// Softnic is a statically linked softnic (CGO_ENABLED=0): the guests
 	// have no Go toolchain and only the libraries rdma-core needs.
 	Softnic string
+	// UDPBench is a statically linked cmd/udpbench for the floors
+	// between the guests; empty: no floors.
+	UDPBench string
 	// State is the bed's INTEROP_STATE, under which each guest's 9p
 	// share is (guests/NAME/share, /host in the guest).
 	State string
@@ -127,6 +131,9 @@ type GuestMeasurements struct {
 	Plan    map[string]GuestTest
 	// RXE is rxe ↔ rxe, Softnic softnic ↔ softnic.
 	RXE, Softnic Pair
+	// Floor is what udpbench measured between the guests, between the
+	// two pairs; nil when it did not run (no GuestConfig.UDPBench).
+	Floor *GuestFloor
 	// Err is why the run stopped before it measured everything (the bed
 	// did not come up, the guests differ, rxe could not be removed).
 	Err string
@@ -185,6 +192,10 @@ func RunGuests(ctx context.Context, c GuestConfig) (m GuestMeasurements) {
 
 	g.logf("rxe ↔ rxe")
 	m.RXE = g.pair(ctx, rxePlan(m.Plan), g.rxeCommand)
+	if c.UDPBench != "" {
+		g.logf("UDP floor: udpbench between the guests")
+		m.Floor = g.floor(ctx, pathMTU(m.RXE))
+	}
 	if err := g.removeRXE(ctx); err != nil {
 		m.Err = err.Error()
 		return m
@@ -198,6 +209,81 @@ func RunGuests(ctx context.Context, c GuestConfig) (m GuestMeasurements) {
 	g.logf("softnic ↔ softnic")
 	m.Softnic = g.pair(ctx, m.Plan, g.softnicCommand)
 	return m
+}
+
+// GuestFloor is the guests' floor: what plain UDP between them does,
+// measured by cmd/udpbench (-serve in the first guest, -peer in the
+// second): the raw modes with datagrams of a full packet at the pairs'
+// path MTU, and the ping-pong.
+type GuestFloor struct {
+	// Size is the datagrams' UDP payload, bytes: a RoCEv2 packet with a
+	// path-MTU payload (BTH, payload, ICRC).
+	Size     int        `json:"datagram_bytes"`
+	UDP      []UDP      `json:"udp"`
+	PingPong []PingPong `json:"pingpong"`
+	// Args are the client's arguments.
+	Args []string `json:"args"`
+	// Error is why it measured nothing; empty when it did.
+	Error   string  `json:"error,omitempty"`
+	Seconds float64 `json:"seconds"`
+}
+
+// floorArgs are the udpbench client's arguments between the guests,
+// after -peer and -local: mtu's datagrams, raw/plain and raw/gso+gro
+// (one run each), and as many ping-pong round trips as write_lat's
+// iterations.
+func floorArgs(mtu int, quick bool) []string {
+	if mtu == 0 {
+		mtu = 1024 // a guest's eth0 has MTU 1500: rxe's active MTU is 1024
+	}
+	d, rounds := "3s", "2000"
+	if quick {
+		d, rounds = "1s", "100"
+	}
+	return []string{"-size", strconv.Itoa(mtu + wire.BTHLen + wire.ICRCLen), "-runs", "1", "-d", d,
+		"-modes", "raw/plain,raw/gso+gro", "-pingpong", rounds}
+}
+
+// floor runs udpbench between the guests: -serve in the first, the
+// client in the second.
+func (g *guestRun) floor(ctx context.Context, mtu int) *GuestFloor {
+	t := time.Now()
+	f := &GuestFloor{Args: floorArgs(mtu, g.c.Quick)}
+	f.Size, _ = strconv.Atoi(f.Args[1])
+	defer func() { f.Seconds = time.Since(t).Seconds() }()
+	for i := range GuestNames {
+		if err := g.share(i, g.c.UDPBench, "udpbench"); err != nil {
+			f.Error = err.Error()
+			return f
+		}
+	}
+	port := g.port
+	g.port++
+	srv := fmt.Sprintf("%s:%d", g.envs[0]["GUEST_IP"], port)
+	id, err := g.bed(ctx, "serve", GuestNames[0], "-p", strconv.Itoa(port), "-t", "60", "--", "/host/udpbench -serve "+srv)
+	if err != nil {
+		f.Error = "server: " + err.Error()
+		return f
+	}
+	id = strings.TrimSpace(id)
+	cmd := strings.Join(append([]string{"/host/udpbench", "-peer", srv, "-local", g.envs[1]["GUEST_IP"]}, f.Args...), " ")
+	g.logf("  %s", cmd)
+	out, err := g.bed(ctx, "exec", GuestNames[1], "-t", "300", "--", cmd)
+	g.bed(ctx, "jobkill", GuestNames[0], id)
+	srvOut, _ := g.bed(ctx, "joblog", GuestNames[0], id)
+	g.save(fmt.Sprintf("%d-udpbench-server.txt", port), srvOut)
+	g.save(fmt.Sprintf("%d-udpbench-client.txt", port), out)
+	if err != nil {
+		f.Error = "client: " + err.Error() + lastLine(out)
+		return f
+	}
+	if f.UDP, _, err = ParseUDPBench([]byte(out)); err == nil {
+		f.PingPong, err = ParsePingPong([]byte(out))
+	}
+	if err != nil {
+		f.Error = err.Error()
+	}
+	return f
 }
 
 func (g *guestRun) logf(format string, a ...any) {

@@ -367,3 +367,76 @@ func TestGuestTestdata(t *testing.T) {
 		t.Errorf("Format:\n%s\nwant (testdata/guests/table.txt):\n%s", got, want)
 	}
 }
+
+// The floor between the guests: each row has its own (bandwidth against
+// raw/gso+gro in perftest's MiB/s, message rate against raw/plain's
+// datagrams, latency against the ping-pong of the same mode), both pairs
+// over it in the notes, and the table a column and the floors' lines.
+func TestGuestFloor(t *testing.T) {
+	m := guestMeasured()
+	m.Floor = &GuestFloor{Size: 1040, Args: floorArgs(1024, false),
+		UDP: []UDP{
+			{Mode: "raw/plain", Gbits: 0.1, Kpps: 12, LossPct: 1.5},
+			{Mode: "raw/gso+gro", Gbits: 8 * 80 * (1 << 20) / 1e9, Kpps: 77, LossPct: 20}, // 80 MiB/s
+		},
+		PingPong: []PingPong{{Mode: "busy", Typical: 600, P99: 6000}, {Mode: "block", Typical: 400, P99: 2000}},
+	}
+	tb := BuildGuests(m)
+	for _, tt := range []struct {
+		row   string
+		floor float64
+		note  string
+	}{
+		{GuestRowWriteBW, 80, "BW average; floor: UDP raw/gso+gro, rxe 0.50× and softnic 1.00× it"},
+		{GuestRowReadBW, 80, "BW average; floor: UDP raw/gso+gro, rxe 0.38× and softnic 0.25× it"},
+		{GuestRowSendBW, 12, "MsgRate; floor: UDP raw/plain's datagrams, rxe 1.67× and softnic 4.17× it"},
+		{GuestRowLatTyp, 400, "t_typical, half round trips; floor: UDP ping-pong block typical, rxe 0.75× and softnic 0.75× it"},
+		{GuestRowLatP99, 2000, "99% percentile; floor: UDP ping-pong block p99, rxe 0.45× and softnic 2.00× it"},
+		{GuestRowLatBusy, 600, "floor: UDP ping-pong busy typical, rxe 0.50× and softnic 0.40× it"},
+	} {
+		r := guestRow(t, tb, tt.row)
+		if r.Floor == nil || math.Abs(*r.Floor-tt.floor) > 1e-9 || !strings.HasSuffix(r.Note, tt.note) {
+			t.Errorf("%s: floor %v, note %q; want %v, %q", tt.row, r.Floor, r.Note, tt.floor, tt.note)
+		}
+	}
+	got := tb.Format()
+	for _, want := range []string{
+		"UDP floor: udpbench bench-b → bench-a, 1040-byte datagrams (-size 1040 -runs 1 -d 3s -modes raw/plain,raw/gso+gro -pingpong 2000)\n",
+		"  raw/plain       11.92 MB/s    12.00 k datagrams/s, 1.50% lost\n",
+		"  ping-pong block typical 400.00 µs, p99 2000.00 µs (half round trips)\n",
+		"measure                             rxe↔rxe  softnic↔softnic  UDP floor unit      softnic/rxe  goal   status\n",
+		"write_bw 64 KiB                       40.00            80.00      80.00 MB/s            2.00×  ≥ 2×   PASS\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Format has no %q:\n%s", want, got)
+		}
+	}
+	b, err := tb.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Floor GuestFloor `json:"udp_floor"`
+		Rows  []GuestRow `json:"rows"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Floor.Size != 1040 || len(doc.Floor.UDP) != 2 || len(doc.Floor.PingPong) != 2 || doc.Rows[0].Floor == nil || *doc.Rows[0].Floor != 80 {
+		t.Errorf("JSON: %s", b)
+	}
+
+	// a floor that failed: said so, and no figures to compare with
+	m.Floor = &GuestFloor{Size: 1040, Args: floorArgs(0, true), Error: "client: bed exec: exit status 1"}
+	tb = BuildGuests(m)
+	if r := guestRow(t, tb, GuestRowWriteBW); r.Floor != nil || r.Note != "BW average" || tb.Failed() {
+		t.Errorf("a failed floor: %+v (failed %v)", r, tb.Failed())
+	}
+	if got := tb.Format(); !strings.Contains(got, "-d 1s -modes raw/plain,raw/gso+gro -pingpong 100): not measured: client: bed exec: exit status 1\n") {
+		t.Errorf("Format does not say the floor failed:\n%s", got)
+	}
+	// without a floor (an older run's), no column
+	if got := BuildGuests(guestMeasured()).Format(); strings.Contains(got, "UDP floor") {
+		t.Errorf("a run without a floor has its column:\n%s", got)
+	}
+}

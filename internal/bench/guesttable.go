@@ -45,6 +45,9 @@ type GuestRow struct {
 	// Ratio is Softnic over RXE: higher is better for bandwidth and
 	// message rate, lower for latency; null when either is missing.
 	Ratio *float64 `json:"softnic_over_rxe"`
+	// Floor is plain UDP's figure between the same guests, in Unit
+	// (GuestFloor; the note says which); absent when not measured.
+	Floor *float64 `json:"udp_floor,omitempty"`
 	// Goal is issue 13's goal for Ratio, as text ("≥ 2×"); empty when it
 	// has none.
 	Goal string `json:"goal"`
@@ -72,7 +75,10 @@ type GuestTable struct {
 	// Tests are the command-line arguments both pairs ran each tool with,
 	// by row name.
 	Tests map[string]GuestTest `json:"tests"`
-	Rows  []GuestRow           `json:"rows"`
+	// Floor is what plain UDP did between the guests; absent when it was
+	// not measured.
+	Floor *GuestFloor `json:"udp_floor,omitempty"`
+	Rows  []GuestRow  `json:"rows"`
 	// Error is why the run stopped early; empty when it did not.
 	Error string `json:"error,omitempty"`
 	// Seconds: booting the guests, each pair's tests and the whole run.
@@ -97,7 +103,7 @@ func (t GuestTable) Failed() bool {
 
 // BuildGuests computes the guest table's rows, ratios and verdicts.
 func BuildGuests(m GuestMeasurements) GuestTable {
-	t := GuestTable{Machine: m.Machine, Guests: m.Guests, Quick: m.Quick, Tests: m.Plan, Error: m.Err,
+	t := GuestTable{Machine: m.Machine, Guests: m.Guests, Quick: m.Quick, Tests: m.Plan, Error: m.Err, Floor: m.Floor,
 		BedUpSeconds: m.BedUpSeconds, RXESeconds: m.RXE.Seconds, SoftnicSeconds: m.Softnic.Seconds, TotalSeconds: m.TotalSeconds}
 	t.MTU.RXE, t.MTU.Softnic = pathMTU(m.RXE), pathMTU(m.Softnic)
 	bw := func(r perftest.Result) *float64 {
@@ -124,6 +130,29 @@ func BuildGuests(m GuestMeasurements) GuestTable {
 		}
 		return ptr(r.Lat[0].P99)
 	}
+	// Each row's floor is one of udpbench's figures between the guests.
+	gso := floorFig{"UDP raw/gso+gro", func(f *GuestFloor) *float64 {
+		if u := findUDP(f.UDP, "raw/gso+gro"); u != nil {
+			return ptr(u.Gbits * 1e9 / 8 / (1 << 20)) // perftest's MB/s are MiB/s
+		}
+		return nil
+	}}
+	plain := floorFig{"UDP raw/plain's datagrams", func(f *GuestFloor) *float64 {
+		if u := findUDP(f.UDP, "raw/plain"); u != nil {
+			return ptr(u.Kpps)
+		}
+		return nil
+	}}
+	pp := func(mode, what string, p99 bool) floorFig {
+		return floorFig{"UDP ping-pong " + mode + " " + what, func(f *GuestFloor) *float64 {
+			for _, q := range f.PingPong {
+				if q.Mode == mode {
+					return ptr(map[bool]float64{false: q.Typical, true: q.P99}[p99])
+				}
+			}
+			return nil
+		}}
+	}
 	// Each row's figures come from rxe's test rxeTest and softnic's test
 	// test: the same test but for the busy-poll row.
 	for _, d := range []struct {
@@ -131,15 +160,16 @@ func BuildGuests(m GuestMeasurements) GuestTable {
 		fig                             func(perftest.Result) *float64
 		goal                            float64
 		higher                          bool
+		floor                           floorFig
 	}{
-		{GuestRowWriteBW, GuestRowWriteBW, GuestRowWriteBW, "MB/s", "BW average", bw, GoalGuestBW, true},
-		{GuestRowReadBW, GuestRowReadBW, GuestRowReadBW, "MB/s", "BW average", bw, GoalGuestBW, true},
-		{GuestRowSendBW, GuestRowSendBW, GuestRowSendBW, "k msg/s", "MsgRate", msgs, GoalGuestMsgRate, true},
-		{GuestRowLatTyp, GuestRowLatTyp, GuestRowLatTyp, "usec", "t_typical, half round trips", typ, GoalGuestLat, false},
-		{GuestRowLatP99, GuestRowLatTyp, GuestRowLatTyp, "usec", "99% percentile", p99, 0, false},
+		{GuestRowWriteBW, GuestRowWriteBW, GuestRowWriteBW, "MB/s", "BW average", bw, GoalGuestBW, true, gso},
+		{GuestRowReadBW, GuestRowReadBW, GuestRowReadBW, "MB/s", "BW average", bw, GoalGuestBW, true, gso},
+		{GuestRowSendBW, GuestRowSendBW, GuestRowSendBW, "k msg/s", "MsgRate", msgs, GoalGuestMsgRate, true, plain},
+		{GuestRowLatTyp, GuestRowLatTyp, GuestRowLatTyp, "usec", "t_typical, half round trips", typ, GoalGuestLat, false, pp("block", "typical", false)},
+		{GuestRowLatP99, GuestRowLatTyp, GuestRowLatTyp, "usec", "99% percentile", p99, 0, false, pp("block", "p99", true)},
 		{GuestRowLatBusy, GuestRowLatBusy, GuestRowLatTyp, "usec",
 			"t_typical; softnic with --busy-poll on both sides, over rxe's one write_lat (rxe has no busy-poll)",
-			typ, GoalGuestLat, false},
+			typ, GoalGuestLat, false, pp("busy", "typical", false)},
 	} {
 		if _, ok := m.Plan[d.test]; !ok {
 			continue
@@ -182,9 +212,30 @@ func BuildGuests(m GuestMeasurements) GuestTable {
 				r.Status = verdict(*r.Ratio <= d.goal)
 			}
 		}
+		if m.Floor != nil {
+			r.Floor = d.floor.fig(m.Floor)
+		}
+		if r.Floor != nil && *r.Floor > 0 && r.RXE != nil && r.Softnic != nil {
+			r.Note += fmt.Sprintf("; floor: %s, rxe %.2f× and softnic %.2f× it", d.floor.what, *r.RXE / *r.Floor, *r.Softnic / *r.Floor)
+		}
 		t.Rows = append(t.Rows, r)
 	}
 	return t
+}
+
+// floorFig is a row's floor: what it is and how to find it.
+type floorFig struct {
+	what string
+	fig  func(*GuestFloor) *float64
+}
+
+func findUDP(us []UDP, mode string) *UDP {
+	for i := range us {
+		if us[i].Mode == mode {
+			return &us[i]
+		}
+	}
+	return nil
 }
 
 // pathMTU returns the path MTU a pair's results agree on, 0 when they
@@ -245,13 +296,34 @@ func (t GuestTable) Format() string {
 		}
 		return fmt.Sprintf("%.2f", *v)
 	}
-	fmt.Fprintf(&b, "%s %10s %16s %-8s %12s  %-6s %s\n", pad("measure", w), "rxe↔rxe", "softnic↔softnic", "unit", "softnic/rxe", "goal", "status")
+	if f := t.Floor; f != nil {
+		fmt.Fprintf(&b, "UDP floor: udpbench %s → %s, %d-byte datagrams (%s)", t.Guests[1].Name, g.Name, f.Size, strings.Join(f.Args, " "))
+		if f.Error != "" {
+			fmt.Fprintf(&b, ": not measured: %s", f.Error)
+		}
+		b.WriteString("\n")
+		for _, u := range f.UDP {
+			fmt.Fprintf(&b, "  %-12s %8.2f MB/s %8.2f k datagrams/s, %.2f%% lost\n", u.Mode, u.Gbits*1e9/8/(1<<20), u.Kpps, u.LossPct)
+		}
+		for _, p := range f.PingPong {
+			fmt.Fprintf(&b, "  ping-pong %-5s typical %.2f µs, p99 %.2f µs (half round trips)\n", p.Mode, p.Typical, p.P99)
+		}
+		b.WriteString("\n")
+	}
+	floorCol := func(v *float64) string {
+		if t.Floor == nil {
+			return ""
+		}
+		return fmt.Sprintf(" %10s", fig(v))
+	}
+	fmt.Fprintf(&b, "%s %10s %16s%s %-8s %12s  %-6s %s\n", pad("measure", w), "rxe↔rxe", "softnic↔softnic",
+		map[bool]string{true: fmt.Sprintf(" %10s", "UDP floor")}[t.Floor != nil], "unit", "softnic/rxe", "goal", "status")
 	for _, r := range t.Rows {
 		ratio := "-"
 		if r.Ratio != nil {
 			ratio = fmt.Sprintf("%.2f×", *r.Ratio)
 		}
-		line := fmt.Sprintf("%s %10s %16s %-8s %12s  %s %s", pad(r.Name, w), fig(r.RXE), fig(r.Softnic), r.Unit, ratio, pad(r.Goal, 6), r.Status)
+		line := fmt.Sprintf("%s %10s %16s%s %-8s %12s  %s %s", pad(r.Name, w), fig(r.RXE), fig(r.Softnic), floorCol(r.Floor), r.Unit, ratio, pad(r.Goal, 6), r.Status)
 		b.WriteString(strings.TrimRight(line, " ") + "\n")
 	}
 	b.WriteString("\nnotes:\n")
@@ -261,6 +333,9 @@ func (t GuestTable) Format() string {
 		}
 	}
 	b.WriteString("  softnic/rxe: higher is better for bandwidth and message rate, lower for latency\n")
+	if t.Floor != nil {
+		b.WriteString("  UDP floor: plain UDP between the same guests (Go, cmd/udpbench), what a user-space stack on them starts from\n")
+	}
 	if t.Error != "" {
 		fmt.Fprintf(&b, "\nstopped early: %s\n", t.Error)
 	}

@@ -82,7 +82,8 @@ type Datagram struct {
 // in tests, a UDP socket on port 4791 on a real network (STYLE.md 11).
 type Link interface {
 	// ReadBatch blocks until at least one datagram is available, fills
-	// msgs[:n] (reslicing each Buf within its capacity) and returns n.
+	// msgs[:n] (reslicing each Buf within its capacity) and returns n;
+	// msgs[n:] are left as they were (the engine refills only msgs[:n]).
 	// It returns ErrLinkClosed once the link is closed.
 	ReadBatch(msgs []Datagram) (n int, err error)
 	// WriteBatch sends msgs and returns how many were accepted. A link

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -717,5 +719,52 @@ func benchRoundTrip(b *testing.B, read func(*UDPLink, []Datagram) (int, error)) 
 				b.Fatalf("the kernel dropped %d datagrams", st.RxKernelDrops)
 			}
 		})
+	}
+}
+
+// A read fills msgs[:n] and leaves msgs[n:] as they were (link.Link): the
+// engine refills only the datagrams a read returned. With and without
+// GRO, by ReadBatch and by TryReadBatch.
+func TestUDPReadLeavesTheRestAlone(t *testing.T) {
+	for _, gro := range []bool{false, true} {
+		a, b := listenPair(t, lo1, lo2, UDPConfig{DisableGRO: !gro})
+		r := newRand(t)
+		for _, try := range []bool{false, true} {
+			sent := buildDatagrams(t, r, a, b, []sample{{size: 100}, {size: 100}})
+			if n, err := a.WriteBatch(sent); n != 2 || err != nil {
+				t.Fatalf("WriteBatch: %d, %v", n, err)
+			}
+			msgs := rxBatch(8)
+			for i := range msgs {
+				msgs[i].Buf = msgs[i].Buf[:i] // a length no read gives
+				msgs[i].ICRC = ICRCBad
+				msgs[i].Seq = uint64(100 + i)
+			}
+			before := slices.Clone(msgs)
+			got := 0
+			for deadline := time.Now().Add(5 * time.Second); got < 2 && time.Now().Before(deadline); {
+				var n int
+				var err error
+				if try {
+					n, err = b.TryReadBatch(msgs[got:])
+				} else {
+					n, err = b.ReadBatch(msgs[got:])
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				got += n
+			}
+			if got != 2 {
+				t.Fatalf("gro %v, try %v: read %d of 2 datagrams", gro, try, got)
+			}
+			for i := 2; i < len(msgs); i++ {
+				m, o := msgs[i], before[i]
+				if unsafe.SliceData(m.Buf) != unsafe.SliceData(o.Buf) || len(m.Buf) != len(o.Buf) || cap(m.Buf) != cap(o.Buf) ||
+					m.ICRC != o.ICRC || m.Seq != o.Seq || m.Encap != o.Encap {
+					t.Errorf("gro %v, try %v: msgs[%d] changed: %+v, was %+v", gro, try, i, m, o)
+				}
+			}
+		}
 	}
 }

@@ -35,9 +35,13 @@ import (
 // packets is run once on the reader's goroutine, and what they built is
 // written in one batch: the ACKs of a whole read batch leave together.
 type reader struct {
-	n       *NIC
-	msgs    []link.Datagram
-	pkts    []*transport.RxPacket
+	n    *NIC
+	msgs []link.Datagram
+	pkts []*transport.RxPacket
+	// dirty: msgs[:dirty] need a buffer before the next read (the last
+	// read filled them and the QPs may own their packets); a link fills
+	// only the msgs it returns (link.Link), so the rest keep theirs.
+	dirty   int
 	touched []*qpEntry
 	out     *txBatch
 	// active: a datagram of this batch may write the application's
@@ -65,6 +69,7 @@ func (n *NIC) newReader() *reader {
 		n:       n,
 		msgs:    make([]link.Datagram, bs),
 		pkts:    make([]*transport.RxPacket, bs),
+		dirty:   bs,
 		touched: make([]*qpEntry, 0, bs),
 		out:     n.getTx(),
 	}
@@ -86,7 +91,10 @@ func (r *reader) release() {
 // datagrams read, and false when the link failed (closed).
 func (r *reader) read(readBatch func([]link.Datagram) (int, error)) (int, bool) {
 	n := r.n
-	for i := range r.msgs {
+	// Only the slots the last read filled: refilling all of them made
+	// every empty poll cost a pass over the whole batch (7% of write_lat's
+	// CPU on a 1-vCPU TCG guest).
+	for i := range r.dirty {
 		if r.pkts[i] == nil {
 			r.pkts[i] = n.rxPool.Get().(*transport.RxPacket)
 		}
@@ -94,7 +102,9 @@ func (r *reader) read(readBatch func([]link.Datagram) (int, error)) (int, bool) 
 		r.msgs[i].ICRC = link.ICRCUnchecked // what a link that says nothing means
 	}
 	cnt, err := readBatch(r.msgs)
+	r.dirty = cnt
 	if err != nil {
+		r.dirty = len(r.msgs)
 		return 0, false
 	}
 	var seq uint64

@@ -25,6 +25,12 @@
 // With -pingpong N, a second table follows: the floor for write_lat, a
 // small datagram back and forth N times, spinning (busy) and through
 // Go's network poller (block); see pingpong.go.
+//
+// Between two hosts (scripts/bench --guests does this on its two guests),
+// one runs udpbench -serve ADDR:PORT and the other udpbench -peer
+// ADDR:PORT [-local ADDR] with the raw modes and -pingpong: the peer
+// sends (and times the ping-pong), the server receives and counts (and
+// echoes); see remote.go.
 package main
 
 import (

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,15 +15,20 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/softnic/softnic/internal/nic"
 	"github.com/softnic/softnic/internal/perftest"
 	"github.com/softnic/softnic/wire"
 )
 
 // The guest mode (scripts/bench --guests): the same perftest runs on two
-// identical 1-vCPU qemu guests of the interop bed (test/interop), first
-// rxe ↔ rxe with perftest's ib_* tools, then, with rxe removed from both,
+// identical 1-vCPU qemu guests of the interop bed (test/interop), rxe ↔
+// rxe with perftest's ib_* tools and, with rxe removed from both,
 // softnic ↔ softnic with the look-alikes, so that softnic is compared
 // with the kernel's Soft-RoCE on the same (emulated) CPUs and network.
+// The two run each test back to back (rxe is removed before softnic's
+// run and added again before rxe's next, half a second each): the
+// guests' speed drifts by up to 2× over minutes, and a whole pass of one
+// stack before the other's would credit the drift to one of them.
 // softnic's write_lat runs a second time with --busy-poll on both sides,
 // a mode rxe does not have: that row compares it with rxe's one write_lat.
 
@@ -89,17 +95,6 @@ func GuestPlanFor(quick bool) map[string]GuestTest {
 // guestOrder is the order the tests run in.
 var guestOrder = []string{GuestRowWriteBW, GuestRowReadBW, GuestRowSendBW, GuestRowLatTyp, GuestRowLatBusy}
 
-// rxePlan is plan without its softnic-only tests.
-func rxePlan(plan map[string]GuestTest) map[string]GuestTest {
-	p := map[string]GuestTest{}
-	for row, t := range plan {
-		if !t.SoftnicOnly {
-			p[row] = t
-		}
-	}
-	return p
-}
-
 // Guest is what the mode checked about one guest.
 type Guest struct {
 	Name string `json:"name"`
@@ -151,9 +146,9 @@ type guestRun struct {
 	port int
 }
 
-// RunGuests brings the interop bed up with two guests, measures rxe ↔ rxe,
-// removes rxe, measures softnic ↔ softnic and takes the bed down again,
-// whatever happened. It refuses to touch a bed that is up already: that
+// RunGuests brings the interop bed up with two guests, measures the UDP
+// floor between them, then each test with rxe ↔ rxe and, rxe removed,
+// softnic ↔ softnic, and takes the bed down again, whatever happened. It refuses to touch a bed that is up already: that
 // bed is someone else's.
 func RunGuests(ctx context.Context, c GuestConfig) (m GuestMeasurements) {
 	t0 := time.Now()
@@ -190,24 +185,47 @@ func RunGuests(ctx context.Context, c GuestConfig) (m GuestMeasurements) {
 		return m
 	}
 
-	g.logf("rxe ↔ rxe")
-	m.RXE = g.pair(ctx, rxePlan(m.Plan), g.rxeCommand)
-	if c.UDPBench != "" {
-		g.logf("UDP floor: udpbench between the guests")
-		m.Floor = g.floor(ctx, pathMTU(m.RXE))
-	}
-	if err := g.removeRXE(ctx); err != nil {
-		m.Err = err.Error()
-		return m
-	}
 	for i := range GuestNames {
 		if err := g.share(i, c.Softnic, "softnic"); err != nil {
 			m.Err = err.Error()
 			return m
 		}
 	}
-	g.logf("softnic ↔ softnic")
-	m.Softnic = g.pair(ctx, m.Plan, g.softnicCommand)
+	if c.UDPBench != "" {
+		g.logf("UDP floor: udpbench between the guests")
+		pmtu := 0 // floorArgs's default
+		if mtu, err := strconv.Atoi(g.envs[0]["MTU"]); err == nil {
+			pmtu = nic.ActiveMTU(mtu).Bytes() // what rxe and softnic pick on eth0
+		}
+		m.Floor = g.floor(ctx, pmtu)
+	}
+	m.RXE = Pair{Results: map[string]perftest.Result{}, Errors: map[string]string{}}
+	m.Softnic = Pair{Results: map[string]perftest.Result{}, Errors: map[string]string{}}
+	rxe := true // rxe0 is in both guests (the bed adds it at boot)
+	for _, row := range guestOrder {
+		test, ok := m.Plan[row]
+		if !ok {
+			continue
+		}
+		if !test.SoftnicOnly {
+			if !rxe {
+				if err := g.addRXE(ctx); err != nil {
+					m.Err = err.Error()
+					return m
+				}
+				rxe = true
+			}
+			g.run(ctx, &m.RXE, row, test, g.rxeCommand)
+		}
+		if rxe {
+			if err := g.removeRXE(ctx); err != nil {
+				m.Err = err.Error()
+				return m
+			}
+			rxe = false
+		}
+		g.run(ctx, &m.Softnic, row, test, g.softnicCommand)
+	}
 	return m
 }
 
@@ -371,6 +389,32 @@ func CheckGuests(gs [2]Guest) error {
 	return nil
 }
 
+// addRXE loads rdma_rxe and adds rxe0 on eth0 again in both guests, as
+// the guest's init does at boot, and waits (in the guest, up to 10 s)
+// until the port is ACTIVE and its IPv4 GID is back at the index the bed
+// reported (GUEST_GID_INDEX), which rxeCommand passes to perftest.
+func (g *guestRun) addRXE(ctx context.Context) error {
+	for i, name := range GuestNames {
+		g.logf("%s: modprobe rdma_rxe; rdma link add rxe0", name)
+		ip, err := netip.ParseAddr(g.envs[i]["GUEST_IP"])
+		if err != nil || !ip.Is4() {
+			return fmt.Errorf("guest %s: IPv4 address %q", name, g.envs[i]["GUEST_IP"])
+		}
+		a := ip.As4()
+		gid := fmt.Sprintf("0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x", a[0], a[1], a[2], a[3])
+		port := "/sys/class/infiniband/rxe0/ports/1"
+		out, err := g.bed(ctx, "exec", name, "-t", "60", "--",
+			"modprobe rdma_rxe && rdma link add rxe0 type rxe netdev eth0 && i=0; "+
+				"while [ $i -lt 100 ]; do g=; s=; read -r g <"+port+"/gids/"+g.envs[i]["GUEST_GID_INDEX"]+" 2>/dev/null; "+
+				"read -r s <"+port+"/state 2>/dev/null; [ \"$g\" = "+gid+" ] && [ \"$s\" = '4: ACTIVE' ] && exit 0; "+
+				"sleep 0.1; i=$((i+1)); done; echo \"GID $g, port $s\"; exit 1")
+		if err != nil {
+			return fmt.Errorf("adding rxe to %s: %w\n%s", name, err, out)
+		}
+	}
+	return nil
+}
+
 // removeRXE deletes rxe0 and unloads rdma_rxe in both guests, and checks
 // that UDP port 4791 is free: the module's tunnel socket holds the port
 // for as long as it is loaded (Debian 12's 6.1 opens it at module load,
@@ -440,34 +484,26 @@ func (g *guestRun) softnicCommand(t GuestTest, port int) [2]side {
 	return s
 }
 
-// pair runs every test of the plan between the two guests: the server
-// in the first, the client in the second.
-func (g *guestRun) pair(ctx context.Context, plan map[string]GuestTest, cmds func(GuestTest, int) [2]side) Pair {
+// run runs one test between the two guests, the server in the first,
+// the client in the second, and adds its result (or error) and time to p.
+func (g *guestRun) run(ctx context.Context, p *Pair, row string, test GuestTest, cmds func(GuestTest, int) [2]side) {
 	t := time.Now()
-	p := Pair{Results: map[string]perftest.Result{}, Errors: map[string]string{}}
-	for _, row := range guestOrder {
-		test, ok := plan[row]
-		if !ok {
-			continue
-		}
-		if ctx.Err() != nil {
-			p.Errors[row] = ctx.Err().Error()
-			continue
-		}
-		port := g.port
-		g.port++
-		s := cmds(test, port)
-		g.logf("  %s", s[1].cmd)
-		r, err := g.test(ctx, test, port, s)
-		if err != nil {
-			g.logf("  %s: %v", row, err)
-			p.Errors[row] = err.Error()
-			continue
-		}
-		p.Results[row] = r
+	defer func() { p.Seconds += time.Since(t).Seconds() }()
+	if ctx.Err() != nil {
+		p.Errors[row] = ctx.Err().Error()
+		return
 	}
-	p.Seconds = time.Since(t).Seconds()
-	return p
+	port := g.port
+	g.port++
+	s := cmds(test, port)
+	g.logf("  %s", s[1].cmd)
+	r, err := g.test(ctx, test, port, s)
+	if err != nil {
+		g.logf("  %s: %v", row, err)
+		p.Errors[row] = err.Error()
+		return
+	}
+	p.Results[row] = r
 }
 
 // test runs one test: the server as a background job in the first guest,

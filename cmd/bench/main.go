@@ -36,20 +36,21 @@ SHORT figure is a measurement, not a failure. --cpuprofile profiles the
 blocking write_lat 8 B client (the run without --busy-poll).
 
 --guests (needs root; slow: about 3 minutes under qemu TCG, not for CI)
-boots two identical 1-vCPU guests of the interop bed (test/interop/bed),
-runs perftest between them over rxe (ib_write_bw and ib_read_bw 64 KiB,
-ib_send_bw 64 B, ib_write_lat 8 B), removes rxe from both, runs the same
-with a static softnic's look-alikes, and prints each figure for
-rxe <-> rxe and softnic <-> softnic with softnic/rxe against issue 13's
-goals (bandwidth and message rate >= 2x, latency <= 1x). softnic's
-write_lat 8 B runs once more with --busy-poll on both sides (rxe has no
-such mode): the row "write_lat 8 B typical, busy-poll" is over rxe's one
-write_lat, goal <= 1x. Between the two pairs, a static udpbench
-measures the floor between the guests (-serve in one, -peer in the
-other): raw/plain and raw/gso+gro with datagrams of a packet at the path
-MTU, and the ping-pong; each row shows its floor and both pairs over it.
-It refuses to run when the bed is up already, and always takes its bed
-down. --results keeps every tool's output.
+boots two identical 1-vCPU guests of the interop bed (test/interop/bed)
+and measures plain UDP's floor between them with a static udpbench
+(-serve in one, -peer in the other: raw/plain and raw/gso+gro with
+datagrams of a packet at the path MTU, and the ping-pong). Then each
+test runs twice back to back: perftest over rxe (ib_write_bw and
+ib_read_bw 64 KiB, ib_send_bw 64 B, ib_write_lat 8 B), then, with rxe
+removed from both guests (and added again before the next test), a
+static softnic's look-alike with the same arguments. It prints each
+figure for rxe <-> rxe and softnic <-> softnic, its floor, and
+softnic/rxe against issue 13's goals (bandwidth and message rate >= 2x,
+latency <= 1x). softnic's write_lat 8 B runs once more with --busy-poll
+on both sides (rxe has no such mode): the row "write_lat 8 B typical,
+busy-poll" is over rxe's one write_lat, goal <= 1x. It refuses to run
+when the bed is up already, and always takes its bed down. --results
+keeps every tool's output.
 
 Options:
 `

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"os"
@@ -367,7 +368,7 @@ func TestGuestTestdata(t *testing.T) {
 // over it in the notes, and the table a column and the floors' lines.
 func TestGuestFloor(t *testing.T) {
 	m := guestMeasured()
-	m.Floor = &GuestFloor{Size: 1040, Args: floorArgs(1024, false),
+	m.Floor = &GuestFloor{Size: 1040, Args: floorArgs(1024, false), Seconds: 21,
 		UDP: []UDP{
 			{Mode: "raw/plain", Gbits: 0.1, Kpps: 12, LossPct: 1.5},
 			{Mode: "raw/gso+gro", Gbits: 8 * 80 * (1 << 20) / 1e9, Kpps: 77, LossPct: 20}, // 80 MiB/s
@@ -399,6 +400,7 @@ func TestGuestFloor(t *testing.T) {
 		"  ping-pong block typical 400.00 µs, p99 2000.00 µs (half round trips)\n",
 		"measure                             rxe↔rxe  softnic↔softnic  UDP floor unit      softnic/rxe  goal   status\n",
 		"write_bw 64 KiB                       40.00            80.00      80.00 MB/s            2.00×  ≥ 2×   PASS\n",
+		"time: guests up 10 s, UDP floor 21 s, rxe ↔ rxe 100 s, softnic ↔ softnic 200 s, total 320 s\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("Format has no %q:\n%s", want, got)
@@ -431,5 +433,64 @@ func TestGuestFloor(t *testing.T) {
 	// without a floor (an older run's), no column
 	if got := BuildGuests(guestMeasured()).Format(); strings.Contains(got, "UDP floor") {
 		t.Errorf("a run without a floor has its column:\n%s", got)
+	}
+}
+
+// RunGuests against a stand-in bed (testdata/fakebed/bed, answering from
+// testdata/guests): the floor first, then each test on rxe and softnic
+// back to back, rxe removed before softnic's run and added again before
+// rxe's next; softnic's busy-poll write_lat needs no rxe.
+func TestRunGuests(t *testing.T) {
+	dir := t.TempDir()
+	logf := filepath.Join(dir, "log")
+	t.Setenv("FAKE_LOG", logf)
+	for _, g := range GuestNames {
+		if err := os.MkdirAll(filepath.Join(dir, "guests", g, "share"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(dir, "tool")
+	if err := os.WriteFile(bin, []byte("a static binary"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bed, err := filepath.Abs(filepath.Join("testdata", "fakebed", "bed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := RunGuests(context.Background(), GuestConfig{Bed: bed, Softnic: bin, UDPBench: bin, State: dir})
+	if m.Err != "" || len(m.RXE.Errors)+len(m.Softnic.Errors) != 0 {
+		t.Fatalf("error %q; rxe %v; softnic %v", m.Err, m.RXE.Errors, m.Softnic.Errors)
+	}
+	log, err := os.ReadFile(logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed := "exec bench-a rxe removed\nexec bench-b rxe removed\n"
+	added := "exec bench-a rxe added\nexec bench-b rxe added\n"
+	want := "up bench-a\nstart bench-b\n" +
+		"serve bench-a /host/udpbench -serve\nexec bench-b udpbench\njobkill bench-a job1\n" +
+		"serve bench-a ib_write_bw -d\nexec bench-b ib_write_bw\n" + removed +
+		"serve bench-a /host/softnic write_bw\nexec bench-b softnic write_bw\n" + added +
+		"serve bench-a ib_read_bw -d\nexec bench-b ib_read_bw\n" + removed +
+		"serve bench-a /host/softnic read_bw\nexec bench-b softnic read_bw\n" + added +
+		"serve bench-a ib_send_bw -d\nexec bench-b ib_send_bw\n" + removed +
+		"serve bench-a /host/softnic send_bw\nexec bench-b softnic send_bw\n" + added +
+		"serve bench-a ib_write_lat -d\nexec bench-b ib_write_lat\n" + removed +
+		"serve bench-a /host/softnic write_lat\nexec bench-b softnic write_lat\n" +
+		"serve bench-a /host/softnic write_lat\nexec bench-b softnic write_lat --busy-poll\n" +
+		"down \n"
+	if string(log) != want {
+		t.Errorf("the bed was asked:\n%s\nwant:\n%s", log, want)
+	}
+	if len(m.RXE.Results) != 4 || len(m.Softnic.Results) != 5 || m.Guests[1].IP != "10.77.0.3" || m.Guests[0].CPUs != 1 {
+		t.Errorf("results: rxe %d, softnic %d; guests %+v", len(m.RXE.Results), len(m.Softnic.Results), m.Guests)
+	}
+	if f := m.Floor; f == nil || f.Error != "" || f.Size != 1040 || len(f.UDP) != 2 || len(f.PingPong) != 2 {
+		t.Errorf("floor: %+v", f)
+	}
+	for _, name := range []string{"softnic", "udpbench"} {
+		if b, err := os.ReadFile(filepath.Join(dir, "guests", "bench-b", "share", name)); err != nil || string(b) != "a static binary" {
+			t.Errorf("%s in bench-b's share: %q, %v", name, b, err)
+		}
 	}
 }

@@ -339,7 +339,11 @@ func (t GuestTable) Format() string {
 	if t.Error != "" {
 		fmt.Fprintf(&b, "\nstopped early: %s\n", t.Error)
 	}
-	fmt.Fprintf(&b, "\ntime: guests up %.0f s, rxe ↔ rxe %.0f s, softnic ↔ softnic %.0f s, total %.0f s\n",
-		t.BedUpSeconds, t.RXESeconds, t.SoftnicSeconds, t.TotalSeconds)
+	floor := ""
+	if t.Floor != nil {
+		floor = fmt.Sprintf(", UDP floor %.0f s", t.Floor.Seconds)
+	}
+	fmt.Fprintf(&b, "\ntime: guests up %.0f s%s, rxe ↔ rxe %.0f s, softnic ↔ softnic %.0f s, total %.0f s\n",
+		t.BedUpSeconds, floor, t.RXESeconds, t.SoftnicSeconds, t.TotalSeconds)
 	return b.String()
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/transport/rc"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/wire"
 )
@@ -185,11 +186,12 @@ func TestDrainRQ(t *testing.T) {
 		f := fabric.New(fabric.Config{Seed: 5})
 		defer f.Close()
 		f.SetImpairment(fabric.Impairment{Delay: time.Millisecond})
-		a, b := newPair(t, f, pairOpts{bufSize: 1 << 20, timeout: 10, retry: 1})
-		// 150 SENDs of two packets each at MTU 1024 are more than the
-		// window of 128 PSNs: the later ones are still to come at the
-		// drain.
-		const n, sends, size = 200, 150, 2048
+		a, b := newPair(t, f, pairOpts{bufSize: 1 << 20, timeout: 10, retry: 1, maxWR: 512})
+		// The SENDs, of two packets each at MTU 1024, are more than the
+		// window of rc.MaxUnackedPSNs PSNs: the later ones are still to
+		// come at the drain.
+		const sends, size = rc.MaxUnackedPSNs/2 + 100, 2048
+		const n = sends + 50
 		for i := range n {
 			postRecv(t, b, recvWR(b, uint64(i), i*size, size))
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/transport/rc"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -177,14 +178,15 @@ func wcOpcodeOf(op ibv.WROpcode) ibv.WCOpcode {
 
 // In a long message AckReq is set on one packet in 65 as well as the
 // last (rxe_req.c: noack_pkts > RXE_MAX_PKT_PER_ACK), so the window of
-// 128 unacknowledged PSNs keeps moving; the WRITE arrives whole.
+// rc.MaxUnackedPSNs unacknowledged PSNs keeps moving; the WRITE, longer
+// than the window, arrives whole.
 func TestRCAckReqPeriodic(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := fabric.New(fabric.Config{Seed: 1})
 		defer f.Close()
-		a, b := newPair(t, f, pairOpts{mtu: ibv.MTU256, timeout: 14, retry: 7, rnr: 7, bufSize: 1 << 16})
+		a, b := newPair(t, f, pairOpts{mtu: ibv.MTU256, timeout: 14, retry: 7, rnr: 7, bufSize: 1 << 18})
 		rec := record(t, f)
-		const pkts = 200
+		const pkts = rc.MaxUnackedPSNs + 72
 		fill(a.buf[:pkts*256], 31)
 		post(t, a, rdmaWR(a, b, 1, ibv.WRRDMAWrite, 0, 0, pkts*256))
 		wantWC(t, waitWC(t, a.cq, 1)[0], 1, ibv.WCSuccess, ibv.WCRDMAWrite)
@@ -199,7 +201,12 @@ func TestRCAckReqPeriodic(t *testing.T) {
 				acked = append(acked, p.psn())
 			}
 		}
-		if want := []wire.PSN{64, 129, 194, 199}; !slices.Equal(acked, want) {
+		var want []wire.PSN // every 65th packet from the 65th, and the last
+		for psn := 64; psn < pkts-1; psn += 65 {
+			want = append(want, wire.PSN(psn))
+		}
+		want = append(want, pkts-1)
+		if !slices.Equal(acked, want) {
 			t.Errorf("AckReq on PSNs %v, want %v", acked, want)
 		}
 		if got := a.dev.Counters().Timeouts; got != 0 {
@@ -396,16 +403,16 @@ func TestRCSQD(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := fabric.New(fabric.Config{Seed: 1})
 				defer f.Close()
-				a, b := newPair(t, f, pairOpts{mtu: ibv.MTU256, timeout: 14, retry: 7, rnr: 7, bufSize: 1 << 16})
+				a, b := newPair(t, f, pairOpts{mtu: ibv.MTU256, timeout: 14, retry: 7, rnr: 7, bufSize: 1 << 18})
 				rec := record(t, f)
 				f.AddFilter(fabric.OnMatch(from(b), fabric.Delay(time.Millisecond)))
 
-				const pkts = 200 // more than the window of 128 PSNs
+				const pkts = rc.MaxUnackedPSNs + 72 // more than the window
 				fill(a.buf[:pkts*256], 41)
 				post(t, a, rdmaWR(a, b, 1, ibv.WRRDMAWrite, 0, 0, pkts*256))
 				settle(0)
-				if got := rec.count(from(a)); got != 128 {
-					t.Fatalf("%d packets before the first ACK, want a window of 128", got)
+				if got := rec.count(from(a)); got != rc.MaxUnackedPSNs {
+					t.Fatalf("%d packets before the first ACK, want a window of %d", got, rc.MaxUnackedPSNs)
 				}
 				modify(t, a, ibv.QPAttr{State: ibv.QPStateSQD, EnSQDAsyncNotify: notify},
 					ibv.QPAttrState|ibv.QPAttrEnSQDAsyncNotify)

@@ -191,3 +191,29 @@ func TestCompleterReadResumeFirstOrMiddle(t *testing.T) {
 		})
 	}
 }
+
+// The requester keeps at most MaxUnackedPSNs packets unacknowledged: it
+// stops at the window's edge and sends as many more as an ACK frees.
+func TestRequesterWindow(t *testing.T) {
+	h := newHarness(t)
+	const perWrite = 64 // 64 KiB at path MTU 1024
+	n := MaxUnackedPSNs/perWrite + 2
+	for i := range n {
+		h.post(h.wr(uint64(i+1), ibv.WRRDMAWrite, 0, perWrite*1024))
+	}
+	sent := h.process()
+	if len(sent) != MaxUnackedPSNs || sent[len(sent)-1] != "RC_RDMA_WRITE_LAST/"+itoa(MaxUnackedPSNs-1) {
+		t.Fatalf("sent %d packets before any ACK, the last %q; want the window, %d", len(sent), sent[len(sent)-1], MaxUnackedPSNs)
+	}
+	h.respond(wire.RCAck, perWrite-1, wire.AckUnlimited, nil) // the first WRITE
+	sent = h.process()
+	if len(sent) != perWrite || sent[0] != "RC_RDMA_WRITE_FIRST/"+itoa(MaxUnackedPSNs) {
+		t.Fatalf("an ACK of %d packets let %d more go (first %q)", perWrite, len(sent), sent[0])
+	}
+	if got := h.completions(); len(got) != 1 || got[0].WRID != 1 {
+		t.Errorf("completions %+v, want WR 1", got)
+	}
+	if got := h.process(); len(got) != 0 {
+		t.Errorf("sent %v with the window full", got)
+	}
+}

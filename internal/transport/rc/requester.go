@@ -78,7 +78,7 @@ func (qp *QP) requesterLocked(out transport.Output, now time.Time) bool {
 			qp.localOpLocked(w)
 			continue
 		}
-		if qp.isRC() && r.psn.Diff(qp.comp.psn) >= maxUnackedPSNs {
+		if qp.isRC() && r.psn.Diff(qp.comp.psn) >= MaxUnackedPSNs {
 			return false // window full (RXE_MAX_UNACKED_PSNS)
 		}
 		qp.sendPacketLocked(w, out, now)

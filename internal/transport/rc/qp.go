@@ -40,13 +40,15 @@ import (
 const (
 	// MaxUnackedPSNs bounds the requester's window: the packets it may
 	// have sent and not yet seen acknowledged. softnic deliberately keeps
-	// 512 where rxe keeps 128 (RXE_MAX_UNACKED_PSNS): the IBTA sets no
-	// window below half the PSN space, rxe's ACKs come back from softirq
-	// within microseconds, softnic's from another process's goroutine. At
-	// 128 a 64 KiB write_bw between two 1-vCPU TCG guests idled waiting
+	// 512 where rxe keeps 128 (RXE_MAX_UNACKED_PSNS); the IBTA bounds it
+	// only by half the PSN space (9.7.2). At 128 a 64 KiB write_bw between two 1-vCPU TCG guests idled waiting
 	// for ACKs (sender 64% busy, receiver 43%): 512 gave +23% (median of
 	// four alternating pairs, 21 → 26 MB/s), read_bw +17%, on the host
-	// +6% (17.7 → 18.7 Gbit/s); 1024 was no better than 512. A softnic
+	// +6% (17.7 → 18.7 Gbit/s); 1024 was no better than 512. The cost:
+	// with 1000 QPs sending at once (write_bw -q 1000) the receiver's
+	// socket buffer overflows more often (UdpRcvbufErrors 856-1145 a run
+	// against 234) and that write_bw was 7% lower (medians of six
+	// alternating pairs, 16.4 → 15.3 Gbit/s, runs spread 10-18). A softnic
 	// peer's socket buffer holds the window even at path MTU 4096 when it
 	// may set its 8 MiB (UDPConfig.SocketBuffer; root or rmem_max); one
 	// capped lower drops the excess, which the go-back-N retry recovers.

@@ -41,8 +41,9 @@ const (
 	// MaxUnackedPSNs bounds the requester's window: the packets it may
 	// have sent and not yet seen acknowledged. softnic deliberately keeps
 	// 512 where rxe keeps 128 (RXE_MAX_UNACKED_PSNS); the IBTA bounds it
-	// only by half the PSN space (9.7.2). At 128 a 64 KiB write_bw between two 1-vCPU TCG guests idled waiting
-	// for ACKs (sender 64% busy, receiver 43%): 512 gave +23% (median of
+	// only by half the 24-bit PSN space. At 128 a 64 KiB write_bw
+	// between two 1-vCPU TCG guests idled waiting for ACKs (sender 64%
+	// busy, receiver 43%): 512 gave +23% (median of
 	// four alternating pairs, 21 → 26 MB/s), read_bw +17%, on the host
 	// +6% (17.7 → 18.7 Gbit/s); 1024 was no better than 512. The cost:
 	// with 1000 QPs sending at once (write_bw -q 1000) the receiver's

@@ -43,9 +43,9 @@ const (
 	// 512 where rxe keeps 128 (RXE_MAX_UNACKED_PSNS); the IBTA bounds it
 	// only by half the 24-bit PSN space. At 128 a 64 KiB write_bw
 	// between two 1-vCPU TCG guests idled waiting for ACKs (sender 64%
-	// busy, receiver 43%): 512 gave +23% (median of
-	// four alternating pairs, 21 → 26 MB/s), read_bw +17%, on the host
-	// +6% (17.7 → 18.7 Gbit/s); 1024 was no better than 512. The cost:
+	// busy, receiver 43%): 512 gave +24% (medians of four alternating
+	// pairs, 21.0 → 26.1 MB/s), read_bw +17%, on the host +7% (ten
+	// pairs, 17.5 → 18.8 Gbit/s); 1024 was no better than 512. The cost:
 	// with 1000 QPs sending at once (write_bw -q 1000) the receiver's
 	// socket buffer overflows more often (UdpRcvbufErrors 856-1145 a run
 	// against 234) and that write_bw was 7% lower (medians of six

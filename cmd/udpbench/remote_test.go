@@ -63,15 +63,7 @@ func TestRawModesAgainstAServer(t *testing.T) {
 func TestPingPongAgainstAServer(t *testing.T) {
 	setFlag(t, peer, startServer(t))
 	setFlag(t, local, "127.0.0.1")
-	for _, mode := range []string{"busy", "block"} {
-		r, err := pingPong(mode, 200)
-		if err != nil {
-			t.Fatalf("%s: %v", mode, err)
-		}
-		if r.typical <= 0 || r.p99 < r.typical {
-			t.Errorf("%s: typical %v µs, p99 %v µs", mode, r.typical, r.p99)
-		}
-	}
+	pingPongBothModes(t)
 }
 
 // A request the server does not know, or a mode it has not, is answered

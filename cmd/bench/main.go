@@ -35,7 +35,7 @@ Exit status 1 when a measurement failed (its row says FAILED and why); a
 SHORT figure is a measurement, not a failure. --cpuprofile profiles the
 blocking write_lat 8 B client (the run without --busy-poll).
 
---guests (needs root; slow: about 3 minutes under qemu TCG, not for CI)
+--guests (needs root; slow: about 2.5 minutes under qemu TCG, not for CI)
 boots two identical 1-vCPU guests of the interop bed (test/interop/bed)
 and measures plain UDP's floor between them with a static udpbench
 (-serve in one, -peer in the other: raw/plain and raw/gso+gro with

@@ -293,7 +293,11 @@ func listen(addr string, port int) (*net.UDPConn, syscall.RawConn, error) {
 		}
 		serr = unix.SetsockoptInt(s, unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO)
 	})
-	return c, rc, serr
+	if serr != nil {
+		c.Close()
+		return nil, nil, serr
+	}
+	return c, rc, nil
 }
 
 func runRaw(gso, gro bool) (result, error) {

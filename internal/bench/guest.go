@@ -70,14 +70,13 @@ type GuestTest struct {
 
 // GuestPlanFor returns the guest mode's tests, by row name. A qemu TCG
 // guest moves a few thousand RoCE packets a second (test/interop/README.md):
-// on the project's 2-core machines both pairs moved 7-15 MB/s of 64 KiB
-// messages (64 packets each at path MTU 1024) and 4-15 k 64-byte SENDs a
+// on the project's 2-core machines both pairs moved 7-28 MB/s of 64 KiB
+// messages (64 packets each at path MTU 1024) and 4-19 k 64-byte SENDs a
 // second, with 8-byte WRITE half round trips of 0.3-2.5 ms typical. At
-// these iterations the whole mode takes about 3 minutes (90 s of tests
-// for each pair), --quick about 35 s: far fewer iterations than the
-// native mode's, and the same for both pairs. softnic's second write_lat,
-// with --busy-poll on both sides, runs as many iterations as the first
-// and adds about as long again (not measured on the guests yet).
+// these iterations the whole mode takes about 2.5 minutes (about 55 s of
+// tests for each pair, 17 s for the floor, softnic's busy-poll write_lat
+// included), --quick about 50 s: far fewer iterations than the native
+// mode's, and the same for both pairs.
 func GuestPlanFor(quick bool) map[string]GuestTest {
 	bw, msgs, lat := "5000", "50000", "2000"
 	if quick {
@@ -148,8 +147,8 @@ type guestRun struct {
 
 // RunGuests brings the interop bed up with two guests, measures the UDP
 // floor between them, then each test with rxe ↔ rxe and, rxe removed,
-// softnic ↔ softnic, and takes the bed down again, whatever happened. It refuses to touch a bed that is up already: that
-// bed is someone else's.
+// softnic ↔ softnic, and takes the bed down again, whatever happened. It
+// refuses to touch a bed that is up already: that bed is someone else's.
 func RunGuests(ctx context.Context, c GuestConfig) (m GuestMeasurements) {
 	t0 := time.Now()
 	g := &guestRun{c: c, port: 18515}

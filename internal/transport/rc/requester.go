@@ -79,7 +79,7 @@ func (qp *QP) requesterLocked(out transport.Output, now time.Time) bool {
 			continue
 		}
 		if qp.isRC() && r.psn.Diff(qp.comp.psn) >= MaxUnackedPSNs {
-			return false // window full (RXE_MAX_UNACKED_PSNS)
+			return false // window full (MaxUnackedPSNs, rxe's RXE_MAX_UNACKED_PSNS)
 		}
 		qp.sendPacketLocked(w, out, now)
 	}

@@ -118,7 +118,7 @@ func main() {
 		if r.sent > 0 {
 			loss = 100 * (1 - float64(r.pkts)/float64(r.sent))
 		}
-		fmt.Printf("%-14s %10.2f %10.0f %8.2f\n", m, float64(r.bytes)*8/secs/1e9, float64(r.pkts)/secs/1e3, loss)
+		fmt.Printf("%-14s %10.3f %10.1f %8.2f\n", m, float64(r.bytes)*8/secs/1e9, float64(r.pkts)/secs/1e3, loss)
 	}
 	if *pingpong <= 0 {
 		return

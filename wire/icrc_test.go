@@ -48,7 +48,18 @@ func refICRC(d []byte, v4 bool) uint32 {
 	return crc32.ChecksumIEEE(buf)
 }
 
+// Both payload CRCs ComputeICRC may pick (wire.PayloadCRCs) give the
+// reference ICRC for every opcode and payload size, IPv4 and IPv6.
 func TestICRCMatchesReference(t *testing.T) {
+	for name, f := range wire.PayloadCRCs {
+		t.Run(name, func(t *testing.T) {
+			defer wire.UsePayloadCRC(f)()
+			testICRCMatchesReference(t)
+		})
+	}
+}
+
+func testICRCMatchesReference(t *testing.T) {
 	r := newRand(t)
 	for _, op := range validOpcodes() {
 		for _, n := range payloadSizes(op) {

@@ -79,18 +79,17 @@ func serveOne(c *net.TCPConn, local netip.Addr) error {
 	if err != nil {
 		return err
 	}
-	f := strings.Fields(line)
-	switch {
-	case len(f) == 3 && f[0] == "recv" && (f[1] == "0" || f[1] == "1"):
-		sz, err := strconv.Atoi(f[2])
-		if err != nil || sz <= 0 || sz > 0xFFFF-28 {
-			return fmt.Errorf("datagram size %q", f[2])
-		}
+	q, err := parseRequest(line)
+	if err != nil {
+		return err
+	}
+	switch q.kind {
+	case "recv":
 		u, rc, err := listen(local.String(), 0)
 		if err != nil {
 			return err
 		}
-		rx, err := startRawRecv(u, rc, f[1] == "1", sz)
+		rx, err := startRawRecv(u, rc, q.gro, q.size)
 		if err != nil {
 			u.Close()
 			return err
@@ -107,8 +106,8 @@ func serveOne(c *net.TCPConn, local netip.Addr) error {
 		}
 		_, err = fmt.Fprintf(c, "got %d %d\n", bytes, pkts)
 		return err
-	case len(f) == 2 && f[0] == "echo":
-		e, err := startEcho(f[1], local)
+	default: // "echo"
+		e, err := startEcho(q.mode, local)
 		if err != nil {
 			return err
 		}
@@ -124,7 +123,31 @@ func serveOne(c *net.TCPConn, local netip.Addr) error {
 		}
 		return err
 	}
-	return fmt.Errorf("unknown request %q", strings.TrimSpace(line))
+}
+
+// request is a peer's request line, parsed.
+type request struct {
+	kind string // "recv" or "echo"
+	gro  bool   // recv: with UDP_GRO
+	size int    // recv: datagram bytes, 1 to 65507
+	mode string // echo: "busy" or "block"
+}
+
+// parseRequest reads "recv GRO SIZE" or "echo MODE" (the line from the
+// network: anything else is an error).
+func parseRequest(line string) (request, error) {
+	f := strings.Fields(line)
+	switch {
+	case len(f) == 3 && f[0] == "recv" && (f[1] == "0" || f[1] == "1"):
+		sz, err := strconv.Atoi(f[2])
+		if err != nil || sz <= 0 || sz > 0xFFFF-28 {
+			return request{}, fmt.Errorf("datagram size %q", f[2])
+		}
+		return request{kind: "recv", gro: f[1] == "1", size: sz}, nil
+	case len(f) == 2 && f[0] == "echo" && (f[1] == "busy" || f[1] == "block"):
+		return request{kind: "echo", mode: f[1]}, nil
+	}
+	return request{}, fmt.Errorf("unknown request %q", strings.TrimSpace(line))
 }
 
 // ctl is a peer's control connection to a -serve.

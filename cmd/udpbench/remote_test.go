@@ -3,6 +3,7 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -85,4 +86,31 @@ func TestServerRefusesWhatItDoesNotKnow(t *testing.T) {
 	if _, _, err := dialCtl(gone, "recv 0 1040"); err == nil {
 		t.Errorf("dialled a server that is gone")
 	}
+}
+
+// A request line from the network: parseRequest never panics, and what it
+// accepts is one of the two requests with its fields in range, and reads
+// back as the same request.
+func FuzzParseRequest(f *testing.F) {
+	for _, s := range []string{"recv 0 1040\n", "recv 1 4112", "echo busy\n", "echo block", "recv 2 1", "echo", "", "recv 1 -5", "recv 1 99999999999999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		q, err := parseRequest(line)
+		if err != nil {
+			return
+		}
+		var again string
+		switch {
+		case q.kind == "recv" && q.size >= 1 && q.size <= 0xFFFF-28 && q.mode == "":
+			again = fmt.Sprintf("recv %d %d", map[bool]int{false: 0, true: 1}[q.gro], q.size)
+		case q.kind == "echo" && (q.mode == "busy" || q.mode == "block") && !q.gro && q.size == 0:
+			again = "echo " + q.mode
+		default:
+			t.Fatalf("%q parsed as %+v", line, q)
+		}
+		if r, err := parseRequest(again); err != nil || r != q {
+			t.Fatalf("%q parsed as %+v; %q as %+v, %v", line, q, again, r, err)
+		}
+	})
 }

@@ -173,11 +173,11 @@ func dialCtl(addr, req string) (*ctl, int, error) {
 		c.Close()
 		return nil, 0, err
 	}
-	port, err := 0, fmt.Errorf("server %v: answered %q to %q", addr, strings.Join(f, " "), req)
+	port := 0
 	if len(f) == 2 && f[0] == "port" {
-		port, err = strconv.Atoi(f[1])
+		port, _ = strconv.Atoi(f[1])
 	}
-	if err != nil || port <= 0 || port > 0xFFFF {
+	if port <= 0 || port > 0xFFFF {
 		c.Close()
 		return nil, 0, fmt.Errorf("server %v: answered %q to %q", addr, strings.Join(f, " "), req)
 	}

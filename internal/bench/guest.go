@@ -192,7 +192,7 @@ func RunGuests(ctx context.Context, c GuestConfig) (m GuestMeasurements) {
 	}
 	if c.UDPBench != "" {
 		g.logf("UDP floor: udpbench between the guests")
-		pmtu := 0 // floorArgs's default
+		pmtu := 0 // floorSize's default
 		if mtu, err := strconv.Atoi(g.envs[0]["MTU"]); err == nil {
 			pmtu = nic.ActiveMTU(mtu).Bytes() // what rxe and softnic pick on eth0
 		}
@@ -245,19 +245,25 @@ type GuestFloor struct {
 	Seconds float64 `json:"seconds"`
 }
 
+// floorSize is the floor's datagram at path MTU mtu (0: 1024, what rxe
+// picks on a guest's eth0 of MTU 1500): a packet with a full payload.
+func floorSize(mtu int) int {
+	if mtu == 0 {
+		mtu = 1024
+	}
+	return mtu + wire.BTHLen + wire.ICRCLen
+}
+
 // floorArgs are the udpbench client's arguments between the guests,
-// after -peer and -local: mtu's datagrams, raw/plain and raw/gso+gro
+// after -peer and -local: size-byte datagrams, raw/plain and raw/gso+gro
 // (one run each), and as many ping-pong round trips as write_lat's
 // iterations.
-func floorArgs(mtu int, quick bool) []string {
-	if mtu == 0 {
-		mtu = 1024 // a guest's eth0 has MTU 1500: rxe's active MTU is 1024
-	}
+func floorArgs(size int, quick bool) []string {
 	d, rounds := "3s", "2000"
 	if quick {
 		d, rounds = "1s", "100"
 	}
-	return []string{"-size", strconv.Itoa(mtu + wire.BTHLen + wire.ICRCLen), "-runs", "1", "-d", d,
+	return []string{"-size", strconv.Itoa(size), "-runs", "1", "-d", d,
 		"-modes", "raw/plain,raw/gso+gro", "-pingpong", rounds}
 }
 
@@ -265,8 +271,8 @@ func floorArgs(mtu int, quick bool) []string {
 // client in the second.
 func (g *guestRun) floor(ctx context.Context, mtu int) *GuestFloor {
 	t := time.Now()
-	f := &GuestFloor{Args: floorArgs(mtu, g.c.Quick)}
-	f.Size, _ = strconv.Atoi(f.Args[1])
+	f := &GuestFloor{Size: floorSize(mtu)}
+	f.Args = floorArgs(f.Size, g.c.Quick)
 	defer func() { f.Seconds = time.Since(t).Seconds() }()
 	for i := range GuestNames {
 		if err := g.share(i, g.c.UDPBench, "udpbench"); err != nil {

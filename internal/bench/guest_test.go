@@ -368,7 +368,7 @@ func TestGuestTestdata(t *testing.T) {
 // over it in the notes, and the table a column and the floors' lines.
 func TestGuestFloor(t *testing.T) {
 	m := guestMeasured()
-	m.Floor = &GuestFloor{Size: 1040, Args: floorArgs(1024, false), Seconds: 21,
+	m.Floor = &GuestFloor{Size: 1040, Args: floorArgs(floorSize(1024), false), Seconds: 21,
 		UDP: []UDP{
 			{Mode: "raw/plain", Gbits: 0.1, Kpps: 12, LossPct: 1.5},
 			{Mode: "raw/gso+gro", Gbits: 8 * 80 * (1 << 20) / 1e9, Kpps: 77, LossPct: 20}, // 80 MiB/s
@@ -422,7 +422,7 @@ func TestGuestFloor(t *testing.T) {
 	}
 
 	// a floor that failed: said so, and no figures to compare with
-	m.Floor = &GuestFloor{Size: 1040, Args: floorArgs(0, true), Error: "client: bed exec: exit status 1"}
+	m.Floor = &GuestFloor{Size: 1040, Args: floorArgs(floorSize(0), true), Error: "client: bed exec: exit status 1"}
 	tb = BuildGuests(m)
 	if r := guestRow(t, tb, GuestRowWriteBW); r.Floor != nil || r.Note != "BW average" || tb.Failed() {
 		t.Errorf("a failed floor: %+v (failed %v)", r, tb.Failed())

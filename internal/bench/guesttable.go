@@ -146,8 +146,12 @@ func BuildGuests(m GuestMeasurements) GuestTable {
 	pp := func(mode, what string, p99 bool) floorFig {
 		return floorFig{"UDP ping-pong " + mode + " " + what, func(f *GuestFloor) *float64 {
 			for _, q := range f.PingPong {
-				if q.Mode == mode {
-					return ptr(map[bool]float64{false: q.Typical, true: q.P99}[p99])
+				switch {
+				case q.Mode != mode:
+				case p99:
+					return ptr(q.P99)
+				default:
+					return ptr(q.Typical)
 				}
 			}
 			return nil
@@ -310,20 +314,21 @@ func (t GuestTable) Format() string {
 		}
 		b.WriteString("\n")
 	}
-	floorCol := func(v *float64) string {
+	// the floor's column, when there is a floor
+	floorCol := func(text string) string {
 		if t.Floor == nil {
 			return ""
 		}
-		return fmt.Sprintf(" %10s", fig(v))
+		return fmt.Sprintf(" %10s", text)
 	}
 	fmt.Fprintf(&b, "%s %10s %16s%s %-8s %12s  %-6s %s\n", pad("measure", w), "rxe↔rxe", "softnic↔softnic",
-		map[bool]string{true: fmt.Sprintf(" %10s", "UDP floor")}[t.Floor != nil], "unit", "softnic/rxe", "goal", "status")
+		floorCol("UDP floor"), "unit", "softnic/rxe", "goal", "status")
 	for _, r := range t.Rows {
 		ratio := "-"
 		if r.Ratio != nil {
 			ratio = fmt.Sprintf("%.2f×", *r.Ratio)
 		}
-		line := fmt.Sprintf("%s %10s %16s%s %-8s %12s  %s %s", pad(r.Name, w), fig(r.RXE), fig(r.Softnic), floorCol(r.Floor), r.Unit, ratio, pad(r.Goal, 6), r.Status)
+		line := fmt.Sprintf("%s %10s %16s%s %-8s %12s  %s %s", pad(r.Name, w), fig(r.RXE), fig(r.Softnic), floorCol(fig(r.Floor)), r.Unit, ratio, pad(r.Goal, 6), r.Status)
 		b.WriteString(strings.TrimRight(line, " ") + "\n")
 	}
 	b.WriteString("\nnotes:\n")

@@ -53,7 +53,17 @@ type Datagram struct {
 	Encap wire.Encap
 	// Buf is the UDP payload, BTH through ICRC. On receive the caller
 	// provides buffers of capacity MaxDatagram and the link reslices them.
+	// On transmit with a Payload, it is the rest of the datagram.
 	Buf []byte
+	// Payload, on transmit, is a part of the datagram the link sends from
+	// where it lies (an application's registered memory) rather than
+	// from a copy in Buf: the datagram is Buf[:Split], Payload,
+	// Buf[Split:], and Buf[Split:] holds at least the ICRC. Only a link
+	// that says it sends such datagrams (CanSendSplit) is given one; nil
+	// otherwise, and always on receive.
+	Payload []byte
+	// Split is where Payload goes in Buf; see Payload.
+	Split int
 	// ICRC says, on receive, what the link knows of the ICRC and of
 	// Encap (ICRCStatus; CheckICRC acts on it); a link that leaves it as
 	// the caller set it (ICRCUnchecked, the zero value) says it saw the
@@ -77,6 +87,9 @@ type Datagram struct {
 	// other sockets). Transmit ignores it.
 	Seq uint64
 }
+
+// Len returns the datagram's length: Buf's, plus Payload's on transmit.
+func (d *Datagram) Len() int { return len(d.Buf) + len(d.Payload) }
 
 // Link moves RoCEv2 datagrams for one NIC address: the in-memory fabric
 // in tests, a UDP socket on port 4791 on a real network (STYLE.md 11).
@@ -160,6 +173,17 @@ func PreferBusyPoll(l Link) bool {
 	}
 	c, ok := l.(interface{ PreferBusyPoll() bool })
 	return ok && c.PreferBusyPoll()
+}
+
+// CanSendSplit reports whether l's WriteBatch takes datagrams with a
+// Payload (Datagram.Payload), sending the payload from where it lies: l
+// has a SendsSplit method that says so. The UDP link does, in the
+// iovec of its sendmmsg; a link that would only copy the pieces together
+// again (the fabric, the pcap recorder) does not, and the NIC copies the
+// payload into the datagram itself, once.
+func CanSendSplit(l Link) bool {
+	c, ok := l.(interface{ SendsSplit() bool })
+	return ok && c.SendsSplit()
 }
 
 // Multicaster is implemented by links that can receive IP multicast: the

@@ -389,6 +389,10 @@ func (l *UDPLink) BatchSize() int { return l.bs }
 // or refused by the kernel since).
 func (l *UDPLink) GSO() bool { return l.gso.Load() }
 
+// SendsSplit says that WriteBatch takes datagrams with a Payload
+// (CanSendSplit): the kernel copies it from where it lies.
+func (l *UDPLink) SendsSplit() bool { return true }
+
 // GRO reports whether the socket receives with UDP GRO.
 func (l *UDPLink) GRO() bool { return l.gro }
 
@@ -950,7 +954,9 @@ func (l *UDPLink) getTx() *udpTx {
 	}
 	l.txMu.Unlock()
 	n := l.bs
-	t := &udpTx{l: l, hs: make([]mmsghdr, n), iov: make([]unix.Iovec, n), names: make([]byte, n*sockaddrLen),
+	// Up to three iovecs a datagram: one, or a split one's three
+	// (Datagram.Payload).
+	t := &udpTx{l: l, hs: make([]mmsghdr, n), iov: make([]unix.Iovec, 3*n), names: make([]byte, n*sockaddrLen),
 		oob: make([]byte, n*txOOBLen), first: make([]int, n), count: make([]int, n)}
 	t.fn = t.send
 	return t
@@ -1005,7 +1011,7 @@ func (l *UDPLink) WriteBatch(msgs []Datagram) (int, error) {
 	defer l.putTx(t)
 	sent := 0
 	for len(msgs) > 0 {
-		k := min(len(msgs), len(t.iov))
+		k := min(len(msgs), len(t.first))
 		n, err := t.write(msgs[:k], false, l.gso.Load())
 		sent += n
 		if err != nil {
@@ -1063,7 +1069,7 @@ func sameFlow(a, b *wire.Encap) bool {
 	return a.Dst == b.Dst && a.DstPort == b.DstPort && a.TrafficClass == b.TrafficClass && a.HopLimit == b.HopLimit
 }
 
-// write sends at most len(t.iov) datagrams, in GSO sends if gso; resend
+// write sends at most len(t.first) datagrams, in GSO sends if gso; resend
 // marks a second pass over datagrams already checked and counted.
 func (t *udpTx) write(msgs []Datagram, resend, gso bool) (int, error) {
 	l := t.l
@@ -1086,9 +1092,9 @@ func (t *udpTx) write(msgs []Datagram, resend, gso bool) (int, error) {
 			g := nm - 1
 			f := &msgs[t.first[g]]
 			last := &msgs[t.first[g]+t.count[g]-1]
-			size := len(f.Buf)
+			size := f.Len()
 			if t.first[g]+t.count[g] == i && t.count[g] < gsoMaxSegments &&
-				len(last.Buf) == size && len(d.Buf) <= size && len(d.Buf) > 0 &&
+				last.Len() == size && d.Len() <= size && d.Len() > 0 &&
 				(t.count[g]+1)*size <= maxBytes && sameFlow(&f.Encap, &d.Encap) {
 				t.count[g]++
 				continue
@@ -1106,10 +1112,12 @@ func (t *udpTx) write(msgs []Datagram, resend, gso bool) (int, error) {
 				seg = s
 			}
 			w := l.wireEncap(&d.Encap, seg)
-			t.idp.PatchEncap(d.Buf, &d.Encap, &w)
+			t.idp.PatchEncapAt(icrcOf(d), d.Len(), &d.Encap, &w)
 			d.Encap = w
 		}
-		t.build(g, msgs)
+	}
+	for g, io := 0, 0; g < nm; g++ {
+		io = t.build(g, msgs, io)
 	}
 	sent := 0
 	t.start, t.end = 0, nm
@@ -1125,7 +1133,7 @@ func (t *udpTx) write(msgs []Datagram, resend, gso bool) (int, error) {
 			sent += t.count[g]
 			l.ctr.txPackets.Add(uint64(t.count[g]))
 			for s := range t.count[g] {
-				l.ctr.txBytes.Add(uint64(len(msgs[t.first[g]+s].Buf)))
+				l.ctr.txBytes.Add(uint64(msgs[t.first[g]+s].Len()))
 			}
 			if t.count[g] > 1 {
 				l.ctr.txGSOSends.Add(1)
@@ -1184,7 +1192,7 @@ func (l *UDPLink) sendPlain(ds []Datagram) (int, error) {
 			continue
 		}
 		if w := l.wireEncap(&d.Encap, 0); d.Encap != w {
-			wire.PatchICRC(d.Buf, &d.Encap, &w)
+			wire.PatchICRCAt(icrcOf(d), d.Len(), &d.Encap, &w)
 			d.Encap = w
 		}
 	}
@@ -1193,21 +1201,40 @@ func (l *UDPLink) sendPlain(ds []Datagram) (int, error) {
 	return t.write(ds, true, false)
 }
 
-// build fills message g of t from its datagrams.
-func (t *udpTx) build(g int, msgs []Datagram) {
+// icrcOf returns the four bytes of d's ICRC, the end of its Buf (nil if
+// Buf is shorter).
+func icrcOf(d *Datagram) []byte {
+	if len(d.Buf) < wire.ICRCLen {
+		return nil
+	}
+	return d.Buf[len(d.Buf)-wire.ICRCLen:]
+}
+
+// build fills message g of t from its datagrams, with iovecs from t.iov[io]
+// on, and returns the index of the first iovec it left unused: a datagram
+// takes one, or three when it has a Payload (its headers, the payload
+// where it lies, the rest of Buf), so that the kernel copies the payload
+// straight from the application's memory.
+func (t *udpTx) build(g int, msgs []Datagram, io int) int {
 	l := t.l
 	first, cnt := t.first[g], t.count[g]
+	start := io
 	for s := range cnt {
-		b := msgs[first+s].Buf
-		t.iov[first+s].Base = unsafe.SliceData(b)
-		t.iov[first+s].SetLen(len(b))
+		d := &msgs[first+s]
+		if d.Payload == nil {
+			io = setIovec(t.iov, io, d.Buf)
+			continue
+		}
+		io = setIovec(t.iov, io, d.Buf[:d.Split])
+		io = setIovec(t.iov, io, d.Payload)
+		io = setIovec(t.iov, io, d.Buf[d.Split:])
 	}
 	e := &msgs[first].Encap
 	h := &t.hs[g]
 	h.hdr = unix.Msghdr{}
 	h.len = 0
-	h.hdr.Iov = &t.iov[first]
-	h.hdr.SetIovlen(cnt)
+	h.hdr.Iov = &t.iov[start]
+	h.hdr.SetIovlen(io - start)
 	name := t.names[g*sockaddrLen : (g+1)*sockaddrLen]
 	clear(name)
 	if l.v4 {
@@ -1230,7 +1257,7 @@ func (t *udpTx) build(g int, msgs []Datagram) {
 	oob := t.oob[g*txOOBLen : (g+1)*txOOBLen]
 	n := 0
 	if cnt > 1 {
-		n += putCmsg(oob[n:], unix.IPPROTO_UDP, unix.UDP_SEGMENT, 2, uint32(len(msgs[first].Buf)))
+		n += putCmsg(oob[n:], unix.IPPROTO_UDP, unix.UDP_SEGMENT, 2, uint32(msgs[first].Len()))
 	}
 	lvl, tos, ttl := unix.IPPROTO_IPV6, unix.IPV6_TCLASS, unix.IPV6_HOPLIMIT
 	if l.v4 {
@@ -1246,6 +1273,14 @@ func (t *udpTx) build(g int, msgs []Datagram) {
 		h.hdr.Control = &oob[0]
 		h.hdr.SetControllen(n)
 	}
+	return io
+}
+
+// setIovec points iov[i] at b and returns i+1.
+func setIovec(iov []unix.Iovec, i int, b []byte) int {
+	iov[i].Base = unsafe.SliceData(b)
+	iov[i].SetLen(len(b))
+	return i + 1
 }
 
 // putCmsg writes a control message with a size-byte native-endian value

@@ -47,7 +47,12 @@ var crc8Tab = func() *[8][256]uint32 {
 
 // crcUpdate runs p through the CRC register r (no inversions), eight
 // bytes a step: the headers the ICRC covers are too short for
-// hash/crc32's CLMUL path, and a byte a step cost 1.5 ns a byte.
+// hash/crc32's CLMUL path, and a byte a step cost 1.5 ns a byte. The race
+// detector does not instrument it: in race builds it is also dmaCRC, over
+// registered memory the application may write at any time (dmacrc_race.go);
+// the packets it reads otherwise are read by instrumented code too.
+//
+//go:norace
 func crcUpdate(r uint32, p []byte) uint32 {
 	t := crc8Tab
 	for len(p) >= 8 {
@@ -69,8 +74,14 @@ func ComputeICRC(e *Encap, pkt []byte) uint32 {
 	if len(pkt) < BTHLen+ICRCLen {
 		return 0
 	}
+	return payloadCRC(icrcHeaders(e, pkt[:BTHLen], len(pkt)), pkt[BTHLen:len(pkt)-ICRCLen])
+}
+
+// icrcHeaders returns the ICRC's CRC after the masked LRH, IP, UDP and
+// BTH headers of a datagram of size bytes (UDP payload) whose BTH is bth.
+func icrcHeaders(e *Encap, bth []byte, size int) uint32 {
 	var hdr [IPv6HeaderLen + UDPHeaderLen + BTHLen]byte
-	n := e.putIP(hdr[:], len(pkt))
+	n := e.putIP(hdr[:], size)
 	if n == IPv4HeaderLen {
 		hdr[1] = 0xFF                 // TOS
 		hdr[8] = 0xFF                 // TTL
@@ -80,13 +91,12 @@ func ComputeICRC(e *Encap, pkt []byte) uint32 {
 		hdr[1], hdr[2], hdr[3] = 0xFF, 0xFF, 0xFF
 		hdr[7] = 0xFF // hop limit
 	}
-	putUDP(hdr[n:], e.SrcPort, e.DstPort, len(pkt), 0xFFFF)
+	putUDP(hdr[n:], e.SrcPort, e.DstPort, size, 0xFFFF)
 	n += UDPHeaderLen
-	copy(hdr[n:], pkt[:BTHLen])
+	copy(hdr[n:], bth)
 	hdr[n+bthResv8a] = 0xFF // FECN, BECN and the six reserved bits
 	n += BTHLen
-	crc := crcSmall(icrcSeed, hdr[:n])
-	return payloadCRC(crc, pkt[BTHLen:len(pkt)-ICRCLen])
+	return crcSmall(icrcSeed, hdr[:n])
 }
 
 // payloadCRC updates a CRC over an ICRC's payload: hash/crc32's (CLMUL on

@@ -136,6 +136,16 @@ func PatchICRC(pkt []byte, from, to *Encap) {
 	if len(pkt) < BTHLen+ICRCLen {
 		return
 	}
+	PatchICRCAt(pkt[len(pkt)-ICRCLen:], len(pkt), from, to)
+}
+
+// PatchICRCAt is PatchICRC for a packet of size bytes whose ICRC is icrc
+// (its last four bytes), for a packet whose bytes are not in one slice
+// (link.Datagram.Payload).
+func PatchICRCAt(icrc []byte, size int, from, to *Encap) {
+	if size < BTHLen+ICRCLen || len(icrc) < ICRCLen {
+		return
+	}
 	// x is the XOR of the two IP and UDP headers as the ICRC sees them:
 	// only the covered fields that may differ are filled in; lengths,
 	// version and protocol are equal.
@@ -165,8 +175,8 @@ func PatchICRC(pkt []byte, from, to *Encap) {
 		return
 	}
 	crcInit()
-	delta := crcShift(crcRaw(x[f:n]), len(pkt)-ICRCLen)
-	binary.LittleEndian.PutUint32(pkt[len(pkt)-ICRCLen:], StoredICRC(pkt)^delta)
+	delta := crcShift(crcRaw(x[f:n]), size-ICRCLen)
+	binary.LittleEndian.PutUint32(icrc, binary.LittleEndian.Uint32(icrc)^delta)
 }
 
 // IDPatch patches the ICRC of IPv4 packets of one length whose
@@ -185,11 +195,20 @@ type IDPatch struct {
 // whose identification changes by x (old ^ new) and nothing else the
 // ICRC covers: PatchICRC's result, faster.
 func (d *IDPatch) Patch(pkt []byte, x uint16) {
-	if len(pkt) < BTHLen+ICRCLen || x == 0 {
+	if len(pkt) < BTHLen+ICRCLen {
 		return
 	}
-	if d.n != len(pkt) {
-		d.n, d.have = len(pkt), 0
+	d.PatchAt(pkt[len(pkt)-ICRCLen:], len(pkt), x)
+}
+
+// PatchAt is Patch for a packet of size bytes whose ICRC is icrc (its
+// last four bytes).
+func (d *IDPatch) PatchAt(icrc []byte, size int, x uint16) {
+	if size < BTHLen+ICRCLen || len(icrc) < ICRCLen || x == 0 {
+		return
+	}
+	if d.n != size {
+		d.n, d.have = size, 0
 	}
 	var delta uint32
 	for b := 0; x != 0; b, x = b+1, x>>1 {
@@ -203,25 +222,34 @@ func (d *IDPatch) Patch(pkt []byte, x uint16) {
 			// between it and the packet.
 			var id [2]byte
 			binary.BigEndian.PutUint16(id[:], 1<<b)
-			d.basis[b] = crcShift(crcRaw(id[:]), ipv4IDTail+len(pkt)-ICRCLen)
+			d.basis[b] = crcShift(crcRaw(id[:]), ipv4IDTail+size-ICRCLen)
 			d.have |= 1 << b
 		}
 		delta ^= d.basis[b]
 	}
-	binary.LittleEndian.PutUint32(pkt[len(pkt)-ICRCLen:], StoredICRC(pkt)^delta)
+	binary.LittleEndian.PutUint32(icrc, binary.LittleEndian.Uint32(icrc)^delta)
 }
 
 // PatchEncap is PatchICRC(pkt, from, to), through Patch when from and to
 // are IPv4 and differ only in the identification among the fields the
 // ICRC covers.
 func (d *IDPatch) PatchEncap(pkt []byte, from, to *Encap) {
+	if len(pkt) < BTHLen+ICRCLen {
+		return
+	}
+	d.PatchEncapAt(pkt[len(pkt)-ICRCLen:], len(pkt), from, to)
+}
+
+// PatchEncapAt is PatchEncap for a packet of size bytes whose ICRC is
+// icrc (its last four bytes).
+func (d *IDPatch) PatchEncapAt(icrc []byte, size int, from, to *Encap) {
 	if x := from.ID ^ to.ID; x != 0 && from.IsIPv4() && to.IsIPv4() &&
 		from.Src.Unmap() == to.Src.Unmap() && from.Dst.Unmap() == to.Dst.Unmap() &&
 		from.SrcPort == to.SrcPort && from.DstPort == to.DstPort && from.FragOff == to.FragOff {
-		d.Patch(pkt, x)
+		d.PatchAt(icrc, size, x)
 		return
 	}
-	PatchICRC(pkt, from, to)
+	PatchICRCAt(icrc, size, from, to)
 }
 
 func xor4(dst []byte, a, b netip.Addr) {

@@ -258,6 +258,42 @@ func TestIDPatch(t *testing.T) {
 	}
 }
 
+// The ...At forms patch an ICRC given apart from its packet, as the UDP
+// link patches a datagram whose payload is elsewhere
+// (link.Datagram.Payload): the same bytes as the forms over the whole
+// packet.
+func TestPatchAt(t *testing.T) {
+	r := NewTestRand(t)
+	var d, dAt IDPatch
+	for i := range 2000 {
+		v4 := i%4 != 0
+		from := randEncap(r, v4)
+		to := from
+		to.ID = uint16(r.IntN(64))
+		if r.IntN(2) == 0 {
+			to = randEncap(r, v4)
+		}
+		pkt := randPacket(t, r, &from, r.IntN(4097))
+		icrc := func() []byte { return append([]byte(nil), pkt[len(pkt)-ICRCLen:]...) }
+
+		want, got := append([]byte(nil), pkt...), icrc()
+		PatchICRC(want, &from, &to)
+		PatchICRCAt(got, len(pkt), &from, &to)
+		if StoredICRC(want) != StoredICRC(got) {
+			t.Fatalf("case %d: PatchICRCAt %#x, PatchICRC %#x", i, StoredICRC(got), StoredICRC(want))
+		}
+		want, got = append([]byte(nil), pkt...), icrc()
+		d.PatchEncap(want, &from, &to)
+		dAt.PatchEncapAt(got, len(pkt), &from, &to)
+		if StoredICRC(want) != StoredICRC(got) {
+			t.Fatalf("case %d: PatchEncapAt %#x, PatchEncap %#x", i, StoredICRC(got), StoredICRC(want))
+		}
+		if err := CheckICRC(&to, want); err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+	}
+}
+
 func BenchmarkIDPatch(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	e := randEncap(r, true)

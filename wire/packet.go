@@ -1,6 +1,9 @@
 package wire
 
-import "fmt"
+import (
+	"encoding/binary"
+	"fmt"
+)
 
 // Packet is one parsed RoCEv2 packet (rxe_hdr.h struct rxe_pkt_info): the
 // opcode's table row and slices into the caller's buffer. It is filled once
@@ -286,4 +289,33 @@ func Finish(b []byte, e *Encap, hdrLen, n int) (int, error) {
 	clear(b[hdrLen+n : hdrLen+n+pad])
 	SetICRC(e, b[:total])
 	return total, nil
+}
+
+// FinishSplit completes a packet whose headers are in b[:hdrLen] and whose
+// payload a link sends from where it lies (link.Datagram.Payload) instead
+// of from a copy after the headers: it sets the pad count and writes the
+// pad and the ICRC for e, computed over headers, payload and pad, at
+// b[hdrLen:]. It returns the length of b's part, hdrLen+pad+ICRCLen; the
+// packet is b[:hdrLen], then payload, then the rest of that part.
+//
+// payload is registered memory, which the application and other QPs may
+// write at any time (DMA, package mem): the ICRC reads it with dmaCRC,
+// which the race detector does not instrument. A write between this call
+// and the send leaves a packet whose ICRC does not match, which the
+// receiver drops as it would a corrupted one.
+func FinishSplit(b []byte, e *Encap, hdrLen int, payload []byte) (int, error) {
+	pad := PadFor(len(payload))
+	n := hdrLen + pad + ICRCLen
+	if len(b) < n || hdrLen < BTHLen {
+		return 0, ErrTruncated
+	}
+	BTH(b).SetPad(pad)
+	tail := b[hdrLen:n]
+	clear(tail[:pad])
+	crc := icrcHeaders(e, b[:BTHLen], hdrLen+len(payload)+pad+ICRCLen)
+	crc = crcSmall(crc, b[BTHLen:hdrLen])
+	crc = dmaCRC(crc, payload)
+	crc = crcSmall(crc, tail[:pad])
+	binary.LittleEndian.PutUint32(tail[pad:], crc)
+	return n, nil
 }

@@ -189,6 +189,47 @@ func TestFinishMatchesBuild(t *testing.T) {
 	}
 }
 
+// FinishSplit writes, around a payload left where it lies, the bytes
+// Build writes around a copy of it: headers, pad and ICRC, the pad count
+// fixed and nothing written past its part.
+func TestFinishSplitMatchesBuild(t *testing.T) {
+	r := newRand(t)
+	for _, op := range validOpcodes() {
+		for _, n := range payloadSizes(op) {
+			for _, e := range []wire.Encap{testEncap4(), testEncap6()} {
+				h := randHeaders(r, op)
+				payload := randBytes(r, n)
+				want := build(t, &e, &h, payload)
+
+				buf := filled(len(want)+7, 0xA5)
+				h.BTH.Pad = 3 - wire.PadFor(n)
+				hn, err := wire.PutHeaders(buf, &h)
+				if err != nil {
+					t.Fatal(err)
+				}
+				k, err := wire.FinishSplit(buf, &e, hn, payload)
+				if err != nil || k != len(want)-n {
+					t.Fatalf("%v/%d: FinishSplit = %d, %v; want %d, nil", op, n, k, err, len(want)-n)
+				}
+				got := append(append(append([]byte(nil), buf[:hn]...), payload...), buf[hn:k]...)
+				if !bytes.Equal(got, want) {
+					t.Errorf("%v/%d: FinishSplit's datagram\n% x\nBuild's\n% x", op, n, got, want)
+				}
+				if !bytes.Equal(buf[k:], filled(len(buf)-k, 0xA5)) {
+					t.Errorf("%v/%d: FinishSplit wrote past its part: % x", op, n, buf[k:])
+				}
+			}
+		}
+	}
+	e := testEncap4()
+	if _, err := wire.FinishSplit(make([]byte, wire.BTHLen+wire.ICRCLen), &e, wire.BTHLen, make([]byte, 3)); !errors.Is(err, wire.ErrTruncated) {
+		t.Errorf("no room for the pad: %v, want ErrTruncated", err)
+	}
+	if _, err := wire.FinishSplit(make([]byte, 64), &e, wire.BTHLen-1, nil); !errors.Is(err, wire.ErrTruncated) {
+		t.Errorf("headers shorter than a BTH: %v, want ErrTruncated", err)
+	}
+}
+
 // TestBuildIntoLargerBuffer checks Build writes only PacketLen bytes.
 func TestBuildIntoLargerBuffer(t *testing.T) {
 	e := testEncap4()

@@ -61,6 +61,37 @@ func (t *Table) GatherAt(pd *PD, sgl []ibv.SGE, off uint64, dst []byte) error {
 	return err
 }
 
+// ViewAt returns bytes [off, off+n) of the message the SGEs of sgl name,
+// where they lie, when they lie in one piece: inside one SGE and, in a
+// fast-registration MR, one chunk; ok is false otherwise (use GatherAt).
+// The SGE is checked as GatherAt checks it. The bytes are the
+// application's registered memory, which it may write at any time: read
+// them as DMA (wire.FinishSplit, a link's send). It allocates nothing.
+func (t *Table) ViewAt(pd *PD, sgl []ibv.SGE, off uint64, n int) (b []byte, ok bool, err error) {
+	if n <= 0 {
+		return nil, false, nil
+	}
+	for _, s := range sgl {
+		if off >= uint64(s.Length) {
+			off -= uint64(s.Length)
+			continue
+		}
+		if uint64(n) > uint64(s.Length)-off {
+			return nil, false, nil // spans SGEs
+		}
+		v, err := t.lookupLocal(pd, s, false)
+		if err != nil {
+			return nil, false, err
+		}
+		b, err := v.slice(s.Addr+off, uint64(n))
+		if err != nil {
+			return nil, false, nil // spans chunks (ErrDiscontiguous)
+		}
+		return b, true, nil
+	}
+	return nil, false, nil
+}
+
 // copySGL copies between b and the SGE list from byte offset off of the
 // list on: into the list's memory when write, out of it otherwise. It
 // looks up only the SGEs it copies through and returns the bytes of b

@@ -79,6 +79,69 @@ func TestScatterGatherAt(t *testing.T) {
 	}
 }
 
+// ViewAt returns a message's bytes where they lie when they lie in one
+// piece (one SGE, one chunk of a fast-registration MR) and says no
+// otherwise; it checks the SGE it returns from as GatherAt does.
+func TestViewAt(t *testing.T) {
+	f := newFixture(t)
+	fast, err := f.tab.AllocMR(f.pd, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pages(2)
+	if n, err := f.tab.MapMRSG(fast, [][]byte{p[0][ps-10:], p[1][:10]}, ps); n != 2 || err != nil {
+		t.Fatalf("MapMRSG: %d, %v", n, err)
+	}
+	iova, length := fast.Mapped()
+	if err := f.tab.RegFast(f.pd, fast, fast.LKey(), iova, length, LW); err != nil {
+		t.Fatal(err)
+	}
+	plain := []byte("ABCDEFGH")
+	mr := f.reg(plain, 0x1000, 0) // no right needed to read locally
+	copy(p[0][ps-10:], "0123456789")
+	copy(p[1], "abcdefghij")
+	// 4 bytes of the plain MR, an empty SGE with a garbage key, 16 bytes
+	// of the fast MR across its chunk boundary: "CDEF" "23456789abcdefgh".
+	sgl := []ibv.SGE{sge(0x1002, 4, mr.LKey()), sge(0, 0, 0xdead), sge(iova+2, 16, fast.LKey())}
+	for _, c := range []struct {
+		off  uint64
+		n    int
+		want string // "" for not in one piece
+	}{
+		{0, 4, "CDEF"}, {1, 2, "DE"}, {4, 8, "23456789"}, {12, 8, "abcdefgh"}, {13, 3, "bcd"},
+		{2, 4, ""},  // across two SGEs
+		{10, 4, ""}, // across the fast MR's chunks
+		{18, 4, ""}, // past the list's end
+		{0, 0, ""},  // nothing to view
+	} {
+		b, ok, err := f.tab.ViewAt(f.pd, sgl, c.off, c.n)
+		if err != nil || ok != (c.want != "") || string(b) != c.want {
+			t.Errorf("ViewAt(%d, %d) = %q, %v, %v; want %q", c.off, c.n, b, ok, err, c.want)
+		}
+	}
+	// Where they lie: the MR's own memory, not a copy, and no more of it.
+	b, _, _ := f.tab.ViewAt(f.pd, sgl, 0, 4)
+	plain[2] = 'c'
+	if string(b) != "cDEF" || cap(b) != 4 {
+		t.Errorf("the view reads %q (cap %d) after the MR changed, want cDEF (cap 4)", b, cap(b))
+	}
+
+	_, ok, err := f.tab.ViewAt(f.pd, []ibv.SGE{sge(0x1000, 8, flipKeyByte(mr.LKey()))}, 0, 4)
+	if ok {
+		t.Error("ViewAt with a bad key gave a view")
+	}
+	wantErr(t, "ViewAt with a bad key", err, ErrInvalidKey)
+	_, _, err = f.tab.ViewAt(f.pd, []ibv.SGE{sge(0x1004, 8, mr.LKey())}, 0, 4)
+	wantErr(t, "ViewAt of an SGE past its MR", err, ErrRange)
+	// SGEs before the offset are not looked up.
+	if b, ok, err := f.tab.ViewAt(f.pd, []ibv.SGE{sge(0, 4, 0xdead), sge(0x1000, 4, mr.LKey())}, 4, 4); !ok || err != nil || string(b) != "ABcD" {
+		t.Errorf("ViewAt past a bad SGE = %q, %v, %v; want ABcD", b, ok, err)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { _, _, _ = f.tab.ViewAt(f.pd, sgl, 12, 8) }); allocs != 0 {
+		t.Errorf("ViewAt: %v allocations per run, want 0", allocs)
+	}
+}
+
 func TestCopyAt(t *testing.T) {
 	a, b, c := []byte("..."), []byte{}, []byte("....")
 	pieces := [][]byte{a, b, c}

@@ -579,6 +579,8 @@ type txBatch struct {
 	dgs  []link.Datagram
 	bufs [][]byte
 	n    int
+	// split: the link takes datagrams with a Payload (SendSplit).
+	split bool
 	// mark is the first datagram in dgs that the current Process call
 	// queued; errs holds the results of that call's datagrams already
 	// flushed.
@@ -604,8 +606,9 @@ type heldQP struct {
 const maxInlinePasses = 4
 
 var (
-	_ transport.Output  = (*txBatch)(nil)
-	_ transport.Flusher = (*txBatch)(nil)
+	_ transport.Output      = (*txBatch)(nil)
+	_ transport.Flusher     = (*txBatch)(nil)
+	_ transport.SplitOutput = (*txBatch)(nil)
 )
 
 func (t *txBatch) init(lk link.Link, ctr *transport.Counters) {
@@ -618,6 +621,7 @@ func (t *txBatch) init(lk link.Link, ctr *transport.Counters) {
 		t.bufs[i] = make([]byte, link.MaxDatagram)
 	}
 	t.errs = make([]syscall.Errno, 0, 2*bs)
+	t.split = link.CanSendSplit(lk)
 }
 
 // begin starts a QP's Process call: Flush reports from here.
@@ -639,6 +643,22 @@ func (t *txBatch) Send(n int, e *wire.Encap) {
 	d := &t.dgs[t.n]
 	d.Encap = *e
 	d.Buf = t.bufs[t.n][:n]
+	d.Payload = nil
+	d.Err = 0
+	t.n++
+}
+
+// SendsSplit reports whether the link takes a payload where it lies
+// (link.CanSendSplit).
+func (t *txBatch) SendsSplit() bool { return t.split }
+
+// SendSplit queues Buf()[:split], payload, Buf()[split:n].
+func (t *txBatch) SendSplit(n, split int, payload []byte, e *wire.Encap) {
+	d := &t.dgs[t.n]
+	d.Encap = *e
+	d.Buf = t.bufs[t.n][:n]
+	d.Payload = payload
+	d.Split = split
 	d.Err = 0
 	t.n++
 }
@@ -736,6 +756,7 @@ func (t *txBatch) write() {
 	}
 	t.link.WriteBatch(t.dgs[:t.n])
 	for i := range t.n {
+		t.dgs[i].Payload = nil // the application's memory: not kept past the write
 		e := t.dgs[i].Err
 		if e != 0 {
 			t.ctr.SendErr.Add(1)

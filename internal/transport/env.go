@@ -49,6 +49,22 @@ type Output interface {
 	Send(n int, e *wire.Encap)
 }
 
+// SplitOutput is an Output whose link can send a packet's payload from
+// where it lies (link.Datagram.Payload): the kernel then copies it
+// straight from the application's memory region, and the NIC does not
+// copy it into the packet first. The engine's Output is one.
+type SplitOutput interface {
+	// SendsSplit reports whether SendSplit may be used.
+	SendsSplit() bool
+	// SendSplit queues the datagram Buf()[:split], then payload, then
+	// Buf()[split:n], whose ICRC was computed for e (wire.FinishSplit).
+	// payload must stay as it is until the datagram is written: a
+	// transport passes only memory whose WQE cannot complete before the
+	// packet is acknowledged (RC), so that the application cannot reuse
+	// it under the send.
+	SendSplit(n, split int, payload []byte, e *wire.Encap)
+}
+
 // Flusher is an Output that can write what it holds at once and say
 // which datagrams the link could not send. The engine's Output is one;
 // the UD transport uses it (RC and UC recover a packet lost on send like

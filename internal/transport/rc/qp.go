@@ -458,6 +458,20 @@ func (qp *QP) startPacket(out transport.Output, h *wire.Headers) ([]byte, int) {
 	return b, n
 }
 
+// finishSplitPacket pads, checksums and queues a packet whose headers
+// are at b[:hdr] and whose payload the link sends from where it lies
+// (wire.FinishSplit).
+func (qp *QP) finishSplitPacket(out transport.SplitOutput, b []byte, hdr int, payload []byte) {
+	n, err := wire.FinishSplit(b, &qp.encap, hdr, payload)
+	if err != nil {
+		panic(err) // sizes are bounded by the PMTU: unreachable
+	}
+	out.SendSplit(n, hdr, payload, &qp.encap)
+	total := n + len(payload)
+	qp.cfg.Counters.SentPkts.Add(1)
+	qp.cfg.Counters.SentBytes.Add(uint64(total))
+}
+
 // finishPacket pads, checksums and queues a packet whose headers are at
 // b[:hdr] and whose payload of n bytes follows them.
 func (qp *QP) finishPacket(out transport.Output, b []byte, hdr, n int) {

@@ -91,7 +91,10 @@ type harness struct {
 	peer wire.Encap
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T) *harness { return newHarnessOf(t, ibv.QPTypeRC) }
+
+// newHarnessOf is newHarness with a QP of type typ (RC or UC).
+func newHarnessOf(t *testing.T, typ ibv.QPType) *harness {
 	h := &harness{t: t, clk: clock.NewManual(time.Unix(0, 0)), buf: make([]byte, 1<<16)}
 	tbl := mem.NewTable(mem.Limits{})
 	pd, err := tbl.AllocPD()
@@ -103,7 +106,7 @@ func newHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	h.rq = transport.NewRecvQueue(64, 4)
-	h.qp, err = New(Config{QPN: 0x11, Type: ibv.QPTypeRC, PD: pd, Mem: tbl, SendCQ: &h.cq, RecvCQ: &h.cq,
+	h.qp, err = New(Config{QPN: 0x11, Type: typ, PD: pd, Mem: tbl, SendCQ: &h.cq, RecvCQ: &h.cq,
 		RQ: h.rq, Cap: ibv.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 4, MaxRecvSGE: 4},
 		LocalAddr: localAddr, Clock: h.clk, Counters: &h.ctr, Wake: func() {}})
 	if err != nil {
@@ -122,6 +125,9 @@ func newHarness(t *testing.T) *harness {
 			ibv.QPAttrState | ibv.QPAttrTimeout | ibv.QPAttrRetryCnt | ibv.QPAttrRNRRetry |
 				ibv.QPAttrMaxQPRdAtomic | ibv.QPAttrSQPSN},
 	} {
+		if typ == ibv.QPTypeUC { // no RC-only attributes
+			step.mask &^= ibv.QPAttrMaxDestRdAtomic | ibv.QPAttrTimeout | ibv.QPAttrRetryCnt | ibv.QPAttrRNRRetry | ibv.QPAttrMaxQPRdAtomic
+		}
 		if err := h.qp.Modify(&step.a, step.mask); err != nil {
 			t.Fatal(err)
 		}

@@ -31,6 +31,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/softnic/softnic/wire"
@@ -64,6 +66,13 @@ type Datagram struct {
 	Payload []byte
 	// Split is where Payload goes in Buf; see Payload.
 	Split int
+	// Loan, on receive, is set when the link handed the datagram over in
+	// place, in a buffer of its own, instead of copying it into the
+	// caller's (only a link lending, Lend): Buf is then a slice of that
+	// buffer, which the link reuses once the caller released it
+	// (Loan.Release), and the caller's buffer is left as it was. nil
+	// otherwise; transmit ignores it.
+	Loan *Loan
 	// ICRC says, on receive, what the link knows of the ICRC and of
 	// Encap (ICRCStatus; CheckICRC acts on it); a link that leaves it as
 	// the caller set it (ICRCUnchecked, the zero value) says it saw the
@@ -173,6 +182,67 @@ func PreferBusyPoll(l Link) bool {
 	}
 	c, ok := l.(interface{ PreferBusyPoll() bool })
 	return ok && c.PreferBusyPoll()
+}
+
+// Lend asks l to hand datagrams over in place from now on, where it can
+// (Datagram.Loan), and reports whether it may: l has a Lend method that
+// says so. The UDP link lends the segments of a GRO-coalesced buffer,
+// which it would otherwise copy one by one into the caller's buffers; a
+// wrapper (the pcap recorder) asks the link it wraps. A caller that asks
+// must release every Loan it is given.
+func Lend(l Link) bool {
+	c, ok := l.(interface{ Lend() bool })
+	return ok && c.Lend()
+}
+
+// Loan is a link's receive buffer lent out with the datagrams handed over
+// in it (Datagram.Loan). Each such datagram holds one reference, which
+// its consumer gives back with Release once done with the datagram's
+// Buf; the link reuses the buffer only when none is held, and takes
+// another for its next read while any is.
+type Loan struct {
+	buf []byte
+	// state: the references held (low bits), and loanDetached once the
+	// link has let go of the buffer with references held, after which
+	// the last Release returns it to pool. Only the link adds references,
+	// and only while it holds the buffer.
+	state    atomic.Int32
+	pool     *sync.Pool
+	released *atomic.Uint64 // counts Release calls (UDPStats.RxLentReleased)
+}
+
+const loanDetached = 1 << 30
+
+// newLoanPool returns a pool of loans with buffers of n bytes, whose
+// releases are counted in released.
+func newLoanPool(n int, released *atomic.Uint64) *sync.Pool {
+	p := new(sync.Pool)
+	p.New = func() any { return &Loan{buf: make([]byte, n), pool: p, released: released} }
+	return p
+}
+
+// Release gives back the reference of one datagram handed over in the
+// loan; its Buf must not be used after.
+func (l *Loan) Release() {
+	l.released.Add(1)
+	if l.state.Add(-1) == loanDetached {
+		l.state.Store(0)
+		l.pool.Put(l)
+	}
+}
+
+// lend adds the reference of a datagram handed over in the loan.
+func (l *Loan) lend() { l.state.Add(1) }
+
+// keep reports whether the link can read into the loan's buffer again:
+// no reference is held. Otherwise the loan is detached (its last Release
+// returns it to the pool) and the link must take another.
+func (l *Loan) keep() bool {
+	if l.state.Add(loanDetached) == loanDetached {
+		l.state.Store(0) // no reference: nobody else touches it
+		return true
+	}
+	return false
 }
 
 // CanSendSplit reports whether l's WriteBatch takes datagrams with a

@@ -97,6 +97,10 @@ func (p *PcapLink) TryReadBatch(msgs []Datagram) (int, error) {
 // package's CanPoll asks it): the inner link can poll.
 func (p *PcapLink) CanPoll() bool { return CanPoll(p.l) }
 
+// Lend asks the wrapped link to lend (link.Lend): a read datagram is
+// recorded before it is handed over, so its Loan changes nothing here.
+func (p *PcapLink) Lend() bool { return Lend(p.l) }
+
 // PreferBusyPoll is the inner link's (the package's PreferBusyPoll).
 func (p *PcapLink) PreferBusyPoll() bool { return PreferBusyPoll(p.l) }
 

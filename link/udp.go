@@ -120,8 +120,12 @@ type UDPStats struct {
 	RxPackets      uint64 // datagrams returned by ReadBatch
 	RxBytes        uint64 // their UDP payload bytes
 	RxGRO          uint64 // receive buffers holding more than one coalesced datagram
-	RxTruncated    uint64 // datagrams longer than the buffer, dropped
-	RxErrors       uint64 // failed receive calls, retried (the sum of RxErrnos)
+	// RxLent counts the datagrams handed over in place, in the link's GRO
+	// buffer (Datagram.Loan, after Lend), and RxLentReleased those whose
+	// consumer released them: the difference is what is held now.
+	RxLent, RxLentReleased uint64
+	RxTruncated            uint64 // datagrams longer than the buffer, dropped
+	RxErrors               uint64 // failed receive calls, retried (the sum of RxErrnos)
 	// RxKernelDrops is the socket's drop count (SO_RXQ_OVFL): datagrams
 	// the kernel discarded because the receive buffer was full.
 	RxKernelDrops uint64
@@ -139,6 +143,7 @@ type UDPStats struct {
 type udpCounters struct {
 	txPackets, txBytes, txGSOSends, txErrors, txBadEncap, txGSOFallbacks    atomic.Uint64
 	rxPackets, rxBytes, rxGRO, rxTruncated, rxErrors, rxDrops, rxMcastDrops atomic.Uint64
+	rxLent, rxLentReleased                                                  atomic.Uint64
 	txErrnos, rxErrnos                                                      [NumLinkErrnos]atomic.Uint64
 }
 
@@ -160,7 +165,7 @@ func (c *udpCounters) snapshot() UDPStats {
 		TxErrors: c.txErrors.Load(), TxBadEncap: c.txBadEncap.Load(), TxGSOFallbacks: c.txGSOFallbacks.Load(),
 		RxPackets: c.rxPackets.Load(), RxBytes: c.rxBytes.Load(), RxGRO: c.rxGRO.Load(),
 		RxTruncated: c.rxTruncated.Load(), RxErrors: c.rxErrors.Load(), RxKernelDrops: c.rxDrops.Load(),
-		RxMcastDrops: c.rxMcastDrops.Load(),
+		RxMcastDrops: c.rxMcastDrops.Load(), RxLent: c.rxLent.Load(), RxLentReleased: c.rxLentReleased.Load(),
 	}
 	for i := range s.TxErrnos {
 		s.TxErrnos[i] = c.txErrnos[i].Load()

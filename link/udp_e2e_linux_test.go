@@ -272,6 +272,26 @@ func testUDPVerbsEndToEnd(t *testing.T, addrA, addrB, addrC netip.Addr) {
 		_, err = lc.WriteBatch([]link.Datagram{{Encap: e, Buf: pkt[:n]}})
 		check(t, err)
 		waitCounter(t, "ICRCErr", func() uint64 { return b.dev.Counters().ICRCErr }, before+1)
+		// Four datagrams of one GSO send (one GRO buffer at B, lent) to
+		// a QP B does not have: dropped, and their loans given back
+		// (checked after Close).
+		lent, noQP := lb.Stats().RxLent, b.dev.Counters().DropNoQP
+		h.BTH.DestQP = 0xABCDE
+		dgs := make([]link.Datagram, 4)
+		for i := range dgs {
+			buf := make([]byte, link.MaxDatagram)
+			n, err := wire.Build(buf, &e, &h, make([]byte, 1024))
+			check(t, err)
+			dgs[i] = link.Datagram{Encap: e, Buf: buf[:n]}
+		}
+		_, err = lc.WriteBatch(dgs)
+		check(t, err)
+		waitCounter(t, "DropNoQP", func() uint64 { return b.dev.Counters().DropNoQP }, noQP+4)
+		if lb.GRO() && lc.GSO() && lb.Stats().RxLent != lent+4 {
+			t.Errorf("B lent %d of the four datagrams to no QP, want 4", lb.Stats().RxLent-lent)
+		}
+		// Idle now: every loan given back, the dropped ones' included.
+		waitCounter(t, "B's RxLentReleased", func() uint64 { return lb.Stats().RxLentReleased }, lb.Stats().RxLent)
 	} else {
 		lc = nil
 		t.Logf("no third sender on %v: %v", addrC, err)
@@ -296,6 +316,17 @@ func testUDPVerbsEndToEnd(t *testing.T, addrA, addrB, addrC netip.Addr) {
 
 	// Close the devices, then check the capture.
 	closeAll()
+	// The engines asked for loans (link.Lend) and gave back every one,
+	// those of the packets their QPs still held included.
+	for _, l := range []*link.UDPLink{la, lb} {
+		st := l.Stats()
+		if l.GRO() && st.RxGRO > 0 && st.RxLent == 0 {
+			t.Errorf("%v:%d received %d GRO buffers but lent no datagram", l.LocalAddr(), l.Port(), st.RxGRO)
+		}
+		if st.RxLentReleased != st.RxLent {
+			t.Errorf("%v:%d lent %d datagrams, %d released after Close", l.LocalAddr(), l.Port(), st.RxLent, st.RxLentReleased)
+		}
+	}
 	check(t, fbuf.Flush())
 	check(t, f.Close())
 	check(t, pa.Err())

@@ -389,6 +389,18 @@ func (l *UDPLink) BatchSize() int { return l.bs }
 // or refused by the kernel since).
 func (l *UDPLink) GSO() bool { return l.gso.Load() }
 
+// Lend has the link hand the segments of a GRO-coalesced buffer over in
+// place from now on (link.Lend, Datagram.Loan) instead of copying each
+// into the caller's buffer; it reports whether it will: only with GRO.
+// A segment handed over keeps its 64 KiB buffer from the next read
+// until released, and the read takes another from a pool.
+func (l *UDPLink) Lend() bool {
+	l.rxMu.Lock()
+	defer l.rxMu.Unlock()
+	l.rx.lend = l.gro
+	return l.gro
+}
+
 // SendsSplit says that WriteBatch takes datagrams with a Payload
 // (CanSendSplit): the kernel copies it from where it lies.
 func (l *UDPLink) SendsSplit() bool { return true }
@@ -471,8 +483,14 @@ type udpRx struct {
 	iov   []unix.Iovec
 	names []byte
 	oob   []byte
-	bufs  [][]byte // GRO buffers (nil without GRO)
+	loans []*Loan // GRO buffers (nil without GRO)
 	meta  []udpRxMeta
+	// lend: hand coalesced segments over in place (Lend). lent[i]: loans[i]
+	// was lent since the last recvmmsg into it. pool: loans to take when
+	// one is still lent.
+	lend bool
+	lent []bool
+	pool *sync.Pool
 
 	// GRO buffers not yet handed out: meta[cur:filled], from byte off of
 	// buffer cur, which is segment segIdx of it.
@@ -511,9 +529,11 @@ func (r *udpRx) init(l *UDPLink) {
 	r.oob = make([]byte, n*rxOOBLen)
 	r.meta = make([]udpRxMeta, n)
 	if l.gro {
-		r.bufs = make([][]byte, n)
-		for i := range r.bufs {
-			r.bufs[i] = make([]byte, groBufferLen)
+		r.pool = newLoanPool(groBufferLen, &l.ctr.rxLentReleased)
+		r.loans = make([]*Loan, n)
+		r.lent = make([]bool, n)
+		for i := range r.loans {
+			r.loans[i] = r.pool.Get().(*Loan)
 		}
 	}
 	r.tryFn = r.try
@@ -697,6 +717,7 @@ func (l *UDPLink) deliver(d *Datagram, m *udpRxMeta, n int, id uint16) {
 	d.Seq = l.rx.seq
 	d.Encap = m.enc
 	d.Buf = d.Buf[:n]
+	d.Loan = nil
 	d.ICRC = ICRCUnchecked
 	if l.v4 {
 		d.Encap.ID = id
@@ -870,12 +891,23 @@ func (r *udpRx) readGRO(fd uintptr, msgs []Datagram) (int, unix.Errno) {
 	if r.cur >= r.filled {
 		vlen := min(len(msgs), len(r.hs))
 		for i := range min(r.groDirty, vlen) {
-			r.prepare(i, r.bufs[i])
+			r.prepare(i, r.loans[i].buf)
 		}
 		for i := r.groPrepped; i < vlen; i++ {
-			r.prepare(i, r.bufs[i])
+			r.prepare(i, r.loans[i].buf)
 		}
 		r.groPrepped = max(r.groPrepped, vlen)
+		for i := range vlen {
+			// A buffer whose datagrams are still held gives way to
+			// another for this read.
+			if r.lent[i] {
+				r.lent[i] = false
+				if !r.loans[i].keep() {
+					r.loans[i] = r.pool.Get().(*Loan)
+					r.prepare(i, r.loans[i].buf)
+				}
+			}
+		}
 		got, e := r.recvmmsg(fd, vlen)
 		// A call that fails fills no header; the first is prepared
 		// again all the same. Headers past vlen stay as dirty as they
@@ -909,8 +941,18 @@ func (r *udpRx) readGRO(fd uintptr, msgs []Datagram) (int, unix.Errno) {
 		}
 		d := &msgs[out]
 		id := uint16(r.segIdx)
-		if seg <= cap(d.Buf) {
-			copy(d.Buf[:seg], r.bufs[r.cur][r.off:r.off+seg])
+		if r.lend && m.seg > 0 && m.seg < m.n {
+			// A coalesced buffer's segment, in place.
+			ln := r.loans[r.cur]
+			d.Buf = ln.buf[r.off : r.off+seg : r.off+seg]
+			l.deliver(d, m, seg, id)
+			d.Loan = ln
+			ln.lend()
+			r.lent[r.cur] = true
+			l.ctr.rxLent.Add(1)
+			out++
+		} else if seg <= cap(d.Buf) {
+			copy(d.Buf[:seg], r.loans[r.cur].buf[r.off:r.off+seg])
 			l.deliver(d, m, seg, id)
 			out++
 		} else {

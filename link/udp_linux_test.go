@@ -772,6 +772,132 @@ func TestUDPSendsSplitDatagrams(t *testing.T) {
 	}
 }
 
+// With Lend, the segments of a GRO-coalesced buffer are handed over in
+// place (Datagram.Loan), the caller's buffers left alone; a buffer with
+// datagrams still held is not read into again (the next read takes
+// another), and one whose datagrams were all released is. Without GRO
+// there is nothing to lend.
+func TestUDPLends(t *testing.T) {
+	if _, lb := listenPair(t, lo1, lo2, UDPConfig{DisableGRO: true}); lb.Lend() {
+		t.Error("Lend on a link without GRO said yes")
+	}
+	la, lb := listenPair(t, lo1, lo2, UDPConfig{})
+	if !lb.GRO() || !la.GSO() {
+		t.Skip("kernel has no UDP GSO or GRO")
+	}
+	if !Lend(NewPcapLink(lb, &recorder{})) || !lb.rx.lend {
+		t.Fatal("Lend through a PcapLink did not reach the UDP link")
+	}
+	ss := make([]sample, 16)
+	for i := range ss {
+		ss[i].size = 1024
+	}
+	r := newRand(t)
+	// read reads one GSO send's 16 datagrams in batches of 5 (leftovers
+	// between reads), into caller buffers filled with 0xEE.
+	rx := make([]Datagram, 5)
+	read := func() ([]Datagram, [][]byte) {
+		t.Helper()
+		msgs := buildDatagrams(t, r, la, lb, ss)
+		var sent [][]byte
+		for i := range msgs {
+			sent = append(sent, bytes.Clone(msgs[i].Buf))
+		}
+		if n, err := la.WriteBatch(msgs); n != len(msgs) || err != nil {
+			t.Fatalf("WriteBatch = %d, %v", n, err)
+		}
+		var got []Datagram
+		for len(got) < len(msgs) {
+			for i := range rx {
+				rx[i] = Datagram{Buf: bytes.Repeat([]byte{0xEE}, 64)[:0]}
+			}
+			n, err := lb.ReadBatch(rx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range rx[n:] {
+				if d.Loan != nil {
+					t.Fatal("a datagram past n has a Loan")
+				}
+			}
+			got = append(got, rx[:n]...)
+		}
+		for i := range got {
+			if got[i].Loan == nil {
+				t.Fatalf("datagram %d of a GRO buffer was copied, not lent (stats %+v)", i, lb.Stats())
+			}
+			if !bytes.Equal(got[i].Buf[:len(got[i].Buf)-4], sent[i][:len(sent[i])-4]) || !got[i].CheckICRC() {
+				t.Fatalf("datagram %d: lent bytes differ from those sent", i)
+			}
+			if cap(got[i].Buf) != len(got[i].Buf) {
+				t.Errorf("datagram %d: Buf has room past its end (cap %d, len %d)", i, cap(got[i].Buf), len(got[i].Buf))
+			}
+		}
+		return got, sent
+	}
+	held, sent := read()
+	first := lb.rx.loans[0]
+	// Still held: the next reads must not write into their buffers.
+	for range 3 {
+		got, _ := read()
+		for _, d := range got {
+			d.Loan.Release()
+		}
+	}
+	for i, d := range held {
+		if !bytes.Equal(d.Buf[:len(d.Buf)-4], sent[i][:len(sent[i])-4]) {
+			t.Fatalf("held datagram %d was overwritten by a later read", i)
+		}
+	}
+	if lb.rx.loans[0] == first {
+		t.Error("the read after a held buffer read into it again")
+	}
+	st := lb.Stats()
+	if st.RxLent != 64 || st.RxLentReleased != 48 {
+		t.Errorf("lent %d, released %d; want 64 and 48", st.RxLent, st.RxLentReleased)
+	}
+	for _, d := range held {
+		d.Loan.Release()
+	}
+	if st := lb.Stats(); st.RxLentReleased != 64 {
+		t.Errorf("released %d, want 64", st.RxLentReleased)
+	}
+	// Released: read into again.
+	again := lb.rx.loans[0]
+	got, _ := read()
+	if lb.rx.loans[0] != again {
+		t.Error("a released buffer was not read into again")
+	}
+	for _, d := range got {
+		d.Loan.Release()
+	}
+}
+
+// A Loan goes back to its pool when the link let go of it and its last
+// reference is released, not before; one with no reference held stays
+// with the link.
+func TestLoanReferences(t *testing.T) {
+	var released atomic.Uint64
+	pool := newLoanPool(16, &released)
+	l := pool.Get().(*Loan)
+	if !l.keep() || l.state.Load() != 0 {
+		t.Fatalf("keep of a loan with no reference: state %#x, want kept and 0", l.state.Load())
+	}
+	l.lend()
+	l.lend()
+	if l.keep() {
+		t.Fatal("keep of a loan with two references said yes")
+	}
+	l.Release()
+	if got := l.state.Load(); got != loanDetached+1 {
+		t.Fatalf("after one release: state %#x, want detached with one reference", got)
+	}
+	l.Release()
+	if got := l.state.Load(); got != 0 || released.Load() != 2 {
+		t.Fatalf("after the last release: state %#x, %d released; want 0 and 2", got, released.Load())
+	}
+}
+
 // BenchmarkUDPReadBatch measures the receive path without loss: each op
 // writes 32 datagrams of 1 KiB over loopback and reads them back with
 // ReadBatch on the same goroutine, so that the receiver never falls

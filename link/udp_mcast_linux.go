@@ -376,7 +376,7 @@ func (l *UDPLink) takeMcast(msgs []Datagram) int {
 	for n < len(msgs) && n < len(m.q) {
 		d, q := &msgs[n], &m.q[n]
 		d.Buf = d.Buf[:copy(d.Buf[:cap(d.Buf)], q.buf)]
-		d.Encap, d.ICRC, d.Seq = q.enc, q.icrc, 0
+		d.Encap, d.ICRC, d.Seq, d.Loan = q.enc, q.icrc, 0, nil
 		l.ctr.rxPackets.Add(1)
 		l.ctr.rxBytes.Add(uint64(len(d.Buf)))
 		n++

@@ -178,6 +178,8 @@ var linkCounters = append([]linkCounter{
 	{"udp_rx_packets", "Datagrams the UDP link received.", "", "", func(s *link.UDPStats) uint64 { return s.RxPackets }},
 	{"udp_rx_bytes", "UDP payload bytes the UDP link received.", "", "", func(s *link.UDPStats) uint64 { return s.RxBytes }},
 	{"udp_rx_gro_buffers", "Receive buffers holding several GRO-coalesced datagrams.", "", "", func(s *link.UDPStats) uint64 { return s.RxGRO }},
+	{"udp_rx_lent", "Datagrams the UDP link handed over in place, in its GRO buffer.", "", "", func(s *link.UDPStats) uint64 { return s.RxLent }},
+	{"udp_rx_lent_released", "Datagrams handed over in place whose buffer reference was given back.", "", "", func(s *link.UDPStats) uint64 { return s.RxLentReleased }},
 	{"udp_rx_dropped", "Datagrams lost on receive, by reason (kernel: socket buffer full, SO_RXQ_OVFL).", "truncated", "", func(s *link.UDPStats) uint64 { return s.RxTruncated }},
 	{"udp_rx_dropped", "", "kernel", "", func(s *link.UDPStats) uint64 { return s.RxKernelDrops }},
 	{"udp_rx_errors", "Failed receive calls (retried).", "", "", func(s *link.UDPStats) uint64 { return s.RxErrors }},

@@ -209,6 +209,10 @@ func New(cfg Config) (*NIC, error) {
 	if link.CanPoll(cfg.Link) {
 		n.poll = cfg.Link.(link.Poller)
 	}
+	// Received segments of a GRO-coalesced buffer stay in the link's
+	// buffer (Datagram.Loan): the responder copies a WRITE's payload
+	// from there into the MR, the one copy after the kernel's.
+	link.Lend(cfg.Link)
 	n.rxPool.New = func() any {
 		p := new(transport.RxPacket)
 		p.SetPool(&n.rxPool)

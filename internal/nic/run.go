@@ -100,6 +100,7 @@ func (r *reader) read(readBatch func([]link.Datagram) (int, error)) (int, bool) 
 			r.pkts[i] = n.rxPool.Get().(*transport.RxPacket)
 		}
 		r.msgs[i].Buf = r.pkts[i].Buffer()
+		r.msgs[i].Loan = nil
 		r.msgs[i].ICRC = link.ICRCUnchecked // what a link that says nothing means
 	}
 	cnt, err := readBatch(r.msgs)
@@ -116,8 +117,13 @@ func (r *reader) read(readBatch func([]link.Datagram) (int, error)) (int, bool) 
 	for i := 0; i < cnt; i++ {
 		p := r.pkts[i]
 		p.Data = r.msgs[i].Buf
+		if l := r.msgs[i].Loan; l != nil {
+			p.SetLoan(l) // in the link's buffer (link.Lend)
+		}
 		if n.receive(r, p, &r.msgs[i]) {
 			r.pkts[i] = nil // the QP owns it now
+		} else {
+			p.DropLoan()
 		}
 	}
 	if seq != 0 {

@@ -12,9 +12,27 @@ const MaxDatagram = wire.MaxDatagram
 type RxPacket struct {
 	Encap wire.Encap
 	Pkt   wire.Packet
-	Data  []byte // the UDP payload, aliasing buf
+	Data  []byte // the UDP payload, aliasing buf or a link's loan
 	buf   [MaxDatagram]byte
 	pool  interface{ Put(any) }
+	loan  Loan
+}
+
+// Loan is a buffer lent by a link (link.Loan): Release gives it back.
+type Loan interface{ Release() }
+
+// SetLoan records that Data lies in a link's buffer (link.Datagram.Loan),
+// which Release or DropLoan gives back.
+func (p *RxPacket) SetLoan(l Loan) { p.loan = l }
+
+// DropLoan gives back the link buffer Data lies in, if any, and points
+// Data at nothing: the packet can be read into again.
+func (p *RxPacket) DropLoan() {
+	if p.loan != nil {
+		p.loan.Release()
+		p.loan = nil
+		p.Data = nil
+	}
 }
 
 // Buffer returns the packet's full-capacity receive buffer.
@@ -25,6 +43,7 @@ func (p *RxPacket) SetPool(pool interface{ Put(any) }) { p.pool = pool }
 
 // Release returns the packet to its pool once its consumer is done with it.
 func (p *RxPacket) Release() {
+	p.DropLoan()
 	if p.pool != nil {
 		p.pool.Put(p)
 	}

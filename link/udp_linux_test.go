@@ -64,6 +64,12 @@ func listenPair(t testing.TB, a, b netip.Addr, cfg UDPConfig) (*UDPLink, *UDPLin
 	return nil, nil
 }
 
+// gsoModes are the send modes a test runs in: with UDP GSO, and without.
+var gsoModes = []struct {
+	name string
+	gso  bool
+}{{"gso", true}, {"plain", false}}
+
 // hasIPv6Loopback reports whether ::1 can be bound.
 func hasIPv6Loopback() bool {
 	l, err := ListenUDP(UDPConfig{Addr: lo6, Port: 0xFFF0})
@@ -631,10 +637,7 @@ func TestUDPRecvFaults(t *testing.T) {
 // computed; the one fix-up left on the way is the identification of GSO
 // segments 1, 2, ..., which the kernel numbers as it cuts them.
 func TestUDPSendsTheICRCAsComputed(t *testing.T) {
-	for _, m := range []struct {
-		name string
-		gso  bool
-	}{{"gso", true}, {"plain", false}} {
+	for _, m := range gsoModes {
 		t.Run(m.name, func(t *testing.T) {
 			la, lb := listenPair(t, lo1, lo2, UDPConfig{DisableGSO: !m.gso})
 			if la.SrcPort() != la.Port() {
@@ -704,10 +707,7 @@ func TestUDPSendsSplitDatagrams(t *testing.T) {
 	if !(&UDPLink{}).SendsSplit() {
 		t.Fatal("the UDP link does not say it sends split datagrams")
 	}
-	for _, m := range []struct {
-		name string
-		gso  bool
-	}{{"gso", true}, {"plain", false}} {
+	for _, m := range gsoModes {
 		t.Run(m.name, func(t *testing.T) {
 			la, lb := listenPair(t, lo1, lo2, UDPConfig{DisableGSO: !m.gso})
 			ss := roundTripSamples()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/softnic/softnic/wire"
@@ -156,9 +157,28 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
-// TestFinishMatchesBuild checks that PutHeaders + payload in place + Finish
-// writes the same bytes as Build, whatever the buffer held before.
+// TestFinishMatchesBuild checks that PutHeaders and Finish (the payload
+// copied in after the headers) or FinishSplit (the payload left where it
+// lies) write the bytes Build writes, whatever the buffer held before:
+// the pad count fixed, nothing written past the packet (FinishSplit: past
+// its part, the headers, pad and ICRC).
 func TestFinishMatchesBuild(t *testing.T) {
+	finishers := []struct {
+		name string
+		// finish completes the packet whose headers are buf[:hn] and
+		// returns its bytes and the end of what it wrote in buf.
+		finish func(buf []byte, e *wire.Encap, hn int, payload []byte) ([]byte, int, error)
+	}{
+		{"Finish", func(buf []byte, e *wire.Encap, hn int, payload []byte) ([]byte, int, error) {
+			copy(buf[hn:], payload)
+			total, err := wire.Finish(buf, e, hn, len(payload))
+			return buf[:total], total, err
+		}},
+		{"FinishSplit", func(buf []byte, e *wire.Encap, hn int, payload []byte) ([]byte, int, error) {
+			k, err := wire.FinishSplit(buf, e, hn, payload)
+			return slices.Concat(buf[:hn], payload, buf[hn:k]), k, err
+		}},
+	}
 	r := newRand(t)
 	for _, op := range validOpcodes() {
 		for _, n := range payloadSizes(op) {
@@ -166,61 +186,32 @@ func TestFinishMatchesBuild(t *testing.T) {
 				h := randHeaders(r, op)
 				payload := randBytes(r, n)
 				want := build(t, &e, &h, payload)
-
-				buf := filled(len(want)+7, 0xA5) // stale bytes where the pad goes
-				h.BTH.Pad = 3 - wire.PadFor(n)   // a wrong pad Finish must fix
-				hn, err := wire.PutHeaders(buf, &h)
-				if err != nil || hn != op.Info().Length {
-					t.Fatalf("%v: PutHeaders = %d, %v; want %d, nil", op, hn, err, op.Info().Length)
-				}
-				copy(buf[hn:], payload)
-				total, err := wire.Finish(buf, &e, hn, n)
-				if err != nil || total != len(want) {
-					t.Fatalf("%v/%d: Finish = %d, %v; want %d, nil", op, n, total, err, len(want))
-				}
-				if !bytes.Equal(buf[:total], want) {
-					t.Errorf("%v/%d: Finish wrote\n% x\nBuild wrote\n% x", op, n, buf[:total], want)
-				}
-				if !bytes.Equal(buf[total:], filled(7, 0xA5)) {
-					t.Errorf("%v/%d: Finish wrote past the packet: % x", op, n, buf[total:])
+				for _, f := range finishers {
+					buf := filled(len(want)+7, 0xA5) // stale bytes where the pad goes
+					h.BTH.Pad = 3 - wire.PadFor(n)   // a wrong pad Finish must fix
+					hn, err := wire.PutHeaders(buf, &h)
+					if err != nil || hn != op.Info().Length {
+						t.Fatalf("%v: PutHeaders = %d, %v; want %d, nil", op, hn, err, op.Info().Length)
+					}
+					got, end, err := f.finish(buf, &e, hn, payload)
+					if err != nil || len(got) != len(want) {
+						t.Fatalf("%v/%d: %s = %d bytes, %v; want %d, nil", op, n, f.name, len(got), err, len(want))
+					}
+					if !bytes.Equal(got, want) {
+						t.Errorf("%v/%d: %s wrote\n% x\nBuild wrote\n% x", op, n, f.name, got, want)
+					}
+					if !bytes.Equal(buf[end:], filled(len(buf)-end, 0xA5)) {
+						t.Errorf("%v/%d: %s wrote past the packet: % x", op, n, f.name, buf[end:])
+					}
 				}
 			}
 		}
 	}
 }
 
-// FinishSplit writes, around a payload left where it lies, the bytes
-// Build writes around a copy of it: headers, pad and ICRC, the pad count
-// fixed and nothing written past its part.
-func TestFinishSplitMatchesBuild(t *testing.T) {
-	r := newRand(t)
-	for _, op := range validOpcodes() {
-		for _, n := range payloadSizes(op) {
-			for _, e := range []wire.Encap{testEncap4(), testEncap6()} {
-				h := randHeaders(r, op)
-				payload := randBytes(r, n)
-				want := build(t, &e, &h, payload)
-
-				buf := filled(len(want)+7, 0xA5)
-				h.BTH.Pad = 3 - wire.PadFor(n)
-				hn, err := wire.PutHeaders(buf, &h)
-				if err != nil {
-					t.Fatal(err)
-				}
-				k, err := wire.FinishSplit(buf, &e, hn, payload)
-				if err != nil || k != len(want)-n {
-					t.Fatalf("%v/%d: FinishSplit = %d, %v; want %d, nil", op, n, k, err, len(want)-n)
-				}
-				got := append(append(append([]byte(nil), buf[:hn]...), payload...), buf[hn:k]...)
-				if !bytes.Equal(got, want) {
-					t.Errorf("%v/%d: FinishSplit's datagram\n% x\nBuild's\n% x", op, n, got, want)
-				}
-				if !bytes.Equal(buf[k:], filled(len(buf)-k, 0xA5)) {
-					t.Errorf("%v/%d: FinishSplit wrote past its part: % x", op, n, buf[k:])
-				}
-			}
-		}
-	}
+// FinishSplit refuses a buffer with no room for the pad and ICRC, or
+// headers shorter than a BTH, as Finish does.
+func TestFinishSplitTruncated(t *testing.T) {
 	e := testEncap4()
 	if _, err := wire.FinishSplit(make([]byte, wire.BTHLen+wire.ICRCLen), &e, wire.BTHLen, make([]byte, 3)); !errors.Is(err, wire.ErrTruncated) {
 		t.Errorf("no room for the pad: %v, want ErrTruncated", err)

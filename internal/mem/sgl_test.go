@@ -9,14 +9,16 @@ import (
 
 // Scatter and GatherAt walk an SGE list from an offset, each SGE through
 // the MR table and across the chunks of a fast-registration MR.
-func TestScatterGatherAt(t *testing.T) {
-	f := newFixture(t)
+// twoChunks registers a fast-registration MR of two chunks, the last 10
+// bytes of page p[0] and the first 10 of page p[1], with LOCAL_WRITE, and
+// returns it and its address.
+func twoChunks(t *testing.T, f *fixture) (fast *MR, iova uint64, p [][]byte) {
+	t.Helper()
 	fast, err := f.tab.AllocMR(f.pd, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := pages(2)
-	// Two chunks: the last 10 bytes of page 0, then 10 bytes of page 1.
+	p = pages(2)
 	if n, err := f.tab.MapMRSG(fast, [][]byte{p[0][ps-10:], p[1][:10]}, ps); n != 2 || err != nil {
 		t.Fatalf("MapMRSG: %d, %v", n, err)
 	}
@@ -24,6 +26,12 @@ func TestScatterGatherAt(t *testing.T) {
 	if err := f.tab.RegFast(f.pd, fast, fast.LKey(), iova, length, LW); err != nil {
 		t.Fatal(err)
 	}
+	return fast, iova, p
+}
+
+func TestScatterGatherAt(t *testing.T) {
+	f := newFixture(t)
+	fast, iova, p := twoChunks(t, f)
 	plain := make([]byte, 8)
 	mr := f.reg(plain, 0x1000, LW)
 	ro := f.reg(make([]byte, 8), 0x2000, 0)
@@ -84,18 +92,7 @@ func TestScatterGatherAt(t *testing.T) {
 // otherwise; it checks the SGE it returns from as GatherAt does.
 func TestViewAt(t *testing.T) {
 	f := newFixture(t)
-	fast, err := f.tab.AllocMR(f.pd, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := pages(2)
-	if n, err := f.tab.MapMRSG(fast, [][]byte{p[0][ps-10:], p[1][:10]}, ps); n != 2 || err != nil {
-		t.Fatalf("MapMRSG: %d, %v", n, err)
-	}
-	iova, length := fast.Mapped()
-	if err := f.tab.RegFast(f.pd, fast, fast.LKey(), iova, length, LW); err != nil {
-		t.Fatal(err)
-	}
+	fast, iova, p := twoChunks(t, f)
 	plain := []byte("ABCDEFGH")
 	mr := f.reg(plain, 0x1000, 0) // no right needed to read locally
 	copy(p[0][ps-10:], "0123456789")

@@ -161,11 +161,13 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output, now time.Time) 
 	}
 }
 
-// minSplitPayload is the smallest payload a request packet sends from the
-// application's memory where it lies (transport.SplitOutput) rather than
-// copied into the packet: below it the copy costs less than the two
-// iovecs more the kernel walks. write_bw 64 KiB's sender spent 17% of its
-// CPU in that copy on the bench machine (2 vCPUs, 4 KiB packets).
+// minSplitPayload is the smallest payload a request packet (or READ
+// response) sends from the application's memory where it lies
+// (transport.SplitOutput) rather than copied into the packet. Not tuned:
+// a small payload (write_lat's 8 bytes) costs next to nothing to copy,
+// against two more iovecs for the kernel to walk; a large one is where
+// the copy showed, 17% of write_bw 64 KiB's sender (4 KiB packets, the
+// bench machine's profile).
 const minSplitPayload = 512
 
 // payloadView returns the next n bytes of w's message where they lie in

@@ -81,7 +81,9 @@ type Datagram struct {
 	// Err is set by WriteBatch on a datagram the link could not send: the
 	// errno of the failed send (EMSGSIZE, ENETUNREACH, EPERM, ...), or for
 	// a datagram the link refused before sending, EAFNOSUPPORT (another
-	// address family) or EDESTADDRREQ (no destination address or port).
+	// address family), EDESTADDRREQ (no destination address or port) or
+	// EINVAL (a Payload whose Split is outside Buf or leaves no ICRC
+	// after it).
 	// WriteBatch never clears it: the caller sets it to 0 before writing.
 	// A link that cannot fail a send (the in-memory fabric, where loss
 	// happens on the way) leaves it 0.

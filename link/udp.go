@@ -113,7 +113,7 @@ type UDPStats struct {
 	TxBytes    uint64 // their UDP payload bytes
 	TxGSOSends uint64 // sends of more than one datagram with UDP GSO
 	TxErrors   uint64 // datagrams dropped on a send error (the sum of TxErrnos)
-	TxBadEncap uint64 // datagrams dropped for an Encap the link cannot send (family, address, port)
+	TxBadEncap uint64 // datagrams dropped for an Encap the link cannot send (family, address, port), or a Payload's Split outside Buf
 	// TxGSOFallbacks counts GSO sends the kernel refused with EIO (no
 	// checksum offload on the route); their datagrams went out plainly.
 	TxGSOFallbacks uint64

@@ -1040,7 +1040,7 @@ func (t *udpTx) send(fd uintptr) bool {
 // ICRC in its Buf is patched to the headers really sent, and its Encap is
 // rewritten to them (source, source port, identification, DF, hop
 // limit). Datagrams the link cannot send (another address family, no
-// destination) are dropped, counted, their Encap zeroed and their Err
+// destination, a Payload's Split outside Buf) are dropped, counted, their Encap zeroed and their Err
 // set; datagrams a send error drops are counted by errno and get it in
 // their Err. It waits only for socket buffer space. After Close it
 // returns ErrLinkClosed, every datagram not sent marked EBADF.
@@ -1083,6 +1083,8 @@ func (l *UDPLink) sendable(d *Datagram) bool {
 		d.Err = unix.EDESTADDRREQ
 	case e.Dst.Unmap().Is4() != l.v4:
 		d.Err = unix.EAFNOSUPPORT
+	case d.Payload != nil && (d.Split < 0 || d.Split > len(d.Buf)-wire.ICRCLen):
+		d.Err = unix.EINVAL // the payload's place is outside Buf or after its ICRC
 	default:
 		return true
 	}

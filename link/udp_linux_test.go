@@ -318,17 +318,26 @@ func TestUDPIPv4ICRCSkip(t *testing.T) {
 
 func TestUDPBadEncapDropped(t *testing.T) {
 	la, lb := listenPair(t, lo1, lo2, UDPConfig{})
-	msgs := buildDatagrams(t, newRand(t), la, lb, []sample{{size: 8}, {size: 8}, {size: 8}})
+	msgs := buildDatagrams(t, newRand(t), la, lb, []sample{{size: 8}, {size: 8}, {size: 8}, {size: 8}, {size: 8}, {size: 8}})
 	msgs[0].Encap.Dst = lo6 // wrong family
 	msgs[1].Encap.DstPort = 0
+	// Payloads placed outside Buf, or with no ICRC after them.
+	for i, split := range []int{-1, len(msgs[2].Buf) - wire.ICRCLen + 1, len(msgs[2].Buf) + 1} {
+		msgs[2+i].Payload, msgs[2+i].Split = []byte{1, 2, 3, 4}, split
+	}
 	n, err := la.WriteBatch(msgs)
 	if err != nil || n != 1 {
 		t.Fatalf("WriteBatch = %d, %v; want 1", n, err)
 	}
-	if st := la.Stats(); st.TxBadEncap != 2 {
-		t.Fatalf("TxBadEncap = %d, want 2", st.TxBadEncap)
+	if st := la.Stats(); st.TxBadEncap != 5 {
+		t.Fatalf("TxBadEncap = %d, want 5", st.TxBadEncap)
 	}
-	if msgs[0].Encap.Dst.IsValid() || msgs[1].Encap.Dst.IsValid() || msgs[2].Encap.SrcPort != la.Port() {
+	for i, want := range []syscall.Errno{unix.EAFNOSUPPORT, unix.EDESTADDRREQ, unix.EINVAL, unix.EINVAL, unix.EINVAL, 0} {
+		if msgs[i].Err != want {
+			t.Errorf("datagram %d: Err %v, want %v", i, msgs[i].Err, want)
+		}
+	}
+	if msgs[0].Encap.Dst.IsValid() || msgs[1].Encap.Dst.IsValid() || msgs[5].Encap.SrcPort != la.Port() {
 		t.Fatalf("Encaps after the write: %+v", msgs)
 	}
 	readN(t, lb, 1)

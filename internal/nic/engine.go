@@ -726,9 +726,11 @@ func (t *txBatch) flush() {
 // response) and the other a request, or they are for two QPs. That is a
 // round trip's turn: the ACK of the peer's request and the
 // application's answer (reader.holdForAnswer, the poll lease's
-// deferral). One send instead of two is one pass through the kernel's
-// UDP stack and one packet to the NIC; on the 1-vCPU TCG guests of the
-// bench each costs tens of microseconds.
+// deferral). On loopback the two then cross the kernel as one buffer
+// and the peer's GRO socket wakes once for both: write_lat 8 B's
+// typical went from 10.9 to 6.8 µs on the bench machine. Between the
+// bench's TCG guests, whose virtio NIC hands the peer two datagrams all
+// the same, it made no measurable difference.
 func gsoPair(a, b *link.Datagram) bool {
 	if a.Len() <= b.Len() || len(a.Buf) < wire.BTHLen || len(b.Buf) < wire.BTHLen {
 		return false

@@ -467,9 +467,7 @@ func (qp *QP) finishSplitPacket(out transport.SplitOutput, b []byte, hdr int, pa
 		panic(err) // sizes are bounded by the PMTU: unreachable
 	}
 	out.SendSplit(n, hdr, payload, &qp.encap)
-	total := n + len(payload)
-	qp.cfg.Counters.SentPkts.Add(1)
-	qp.cfg.Counters.SentBytes.Add(uint64(total))
+	qp.countSent(n + len(payload))
 }
 
 // finishPacket pads, checksums and queues a packet whose headers are at
@@ -480,6 +478,11 @@ func (qp *QP) finishPacket(out transport.Output, b []byte, hdr, n int) {
 		panic(err) // sizes are bounded by the PMTU: unreachable
 	}
 	out.Send(total, &qp.encap)
+	qp.countSent(total)
+}
+
+// countSent counts a request or response packet of total bytes queued.
+func (qp *QP) countSent(total int) {
 	qp.cfg.Counters.SentPkts.Add(1)
 	qp.cfg.Counters.SentBytes.Add(uint64(total))
 }

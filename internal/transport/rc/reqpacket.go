@@ -112,18 +112,17 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output, now time.Time) 
 		}
 	}
 	b, hdr := qp.startPacket(out, &h)
-	if view, err := qp.payloadView(w, out, payload); err != nil {
+	so, view, err := qp.payloadView(w, out, payload)
+	if err == nil && view == nil && payload > 0 {
+		err = qp.gather(w, b[hdr:hdr+int(payload)], w.sendOff)
+	}
+	if err != nil {
 		qp.localErrorLocked(w, ibv.WCLocProtErr)
 		return
-	} else if view != nil {
-		qp.finishSplitPacket(out.(transport.SplitOutput), b, hdr, view)
+	}
+	if view != nil {
+		qp.finishSplitPacket(so, b, hdr, view)
 	} else {
-		if payload > 0 {
-			if err := qp.gather(w, b[hdr:hdr+int(payload)], w.sendOff); err != nil {
-				qp.localErrorLocked(w, ibv.WCLocProtErr)
-				return
-			}
-		}
 		qp.finishPacket(out, b, hdr, int(payload))
 	}
 
@@ -171,31 +170,38 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output, now time.Time) 
 const minSplitPayload = 512
 
 // payloadView returns the next n bytes of w's message where they lie in
-// the application's memory, when the packet can be sent from there: an
+// the application's memory, and out as the SplitOutput to send them
+// with, when the packet can be sent from there: an
 // RC (or XRC) QP, whose WQE completes only once the packet is
 // acknowledged, so the memory stays as it is until the packet is written
 // (a UC WQE completes when sent, before the batch is written, and the
 // application could reuse its buffer under the send); an Output that
 // sends split datagrams; no inline data; n at least minSplitPayload; the
-// bytes in one piece (mem.Table.ViewAt). nil, nil: gather a copy. An
+// bytes in one piece (mem.Table.ViewAt). A nil view: gather a copy. An
 // error is a gather's (a refused SGE).
-func (qp *QP) payloadView(w *sendWQE, out transport.Output, n uint32) ([]byte, error) {
-	if !qp.isRC() || w.wr.InlineData != nil || (w.kind != kindSend && w.kind != kindWrite) || !sendsSplit(out, int(n)) {
-		return nil, nil
+func (qp *QP) payloadView(w *sendWQE, out transport.Output, n uint32) (transport.SplitOutput, []byte, error) {
+	if !qp.isRC() || w.wr.InlineData != nil || (w.kind != kindSend && w.kind != kindWrite) {
+		return nil, nil, nil
+	}
+	so := splitOutput(out, int(n))
+	if so == nil {
+		return nil, nil, nil
 	}
 	b, _, err := qp.cfg.Mem.ViewAt(qp.cfg.PD, w.sgl, uint64(w.sendOff), int(n))
-	return b, err
+	return so, b, err
 }
 
-// sendsSplit reports whether a packet with n payload bytes goes to out
-// with its payload where it lies: out is a SplitOutput that says so, and n
-// is at least minSplitPayload.
-func sendsSplit(out transport.Output, n int) bool {
+// splitOutput returns out as a SplitOutput when a packet with n payload
+// bytes goes to it with its payload where it lies: out is one that says
+// so, and n is at least minSplitPayload; nil otherwise.
+func splitOutput(out transport.Output, n int) transport.SplitOutput {
 	if n < minSplitPayload {
-		return false
+		return nil
 	}
-	so, ok := out.(transport.SplitOutput)
-	return ok && so.SendsSplit()
+	if so, ok := out.(transport.SplitOutput); ok && so.SendsSplit() {
+		return so
+	}
+	return nil
 }
 
 // gather copies the WQE's message bytes [off, off+len(dst)) into dst from

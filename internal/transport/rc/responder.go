@@ -641,12 +641,17 @@ func (r *responder) readReplyLocked(qp *QP, out transport.Output) bool {
 		h.AETH = wire.AETHFields{Syndrome: wire.AckUnlimited, MSN: r.msn & wire.QPNMask}
 		b, hdr := qp.startPacket(out, &h)
 		// The response's payload goes from the MR where it lies when it
-		// can (sendsSplit): memory the application may write meanwhile,
+		// can (splitOutput): memory the application may write meanwhile,
 		// as it may under a NIC's DMA read; a packet whose bytes changed
 		// after its ICRC was computed is dropped by the requester, which
 		// reads again.
-		if view := rp.data.viewAt(rp.off, n); view != nil && sendsSplit(out, n) {
-			qp.finishSplitPacket(out.(transport.SplitOutput), b, hdr, view)
+		var view []byte
+		so := splitOutput(out, n)
+		if so != nil {
+			view = rp.data.viewAt(rp.off, n)
+		}
+		if view != nil {
+			qp.finishSplitPacket(so, b, hdr, view)
 		} else {
 			rp.data.readAt(rp.off, b[hdr:hdr+n])
 			qp.finishPacket(out, b, hdr, n)

@@ -643,20 +643,14 @@ func (t *txBatch) Buf() []byte {
 }
 
 // Send queues Buf()[:n].
-func (t *txBatch) Send(n int, e *wire.Encap) {
-	d := &t.dgs[t.n]
-	d.Encap = *e
-	d.Buf = t.bufs[t.n][:n]
-	d.Payload = nil
-	d.Err = 0
-	t.n++
-}
+func (t *txBatch) Send(n int, e *wire.Encap) { t.SendSplit(n, 0, nil, e) }
 
 // SendsSplit reports whether the link takes a payload where it lies
 // (link.CanSendSplit).
 func (t *txBatch) SendsSplit() bool { return t.split }
 
-// SendSplit queues Buf()[:split], payload, Buf()[split:n].
+// SendSplit queues Buf()[:split], payload, Buf()[split:n]; with a nil
+// payload, Buf()[:n] (Send).
 func (t *txBatch) SendSplit(n, split int, payload []byte, e *wire.Encap) {
 	d := &t.dgs[t.n]
 	d.Encap = *e

@@ -486,11 +486,13 @@ type udpRx struct {
 	loans []*Loan // GRO buffers (nil without GRO)
 	meta  []udpRxMeta
 	// lend: hand coalesced segments over in place (Lend). lent[i]: loans[i]
-	// was lent since the last recvmmsg into it. pool: loans to take when
-	// one is still lent.
-	lend bool
-	lent []bool
-	pool *sync.Pool
+	// was lent since the last recvmmsg into it; lentN: no lent[i] is set
+	// at i >= lentN, so that a poll of an empty socket looks at none.
+	// pool: loans to take when one is still lent.
+	lend  bool
+	lent  []bool
+	lentN int
+	pool  *sync.Pool
 
 	// GRO buffers not yet handed out: meta[cur:filled], from byte off of
 	// buffer cur, which is segment segIdx of it.
@@ -897,7 +899,7 @@ func (r *udpRx) readGRO(fd uintptr, msgs []Datagram) (int, unix.Errno) {
 			r.prepare(i, r.loans[i].buf)
 		}
 		r.groPrepped = max(r.groPrepped, vlen)
-		for i := range vlen {
+		for i := range min(r.lentN, vlen) {
 			// A buffer whose datagrams are still held gives way to
 			// another for this read.
 			if r.lent[i] {
@@ -907,6 +909,9 @@ func (r *udpRx) readGRO(fd uintptr, msgs []Datagram) (int, unix.Errno) {
 					r.prepare(i, r.loans[i].buf)
 				}
 			}
+		}
+		if r.lentN <= vlen {
+			r.lentN = 0
 		}
 		got, e := r.recvmmsg(fd, vlen)
 		// A call that fails fills no header; the first is prepared
@@ -949,6 +954,7 @@ func (r *udpRx) readGRO(fd uintptr, msgs []Datagram) (int, unix.Errno) {
 			d.Loan = ln
 			ln.lend()
 			r.lent[r.cur] = true
+			r.lentN = max(r.lentN, r.cur+1)
 			l.ctr.rxLent.Add(1)
 			out++
 		} else if seg <= cap(d.Buf) {

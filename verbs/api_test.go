@@ -757,9 +757,19 @@ func TestReqNotify(t *testing.T) {
 			must2(t)(a.qp.PostSend(ibv.SendWR{WRID: id, Opcode: ibv.WRSend, Flags: flags, SGList: []ibv.SGE{a.mr.SGE(0, 16)}}))
 			waitWC(t, b.rcq, 1)
 		}
-		// noEvent waits a second of fake time for an event that must not come.
+		// noEvent waits a second of fake time for an event that must not
+		// come, bounded by the context (GetEvent) or by the timeout
+		// (GetEventTimeout), by turns.
+		waits := 0
 		noEvent := func(what string) {
 			t.Helper()
+			if waits++; waits%2 == 0 {
+				c, err := b.ch.GetEventTimeout(context.Background(), time.Second)
+				if !errors.Is(err, verbs.ETIMEDOUT) {
+					t.Errorf("%s: GetEventTimeout = %p, %v; want no event (ETIMEDOUT)", what, c, err)
+				}
+				return
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			c, err := b.ch.GetEvent(ctx)
@@ -769,9 +779,15 @@ func TestReqNotify(t *testing.T) {
 		}
 		event := func(what string) {
 			t.Helper()
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			c, err := b.ch.GetEvent(ctx)
+			var c *verbs.CQ
+			var err error
+			if waits++; waits%2 == 0 {
+				c, err = b.ch.GetEventTimeout(context.Background(), time.Second)
+			} else {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				c, err = b.ch.GetEvent(ctx)
+				cancel()
+			}
 			if err != nil || c != b.rcq {
 				t.Errorf("%s: GetEvent = %p, %v; want the receive CQ %p", what, c, err, b.rcq)
 				return
@@ -829,9 +845,15 @@ func TestReqNotify(t *testing.T) {
 		if _, err := ch.GetEvent(ctx); !errors.Is(err, context.Canceled) {
 			t.Errorf("GetEvent with a canceled context = %v, want context.Canceled", err)
 		}
+		if _, err := ch.GetEventTimeout(ctx, time.Second); !errors.Is(err, context.Canceled) {
+			t.Errorf("GetEventTimeout with a canceled context = %v, want context.Canceled", err)
+		}
 		must(t, ch.Close())
 		if _, err := ch.GetEvent(context.Background()); !errors.Is(err, verbs.EINVAL) {
 			t.Errorf("GetEvent on a closed channel = %v, want EINVAL", err)
+		}
+		if _, err := ch.GetEventTimeout(context.Background(), time.Second); !errors.Is(err, verbs.EINVAL) {
+			t.Errorf("GetEventTimeout on a closed channel = %v, want EINVAL", err)
 		}
 		apiWantErr(t, "AckEvents on a CQ without a channel", a.rcq.AckEvents(1), "channel", verbs.EINVAL)
 	})

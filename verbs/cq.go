@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/nic/cq"
@@ -16,6 +17,12 @@ type CompChannel struct {
 	d   *Device
 	ch  *cq.Channel
 	cqs atomic.Int32 // CQs attached, for CQ.Wait (cqwait.go)
+	// timer is GetEventTimeout's, stopped, while no call uses it (one
+	// of several concurrent calls makes its own). The channel's own, not
+	// a package pool's: a timer made in a testing/synctest bubble must
+	// not be used outside it; and not a sync.Pool, which under the race
+	// detector drops a quarter of what it is given.
+	timer atomic.Pointer[time.Timer]
 }
 
 // CreateCompChannel makes a completion channel (ibv_create_comp_channel)
@@ -30,6 +37,21 @@ func (c *CompChannel) ok() bool { return c != nil && c.ch != nil }
 // Config.BusyPoll it polls the link for that long before it sleeps. Each event must be acknowledged
 // with CQ.AckEvents before the CQ can be destroyed.
 func (c *CompChannel) GetEvent(ctx context.Context) (*CQ, error) {
+	return c.getEvent(ctx, -1)
+}
+
+// GetEventTimeout is GetEvent that also gives up after timeout, with an
+// error wrapping ETIMEDOUT: the C pattern of poll(2) on the channel's fd
+// with a timeout, then ibv_get_cq_event. A timeout of 0 or less takes
+// only an event already queued (after the device's busy polling). Unlike
+// GetEvent under context.WithTimeout it allocates nothing (its timer is
+// reused), which matters to a loop that waits once per message.
+func (c *CompChannel) GetEventTimeout(ctx context.Context, timeout time.Duration) (*CQ, error) {
+	return c.getEvent(ctx, max(timeout, 0))
+}
+
+// getEvent is GetEvent (timeout < 0) and GetEventTimeout.
+func (c *CompChannel) getEvent(ctx context.Context, timeout time.Duration) (*CQ, error) {
 	if !c.ok() {
 		return nil, errNil("CompChannel")
 	}
@@ -45,7 +67,21 @@ func (c *CompChannel) GetEvent(ctx context.Context) (*CQ, error) {
 		return cqOf(q), nil
 	}
 	c.d.n.EndPoll() // the receive goroutine reads the link while this sleeps
-	q, err := c.ch.Get(ctx)
+	var expired <-chan time.Time
+	if timeout >= 0 {
+		t := c.timer.Swap(nil)
+		if t == nil {
+			t = time.NewTimer(timeout)
+		} else {
+			t.Reset(timeout)
+		}
+		defer func() {
+			t.Stop()
+			c.timer.CompareAndSwap(nil, t)
+		}()
+		expired = t.C
+	}
+	q, err := c.ch.GetUntil(ctx, expired)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			return nil, err

@@ -25,6 +25,7 @@ var (
 	EACCES     error = syscall.EACCES
 	ENODEV     error = syscall.ENODEV
 	EAGAIN     error = syscall.EAGAIN
+	ETIMEDOUT  error = syscall.ETIMEDOUT
 )
 
 // errno maps an engine error to the errno libibverbs would return and
@@ -63,6 +64,7 @@ var errnoMap = []struct {
 }{
 	{mem.ErrBusy, EBUSY, []error{mem.ErrBusy}},
 	{cq.ErrBusy, EBUSY, []error{cq.ErrBusy}},
+	{cq.ErrTimedOut, ETIMEDOUT, nil},
 	{nic.ErrBusy, EBUSY, []error{nic.ErrBusy}},
 	{mem.ErrNoMemory, ENOMEM, []error{mem.ErrNoMemory}},
 	{nic.ErrNoMemory, ENOMEM, []error{nic.ErrNoMemory}},

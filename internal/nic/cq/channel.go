@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // Channel is a completion event channel (ibv_comp_channel): CQs attached
@@ -125,6 +126,12 @@ func (ch *Channel) TryGet() (*CQ, bool) {
 // with ctx's error when ctx ends first, with ErrClosed once the channel is
 // closed. The event counts as unacknowledged until Ack.
 func (ch *Channel) Get(ctx context.Context) (*CQ, error) {
+	return ch.GetUntil(ctx, nil)
+}
+
+// GetUntil is Get that also gives up, with ErrTimedOut, when expired
+// delivers (a timer's channel; nil: never).
+func (ch *Channel) GetUntil(ctx context.Context, expired <-chan time.Time) (*CQ, error) {
 	for {
 		if c, ok := ch.TryGet(); ok {
 			return c, nil
@@ -135,6 +142,8 @@ func (ch *Channel) Get(ctx context.Context) (*CQ, error) {
 			return nil, ErrClosed
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-expired:
+			return nil, ErrTimedOut
 		}
 	}
 }

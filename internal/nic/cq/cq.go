@@ -33,6 +33,9 @@ var (
 	ErrBusy = errors.New("cq: busy")
 	// ErrClosed reports a closed completion channel.
 	ErrClosed = errors.New("cq: channel closed")
+	// ErrTimedOut reports a wait for a channel's event that ran out of
+	// time (ETIMEDOUT).
+	ErrTimedOut = errors.New("cq: no event in time")
 )
 
 var _ transport.CQ = (*CQ)(nil)

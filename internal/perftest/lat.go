@@ -48,10 +48,11 @@ func (s *session) latWrite(ctx context.Context, x *wqe, size int) (LatResult, er
 	posted := make([]int64, max(iters, 1))
 	var scnt, ccnt, rcnt, sampled uint64
 	wc := make([]ibv.WorkCompletion, 1)
+	pr := s.newProber(x)
 	for scnt < iters || ccnt < iters || rcnt < iters || (d.on && d.state(s.clk) != stEnd) {
 		if (rcnt < iters || d.on) && !(scnt < 1 && cfg.Server()) {
 			rcnt++
-			if err := s.awaitByte(ctx, x, poll, byte(rcnt), d); err != nil {
+			if err := s.awaitByte(ctx, pr, poll, byte(rcnt), d); err != nil {
 				return LatResult{}, fmt.Errorf("%w (iteration %d)", err, rcnt)
 			}
 		}
@@ -115,15 +116,20 @@ type prober struct {
 	wc   []ibv.WorkCompletion
 }
 
+// newProber makes a latency loop's prober, once: it is restarted at each
+// wait (start), so that the wait for a message allocates nothing.
 func (s *session) newProber(x *wqe) *prober {
 	p := &prober{s: s, x: x, wc: make([]ibv.WorkCompletion, 1)}
 	if toolnic.RetryBound(x.qp) > 0 && !s.cfg.Events {
 		attr, _ := x.qp.Query()
 		p.ack = time.Duration(4096<<attr.Timeout) * time.Nanosecond
 	}
-	p.next = time.Now().Add(p.ack)
 	return p
 }
+
+// start begins a wait: the first probe is due one local ACK timeout
+// from now.
+func (p *prober) start() { p.next = time.Now().Add(p.ack) }
 
 // done handles the probe's completion.
 func (p *prober) done(c ibv.WorkCompletion) error {
@@ -193,10 +199,10 @@ const awaitSlice = 10 * time.Millisecond
 // (Device.WaitActivity), so that the one CPU it would spin on is the
 // receive goroutine's - on a 1-vCPU machine a spin starves the Go
 // network poller that wakes that goroutine.
-func (s *session) awaitByte(ctx context.Context, x *wqe, off int, v byte, d *duration) error {
+func (s *session) awaitByte(ctx context.Context, pr *prober, off int, v byte, d *duration) error {
 	start := time.Now()
 	spin := 0
-	pr := s.newProber(x)
+	pr.start()
 	dev := s.env.Dev
 	busy := dev != nil && dev.BusyPoll() > 0
 	arrived := func() bool { return peek(s.res.buf, off) == v }
@@ -294,9 +300,10 @@ func (s *session) latSend(ctx context.Context, x *wqe, rq []*rwqe, size int) (La
 	var scnt, rcnt, sampled uint64
 	wc := make([]ibv.WorkCompletion, 1)
 	cqMod := uint64(cfg.CQMod)
+	pr := s.newProber(x)
 	for scnt < iters || rcnt < iters || (d.on && d.state(s.clk) != stEnd) {
 		if (rcnt < iters || d.on) && !(scnt < 1 && !cfg.Server()) {
-			pr := s.newProber(x)
+			pr.start()
 			start := time.Now()
 			for {
 				if d.on && d.state(s.clk) == stEnd {

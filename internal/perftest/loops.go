@@ -81,9 +81,7 @@ func (d *duration) next() time.Duration {
 // state).
 func waitCQ(ctx context.Context, cq *verbs.CQ, ch *verbs.CompChannel, events bool, stall, maxWait time.Duration, wc []ibv.WorkCompletion) (int, error) {
 	if events {
-		wctx, cancel := context.WithTimeout(ctx, stall)
-		_, err := ch.GetEvent(wctx)
-		cancel()
+		_, err := ch.GetEventTimeout(ctx, stall)
 		if err != nil {
 			if ctx.Err() != nil {
 				return 0, ctx.Err()
@@ -96,12 +94,10 @@ func waitCQ(ctx context.Context, cq *verbs.CQ, ch *verbs.CompChannel, events boo
 		return cq.Poll(wc), nil
 	}
 	if maxWait > 0 && maxWait < stall {
-		wctx, cancel := context.WithTimeout(ctx, maxWait)
-		defer cancel()
-		w := toolnic.Waiter{CQ: cq, Ch: ch, Stall: -1}
-		n, err := w.Poll(wctx, wc)
-		if err != nil && ctx.Err() == nil {
-			return 0, nil // the state deadline passed
+		w := toolnic.Waiter{CQ: cq, Ch: ch, Stall: maxWait}
+		n, err := w.Poll(ctx, wc)
+		if _, ok := errors.AsType[*toolnic.ErrStall](err); ok {
+			return 0, nil // the state deadline passed, or a probe is due
 		}
 		return n, err
 	}

@@ -73,17 +73,20 @@ func (w *Waiter) Poll(ctx context.Context, wc []ibv.WorkCompletion) (int, error)
 		if n := w.CQ.Poll(wc); n > 0 {
 			return n, nil
 		}
-		wctx, cancel := ctx, context.CancelFunc(func() {})
+		var err error
 		if stall > 0 {
-			wctx, cancel = context.WithDeadline(ctx, start.Add(stall))
+			// Not GetEvent under context.WithDeadline: a tool waits
+			// once per message, and a context and its timer per wait
+			// were 6-8% of write_lat's CPU on a 1-vCPU guest.
+			_, err = w.Ch.GetEventTimeout(ctx, time.Until(start.Add(stall)))
+		} else {
+			_, err = w.Ch.GetEvent(ctx)
 		}
-		_, err := w.Ch.GetEvent(wctx)
-		cancel()
 		if n := w.CQ.Poll(wc); n > 0 {
 			return n, nil
 		}
 		if err != nil {
-			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			if ctx.Err() == nil && errors.Is(err, verbs.ETIMEDOUT) {
 				return 0, &ErrStall{What: "work completion", After: stall}
 			}
 			if ctx.Err() != nil {

@@ -188,6 +188,51 @@ func TestAnswerLeavesWithTheACK(t *testing.T) {
 	wantAnswers(t, n, 5, 0)
 }
 
+// While the receive goroutine holds a batch's ACKs for the answer, a
+// poll does not read the link (the peer waits for those ACKs): the
+// application's polls between the wake-up and its post reach the link
+// only after the batch is written.
+func TestNoPollWhileHolding(t *testing.T) {
+	defer func(w time.Duration, s int) { answerWait, answerSpins = w, s }(answerWait, answerSpins)
+	answerWait, answerSpins = time.Minute, 1<<30
+	fl := newFeedLink()
+	l := &plainPollLink{feedLink: fl}
+	n, q, feed, post := answerSetupOn(t, l, fl)
+	defer n.Close()
+	ctx := context.Background()
+	for i := 1; i <= 3; i++ {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if !n.WaitActivity(ctx, time.Minute, func() bool { return q.acked.Load() >= int32(i) }) {
+				t.Errorf("round %d: WaitActivity timed out", i)
+				return
+			}
+			before := l.tries.Load()
+			for range 3 {
+				if k := n.Progress(); k != 0 {
+					t.Errorf("round %d: Progress while the batch is held = %d", i, k)
+				}
+			}
+			if d := l.tries.Load() - before; d != 0 {
+				t.Errorf("round %d: %d polls read the link while the receive goroutine held its batch", i, d)
+			}
+			post()
+		}()
+		feed()
+		<-done
+		wantBatch(t, l.feedLink, i, "AP")
+		// Written: the next poll reads the link again.
+		awaitCond(t, "the batch's end", func() bool { return !n.holding.Load() })
+		before := l.tries.Load()
+		n.Progress()
+		if l.tries.Load() != before+1 {
+			t.Errorf("round %d: a poll after the batch was written did not read the link", i)
+		}
+	}
+	wantAnswers(t, n, 3, 0)
+}
+
 // wantBatch checks that the link's i-th batch wrote want.
 func wantBatch(t *testing.T, l *feedLink, i int, want string) {
 	t.Helper()

@@ -153,14 +153,18 @@ type NIC struct {
 	progMu sync.Mutex  // one Progress at a time
 	// rxTurn is the Seq of the next datagram to deliver (awaitTurn).
 	rxTurn atomic.Uint64
-	prog   *reader  // guarded by progMu
-	act    activity // WaitActivity's wake-up
-	lease  *pollLease
-	seed   maphash.Seed
-	rxPool sync.Pool
-	wg     sync.WaitGroup // the receive goroutine
-	procWG sync.WaitGroup // the processors
-	closed atomic.Bool
+	prog   *reader // guarded by progMu
+	// holding: the receive goroutine holds a batch's ACKs for the
+	// application's answer (holdForAnswer) until they are written; a
+	// Progress meanwhile does not read the link.
+	holding atomic.Bool
+	act     activity // WaitActivity's wake-up
+	lease   *pollLease
+	seed    maphash.Seed
+	rxPool  sync.Pool
+	wg      sync.WaitGroup // the receive goroutine
+	procWG  sync.WaitGroup // the processors
+	closed  atomic.Bool
 
 	asyncMu sync.Mutex
 	async   []ibv.AsyncEvent // guarded by asyncMu

@@ -136,7 +136,7 @@ func TestLeaseNotForOccasionalPolls(t *testing.T) {
 // A fabric-like link (no PreferBusyPoll) has no lease at all.
 func TestLeaseOnlyWhereTheLinkPrefersIt(t *testing.T) {
 	l := newFeedLink()
-	n, _, _, _ := answerSetupOn(t, &plainPollLink{l}, l)
+	n, _, _, _ := answerSetupOn(t, &plainPollLink{feedLink: l}, l)
 	defer n.Close()
 	for range 5 {
 		n.Progress()
@@ -146,10 +146,17 @@ func TestLeaseOnlyWhereTheLinkPrefersIt(t *testing.T) {
 	}
 }
 
-// plainPollLink can be polled but does not prefer busy polling.
-type plainPollLink struct{ *feedLink }
+// plainPollLink can be polled but does not prefer busy polling; it
+// counts the polls that reached it.
+type plainPollLink struct {
+	*feedLink
+	tries atomic.Int32
+}
 
-func (l *plainPollLink) TryReadBatch(msgs []link.Datagram) (int, error) { return l.tryRead(msgs) }
+func (l *plainPollLink) TryReadBatch(msgs []link.Datagram) (int, error) {
+	l.tries.Add(1)
+	return l.tryRead(msgs)
+}
 
 // When the polls stop without a block, the lease runs out and the
 // receive goroutine takes the link back by itself, counted in

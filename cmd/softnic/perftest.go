@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -96,6 +97,8 @@ func perftestOpts(v perftest.Verb, t perftest.TestKind) (opts []optSpec, unsuppo
 		o(0, "json", N, "", "softnic: print the results as one JSON object instead of the text table (warnings on stderr)"),
 		o(0, "check", N, "", "softnic: fill buffers with patterns and check the data after the run (needs softnic with --check on both sides)"),
 		o(0, "cpuprofile", R, "<file>", "softnic: write a CPU profile of the run to <file> (go tool pprof)"),
+		o(0, "blockprofile", R, "<file>", "softnic: write a profile of where the run's goroutines blocked, every event, to <file> (go tool pprof)"),
+		o(0, "mutexprofile", R, "<file>", "softnic: write a profile of the run's contended mutexes, every contention, to <file> (go tool pprof)"),
 	)
 	for _, s := range "wyMlBEJjKkTLXWgvbOZPG" {
 		unsupported = append(unsupported, getopt.Option{Short: s, Arg: map[bool]getopt.ArgKind{true: R, false: N}[strings.ContainsRune("wyMlBEJjKkTLXW", s)]})
@@ -176,14 +179,18 @@ func runPerftest(v perftest.Verb, t perftest.TestKind) func(args []string, stdou
 		if len(r.Operands) == 1 {
 			cfg.ServerName = r.Operands[0]
 		}
-		if m, ok := r.Last("cpuprofile"); ok {
-			stop, err := startCPUProfile(m.Value)
+		for _, p := range profiles {
+			m, ok := r.Last(p.flag)
+			if !ok {
+				continue
+			}
+			stop, err := p.start(m.Value)
 			if err != nil {
-				return failTool(stderr, name, err)
+				return failTool(stderr, name, fmt.Errorf("--%s: %w", p.flag, err))
 			}
 			defer func() {
 				if err := stop(); err != nil {
-					fmt.Fprintf(stderr, "softnic %s: --cpuprofile: %v\n", name, err)
+					fmt.Fprintf(stderr, "softnic %s: --%s: %v\n", name, p.flag, err)
 				}
 			}()
 		}
@@ -220,22 +227,55 @@ func runPerftest(v perftest.Verb, t perftest.TestKind) func(args []string, stdou
 	}
 }
 
-// startCPUProfile starts profiling this process's CPU use into the file
-// path (runtime/pprof's format, read by go tool pprof); stop ends the
-// profile and closes the file. It covers the NIC's opening, the
-// out-of-band exchange and the run.
+// profiles are the perftest look-alikes' profiling flags. Each covers
+// the NIC's opening, the out-of-band exchange and the run; start begins
+// one into the file path (runtime/pprof's format, read by go tool
+// pprof), and stop ends it and closes the file.
+var profiles = []struct {
+	flag  string
+	start func(path string) (stop func() error, err error)
+}{
+	{"cpuprofile", startCPUProfile},
+	{"blockprofile", func(path string) (func() error, error) {
+		// Every blocking event: the waits of a latency run are few and
+		// each is worth seeing.
+		return startRuntimeProfile(path, "block", runtime.SetBlockProfileRate, 1)
+	}},
+	{"mutexprofile", func(path string) (func() error, error) {
+		return startRuntimeProfile(path, "mutex", func(r int) { runtime.SetMutexProfileFraction(r) }, 1)
+	}},
+}
+
 func startCPUProfile(path string) (stop func() error, err error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
+		return nil, err
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
+		return nil, err
 	}
 	return func() error {
 		pprof.StopCPUProfile()
 		return f.Close()
+	}, nil
+}
+
+// startRuntimeProfile turns on the runtime's named profile (block,
+// mutex) with set(rate) and writes it to path when stopped.
+func startRuntimeProfile(path, name string, set func(int), rate int) (stop func() error, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	set(rate)
+	return func() error {
+		set(0)
+		err := pprof.Lookup(name).WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
 	}, nil
 }
 

@@ -237,42 +237,58 @@ func TestInfoCommand(t *testing.T) {
 	}
 }
 
-// TestPerftestCPUProfile runs write_lat with --cpuprofile on the client:
-// the file is a gzipped pprof profile with samples in it.
-func TestPerftestCPUProfile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "cpu.pprof")
+// TestPerftestProfiles runs write_lat with --cpuprofile, --blockprofile
+// and --mutexprofile on the client: each file is a gzipped pprof profile
+// of its kind, the block profile with the client's waits in it.
+func TestPerftestProfiles(t *testing.T) {
+	dir := t.TempDir()
+	cpu, block, mutex := filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "block.pprof"), filepath.Join(dir, "mutex.pprof")
 	args := []string{"-n", "2000", "-s", "8"}
-	srv, cli := runToolPair(t, "write_lat", args, append([]string{"--cpuprofile", path}, args...))
+	srv, cli := runToolPair(t, "write_lat", args, append([]string{"--cpuprofile", cpu, "--blockprofile", block, "--mutexprofile", mutex}, args...))
 	if srv.status != 0 || cli.status != 0 {
 		t.Fatalf("status server %d client %d\nserver:\n%s\nclient:\n%s", srv.status, cli.status, srv.errOut, cli.errOut)
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		t.Fatalf("profile is not gzipped: %v", err)
-	}
-	raw, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatalf("profile: %v", err)
-	}
-	// A pprof profile is a protobuf whose string table names the CPU
-	// sample types.
-	for _, s := range []string{"samples", "cpu", "nanoseconds"} {
-		if !bytes.Contains(raw, []byte(s)) {
-			t.Errorf("profile (%d bytes) does not name %q", len(raw), s)
+	for _, c := range []struct {
+		path  string
+		names []string // in the profile's string table
+	}{
+		{cpu, []string{"samples", "cpu", "nanoseconds"}},
+		// The client's waits for the server's WRITE and its ACKs.
+		{block, []string{"contentions", "delay", "GetEventTimeout"}},
+		{mutex, []string{"contentions", "delay"}},
+	} {
+		b, err := os.ReadFile(c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			t.Fatalf("%s is not gzipped: %v", c.path, err)
+		}
+		raw, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatalf("%s: %v", c.path, err)
+		}
+		// A pprof profile is a protobuf whose string table names the
+		// sample types and, when it has samples, their functions.
+		for _, s := range c.names {
+			if !bytes.Contains(raw, []byte(s)) {
+				t.Errorf("%s (%d bytes) does not name %q", filepath.Base(c.path), len(raw), s)
+			}
 		}
 	}
 }
 
-func TestPerftestCPUProfileBadPath(t *testing.T) {
+func TestPerftestProfileBadPath(t *testing.T) {
 	var o, e bytes.Buffer
-	if st := run([]string{"write_lat", "--cpuprofile", filepath.Join(t.TempDir(), "no", "such", "dir"), "-n", "5"}, &o, &e); st == 0 {
-		t.Fatalf("status 0 with an unwritable profile path")
-	}
-	if !strings.Contains(e.String(), "--cpuprofile") {
-		t.Errorf("stderr does not name --cpuprofile:\n%s", e.String())
+	for _, flag := range []string{"--cpuprofile", "--blockprofile", "--mutexprofile"} {
+		o.Reset()
+		e.Reset()
+		if st := run([]string{"write_lat", flag, filepath.Join(t.TempDir(), "no", "such", "dir"), "-n", "5"}, &o, &e); st == 0 {
+			t.Fatalf("%s: status 0 with an unwritable profile path", flag)
+		}
+		if !strings.Contains(e.String(), flag) {
+			t.Errorf("stderr does not name %s:\n%s", flag, e.String())
+		}
 	}
 }

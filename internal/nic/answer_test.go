@@ -161,12 +161,16 @@ func waitWrites(t *testing.T, l *feedLink, k int) [][]byte {
 // The receive goroutine holds the ACK of a WRITE for the application's
 // answer: the application, woken by WaitActivity, posts while the ACK is
 // still unwritten, and the ACK and the answer leave in one batch, in that
-// order. (answerWait is raised so the test does not depend on how fast
-// its goroutines are scheduled.)
+// order. Its polls before the post do not read the link (the peer waits
+// for those ACKs); once the batch is written a poll reads it again.
+// (answerWait is raised so the test does not depend on how fast its
+// goroutines are scheduled.)
 func TestAnswerLeavesWithTheACK(t *testing.T) {
 	defer func(w time.Duration, s int) { answerWait, answerSpins = w, s }(answerWait, answerSpins)
 	answerWait, answerSpins = time.Minute, 1<<30
-	n, l, q, feed, post := answerSetup(t)
+	fl := newFeedLink()
+	l := &plainPollLink{feedLink: fl}
+	n, q, feed, post := answerSetupOn(t, l, fl)
 	defer n.Close()
 	ctx := context.Background()
 	for i := 1; i <= 5; i++ {
@@ -175,35 +179,6 @@ func TestAnswerLeavesWithTheACK(t *testing.T) {
 			defer close(done)
 			// Acknowledged, not only delivered: the reader has run the
 			// QP, which its batch holds until written.
-			if !n.WaitActivity(ctx, time.Minute, func() bool { return q.acked.Load() >= int32(i) }) {
-				t.Errorf("round %d: WaitActivity timed out", i)
-				return
-			}
-			post()
-		}()
-		feed()
-		<-done
-		wantBatch(t, l, i, "AP") // the ACK and the answer together
-	}
-	wantAnswers(t, n, 5, 0)
-}
-
-// While the receive goroutine holds a batch's ACKs for the answer, a
-// poll does not read the link (the peer waits for those ACKs): the
-// application's polls between the wake-up and its post reach the link
-// only after the batch is written.
-func TestNoPollWhileHolding(t *testing.T) {
-	defer func(w time.Duration, s int) { answerWait, answerSpins = w, s }(answerWait, answerSpins)
-	answerWait, answerSpins = time.Minute, 1<<30
-	fl := newFeedLink()
-	l := &plainPollLink{feedLink: fl}
-	n, q, feed, post := answerSetupOn(t, l, fl)
-	defer n.Close()
-	ctx := context.Background()
-	for i := 1; i <= 3; i++ {
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
 			if !n.WaitActivity(ctx, time.Minute, func() bool { return q.acked.Load() >= int32(i) }) {
 				t.Errorf("round %d: WaitActivity timed out", i)
 				return
@@ -221,8 +196,7 @@ func TestNoPollWhileHolding(t *testing.T) {
 		}()
 		feed()
 		<-done
-		wantBatch(t, l.feedLink, i, "AP")
-		// Written: the next poll reads the link again.
+		wantBatch(t, fl, i, "AP") // the ACK and the answer together
 		awaitCond(t, "the batch's end", func() bool { return !n.holding.Load() })
 		before := l.tries.Load()
 		n.Progress()
@@ -230,7 +204,7 @@ func TestNoPollWhileHolding(t *testing.T) {
 			t.Errorf("round %d: a poll after the batch was written did not read the link", i)
 		}
 	}
-	wantAnswers(t, n, 3, 0)
+	wantAnswers(t, n, 5, 0)
 }
 
 // wantBatch checks that the link's i-th batch wrote want.

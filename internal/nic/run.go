@@ -349,10 +349,10 @@ func (n *NIC) kick(e *qpEntry) {
 // when nothing was there, when the link cannot be read without waiting,
 // when another goroutine is in Progress already (one at a time: the
 // receive goroutine reads meanwhile), or while the receive goroutine
-// holds a batch's ACKs for the application's answer (holdForAnswer). On a link that prefers it, polls in
-// a row lease the link (pollLease): the receive goroutine steps off it,
-// and a poll may leave the ACKs of what it read for the application's
-// answer.
+// holds a batch's ACKs for the application's answer (holdForAnswer). On
+// a link that prefers it, polls in a row lease the link (pollLease): the
+// receive goroutine steps off it, and a poll may leave the ACKs of what
+// it read for the application's answer.
 func (n *NIC) Progress() int {
 	if n.poll == nil || n.closed.Load() {
 		return 0

@@ -8,21 +8,17 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/nic"
 	"github.com/softnic/softnic/internal/nic/cq"
 )
 
 // CompChannel is a completion event channel (ibv_comp_channel): CQs
 // attached to it report their notifications on it.
 type CompChannel struct {
-	d   *Device
-	ch  *cq.Channel
-	cqs atomic.Int32 // CQs attached, for CQ.Wait (cqwait.go)
-	// timer is GetEventTimeout's, stopped, while no call uses it (one
-	// of several concurrent calls makes its own). The channel's own, not
-	// a package pool's: a timer made in a testing/synctest bubble must
-	// not be used outside it; and not a sync.Pool, which under the race
-	// detector drops a quarter of what it is given.
-	timer atomic.Pointer[time.Timer]
+	d     *Device
+	ch    *cq.Channel
+	cqs   atomic.Int32  // CQs attached, for CQ.Wait (cqwait.go)
+	timer nic.TimerSlot // GetEventTimeout's
 }
 
 // CreateCompChannel makes a completion channel (ibv_create_comp_channel)
@@ -69,16 +65,8 @@ func (c *CompChannel) getEvent(ctx context.Context, timeout time.Duration) (*CQ,
 	c.d.n.EndPoll() // the receive goroutine reads the link while this sleeps
 	var expired <-chan time.Time
 	if timeout >= 0 {
-		t := c.timer.Swap(nil)
-		if t == nil {
-			t = time.NewTimer(timeout)
-		} else {
-			t.Reset(timeout)
-		}
-		defer func() {
-			t.Stop()
-			c.timer.CompareAndSwap(nil, t)
-		}()
+		t := c.timer.Start(timeout)
+		defer c.timer.Done(t)
 		expired = t.C
 	}
 	q, err := c.ch.GetUntil(ctx, expired)

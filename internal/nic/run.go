@@ -417,7 +417,7 @@ func (n *NIC) putTx(t *txBatch) {
 type activity struct {
 	waiters atomic.Int32
 	c       chan struct{} // holds a token after activity
-	timers  sync.Pool     // *time.Timer, stopped
+	timer   TimerSlot
 }
 
 // noteActivity wakes a WaitActivity: received datagrams that may write
@@ -448,16 +448,8 @@ func (n *NIC) WaitActivity(ctx context.Context, d time.Duration, ready func() bo
 		return true
 	}
 	n.EndPoll() // the receive goroutine reads the link while this sleeps
-	t, _ := n.act.timers.Get().(*time.Timer)
-	if t == nil {
-		t = time.NewTimer(d)
-	} else {
-		t.Reset(d)
-	}
-	defer func() {
-		t.Stop()
-		n.act.timers.Put(t)
-	}()
+	t := n.act.timer.Start(d)
+	defer n.act.timer.Done(t)
 	select {
 	case <-n.act.c:
 		return true

@@ -591,7 +591,29 @@ func (s *session) cmEventError(ev *cm.Event) error {
 // cmConnectQPs is create_rdma_cm_connection: a sync on the exchange, the
 // CM connections of the test's QPs (mk makes the resources, with each QP
 // on its ID), another sync.
+//
+// Unlike perftest, the server listens before the first sync, not after
+// it: perftest's server listens only once its half of the sync is sent and
+// acknowledged, while the client connects as soon as it has the server's
+// half, so a quick client's REQ can find no listener and be rejected with
+// reason 8, invalid service ID (cm.c: cm_req_handler). perftest's client
+// tries again 100 ms later; the rxe guest's perftest 4.5 instead crashes
+// after the REJECTED event. No REQ can come before the sync, so listening
+// early changes nothing else.
 func (s *session) cmConnectQPs(ctx context.Context, outReads int, mk func(ids []*cm.ID) (*res, error)) error {
+	var lid *cm.ID
+	if s.cfg.Server() {
+		var err error
+		if lid, err = s.cmListen(); err != nil {
+			fmt.Fprint(s.env.Err, "Failed to create RDMA CM connection.\n")
+			return err
+		}
+		defer func() {
+			if lid != nil {
+				lid.Destroy()
+			}
+		}()
+	}
 	var zero Dest
 	if _, err := s.comm.handshake(zero); err != nil {
 		fmt.Fprint(s.env.Err, "Failed to sync between client and server before creating RDMA CM connection.\n")
@@ -600,6 +622,8 @@ func (s *session) cmConnectQPs(ctx context.Context, outReads int, mk func(ids []
 	var err error
 	if s.cfg.Server() {
 		err = s.cmServerQPs(ctx, outReads, mk)
+		lid.Destroy() // rdma_cm_server_connection: once every QP is connected
+		lid = nil
 	} else {
 		err = s.cmClientQPs(ctx, outReads, mk)
 	}
@@ -614,24 +638,35 @@ func (s *session) cmConnectQPs(ctx context.Context, outReads int, mk func(ids []
 	return nil
 }
 
-// cmServerQPs is rdma_cm_server_connection: listen on port -p, take one
-// connection request per QP, make the resources, accept each.
-func (s *session) cmServerQPs(ctx context.Context, outReads int, mk func(ids []*cm.ID) (*res, error)) error {
+// cmListen is the first half of rdma_cm_server_connection: the event
+// channel of the test's IDs and an ID listening on port -p.
+func (s *session) cmListen() (*cm.ID, error) {
 	cfg, env := s.cfg, s.env
 	n := &cmNodes{ch: env.CM.CreateEventChannel()}
 	s.nodes = n
 	ps, qt := cfg.cmSpace()
 	lid, err := env.CM.CreateID(n.ch, nil, ps, qt)
 	if err != nil {
-		return fmt.Errorf("Failed to create RDMA CM server control ID: %w", err)
+		return nil, fmt.Errorf("Failed to create RDMA CM server control ID: %w", err)
 	}
-	defer lid.Destroy()
 	if err := lid.BindAddr(cfg.bindAddr()); err != nil {
-		return fmt.Errorf("Failed to bind RDMA CM address on the server: %w", err)
+		lid.Destroy()
+		return nil, fmt.Errorf("Failed to bind RDMA CM address on the server: %w", err)
 	}
 	if err := lid.Listen(cfg.NumQP); err != nil {
-		return fmt.Errorf("Failed to listen on RDMA CM server listen ID: %w", err)
+		lid.Destroy()
+		return nil, fmt.Errorf("Failed to listen on RDMA CM server listen ID: %w", err)
 	}
+	return lid, nil
+}
+
+// cmServerQPs is the rest of rdma_cm_server_connection, once cmListen
+// listens: take one connection request per QP, make the resources, accept
+// each.
+func (s *session) cmServerQPs(ctx context.Context, outReads int, mk func(ids []*cm.ID) (*res, error)) error {
+	cfg, env := s.cfg, s.env
+	n := s.nodes
+	var err error
 	for len(n.ids) < cfg.NumQP {
 		ev, err := getEvent(ctx, n.ch, env.Stall)
 		if err != nil {

@@ -3,14 +3,18 @@ package perftest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/internal/tooltest"
 	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/wire"
 )
 
 func TestRDMAKeys(t *testing.T) {
@@ -81,7 +85,19 @@ func TestFormatTestInfoRDMACM(t *testing.T) {
 // each with its own CM, connecting through it (-R or -z).
 func runCMPair(t *testing.T, cfg Config) (srv, cli *side) {
 	t.Helper()
-	cms, devs := tooltest.CMs(t, "10.0.0.1", "10.0.0.2")
+	return runCMPairOn(t, cfg, nil)
+}
+
+// runCMPairOn is runCMPair with setup, when not nil, given the fabric
+// before the two start.
+func runCMPairOn(t *testing.T, cfg Config, setup func(f *fabric.Fabric)) (srv, cli *side) {
+	t.Helper()
+	f := fabric.New(fabric.Config{Seed: 1})
+	t.Cleanup(func() { f.Close() })
+	if setup != nil {
+		setup(f)
+	}
+	cms, devs := tooltest.CMsOn(t, f, "10.0.0.1", "10.0.0.2")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	srv, cli = &side{}, &side{}
@@ -152,5 +168,55 @@ func TestRDMACMPairs(t *testing.T) {
 				t.Errorf("the client's remote QPN %#x is not the server's %#x", cli.res.Remote[0].QPN, srv.res.Local[0].QPN)
 			}
 		})
+	}
+}
+
+// TestRDMACMServerListensBeforeSync: the client connects as soon as it has
+// the server's half of the sync before the CM connection, while the server
+// waits for that half's ACK. With the client's ACKs held back 30 ms, a
+// server that listened only after the sync (as perftest does) rejects the
+// REQ with reason 8, invalid service ID, and a client without perftest's
+// retry (the rxe guest's perftest 4.5) fails; softnic's server listens
+// before the sync and rejects nothing once the exchange is connected.
+// (The exchange's own first REQ may be rejected: the two sides start
+// together here, and the client tries again.)
+func TestRDMACMServerListensBeforeSync(t *testing.T) {
+	client := netip.MustParseAddr("10.0.0.2")
+	var mu sync.Mutex
+	var mads []string // the CM MADs on the fabric, in order
+	cfg := Defaults(Write, BW)
+	cfg.RDMACM, cfg.Iters, cfg.Size = true, 10, 64
+	srv, cli := runCMPairOn(t, cfg, func(f *fabric.Fabric) {
+		f.AddFilter(fabric.OnMatch(func(p *fabric.Packet) bool {
+			return p.Parsed && p.Src == client && p.Wire.Opcode == wire.RCAck
+		}, fabric.Delay(30*time.Millisecond)))
+		f.Tap(func(p fabric.Packet) {
+			if !p.Parsed || p.Wire.DestQP() != 1 {
+				return
+			}
+			mad := ""
+			if _, err := wire.ParseCMReq(p.Wire.Payload); err == nil {
+				mad = "REQ"
+			} else if _, err := wire.ParseCMRtu(p.Wire.Payload); err == nil {
+				mad = "RTU"
+			} else if r, err := wire.ParseCMRej(p.Wire.Payload); err == nil {
+				mad = fmt.Sprintf("REJ(%d)", r.Reason())
+			}
+			if mad != "" {
+				mu.Lock()
+				mads = append(mads, mad)
+				mu.Unlock()
+			}
+		})
+	})
+	if srv.err != nil || cli.err != nil {
+		t.Fatalf("server: %v\n%s%s\nclient: %v\n%s%s", srv.err, srv.out.String(), srv.errOut.String(), cli.err, cli.out.String(), cli.errOut.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// the exchange's connection, then the test QP's: REQ RTU REQ RTU
+	i := slices.Index(mads, "RTU")
+	if i < 0 || !slices.Equal(mads[i:], []string{"RTU", "REQ", "RTU"}) {
+		t.Errorf("CM MADs (REQ, RTU, REJ(reason)) on the fabric: %v; want the test QP's REQ accepted at once", mads)
 	}
 }

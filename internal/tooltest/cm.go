@@ -19,6 +19,12 @@ func CMs(t testing.TB, addrs ...string) ([]*cm.CM, []*verbs.Device) {
 	t.Helper()
 	f := fabric.New(fabric.Config{Seed: 1})
 	t.Cleanup(func() { f.Close() })
+	return CMsOn(t, f, addrs...)
+}
+
+// CMsOn is CMs on the fabric f, for tests that filter or tap it.
+func CMsOn(t testing.TB, f *fabric.Fabric, addrs ...string) ([]*cm.CM, []*verbs.Device) {
+	t.Helper()
 	var cms []*cm.CM
 	devs := Devices(t, f, addrs...)
 	for _, d := range devs {

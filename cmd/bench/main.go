@@ -12,12 +12,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/softnic/softnic/internal/bench"
 )
 
-const usage = `usage: scripts/bench [--quick] [--json] [--qps N] [--cpuprofile FILE]
+const usage = `usage: scripts/bench [--quick] [--json] [--qps N] [--gomaxprocs N] [--cpuprofile FILE]
        scripts/bench --guests [--quick] [--json] [--results DIR]
 
 Measures, in one run on this machine:
@@ -33,7 +34,10 @@ PASS or SHORT. It binds UDP port 4791 on 127.0.0.1 and 127.0.0.2 and TCP
 ports from --port: run it where nothing else does (a network namespace).
 Exit status 1 when a measurement failed (its row says FAILED and why); a
 SHORT figure is a measurement, not a failure. --cpuprofile profiles the
-blocking write_lat 8 B client (the run without --busy-poll).
+blocking write_lat 8 B client (the run without --busy-poll). Each softnic
+process runs with GOMAXPROCS set to half the CPUs (at least 1), as if
+each had a host of its own; --gomaxprocs 0 leaves Go's default (every
+CPU each, the two runtimes contending for the same CPUs).
 
 --guests (needs root; slow: about 2.5 minutes under qemu TCG, not for CI)
 boots two identical 1-vCPU guests of the interop bed (test/interop/bed)
@@ -60,6 +64,7 @@ func main() {
 	quick := fs.Bool("quick", false, "a short smoke run: fewer iterations, shorter udpbench runs")
 	asJSON := fs.Bool("json", false, "print the table as one JSON object (progress on standard error)")
 	qps := fs.Int("qps", 1000, "QPs of the many-QP write_bw (perftest's -q); 0 skips it")
+	procs := fs.Int("gomaxprocs", bench.DefaultGOMAXPROCS(runtime.NumCPU()), "GOMAXPROCS of each softnic process (default: half the CPUs each, at least 1); 0: Go's default, every CPU")
 	prof := fs.String("cpuprofile", "", "write the blocking write_lat 8 B client's CPU profile (the run without --busy-poll) to `file`")
 	softnic := fs.String("softnic", "softnic", "the softnic binary")
 	udpbench := fs.String("udpbench", "udpbench", "the udpbench binary (--guests: a static one, for the floor; empty: no floor)")
@@ -95,7 +100,7 @@ func main() {
 			Results: *results, Quick: *quick, Log: os.Stderr}, *asJSON))
 	}
 	m := bench.Run(ctx, bench.Config{Softnic: *softnic, UDPBench: *udpbench, Quick: *quick,
-		TCPPort: *port, ManyQPs: *qps, CPUProfile: *prof, Log: os.Stderr})
+		TCPPort: *port, ManyQPs: *qps, CPUProfile: *prof, GOMAXPROCS: *procs, Log: os.Stderr})
 	t := bench.Build(m)
 	if *asJSON {
 		b, err := t.JSON()

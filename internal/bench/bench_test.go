@@ -290,7 +290,7 @@ func TestFormat(t *testing.T) {
 	for _, want := range []string{
 		"softnic bench: 2 CPUs (AMD EPYC), Linux 6.1.0\n",
 		"load average 3.50 4.00 5.00 before, 4.00 4.00 5.00 after\n",
-		"UDP: 4112-byte datagrams,",
+		"UDP: 4112-byte datagrams, 127.0.0.1 → 127.0.0.2; softnic: two processes, 127.0.0.2 → 127.0.0.1, Go's default GOMAXPROCS\n",
 		"measure                                 value unit      /gso+gro  goal                       status\n",
 		"write_bw 64 KiB                         20.00 Gbit/s       50.0%  ≥ 20 Gbit/s                PASS\n",
 		"UDP raw/gso+gro                         40.00 Gbit/s\n",
@@ -333,10 +333,17 @@ func TestFormat(t *testing.T) {
 	if got := Build(q).Format(); !strings.HasPrefix(got, "softnic bench --quick: ") {
 		t.Errorf("quick run's first line: %q", strings.SplitN(got, "\n", 2)[0])
 	}
+	g := measured()
+	g.GOMAXPROCS = 1
+	if got := Build(g).Format(); !strings.Contains(got, "softnic: two processes, 127.0.0.2 → 127.0.0.1, GOMAXPROCS 1 each\n") {
+		t.Errorf("with GOMAXPROCS 1 the header says:\n%s", got)
+	}
 }
 
 func TestJSON(t *testing.T) {
-	tb := Build(measured())
+	m := measured()
+	m.GOMAXPROCS = 1
+	tb := Build(m)
 	b, err := tb.JSON()
 	if err != nil {
 		t.Fatal(err)
@@ -351,7 +358,7 @@ func TestJSON(t *testing.T) {
 	s := string(b)
 	for _, want := range []string{`"nproc": 2`, `"load_before": [`, `"gbit_per_sec": 40`, `"of_gso_gro": 0.5`,
 		`"from_usec": 16`, `"write_lat_samples": 5`, `"udp_datagram_bytes": 4112`,
-		`"write_lat_busy_poll_histogram": [`, `"write_lat_busy_poll_samples": 4`, `"not_built": []`} {
+		`"write_lat_busy_poll_histogram": [`, `"write_lat_busy_poll_samples": 4`, `"not_built": []`, `"softnic_gomaxprocs": 1`} {
 		if !strings.Contains(s, want) {
 			t.Errorf("JSON has no %s:\n%s", want, s)
 		}
@@ -365,7 +372,7 @@ func TestJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &doc); err != nil || !reflect.DeepEqual(doc.Busy, []Bucket{{8, 16, 3}, {16, 32, 1}}) {
 		t.Errorf("write_lat_busy_poll_histogram: got %v, %v", doc.Busy, err)
 	}
-	m := measured()
+	m = measured()
 	m.WriteLatBusy = nil
 	if b, err := Build(m).JSON(); err != nil || !strings.Contains(string(b), `"write_lat_busy_poll_histogram": null`) {
 		t.Errorf("without the busy-poll run: %v\n%s", err, b)
@@ -432,15 +439,15 @@ func TestRun(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(dir, "lat.json"), []byte(latJSON), 0o644)
 	os.WriteFile(filepath.Join(dir, "bw.json"), []byte(bw), 0o644)
-	udp := write("udpbench", "cat <<'EOF'\n"+udpbenchOut+"EOF\n")
-	softnic := write("softnic", `echo "$*" >> `+log+`
+	udp := write("udpbench", `echo "udpbench GOMAXPROCS=$GOMAXPROCS" >> `+log+"\ncat <<'EOF'\n"+udpbenchOut+"EOF\n")
+	softnic := write("softnic", `echo "GOMAXPROCS=$GOMAXPROCS $*" >> `+log+`
 case "$*" in
 read_bw*127.0.0.2*) echo "softnic read_bw: peer stopped answering" >&2; exit 1;;
 write_lat*) cat `+dir+`/lat.json;;
 *) cat `+dir+`/bw.json;;
 esac
 `)
-	m := Run(context.Background(), Config{Softnic: softnic, UDPBench: udp, Quick: true, TCPPort: 30000, ManyQPs: 7, CPUProfile: "/tmp/p"})
+	m := Run(context.Background(), Config{Softnic: softnic, UDPBench: udp, Quick: true, TCPPort: 30000, ManyQPs: 7, CPUProfile: "/tmp/p", GOMAXPROCS: 3})
 	if len(m.UDP) != 3 || m.DatagramSize != 4112 || len(m.PingPong) != 2 {
 		t.Errorf("udpbench: got %+v, %+v, %d", m.UDP, m.PingPong, m.DatagramSize)
 	}
@@ -470,10 +477,31 @@ esac
 			t.Errorf("no run with %q in:\n%s", want, b)
 		}
 	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	// 11 or 12 softnic processes: the failing read_bw client's cancel
+	// may stop its server before it logs.
+	if len(lines) < 12 || lines[0] != "udpbench GOMAXPROCS=" || m.GOMAXPROCS != 3 {
+		t.Errorf("want udpbench with Go's default GOMAXPROCS, then the softnic processes, Measurements.GOMAXPROCS 3 (got %d):\n%s", m.GOMAXPROCS, b)
+	}
+	for _, l := range lines[1:] {
+		if !strings.HasPrefix(l, "GOMAXPROCS=3 ") {
+			t.Errorf("a softnic process without GOMAXPROCS=3: %q", l)
+		}
+	}
 	if strings.Count(string(b), "--cpuprofile") != 1 {
 		t.Errorf("--cpuprofile given to more than the blocking write_lat client:\n%s", b)
 	}
 	if strings.Count(string(b), "--busy-poll") != 2 {
 		t.Errorf("--busy-poll given to more than the second write_lat's two sides:\n%s", b)
+	}
+}
+
+// Each of the two softnic processes gets half the machine's CPUs, and
+// never none.
+func TestDefaultGOMAXPROCS(t *testing.T) {
+	for cpus, want := range map[int]int{1: 1, 2: 1, 3: 1, 4: 2, 16: 8} {
+		if got := DefaultGOMAXPROCS(cpus); got != want {
+			t.Errorf("DefaultGOMAXPROCS(%d) = %d, want %d", cpus, got, want)
+		}
 	}
 }

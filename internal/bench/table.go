@@ -102,6 +102,9 @@ type Measurements struct {
 	Errors map[string]string
 	// Quick marks a short smoke run (--quick): fewer iterations.
 	Quick bool
+	// GOMAXPROCS is each softnic process's GOMAXPROCS (Config.GOMAXPROCS;
+	// 0: Go's default).
+	GOMAXPROCS int
 }
 
 // Machine describes where the run happened.
@@ -155,6 +158,9 @@ type Table struct {
 	Quick bool `json:"quick"`
 	// DatagramSize is the UDP payload of udpbench's datagrams, bytes.
 	DatagramSize int `json:"udp_datagram_bytes"`
+	// GOMAXPROCS is each softnic process's GOMAXPROCS, 0 when it was
+	// Go's default (every CPU). udpbench always runs with Go's default.
+	GOMAXPROCS int `json:"softnic_gomaxprocs"`
 	// UDP is udpbench's table.
 	UDP []UDP `json:"udp"`
 	// PingPong is udpbench's ping-pong table: write_lat's floor.
@@ -203,7 +209,7 @@ var NotBuiltYet = []string{}
 
 // Build computes the table's rows, ratios and verdicts from m.
 func Build(m Measurements) Table {
-	t := Table{Machine: m.Machine, Quick: m.Quick, DatagramSize: m.DatagramSize, UDP: m.UDP, PingPong: m.PingPong,
+	t := Table{Machine: m.Machine, Quick: m.Quick, DatagramSize: m.DatagramSize, GOMAXPROCS: m.GOMAXPROCS, UDP: m.UDP, PingPong: m.PingPong,
 		NotBuilt: append([]string{}, NotBuiltYet...)}
 	var gso *float64
 	udpRow := func(name, mode, note string) {
@@ -402,7 +408,11 @@ func (t Table) Format() string {
 	mc := t.Machine
 	fmt.Fprintf(&b, "softnic bench%s: %d CPUs (%s), Linux %s\n", map[bool]string{true: " --quick", false: ""}[t.Quick], mc.CPUs, mc.CPUModel, mc.Kernel)
 	fmt.Fprintf(&b, "load average %s before, %s after\n", loadText(mc.LoadBefore), loadText(mc.LoadAfter))
-	fmt.Fprintf(&b, "UDP: %d-byte datagrams, 127.0.0.1 → 127.0.0.2; softnic: two processes, 127.0.0.2 → 127.0.0.1\n\n", t.DatagramSize)
+	procs := "Go's default GOMAXPROCS"
+	if t.GOMAXPROCS > 0 {
+		procs = fmt.Sprintf("GOMAXPROCS %d each", t.GOMAXPROCS)
+	}
+	fmt.Fprintf(&b, "UDP: %d-byte datagrams, 127.0.0.1 → 127.0.0.2; softnic: two processes, 127.0.0.2 → 127.0.0.1, %s\n\n", t.DatagramSize, procs)
 	w := 0
 	for _, r := range t.Rows {
 		w = max(w, len([]rune(r.Name)))

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"runtime"
 
 	"github.com/softnic/softnic/internal/demo"
 )
@@ -54,10 +55,16 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "softnic demo: %v\n", err)
 		return exitFail
 	}
+	// Both processes on this machine: half its CPUs each, unless the
+	// user chose GOMAXPROCS (the children inherit it).
+	procs := 0
+	if os.Getenv("GOMAXPROCS") == "" {
+		procs = max(1, runtime.NumCPU()/2)
+	}
 	ctx, cancel := toolContext()
 	defer cancel()
 	if err := demo.Run(ctx, demo.Config{Exe: exe, A: aa.Unmap(), B: ba.Unmap(), UDPPort: uint16(*port), Verbose: *verbose,
-		Role: r, Port: int(*tcp)}, stdout); err != nil {
+		Role: r, Port: int(*tcp), GOMAXPROCS: procs}, stdout); err != nil {
 		fmt.Fprintf(stderr, "softnic demo: %v\n", err)
 		return exitFail
 	}

@@ -19,6 +19,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -49,6 +50,12 @@ type Config struct {
 	// 0 means a free port per step when the demo runs both halves, and
 	// DefaultPort otherwise (both halves must agree).
 	Port int
+	// GOMAXPROCS, when above 0 and both processes run here (RoleBoth),
+	// is each process's GOMAXPROCS (its environment variable). Two Go
+	// runtimes that each take every CPU of a small machine preempt each
+	// other at every goroutine hand-off; softnic demo gives each half the
+	// CPUs, as scripts/bench does.
+	GOMAXPROCS int
 }
 
 // Role is the part of the demo a process runs.
@@ -185,6 +192,10 @@ func runStep(ctx context.Context, cfg Config, i int, st Step, out io.Writer) (st
 	}
 	srvCmd := exec.CommandContext(ctx, cfg.Exe, append(common(cfg.A), "--accept-timeout", accept)...)
 	cliCmd := exec.CommandContext(ctx, cfg.Exe, append(common(cfg.B), "--connect-timeout", connect, host)...)
+	if cfg.Role == RoleBoth && cfg.GOMAXPROCS > 0 {
+		env := append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(cfg.GOMAXPROCS))
+		srvCmd.Env, cliCmd.Env = env, env
+	}
 	switch cfg.Role {
 	case RoleServer:
 		return runHalf(srvCmd, "server", cfg.A, st, cfg.Verbose, out)

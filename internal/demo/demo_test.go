@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSummaries(t *testing.T) {
@@ -49,6 +52,47 @@ func TestRunReportsFailures(t *testing.T) {
 		B: netip.MustParseAddr("127.0.0.2")}, &out)
 	if !errors.Is(err, ErrFailed) || !strings.Contains(out.String(), "4 of 4 runs failed.") {
 		t.Errorf("got %v\n%s", err, out.String())
+	}
+}
+
+// With GOMAXPROCS set, both processes of every step run with it; one
+// half of a demo across two hosts, whose machine runs only that half,
+// keeps the environment's.
+func TestGOMAXPROCS(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "")
+	dir := t.TempDir()
+	log := filepath.Join(dir, "env")
+	exe := filepath.Join(dir, "softnic")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\necho \"GOMAXPROCS=$GOMAXPROCS\" >> "+log+"\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func(role Role) []string {
+		os.Remove(log)
+		var out strings.Builder
+		err := Run(context.Background(), Config{Exe: exe, A: netip.MustParseAddr("127.0.0.1"), B: netip.MustParseAddr("127.0.0.2"),
+			Role: role, Port: 30100, Timeout: 10 * time.Second, GOMAXPROCS: 1}, &out)
+		if !errors.Is(err, ErrFailed) {
+			t.Fatalf("the stand-in fails every run: got %v\n%s", err, out.String())
+		}
+		b, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Split(strings.TrimSpace(string(b)), "\n")
+	}
+	// Every client, and the servers that started before their client
+	// failed and the step killed them.
+	both := run(RoleBoth)
+	if len(both) < len(Steps) {
+		t.Errorf("both halves: %d processes, want at least %d", len(both), len(Steps))
+	}
+	for _, l := range both {
+		if l != "GOMAXPROCS=1" {
+			t.Errorf("both halves: a process with %q", l)
+		}
+	}
+	if half := run(RoleClient); len(half) != len(Steps) || half[0] != "GOMAXPROCS=" {
+		t.Errorf("the clients' half: got %q, want %d processes with the environment's (none)", half, len(Steps))
 	}
 }
 

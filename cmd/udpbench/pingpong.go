@@ -4,6 +4,8 @@ package main
 
 import (
 	"bufio"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -43,11 +45,57 @@ const pingPongSize = wire.BTHLen + wire.RETHLen + 8 + wire.ICRCLen
 // pingPongWarmup round trips are made before the samples are taken.
 const pingPongWarmup = 1000
 
-// pingPongTimeout bounds a whole run of rounds (a lost datagram would
-// stop it): 10 s, and 5 ms a round trip (a round trip between two
-// emulated guests takes about one).
+// A lost datagram would stop a ping-pong for good, so each round trip
+// carries its number (the first 4 bytes; the answering side sends back
+// what it got) and is sent again, as the same round, when no answer with
+// that number came within pingPongRoundTimeout; an answer with another
+// number (a late one) is skipped. The rounds resent are not samples. A
+// run gives up after pingPongMaxLost of them, or when it takes longer
+// than pingPongTimeout. Between two emulated guests a round trip takes
+// a few ms.
+// Variables for the tests.
+var (
+	pingPongRoundTimeout = time.Second
+	pingPongMaxLost      = 20
+)
+
+// pingPongTimeout bounds a whole run of rounds: 10 s, and 20 ms a round
+// trip.
 func pingPongTimeout(rounds int) time.Duration {
-	return 10*time.Second + time.Duration(pingPongWarmup+rounds)*5*time.Millisecond
+	return 10*time.Second + time.Duration(pingPongWarmup+rounds)*20*time.Millisecond
+}
+
+// pingPongRounds makes the warm-up and rounds round trips with one of the
+// timing sides' exchange functions and returns the rounds' times and the
+// round trips lost. exchange sends round i's datagram, waits at most
+// until deadline for its answer, and returns when it sent it and false
+// when no answer came (the round is sent again). A round's time runs
+// from its last send to its answer.
+func pingPongRounds(rounds int, exchange func(i uint32, deadline time.Time) (time.Time, bool, error)) ([]time.Duration, int, error) {
+	end := time.Now().Add(pingPongTimeout(rounds))
+	d := make([]time.Duration, 0, rounds)
+	lost := 0
+	for i := 0; i < pingPongWarmup+rounds; {
+		deadline := time.Now().Add(pingPongRoundTimeout)
+		if deadline.After(end) {
+			deadline = end
+		}
+		sent, ok, err := exchange(uint32(i), deadline)
+		if err != nil {
+			return nil, lost, err
+		}
+		if !ok {
+			if lost++; lost > pingPongMaxLost || !time.Now().Before(end) {
+				return nil, lost, fmt.Errorf("ping-pong: %d round trips without an answer within %v; %d done", lost, pingPongRoundTimeout, i)
+			}
+			continue
+		}
+		if i >= pingPongWarmup {
+			d = append(d, time.Since(sent))
+		}
+		i++
+	}
+	return d, lost, nil
 }
 
 // pingPongResult is one ping-pong mode's half round trips, µs.
@@ -76,14 +124,18 @@ func pingPong(mode string, rounds int) (pingPongResult, error) {
 		to = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), uint16(port))
 	}
 	var d []time.Duration
+	var lost int
 	var err error
 	if mode == "busy" {
-		d, err = pingPongBusy(rounds, to)
+		d, lost, err = pingPongBusy(rounds, to)
 	} else {
-		d, err = pingPongBlock(rounds, to)
+		d, lost, err = pingPongBlock(rounds, to)
 	}
 	if err != nil {
 		return pingPongResult{}, err
+	}
+	if lost > 0 {
+		fmt.Fprintf(os.Stderr, "udpbench: ping-pong %s: %d round trips lost and made again\n", mode, lost)
 	}
 	slices.Sort(d)
 	us := func(q float64) float64 {
@@ -202,37 +254,32 @@ func (e *echoSide) stop() {
 }
 
 // pingPongBusy is the busy mode's timing side: a raw non-blocking socket,
-// spun on.
-func pingPongBusy(rounds int, to netip.AddrPort) ([]time.Duration, error) {
+// spun on. It returns the rounds' times and the round trips lost.
+func pingPongBusy(rounds int, to netip.AddrPort) ([]time.Duration, int, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	fd, _, err := rawSocket(localAddr())
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer unix.Close(fd)
 	sa := &unix.SockaddrInet4{Addr: to.Addr().As4(), Port: int(to.Port())}
-	deadline := time.Now().Add(pingPongTimeout(rounds))
-	buf := make([]byte, 2048)
-	d := make([]time.Duration, 0, rounds)
-	for i := range pingPongWarmup + rounds {
-		start := time.Now()
-		if err := unix.Sendto(fd, buf[:pingPongSize], 0, sa); err != nil {
-			return nil, err
+	out, in := make([]byte, pingPongSize), make([]byte, 2048)
+	return pingPongRounds(rounds, func(i uint32, deadline time.Time) (time.Time, bool, error) {
+		binary.BigEndian.PutUint32(out, i)
+		sent := time.Now()
+		if err := unix.Sendto(fd, out, 0, sa); err != nil {
+			return sent, false, err
 		}
 		for k := 1; ; k++ {
-			if _, _, err := unix.Recvfrom(fd, buf, unix.MSG_DONTWAIT); err == nil {
-				break
+			if n, _, err := unix.Recvfrom(fd, in, unix.MSG_DONTWAIT); err == nil && n >= 4 && binary.BigEndian.Uint32(in) == i {
+				return sent, true, nil
 			}
 			if k%4096 == 0 && time.Now().After(deadline) {
-				return nil, fmt.Errorf("ping-pong: no answer within %v", pingPongTimeout(rounds))
+				return sent, false, nil
 			}
 		}
-		if i >= pingPongWarmup {
-			d = append(d, time.Since(start))
-		}
-	}
-	return d, nil
+	})
 }
 
 // rawSocket is a non-blocking UDP socket bound to addr on a free port,
@@ -255,29 +302,35 @@ func rawSocket(addr string) (int, unix.Sockaddr, error) {
 }
 
 // pingPongBlock is the block mode's timing side: net.UDPConn, Go's
-// network poller.
-func pingPongBlock(rounds int, to netip.AddrPort) ([]time.Duration, error) {
+// network poller. It returns the rounds' times and the round trips lost.
+// The read deadline is set before each round's clock starts.
+func pingPongBlock(rounds int, to netip.AddrPort) ([]time.Duration, int, error) {
 	c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr(localAddr()), 0)))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer c.Close()
-	if err := c.SetReadDeadline(time.Now().Add(pingPongTimeout(rounds))); err != nil {
-		return nil, err
-	}
-	buf := make([]byte, 2048)
-	d := make([]time.Duration, 0, rounds)
-	for i := range pingPongWarmup + rounds {
-		start := time.Now()
-		if _, err := c.WriteToUDPAddrPort(buf[:pingPongSize], to); err != nil {
-			return nil, err
+	out, in := make([]byte, pingPongSize), make([]byte, 2048)
+	return pingPongRounds(rounds, func(i uint32, deadline time.Time) (time.Time, bool, error) {
+		if err := c.SetReadDeadline(deadline); err != nil {
+			return time.Time{}, false, err
 		}
-		if _, _, err := c.ReadFromUDPAddrPort(buf); err != nil {
-			return nil, fmt.Errorf("ping-pong: %w", err)
+		binary.BigEndian.PutUint32(out, i)
+		sent := time.Now()
+		if _, err := c.WriteToUDPAddrPort(out, to); err != nil {
+			return sent, false, err
 		}
-		if i >= pingPongWarmup {
-			d = append(d, time.Since(start))
+		for {
+			n, _, err := c.ReadFromUDPAddrPort(in)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return sent, false, nil
+			}
+			if err != nil {
+				return sent, false, fmt.Errorf("ping-pong: %w", err)
+			}
+			if n >= 4 && binary.BigEndian.Uint32(in) == i {
+				return sent, true, nil
+			}
 		}
-	}
-	return d, nil
+	})
 }

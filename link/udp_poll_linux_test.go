@@ -637,3 +637,71 @@ func TestUDPTryReadBatchWakesTheReader(t *testing.T) {
 		}
 	}
 }
+
+// YieldRead ends a ReadBatch waiting on an empty socket with 0 datagrams
+// and no error, or, with none waiting, the next one; the link reads on
+// as before afterwards, through a PcapLink too; a closed link refuses.
+func TestUDPYieldRead(t *testing.T) {
+	la, lb := listenPair(t, lo1, lo2, UDPConfig{})
+	read := func(l Link) chan int {
+		done := make(chan int, 1)
+		go func() {
+			n, err := l.ReadBatch(rxBatch(4))
+			if err != nil {
+				n = -1
+			}
+			done <- n
+		}()
+		return done
+	}
+	wait := func(what string, done chan int, want int) {
+		t.Helper()
+		select {
+		case n := <-done:
+			if n != want {
+				t.Fatalf("%s: ReadBatch = %d, want %d", what, n, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: ReadBatch did not return", what)
+		}
+	}
+	// A reader waiting: ended. (Whether it was already waiting when asked
+	// or came after, it returns 0 once.)
+	done := read(lb)
+	time.Sleep(10 * time.Millisecond) // let it wait; the test holds either way
+	if !YieldRead(lb) {
+		t.Fatal("YieldRead on an open UDP link reported false")
+	}
+	wait("asked while waiting", done, 0)
+	// It reads on: the next ReadBatch waits for a datagram and gets it.
+	done = read(lb)
+	sendRun(t, la, lb, 1)
+	wait("after the ask", done, 1)
+	// Asked with no reader: the next ReadBatch returns 0 at once, the one
+	// after reads.
+	YieldRead(lb)
+	wait("asked before the read", read(lb), 0)
+	done = read(lb)
+	sendRun(t, la, lb, 1)
+	wait("the read after", done, 1)
+	// Through a PcapLink, which records nothing for it.
+	var rec recorder
+	p := NewPcapLink(lb, &rec)
+	if !YieldRead(p) {
+		t.Fatal("YieldRead through a PcapLink reported false")
+	}
+	wait("through a PcapLink", read(p), 0)
+	rec.mu.Lock()
+	if len(rec.recs) != 0 {
+		t.Errorf("the PcapLink recorded %d datagrams for a read of none", len(rec.recs))
+	}
+	rec.mu.Unlock()
+	la.Close()
+	lb.Close()
+	if YieldRead(lb) {
+		t.Error("YieldRead on a closed link reported true")
+	}
+	if YieldRead(&queueLink{}) {
+		t.Error("YieldRead on a link without the method reported true")
+	}
+}

@@ -253,3 +253,86 @@ func TestLeasePollAllocatesNothing(t *testing.T) {
 		t.Error("the receive goroutine left the lease during the polls")
 	}
 }
+
+// yieldLink is a pollFeedLink whose ReadBatch returns 0 datagrams when
+// asked (link.YieldRead), as the UDP link's does; it counts the asks.
+type yieldLink struct {
+	*pollFeedLink
+	yield  chan struct{}
+	yields atomic.Int32
+}
+
+func (l *yieldLink) ReadBatch(msgs []link.Datagram) (int, error) {
+	l.reads.Add(1)
+	l.reading.Store(true)
+	defer l.reading.Store(false)
+	select {
+	case d := <-l.in:
+		return take(msgs, d), nil
+	case <-l.closed:
+		return 0, link.ErrLinkClosed
+	case <-l.yield:
+		return 0, nil
+	}
+}
+
+func (l *yieldLink) YieldRead() bool {
+	l.yields.Add(1)
+	select {
+	case l.yield <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// A receive goroutine waiting on the socket when busy polling begins
+// sees the lease only once its read returns: no datagram need come for
+// it. Polls shorter than leaseYield leave it there (a spin before a
+// block); past leaseYield one poll asks the link to end its read, once a
+// lease, counted in PollLeaseYields, and it then waits on the lease's
+// timer while the polls read every datagram. After EndPoll it is back on
+// the link, and the next lease asks again.
+func TestLeaseYieldsTheLink(t *testing.T) {
+	lt, lg, ly := leaseTime, leaseGap, leaseYield
+	t.Cleanup(func() { leaseTime, leaseGap, leaseYield = lt, lg, ly })
+	leaseTime, leaseGap, leaseYield = time.Hour, time.Hour, time.Hour
+	l := &yieldLink{pollFeedLink: &pollFeedLink{feedLink: newFeedLink()}, yield: make(chan struct{}, 1)}
+	n, q, feed, post := answerSetupOn(t, l, l.feedLink)
+	t.Cleanup(func() { n.Close() })
+	awaitCond(t, "the receive goroutine on the link", l.reading.Load)
+
+	// A lease younger than leaseYield (here: an hour) asks nothing.
+	for range 100 {
+		n.Progress()
+	}
+	if n.lease.until.Load() == 0 {
+		t.Fatal("polls in a row took no lease")
+	}
+	if y := l.yields.Load(); y != 0 || n.lease.parked.Load() {
+		t.Fatalf("a young lease asked the link %d times (parked %v)", y, n.lease.parked.Load())
+	}
+
+	// Past leaseYield: one ask, and the receive goroutine parks with no
+	// datagram fed.
+	leaseYield = 0
+	awaitCond(t, "the receive goroutine to step off the link", func() bool { n.Progress(); return n.lease.parked.Load() })
+	if y, c := l.yields.Load(), n.ctr.PollLeaseYields.Load(); y != 1 || c != 1 {
+		t.Errorf("asked the link %d times, PollLeaseYields %d; want 1 and 1", y, c)
+	}
+	reads := l.reads.Load()
+	for range 5 {
+		pollIn(n, q, feed)
+		post()
+	}
+	if r, y := l.reads.Load(), l.yields.Load(); r != reads || y != 1 {
+		t.Errorf("while the application polled: %d more reads by the receive goroutine, %d asks; want 0 and 1", r-reads, y)
+	}
+
+	// The application blocks, then polls again: a new lease, a new ask.
+	n.EndPoll()
+	awaitCond(t, "the receive goroutine to go back to the link", func() bool { return l.reads.Load() > reads && l.reading.Load() })
+	awaitCond(t, "the receive goroutine to step off the link again", func() bool { n.Progress(); return n.lease.parked.Load() })
+	if y := l.yields.Load(); y != 2 {
+		t.Errorf("asked the link %d times after a second lease, want 2", y)
+	}
+}

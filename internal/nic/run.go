@@ -357,7 +357,9 @@ func (n *NIC) Progress() int {
 	if n.poll == nil || n.closed.Load() {
 		return 0
 	}
-	n.lease.renew()
+	if n.lease.renew() && link.YieldRead(n.cfg.Link) {
+		n.ctr.PollLeaseYields.Add(1)
+	}
 	if !n.progMu.TryLock() {
 		return 0
 	}

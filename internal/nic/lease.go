@@ -35,8 +35,14 @@ import (
 // lasted leaseYield with the receive goroutine still away from its
 // timer, the next poll asks the link to end that wait (link.YieldRead,
 // counted in PollLeaseYields), once a lease; not sooner, or every short
-// spin before a block (toolnic.Waiter polls 50 µs) would wake that
-// goroutine for nothing.
+// spin before a block would wake that goroutine for nothing and then
+// again for the block (EndPoll). toolnic.Waiter spins 50 µs, but under
+// an emulator its polls, each a system call, can stretch that past
+// 100 µs, the first bound tried: write_lat's typical between two 1-vCPU
+// TCG guests was 1701 µs in the one run with it against 909-1134 in two
+// before (the guests drift between runs, so a suspicion, not a
+// measurement). 1 ms is far from any spin before a block, and nothing to
+// a busy poller's lease, which lasts as long as the application polls.
 //
 // The lease also lets a poll leave its ACKs unwritten for a moment
 // (reader.deferAck): the application, which a poll returns to, usually
@@ -79,7 +85,7 @@ func (l *pollLease) now() int64 { return int64(time.Since(l.epoch)) }
 var (
 	leaseTime  = 200 * time.Microsecond
 	leaseGap   = 200 * time.Microsecond
-	leaseYield = 100 * time.Microsecond
+	leaseYield = time.Millisecond
 )
 
 // renew is a poll's: a poll within leaseGap of the one before extends

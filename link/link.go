@@ -108,8 +108,7 @@ type Link interface {
 	// ReadBatch blocks until at least one datagram is available, fills
 	// msgs[:n] (reslicing each Buf within its capacity) and returns n;
 	// msgs[n:] are left as they were (the engine refills only msgs[:n]).
-	// It returns 0 datagrams only when asked to (YieldRead), and
-	// ErrLinkClosed once the link is closed.
+	// It returns ErrLinkClosed once the link is closed.
 	ReadBatch(msgs []Datagram) (n int, err error)
 	// WriteBatch sends msgs and returns how many were accepted. A link
 	// never blocks indefinitely: what it cannot queue it drops and counts.
@@ -185,19 +184,6 @@ func PreferBusyPoll(l Link) bool {
 	}
 	c, ok := l.(interface{ PreferBusyPoll() bool })
 	return ok && c.PreferBusyPoll()
-}
-
-// YieldRead asks l to make a ReadBatch waiting on it return 0 datagrams,
-// or the next ReadBatch if none waits, and reports whether l can (it has
-// a YieldRead method that says so). The engine asks when an application
-// has busy-polled l for a while (its poll lease), so that its receive
-// goroutine, parked on the socket, steps off: otherwise it would go on
-// waking for datagrams the polls take, and leave the link only once it
-// won one. A link without it (the fabric) never needs it: it does not
-// prefer busy polling (PreferBusyPoll).
-func YieldRead(l Link) bool {
-	c, ok := l.(interface{ YieldRead() bool })
-	return ok && c.YieldRead()
 }
 
 // Lend asks l to hand datagrams over in place from now on, where it can

@@ -104,9 +104,6 @@ func (p *PcapLink) Lend() bool { return Lend(p.l) }
 // PreferBusyPoll is the inner link's (the package's PreferBusyPoll).
 func (p *PcapLink) PreferBusyPoll() bool { return PreferBusyPoll(p.l) }
 
-// YieldRead asks the inner link (the package's YieldRead).
-func (p *PcapLink) YieldRead() bool { return YieldRead(p.l) }
-
 // recordRead records datagrams read, each IPv4 identification the inner
 // link guessed solved first.
 func (p *PcapLink) recordRead(msgs []Datagram) {

@@ -203,7 +203,6 @@ type UDPLink struct {
 	sndbuf int
 	rcvbuf int
 	closed atomic.Bool
-	yield  atomic.Bool // YieldRead: the next wake-up of ReadBatch returns 0
 	ctr    udpCounters
 	ifmtu  ifaceMTU // the interface's MTU (udp_mtu_linux.go)
 	mc     udpMcast // joined multicast groups (udp_mcast_linux.go)
@@ -738,8 +737,8 @@ func (l *UDPLink) deliver(d *Datagram, m *udpRxMeta, n int, id uint16) {
 // IPv4 datagram's identification guessed (ICRCGuessedIPv4ID) or, in the
 // IPv4ICRCSkip mode, ICRCUnverifiable. Datagrams longer than their buffer
 // are dropped and counted; a failed recvmmsg is counted and retried.
-// While it waits it holds nothing TryReadBatch needs. After YieldRead it
-// returns 0 datagrams once. After Close it returns ErrLinkClosed.
+// While it waits it holds nothing TryReadBatch needs. After Close it
+// returns ErrLinkClosed.
 func (l *UDPLink) ReadBatch(msgs []Datagram) (int, error) {
 	if len(msgs) == 0 {
 		return 0, nil
@@ -759,9 +758,6 @@ func (l *UDPLink) ReadBatch(msgs []Datagram) (int, error) {
 			if n := l.takeMcast(msgs); n > 0 {
 				return n, nil
 			}
-			if l.yield.Swap(false) {
-				return 0, nil // YieldRead
-			}
 		}
 		w.msgs, w.n, w.closed = msgs, 0, false
 		err := l.raw.Read(w.fn)
@@ -776,20 +772,6 @@ func (l *UDPLink) ReadBatch(msgs []Datagram) (int, error) {
 		}
 		return n, nil
 	}
-}
-
-// YieldRead makes a ReadBatch waiting on the socket return 0 datagrams,
-// or the next one if none waits, so that its caller can step off the
-// link (the engine's poll lease: an application busy-polls the link
-// itself). It wakes the reader as a multicast group's reader does, with
-// the socket's read deadline. It reports false once the link is closed.
-func (l *UDPLink) YieldRead() bool {
-	if l.closed.Load() {
-		return false
-	}
-	l.yield.Store(true)
-	_ = l.conn.SetReadDeadline(time.Now())
-	return true
 }
 
 // read is ReadBatch's RawConn.Read callback: passes until one delivers,

@@ -29,21 +29,6 @@ import (
 // busy vCPUs a preempted poller lost the lease at every preemption, and
 // busy-poll write_lat gained nothing.
 //
-// The receive goroutine sees a lease only between two reads: while it
-// waits on the socket, it stays there, waking for every datagram the
-// polls take and finding nothing, until it wins one. So once a lease has
-// lasted leaseYield with the receive goroutine still away from its
-// timer, the next poll asks the link to end that wait (link.YieldRead,
-// counted in PollLeaseYields), once a lease; not sooner, or every short
-// spin before a block would wake that goroutine for nothing and then
-// again for the block (EndPoll). toolnic.Waiter spins 50 µs, but under
-// an emulator its polls, each a system call, can stretch that past
-// 100 µs, the first bound tried: write_lat's typical between two 1-vCPU
-// TCG guests was 1701 µs in the one run with it against 909-1134 in two
-// before (the guests drift between runs, so a suspicion, not a
-// measurement). 1 ms is far from any spin before a block, and nothing to
-// a busy poller's lease, which lasts as long as the application polls.
-//
 // The lease also lets a poll leave its ACKs unwritten for a moment
 // (reader.deferAck): the application, which a poll returns to, usually
 // answers what it found at once (a ping-pong, an RPC), and its post then
@@ -62,12 +47,8 @@ type pollLease struct {
 	// parked: the receive goroutine waits in awaitLease. deferred: the
 	// poll reader holds output (reader.deferred).
 	parked, deferred atomic.Bool
-	// begun is when this lease began (now); yielded: a poll asked the
-	// receive goroutine off the link in it (renew).
-	begun   atomic.Int64
-	yielded atomic.Bool
-	wake    chan struct{} // EndPoll's wake-up of awaitLease
-	timer   *time.Timer   // awaitLease's (receive goroutine only)
+	wake             chan struct{} // EndPoll's wake-up of awaitLease
+	timer            *time.Timer   // awaitLease's (receive goroutine only)
 }
 
 func newPollLease(on bool) *pollLease {
@@ -83,30 +64,20 @@ func (l *pollLease) now() int64 { return int64(time.Since(l.epoch)) }
 // next poll must come for polling to count as busy. Variables for the
 // tests.
 var (
-	leaseTime  = 200 * time.Microsecond
-	leaseGap   = 200 * time.Microsecond
-	leaseYield = time.Millisecond
+	leaseTime = 200 * time.Microsecond
+	leaseGap  = 200 * time.Microsecond
 )
 
 // renew is a poll's: a poll within leaseGap of the one before extends
-// the lease to leaseTime from now. It reports whether this poll should
-// ask the receive goroutine off the link (link.YieldRead): the lease has
-// lasted leaseYield, that goroutine is not waiting on the lease's timer,
-// and no poll asked it yet in this lease.
-func (l *pollLease) renew() bool {
+// the lease to leaseTime from now.
+func (l *pollLease) renew() {
 	if !l.on {
-		return false
+		return
 	}
 	t := l.now()
-	if prev := l.last.Swap(t); t-prev > int64(leaseGap) {
-		return false
+	if prev := l.last.Swap(t); t-prev <= int64(leaseGap) {
+		l.until.Store(t + int64(leaseTime))
 	}
-	if l.until.Swap(t+int64(leaseTime)) == 0 {
-		l.begun.Store(t)
-		l.yielded.Store(false)
-		return false
-	}
-	return t-l.begun.Load() >= int64(leaseYield) && !l.parked.Load() && !l.yielded.Swap(true)
 }
 
 // EndPoll ends the application's lease on the link: it is about to

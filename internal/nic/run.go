@@ -357,9 +357,7 @@ func (n *NIC) Progress() int {
 	if n.poll == nil || n.closed.Load() {
 		return 0
 	}
-	if n.lease.renew() && link.YieldRead(n.cfg.Link) {
-		n.ctr.PollLeaseYields.Add(1)
-	}
+	n.lease.renew()
 	if !n.progMu.TryLock() {
 		return 0
 	}

@@ -19,7 +19,6 @@ func (c *Counters) Load() ibv.Counters {
 		AnswerJoined:        c.AnswerJoined.Load(),
 		AnswerMissed:        c.AnswerMissed.Load(),
 		PollLeaseExpired:    c.PollLeaseExpired.Load(),
-		PollLeaseYields:     c.PollLeaseYields.Load(),
 		RxTurnTimeout:       c.RxTurnTimeout.Load(),
 		RetryExceededErr:    c.RetryExceededErr.Load(),
 		RetryRNRExceededErr: c.RetryRNRExceededErr.Load(),

@@ -9,7 +9,12 @@ import (
 // poll of an empty CQ calls), the receive goroutine steps off the link:
 // it waits on a timer instead of the socket, so a datagram that arrives
 // wakes no second thread and meets no second reader, and the poll that
-// finds it handles it on the application's goroutine. The receive
+// finds it handles it on the application's goroutine. It sees the lease
+// only between two reads, though: one already waiting on the socket
+// stays there until it wins a datagram from the polls (in busy write_lat
+// on two vCPUs a third of the turns came while it still waited, and their
+// ACKs left alone). Asking the link to end that wait was tried and taken
+// back: see the README's busy-poll shortfall. The receive
 // goroutine takes the link back when the application blocks in one of
 // softnic's waits (EndPoll: CompChannel.GetEvent, CQ.Wait, WaitActivity)
 // or when no poll has come for leaseTime (an application that stopped

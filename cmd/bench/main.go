@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/softnic/softnic/internal/bench"
+	"github.com/softnic/softnic/internal/toolnic"
 )
 
 const usage = `usage: scripts/bench [--quick] [--json] [--qps N] [--gomaxprocs N] [--cpuprofile FILE]
@@ -64,7 +65,7 @@ func main() {
 	quick := fs.Bool("quick", false, "a short smoke run: fewer iterations, shorter udpbench runs")
 	asJSON := fs.Bool("json", false, "print the table as one JSON object (progress on standard error)")
 	qps := fs.Int("qps", 1000, "QPs of the many-QP write_bw (perftest's -q); 0 skips it")
-	procs := fs.Int("gomaxprocs", bench.DefaultGOMAXPROCS(runtime.NumCPU()), "GOMAXPROCS of each softnic process (default: half the CPUs each, at least 1); 0: Go's default, every CPU")
+	procs := fs.Int("gomaxprocs", toolnic.CPUShare(runtime.NumCPU(), 2), "GOMAXPROCS of each softnic process (default: half the CPUs each, at least 1); 0: Go's default, every CPU")
 	prof := fs.String("cpuprofile", "", "write the blocking write_lat 8 B client's CPU profile (the run without --busy-poll) to `file`")
 	softnic := fs.String("softnic", "softnic", "the softnic binary")
 	udpbench := fs.String("udpbench", "udpbench", "the udpbench binary (--guests: a static one, for the floor; empty: no floor)")

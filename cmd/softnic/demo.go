@@ -9,6 +9,7 @@ import (
 	"runtime"
 
 	"github.com/softnic/softnic/internal/demo"
+	"github.com/softnic/softnic/internal/toolnic"
 )
 
 // runDemo implements "softnic demo".
@@ -59,7 +60,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	// user chose GOMAXPROCS (the children inherit it).
 	procs := 0
 	if os.Getenv("GOMAXPROCS") == "" {
-		procs = max(1, runtime.NumCPU()/2)
+		procs = toolnic.CPUShare(runtime.NumCPU(), 2)
 	}
 	ctx, cancel := toolContext()
 	defer cancel()

@@ -495,13 +495,3 @@ esac
 		t.Errorf("--busy-poll given to more than the second write_lat's two sides:\n%s", b)
 	}
 }
-
-// Each of the two softnic processes gets half the machine's CPUs, and
-// never none.
-func TestDefaultGOMAXPROCS(t *testing.T) {
-	for cpus, want := range map[int]int{1: 1, 2: 1, 3: 1, 4: 2, 16: 8} {
-		if got := DefaultGOMAXPROCS(cpus); got != want {
-			t.Errorf("DefaultGOMAXPROCS(%d) = %d, want %d", cpus, got, want)
-		}
-	}
-}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/softnic/softnic/internal/perftest"
 	"github.com/softnic/softnic/internal/tooljson"
+	"github.com/softnic/softnic/internal/toolnic"
 )
 
 // Config says what to run and how long.
@@ -37,7 +38,7 @@ type Config struct {
 	// GOMAXPROCS, when above 0, is the GOMAXPROCS of each softnic
 	// process (its environment variable): how many CPUs the Go runtime
 	// of each of the two runs goroutines on at once. 0 leaves Go's
-	// default, every CPU the process may use. [DefaultGOMAXPROCS] gives
+	// default, every CPU the process may use. toolnic.CPUShare gives
 	// each process its share of the machine.
 	GOMAXPROCS int
 	// Log receives progress lines.
@@ -152,17 +153,6 @@ func Run(ctx context.Context, c Config) Measurements {
 	return m
 }
 
-// DefaultGOMAXPROCS is scripts/bench's GOMAXPROCS for each of the two
-// softnic processes on a machine of cpus CPUs: half of them each, at
-// least one, as two hosts would each have their own. With Go's default
-// (every CPU) on two vCPUs, the two runtimes' threads contend for the
-// same two CPUs: their goroutine hand-offs wake threads of one process
-// that preempt the other's (futex wake-ups, spinning threads), and
-// write_bw 64 KiB gave 0.68x, read_bw 0.47x, send_bw 64 B 0.6x and
-// write_lat's blocking p99 2.8x of what one CPU each gave, in
-// alternating pairs on the same machine.
-func DefaultGOMAXPROCS(cpus int) int { return max(1, cpus/2) }
-
 // pair runs softnic <tool> as a server on 127.0.0.1 and as a client on
 // 127.0.0.2, both with args and --json, the client with extra too, and
 // returns the client's Result, read strictly.
@@ -172,10 +162,7 @@ func (c Config) pair(ctx context.Context, tool string, port int, args, extra []s
 	common := append([]string{tool, "--json", "-p", strconv.Itoa(port), "--timeout", "60s"}, args...)
 	srvArgs := append(append([]string(nil), common...), "--addr", "127.0.0.1", "--accept-timeout", "60s")
 	cliArgs := append(append(append([]string(nil), common...), extra...), "--addr", "127.0.0.2", "--connect-timeout", "30s", "127.0.0.1")
-	var env []string
-	if c.GOMAXPROCS > 0 {
-		env = []string{"GOMAXPROCS=" + strconv.Itoa(c.GOMAXPROCS)}
-	}
+	env := toolnic.GOMAXPROCSEnv(c.GOMAXPROCS)
 	var wg sync.WaitGroup
 	var srvErr error
 	wg.Add(1)
@@ -209,14 +196,12 @@ func ParseResult(b []byte) (perftest.Result, error) {
 	return r, nil
 }
 
-// command runs name with args, and env (KEY=VALUE) added to this
-// process's environment, and returns its standard output; a failure
-// carries the last line of its standard error.
+// command runs name with args in the environment env (nil: this
+// process's) and returns its standard output; a failure carries the last
+// line of its standard error.
 func command(ctx context.Context, env []string, name string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
-	if len(env) > 0 {
-		cmd.Env = append(os.Environ(), env...)
-	}
+	cmd.Env = env
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {

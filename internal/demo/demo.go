@@ -19,7 +19,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/softnic/softnic/internal/perftest"
 	"github.com/softnic/softnic/internal/tooljson"
+	"github.com/softnic/softnic/internal/toolnic"
 )
 
 // Config says how to run the demo.
@@ -192,8 +192,8 @@ func runStep(ctx context.Context, cfg Config, i int, st Step, out io.Writer) (st
 	}
 	srvCmd := exec.CommandContext(ctx, cfg.Exe, append(common(cfg.A), "--accept-timeout", accept)...)
 	cliCmd := exec.CommandContext(ctx, cfg.Exe, append(common(cfg.B), "--connect-timeout", connect, host)...)
-	if cfg.Role == RoleBoth && cfg.GOMAXPROCS > 0 {
-		env := append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(cfg.GOMAXPROCS))
+	if cfg.Role == RoleBoth {
+		env := toolnic.GOMAXPROCSEnv(cfg.GOMAXPROCS)
 		srvCmd.Env, cliCmd.Env = env, env
 	}
 	switch cfg.Role {

@@ -17,6 +17,7 @@ type Counters struct {
 	AnswerJoined        uint64 // read batches whose ACKs waited for the application's answer and left with it
 	AnswerMissed        uint64 // read batches whose ACKs waited for an answer that did not come
 	PollLeaseExpired    uint64 // times the receive goroutine took the link back from polls that stopped without a block
+	PollLeaseStepOffs   uint64 // times the receive goroutine stepped off the link for a busy-polling application (link.SetReadYield)
 	RxTurnTimeout       uint64 // read batches delivered before an earlier one, after waiting maxTurnWait (100 ms)
 	RetryExceededErr    uint64 // retry_exceeded_err
 	RetryRNRExceededErr uint64 // retry_rnr_exceeded_err

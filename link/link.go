@@ -108,7 +108,8 @@ type Link interface {
 	// ReadBatch blocks until at least one datagram is available, fills
 	// msgs[:n] (reslicing each Buf within its capacity) and returns n;
 	// msgs[n:] are left as they were (the engine refills only msgs[:n]).
-	// It returns ErrLinkClosed once the link is closed.
+	// It returns 0 datagrams only when its read yield says so
+	// (SetReadYield), and ErrLinkClosed once the link is closed.
 	ReadBatch(msgs []Datagram) (n int, err error)
 	// WriteBatch sends msgs and returns how many were accepted. A link
 	// never blocks indefinitely: what it cannot queue it drops and counts.
@@ -184,6 +185,33 @@ func PreferBusyPoll(l Link) bool {
 	}
 	c, ok := l.(interface{ PreferBusyPoll() bool })
 	return ok && c.PreferBusyPoll()
+}
+
+// SetReadYield gives l a question its ReadBatch asks whenever it finds
+// the socket empty: when yield reports true, ReadBatch returns 0
+// datagrams instead of waiting on. It reports whether l asks it (l has a
+// SetReadYield method that says so); set it before the first ReadBatch.
+// The engine's poll lease uses it: while an application busy-polls the
+// link, its receive goroutine, woken for a datagram a poll took first,
+// steps off the link at that wake-up, which costs no extra system call
+// and no timer (see the engine's pollLease). yield must be cheap and must
+// not block: it runs inside the read.
+func SetReadYield(l Link, yield func() bool) bool {
+	c, ok := l.(interface{ SetReadYield(func() bool) bool })
+	return ok && c.SetReadYield(yield)
+}
+
+// WakeRead wakes a ReadBatch waiting on l as a datagram would, so that
+// it asks its read yield (SetReadYield) now, and reports whether l can
+// (it has a WakeRead method that says so). With none waiting, the next
+// ReadBatch asks at once anyway. The engine asks when its receive
+// goroutine should step off the link for a busy-polling application but
+// no datagram has woken it: Go's scheduler polls the network only when
+// it has nothing else to run (or every 10 ms), so with one P and an
+// application spinning, such a wake-up may not come.
+func WakeRead(l Link) bool {
+	c, ok := l.(interface{ WakeRead() bool })
+	return ok && c.WakeRead()
 }
 
 // Lend asks l to hand datagrams over in place from now on, where it can

@@ -104,6 +104,13 @@ func (p *PcapLink) Lend() bool { return Lend(p.l) }
 // PreferBusyPoll is the inner link's (the package's PreferBusyPoll).
 func (p *PcapLink) PreferBusyPoll() bool { return PreferBusyPoll(p.l) }
 
+// SetReadYield sets the inner link's (the package's SetReadYield): a
+// ReadBatch that returns 0 datagrams records nothing.
+func (p *PcapLink) SetReadYield(yield func() bool) bool { return SetReadYield(p.l, yield) }
+
+// WakeRead wakes the inner link's reader (the package's WakeRead).
+func (p *PcapLink) WakeRead() bool { return WakeRead(p.l) }
+
 // recordRead records datagrams read, each IPv4 identification the inner
 // link guessed solved first.
 func (p *PcapLink) recordRead(msgs []Datagram) {

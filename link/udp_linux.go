@@ -203,9 +203,12 @@ type UDPLink struct {
 	sndbuf int
 	rcvbuf int
 	closed atomic.Bool
-	ctr    udpCounters
-	ifmtu  ifaceMTU // the interface's MTU (udp_mtu_linux.go)
-	mc     udpMcast // joined multicast groups (udp_mcast_linux.go)
+	// yield is SetReadYield's question, asked when ReadBatch finds the
+	// socket empty (nil: never).
+	yield atomic.Pointer[func() bool]
+	ctr   udpCounters
+	ifmtu ifaceMTU // the interface's MTU (udp_mtu_linux.go)
+	mc    udpMcast // joined multicast groups (udp_mcast_linux.go)
 	// sendFault and recvFault, set only by tests, stand in for the kernel
 	// at the syscall boundary: see sysResult.
 	sendFault func(t *udpTx, vlen int) sysResult
@@ -737,8 +740,9 @@ func (l *UDPLink) deliver(d *Datagram, m *udpRxMeta, n int, id uint16) {
 // IPv4 datagram's identification guessed (ICRCGuessedIPv4ID) or, in the
 // IPv4ICRCSkip mode, ICRCUnverifiable. Datagrams longer than their buffer
 // are dropped and counted; a failed recvmmsg is counted and retried.
-// While it waits it holds nothing TryReadBatch needs. After Close it
-// returns ErrLinkClosed.
+// While it waits it holds nothing TryReadBatch needs. It returns 0
+// datagrams when it finds the socket empty and its read yield says so
+// (SetReadYield). After Close it returns ErrLinkClosed.
 func (l *UDPLink) ReadBatch(msgs []Datagram) (int, error) {
 	if len(msgs) == 0 {
 		return 0, nil
@@ -793,12 +797,39 @@ func (w *udpWait) read(fd uintptr) bool {
 			return true
 		}
 		if e == unix.EAGAIN {
-			return false
+			// SetReadYield: step off here, at a wake-up that found the
+			// datagram taken by a poll, or wait on for the next one.
+			y := l.yield.Load()
+			return y != nil && (*y)()
 		}
 		// A failed call (counted), or datagrams all dropped as
 		// truncated: what else is queued sends no new readiness, so
 		// try again now.
 	}
+}
+
+// SetReadYield sets the question ReadBatch asks when it finds the
+// socket empty (the package's SetReadYield): true makes it return 0
+// datagrams. nil takes it away.
+func (l *UDPLink) SetReadYield(yield func() bool) bool {
+	if yield == nil {
+		l.yield.Store(nil)
+	} else {
+		l.yield.Store(&yield)
+	}
+	return true
+}
+
+// WakeRead wakes a ReadBatch waiting on the socket (the package's
+// WakeRead) as a multicast group's reader does, with the socket's read
+// deadline: it then asks its read yield and returns 0 datagrams if that
+// says so, or waits on. It reports false once the link is closed.
+func (l *UDPLink) WakeRead() bool {
+	if l.closed.Load() {
+		return false
+	}
+	_ = l.conn.SetReadDeadline(time.Now())
+	return true
 }
 
 // TryReadBatch is ReadBatch without the wait (Poller): one pass, which

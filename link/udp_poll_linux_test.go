@@ -637,3 +637,120 @@ func TestUDPTryReadBatchWakesTheReader(t *testing.T) {
 		}
 	}
 }
+
+// A read yield (SetReadYield) is asked whenever ReadBatch finds the
+// socket empty: at once, and at each wake-up (WakeRead's, as a datagram
+// that a poll took first gives). True ends the read with 0 datagrams and
+// no error; false waits on; a queued datagram is read whatever it says.
+// Through a PcapLink too, which records nothing for an empty read; a
+// closed link and a link without the methods refuse.
+func TestUDPReadYield(t *testing.T) {
+	la, lb := listenPair(t, lo1, lo2, UDPConfig{})
+	var yield atomic.Bool
+	var asks atomic.Int32
+	if !SetReadYield(lb, func() bool { asks.Add(1); return yield.Load() }) {
+		t.Fatal("SetReadYield on a UDP link reported false")
+	}
+	read := func(l Link) chan int {
+		done := make(chan int, 1)
+		go func() {
+			n, err := l.ReadBatch(rxBatch(4))
+			if err != nil {
+				n = -1
+			}
+			done <- n
+		}()
+		return done
+	}
+	wait := func(what string, done chan int, want int) {
+		t.Helper()
+		select {
+		case n := <-done:
+			if n != want {
+				t.Fatalf("%s: ReadBatch = %d, want %d", what, n, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: ReadBatch did not return", what)
+		}
+	}
+	awaitAsks := func(what string, above int32) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); asks.Load() <= above; time.Sleep(100 * time.Microsecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the read yield was not asked", what)
+			}
+		}
+	}
+
+	// Yielding, empty socket: 0 at once. A queued datagram: read.
+	yield.Store(true)
+	wait("yield, empty", read(lb), 0)
+	sendRun(t, la, lb, 1)
+	wait("yield, a datagram queued", read(lb), 1)
+	// Not yielding: the read waits; a wake-up makes it ask, and it waits
+	// on; a datagram then ends it.
+	yield.Store(false)
+	before := asks.Load()
+	done := read(lb)
+	awaitAsks("the first look", before)
+	before = asks.Load()
+	if !WakeRead(lb) {
+		t.Fatal("WakeRead on an open UDP link reported false")
+	}
+	awaitAsks("woken, not yielding", before)
+	select {
+	case n := <-done:
+		t.Fatalf("woken with the yield false, ReadBatch returned %d", n)
+	default:
+	}
+	sendRun(t, la, lb, 1)
+	wait("woken, not yielding, then a datagram", done, 1)
+	// Waiting, then yielding and woken: 0.
+	before = asks.Load()
+	done = read(lb)
+	awaitAsks("the first look", before)
+	yield.Store(true)
+	WakeRead(lb)
+	wait("woken, yielding", done, 0)
+	// A wake-up with no reader: the next read asks at once (here: waits
+	// on, not yielding), and still reads.
+	yield.Store(false)
+	WakeRead(lb)
+	done = read(lb)
+	sendRun(t, la, lb, 1)
+	wait("a wake-up before the read", done, 1)
+
+	// Through a PcapLink, which records nothing for an empty read.
+	var rec recorder
+	p := NewPcapLink(lb, &rec)
+	yield.Store(true)
+	if !SetReadYield(p, func() bool { return yield.Load() }) {
+		t.Fatal("SetReadYield through a PcapLink reported false")
+	}
+	wait("through a PcapLink", read(p), 0)
+	yield.Store(false)
+	done = read(p)
+	WakeRead(p)
+	yield.Store(true)
+	WakeRead(p)
+	wait("woken through a PcapLink", done, 0)
+	rec.mu.Lock()
+	if len(rec.recs) != 0 {
+		t.Errorf("the PcapLink recorded %d datagrams for reads of none", len(rec.recs))
+	}
+	rec.mu.Unlock()
+	// nil takes the yield away: the read waits for a datagram.
+	SetReadYield(lb, nil)
+	done = read(lb)
+	sendRun(t, la, lb, 1)
+	wait("no yield", done, 1)
+
+	la.Close()
+	lb.Close()
+	if WakeRead(lb) {
+		t.Error("WakeRead on a closed link reported true")
+	}
+	if SetReadYield(&queueLink{}, func() bool { return true }) || WakeRead(&queueLink{}) {
+		t.Error("SetReadYield or WakeRead on a link without the methods reported true")
+	}
+}

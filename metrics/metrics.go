@@ -62,6 +62,7 @@ var deviceCounters = []counter{
 	{name: "answer_joined", help: "Read batches whose ACKs waited for the application's answer (held by the receive goroutine or deferred by a poll) and left with it in one send (softnic).", get: func(c *ibv.Counters) uint64 { return c.AnswerJoined }},
 	{name: "rx_turn_timeout", help: "Read batches handed to their QPs before a batch the link read earlier, after waiting 100 ms for it (softnic).", get: func(c *ibv.Counters) uint64 { return c.RxTurnTimeout }},
 	{name: "answer_missed", help: "Read batches whose ACKs waited for an application's answer that did not come (softnic).", get: func(c *ibv.Counters) uint64 { return c.AnswerMissed }},
+	{name: "poll_lease_step_offs", help: "Times the receive goroutine, finding the socket empty, stepped off the link for an application busy-polling it (softnic; only with the device's busy polling).", get: func(c *ibv.Counters) uint64 { return c.PollLeaseStepOffs }},
 	{name: "poll_lease_expired", help: "Times the receive goroutine took the link back from an application whose busy polling stopped without a blocking wait (softnic).", get: func(c *ibv.Counters) uint64 { return c.PollLeaseExpired }},
 	{name: "retry_exceeded_err", help: "Requests that ran out of transport retries (rxe retry_exceeded_err).", get: func(c *ibv.Counters) uint64 { return c.RetryExceededErr }},
 	{name: "retry_rnr_exceeded_err", help: "Requests that ran out of RNR retries (rxe retry_rnr_exceeded_err).", get: func(c *ibv.Counters) uint64 { return c.RetryRNRExceededErr }},

@@ -113,7 +113,7 @@ func Open(cfg Config) (*Device, error) {
 		return nil, fmt.Errorf("%w: a negative busy-poll time (%v)", EINVAL, cfg.BusyPoll)
 	}
 	n, err := nic.New(nic.Config{Link: cfg.Link, Clock: cfg.Clock, Processors: cfg.Processors,
-		PeerPort: cfg.PeerPort, Name: cfg.Name, PortMTU: cfg.PortMTU})
+		PeerPort: cfg.PeerPort, Name: cfg.Name, PortMTU: cfg.PortMTU, BusyPoll: cfg.BusyPoll > 0})
 	if err != nil {
 		return nil, errno(err)
 	}

@@ -116,8 +116,14 @@ func newFeedLink() *feedLink {
 // answerSetupOn is answerSetup on lk, which reads what is fed to l.
 func answerSetupOn(t *testing.T, lk link.Link, l *feedLink) (*NIC, *answerQP, func(), func()) {
 	t.Helper()
+	return answerSetupWith(t, Config{Link: lk, Processors: 1}, l)
+}
+
+// answerSetupWith is answerSetupOn with the NIC's whole Config.
+func answerSetupWith(t *testing.T, cfg Config, l *feedLink) (*NIC, *answerQP, func(), func()) {
+	t.Helper()
 	addr := l.addr
-	n, err := New(Config{Link: lk, Processors: 1})
+	n, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,6 +59,14 @@ type Config struct {
 	// so that a change of the interface's MTU applies (rxe_net.c:
 	// NETDEV_CHANGEMTU); DefaultPortMTU (4096) when the link cannot tell.
 	PortMTU ibv.MTU
+	// BusyPoll says the application busy-polls (verbs.Config.BusyPoll):
+	// while it holds the poll lease, the receive goroutine steps off the
+	// link at its next wake-up that finds the socket empty
+	// (link.SetReadYield), woken for it if need be (link.WakeRead), so
+	// that every poll may defer its ACKs for the answer. Without it the
+	// receive goroutine leaves the link only between two reads of its
+	// own (see pollLease).
+	BusyPoll bool
 }
 
 // Handler is a QP's transport as the engine drives it.
@@ -212,6 +220,9 @@ func New(cfg Config) (*NIC, error) {
 	}
 	if link.CanPoll(cfg.Link) {
 		n.poll = cfg.Link.(link.Poller)
+	}
+	if cfg.BusyPoll && n.lease.on {
+		n.lease.stepOff = link.SetReadYield(cfg.Link, n.readYield)
 	}
 	// Received segments of a GRO-coalesced buffer stay in the link's
 	// buffer (Datagram.Loan): the responder copies a WRITE's payload

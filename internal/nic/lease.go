@@ -13,11 +13,22 @@ import (
 // only between two reads, though: one already waiting on the socket
 // stays there until it wins a datagram from the polls (in busy write_lat
 // on two vCPUs a third of the turns came while it still waited, and their
-// ACKs left alone). Asking the link to end that wait was tried and taken
-// back: see the README's busy-poll shortfall. The receive
-// goroutine takes the link back when the application blocks in one of
-// softnic's waits (EndPoll: CompChannel.GetEvent, CQ.Wait, WaitActivity)
-// or when no poll has come for leaseTime (an application that stopped
+// ACKs left alone). So on a NIC whose application says it busy-polls
+// (Config.BusyPoll) the link asks the lease whenever it finds the socket
+// empty, and its read then returns with nothing (link.SetReadYield,
+// held), counted in PollLeaseStepOffs: at a wake-up for a datagram a
+// poll took first, for free. With GOMAXPROCS 1 that wake-up may never
+// come while the application spins (Go's scheduler polls the network
+// only when its run queues are empty, or every 10 ms), so once a lease
+// has lasted leaseWake with that goroutine still on the link, one poll
+// asks the link to wake it (link.WakeRead), once a lease. A NIC without
+// Config.BusyPoll asks neither: asking every NIC, after 100 µs of any
+// polling, was tried and taken back (it cost the guests' blocking
+// latency, whose tools spin 50 µs before each block; see the README's
+// busy-poll shortfall). The receive goroutine takes the link back when
+// the application blocks in one of softnic's waits (EndPoll:
+// CompChannel.GetEvent, CQ.Wait, WaitActivity) or when no poll has come
+// for leaseTime (an application that stopped
 // polling without blocking here: its datagrams then wait at most that
 // long). It is Linux's preferred busy polling (SO_PREFER_BUSY_POLL,
 // "net: Introduce preferred busy-polling", with napi_defer_hard_irqs and
@@ -52,8 +63,15 @@ type pollLease struct {
 	// parked: the receive goroutine waits in awaitLease. deferred: the
 	// poll reader holds output (reader.deferred).
 	parked, deferred atomic.Bool
-	wake             chan struct{} // EndPoll's wake-up of awaitLease
-	timer            *time.Timer   // awaitLease's (receive goroutine only)
+	// stepOff: the NIC's application busy-polls (Config.BusyPoll), and
+	// the link steps off for the lease (link.SetReadYield). begun is
+	// when this lease began (now); woke: a poll of it asked the link to
+	// wake its reader (link.WakeRead).
+	stepOff bool
+	begun   atomic.Int64
+	woke    atomic.Bool
+	wake    chan struct{} // EndPoll's wake-up of awaitLease
+	timer   *time.Timer   // awaitLease's (receive goroutine only)
 }
 
 func newPollLease(on bool) *pollLease {
@@ -71,18 +89,44 @@ func (l *pollLease) now() int64 { return int64(time.Since(l.epoch)) }
 var (
 	leaseTime = 200 * time.Microsecond
 	leaseGap  = 200 * time.Microsecond
+	leaseWake = 100 * time.Microsecond
 )
 
+// held reports whether an application holds the lease (the link's read
+// yield, link.SetReadYield). A lease past its end still counts until the
+// receive goroutine sees it run out in awaitLease, which ends it.
+func (l *pollLease) held() bool { return l.until.Load() != 0 }
+
 // renew is a poll's: a poll within leaseGap of the one before extends
-// the lease to leaseTime from now.
-func (l *pollLease) renew() {
+// the lease to leaseTime from now. It reports whether this poll should
+// ask the link to wake its reader (link.WakeRead): the lease steps the
+// reader off (stepOff), has lasted leaseWake, the receive goroutine is
+// not on the lease's timer yet, and no poll of this lease asked before.
+func (l *pollLease) renew() bool {
 	if !l.on {
-		return
+		return false
 	}
 	t := l.now()
-	if prev := l.last.Swap(t); t-prev <= int64(leaseGap) {
-		l.until.Store(t + int64(leaseTime))
+	if prev := l.last.Swap(t); t-prev > int64(leaseGap) {
+		return false
 	}
+	if l.until.Swap(t+int64(leaseTime)) == 0 {
+		l.begun.Store(t)
+		l.woke.Store(false)
+		return false
+	}
+	return l.stepOff && t-l.begun.Load() >= int64(leaseWake) && !l.parked.Load() && !l.woke.Swap(true)
+}
+
+// readYield is the link's read yield (link.SetReadYield) on a NIC whose
+// application busy-polls: the receive goroutine's read found the socket
+// empty; it steps off while the lease is held.
+func (n *NIC) readYield() bool {
+	if !n.lease.held() {
+		return false
+	}
+	n.ctr.PollLeaseStepOffs.Add(1)
+	return true
 }
 
 // EndPoll ends the application's lease on the link: it is about to

@@ -253,3 +253,124 @@ func TestLeasePollAllocatesNothing(t *testing.T) {
 		t.Error("the receive goroutine left the lease during the polls")
 	}
 }
+
+// yieldLink is a pollFeedLink with a read yield (link.SetReadYield) and
+// WakeRead, as the UDP link has: its ReadBatch asks the yield when it
+// finds nothing fed, and again at each WakeRead, which it counts.
+type yieldLink struct {
+	*pollFeedLink
+	wake  chan struct{}
+	wakes atomic.Int32
+	yield atomic.Pointer[func() bool]
+}
+
+func newYieldLink() *yieldLink {
+	return &yieldLink{pollFeedLink: &pollFeedLink{feedLink: newFeedLink()}, wake: make(chan struct{}, 1)}
+}
+
+func (l *yieldLink) SetReadYield(f func() bool) bool { l.yield.Store(&f); return true }
+
+func (l *yieldLink) WakeRead() bool {
+	l.wakes.Add(1)
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+func (l *yieldLink) ReadBatch(msgs []link.Datagram) (int, error) {
+	l.reads.Add(1)
+	l.reading.Store(true)
+	defer l.reading.Store(false)
+	for {
+		select {
+		case d := <-l.in:
+			return take(msgs, d), nil
+		default:
+		}
+		if y := l.yield.Load(); y != nil && (*y)() {
+			return 0, nil
+		}
+		select {
+		case d := <-l.in:
+			return take(msgs, d), nil
+		case <-l.closed:
+			return 0, link.ErrLinkClosed
+		case <-l.wake:
+		}
+	}
+}
+
+// On a NIC whose application busy-polls (Config.BusyPoll), a receive
+// goroutine waiting on the link when the polling begins steps off it
+// with no datagram to wake it: a lease younger than leaseWake asks
+// nothing; past it one poll wakes the link's reader (once a lease),
+// whose read, asking the yield, returns empty (PollLeaseStepOffs), and
+// the receive goroutine waits on the lease's timer while the polls read
+// and defer their ACKs for each answer (AnswerJoined). After EndPoll it
+// reads again, and the next lease wakes it again. A NIC without
+// Config.BusyPoll sets no yield and never wakes the reader, however
+// long it is polled.
+func TestLeaseStepsOffForBusyPolling(t *testing.T) {
+	lt, lg, lw := leaseTime, leaseGap, leaseWake
+	t.Cleanup(func() { leaseTime, leaseGap, leaseWake = lt, lg, lw })
+	leaseTime, leaseGap, leaseWake = time.Hour, time.Hour, time.Hour
+	l := newYieldLink()
+	n, q, feed, post := answerSetupWith(t, Config{Link: l, Processors: 1, BusyPoll: true}, l.feedLink)
+	t.Cleanup(func() { n.Close() })
+	if l.yield.Load() == nil || !n.lease.stepOff {
+		t.Fatal("a busy-polling NIC set no read yield on its link")
+	}
+	awaitCond(t, "the receive goroutine on the link", l.reading.Load)
+
+	for range 100 {
+		n.Progress()
+	}
+	if n.lease.until.Load() == 0 {
+		t.Fatal("polls in a row took no lease")
+	}
+	if w := l.wakes.Load(); w != 0 || n.lease.parked.Load() {
+		t.Fatalf("a lease younger than leaseWake woke the reader %d times (parked %v)", w, n.lease.parked.Load())
+	}
+
+	leaseWake = 0
+	awaitCond(t, "the receive goroutine to step off the link", func() bool { n.Progress(); return n.lease.parked.Load() })
+	for range 100 {
+		n.Progress()
+	}
+	if w, s := l.wakes.Load(), n.ctr.PollLeaseStepOffs.Load(); w != 1 || s == 0 {
+		t.Errorf("woke the reader %d times, PollLeaseStepOffs %d; want 1 and at least 1", w, s)
+	}
+	reads, joined := l.reads.Load(), n.ctr.AnswerJoined.Load()
+	for range 5 {
+		pollIn(n, q, feed)
+		post() // the answer, which writes the deferred ACK with it
+	}
+	if r := l.reads.Load(); r != reads {
+		t.Errorf("the receive goroutine went to the link %d times while the application polled", r-reads)
+	}
+	if j := n.ctr.AnswerJoined.Load() - joined; j != 5 {
+		t.Errorf("AnswerJoined rose by %d over 5 answers, want 5", j)
+	}
+
+	n.EndPoll()
+	awaitCond(t, "the receive goroutine to go back to the link", func() bool { return l.reads.Load() > reads && l.reading.Load() })
+	awaitCond(t, "the receive goroutine to step off the link again", func() bool { n.Progress(); return n.lease.parked.Load() })
+	if w := l.wakes.Load(); w != 2 {
+		t.Errorf("woke the reader %d times after a second lease, want 2", w)
+	}
+
+	// Without Config.BusyPoll: no yield, no wake-up.
+	l2 := newYieldLink()
+	n2, _, _, _ := answerSetupOn(t, l2, l2.feedLink)
+	t.Cleanup(func() { n2.Close() })
+	awaitCond(t, "the receive goroutine on the link", l2.reading.Load)
+	for range 1000 {
+		n2.Progress()
+	}
+	if l2.yield.Load() != nil || l2.wakes.Load() != 0 || n2.lease.parked.Load() {
+		t.Errorf("a NIC without BusyPoll: yield set %v, %d wake-ups, parked %v; want none",
+			l2.yield.Load() != nil, l2.wakes.Load(), n2.lease.parked.Load())
+	}
+}

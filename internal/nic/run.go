@@ -357,7 +357,9 @@ func (n *NIC) Progress() int {
 	if n.poll == nil || n.closed.Load() {
 		return 0
 	}
-	n.lease.renew()
+	if n.lease.renew() {
+		link.WakeRead(n.cfg.Link)
+	}
 	if !n.progMu.TryLock() {
 		return 0
 	}

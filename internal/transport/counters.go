@@ -19,6 +19,7 @@ func (c *Counters) Load() ibv.Counters {
 		AnswerJoined:        c.AnswerJoined.Load(),
 		AnswerMissed:        c.AnswerMissed.Load(),
 		PollLeaseExpired:    c.PollLeaseExpired.Load(),
+		PollLeaseStepOffs:   c.PollLeaseStepOffs.Load(),
 		RxTurnTimeout:       c.RxTurnTimeout.Load(),
 		RetryExceededErr:    c.RetryExceededErr.Load(),
 		RetryRNRExceededErr: c.RetryRNRExceededErr.Load(),

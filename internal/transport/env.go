@@ -120,6 +120,7 @@ type Counters struct {
 	AnswerJoined        atomic.Uint64 // read batches whose ACKs waited for the application's answer and left with it
 	AnswerMissed        atomic.Uint64 // read batches whose ACKs waited for an answer that did not come
 	PollLeaseExpired    atomic.Uint64 // times the receive goroutine took the link back from polls that stopped without a block
+	PollLeaseStepOffs   atomic.Uint64 // times the receive goroutine stepped off the link for a busy-polling application (link.SetReadYield)
 	RxTurnTimeout       atomic.Uint64 // read batches delivered before an earlier one, after waiting maxTurnWait (100 ms)
 	RetryExceededErr    atomic.Uint64 // retry_exceeded_err
 	RetryRNRExceededErr atomic.Uint64 // retry_rnr_exceeded_err

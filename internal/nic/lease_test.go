@@ -279,10 +279,10 @@ func (l *yieldLink) WakeRead() bool {
 	return true
 }
 
+// reading is set only while ReadBatch waits, after it asked the yield:
+// a test that saw it knows the next ask needs a wake-up or a datagram.
 func (l *yieldLink) ReadBatch(msgs []link.Datagram) (int, error) {
 	l.reads.Add(1)
-	l.reading.Store(true)
-	defer l.reading.Store(false)
 	for {
 		select {
 		case d := <-l.in:
@@ -292,12 +292,16 @@ func (l *yieldLink) ReadBatch(msgs []link.Datagram) (int, error) {
 		if y := l.yield.Load(); y != nil && (*y)() {
 			return 0, nil
 		}
+		l.reading.Store(true)
 		select {
 		case d := <-l.in:
+			l.reading.Store(false)
 			return take(msgs, d), nil
 		case <-l.closed:
+			l.reading.Store(false)
 			return 0, link.ErrLinkClosed
 		case <-l.wake:
+			l.reading.Store(false)
 		}
 	}
 }

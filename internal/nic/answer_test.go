@@ -183,9 +183,11 @@ func TestAnswerLeavesWithTheACK(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			// Acknowledged, not only delivered: the reader has run the
-			// QP, which its batch holds until written.
-			if !n.WaitActivity(ctx, time.Minute, func() bool { return q.acked.Load() >= int32(i) }) {
+			// Acknowledged, not only delivered, and held: the reader has
+			// run the QP and holds its batch until written. (Acknowledged
+			// alone could be seen before the hold began, by a goroutine
+			// scheduled late, whose polls then rightly read the link.)
+			if !n.WaitActivity(ctx, time.Minute, func() bool { return q.acked.Load() >= int32(i) && n.holding.Load() }) {
 				t.Errorf("round %d: WaitActivity timed out", i)
 				return
 			}

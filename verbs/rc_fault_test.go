@@ -333,6 +333,9 @@ func TestRCDuplicatedRequests(t *testing.T) {
 		readSetup(t, a, b, 3, 20000, 24000, 2100)
 		wantWC(t, waitWC(t, a.cq, 1)[0], 3, ibv.WCSuccess, ibv.WCRDMARead)
 		checkBytes(t, "READ data", a.buf[20000:22100], b.buf[24000:26100])
+		// The READ completes with the first reply; the responder may
+		// still be answering the copy.
+		settle(0)
 		if got := rec.count(ops(b, wire.RCReadResponseLast)); got != 2 {
 			t.Errorf("%d READ_RESPONSE_LASTs, want 2 (original and replay)", got)
 		}
@@ -380,6 +383,7 @@ func TestRCDuplicatedRequests(t *testing.T) {
 			t.Errorf("value %d after the cmp-swap chain, want %d", got, nfa+ncas)
 		}
 
+		settle(0) // the last request's copy may still be on its way
 		reqs := rec.count(fabric.And(from(a), fabric.MaskIs(wire.MaskRequest)))
 		dup := b.dev.Counters().DuplicateRequest
 		// The tap sees each request once, before the fabric copies it.

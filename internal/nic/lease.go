@@ -28,9 +28,8 @@ import (
 // busy-poll shortfall). The receive goroutine takes the link back when
 // the application blocks in one of softnic's waits (EndPoll:
 // CompChannel.GetEvent, CQ.Wait, WaitActivity) or when no poll has come
-// for leaseTime (an application that stopped
-// polling without blocking here: its datagrams then wait at most that
-// long). It is Linux's preferred busy polling (SO_PREFER_BUSY_POLL,
+// for leaseTime (an application that stopped polling without blocking
+// here: its datagrams then wait at most that long). It is Linux's preferred busy polling (SO_PREFER_BUSY_POLL,
 // "net: Introduce preferred busy-polling", with napi_defer_hard_irqs and
 // gro_flush_timeout): while the application polls, the queue's interrupts
 // stay off, and a watchdog timer hands the queue back to the softirq when

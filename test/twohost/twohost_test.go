@@ -149,6 +149,10 @@ func matrix() []*tcase {
 			add(tcase{kind: perftest, tool: "atomic_bw", label: "FETCH_AND_ADD", args: a("-A", "FETCH_AND_ADD", "-n", "1000", "--check"), check: true})
 			add(tcase{kind: perftest, tool: "atomic_bw", label: "CMP_AND_SWAP", args: a("-A", "CMP_AND_SWAP", "-n", "1000", "--check"), check: true})
 			add(tcase{kind: perftest, tool: "write_lat", label: "8B", args: a("-s", "8", "-n", "1000")})
+			// --busy-poll on both sides: the polls read the link and the
+			// receive goroutine steps off it (the poll lease)
+			add(tcase{kind: perftest, tool: "write_lat", label: "8B-busy", args: a("-s", "8", "-n", "1000", "--busy-poll")})
+			add(tcase{kind: perftest, tool: "write_bw", label: "64KiB-busy", args: a("-s", "65536", "-n", "1000", "--check", "--busy-poll"), check: true})
 			add(tcase{kind: perftest, tool: "read_lat", label: "8B", args: a("-s", "8", "-n", "1000", "--check"), check: true})
 			add(tcase{kind: perftest, tool: "send_lat", label: "8B", args: a("-s", "8", "-n", "1000")})
 			add(tcase{kind: perftest, tool: "atomic_lat", label: "FETCH_AND_ADD", args: a("-n", "1000", "--check"), check: true})

@@ -821,16 +821,25 @@ func (l *UDPLink) SetReadYield(yield func() bool) bool {
 }
 
 // WakeRead wakes a ReadBatch waiting on the socket (the package's
-// WakeRead) as a multicast group's reader does, with the socket's read
-// deadline: it then asks its read yield and returns 0 datagrams if that
-// says so, or waits on. It reports false once the link is closed.
+// WakeRead; wakeReader): it then asks its read yield and returns 0
+// datagrams if that says so, or waits on. It reports false once the link
+// is closed.
 func (l *UDPLink) WakeRead() bool {
 	if l.closed.Load() {
 		return false
 	}
-	_ = l.conn.SetReadDeadline(time.Now())
+	l.wakeReader()
 	return true
 }
+
+// wakeReader makes a ReadBatch parked on the socket return from its wait
+// now, or the next one at once: it sets the socket's read deadline in
+// the past, which ReadBatch takes as a wake-up (isWake), clears, and
+// follows with a look at the multicast queue and a new pass over the
+// socket (with its read yield). ReadBatch clears the deadline before it
+// looks, so a wake-up set after the look is not lost. The multicast
+// readers, TryReadBatch's GRO leftovers and WakeRead use it.
+func (l *UDPLink) wakeReader() { _ = l.conn.SetReadDeadline(time.Now()) }
 
 // TryReadBatch is ReadBatch without the wait (Poller): one pass, which
 // hands out GRO leftovers or makes one non-blocking recvmmsg, so n may be
@@ -863,9 +872,8 @@ func (l *UDPLink) TryReadBatch(msgs []Datagram) (int, error) {
 	if left {
 		// GRO segments are left in the link's buffers, and the socket
 		// may be empty: a ReadBatch parked on it would not wake for
-		// them. Wake it as a multicast group's reader does (the
-		// deadline; ReadBatch's first pass hands out what is left).
-		_ = l.conn.SetReadDeadline(time.Now())
+		// them (its first pass hands out what is left).
+		l.wakeReader()
 	}
 	return n, nil
 }

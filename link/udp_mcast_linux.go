@@ -10,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -324,10 +323,8 @@ func (l *UDPLink) readGroup(g netip.Addr, conn *net.UDPConn) {
 			continue
 		}
 		m.queued.Store(true)
-		// Wake a ReadBatch parked on the unicast socket (ReadBatch clears
-		// the deadline before it looks at the queue, so no wake-up is
-		// lost).
-		_ = l.conn.SetReadDeadline(time.Now())
+		// Wake a ReadBatch parked on the unicast socket.
+		l.wakeReader()
 	}
 }
 

@@ -24,7 +24,8 @@
 //
 // With -pingpong N, a second table follows: the floor for write_lat, a
 // small datagram back and forth N times, spinning (busy) and through
-// Go's network poller (block); see pingpong.go.
+// Go's network poller (block), and write_lat's turn of two datagrams
+// each way through softnic's UDP link (turn); see pingpong.go.
 //
 // Between two hosts (scripts/bench --guests does this on its two guests),
 // one runs udpbench -serve ADDR:PORT and the other udpbench -peer
@@ -60,7 +61,8 @@ var (
 	duration  = flag.Duration("d", 2*time.Second, "length of one run")
 	runs      = flag.Int("runs", 3, "runs per mode; the median is shown")
 	modes     = flag.String("modes", "raw/plain,raw/gso,raw/gso+gro,link/plain,link/gso,link/gso+gro", "modes to run")
-	pingpong  = flag.Int("pingpong", 0, "round trips of each ping-pong mode (busy, block) after the table; 0: none")
+	pingpong  = flag.Int("pingpong", 0, "round trips of each ping-pong mode after the table; 0: none")
+	ppModes   = flag.String("pingpong-modes", "busy,block,turn", "the ping-pong modes to run (busy, block, turn)")
 	echo      = flag.String("pingpong-echo", "", "be the answering side of a ping-pong mode (what -pingpong starts)")
 	serveAddr = flag.String("serve", "", "answer a udpbench -peer on this TCP ADDR:PORT (raw modes and ping-pong between two hosts)")
 	peer      = flag.String("peer", "", "run the raw modes and the ping-pong against a udpbench -serve at this TCP ADDR:PORT")
@@ -125,7 +127,7 @@ func main() {
 	}
 	fmt.Printf("\nping-pong: %d-byte datagrams, %d round trips, half round trips in usec\n", pingPongSize, *pingpong)
 	fmt.Printf("%-14s %10s %10s\n", "mode", "typical", "p99")
-	for _, m := range []string{"busy", "block"} {
+	for _, m := range splitComma(*ppModes) {
 		r, err := pingPong(m, *pingpong)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "ping-pong %s: %v\n", m, err)

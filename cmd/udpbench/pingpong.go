@@ -37,7 +37,14 @@ import (
 //	block   Go's net.UDPConn: a read with nothing queued parks the
 //	        goroutine in the network poller until the datagram wakes it,
 //	        as softnic's receive goroutine waits
+//	turn    two datagrams each way a turn, write_lat's ACK and WRITE,
+//	        through softnic's UDP link (see turn.go)
 //
+// pingPongModes are the modes, in the order the table shows them.
+var pingPongModes = []string{"busy", "block", "turn"}
+
+func pingPongMode(m string) bool { return slices.Contains(pingPongModes, m) }
+
 // pingPongSize is a RoCEv2 RDMA WRITE_ONLY of 8 bytes (BTH, RETH,
 // payload, ICRC): write_lat 8 B's request.
 const pingPongSize = wire.BTHLen + wire.RETHLen + 8 + wire.ICRCLen
@@ -104,7 +111,7 @@ type pingPongResult struct {
 }
 
 func pingPong(mode string, rounds int) (pingPongResult, error) {
-	if mode != "busy" && mode != "block" {
+	if !pingPongMode(mode) {
 		return pingPongResult{}, fmt.Errorf("unknown ping-pong mode %q", mode)
 	}
 	var to netip.AddrPort
@@ -126,10 +133,13 @@ func pingPong(mode string, rounds int) (pingPongResult, error) {
 	var d []time.Duration
 	var lost int
 	var err error
-	if mode == "busy" {
+	switch mode {
+	case "busy":
 		d, lost, err = pingPongBusy(rounds, to)
-	} else {
+	case "block":
 		d, lost, err = pingPongBlock(rounds, to)
+	default:
+		d, lost, err = pingPongTurn(rounds, to)
 	}
 	if err != nil {
 		return pingPongResult{}, err
@@ -199,6 +209,9 @@ type echoSide struct {
 // sends every datagram back at once from a goroutine, busy or block,
 // until stop.
 func startEcho(mode string, addr netip.Addr) (*echoSide, error) {
+	if mode == "turn" {
+		return startTurnEcho(addr)
+	}
 	e := &echoSide{done: make(chan struct{})}
 	buf := make([]byte, 2048)
 	switch mode {

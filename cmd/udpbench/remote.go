@@ -25,8 +25,8 @@ import (
 //	recv GRO SIZE   receive raw SIZE-byte datagrams (GRO 1: with UDP_GRO)
 //	                and count them until the line "stop", then answer
 //	                "got BYTES PKTS"
-//	echo MODE       answer every datagram at once (busy or block, the
-//	                ping-pong's modes) until the connection closes
+//	echo MODE       answer every datagram at once (busy, block or turn,
+//	                the ping-pong's modes) until the connection closes
 //
 // Answers are "port N" or "error TEXT". Only the raw modes and the
 // ping-pong have two-host versions: the link modes need both ends in one
@@ -130,7 +130,7 @@ type request struct {
 	kind string // "recv" or "echo"
 	gro  bool   // recv: with UDP_GRO
 	size int    // recv: datagram bytes, 1 to 65507
-	mode string // echo: "busy" or "block"
+	mode string // echo: a ping-pong mode
 }
 
 // parseRequest reads "recv GRO SIZE" or "echo MODE" (the line from the
@@ -144,7 +144,7 @@ func parseRequest(line string) (request, error) {
 			return request{}, fmt.Errorf("datagram size %q", f[2])
 		}
 		return request{kind: "recv", gro: f[1] == "1", size: sz}, nil
-	case len(f) == 2 && f[0] == "echo" && (f[1] == "busy" || f[1] == "block"):
+	case len(f) == 2 && f[0] == "echo" && pingPongMode(f[1]):
 		return request{kind: "echo", mode: f[1]}, nil
 	}
 	return request{}, fmt.Errorf("unknown request %q", strings.TrimSpace(line))

@@ -60,7 +60,7 @@ func TestRawModesAgainstAServer(t *testing.T) {
 	}
 }
 
-// The ping-pong against a server's echo, both modes.
+// The ping-pong against a server's echo, every mode.
 func TestPingPongAgainstAServer(t *testing.T) {
 	setFlag(t, peer, startServer(t))
 	setFlag(t, local, "127.0.0.1")
@@ -92,7 +92,7 @@ func TestServerRefusesWhatItDoesNotKnow(t *testing.T) {
 // accepts is one of the two requests with its fields in range, and reads
 // back as the same request.
 func FuzzParseRequest(f *testing.F) {
-	for _, s := range []string{"recv 0 1040\n", "recv 1 4112", "echo busy\n", "echo block", "recv 2 1", "echo", "", "recv 1 -5", "recv 1 99999999999999999999"} {
+	for _, s := range []string{"recv 0 1040\n", "recv 1 4112", "echo busy\n", "echo block", "echo turn", "recv 2 1", "echo", "", "recv 1 -5", "recv 1 99999999999999999999"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, line string) {
@@ -104,7 +104,7 @@ func FuzzParseRequest(f *testing.F) {
 		switch {
 		case q.kind == "recv" && q.size >= 1 && q.size <= 0xFFFF-28 && q.mode == "":
 			again = fmt.Sprintf("recv %d %d", map[bool]int{false: 0, true: 1}[q.gro], q.size)
-		case q.kind == "echo" && (q.mode == "busy" || q.mode == "block") && !q.gro && q.size == 0:
+		case q.kind == "echo" && (q.mode == "busy" || q.mode == "block" || q.mode == "turn") && !q.gro && q.size == 0:
 			again = "echo " + q.mode
 		default:
 			t.Fatalf("%q parsed as %+v", line, q)

@@ -35,6 +35,12 @@ func TestParsePingPong(t *testing.T) {
 	if want := []PingPong{{"busy", 4.1, 16.2}, {"block", 25, 65.88}}; !reflect.DeepEqual(ps, want) {
 		t.Errorf("got %+v, want %+v", ps, want)
 	}
+	// udpbench's note on standard error, between the table's lines in
+	// the guests' output, is not a mode.
+	noted := strings.Replace(udpbenchOut, "block ", "udpbench: ping-pong block: 1 round trips lost and made again\nblock ", 1)
+	if ps, err := ParsePingPong([]byte(noted)); err != nil || len(ps) != 2 || ps[1].Mode != "block" {
+		t.Errorf("with udpbench's note: got %+v, %v; want busy and block", ps, err)
+	}
 	table, _, _ := strings.Cut(udpbenchOut, "\n\n")
 	if ps, err := ParsePingPong([]byte(table + "\n")); ps != nil || err != nil {
 		t.Errorf("output without a ping-pong table: got %+v, %v; want none and no error", ps, err)

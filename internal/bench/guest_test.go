@@ -417,6 +417,26 @@ func TestGuestFloor(t *testing.T) {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
+	// With udpbench's turn mode, the latency rows are over it.
+	m.Floor.PingPong = append(m.Floor.PingPong, PingPong{Mode: "turn", Typical: 500, P99: 2500})
+	tb = BuildGuests(m)
+	for _, tt := range []struct {
+		row   string
+		floor float64
+		note  string
+	}{
+		{GuestRowLatTyp, 500, "t_typical, half round trips; floor: UDP ping-pong turn typical, rxe 0.60× and softnic 0.60× it"},
+		{GuestRowLatP99, 2500, "99% percentile; floor: UDP ping-pong turn p99, rxe 0.36× and softnic 1.60× it"},
+		{GuestRowLatBusy, 600, "floor: UDP ping-pong busy typical, rxe 0.50× and softnic 0.40× it"},
+	} {
+		r := guestRow(t, tb, tt.row)
+		if r.Floor == nil || math.Abs(*r.Floor-tt.floor) > 1e-9 || !strings.HasSuffix(r.Note, tt.note) {
+			t.Errorf("with a turn floor, %s: floor %v, note %q; want %v, %q", tt.row, r.Floor, r.Note, tt.floor, tt.note)
+		}
+	}
+	if got := tb.Format(); !strings.Contains(got, "  ping-pong turn  typical 500.00 µs, p99 2500.00 µs (half round trips)\n") {
+		t.Errorf("Format has no turn line:\n%s", got)
+	}
 	if doc.Floor.Size != 1040 || len(doc.Floor.UDP) != 2 || len(doc.Floor.PingPong) != 2 || doc.Rows[0].Floor == nil || *doc.Rows[0].Floor != 80 {
 		t.Errorf("JSON: %s", b)
 	}

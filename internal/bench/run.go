@@ -251,8 +251,11 @@ func ParseUDPBench(b []byte) ([]UDP, int, error) {
 
 // ParsePingPong reads the ping-pong table of cmd/udpbench's output
 // (-pingpong): after an empty line, a "ping-pong: ..." line, the
-// "mode typical p99" titles and a line per mode. Output without the
-// table has none (nil, no error).
+// "mode typical p99" titles and a line per mode. Lines starting
+// "udpbench: " in the table are udpbench's notes on its standard error
+// (round trips lost and made again), which the guests' output has
+// among the table's lines; they are skipped. Output without the table
+// has none (nil, no error).
 func ParsePingPong(b []byte) ([]PingPong, error) {
 	_, rest, ok := strings.Cut(strings.TrimRight(string(b), "\n"), "\n\n")
 	if !ok {
@@ -267,6 +270,9 @@ func ParsePingPong(b []byte) ([]PingPong, error) {
 	}
 	var ps []PingPong
 	for _, l := range lines[2:] {
+		if strings.HasPrefix(l, "udpbench: ") {
+			continue
+		}
 		f := strings.Fields(l)
 		if len(f) != 3 {
 			return nil, fmt.Errorf("unexpected ping-pong line %q", l)

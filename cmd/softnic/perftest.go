@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"time"
@@ -99,6 +100,7 @@ func perftestOpts(v perftest.Verb, t perftest.TestKind) (opts []optSpec, unsuppo
 		o(0, "cpuprofile", R, "<file>", "softnic: write a CPU profile of the run to <file> (go tool pprof)"),
 		o(0, "blockprofile", R, "<file>", "softnic: write a profile of where the run's goroutines blocked, every event, to <file> (go tool pprof)"),
 		o(0, "mutexprofile", R, "<file>", "softnic: write a profile of the run's contended mutexes, every contention, to <file> (go tool pprof)"),
+		o(0, "trace", R, "<file>", "softnic: write an execution trace of the run (every goroutine's runs, waits and system calls) to <file> (go tool trace)"),
 	)
 	for _, s := range "wyMlBEJjKkTLXWgvbOZPG" {
 		unsupported = append(unsupported, getopt.Option{Short: s, Arg: map[bool]getopt.ArgKind{true: R, false: N}[strings.ContainsRune("wyMlBEJjKkTLXW", s)]})
@@ -244,6 +246,25 @@ var profiles = []struct {
 	{"mutexprofile", func(path string) (func() error, error) {
 		return startRuntimeProfile(path, "mutex", func(r int) { runtime.SetMutexProfileFraction(r) }, 1)
 	}},
+	{"trace", startTrace},
+}
+
+// startTrace writes the runtime's execution trace (runtime/trace) to
+// path until stopped: where each goroutine ran and waited, when the
+// network poller woke it, each system call, to the microsecond.
+func startTrace(path string) (stop func() error, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() error {
+		trace.Stop()
+		return f.Close()
+	}, nil
 }
 
 func startCPUProfile(path string) (stop func() error, err error) {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -237,17 +238,20 @@ func TestInfoCommand(t *testing.T) {
 	}
 }
 
-// TestPerftestProfiles runs write_lat with --cpuprofile, --blockprofile
-// and --mutexprofile on the client: each file is a gzipped pprof profile
-// of its kind, the block profile with the client's waits in it.
+// TestPerftestProfiles runs write_lat with --cpuprofile, --blockprofile,
+// --mutexprofile and --trace on the client: each profile is a gzipped
+// pprof profile of its kind, the block profile with the client's waits
+// in it, and the trace one runtime/trace reads back with the run's
+// system calls in it.
 func TestPerftestProfiles(t *testing.T) {
 	dir := t.TempDir()
-	cpu, block, mutex := filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "block.pprof"), filepath.Join(dir, "mutex.pprof")
+	cpu, block, mutex, tr := filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "block.pprof"), filepath.Join(dir, "mutex.pprof"), filepath.Join(dir, "run.trace")
 	args := []string{"-n", "2000", "-s", "8"}
-	srv, cli := runToolPair(t, "write_lat", args, append([]string{"--cpuprofile", cpu, "--blockprofile", block, "--mutexprofile", mutex}, args...))
+	srv, cli := runToolPair(t, "write_lat", args, append([]string{"--cpuprofile", cpu, "--blockprofile", block, "--mutexprofile", mutex, "--trace", tr}, args...))
 	if srv.status != 0 || cli.status != 0 {
 		t.Fatalf("status server %d client %d\nserver:\n%s\nclient:\n%s", srv.status, cli.status, srv.errOut, cli.errOut)
 	}
+	checkTrace(t, tr)
 	for _, c := range []struct {
 		path  string
 		names []string // in the profile's string table
@@ -281,7 +285,7 @@ func TestPerftestProfiles(t *testing.T) {
 
 func TestPerftestProfileBadPath(t *testing.T) {
 	var o, e bytes.Buffer
-	for _, flag := range []string{"--cpuprofile", "--blockprofile", "--mutexprofile"} {
+	for _, flag := range []string{"--cpuprofile", "--blockprofile", "--mutexprofile", "--trace"} {
 		o.Reset()
 		e.Reset()
 		if st := run([]string{"write_lat", flag, filepath.Join(t.TempDir(), "no", "such", "dir"), "-n", "5"}, &o, &e); st == 0 {
@@ -290,5 +294,24 @@ func TestPerftestProfileBadPath(t *testing.T) {
 		if !strings.Contains(e.String(), flag) {
 			t.Errorf("stderr does not name %s:\n%s", flag, e.String())
 		}
+	}
+}
+
+// checkTrace checks that path holds a runtime execution trace of this
+// Go's format: its header ("go 1.N trace" and NUL padding, 16 bytes)
+// followed by the run's events.
+func checkTrace(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := runtime.Version() // "go1.26.0", or a devel string
+	want := "go 1."
+	if n, ok := strings.CutPrefix(v, "go1."); ok {
+		want += strings.SplitN(n, ".", 2)[0] + " trace\x00"
+	}
+	if len(b) < 16<<10 || !bytes.HasPrefix(b, []byte(want)) {
+		t.Errorf("%s: %d bytes starting %q, want a trace starting %q", filepath.Base(path), len(b), b[:min(len(b), 16)], want)
 	}
 }

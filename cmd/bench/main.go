@@ -20,7 +20,7 @@ import (
 )
 
 const usage = `usage: scripts/bench [--quick] [--json] [--qps N] [--gomaxprocs N] [--cpuprofile FILE]
-       scripts/bench --guests [--quick] [--json] [--results DIR]
+       scripts/bench --guests [--quick] [--json] [--results DIR] [--rounds N]
 
 Measures, in one run on this machine:
   - the raw UDP limits with cmd/udpbench (raw/plain, raw/gso+gro, and
@@ -55,7 +55,10 @@ latency <= 1x). softnic's write_lat 8 B runs once more with --busy-poll
 on both sides (rxe has no such mode): the row "write_lat 8 B typical,
 busy-poll" is over rxe's one write_lat, goal <= 1x. It refuses to run
 when the bed is up already, and always takes its bed down. --results
-keeps every tool's output.
+keeps every tool's output. --rounds N runs all the tests N times (rxe's
+and softnic's back to back each time) and shows each figure's median and
+softnic/rxe as the median of the rounds' own: the guests' speed drifts
+by up to 2x over minutes, more than one run can tell.
 
 Options:
 `
@@ -74,6 +77,7 @@ func main() {
 	bed := fs.String("bed", "test/interop/bed", "--guests: the interop bed's script")
 	state := fs.String("bed-state", "", "--guests: the bed's INTEROP_STATE (default: $INTEROP_STATE, else /run/softnic-interop)")
 	results := fs.String("results", "", "--guests: a directory to keep every tool's output in")
+	rounds := fs.Int("rounds", 1, "--guests: how many times to run the tests (medians are shown)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
@@ -96,9 +100,13 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *rounds < 1 {
+		fmt.Fprintf(os.Stderr, "bench: --rounds %d: at least 1\n", *rounds)
+		os.Exit(2)
+	}
 	if *guests {
 		os.Exit(runGuests(ctx, bench.GuestConfig{Bed: *bed, Softnic: *softnic, UDPBench: *udpbench, State: stateDir(*state),
-			Results: *results, Quick: *quick, Log: os.Stderr}, *asJSON))
+			Results: *results, Quick: *quick, Rounds: *rounds, Log: os.Stderr}, *asJSON))
 	}
 	m := bench.Run(ctx, bench.Config{Softnic: *softnic, UDPBench: *udpbench, Quick: *quick,
 		TCPPort: *port, ManyQPs: *qps, CPUProfile: *prof, GOMAXPROCS: *procs, Log: os.Stderr})

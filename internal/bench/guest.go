@@ -54,6 +54,10 @@ type GuestConfig struct {
 	Results string
 	// Quick runs fewer iterations: a smoke run.
 	Quick bool
+	// Rounds is how many times the tests run, each time rxe's and
+	// softnic's back to back (0: once). The table shows each figure's
+	// median over the rounds and the median of the rounds' ratios.
+	Rounds int
 	// Log receives progress lines.
 	Log io.Writer
 }
@@ -110,12 +114,23 @@ type Guest struct {
 
 // Pair is what one pair of guests measured.
 type Pair struct {
-	// Results are the clients' results by row name (GuestRow*); a test
-	// that failed has none and an entry in Errors.
+	// Results are the clients' results by row name (GuestRow*), the
+	// first round's; a test that failed in every round has none and an
+	// entry in Errors.
 	Results map[string]perftest.Result
-	Errors  map[string]string
+	// Rounds are every round's runs by row name, in the order the rounds
+	// ran, failed ones included; nil when there was one round (Results).
+	Rounds map[string][]Round
+	Errors map[string]string
 	// Seconds is the wall time of the pair's tests.
 	Seconds float64
+}
+
+// Round is one round's run of a test: its result, or why it has none.
+type Round struct {
+	N      int // the round, from 1
+	Result *perftest.Result
+	Err    string
 }
 
 // GuestMeasurements are what one guest-mode run measured.
@@ -133,6 +148,8 @@ type GuestMeasurements struct {
 	Err string
 	// Quick marks a --quick run.
 	Quick bool
+	// Rounds is how many rounds ran (GuestConfig.Rounds; 1 at least).
+	Rounds int
 	// BedUpSeconds is the time to boot both guests; TotalSeconds the whole
 	// run's, bed down included.
 	BedUpSeconds, TotalSeconds float64
@@ -140,9 +157,10 @@ type GuestMeasurements struct {
 
 // guestRun is one run of the guest mode.
 type guestRun struct {
-	c    GuestConfig
-	envs [2]map[string]string
-	port int
+	c     GuestConfig
+	envs  [2]map[string]string
+	port  int
+	round int // the round running, from 1
 }
 
 // RunGuests brings the interop bed up with two guests, measures the UDP
@@ -152,7 +170,7 @@ type guestRun struct {
 func RunGuests(ctx context.Context, c GuestConfig) (m GuestMeasurements) {
 	t0 := time.Now()
 	g := &guestRun{c: c, port: 18515}
-	m = GuestMeasurements{Machine: ReadMachine(), Plan: GuestPlanFor(c.Quick), Quick: c.Quick}
+	m = GuestMeasurements{Machine: ReadMachine(), Plan: GuestPlanFor(c.Quick), Quick: c.Quick, Rounds: max(c.Rounds, 1)}
 	if c.Results != "" {
 		if err := os.MkdirAll(c.Results, 0o755); err != nil {
 			m.Err = err.Error()
@@ -200,30 +218,39 @@ func RunGuests(ctx context.Context, c GuestConfig) (m GuestMeasurements) {
 	}
 	m.RXE = Pair{Results: map[string]perftest.Result{}, Errors: map[string]string{}}
 	m.Softnic = Pair{Results: map[string]perftest.Result{}, Errors: map[string]string{}}
+	if m.Rounds > 1 {
+		m.RXE.Rounds, m.Softnic.Rounds = map[string][]Round{}, map[string][]Round{}
+	}
 	rxe := true // rxe0 is in both guests (the bed adds it at boot)
-	for _, row := range guestOrder {
-		test, ok := m.Plan[row]
-		if !ok {
-			continue
+	for round := 1; round <= m.Rounds; round++ {
+		if m.Rounds > 1 {
+			g.logf("round %d of %d", round, m.Rounds)
 		}
-		if !test.SoftnicOnly {
-			if !rxe {
-				if err := g.addRXE(ctx); err != nil {
+		g.round = round
+		for _, row := range guestOrder {
+			test, ok := m.Plan[row]
+			if !ok {
+				continue
+			}
+			if !test.SoftnicOnly {
+				if !rxe {
+					if err := g.addRXE(ctx); err != nil {
+						m.Err = err.Error()
+						return m
+					}
+					rxe = true
+				}
+				g.run(ctx, &m.RXE, row, test, g.rxeCommand)
+			}
+			if rxe {
+				if err := g.removeRXE(ctx); err != nil {
 					m.Err = err.Error()
 					return m
 				}
-				rxe = true
+				rxe = false
 			}
-			g.run(ctx, &m.RXE, row, test, g.rxeCommand)
+			g.run(ctx, &m.Softnic, row, test, g.softnicCommand)
 		}
-		if rxe {
-			if err := g.removeRXE(ctx); err != nil {
-				m.Err = err.Error()
-				return m
-			}
-			rxe = false
-		}
-		g.run(ctx, &m.Softnic, row, test, g.softnicCommand)
 	}
 	return m
 }
@@ -503,12 +530,26 @@ func (g *guestRun) run(ctx context.Context, p *Pair, row string, test GuestTest,
 	s := cmds(test, port)
 	g.logf("  %s", s[1].cmd)
 	r, err := g.test(ctx, test, port, s)
+	if p.Rounds != nil {
+		rd := Round{N: g.round}
+		if err != nil {
+			rd.Err = err.Error()
+		} else {
+			rd.Result = &r
+		}
+		p.Rounds[row] = append(p.Rounds[row], rd)
+	}
 	if err != nil {
 		g.logf("  %s: %v", row, err)
-		p.Errors[row] = err.Error()
+		if _, ok := p.Results[row]; !ok {
+			p.Errors[row] = err.Error()
+		}
 		return
 	}
-	p.Results[row] = r
+	if _, ok := p.Results[row]; !ok {
+		p.Results[row] = r
+		delete(p.Errors, row)
+	}
 }
 
 // test runs one test: the server as a background job in the first guest,

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -461,6 +462,83 @@ func TestGuestFloor(t *testing.T) {
 // back to back, rxe removed before softnic's run and added again before
 // rxe's next; softnic's busy-poll write_lat needs no rxe.
 func TestRunGuests(t *testing.T) {
+	m, log, dir := runFakeGuests(t, 0)
+	want := "up bench-a\nstart bench-b\n" +
+		"serve bench-a /host/udpbench -serve\nexec bench-b udpbench\njobkill bench-a job1\n" +
+		fakeRound + "down \n"
+	if log != want {
+		t.Errorf("the bed was asked:\n%s\nwant:\n%s", log, want)
+	}
+	if len(m.RXE.Results) != 4 || len(m.Softnic.Results) != 5 || m.Guests[1].IP != "10.77.0.3" || m.Guests[0].CPUs != 1 || m.RXE.Rounds != nil {
+		t.Errorf("results: rxe %d, softnic %d, rounds %v; guests %+v", len(m.RXE.Results), len(m.Softnic.Results), m.RXE.Rounds, m.Guests)
+	}
+	if f := m.Floor; f == nil || f.Error != "" || f.Size != 1040 || len(f.UDP) != 2 || len(f.PingPong) != 2 {
+		t.Errorf("floor: %+v", f)
+	}
+	for _, name := range []string{"softnic", "udpbench"} {
+		if b, err := os.ReadFile(filepath.Join(dir, "guests", "bench-b", "share", name)); err != nil || string(b) != "a static binary" {
+			t.Errorf("%s in bench-b's share: %q, %v", name, b, err)
+		}
+	}
+}
+
+// With rounds, RunGuests runs every test that many times, rxe added again
+// before each round's first, and keeps each round's result; the table
+// has each pair's median and the rounds' own ratios.
+func TestRunGuestsRounds(t *testing.T) {
+	m, log, _ := runFakeGuests(t, 2)
+	want := "up bench-a\nstart bench-b\n" +
+		"serve bench-a /host/udpbench -serve\nexec bench-b udpbench\njobkill bench-a job1\n" +
+		fakeRound + fakeAdded + fakeRound + "down \n"
+	if log != want {
+		t.Errorf("the bed was asked:\n%s\nwant:\n%s", log, want)
+	}
+	for _, p := range []struct {
+		name string
+		p    Pair
+		n    int
+	}{{"rxe", m.RXE, 4}, {"softnic", m.Softnic, 5}} {
+		if len(p.p.Results) != p.n || len(p.p.Rounds) != p.n {
+			t.Fatalf("%s: %d results, %d rows of rounds; want %d", p.name, len(p.p.Results), len(p.p.Rounds), p.n)
+		}
+		for row, rs := range p.p.Rounds {
+			if len(rs) != 2 || rs[0].N != 1 || rs[1].N != 2 || rs[1].Result == nil || rs[1].Err != "" {
+				t.Errorf("%s %s: rounds %+v", p.name, row, rs)
+			}
+		}
+	}
+	tb := BuildGuests(m)
+	r := guestRow(t, tb, GuestRowWriteBW)
+	if tb.Rounds != 2 || len(r.Rounds) != 2 || r.Ratio == nil || *r.Ratio != r.Rounds[0] || *r.Softnic / *r.RXE != r.Rounds[1] {
+		t.Errorf("rounds %d, write_bw row %+v", tb.Rounds, r)
+	}
+	if got := tb.Format(); !strings.Contains(got, "2 rounds, each running every test with rxe and then softnic") {
+		t.Errorf("Format does not say the rounds:\n%s", got)
+	}
+}
+
+// fakeRound is what one round asks the stand-in bed, from rxe's first
+// test (rxe present) to softnic's last.
+const fakeRound = "serve bench-a ib_write_bw -d\nexec bench-b ib_write_bw\n" + fakeRemoved +
+	"serve bench-a /host/softnic write_bw\nexec bench-b softnic write_bw\n" + fakeAdded +
+	"serve bench-a ib_read_bw -d\nexec bench-b ib_read_bw\n" + fakeRemoved +
+	"serve bench-a /host/softnic read_bw\nexec bench-b softnic read_bw\n" + fakeAdded +
+	"serve bench-a ib_send_bw -d\nexec bench-b ib_send_bw\n" + fakeRemoved +
+	"serve bench-a /host/softnic send_bw\nexec bench-b softnic send_bw\n" + fakeAdded +
+	"serve bench-a ib_write_lat -d\nexec bench-b ib_write_lat\n" + fakeRemoved +
+	"serve bench-a /host/softnic write_lat\nexec bench-b softnic write_lat\n" +
+	"serve bench-a /host/softnic write_lat\nexec bench-b softnic write_lat --busy-poll\n"
+
+const (
+	fakeRemoved = "exec bench-a rxe removed\nexec bench-b rxe removed\n"
+	fakeAdded   = "exec bench-a rxe added\nexec bench-b rxe added\n"
+)
+
+// runFakeGuests runs RunGuests with rounds against the stand-in bed and
+// returns what it measured, what the bed was asked, and its state
+// directory.
+func runFakeGuests(t *testing.T, rounds int) (GuestMeasurements, string, string) {
+	t.Helper()
 	dir := t.TempDir()
 	logf := filepath.Join(dir, "log")
 	t.Setenv("FAKE_LOG", logf)
@@ -477,7 +555,7 @@ func TestRunGuests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := RunGuests(context.Background(), GuestConfig{Bed: bed, Softnic: bin, UDPBench: bin, State: dir})
+	m := RunGuests(context.Background(), GuestConfig{Bed: bed, Softnic: bin, UDPBench: bin, State: dir, Rounds: rounds})
 	if m.Err != "" || len(m.RXE.Errors)+len(m.Softnic.Errors) != 0 {
 		t.Fatalf("error %q; rxe %v; softnic %v", m.Err, m.RXE.Errors, m.Softnic.Errors)
 	}
@@ -485,32 +563,41 @@ func TestRunGuests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	removed := "exec bench-a rxe removed\nexec bench-b rxe removed\n"
-	added := "exec bench-a rxe added\nexec bench-b rxe added\n"
-	want := "up bench-a\nstart bench-b\n" +
-		"serve bench-a /host/udpbench -serve\nexec bench-b udpbench\njobkill bench-a job1\n" +
-		"serve bench-a ib_write_bw -d\nexec bench-b ib_write_bw\n" + removed +
-		"serve bench-a /host/softnic write_bw\nexec bench-b softnic write_bw\n" + added +
-		"serve bench-a ib_read_bw -d\nexec bench-b ib_read_bw\n" + removed +
-		"serve bench-a /host/softnic read_bw\nexec bench-b softnic read_bw\n" + added +
-		"serve bench-a ib_send_bw -d\nexec bench-b ib_send_bw\n" + removed +
-		"serve bench-a /host/softnic send_bw\nexec bench-b softnic send_bw\n" + added +
-		"serve bench-a ib_write_lat -d\nexec bench-b ib_write_lat\n" + removed +
-		"serve bench-a /host/softnic write_lat\nexec bench-b softnic write_lat\n" +
-		"serve bench-a /host/softnic write_lat\nexec bench-b softnic write_lat --busy-poll\n" +
-		"down \n"
-	if string(log) != want {
-		t.Errorf("the bed was asked:\n%s\nwant:\n%s", log, want)
+	return m, string(log), dir
+}
+
+// Over rounds, each pair's figure is its median and softnic/rxe the
+// median of the rounds' own ratios, over the rounds both pairs measured;
+// a row whose pair has no figure in any round is FAILED.
+func TestGuestRoundsMedians(t *testing.T) {
+	bw := func(v float64) *perftest.Result {
+		return &perftest.Result{BW: []perftest.BWResult{{BWAvg: v, MsgRate: v / 1000}}}
 	}
-	if len(m.RXE.Results) != 4 || len(m.Softnic.Results) != 5 || m.Guests[1].IP != "10.77.0.3" || m.Guests[0].CPUs != 1 {
-		t.Errorf("results: rxe %d, softnic %d; guests %+v", len(m.RXE.Results), len(m.Softnic.Results), m.Guests)
+	m := guestMeasured()
+	m.Rounds = 3
+	m.RXE.Rounds = map[string][]Round{
+		GuestRowWriteBW: {{N: 1, Result: bw(10)}, {N: 2, Result: bw(20)}, {N: 3, Result: bw(30)}},
+		GuestRowReadBW:  {{N: 1, Err: "client: exit status 1"}, {N: 2, Err: "client: exit status 1"}, {N: 3, Err: "x"}},
 	}
-	if f := m.Floor; f == nil || f.Error != "" || f.Size != 1040 || len(f.UDP) != 2 || len(f.PingPong) != 2 {
-		t.Errorf("floor: %+v", f)
+	m.Softnic.Rounds = map[string][]Round{
+		// round 2 failed: softnic's median is over 1 and 3, the ratio's
+		// over rounds 1 and 3 (60/10 and 45/30)
+		GuestRowWriteBW: {{N: 1, Result: bw(60)}, {N: 2, Err: "server: exit status 1"}, {N: 3, Result: bw(45)}},
+		GuestRowReadBW:  {{N: 1, Result: bw(50)}, {N: 2, Result: bw(50)}, {N: 3, Result: bw(50)}},
 	}
-	for _, name := range []string{"softnic", "udpbench"} {
-		if b, err := os.ReadFile(filepath.Join(dir, "guests", "bench-b", "share", name)); err != nil || string(b) != "a static binary" {
-			t.Errorf("%s in bench-b's share: %q, %v", name, b, err)
-		}
+	tb := BuildGuests(m)
+	r := guestRow(t, tb, GuestRowWriteBW)
+	if r.RXE == nil || *r.RXE != 20 || r.Softnic == nil || *r.Softnic != 52.5 || !slices.Equal(r.Rounds, []float64{6, 1.5}) ||
+		r.Ratio == nil || *r.Ratio != 3.75 || r.Status != Pass || !strings.Contains(r.Note, "medians of 2 rounds, softnic/rxe in each: 6.00×, 1.50×") {
+		t.Errorf("write_bw: %+v", r)
+	}
+	if r := guestRow(t, tb, GuestRowReadBW); r.Status != Failed || r.Ratio != nil || !strings.Contains(r.Note, "no figure in any round") {
+		t.Errorf("read_bw, rxe failing every round: %+v", r)
+	}
+	if got, want := median([]float64{3, 1, 2}), 2.0; got != want {
+		t.Errorf("median of 3, 1, 2 = %v", got)
+	}
+	if got, want := median([]float64{4, 1, 2, 3}), 2.5; got != want {
+		t.Errorf("median of 4, 1, 2, 3 = %v", got)
 	}
 }

@@ -57,6 +57,11 @@ type GuestRow struct {
 	// Note says which of perftest's columns the figure is, or why it is
 	// missing.
 	Note string `json:"note,omitempty"`
+	// Rounds are the rounds' own Softnic/RXE, in the order they ran,
+	// when there were several (GuestConfig.Rounds): RXE and Softnic are
+	// then each pair's median over the rounds and Ratio the median of
+	// these, each round's two runs having been back to back.
+	Rounds []float64 `json:"rounds_softnic_over_rxe,omitempty"`
 }
 
 // GuestTable is the guest mode's result, and the document --guests --json
@@ -66,6 +71,9 @@ type GuestTable struct {
 	Machine Machine  `json:"machine"`
 	Guests  [2]Guest `json:"guests"`
 	Quick   bool     `json:"quick"`
+	// Rounds is how many times each test ran, rxe's and softnic's back to
+	// back each time (GuestConfig.Rounds).
+	Rounds int `json:"rounds"`
 	// MTU is the path MTU of each pair's QPs (the clients' results), bytes;
 	// 0 when unknown.
 	MTU struct {
@@ -103,7 +111,7 @@ func (t GuestTable) Failed() bool {
 
 // BuildGuests computes the guest table's rows, ratios and verdicts.
 func BuildGuests(m GuestMeasurements) GuestTable {
-	t := GuestTable{Machine: m.Machine, Guests: m.Guests, Quick: m.Quick, Tests: m.Plan, Error: m.Err, Floor: m.Floor,
+	t := GuestTable{Machine: m.Machine, Guests: m.Guests, Quick: m.Quick, Rounds: max(m.Rounds, 1), Tests: m.Plan, Error: m.Err, Floor: m.Floor,
 		BedUpSeconds: m.BedUpSeconds, RXESeconds: m.RXE.Seconds, SoftnicSeconds: m.Softnic.Seconds, TotalSeconds: m.TotalSeconds}
 	t.MTU.RXE, t.MTU.Softnic = pathMTU(m.RXE), pathMTU(m.Softnic)
 	bw := func(r perftest.Result) *float64 {
@@ -210,9 +218,25 @@ func BuildGuests(m GuestMeasurements) GuestTable {
 				r.Goal = fmt.Sprintf("≤ %g×", d.goal)
 			}
 		}
+		rounds := m.RXE.Rounds != nil && m.Softnic.Rounds != nil
+		if rounds && len(why) == 0 {
+			r.RXE, r.Softnic, r.Rounds = roundFigures(m.RXE.Rounds[d.rxeTest], m.Softnic.Rounds[d.test], d.fig)
+			if r.RXE == nil || r.Softnic == nil {
+				why = append(why, "no figure in any round")
+			}
+		}
 		switch {
 		case len(why) > 0:
 			r.Status, r.Note = Failed, strings.Join(why, "; ")
+		case rounds && len(r.Rounds) > 0:
+			r.Ratio = ptr(median(r.Rounds))
+			switch {
+			case d.goal == 0:
+			case d.higher:
+				r.Status = verdict(*r.Ratio >= d.goal)
+			default:
+				r.Status = verdict(*r.Ratio <= d.goal)
+			}
 		case *r.RXE > 0:
 			r.Ratio = ptr(*r.Softnic / *r.RXE)
 			switch {
@@ -229,9 +253,64 @@ func BuildGuests(m GuestMeasurements) GuestTable {
 		if r.Floor != nil && *r.Floor > 0 && r.RXE != nil && r.Softnic != nil {
 			r.Note += fmt.Sprintf("; floor: %s, rxe %.2f× and softnic %.2f× it", d.floor.what, *r.RXE / *r.Floor, *r.Softnic / *r.Floor)
 		}
+		if len(r.Rounds) > 0 {
+			rs := make([]string, len(r.Rounds))
+			for i, x := range r.Rounds {
+				rs[i] = fmt.Sprintf("%.2f×", x)
+			}
+			r.Note += fmt.Sprintf("; medians of %d rounds, softnic/rxe in each: %s", len(r.Rounds), strings.Join(rs, ", "))
+		}
 		t.Rows = append(t.Rows, r)
 	}
 	return t
+}
+
+// roundFigures returns the medians of the figures fig finds in rxe's and
+// softnic's rounds and each round's softnic/rxe, for the rounds where
+// both have a figure (rxe's above 0). A pair with no figure in any round
+// gets nil.
+func roundFigures(rxe, sn []Round, fig func(perftest.Result) *float64) (rxeMed, snMed *float64, ratios []float64) {
+	figs := func(rs []Round) map[int]float64 {
+		f := map[int]float64{}
+		for _, r := range rs {
+			if r.Result != nil {
+				if v := fig(*r.Result); v != nil {
+					f[r.N] = *v
+				}
+			}
+		}
+		return f
+	}
+	fr, fs := figs(rxe), figs(sn)
+	med := func(f map[int]float64) *float64 {
+		if len(f) == 0 {
+			return nil
+		}
+		vs := make([]float64, 0, len(f))
+		for _, v := range f {
+			vs = append(vs, v)
+		}
+		return ptr(median(vs))
+	}
+	for _, r := range sn {
+		if x, ok := fr[r.N]; ok && x > 0 {
+			if y, ok := fs[r.N]; ok {
+				ratios = append(ratios, y/x)
+			}
+		}
+	}
+	return med(fr), med(fs), ratios
+}
+
+// median returns the median of vs (the mean of the middle two for an
+// even count); vs is not changed.
+func median(vs []float64) float64 {
+	s := slices.Sorted(slices.Values(vs))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // floorFig is a row's floor: what it is and how to find it.
@@ -283,6 +362,9 @@ func (t GuestTable) Format() string {
 			t.Guests[1].Name, t.Guests[1].IP, g.Name, g.IP, g.Accel, g.CPUs, g.MemKiB/1024, g.Kernel)
 	}
 	fmt.Fprintf(&b, "path MTU: rxe %d, softnic %d\n", t.MTU.RXE, t.MTU.Softnic)
+	if t.Rounds > 1 {
+		fmt.Fprintf(&b, "%d rounds, each running every test with rxe and then softnic: each figure below is the median of its rounds, softnic/rxe the median of the rounds' own\n", t.Rounds)
+	}
 	names := make([]string, 0, len(t.Tests))
 	for n := range t.Tests {
 		names = append(names, n)

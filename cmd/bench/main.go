@@ -40,7 +40,7 @@ process runs with GOMAXPROCS set to half the CPUs (at least 1), as if
 each had a host of its own; --gomaxprocs 0 leaves Go's default (every
 CPU each, the two runtimes contending for the same CPUs).
 
---guests (needs root; slow: about 2.5 minutes under qemu TCG, not for CI)
+--guests (needs root; slow: 4-6 minutes under qemu TCG, not for CI)
 boots two identical 1-vCPU guests of the interop bed (test/interop/bed)
 and measures plain UDP's floor between them with a static udpbench
 (-serve in one, -peer in the other: raw/plain and raw/gso+gro with

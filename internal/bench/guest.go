@@ -76,11 +76,11 @@ type GuestTest struct {
 // guest moves a few thousand RoCE packets a second (test/interop/README.md):
 // on the project's 2-core machines both pairs moved 7-28 MB/s of 64 KiB
 // messages (64 packets each at path MTU 1024) and 4-19 k 64-byte SENDs a
-// second, with 8-byte WRITE half round trips of 0.3-2.5 ms typical. At
-// these iterations the whole mode takes about 2.5 minutes (about 55 s of
-// tests for each pair, 17 s for the floor, softnic's busy-poll write_lat
-// included), --quick about 50 s: far fewer iterations than the native
-// mode's, and the same for both pairs.
+// second, with 8-byte WRITE half round trips of 0.3-3.5 ms typical. At
+// these iterations a round takes 2-4.5 minutes (55-150 s of tests for
+// each pair, softnic's busy-poll write_lat included, as the guests'
+// speed goes) and the floor about a minute, --quick about 50 s: far
+// fewer iterations than the native mode's, and the same for both pairs.
 func GuestPlanFor(quick bool) map[string]GuestTest {
 	bw, msgs, lat := "5000", "50000", "2000"
 	if quick {

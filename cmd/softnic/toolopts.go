@@ -37,7 +37,7 @@ var nicOpts = []optSpec{
 	{getopt.Option{Long: "peer-port-udp", Arg: getopt.RequiredArg}, "<port>", "UDP port the NIC sends to (default: --port-udp)"},
 	{getopt.Option{Long: "pcap", Arg: getopt.RequiredArg}, "<file>", "write every RoCEv2 packet the NIC sends or receives to a pcap file"},
 	{getopt.Option{Long: "metrics", Arg: getopt.RequiredArg}, "<addr>", "serve the NIC's counters as Prometheus metrics on <addr> (host:port)"},
-	{getopt.Option{Long: "timeout", Arg: getopt.RequiredArg}, "<duration>", "give up when the peer is silent this long once connected (default 30s)"},
+	{getopt.Option{Long: "timeout", Arg: getopt.RequiredArg}, "<duration>", "give up when the peer is silent this long once connected: no out-of-band message and no packet to the NIC (default 30s)"},
 	{getopt.Option{Long: "busy-poll", Arg: getopt.OptionalArg}, "[=<duration>]",
 		"poll the link for this long (default 50us) before a wait for the peer sleeps, like SO_BUSY_POLL: lower latency for a spinning CPU (default: sleep at once)"},
 	{getopt.Option{Long: "accept-timeout", Arg: getopt.RequiredArg}, "<duration>", "server: give up when no client connects within this (default: wait forever)"},

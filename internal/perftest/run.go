@@ -311,7 +311,7 @@ func (s *session) establish(ctx context.Context) error {
 				return err
 			}
 		}
-		s.comm = newComm(ctx, c, !cfg.Server(), env.Stall)
+		s.comm = newComm(ctx, c, !cfg.Server(), env.Stall, s.nicAlive())
 		s.comm.rdmaKeys, s.comm.gidIndex = true, cfg.GIDIndex
 		return nil
 	}
@@ -329,7 +329,7 @@ func (s *session) establish(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		s.comm = newComm(ctx, c, false, env.Stall)
+		s.comm = newComm(ctx, c, false, env.Stall, s.nicAlive())
 		return nil
 	}
 	d := env.Dial
@@ -352,8 +352,18 @@ func (s *session) establish(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("Couldn't connect to %s:%d: %w", cfg.ServerName, cfg.Port, err)
 	}
-	s.comm = newComm(ctx, c, true, env.Stall)
+	s.comm = newComm(ctx, c, true, env.Stall, s.nicAlive())
 	return nil
+}
+
+// nicAlive counts the packets the device received (comm.read's sign of
+// a live peer); nil without a device.
+func (s *session) nicAlive() func() uint64 {
+	dev := s.env.Dev
+	if dev == nil {
+		return nil
+	}
+	return func() uint64 { return dev.Counters().RcvdPkts }
 }
 
 // keys does a handshake per QP, filling s.rem.

@@ -54,15 +54,17 @@ type turnSide struct {
 	tx    [2]link.Datagram
 	txBuf [2][]byte
 	rx    []link.Datagram
+	rxBuf [][]byte // rx's own buffers, which a lent datagram's Buf replaced
 }
 
 func newTurnSide(l *link.UDPLink) *turnSide {
-	s := &turnSide{l: l, rx: make([]link.Datagram, l.BatchSize())}
+	s := &turnSide{l: l, rx: make([]link.Datagram, l.BatchSize()), rxBuf: make([][]byte, l.BatchSize())}
 	for i := range s.txBuf {
 		s.txBuf[i] = make([]byte, link.MaxDatagram)
 	}
 	for i := range s.rx {
-		s.rx[i].Buf = make([]byte, 0, link.MaxDatagram)
+		s.rxBuf[i] = make([]byte, 0, link.MaxDatagram)
+		s.rx[i].Buf = s.rxBuf[i]
 	}
 	return s
 }
@@ -135,13 +137,17 @@ func turnRound(d *link.Datagram) (round uint32, write, ok bool) {
 	return 0, false, false
 }
 
-// release gives back the loans of the first n received datagrams.
+// release gives back the loans of the first n received datagrams and
+// gives each its own buffer back (a lent datagram's Buf is in the
+// link's buffer, which the link reuses once released), as the engine
+// does before each read.
 func (s *turnSide) release(n int) {
 	for k := range s.rx[:n] {
 		if s.rx[k].Loan != nil {
 			s.rx[k].Loan.Release()
 			s.rx[k].Loan = nil
 		}
+		s.rx[k].Buf = s.rxBuf[k][:0]
 	}
 }
 

@@ -93,6 +93,45 @@ func TestTurnDatagrams(t *testing.T) {
 	if _, _, ok := turnRound(&link.Datagram{Buf: make([]byte, 10)}); ok {
 		t.Error("a 10-byte datagram was taken for a round's")
 	}
+
+	// Received by another side: the GSO pair comes back as the round's
+	// WRITE and ACK, lent in the link's GRO buffer, and release gives
+	// back the loans and each datagram its own buffer.
+	l2, err := turnLink(netip.MustParseAddr("127.0.0.2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	r := newTurnSide(l2)
+	if err := s.send(7, netip.AddrPortFrom(l2.LocalAddr(), l2.Port())); err != nil {
+		t.Fatal(err)
+	}
+	got, lent := map[bool]bool{}, 0
+	for len(got) < 2 {
+		n, err := l2.ReadBatch(r.rx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range r.rx[:n] {
+			i, write, ok := turnRound(&r.rx[k])
+			if !ok || i != 7 {
+				t.Fatalf("received %x: round %d, ok %v", r.rx[k].Buf, i, ok)
+			}
+			got[write] = true
+			if r.rx[k].Loan != nil {
+				lent++
+			}
+		}
+		r.release(n)
+		for k := range r.rx[:n] {
+			if r.rx[k].Loan != nil || cap(r.rx[k].Buf) != link.MaxDatagram || &r.rx[k].Buf[:1][0] != &r.rxBuf[k][:1][0] {
+				t.Errorf("datagram %d after release: loan %v, not its own buffer", k, r.rx[k].Loan)
+			}
+		}
+	}
+	if l2.GRO() && lent == 0 {
+		t.Error("a GRO link lent nothing")
+	}
 }
 
 // In the turn mode a lost WRITE and a lost ACK each cost a round made

@@ -253,31 +253,26 @@ var profiles = []struct {
 // path until stopped: where each goroutine ran and waited, when the
 // network poller woke it, each system call, to the microsecond.
 func startTrace(path string) (stop func() error, err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := trace.Start(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() error {
-		trace.Stop()
-		return f.Close()
-	}, nil
+	return startToFile(path, trace.Start, trace.Stop)
 }
 
 func startCPUProfile(path string) (stop func() error, err error) {
+	return startToFile(path, pprof.StartCPUProfile, pprof.StopCPUProfile)
+}
+
+// startToFile creates path, starts a recording into it (start) and
+// returns what ends the recording (end) and closes the file.
+func startToFile(path string, start func(io.Writer) error, end func()) (stop func() error, err error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, err
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
+	if err := start(f); err != nil {
 		f.Close()
 		return nil, err
 	}
 	return func() error {
-		pprof.StopCPUProfile()
+		end()
 		return f.Close()
 	}, nil
 }

@@ -377,23 +377,14 @@ func TestGuestFloor(t *testing.T) {
 		PingPong: []PingPong{{Mode: "busy", Typical: 600, P99: 6000}, {Mode: "block", Typical: 400, P99: 2000}},
 	}
 	tb := BuildGuests(m)
-	for _, tt := range []struct {
-		row   string
-		floor float64
-		note  string
-	}{
+	checkFloors(t, "", tb, []floorCase{
 		{GuestRowWriteBW, 80, "BW average; floor: UDP raw/gso+gro, rxe 0.50× and softnic 1.00× it"},
 		{GuestRowReadBW, 80, "BW average; floor: UDP raw/gso+gro, rxe 0.38× and softnic 0.25× it"},
 		{GuestRowSendBW, 12, "MsgRate; floor: UDP raw/plain's datagrams, rxe 1.67× and softnic 4.17× it"},
 		{GuestRowLatTyp, 400, "t_typical, half round trips; floor: UDP ping-pong block typical, rxe 0.75× and softnic 0.75× it"},
 		{GuestRowLatP99, 2000, "99% percentile; floor: UDP ping-pong block p99, rxe 0.45× and softnic 2.00× it"},
 		{GuestRowLatBusy, 600, "floor: UDP ping-pong busy typical, rxe 0.50× and softnic 0.40× it"},
-	} {
-		r := guestRow(t, tb, tt.row)
-		if r.Floor == nil || math.Abs(*r.Floor-tt.floor) > 1e-9 || !strings.HasSuffix(r.Note, tt.note) {
-			t.Errorf("%s: floor %v, note %q; want %v, %q", tt.row, r.Floor, r.Note, tt.floor, tt.note)
-		}
-	}
+	})
 	got := tb.Format()
 	for _, want := range []string{
 		"UDP floor: udpbench bench-b → bench-a, 1040-byte datagrams (-size 1040 -runs 1 -d 3s -modes raw/plain,raw/gso+gro -pingpong 2000)\n",
@@ -421,20 +412,11 @@ func TestGuestFloor(t *testing.T) {
 	// With udpbench's turn mode, the latency rows are over it.
 	m.Floor.PingPong = append(m.Floor.PingPong, PingPong{Mode: "turn", Typical: 500, P99: 2500})
 	tb = BuildGuests(m)
-	for _, tt := range []struct {
-		row   string
-		floor float64
-		note  string
-	}{
+	checkFloors(t, "with a turn floor, ", tb, []floorCase{
 		{GuestRowLatTyp, 500, "t_typical, half round trips; floor: UDP ping-pong turn typical, rxe 0.60× and softnic 0.60× it"},
 		{GuestRowLatP99, 2500, "99% percentile; floor: UDP ping-pong turn p99, rxe 0.36× and softnic 1.60× it"},
 		{GuestRowLatBusy, 600, "floor: UDP ping-pong busy typical, rxe 0.50× and softnic 0.40× it"},
-	} {
-		r := guestRow(t, tb, tt.row)
-		if r.Floor == nil || math.Abs(*r.Floor-tt.floor) > 1e-9 || !strings.HasSuffix(r.Note, tt.note) {
-			t.Errorf("with a turn floor, %s: floor %v, note %q; want %v, %q", tt.row, r.Floor, r.Note, tt.floor, tt.note)
-		}
-	}
+	})
 	if got := tb.Format(); !strings.Contains(got, "  ping-pong turn  typical 500.00 µs, p99 2500.00 µs (half round trips)\n") {
 		t.Errorf("Format has no turn line:\n%s", got)
 	}
@@ -454,6 +436,24 @@ func TestGuestFloor(t *testing.T) {
 	// without a floor (an older run's), no column
 	if got := BuildGuests(guestMeasured()).Format(); strings.Contains(got, "UDP floor") {
 		t.Errorf("a run without a floor has its column:\n%s", got)
+	}
+}
+
+// floorCase is a row's expected floor and the end of its note.
+type floorCase struct {
+	row   string
+	floor float64
+	note  string
+}
+
+// checkFloors checks each case's row in tb; what prefixes the errors.
+func checkFloors(t *testing.T, what string, tb GuestTable, cases []floorCase) {
+	t.Helper()
+	for _, tt := range cases {
+		r := guestRow(t, tb, tt.row)
+		if r.Floor == nil || math.Abs(*r.Floor-tt.floor) > 1e-9 || !strings.HasSuffix(r.Note, tt.note) {
+			t.Errorf("%s%s: floor %v, note %q; want %v, %q", what, tt.row, r.Floor, r.Note, tt.floor, tt.note)
+		}
 	}
 }
 

@@ -230,22 +230,15 @@ func BuildGuests(m GuestMeasurements) GuestTable {
 			r.Status, r.Note = Failed, strings.Join(why, "; ")
 		case rounds && len(r.Rounds) > 0:
 			r.Ratio = ptr(median(r.Rounds))
-			switch {
-			case d.goal == 0:
-			case d.higher:
-				r.Status = verdict(*r.Ratio >= d.goal)
-			default:
-				r.Status = verdict(*r.Ratio <= d.goal)
-			}
 		case *r.RXE > 0:
 			r.Ratio = ptr(*r.Softnic / *r.RXE)
-			switch {
-			case d.goal == 0:
-			case d.higher:
-				r.Status = verdict(*r.Ratio >= d.goal)
-			default:
-				r.Status = verdict(*r.Ratio <= d.goal)
-			}
+		}
+		switch {
+		case r.Ratio == nil, d.goal == 0:
+		case d.higher:
+			r.Status = verdict(*r.Ratio >= d.goal)
+		default:
+			r.Status = verdict(*r.Ratio <= d.goal)
 		}
 		if m.Floor != nil {
 			r.Floor = d.floor.fig(m.Floor)

@@ -13,7 +13,9 @@
 package metrics
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/link"
@@ -261,6 +264,22 @@ func (c *LinkCollector) Collect(ch chan<- prometheus.Metric) {
 // Handler returns the /metrics handler for reg.
 func Handler(reg *prometheus.Registry) http.Handler {
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+}
+
+// WriteText writes reg's metrics to w in Prometheus's text exposition
+// format, what /metrics serves.
+func WriteText(w io.Writer, reg *prometheus.Registry) error {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(w)
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(bw, mf); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
 }
 
 // Serve serves reg's metrics at http://addr/metrics until shutdown is

@@ -118,7 +118,7 @@ func openCM(name string, nf nicFlags, addr netip.Addr) (*cmSession, error) {
 		addr = nf.addr
 	}
 	n, err := toolnic.Open(toolnic.Config{Addr: addr, Port: nf.port, PeerPort: nf.peerPort, Link: testLink,
-		Pcap: nf.pcap, Metrics: nf.metrics, Name: "softnic0", BusyPoll: nf.busyPoll})
+		Pcap: nf.pcap, Metrics: nf.metrics, MetricsFile: nf.metricsFile, Name: "softnic0", BusyPoll: nf.busyPoll})
 	if err != nil {
 		return nil, err
 	}

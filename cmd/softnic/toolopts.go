@@ -37,6 +37,7 @@ var nicOpts = []optSpec{
 	{getopt.Option{Long: "peer-port-udp", Arg: getopt.RequiredArg}, "<port>", "UDP port the NIC sends to (default: --port-udp)"},
 	{getopt.Option{Long: "pcap", Arg: getopt.RequiredArg}, "<file>", "write every RoCEv2 packet the NIC sends or receives to a pcap file"},
 	{getopt.Option{Long: "metrics", Arg: getopt.RequiredArg}, "<addr>", "serve the NIC's counters as Prometheus metrics on <addr> (host:port)"},
+	{getopt.Option{Long: "metrics-file", Arg: getopt.RequiredArg}, "<file>", "write the NIC's counters as Prometheus metrics (text format) to <file> when the tool ends"},
 	{getopt.Option{Long: "timeout", Arg: getopt.RequiredArg}, "<duration>", "give up when the peer is silent this long once connected: no out-of-band message and no packet to the NIC (default 30s)"},
 	{getopt.Option{Long: "busy-poll", Arg: getopt.OptionalArg}, "[=<duration>]",
 		"poll the link for this long (default 50us) before a wait for the peer sleeps, like SO_BUSY_POLL: lower latency for a spinning CPU (default: sleep at once)"},
@@ -53,6 +54,7 @@ type nicFlags struct {
 	addr           netip.Addr
 	port, peerPort uint16
 	pcap, metrics  string
+	metricsFile    string
 	stall, accept  time.Duration
 	retry          time.Duration
 	busyPoll       time.Duration
@@ -88,6 +90,9 @@ func parseNICFlags(r *getopt.Result) (nicFlags, error) {
 	}
 	if m, ok := r.Last("metrics"); ok {
 		f.metrics = m.Value
+	}
+	if m, ok := r.Last("metrics-file"); ok {
+		f.metricsFile = m.Value
 	}
 	if m, ok := r.Last("busy-poll"); ok {
 		f.busyPoll = DefaultBusyPoll
@@ -130,7 +135,7 @@ func (f nicFlags) open(name, serverHost string) (*toolnic.NIC, error) {
 		}
 	}
 	return toolnic.Open(toolnic.Config{Addr: addr, Port: f.port, PeerPort: f.peerPort, Link: testLink,
-		Pcap: f.pcap, Metrics: f.metrics, Name: name, BusyPoll: f.busyPoll})
+		Pcap: f.pcap, Metrics: f.metrics, MetricsFile: f.metricsFile, Name: name, BusyPoll: f.busyPoll})
 }
 
 // toolContext is cancelled by SIGINT and SIGTERM.

@@ -46,6 +46,10 @@ type Config struct {
 	Pcap string
 	// Metrics, when set, is the address to serve Prometheus metrics on.
 	Metrics string
+	// MetricsFile, when set, names a file that receives the same metrics
+	// in Prometheus's text format when the NIC closes: the run's final
+	// counters, for a run too short or too remote to scrape.
+	MetricsFile string
 	// Name is the device name; "" means "softnic0".
 	Name string
 	// BusyPoll is the device's verbs.Config.BusyPoll: how long a blocking
@@ -65,6 +69,9 @@ type NIC struct {
 	pcapBuf  *bufio.Writer
 	pcapLink *link.PcapLink
 	metrics  func() // stops the metrics server
+
+	reg         *prometheus.Registry // the metrics, when asked for
+	metricsFile string
 }
 
 // UDP opens the UDP link of a NIC (link.ListenUDP); cmd/softnic's
@@ -152,19 +159,34 @@ func Open(cfg Config) (*NIC, error) {
 		return nil, fmt.Errorf("opening the device: %w", err)
 	}
 	n.Dev = dev
-	if cfg.Metrics != "" {
+	if cfg.Metrics != "" || cfg.MetricsFile != "" {
 		reg := prometheus.NewRegistry()
 		err := metrics.Register(reg, dev)
 		if ls, ok := inner.(metrics.LinkStatser); ok && err == nil {
 			err = reg.Register(metrics.NewLinkCollector(dev.Name(), ls))
 		}
-		if err == nil {
+		if err == nil && cfg.MetricsFile != "" {
+			// Created now, so that a path that cannot be written fails
+			// the start, not the end of a long run.
+			var f *os.File
+			if f, err = os.Create(cfg.MetricsFile); err == nil {
+				err = f.Close()
+			}
+			if err != nil {
+				err = fmt.Errorf("--metrics-file: %w", err)
+			}
+		}
+		if err == nil && cfg.Metrics != "" {
 			n.metrics, err = metrics.Serve(cfg.Metrics, reg)
+			if err != nil {
+				err = fmt.Errorf("--metrics %s: %w", cfg.Metrics, err)
+			}
 		}
 		if err != nil {
 			n.Close()
-			return nil, fmt.Errorf("--metrics %s: %w", cfg.Metrics, err)
+			return nil, err
 		}
+		n.reg, n.metricsFile = reg, cfg.MetricsFile
 	}
 	return n, nil
 }
@@ -177,6 +199,9 @@ func (n *NIC) Close() error {
 	if n.metrics != nil {
 		n.metrics()
 	}
+	if n.metricsFile != "" {
+		errs = append(errs, n.writeMetrics())
+	}
 	if n.Dev != nil {
 		// Device.Close flushes the packets its processors built before
 		// it closes the link, so a UC or UD send completed just before
@@ -185,6 +210,24 @@ func (n *NIC) Close() error {
 	}
 	errs = append(errs, n.closePcap())
 	return errors.Join(errs...)
+}
+
+// writeMetrics writes the metrics to the --metrics-file, once.
+func (n *NIC) writeMetrics() error {
+	path := n.metricsFile
+	n.metricsFile = ""
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--metrics-file: %w", err)
+	}
+	err = metrics.WriteText(f, n.reg)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("--metrics-file %s: %w", path, err)
+	}
+	return nil
 }
 
 func (n *NIC) closePcap() error {

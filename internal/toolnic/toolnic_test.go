@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -29,7 +30,8 @@ func fabricLink(f *fabric.Fabric) toolnic.LinkFunc {
 }
 
 // TestPcapAndMetrics runs an rc_pingpong between two NICs opened by Open,
-// one writing a pcap and serving metrics, and checks both.
+// one writing a pcap and serving metrics, the other writing its metrics
+// to a file when it closes, and checks all three.
 func TestPcapAndMetrics(t *testing.T) {
 	f := fabric.New(fabric.Config{Seed: 1})
 	defer f.Close()
@@ -44,7 +46,8 @@ func TestPcapAndMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := toolnic.Open(toolnic.Config{Addr: netip.MustParseAddr("10.9.0.2"), Link: fabricLink(f)})
+	mfile := filepath.Join(t.TempDir(), "b.prom")
+	b, err := toolnic.Open(toolnic.Config{Addr: netip.MustParseAddr("10.9.0.2"), Link: fabricLink(f), MetricsFile: mfile})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +91,19 @@ func TestPcapAndMetrics(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b.Close()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	text, err := os.ReadFile(mfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The file has the counters as the NIC closed: rc_pingpong's 5
+	// exchanges of 3000 bytes came in 3 packets each, and more.
+	want := fmt.Sprintf("softnic_rcvd_pkts_total{device=%q} %d\n", "softnic0", b.Dev.Counters().RcvdPkts)
+	if b.Dev.Counters().RcvdPkts < 15 || !strings.Contains(string(text), want) {
+		t.Errorf("metrics file: want a line %q in\n%.800s", want, text)
+	}
 	if _, err := http.Get("http://" + maddr + "/metrics"); err == nil {
 		t.Error("metrics still served after Close")
 	}
@@ -135,6 +150,13 @@ func TestOpenErrors(t *testing.T) {
 	if err == nil {
 		n.Close()
 		t.Error("bad metrics address: got no error")
+	}
+	n, err = toolnic.Open(toolnic.Config{Addr: netip.MustParseAddr("10.0.0.1"), Link: fabricLink(f), MetricsFile: filepath.Join(t.TempDir(), "no", "dir.prom")})
+	if err == nil || !strings.Contains(err.Error(), "--metrics-file") || !errors.Is(err, syscall.ENOENT) {
+		if err == nil {
+			n.Close()
+		}
+		t.Errorf("bad metrics file path: got %v", err)
 	}
 	// Detached NICs need no link and may share an address.
 	for range 2 {

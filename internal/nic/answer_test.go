@@ -75,7 +75,12 @@ type answerQP struct {
 	acked  atomic.Int32 // packets acknowledged (written by Process only)
 	posts  atomic.Int32
 	posted int32 // posts sent (Process only)
+	// inflight is what RequestsInFlight says: the requests of its own
+	// awaiting the peer's response.
+	inflight atomic.Int32
 }
+
+func (q *answerQP) RequestsInFlight() int { return int(q.inflight.Load()) }
 
 func (q *answerQP) Deliver(p *transport.RxPacket) bool {
 	q.got.Add(1)
@@ -245,6 +250,31 @@ func TestAnswerMissesBackOff(t *testing.T) {
 		wantBatch(t, l, i, "A") // the ACK alone
 	}
 	wantAnswers(t, n, 0, 4)
+}
+
+// A miss while the QP has one request of its own in flight does not
+// back off: a ping-pong's split turn, whose application waits for that
+// request's completion before it answers. With none or more in flight
+// (no requester, a stream) misses back off as before.
+func TestAnswerMissWaitingOnOwnRequest(t *testing.T) {
+	defer func(w time.Duration) { answerWait = w }(answerWait)
+	answerWait = 100 * time.Microsecond
+	n, l, q, feed, _ := answerSetup(t)
+	defer n.Close()
+	q.inflight.Store(1)
+	for i := 1; i <= 5; i++ {
+		feed()
+		wantBatch(t, l, i, "A")
+	}
+	wantAnswers(t, n, 0, 5) // every batch held
+	// Two in flight: a stream. Holds at batches 6, 8 (after 1 skipped)
+	// and 12 (after 3).
+	q.inflight.Store(2)
+	for i := 6; i <= 12; i++ {
+		feed()
+		wantBatch(t, l, i, "A")
+	}
+	wantAnswers(t, n, 0, 8)
 }
 
 // Only the end of a SEND or WRITE to this NIC is worth waiting for: what

@@ -20,6 +20,7 @@ import (
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/internal/transport"
+	"github.com/softnic/softnic/internal/transport/rc"
 	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/wire"
 )
@@ -757,6 +758,26 @@ func gsoPair(a, b *link.Datagram) bool {
 func (t *txBatch) anyPending() bool {
 	for _, h := range t.held {
 		if h.e.pending.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// requestsInFlight is a handler whose requester can say how many of its
+// requests await the peer's response (rc.QP.RequestsInFlight).
+type requestsInFlight interface{ RequestsInFlight() int }
+
+var _ requestsInFlight = (*rc.QP)(nil)
+
+// awaitsOwnRequest reports whether a QP this batch holds has exactly one
+// request of its own in flight: the mark of a ping-pong or an RPC whose
+// application may be waiting for that request's completion before it
+// answers what the batch brought (reader.holdForAnswer). A stream has
+// more than one in flight, or none.
+func (t *txBatch) awaitsOwnRequest() bool {
+	for _, h := range t.held {
+		if q, ok := h.e.h.(requestsInFlight); ok && q.RequestsInFlight() == 1 {
 			return true
 		}
 	}

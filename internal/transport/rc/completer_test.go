@@ -76,6 +76,35 @@ func TestCompleterCoalescedAndStale(t *testing.T) {
 	}
 }
 
+// RequestsInFlight counts the WQEs sent and not yet acknowledged: none
+// posted only, each once its packets left, fewer as ACKs complete them.
+func TestRequestsInFlight(t *testing.T) {
+	h := newHarness(t)
+	want := func(what string, k int) {
+		t.Helper()
+		if got := h.qp.RequestsInFlight(); got != k {
+			t.Errorf("%s: RequestsInFlight %d, want %d", what, got, k)
+		}
+	}
+	want("new", 0)
+	h.post(h.wr(1, ibv.WRRDMAWrite, 0, 8), h.wr(2, ibv.WRSend, 0, 2000), h.wr(3, ibv.WRRDMARead, 0, 8))
+	want("posted", 0)
+	h.process()
+	want("sent", 3)
+	h.respond(wire.RCAck, 0, wire.AckUnlimited, nil)
+	h.process()
+	want("the WRITE acknowledged", 2)
+	h.respond(wire.RCAck, 2, wire.AckUnlimited, nil)
+	h.process()
+	want("the SEND acknowledged", 1) // the READ waits for its data
+	h.respond(wire.RCReadResponseOnly, 3, wire.AckUnlimited, make([]byte, 8))
+	h.process()
+	want("the READ answered", 0)
+	if got := h.completions(); len(got) != 3 {
+		t.Errorf("completions %+v, want 3", got)
+	}
+}
+
 // NAK codes: the three defined fatal ones map to their statuses, and the
 // others (0x64 Invalid RD Request, reserved codes) to Remote Operational
 // Error as rxe maps them (check_ack default); a reserved syndrome type is

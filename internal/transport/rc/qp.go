@@ -312,6 +312,23 @@ func (qp *QP) resetLocked() {
 // returns false (and the caller keeps the packet) when the inbox is full.
 func (qp *QP) Deliver(p *transport.RxPacket) bool { return qp.inbox.Add(p) }
 
+// RequestsInFlight returns how many of the QP's send WQEs have been sent
+// (wholly or in part) and await the peer's acknowledgement or response:
+// what a requester's application may be waiting for. The engine asks it
+// when an application did not answer a message at once (its hold for
+// the answer, nic's reader.holdForAnswer).
+func (qp *QP) RequestsInFlight() int {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	k := 0
+	for i := qp.sq.headIdx; i < qp.req.maxIdx && qp.sq.valid(i); i++ {
+		if w := qp.sq.at(i); w.state == wqeInFlight || w.state == wqePending {
+			k++
+		}
+	}
+	return k
+}
+
 // Process runs the QP's protocol work: received packets, timers, and the
 // requester, each within a budget. It reports whether work remains (the
 // engine then runs it again).

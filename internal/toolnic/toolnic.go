@@ -199,14 +199,16 @@ func (n *NIC) Close() error {
 	if n.metrics != nil {
 		n.metrics()
 	}
-	if n.metricsFile != "" {
-		errs = append(errs, n.writeMetrics())
-	}
 	if n.Dev != nil {
 		// Device.Close flushes the packets its processors built before
 		// it closes the link, so a UC or UD send completed just before
 		// still reaches the peer.
 		errs = append(errs, n.Dev.Close())
+	}
+	if n.metricsFile != "" {
+		// After the device closed: the counters are final, those
+		// last packets in them.
+		errs = append(errs, n.writeMetrics())
 	}
 	errs = append(errs, n.closePcap())
 	return errors.Join(errs...)

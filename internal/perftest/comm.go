@@ -101,10 +101,7 @@ func (m *comm) read(step string, n int) ([]byte, error) {
 				continue
 			}
 		}
-		if errors.Is(err, io.EOF) && got > 0 {
-			err = io.ErrUnexpectedEOF
-		}
-		return b, m.ioErr(step, err)
+		return b, m.ioErr(step, err) // EOF mid-message too: the peer closed
 	}
 	return b, nil
 }

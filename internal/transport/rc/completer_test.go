@@ -77,7 +77,8 @@ func TestCompleterCoalescedAndStale(t *testing.T) {
 }
 
 // RequestsInFlight counts the WQEs sent and not yet acknowledged: none
-// posted only, each once its packets left, fewer as ACKs complete them.
+// posted only, each once its packets left, those an RNR NAK rewound too,
+// fewer as ACKs complete them.
 func TestRequestsInFlight(t *testing.T) {
 	h := newHarness(t)
 	want := func(what string, k int) {
@@ -91,9 +92,14 @@ func TestRequestsInFlight(t *testing.T) {
 	want("posted", 0)
 	h.process()
 	want("sent", 3)
-	h.respond(wire.RCAck, 0, wire.AckUnlimited, nil)
-	h.process()
-	want("the WRITE acknowledged", 2)
+	// An RNR NAK at PSN 1 acknowledges the WRITE and rewinds the
+	// requester to the SEND, which waits for the RNR timer: rewound, the
+	// SEND and the READ still count.
+	h.respond(wire.RCAck, 1, wire.RNRNAK(1), nil)
+	if got := h.process(); len(got) != 0 {
+		t.Fatalf("sent %v before the RNR timer", got)
+	}
+	want("the WRITE acknowledged, the rest rewound", 2)
 	h.respond(wire.RCAck, 2, wire.AckUnlimited, nil)
 	h.process()
 	want("the SEND acknowledged", 1) // the READ waits for its data

@@ -313,20 +313,15 @@ func (qp *QP) resetLocked() {
 func (qp *QP) Deliver(p *transport.RxPacket) bool { return qp.inbox.Add(p) }
 
 // RequestsInFlight returns how many of the QP's send WQEs have been sent
-// (wholly or in part) and await the peer's acknowledgement or response:
+// (wholly or in part, or rewound by a retry) and await the peer's
+// acknowledgement or response (startedLocked):
 // what a requester's application may be waiting for. The engine asks it
 // when an application did not answer a message at once (its hold for
 // the answer, nic's reader.holdForAnswer).
 func (qp *QP) RequestsInFlight() int {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
-	k := 0
-	for i := qp.sq.headIdx; i < qp.req.maxIdx && qp.sq.valid(i); i++ {
-		if w := qp.sq.at(i); w.state == wqeInFlight || w.state == wqePending {
-			k++
-		}
-	}
-	return k
+	return qp.startedLocked()
 }
 
 // Process runs the QP's protocol work: received packets, timers, and the

@@ -187,18 +187,30 @@ func (qp *QP) outstandingRdAtomicLocked() int {
 	return n
 }
 
+// startedLocked counts the WQEs the requester started and that have not
+// completed: every WQE below maxIdx was started, including those a retry
+// rewound to posted, and counts until completed (what SQD waits for,
+// checkDrainedLocked, and what an application may wait for,
+// RequestsInFlight).
+func (qp *QP) startedLocked() int {
+	k := 0
+	for i := qp.sq.headIdx; i < qp.sq.tailIdx && i < qp.req.maxIdx; i++ {
+		if qp.sq.at(i).state != wqeDone {
+			k++
+		}
+	}
+	return k
+}
+
 // checkDrainedLocked reports the SQ-drained event once the QP is in SQD
-// and nothing it started is outstanding (IBTA 10.3.1 SQD; IBV_EVENT_SQ_DRAINED).
-// Every WQE below maxIdx was started, including those a retry rewound to
-// posted: they count until completed.
+// and nothing it started is outstanding (IBTA 10.3.1 SQD; IBV_EVENT_SQ_DRAINED;
+// startedLocked).
 func (qp *QP) checkDrainedLocked() {
 	if qp.state != ibv.QPStateSQD || qp.sqDrained {
 		return
 	}
-	for i := qp.sq.headIdx; i < qp.sq.tailIdx && i < qp.req.maxIdx; i++ {
-		if qp.sq.at(i).state != wqeDone {
-			return
-		}
+	if qp.startedLocked() > 0 {
+		return
 	}
 	qp.sqDrained = true
 	if qp.attr.EnSQDAsyncNotify {

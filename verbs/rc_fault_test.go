@@ -266,8 +266,9 @@ func TestRCLostAck(t *testing.T) {
 		checkBytes(t, "received", b.buf[:1500], a.buf[:1500])
 		checkSeq(t, "SEND requests", rec.match(from(a)),
 			"SEND_FIRST/0", "SEND_LAST/1!", "SEND_FIRST/0", "SEND_LAST/1!")
-		// Each duplicate is acknowledged again with the last PSN received.
-		checkSeq(t, "SEND responses", rec.match(from(b)), "ACKNOWLEDGE/1", "ACKNOWLEDGE/1", "ACKNOWLEDGE/1")
+		// The duplicates, read in one batch, are acknowledged again by one
+		// ACK of the last PSN received (rxe sends one per duplicate).
+		checkSeq(t, "SEND responses", rec.match(from(b)), "ACKNOWLEDGE/1", "ACKNOWLEDGE/1")
 		if got := b.dev.Counters().DuplicateRequest; got != 2 {
 			t.Errorf("responder duplicate_request %d, want 2", got)
 		}

@@ -471,10 +471,16 @@ func (r *responder) acceptLocked(qp *QP, p *wire.Packet, out transport.Output) {
 	if !qp.isRC() || !p.AckReq() {
 		return
 	}
+	r.deferAckLocked(qp, p.PSN())
+}
+
+// deferAckLocked makes the pass's coalesced ACK acknowledge psn, the
+// latest PSN the responder has accepted; flushAckLocked sends it.
+func (r *responder) deferAckLocked(qp *QP, psn wire.PSN) {
 	if r.ackPending {
 		qp.cfg.Counters.AckDeferred.Add(1)
 	}
-	r.ackPending, r.ackPSN = true, p.PSN()
+	r.ackPending, r.ackPSN = true, psn
 }
 
 // flushAckLocked sends the pending coalesced ACK, if any.
@@ -557,11 +563,23 @@ func (r *responder) completeRecvLocked(qp *QP, st ibv.WCStatus, p *wire.Packet) 
 // acknowledged again without re-execution (C9-105), READ is replayed from
 // the responder resource, an atomic's stored result is sent again
 // without executing it twice.
+//
+// The ACK of a duplicate SEND or WRITE is the pass's coalesced ACK
+// (IBTA 9.7.5.1.3): every duplicate is acknowledged by the PSN before the
+// expected one with the current MSN, so the duplicates of one pass (and
+// the in-order packets among them) need one ACK between them, not one
+// each. Deliberately unlike rxe, which sends one per duplicate
+// (duplicate_request: send_ack for every SEND and WRITE): a requester
+// that timed out sends its whole window again (rc.MaxUnackedPSNs, 512
+// packets), and one identical ACK for each of them was as many packets
+// more through both hosts, each read and dropped by the requester
+// (rcvd_dropped_pkts{reason="response"}), when the ACK of the window's
+// end was what it needed.
 func (r *responder) duplicateLocked(qp *QP, p *wire.Packet, out transport.Output) {
 	psn := p.PSN()
 	switch {
 	case p.Is(wire.MaskSend) || p.Is(wire.MaskWrite):
-		r.nakLocked(qp, out, wire.AckUnlimited, r.psn.Sub(1))
+		r.deferAckLocked(qp, r.psn.Sub(1))
 	case p.Is(wire.MaskRead):
 		res := r.findResource(resRead, psn)
 		if res == nil {

@@ -5,6 +5,7 @@ package rc
 // ACK coalescing and the ordering of ACKs, NAKs and read responses.
 
 import (
+	"bytes"
 	"encoding/binary"
 	"net/netip"
 	"slices"
@@ -224,7 +225,9 @@ func TestAckBeforeOtherResponses(t *testing.T) {
 
 	h.deliver(sendOnly(2, true), nil)
 	h.deliver(sendOnly(0, true), nil) // duplicate
-	check(t, "ACK then re-ACK of a duplicate", h.process(), "RC_ACKNOWLEDGE/2", "RC_ACKNOWLEDGE/2")
+	check(t, "one ACK for a packet and a duplicate after it", h.process(), "RC_ACKNOWLEDGE/2")
+	h.deliver(sendOnly(1, false), nil) // duplicate, no AckReq
+	check(t, "re-ACK of a duplicate alone", h.process(), "RC_ACKNOWLEDGE/2")
 
 	h.deliver(sendOnly(3, true), nil)
 	h.deliver(wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCReadRequest, PSN: 4},
@@ -244,6 +247,48 @@ func TestAckBeforeOtherResponses(t *testing.T) {
 	check(t, "ACK then RNR NAK", h.process(), "RC_ACKNOWLEDGE/10", "RC_ACKNOWLEDGE/11 RNR_NAK(timer=0)")
 	if s := h.qp.State(); s != ibv.QPStateRTS {
 		t.Errorf("state %v, want RTS", s)
+	}
+}
+
+// A window sent again after a timeout is a run of duplicates: none is
+// executed again (C9-105), and a pass of them, with the new packets
+// after them, is acknowledged once, by the coalesced ACK of the last
+// PSN accepted, where rxe sends one identical ACK per duplicate.
+func TestDuplicateWindowOneAck(t *testing.T) {
+	h := newHarness(t)
+	h.postRecvs(4)
+	window := func() {
+		rkey := h.mr.RKey()
+		h.deliver(wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCWriteFirst, PSN: 0},
+			RETH: wire.RETHFields{VA: 0x10000 + 0x8000, RKey: rkey, DMALen: 2500}}, bytes.Repeat([]byte{1}, 1024))
+		h.deliver(wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCWriteMiddle, PSN: 1}}, bytes.Repeat([]byte{2}, 1024))
+		h.deliver(wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCWriteLast, PSN: 2, AckReq: true}}, bytes.Repeat([]byte{3}, 452))
+		h.deliver(sendOnly(3, true), []byte("x"))
+	}
+	window()
+	check(t, "the window", h.process(), "RC_ACKNOWLEDGE/3")
+	w := h.buf[0x8000:]
+	if w[0] != 1 || w[1024] != 2 || w[2499] != 3 {
+		t.Fatalf("WRITE not placed: %d %d %d", w[0], w[1024], w[2499])
+	}
+	w[0], w[2499] = 0xee, 0xee // a re-execution would overwrite these
+
+	window()                          // all duplicates
+	h.deliver(sendOnly(4, true), nil) // and a new SEND in the same pass
+	check(t, "the window again and a new SEND", h.process(), "RC_ACKNOWLEDGE/4")
+	if msn := h.out.last[0].AETH().MSN(); msn != 3 {
+		t.Errorf("ACK's MSN %d, want 3 (the WRITE and two SENDs)", msn)
+	}
+	window() // duplicates alone
+	check(t, "the window a third time", h.process(), "RC_ACKNOWLEDGE/4")
+	if got := h.ctr.DuplicateRequest.Load(); got != 8 {
+		t.Errorf("duplicate_request %d, want 8", got)
+	}
+	if w[0] != 0xee || w[2499] != 0xee {
+		t.Errorf("a duplicate WRITE was executed again")
+	}
+	if len(h.cq.wcs) != 2 {
+		t.Errorf("%d receive completions, want 2 (a duplicate SEND completes nothing)", len(h.cq.wcs))
 	}
 }
 

@@ -5,6 +5,7 @@ package rc
 
 import (
 	"testing"
+	"time"
 
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/wire"
@@ -250,5 +251,40 @@ func TestRequesterWindow(t *testing.T) {
 	}
 	if got := h.process(); len(got) != 0 {
 		t.Errorf("sent %v with the window full", got)
+	}
+}
+
+// After a timeout the go-back-N resends at most RetryUnackedPSNs packets
+// until an acknowledgement moves; then the whole window is open again.
+func TestRequesterRetryWindow(t *testing.T) {
+	h := newHarness(t) // timeout 14
+	timeout := time.Duration(4096<<14) * time.Nanosecond
+	const perWrite = 64
+	for i := range MaxUnackedPSNs/perWrite + 2 {
+		h.post(h.wr(uint64(i+1), ibv.WRRDMAWrite, 0, perWrite*1024))
+	}
+	if sent := h.process(); len(sent) != MaxUnackedPSNs {
+		t.Fatalf("sent %d packets before any ACK, want the window, %d", len(sent), MaxUnackedPSNs)
+	}
+	h.clk.Advance(timeout)
+	sent := h.process()
+	if len(sent) != RetryUnackedPSNs || sent[0] != "RC_RDMA_WRITE_FIRST/0" ||
+		sent[len(sent)-1] != "RC_RDMA_WRITE_LAST/"+itoa(RetryUnackedPSNs-1) {
+		t.Fatalf("the timeout resent %d packets (%q .. %q), want %d from PSN 0", len(sent), sent[0], sent[len(sent)-1], RetryUnackedPSNs)
+	}
+	if got := h.ctr.Timeouts.Load(); got != 1 {
+		t.Fatalf("timeouts %d, want 1", got)
+	}
+	// The same ACK that would have moved before: the original first
+	// WRITE's, late. It completes WR 1 and reopens the whole window:
+	// the retry goes on from PSN 128 up to 64 + MaxUnackedPSNs.
+	h.respond(wire.RCAck, perWrite-1, wire.AckUnlimited, nil)
+	sent = h.process()
+	if want := MaxUnackedPSNs + perWrite - RetryUnackedPSNs; len(sent) != want ||
+		sent[0] != "RC_RDMA_WRITE_FIRST/"+itoa(RetryUnackedPSNs) {
+		t.Fatalf("after the ACK: %d packets from %q, want %d from PSN %d", len(sent), sent[0], want, RetryUnackedPSNs)
+	}
+	if got := h.completions(); len(got) != 1 || got[0].WRID != 1 || got[0].Status != ibv.WCSuccess {
+		t.Errorf("completions %+v, want WR 1", got)
 	}
 }

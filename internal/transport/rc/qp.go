@@ -54,6 +54,24 @@ const (
 	// may set its 8 MiB (UDPConfig.SocketBuffer; root or rmem_max); one
 	// capped lower drops the excess, which the go-back-N retry recovers.
 	MaxUnackedPSNs = 512
+	// RetryUnackedPSNs is the window while a retry has not progressed
+	// yet (completer.retrying): the go-back-N after a timeout or a NAK
+	// sends at most rxe's whole window (RXE_MAX_UNACKED_PSNS) again, and
+	// the first acknowledgement that moves reopens MaxUnackedPSNs.
+	// Between the bench's two TCG guests, where a guest's transmit path
+	// drains some 10000 packets a second, a vCPU off its host CPU for
+	// 60-120 ms let the retransmit timer fire (overdue by that much) with
+	// the window's packets and ACKs still queued; the go-back-N queued
+	// 512 packets more, about 50 ms of the guest's transmit path, in
+	// front of everything sent after it, so the next ACK that could move
+	// came just after the 67 ms timeout (timeout 14): 2-4 timeouts in a
+	// row, each with a progress 68-73 ms before it and a window sent
+	// again, 3-13 timeouts in a 3000-message write_bw 64 KiB. The IBTA
+	// sets what is resent (9.7.6.1.3: from the oldest unacknowledged PSN)
+	// but not how much at once; a smaller burst after a timeout is what
+	// TCP does too (RFC 5681 3.1: the window after a retransmit timeout
+	// is one segment).
+	RetryUnackedPSNs = 128
 	// maxPktPerAck forces AckReq on one in this many middle packets
 	// (RXE_MAX_PKT_PER_ACK).
 	maxPktPerAck = 64

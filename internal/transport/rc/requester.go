@@ -78,12 +78,22 @@ func (qp *QP) requesterLocked(out transport.Output, now time.Time) bool {
 			qp.localOpLocked(w)
 			continue
 		}
-		if qp.isRC() && r.psn.Diff(qp.comp.psn) >= MaxUnackedPSNs {
+		if qp.isRC() && r.psn.Diff(qp.comp.psn) >= qp.windowLocked() {
 			return false // window full (MaxUnackedPSNs, rxe's RXE_MAX_UNACKED_PSNS)
 		}
 		qp.sendPacketLocked(w, out, now)
 	}
 	return qp.sq.valid(r.idx)
+}
+
+// windowLocked is how many PSNs past the oldest unacknowledged one the
+// requester may send: MaxUnackedPSNs, or RetryUnackedPSNs while a retry
+// has not progressed.
+func (qp *QP) windowLocked() int32 {
+	if qp.comp.retrying {
+		return RetryUnackedPSNs
+	}
+	return MaxUnackedPSNs
 }
 
 // canStartLocked decides whether WQE w may start now and assigns its PSNs.

@@ -8,6 +8,7 @@ package verbs_test
 
 import (
 	"encoding/binary"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -266,9 +267,14 @@ func TestRCLostAck(t *testing.T) {
 		checkBytes(t, "received", b.buf[:1500], a.buf[:1500])
 		checkSeq(t, "SEND requests", rec.match(from(a)),
 			"SEND_FIRST/0", "SEND_LAST/1!", "SEND_FIRST/0", "SEND_LAST/1!")
-		// The duplicates, read in one batch, are acknowledged again by one
-		// ACK of the last PSN received (rxe sends one per duplicate).
-		checkSeq(t, "SEND responses", rec.match(from(b)), "ACKNOWLEDGE/1", "ACKNOWLEDGE/1")
+		// The duplicates are acknowledged again with the last PSN received:
+		// one ACK for each pass that read them (the responder coalesces
+		// them, TestDuplicateWindowOneAck; rxe sends one per duplicate).
+		// Whether the two arrive in one read depends on scheduling.
+		resp := descs(rec.match(from(b)))
+		if len(resp) < 2 || len(resp) > 3 || slices.ContainsFunc(resp, func(d string) bool { return d != "ACKNOWLEDGE/1" }) {
+			t.Errorf("SEND responses %q, want ACKNOWLEDGE/1 and one or two re-ACKs of PSN 1", resp)
+		}
 		if got := b.dev.Counters().DuplicateRequest; got != 2 {
 			t.Errorf("responder duplicate_request %d, want 2", got)
 		}

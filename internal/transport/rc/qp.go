@@ -59,14 +59,15 @@ const (
 	// sends at most rxe's whole window (RXE_MAX_UNACKED_PSNS) again, and
 	// the first acknowledgement that moves reopens MaxUnackedPSNs.
 	// Between the bench's two TCG guests, where a guest's transmit path
-	// drains some 10000 packets a second, a vCPU off its host CPU for
-	// 60-120 ms let the retransmit timer fire (overdue by that much) with
-	// the window's packets and ACKs still queued; the go-back-N queued
-	// 512 packets more, about 50 ms of the guest's transmit path, in
-	// front of everything sent after it, so the next ACK that could move
-	// came just after the 67 ms timeout (timeout 14): 2-4 timeouts in a
-	// row, each with a progress 68-73 ms before it and a window sent
-	// again, 3-13 timeouts in a 3000-message write_bw 64 KiB. The IBTA
+	// drains some 10000 packets a second, a vCPU off its host CPU let
+	// the retransmit timer be acted on 28-146 ms after its deadline with
+	// the window's packets and ACKs still on their way; the go-back-N
+	// queued 512 packets more, about 50 ms of the guest's transmit path,
+	// in front of everything sent after it, so the next ACK that could
+	// move came just after the 67 ms timeout (timeout 14): up to five
+	// more timeouts in a row, most 68-73 ms after a progress, each
+	// sending a window again; 2-13 timeouts in a 3000-message write_bw
+	// 64 KiB, none for a lost packet. The IBTA
 	// sets what is resent (9.7.6.1.3: from the oldest unacknowledged PSN)
 	// but not how much at once; a smaller burst after a timeout is what
 	// TCP does too (RFC 5681 3.1: the window after a retransmit timeout

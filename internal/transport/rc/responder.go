@@ -475,7 +475,9 @@ func (r *responder) acceptLocked(qp *QP, p *wire.Packet, out transport.Output) {
 }
 
 // deferAckLocked makes the pass's coalesced ACK acknowledge psn, the
-// latest PSN the responder has accepted; flushAckLocked sends it.
+// latest PSN the responder has accepted; flushAckLocked sends it. An ACK
+// it replaces counts as deferred (ack_deferred), an AckReq packet's or a
+// duplicate's (duplicateLocked) alike.
 func (r *responder) deferAckLocked(qp *QP, psn wire.PSN) {
 	if r.ackPending {
 		qp.cfg.Counters.AckDeferred.Add(1)

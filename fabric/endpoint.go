@@ -137,6 +137,14 @@ func (e *Endpoint) WriteBatch(msgs []link.Datagram) (int, error) {
 	return len(msgs), nil
 }
 
+// NextSeq returns the Seq of the next datagram a read hands out
+// (link.NextSeq).
+func (e *Endpoint) NextSeq() (uint64, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.seq + 1, true
+}
+
 // ReadBatch blocks until at least one datagram has arrived, then fills
 // msgs[:n] with up to len(msgs) datagrams in arrival order: Encap as sent
 // (Src filled in if the sender left it unset), Buf resliced within its

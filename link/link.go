@@ -214,6 +214,20 @@ func WakeRead(l Link) bool {
 	return ok && c.WakeRead()
 }
 
+// NextSeq returns the Seq l will give the next datagram it hands out, and
+// whether l numbers its datagrams and can tell (a NextSeq method). A NIC
+// asks once, before it reads: its readers then deliver in Seq order from
+// its first datagram on (nic.NIC.awaitTurn), whatever an earlier user of
+// the link was handed. A wrapper (the pcap recorder) asks the link it
+// wraps.
+func NextSeq(l Link) (uint64, bool) {
+	c, ok := l.(interface{ NextSeq() (uint64, bool) })
+	if !ok {
+		return 0, false
+	}
+	return c.NextSeq()
+}
+
 // Lend asks l to hand datagrams over in place from now on, where it can
 // (Datagram.Loan), and reports whether it may: l has a Lend method that
 // says so. The UDP link lends the segments of a GRO-coalesced buffer,

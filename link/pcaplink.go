@@ -101,6 +101,9 @@ func (p *PcapLink) CanPoll() bool { return CanPoll(p.l) }
 // recorded before it is handed over, so its Loan changes nothing here.
 func (p *PcapLink) Lend() bool { return Lend(p.l) }
 
+// NextSeq is the inner link's (the package's NextSeq).
+func (p *PcapLink) NextSeq() (uint64, bool) { return NextSeq(p.l) }
+
 // PreferBusyPoll is the inner link's (the package's PreferBusyPoll).
 func (p *PcapLink) PreferBusyPoll() bool { return PreferBusyPoll(p.l) }
 

@@ -392,6 +392,14 @@ func (l *UDPLink) BatchSize() int { return l.bs }
 // or refused by the kernel since).
 func (l *UDPLink) GSO() bool { return l.gso.Load() }
 
+// NextSeq returns the Seq of the next datagram a read hands out (the
+// package's NextSeq).
+func (l *UDPLink) NextSeq() (uint64, bool) {
+	l.rxMu.Lock()
+	defer l.rxMu.Unlock()
+	return l.rx.seq + 1, true
+}
+
 // Lend has the link hand the segments of a GRO-coalesced buffer over in
 // place from now on (link.Lend, Datagram.Loan) instead of copying each
 // into the caller's buffer; it reports whether it will: only with GRO.

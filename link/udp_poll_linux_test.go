@@ -596,6 +596,10 @@ func TestUDPTryReadBatchWakesTheReader(t *testing.T) {
 		}
 		return sysResult{}
 	}
+	start, ok := NextSeq(lb) // what a NIC asks before it reads
+	if !ok {
+		t.Fatal("the UDP link does not say which Seq comes next")
+	}
 	got := make(chan Datagram, 64)
 	readInto(lb, got)
 	<-calls // the reader found the socket empty: it waits
@@ -635,6 +639,9 @@ func TestUDPTryReadBatchWakesTheReader(t *testing.T) {
 		if p := psnOf(t, &all[i]); p != i || all[i].Seq != all[0].Seq+uint64(i) || all[0].Seq == 0 {
 			t.Fatalf("datagram %d: PSN %d, Seq %d (the first %d)", i, p, all[i].Seq, all[0].Seq)
 		}
+	}
+	if next, _ := NextSeq(lb); all[0].Seq != start || next != start+total {
+		t.Errorf("Seq from %d, NextSeq %d before and %d after %d datagrams", all[0].Seq, start, next, total)
 	}
 }
 

@@ -28,13 +28,34 @@ func (q *psnQP) Deliver(p *transport.RxPacket) bool {
 func (q *psnQP) Process(transport.Output) bool { return false }
 func (q *psnQP) Close()                        {}
 
+// seqLink is a feedLink that says which Seq it hands out next
+// (link.NextSeq), as the UDP link and the fabric do.
+type seqLink struct {
+	*feedLink
+	next uint64
+}
+
+func (l *seqLink) NextSeq() (uint64, bool) { return l.next, true }
+
 // Two readers that read the link side by side (the receive goroutine and
 // Progress) hand their batches to the QPs in the order the link numbered
 // them: a reader whose batch comes second waits for the first, even when
-// it is ready first.
+// it is ready first. So from the NIC's first batch on, on a link that
+// numbered datagrams 1-9 for someone else: before the NIC asked the link
+// where its numbers start, the first batches of two readers were both
+// delivered at once (a UC message lost on the two-host bed).
 func TestReadersDeliverInLinkOrder(t *testing.T) {
+	t.Run("after earlier batches", func(t *testing.T) { testReadersInOrder(t, false) })
+	t.Run("the NIC's first batches", func(t *testing.T) { testReadersInOrder(t, true) })
+}
+
+func testReadersInOrder(t *testing.T, first bool) {
 	addr := netip.MustParseAddr("10.0.0.2")
-	l := &feedLink{addr: addr, in: make(chan link.Datagram), closed: make(chan struct{})}
+	fl := &feedLink{addr: addr, in: make(chan link.Datagram), closed: make(chan struct{})}
+	var l link.Link = fl
+	if first {
+		l = &seqLink{feedLink: fl, next: 10}
+	}
 	n, err := New(Config{Link: l, Processors: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -72,8 +93,10 @@ func TestReadersDeliverInLinkOrder(t *testing.T) {
 			return k, nil
 		}
 	}
-	n.endTurn(10) // datagrams 1-9 went before
-	second, first := n.newReader(), n.newReader()
+	if !first {
+		n.endTurn(10) // datagrams 1-9 went before
+	}
+	second, firstR := n.newReader(), n.newReader()
 	read := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -81,7 +104,7 @@ func TestReadersDeliverInLinkOrder(t *testing.T) {
 		second.read(batch(13, 103, 3, read))
 	}()
 	<-read // the second batch is read before the first
-	first.read(batch(10, 100, 3, nil))
+	firstR.read(batch(10, 100, 3, nil))
 	<-done
 	q.mu.Lock()
 	got := q.psns
@@ -102,5 +125,5 @@ func TestReadersDeliverInLinkOrder(t *testing.T) {
 		t.Errorf("RxTurnTimeout = %d", c)
 	}
 	second.release()
-	first.release()
+	firstR.release()
 }

@@ -168,8 +168,9 @@ func (r *reader) read(readBatch func([]link.Datagram) (int, error)) (int, bool) 
 // message lost, an RC NAK and a resend). The reader ahead is between its
 // read and the end of its delivery loop, which never waits, so this
 // yields until it is done. seq 0 (a link that does not number its
-// datagrams) waits for nothing, and so does the NIC's first batch (the
-// link may have numbered datagrams for an earlier NIC). The wait is
+// datagrams) waits for nothing; so does every batch while the turn is
+// unset, on a link that numbers datagrams but cannot say from where
+// (link.NextSeq; New starts the turn there). The wait is
 // bounded by maxTurnWait, in case a batch numbered before never comes
 // here: its packets then arrive out of order, as they may on any
 // network, and the transports cope (an RC sequence NAK, C9-109; a lost

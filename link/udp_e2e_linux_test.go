@@ -17,8 +17,8 @@ import (
 
 	"github.com/softnic/softnic/capture"
 	"github.com/softnic/softnic/ibv"
-	"github.com/softnic/softnic/internal/decode"
 	"github.com/softnic/softnic/link"
+	"github.com/softnic/softnic/tools/decode"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/wire"
 )

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/ibv"
-	"github.com/softnic/softnic/internal/netnstest"
 	"github.com/softnic/softnic/link"
+	"github.com/softnic/softnic/test/netnstest"
 	"github.com/softnic/softnic/verbs"
 )
 

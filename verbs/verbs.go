@@ -283,6 +283,12 @@ const (
 	PortCapCMSup                = 1 << 16 // IB_PORT_CM_SUP
 )
 
+// ActiveMTU is the active MTU a port takes on a network interface of
+// MTU netdevMTU, as rxe derives it from its netdev (rxe.c rxe_set_mtu:
+// the largest IB MTU that fits with the RoCE headers; 1500 gives
+// MTU1024, 9000 and loopback MTU4096, MTU256 at the least).
+func ActiveMTU(netdevMTU int) ibv.MTU { return nic.ActiveMTU(netdevMTU) }
+
 // QueryPort returns port 1's attributes (ibv_query_port). The active MTU
 // is Config.PortMTU when set, else derived from the MTU of the link's
 // network interface as it is now (nic.ActiveMTU, rxe.c rxe_set_mtu); the

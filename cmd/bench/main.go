@@ -1,7 +1,7 @@
 // Command bench is scripts/bench: it measures the machine's raw UDP
 // limits and softnic's bandwidth, message rate and latency in one run and
 // prints them as one table with ratios and issue 13's goals (package
-// internal/bench). scripts/bench builds it, softnic and udpbench and runs
+// tools/bench). scripts/bench builds it, softnic and udpbench and runs
 // it; run that, not this.
 package main
 
@@ -15,8 +15,8 @@ import (
 	"runtime"
 	"syscall"
 
-	"github.com/softnic/softnic/internal/bench"
-	"github.com/softnic/softnic/internal/toolnic"
+	"github.com/softnic/softnic/tools/bench"
+	"github.com/softnic/softnic/tools/toolnic"
 )
 
 const usage = `usage: scripts/bench [--quick] [--json] [--qps N] [--gomaxprocs N] [--cpuprofile FILE]

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/softnic/softnic/internal/netnstest"
+	"github.com/softnic/softnic/test/netnstest"
 )
 
 var cmRejected = regexp.MustCompile(`REJECTED|UNREACHABLE|Unexpected CM event|rdma_connect: `)

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/softnic/softnic/internal/cmatest"
-	"github.com/softnic/softnic/internal/getopt"
-	"github.com/softnic/softnic/internal/toolnic"
+	"github.com/softnic/softnic/tools/cm/cmkit"
+	"github.com/softnic/softnic/tools/getopt"
+	"github.com/softnic/softnic/tools/toolnic"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/verbs/cm"
 )
@@ -201,7 +201,7 @@ func resolveCMHosts(hosts ...cmHost) bool {
 // runOnCM is the end of every CM tool's command: unless addrErr (choosing
 // the NIC address) stops it, it opens the NIC at addr and a CM on it,
 // runs the tool, closes both and returns the exit status: a
-// *cmatest.Status's Code & 0xff, else 1 for an error of the run or of the
+// *cmkit.Status's Code & 0xff, else 1 for an error of the run or of the
 // closing, else 0.
 func runOnCM(name string, nf nicFlags, addr netip.Addr, addrErr error, stderr io.Writer,
 	run func(ctx context.Context, c *cm.CM) error) int {
@@ -218,7 +218,7 @@ func runOnCM(name string, nf nicFlags, addr netip.Addr, addrErr error, stderr io
 	defer cancel()
 	err = run(ctx, s.cm)
 	cerr := s.Close()
-	var st *cmatest.Status
+	var st *cmkit.Status
 	switch {
 	case errors.As(err, &st):
 		return st.Code & 0xff

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/softnic/softnic/internal/decode"
+	"github.com/softnic/softnic/tools/decode"
 )
 
 // runDecode implements "softnic decode [--json] FILE.pcap...": it prints

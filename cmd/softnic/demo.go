@@ -8,8 +8,8 @@ import (
 	"os"
 	"runtime"
 
-	"github.com/softnic/softnic/internal/demo"
-	"github.com/softnic/softnic/internal/toolnic"
+	"github.com/softnic/softnic/tools/demo"
+	"github.com/softnic/softnic/tools/toolnic"
 )
 
 // runDemo implements "softnic demo".

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/softnic/softnic/internal/devinfo"
-	"github.com/softnic/softnic/internal/getopt"
-	"github.com/softnic/softnic/internal/toolnic"
+	"github.com/softnic/softnic/tools/devinfo"
+	"github.com/softnic/softnic/tools/getopt"
+	"github.com/softnic/softnic/tools/toolnic"
 )
 
 var infoOpts = []optSpec{
@@ -21,7 +21,7 @@ var infoOpts = []optSpec{
 
 func infoUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: softnic info [options]\n\nPrints the attributes of the softnic NIC at --addr in the layout of rdma-core's\n"+
-		"\"ibv_devinfo -v\". It brings the NIC up on a private in-memory link: it binds no\nport and needs no peer. With --json it prints the same attributes as one JSON\nobject (internal/devinfo.Device documents it).\n\nOptions:")
+		"\"ibv_devinfo -v\". It brings the NIC up on a private in-memory link: it binds no\nport and needs no peer. With --json it prints the same attributes as one JSON\nobject (tools/devinfo.Device documents it).\n\nOptions:")
 	writeOpts(w, infoOpts)
 }
 

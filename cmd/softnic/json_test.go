@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/softnic/softnic/internal/decode"
-	"github.com/softnic/softnic/internal/devinfo"
-	"github.com/softnic/softnic/internal/perftest"
-	"github.com/softnic/softnic/internal/tooljson"
+	"github.com/softnic/softnic/tools/decode"
+	"github.com/softnic/softnic/tools/devinfo"
+	"github.com/softnic/softnic/tools/perftest"
+	"github.com/softnic/softnic/tools/tooljson"
 )
 
 // Every tool with --json prints its documented object on standard output

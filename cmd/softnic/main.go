@@ -23,7 +23,7 @@
 //
 // The NIC tools take the options of the rdma-core and perftest tools they
 // are named after and pair with them in either role; see
-// internal/pingpong, internal/perftest and internal/devinfo.
+// tools/pingpong, tools/perftest and tools/devinfo.
 package main
 
 import (
@@ -34,8 +34,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/softnic/softnic/internal/perftest"
-	"github.com/softnic/softnic/internal/pingpong"
+	"github.com/softnic/softnic/tools/perftest"
+	"github.com/softnic/softnic/tools/pingpong"
 )
 
 // Exit statuses.

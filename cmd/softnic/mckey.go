@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/softnic/softnic/internal/getopt"
-	"github.com/softnic/softnic/internal/mckey"
+	"github.com/softnic/softnic/tools/cm/mckey"
+	"github.com/softnic/softnic/tools/getopt"
 	"github.com/softnic/softnic/verbs/cm"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/softnic/softnic/internal/netnstest"
+	"github.com/softnic/softnic/test/netnstest"
 )
 
 // TestE2EMTU1500 is issue 9's setup: two softnic processes in two network

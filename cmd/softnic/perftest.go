@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/softnic/softnic/internal/getopt"
-	"github.com/softnic/softnic/internal/perftest"
+	"github.com/softnic/softnic/tools/getopt"
+	"github.com/softnic/softnic/tools/perftest"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/verbs/cm"
 )

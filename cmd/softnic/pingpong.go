@@ -6,8 +6,8 @@ import (
 	"io"
 
 	"github.com/softnic/softnic/ibv"
-	"github.com/softnic/softnic/internal/getopt"
-	"github.com/softnic/softnic/internal/pingpong"
+	"github.com/softnic/softnic/tools/getopt"
+	"github.com/softnic/softnic/tools/pingpong"
 )
 
 // pingpongOpts returns the options of rdma-core's example k, in its

@@ -7,10 +7,10 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/softnic/softnic/internal/cmatest"
-	"github.com/softnic/softnic/internal/getopt"
-	"github.com/softnic/softnic/internal/rdmasync"
-	"github.com/softnic/softnic/internal/toolnic"
+	"github.com/softnic/softnic/tools/cm/cmkit"
+	"github.com/softnic/softnic/tools/cm/rdmasync"
+	"github.com/softnic/softnic/tools/getopt"
+	"github.com/softnic/softnic/tools/toolnic"
 	"github.com/softnic/softnic/verbs/cm"
 )
 
@@ -89,7 +89,7 @@ func runRDMASync(client bool) func(args []string, stdout, stderr io.Writer) int 
 				status = rdmasync.RunServer(ctx, port, env)
 			}
 			if status != 0 {
-				return &cmatest.Status{Code: status}
+				return &cmkit.Status{Code: status}
 			}
 			return nil
 		})

@@ -6,8 +6,8 @@ import (
 	"io"
 	"net/netip"
 
-	"github.com/softnic/softnic/internal/getopt"
-	"github.com/softnic/softnic/internal/rping"
+	"github.com/softnic/softnic/tools/cm/rping"
+	"github.com/softnic/softnic/tools/getopt"
 )
 
 // rpingOpts are rping.c's options, in its getopt order

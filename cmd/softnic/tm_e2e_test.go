@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/softnic/softnic/internal/tmpingpong"
-	"github.com/softnic/softnic/internal/tooljson"
+	"github.com/softnic/softnic/tools/tmpingpong"
+	"github.com/softnic/softnic/tools/tooljson"
 )
 
 var tmReceived = regexp.MustCompile(`(?m)^received: (\d+) matched, (\d+) unexpected \((\d+) posted late\), (\d+) eager, (\d+) rendezvous, \d+ syncs$`)

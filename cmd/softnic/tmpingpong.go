@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/softnic/softnic/internal/getopt"
-	"github.com/softnic/softnic/internal/pingpong"
-	"github.com/softnic/softnic/internal/tmpingpong"
+	"github.com/softnic/softnic/tools/getopt"
+	"github.com/softnic/softnic/tools/pingpong"
+	"github.com/softnic/softnic/tools/tmpingpong"
 )
 
 // tmPingpongOpts are tm_pingpong's options: rdma-core's pingpong flags it
@@ -57,7 +57,7 @@ func runTMPingpong(args []string, stdout, stderr io.Writer) int {
 	cfg, err := tmPingpongConfig(r)
 	out := stdout
 	if r.Has("json") {
-		out = stderr // stdout carries the JSON alone (internal/tooljson)
+		out = stderr // stdout carries the JSON alone (tools/tooljson)
 	}
 	var res *tmpingpong.Result
 	return runPingpongLike(name, r, err, &cfg.ServerName, cfg.IBDev, out, stderr,

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/softnic/softnic/internal/tmpingpong"
-	"github.com/softnic/softnic/internal/tooljson"
+	"github.com/softnic/softnic/tools/tmpingpong"
+	"github.com/softnic/softnic/tools/tooljson"
 )
 
 // tm_pingpong in-process on the fabric: the server's text, the client's

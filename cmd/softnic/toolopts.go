@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/ibv"
-	"github.com/softnic/softnic/internal/getopt"
-	"github.com/softnic/softnic/internal/pingpong"
-	"github.com/softnic/softnic/internal/toolnic"
+	"github.com/softnic/softnic/tools/getopt"
+	"github.com/softnic/softnic/tools/pingpong"
+	"github.com/softnic/softnic/tools/toolnic"
 )
 
 // The rdma-core and perftest look-alikes exit as the C tools do: 0 when

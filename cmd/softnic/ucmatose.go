@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/softnic/softnic/internal/getopt"
-	"github.com/softnic/softnic/internal/ucmatose"
+	"github.com/softnic/softnic/tools/cm/ucmatose"
+	"github.com/softnic/softnic/tools/getopt"
 	"github.com/softnic/softnic/verbs/cm"
 )
 

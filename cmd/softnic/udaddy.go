@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/softnic/softnic/internal/getopt"
-	"github.com/softnic/softnic/internal/udaddy"
+	"github.com/softnic/softnic/tools/cm/udaddy"
+	"github.com/softnic/softnic/tools/getopt"
 	"github.com/softnic/softnic/verbs/cm"
 )
 

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/softnic/softnic/internal/getopt"
-	"github.com/softnic/softnic/internal/pingpong"
-	"github.com/softnic/softnic/internal/xsrqpingpong"
+	"github.com/softnic/softnic/tools/getopt"
+	"github.com/softnic/softnic/tools/pingpong"
+	"github.com/softnic/softnic/tools/xsrqpingpong"
 )
 
 // xsrqPingpongOpts are ibv_xsrq_pingpong's options, in its getopt order
@@ -42,7 +42,7 @@ func xsrqPingpongUsage(w io.Writer) {
 	fmt.Fprintln(w, "\nThe output lines, the out-of-band exchange on TCP port -p and the exit status\n"+
 		"are rdma-core's. A server with -c N sends round robin over all its clients' QPs, as\n"+
 		"rdma-core's does: its clients must share an XRC domain, which rdma-core's clients on one\n"+
-		"host do and softnic processes do not (go doc ./internal/xsrqpingpong).")
+		"host do and softnic processes do not (go doc ./tools/xsrqpingpong).")
 }
 
 // runXSRQPingpong is "softnic xsrq_pingpong".

@@ -227,7 +227,7 @@ const tmSendGuest = "/host/tm_send"
 
 // tmSplit returns how many of a tm_pingpong case's messages go eager and
 // how many rendezvous: message k carries size>>(k%4) bytes, at least 1
-// (internal/tmpingpong), rendezvous from c.rndv bytes up.
+// (tools/tmpingpong), rendezvous from c.rndv bytes up.
 func (c *tcase) tmSplit() (eager, rndv int) {
 	for k := range c.iters {
 		if max(1, c.size>>(k%4)) >= c.rndv {

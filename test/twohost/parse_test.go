@@ -16,13 +16,13 @@ var (
 	ppIters = regexp.MustCompile(`(?m)^\d+ iters in [\d.]+ seconds = [\d.]+ usec/iter$`)
 	// perftest's result row: #bytes #iterations, then the figures
 	perftestRow = regexp.MustCompile(`(?m)^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)`)
-	// softnic's --check verdict (internal/perftest/check.go)
+	// softnic's --check verdict (tools/perftest/check.go)
 	checkedOut = "every byte checked out"
 	// devinfo's port MTU line: "active_mtu:		1024 (3)"
 	activeMTU = regexp.MustCompile(`(?m)^\s*active_mtu:\s+(\d+)`)
 )
 
-// tm_pingpong's counts of what a side received (internal/tmpingpong
+// tm_pingpong's counts of what a side received (tools/tmpingpong
 // ResultLines).
 var tmReceived = regexp.MustCompile(`(?m)^received: (\d+) matched, (\d+) unexpected \((\d+) posted late\), (\d+) eager, (\d+) rendezvous, \d+ syncs$`)
 

@@ -3,7 +3,7 @@
 // address and route resolution on RoCE (an IP address and the route to
 // it; no SA), connect/listen/accept/reject/disconnect with private data,
 // UD (SIDR) and multicast joins, speaking the IB CM protocol (package
-// internal/ibcm) in MADs on each device's QP1 exactly as the kernel's
+// verbs/cm/internal/ibcm) in MADs on each device's QP1 exactly as the kernel's
 // ib_cm and rdma_cm do.
 //
 // Names follow librdmacm: rdma_X is X here. What librdmacm does in the
@@ -27,8 +27,8 @@ import (
 
 	"github.com/softnic/softnic/clock"
 	"github.com/softnic/softnic/ibv"
-	"github.com/softnic/softnic/internal/ibcm"
 	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/verbs/cm/internal/ibcm"
 )
 
 // PortSpace is enum rdma_port_space: the service ID's port space.

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/ibv"
-	"github.com/softnic/softnic/internal/ibcm"
 	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/verbs/cm/internal/ibcm"
 	"github.com/softnic/softnic/wire"
 )
 

@@ -5,7 +5,7 @@ import (
 	"syscall"
 
 	"github.com/softnic/softnic/ibv"
-	"github.com/softnic/softnic/internal/ibcm"
+	"github.com/softnic/softnic/verbs/cm/internal/ibcm"
 	"github.com/softnic/softnic/wire"
 )
 

@@ -16,7 +16,7 @@ import (
 // holding a listener and an established connection (short ones padded
 // to a whole MAD when patch asks): nothing panics, the connection still
 // disconnects cleanly, and no goroutine is left (synctest). The IB CM's
-// own fuzz target (internal/ibcm FuzzReceive) reaches live comm IDs.
+// own fuzz target (verbs/cm/internal/ibcm FuzzReceive) reaches live comm IDs.
 func FuzzMADs(f *testing.F) {
 	for _, attr := range []uint16{wire.CMAttrREQ, wire.CMAttrMRA, wire.CMAttrREJ, wire.CMAttrREP, wire.CMAttrRTU,
 		wire.CMAttrDREQ, wire.CMAttrDREP, wire.CMAttrSIDRREQ, wire.CMAttrSIDRREP, wire.CMAttrLAP} {

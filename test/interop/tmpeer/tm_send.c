@@ -21,7 +21,7 @@
  * LID:QPN:PSN:GID over TCP, then "done". The QP attributes are
  * rc_pingpong's (timeout 14, retry 7, rnr_retry 7, min_rnr_timer 12) with
  * 16 outstanding READs, as tm_pingpong's. The data pattern under -c is
- * internal/tmpingpong's patternByte.
+ * tools/tmpingpong's patternByte.
  *
  * Usage: tm_send [-p port] [-d dev] [-i ib-port] [-g gid-idx] [-m mtu]
  *                [-n iters] [-s size] [-t tags] [-r rndv-bytes] [-c] server
@@ -44,7 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TAG_BASE 0x5450000000000000ULL /* internal/tmpingpong TagBase */
+#define TAG_BASE 0x5450000000000000ULL /* tools/tmpingpong TagBase */
 #define TMH_LEN 16
 #define RVH_LEN 16
 /* enum ibv_tmh_op (tm_types.h) */

@@ -1,0 +1,345 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/softnic/softnic/tools/perftest"
+	"github.com/softnic/softnic/tools/tooljson"
+	"github.com/softnic/softnic/tools/toolnic"
+)
+
+// Config says what to run and how long.
+type Config struct {
+	// Softnic and UDPBench are the paths of the softnic and udpbench
+	// binaries (scripts/bench builds them).
+	Softnic, UDPBench string
+	// Quick runs every measurement briefly: a smoke run.
+	Quick bool
+	// TCPPort is the first out-of-band port of the tool pairs; each pair
+	// takes the next one.
+	TCPPort int
+	// ManyQPs is the number of QPs of the many-QP write_bw (perftest's
+	// -q); 0 skips it.
+	ManyQPs int
+	// CPUProfile, when set, is where the blocking write_lat client (the
+	// run without --busy-poll) writes its CPU profile (softnic's
+	// --cpuprofile).
+	CPUProfile string
+	// GOMAXPROCS, when above 0, is the GOMAXPROCS of each softnic
+	// process (its environment variable): how many CPUs the Go runtime
+	// of each of the two runs goroutines on at once. 0 leaves Go's
+	// default, every CPU the process may use. toolnic.CPUShare gives
+	// each process its share of the machine.
+	GOMAXPROCS int
+	// Log receives progress lines.
+	Log io.Writer
+}
+
+// Plan is the arguments of each measurement.
+type Plan struct {
+	UDPBench                              []string
+	WriteBW, ReadBW, SendBW, WriteLat, QP []string
+	// WriteLatBusy is WriteLat with --busy-poll (its default time, 50 µs)
+	// on both sides.
+	WriteLatBusy []string
+}
+
+// PlanFor returns the arguments each tool runs with: udpbench's modes and
+// run length, the perftest look-alikes' sizes and iterations (both sides
+// take the same). send_bw runs with -N: the table has the average, and
+// perftest's peak is a search over pairs of iterations (quadratic: 10 s
+// of CPU after a million messages).
+func PlanFor(c Config) Plan {
+	p := Plan{
+		UDPBench: []string{"-modes", "raw/plain,raw/gso+gro,link/gso+gro", "-d", "2s", "-runs", "3", "-pingpong", "20000"},
+		WriteBW:  []string{"-s", "65536", "-n", "20000"},
+		ReadBW:   []string{"-s", "65536", "-n", "20000"},
+		SendBW:   []string{"-s", "64", "-n", "1000000", "-N"},
+		WriteLat: []string{"-s", "8", "-n", "20000", "-H"},
+		QP:       []string{"-s", "65536", "-q", strconv.Itoa(c.ManyQPs), "-n", "10"},
+	}
+	if c.Quick {
+		p.UDPBench = []string{"-modes", "raw/plain,raw/gso+gro,link/gso+gro", "-d", "500ms", "-runs", "1", "-pingpong", "2000"}
+		p.WriteBW = []string{"-s", "65536", "-n", "2000"}
+		p.ReadBW = []string{"-s", "65536", "-n", "2000"}
+		p.SendBW = []string{"-s", "64", "-n", "100000", "-N"}
+		p.WriteLat = []string{"-s", "8", "-n", "5000", "-H"}
+		p.QP = []string{"-s", "65536", "-q", strconv.Itoa(c.ManyQPs), "-n", "5"}
+	}
+	p.WriteLatBusy = append(append([]string(nil), p.WriteLat...), "--busy-poll")
+	return p
+}
+
+// Run measures everything, in turn, and returns what it measured; a
+// measurement that fails is recorded in Errors and the run goes on.
+func Run(ctx context.Context, c Config) Measurements {
+	logf := func(format string, a ...any) {
+		if c.Log != nil {
+			fmt.Fprintf(c.Log, "bench: "+format+"\n", a...)
+		}
+	}
+	p := PlanFor(c)
+	m := Measurements{Quick: c.Quick, ManyQPs: c.ManyQPs, DatagramSize: 4112, GOMAXPROCS: c.GOMAXPROCS, Errors: map[string]string{}}
+	m.Machine = ReadMachine()
+	port := c.TCPPort
+
+	logf("udpbench %s", strings.Join(p.UDPBench, " "))
+	out, err := command(ctx, nil, c.UDPBench, p.UDPBench...)
+	if err == nil {
+		m.UDP, m.DatagramSize, err = ParseUDPBench(out)
+	}
+	if err == nil {
+		m.PingPong, err = ParsePingPong(out)
+	}
+	if err != nil {
+		for _, r := range []string{RowUDPPlain, RowUDPGSOGRO, RowUDPLink, RowPingBlock, RowPingBusy} {
+			m.Errors[r] = "udpbench: " + err.Error()
+		}
+	}
+
+	bw := func(row, tool string, args []string) *perftest.BWResult {
+		logf("%s %s", tool, strings.Join(args, " "))
+		r, err := c.pair(ctx, tool, port, args, nil)
+		port++
+		if err == nil && len(r.BW) != 1 {
+			err = fmt.Errorf("%d result lines, want 1", len(r.BW))
+		}
+		if err != nil {
+			m.Errors[row] = err.Error()
+			logf("%s: %v", tool, err)
+			return nil
+		}
+		return &r.BW[0]
+	}
+	m.WriteBW = bw(RowWriteBW, "write_bw", p.WriteBW)
+	m.ReadBW = bw(RowReadBW, "read_bw", p.ReadBW)
+	m.SendBW = bw(RowSendBW, "send_bw", p.SendBW)
+
+	lat := func(row string, args, extra []string) *perftest.LatResult {
+		logf("write_lat %s", strings.Join(args, " "))
+		r, err := c.pair(ctx, "write_lat", port, args, extra)
+		port++
+		if err == nil && len(r.Lat) != 1 {
+			err = fmt.Errorf("%d result lines, want 1", len(r.Lat))
+		}
+		if err != nil {
+			m.Errors[row] = err.Error()
+			logf("write_lat: %v", err)
+			return nil
+		}
+		return &r.Lat[0]
+	}
+	var prof []string
+	if c.CPUProfile != "" {
+		prof = []string{"--cpuprofile", c.CPUProfile}
+	}
+	m.WriteLat = lat(RowLatTyp, p.WriteLat, prof)
+	m.WriteLatBusy = lat(RowLatBusy, p.WriteLatBusy, nil)
+
+	if c.ManyQPs > 0 {
+		m.ManyQP = bw(fmt.Sprintf(RowManyQP, c.ManyQPs), "write_bw", p.QP)
+	}
+	m.Machine.LoadAfter = ReadLoad()
+	return m
+}
+
+// pair runs softnic <tool> as a server on 127.0.0.1 and as a client on
+// 127.0.0.2, both with args and --json, the client with extra too, and
+// returns the client's Result, read strictly.
+func (c Config) pair(ctx context.Context, tool string, port int, args, extra []string) (perftest.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	common := append([]string{tool, "--json", "-p", strconv.Itoa(port), "--timeout", "60s"}, args...)
+	srvArgs := append(append([]string(nil), common...), "--addr", "127.0.0.1", "--accept-timeout", "60s")
+	cliArgs := append(append(append([]string(nil), common...), extra...), "--addr", "127.0.0.2", "--connect-timeout", "30s", "127.0.0.1")
+	env := toolnic.GOMAXPROCSEnv(c.GOMAXPROCS)
+	var wg sync.WaitGroup
+	var srvErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, srvErr = command(ctx, env, c.Softnic, srvArgs...)
+	}()
+	out, err := command(ctx, env, c.Softnic, cliArgs...)
+	if err != nil {
+		cancel()
+	}
+	wg.Wait()
+	if err != nil {
+		return perftest.Result{}, fmt.Errorf("client: %w", err)
+	}
+	if srvErr != nil {
+		return perftest.Result{}, fmt.Errorf("server: %w", srvErr)
+	}
+	return ParseResult(out)
+}
+
+// ParseResult reads a perftest look-alike's --json document strictly.
+func ParseResult(b []byte) (perftest.Result, error) {
+	var r perftest.Result
+	if err := tooljson.Decode(b, &r); err != nil {
+		return r, fmt.Errorf("reading the --json result: %w", err)
+	}
+	if r.CheckErr != "" {
+		return r, fmt.Errorf("check: %s", r.CheckErr)
+	}
+	return r, nil
+}
+
+// command runs name with args in the environment env (nil: this
+// process's) and returns its standard output; a failure carries the last
+// line of its standard error.
+func command(ctx context.Context, env []string, name string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = env
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		lines := strings.Split(strings.TrimSpace(errOut.String()), "\n")
+		return nil, fmt.Errorf("%w: %s", err, lines[len(lines)-1])
+	}
+	return out.Bytes(), nil
+}
+
+// ParseUDPBench reads cmd/udpbench's output: the header line with the
+// datagram size, then the "mode Gbit/s kpkt/s loss%" table, up to an
+// empty line (before the ping-pong table, ParsePingPong's) or the end.
+func ParseUDPBench(b []byte) ([]UDP, int, error) {
+	s, _, _ := strings.Cut(strings.TrimRight(string(b), "\n"), "\n\n")
+	lines := strings.Split(s, "\n")
+	if len(lines) < 2 || !strings.HasPrefix(lines[0], "udpbench: ") {
+		return nil, 0, fmt.Errorf("no udpbench header in %q", firstLine(b))
+	}
+	size, err := strconv.Atoi(strings.TrimSuffix(strings.Fields(lines[0])[1], "-byte"))
+	if err != nil || !strings.HasSuffix(strings.Fields(lines[0])[1], "-byte") {
+		return nil, 0, fmt.Errorf("no datagram size in %q", lines[0])
+	}
+	if f := strings.Fields(lines[1]); len(f) != 4 || f[0] != "mode" || f[1] != "Gbit/s" || f[2] != "kpkt/s" || f[3] != "loss%" {
+		return nil, 0, fmt.Errorf("unexpected column titles %q", lines[1])
+	}
+	var us []UDP
+	for _, l := range lines[2:] {
+		f := strings.Fields(l)
+		if len(f) != 4 {
+			return nil, 0, fmt.Errorf("unexpected line %q", l)
+		}
+		u := UDP{Mode: f[0]}
+		for i, dst := range []*float64{&u.Gbits, &u.Kpps, &u.LossPct} {
+			v, err := strconv.ParseFloat(f[i+1], 64)
+			if err != nil {
+				return nil, 0, fmt.Errorf("line %q: %v", l, err)
+			}
+			*dst = v
+		}
+		us = append(us, u)
+	}
+	if len(us) == 0 {
+		return nil, 0, fmt.Errorf("udpbench printed no results")
+	}
+	return us, size, nil
+}
+
+// ParsePingPong reads the ping-pong table of cmd/udpbench's output
+// (-pingpong): after an empty line, a "ping-pong: ..." line, the
+// "mode typical p99" titles and a line per mode. Lines starting
+// "udpbench: " in the table are udpbench's notes on its standard error
+// (round trips lost and made again), which the guests' output has
+// among the table's lines; they are skipped. Output without the table
+// has none (nil, no error).
+func ParsePingPong(b []byte) ([]PingPong, error) {
+	_, rest, ok := strings.Cut(strings.TrimRight(string(b), "\n"), "\n\n")
+	if !ok {
+		return nil, nil
+	}
+	lines := strings.Split(rest, "\n")
+	if len(lines) < 3 || !strings.HasPrefix(lines[0], "ping-pong: ") {
+		return nil, fmt.Errorf("no ping-pong table in %q", rest)
+	}
+	if f := strings.Fields(lines[1]); len(f) != 3 || f[0] != "mode" || f[1] != "typical" || f[2] != "p99" {
+		return nil, fmt.Errorf("unexpected ping-pong column titles %q", lines[1])
+	}
+	var ps []PingPong
+	for _, l := range lines[2:] {
+		if strings.HasPrefix(l, "udpbench: ") {
+			continue
+		}
+		f := strings.Fields(l)
+		if len(f) != 3 {
+			return nil, fmt.Errorf("unexpected ping-pong line %q", l)
+		}
+		p := PingPong{Mode: f[0]}
+		for i, dst := range []*float64{&p.Typical, &p.P99} {
+			v, err := strconv.ParseFloat(f[i+1], 64)
+			if err != nil {
+				return nil, fmt.Errorf("ping-pong line %q: %v", l, err)
+			}
+			*dst = v
+		}
+		ps = append(ps, p)
+	}
+	return ps, nil
+}
+
+func firstLine(b []byte) string {
+	s, _, _ := strings.Cut(string(b), "\n")
+	return s
+}
+
+// ReadMachine describes this machine from /proc.
+func ReadMachine() Machine {
+	m := Machine{CPUs: runtime.NumCPU(), LoadBefore: ReadLoad()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		m.CPUModel = CPUModel(b)
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	return m
+}
+
+// CPUModel returns the first "model name" of /proc/cpuinfo's text, or
+// "unknown".
+func CPUModel(cpuinfo []byte) string {
+	for _, l := range strings.Split(string(cpuinfo), "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
+
+// ReadLoad returns the load averages of /proc/loadavg (zeros if it
+// cannot be read).
+func ReadLoad() [3]float64 {
+	b, _ := os.ReadFile("/proc/loadavg")
+	l, _ := ParseLoad(b)
+	return l
+}
+
+// ParseLoad reads the three load averages at the start of /proc/loadavg.
+func ParseLoad(b []byte) ([3]float64, error) {
+	var l [3]float64
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return l, fmt.Errorf("loadavg %q: want three load averages", b)
+	}
+	for i := range l {
+		v, err := strconv.ParseFloat(f[i], 64)
+		if err != nil {
+			return [3]float64{}, fmt.Errorf("loadavg %q: %v", b, err)
+		}
+		l[i] = v
+	}
+	return l, nil
+}

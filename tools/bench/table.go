@@ -1,0 +1,483 @@
+// Package bench is the logic of scripts/bench: it measures, in one run on
+// one machine, the raw UDP limits (cmd/udpbench), the floor for write_lat
+// (udpbench's ping-pong, spinning and blocking) and softnic's own
+// figures (two softnic processes on 127.0.0.1 and 127.0.0.2 running the
+// perftest look-alikes with --json), and prints them as one table with
+// the ratio of softnic's WRITE bandwidth to the machine's GSO→GRO limit
+// and the goals of issue 13 (a run-to-completion datapath) next to each
+// figure, marked PASS or SHORT. write_lat 8 B runs twice: with blocking
+// waits, and with --busy-poll on both sides.
+//
+// The guest mode (scripts/bench --guests, guest.go and guesttable.go)
+// runs the same perftest measurements between two 1-vCPU qemu guests of
+// the interop bed, rxe ↔ rxe and then softnic ↔ softnic (softnic's
+// write_lat a second time with --busy-poll, over rxe's one write_lat),
+// and prints both with softnic's figure over rxe's against the issue's
+// goals for the guests ([BuildGuests]).
+//
+// This file holds the table: what the measurements are ([Measurements]),
+// how the rows, ratios and verdicts follow from them ([Build]), the
+// latency histograms, and the text and JSON forms ([Table.Format],
+// [Table.JSON]). run.go runs the tools and reads their output.
+//
+// # JSON output
+//
+// With --json, standard output carries one [Table], indented, and nothing
+// else (progress goes to standard error), following package tooljson's
+// conventions: lower_snake_case keys, units in the key names or the
+// field's doc comment. "not_built" is always present, an empty array
+// when everything the issue asks for is measured (the text form then
+// prints no "not built:" section).
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/softnic/softnic/tools/perftest"
+)
+
+// The goals of issue 13 (a run-to-completion datapath).
+const (
+	GoalWriteGbit       = 20.0 // write_bw 64 KiB, Gbit/s
+	GoalWriteOfGSO      = 0.40 // write_bw 64 KiB over raw GSO→GRO
+	GoalSendMmsgs       = 1.0  // send_bw 64 B, million messages/s
+	GoalLatBlockingUsec = 25.0 // write_lat 8 B typical, blocking waits
+	GoalLatBusyUsec     = 10.0 // write_lat 8 B typical, --busy-poll on both sides
+	GoalP99OverTypical  = 3.0  // write_lat 8 B p99 over its typical
+)
+
+// Verdicts of a row.
+const (
+	Pass     = "PASS"
+	Short    = "SHORT"
+	NotBuilt = "n/a (not built)"
+	Failed   = "FAILED"
+)
+
+// UDP is one line of cmd/udpbench's table.
+type UDP struct {
+	// Mode is udpbench's mode: "raw/plain", "raw/gso+gro", "link/gso+gro".
+	Mode string `json:"mode"`
+	// Gbits is the UDP payload delivered, in Gbit/s (10^9 bits per second).
+	Gbits float64 `json:"gbit_per_sec"`
+	// Kpps is the datagrams delivered, in thousands per second.
+	Kpps float64 `json:"kpkt_per_sec"`
+	// LossPct is the share of the datagrams sent that the receiver did not
+	// take, in percent.
+	LossPct float64 `json:"loss_percent"`
+}
+
+// PingPong is one line of cmd/udpbench's ping-pong table (-pingpong):
+// the floor for write_lat, a small datagram back and forth.
+type PingPong struct {
+	// Mode is "busy" (spinning on a non-blocking recvfrom) or "block"
+	// (Go's net.UDPConn, its network poller).
+	Mode string `json:"mode"`
+	// Typical and P99 are the median and 99th percentile of the half
+	// round trips, µs.
+	Typical float64 `json:"t_typical_usec"`
+	P99     float64 `json:"p99_usec"`
+}
+
+// Measurements are what one run measured. A nil result, or an error in
+// Errors under its row's name, means that figure was not measured.
+type Measurements struct {
+	Machine Machine
+	// DatagramSize is the UDP payload of udpbench's datagrams, bytes.
+	DatagramSize int
+	UDP          []UDP
+	PingPong     []PingPong
+	// The clients' results (bandwidth and message rate; latency).
+	WriteBW, ReadBW, SendBW *perftest.BWResult
+	WriteLat                *perftest.LatResult
+	// WriteLatBusy is write_lat 8 B again with --busy-poll on both sides.
+	WriteLatBusy *perftest.LatResult
+	// ManyQP is write_bw 64 KiB over ManyQPs QPs (perftest's -q).
+	ManyQP  *perftest.BWResult
+	ManyQPs int
+	// Errors says why a measurement failed, by row name.
+	Errors map[string]string
+	// Quick marks a short smoke run (--quick): fewer iterations.
+	Quick bool
+	// GOMAXPROCS is each softnic process's GOMAXPROCS (Config.GOMAXPROCS;
+	// 0: Go's default).
+	GOMAXPROCS int
+}
+
+// Machine describes where the run happened.
+type Machine struct {
+	// CPUs is the number of CPUs Linux lets this process use (nproc).
+	CPUs int `json:"nproc"`
+	// CPUModel is /proc/cpuinfo's "model name".
+	CPUModel string `json:"cpu_model"`
+	// Kernel is the kernel release (uname -r).
+	Kernel string `json:"kernel"`
+	// LoadBefore and LoadAfter are the 1-, 5- and 15-minute load averages
+	// (/proc/loadavg) when the run started and when it ended.
+	LoadBefore [3]float64 `json:"load_before"`
+	LoadAfter  [3]float64 `json:"load_after"`
+}
+
+// Row is one line of the table.
+type Row struct {
+	// Name says what was measured: "write_bw 64 KiB".
+	Name string `json:"name"`
+	// Value is the figure, in Unit; null when it was not measured.
+	Value *float64 `json:"value"`
+	// Unit is Value's unit: "Gbit/s", "M msg/s", "usec", "x".
+	Unit string `json:"unit"`
+	// OfGSOGRO is the figure over raw GSO→GRO's Gbit/s, for bandwidths;
+	// null for the others.
+	OfGSOGRO *float64 `json:"of_gso_gro"`
+	// Goal is issue 13's goal for the figure, as text ("≥ 20 Gbit/s");
+	// empty when it has none.
+	Goal string `json:"goal"`
+	// Status is PASS or SHORT against Goal, "n/a (not built)" for a mode
+	// that does not exist yet, FAILED when the measurement failed, empty
+	// when there is no goal.
+	Status string `json:"status"`
+	// Note adds what the figure needs said: how it was measured, or why
+	// it is missing.
+	Note string `json:"note,omitempty"`
+}
+
+// Bucket is one bar of the latency histogram: the samples in [From, To).
+type Bucket struct {
+	From  float64 `json:"from_usec"`
+	To    float64 `json:"to_usec"`
+	Count int     `json:"count"`
+}
+
+// Table is the whole result, and the document --json prints.
+type Table struct {
+	Machine Machine `json:"machine"`
+	// Quick marks a --quick run.
+	Quick bool `json:"quick"`
+	// DatagramSize is the UDP payload of udpbench's datagrams, bytes.
+	DatagramSize int `json:"udp_datagram_bytes"`
+	// GOMAXPROCS is each softnic process's GOMAXPROCS, 0 when it was
+	// Go's default (every CPU). udpbench always runs with Go's default.
+	GOMAXPROCS int `json:"softnic_gomaxprocs"`
+	// UDP is udpbench's table.
+	UDP []UDP `json:"udp"`
+	// PingPong is udpbench's ping-pong table: write_lat's floor.
+	PingPong []PingPong `json:"udp_ping_pong"`
+	Rows     []Row      `json:"rows"`
+	// Histogram is write_lat 8 B's latencies with blocking waits
+	// (perftest's -H samples, half round trips), in buckets growing by
+	// powers of two; empty when not measured.
+	Histogram []Bucket `json:"write_lat_histogram"`
+	// Samples is the number of latencies in Histogram.
+	Samples int `json:"write_lat_samples"`
+	// BusyHistogram and BusySamples are the same for the write_lat 8 B run
+	// with --busy-poll on both sides.
+	BusyHistogram []Bucket `json:"write_lat_busy_poll_histogram"`
+	BusySamples   int      `json:"write_lat_busy_poll_samples"`
+	// NotBuilt lists what the issue asks for that this run cannot measure
+	// yet: an empty array, not null, when there is nothing.
+	NotBuilt []string `json:"not_built"`
+}
+
+// MBpsToGbits converts perftest's MB/sec (2^20 bytes per second) to
+// Gbit/s (10^9 bits per second).
+func MBpsToGbits(mb float64) float64 { return mb * (1 << 20) * 8 / 1e9 }
+
+// Row names.
+const (
+	RowUDPPlain   = "UDP raw/plain"
+	RowUDPGSOGRO  = "UDP raw/gso+gro"
+	RowUDPLink    = "UDP link/gso+gro"
+	RowWriteBW    = "write_bw 64 KiB"
+	RowWriteRatio = "write_bw / raw gso+gro"
+	RowReadBW     = "read_bw 64 KiB"
+	RowSendBW     = "send_bw 64 B"
+	RowPingBlock  = "UDP ping-pong typical"
+	RowPingBusy   = "UDP ping-pong typical, busy"
+	RowLatTyp     = "write_lat 8 B typical"
+	RowLatP99     = "write_lat 8 B p99"
+	RowLatBusy    = "write_lat 8 B typical, busy-poll"
+	RowLatBusyP99 = "write_lat 8 B p99, busy-poll"
+	RowManyQP     = "write_bw 64 KiB, %d QPs"
+)
+
+// NotBuiltYet is what issue 13 asks for that does not exist yet: nothing
+// since the run-to-completion datapath and --busy-poll landed.
+var NotBuiltYet = []string{}
+
+// Build computes the table's rows, ratios and verdicts from m.
+func Build(m Measurements) Table {
+	t := Table{Machine: m.Machine, Quick: m.Quick, DatagramSize: m.DatagramSize, GOMAXPROCS: m.GOMAXPROCS, UDP: m.UDP, PingPong: m.PingPong,
+		NotBuilt: append([]string{}, NotBuiltYet...)}
+	var gso *float64
+	udpRow := func(name, mode, note string) {
+		r := Row{Name: name, Unit: "Gbit/s", Note: note}
+		for _, u := range m.UDP {
+			if u.Mode == mode {
+				r.Value = ptr(u.Gbits)
+				r.Note = fmt.Sprintf("%s; %.0f kpkt/s, %.2f%% lost", note, u.Kpps, u.LossPct)
+			}
+		}
+		if r.Value == nil {
+			r.Status, r.Note = failed(m, name, "udpbench has no "+mode+" line")
+		}
+		if mode == "raw/gso+gro" {
+			gso = r.Value
+		}
+		t.Rows = append(t.Rows, r)
+	}
+	udpRow(RowUDPPlain, "raw/plain", "sendmmsg → recvmmsg")
+	udpRow(RowUDPGSOGRO, "raw/gso+gro", "UDP GSO → UDP GRO, the limit")
+	udpRow(RowUDPLink, "link/gso+gro", "softnic's UDP link, no engine")
+	of := func(v *float64) *float64 {
+		if v == nil || gso == nil || *gso == 0 {
+			return nil
+		}
+		return ptr(*v / *gso)
+	}
+	bwRow := func(name string, r *perftest.BWResult, note string) Row {
+		row := Row{Name: name, Unit: "Gbit/s", Note: note}
+		if r == nil {
+			row.Status, row.Note = failed(m, name, "")
+			return row
+		}
+		row.Value = ptr(MBpsToGbits(r.BWAvg))
+		row.OfGSOGRO = of(row.Value)
+		return row
+	}
+
+	w := bwRow(RowWriteBW, m.WriteBW, "bw_average")
+	if w.Value != nil {
+		w.Goal, w.Status = "≥ 20 Gbit/s", verdict(*w.Value >= GoalWriteGbit)
+	}
+	t.Rows = append(t.Rows, w)
+	ratio := Row{Name: RowWriteRatio, Unit: "x", Goal: "≥ 0.40"}
+	if w.OfGSOGRO != nil {
+		ratio.Value = ptr(*w.OfGSOGRO)
+		ratio.Status = verdict(*ratio.Value >= GoalWriteOfGSO)
+	} else {
+		ratio.Status, ratio.Note = Failed, "needs write_bw and raw gso+gro"
+	}
+	t.Rows = append(t.Rows, ratio)
+	t.Rows = append(t.Rows, bwRow(RowReadBW, m.ReadBW, "bw_average"))
+
+	s := Row{Name: RowSendBW, Unit: "M msg/s", Goal: "≥ 1 M msg/s", Note: "msg_rate_mpps"}
+	if m.SendBW != nil {
+		s.Value = ptr(m.SendBW.MsgRate)
+		s.Status = verdict(*s.Value >= GoalSendMmsgs)
+	} else {
+		s.Status, s.Note = failed(m, RowSendBW, "")
+	}
+	t.Rows = append(t.Rows, s)
+
+	// The ping-pong floors, and each write_lat figure over its floor.
+	pingRow := func(name, mode, note string) *PingPong {
+		r := Row{Name: name, Unit: "usec"}
+		var pp *PingPong
+		for i := range m.PingPong {
+			if m.PingPong[i].Mode == mode {
+				pp = &m.PingPong[i]
+			}
+		}
+		if pp == nil {
+			r.Status, r.Note = failed(m, name, "udpbench has no ping-pong "+mode+" line")
+		} else {
+			r.Value = ptr(pp.Typical)
+			r.Note = fmt.Sprintf("%s, write_lat's floor; p99 %.2f µs", note, pp.P99)
+		}
+		t.Rows = append(t.Rows, r)
+		return pp
+	}
+	floorBlock := pingRow(RowPingBlock, "block", "a 40-byte UDP datagram back and forth through Go's network poller")
+	floorBusy := pingRow(RowPingBusy, "busy", "the same, spinning on a non-blocking recvfrom")
+	overFloor := func(v float64, floor *PingPong, p99 bool) string {
+		if floor == nil {
+			return ""
+		}
+		f := floor.Typical
+		if p99 {
+			f = floor.P99
+		}
+		if f <= 0 {
+			return ""
+		}
+		return fmt.Sprintf(" (%.1f × the ping-pong's)", v/f)
+	}
+	latRows := func(typName, p99Name, mode string, goal float64, l *perftest.LatResult, floor *PingPong) (Row, Row) {
+		typ := Row{Name: typName, Unit: "usec", Goal: fmt.Sprintf("≤ %g µs", goal), Note: mode + "; t_typical_usec"}
+		p99 := Row{Name: p99Name, Unit: "usec", Note: mode + "; p99_usec"}
+		if l == nil {
+			typ.Status, typ.Note = failed(m, typName, "")
+			p99.Status, p99.Note = typ.Status, typ.Note
+			return typ, p99
+		}
+		typ.Value = ptr(l.Typical)
+		typ.Status = verdict(l.Typical <= goal)
+		typ.Note += overFloor(l.Typical, floor, false)
+		p99.Value = ptr(l.P99)
+		p99.Note += overFloor(l.P99, floor, true)
+		p99.Goal = fmt.Sprintf("≤ 3 × typical (%.1f µs)", GoalP99OverTypical*l.Typical)
+		p99.Status = verdict(l.P99 <= GoalP99OverTypical*l.Typical)
+		return typ, p99
+	}
+	typ, p99 := latRows(RowLatTyp, RowLatP99, "blocking waits (no --busy-poll)", GoalLatBlockingUsec, m.WriteLat, floorBlock)
+	if l := m.WriteLat; l != nil {
+		t.Histogram, t.Samples = Histogram(l.Samples), len(l.Samples)
+	}
+	busy, busyP99 := latRows(RowLatBusy, RowLatBusyP99, "busy-poll (--busy-poll on both sides)", GoalLatBusyUsec, m.WriteLatBusy, floorBusy)
+	if l := m.WriteLatBusy; l != nil {
+		t.BusyHistogram, t.BusySamples = Histogram(l.Samples), len(l.Samples)
+	}
+	t.Rows = append(t.Rows, typ, p99, busy, busyP99)
+
+	if m.ManyQPs > 0 {
+		t.Rows = append(t.Rows, bwRow(fmt.Sprintf(RowManyQP, m.ManyQPs), m.ManyQP, "bw_average, perftest's -q"))
+	}
+	return t
+}
+
+// failed returns the status and note of a row whose figure is missing:
+// FAILED, with the error recorded for it or else why.
+func failed(m Measurements, name, why string) (string, string) {
+	if e, ok := m.Errors[name]; ok {
+		return Failed, e
+	}
+	if why == "" {
+		why = "not measured"
+	}
+	return Failed, why
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return Pass
+	}
+	return Short
+}
+
+func ptr(v float64) *float64 { return &v }
+
+// Histogram sorts samples (microseconds) into buckets [2^k, 2^(k+1)) µs,
+// from the bucket of the smallest to that of the largest, empty ones
+// included; samples under 1 µs fall in [0, 1).
+func Histogram(samples []float64) []Bucket {
+	if len(samples) == 0 {
+		return nil
+	}
+	idx := func(v float64) int {
+		if v < 1 {
+			return -1
+		}
+		return int(math.Floor(math.Log2(v)))
+	}
+	lo, hi := idx(samples[0]), idx(samples[0])
+	for _, v := range samples {
+		lo, hi = min(lo, idx(v)), max(hi, idx(v))
+	}
+	bs := make([]Bucket, hi-lo+1)
+	for i := range bs {
+		k := lo + i
+		if k < 0 {
+			bs[i] = Bucket{From: 0, To: 1}
+		} else {
+			bs[i] = Bucket{From: math.Ldexp(1, k), To: math.Ldexp(1, k+1)}
+		}
+	}
+	for _, v := range samples {
+		bs[idx(v)-lo].Count++
+	}
+	return bs
+}
+
+// JSON returns t as the indented JSON document --json prints.
+func (t Table) JSON() ([]byte, error) {
+	b, err := json.MarshalIndent(t, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// Format returns t as text: the machine, the table with its ratio, goal
+// and status columns, the histograms and what is not built (no such
+// section when nothing is).
+func (t Table) Format() string {
+	var b strings.Builder
+	mc := t.Machine
+	fmt.Fprintf(&b, "softnic bench%s: %d CPUs (%s), Linux %s\n", map[bool]string{true: " --quick", false: ""}[t.Quick], mc.CPUs, mc.CPUModel, mc.Kernel)
+	fmt.Fprintf(&b, "load average %s before, %s after\n", loadText(mc.LoadBefore), loadText(mc.LoadAfter))
+	procs := "Go's default GOMAXPROCS"
+	if t.GOMAXPROCS > 0 {
+		procs = fmt.Sprintf("GOMAXPROCS %d each", t.GOMAXPROCS)
+	}
+	fmt.Fprintf(&b, "UDP: %d-byte datagrams, 127.0.0.1 → 127.0.0.2; softnic: two processes, 127.0.0.2 → 127.0.0.1, %s\n\n", t.DatagramSize, procs)
+	w := 0
+	for _, r := range t.Rows {
+		w = max(w, len([]rune(r.Name)))
+	}
+	fmt.Fprintf(&b, "%-*s %12s %-8s %9s  %-26s %s\n", w, "measure", "value", "unit", "/gso+gro", "goal", "status")
+	for _, r := range t.Rows {
+		val, ratio := "-", ""
+		if r.Value != nil {
+			val = fmt.Sprintf("%.2f", *r.Value)
+		} else if r.Status == NotBuilt {
+			val = "n/a"
+		}
+		if r.OfGSOGRO != nil {
+			ratio = fmt.Sprintf("%.1f%%", 100**r.OfGSOGRO)
+		}
+		line := fmt.Sprintf("%s %12s %-8s %9s  %s %s", pad(r.Name, w), val, r.Unit, ratio, pad(r.Goal, 26), r.Status)
+		b.WriteString(strings.TrimRight(line, " ") + "\n")
+	}
+	notes := false
+	for _, r := range t.Rows {
+		if r.Note != "" {
+			if !notes {
+				b.WriteString("\nnotes:\n")
+				notes = true
+			}
+			fmt.Fprintf(&b, "  %s: %s\n", r.Name, r.Note)
+		}
+	}
+	histogram(&b, "write_lat 8 B latency histogram, blocking waits", t.Samples, t.Histogram)
+	histogram(&b, "write_lat 8 B latency histogram, --busy-poll on both sides", t.BusySamples, t.BusyHistogram)
+	if len(t.NotBuilt) > 0 {
+		b.WriteString("\nnot built:\n")
+		for _, n := range t.NotBuilt {
+			fmt.Fprintf(&b, "  %s\n", n)
+		}
+	}
+	return b.String()
+}
+
+// histogram writes a latency histogram under its title, nothing when it
+// has no buckets.
+func histogram(b *strings.Builder, title string, samples int, hs []Bucket) {
+	if len(hs) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n%s (%d samples, half round trips, µs):\n", title, samples)
+	most := 0
+	for _, h := range hs {
+		most = max(most, h.Count)
+	}
+	for _, h := range hs {
+		bar := 0
+		if most > 0 {
+			bar = (h.Count*50 + most - 1) / most
+		}
+		fmt.Fprintf(b, "  [%6g, %6g) %7d %s\n", h.From, h.To, h.Count, strings.Repeat("#", bar))
+	}
+}
+
+func loadText(l [3]float64) string { return fmt.Sprintf("%.2f %.2f %.2f", l[0], l[1], l[2]) }
+
+// pad pads s with spaces to w runes (fmt pads by bytes, and "≥" is three).
+func pad(s string, w int) string {
+	if n := len([]rune(s)); n < w {
+		return s + strings.Repeat(" ", w-n)
+	}
+	return s
+}

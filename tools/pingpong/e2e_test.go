@@ -1,0 +1,144 @@
+package pingpong
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/tools/tooltest"
+)
+
+// side is one end of an in-process run.
+type side struct {
+	out bytes.Buffer
+	res *Result
+	err error
+}
+
+// runPair runs a server and a client of cfg over an in-memory fabric,
+// with the out-of-band exchange on 127.0.0.1 and an ephemeral port.
+func runPair(t *testing.T, cfg Config, f *fabric.Fabric) (srv, cli *side) {
+	t.Helper()
+	if f == nil {
+		f = fabric.New(fabric.Config{Seed: 1})
+		t.Cleanup(func() { f.Close() })
+	}
+	devs := tooltest.Devices(t, f, "10.0.0.1", "10.0.0.2")
+	sdev, cdev := devs[0], devs[1]
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv, cli = &side{}, &side{}
+	scfg, ccfg := cfg, cfg
+	ccfg.ServerName, ccfg.Port = "127.0.0.1", ln.Addr().(*net.TCPAddr).Port
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		srv.res, srv.err = Run(ctx, scfg, Env{Dev: sdev, Out: &srv.out, Listener: ln, Stall: 20 * time.Second})
+	}()
+	go func() {
+		defer wg.Done()
+		cli.res, cli.err = Run(ctx, ccfg, Env{Dev: cdev, Out: &cli.out, Stall: 20 * time.Second})
+	}()
+	wg.Wait()
+	return srv, cli
+}
+
+var (
+	localRE  = regexp.MustCompile(`^  local address:  LID 0x0000, QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}[,:] GID ::ffff:10\.0\.0\.[12]$`)
+	remoteRE = regexp.MustCompile(`^  remote address: LID 0x0000, QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}, GID ::ffff:10\.0\.0\.[12]$`)
+	bytesRE  = regexp.MustCompile(`^\d+ bytes in \d+\.\d\d seconds = (\d+\.\d\d|inf) Mbit/sec$`)
+	itersRE  = regexp.MustCompile(`^\d+ iters in \d+\.\d\d seconds = \d+\.\d\d usec/iter$`)
+)
+
+// checkOutput checks the lines a side printed: nqp local and remote
+// address lines, then the two result lines.
+func checkOutput(t *testing.T, who string, out string, nqp int, cfg Config) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 2*nqp+2 {
+		t.Fatalf("%s: got %d lines, want %d:\n%s", who, len(lines), 2*nqp+2, out)
+	}
+	for i, l := range lines {
+		var re *regexp.Regexp
+		switch {
+		case i < nqp:
+			re = localRE
+		case i < 2*nqp:
+			re = remoteRE
+		case i == 2*nqp:
+			re = bytesRE
+		default:
+			re = itersRE
+		}
+		if !re.MatchString(l) {
+			t.Errorf("%s: line %d %q does not match %v", who, i, l, re)
+		}
+	}
+	if want := strings.Fields(lines[2*nqp])[0]; want != strconv.Itoa(cfg.Size*cfg.Iters*2) {
+		t.Errorf("%s: got %s bytes, want %d", who, want, cfg.Size*cfg.Iters*2)
+	}
+}
+
+func TestPingpongPairs(t *testing.T) {
+	tests := []struct {
+		name string
+		mod  func(*Config)
+	}{
+		{"rc", func(c *Config) {}},
+		{"rc 1 byte", func(c *Config) { c.Size = 1 }},
+		{"rc mtu256 10000 bytes", func(c *Config) { c.Size, c.MTU = 10000, ibv.MTU256 }},
+		{"rc mtu4096 64KiB events", func(c *Config) { c.Size, c.MTU, c.Events = 65536, ibv.MTU4096, true }},
+		{"rc check", func(c *Config) { c.Size, c.Check = 3*4096+17, true }},
+		{"rc new send", func(c *Config) { c.NewSend, c.Size = true, 100 }},
+		{"rc rx-depth 2", func(c *Config) { c.RxDepth = 2 }},
+		{"uc", func(c *Config) { c.Kind = UC; c.Size = 3000 }},
+		{"uc check", func(c *Config) { c.Kind = UC; c.Check = true; c.Size = 8192 }},
+		{"ud", func(c *Config) { c.Kind = UD; c.Size = 1024 }},
+		{"ud check", func(c *Config) { c.Kind = UD; c.Check = true; c.Size = 4096 }},
+		{"srq", func(c *Config) { c.Kind = SRQ; c.NumQP = 4; c.Size = 2000 }},
+		{"srq check", func(c *Config) { c.Kind = SRQ; c.NumQP = 3; c.Check = true; c.Size = 5000 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := Defaults(RC)
+			cfg.Iters = 20
+			tt.mod(&cfg)
+			srv, cli := runPair(t, cfg, nil)
+			if srv.err != nil || cli.err != nil {
+				if errors.Is(srv.err, ErrUnsupported) || errors.Is(cli.err, ErrUnsupported) {
+					t.Skipf("softnic lacks this: server %v, client %v", srv.err, cli.err)
+				}
+				t.Fatalf("server: %v\n%s\nclient: %v\n%s", srv.err, srv.out.String(), cli.err, cli.out.String())
+			}
+			nqp := 1
+			if cfg.Kind == SRQ {
+				nqp = cfg.NumQP
+			}
+			checkOutput(t, "server", srv.out.String(), nqp, cfg)
+			checkOutput(t, "client", cli.out.String(), nqp, cfg)
+			for i := 0; i < nqp; i++ {
+				if srv.res.Remote[i] != cli.res.Local[i] || cli.res.Remote[i] != srv.res.Local[i] {
+					t.Errorf("QP %d: addresses do not match: server %+v / %+v, client %+v / %+v",
+						i, srv.res.Local[i], srv.res.Remote[i], cli.res.Local[i], cli.res.Remote[i])
+				}
+			}
+			if cfg.Check && (!srv.res.Checked || len(srv.res.BadPages) != 0) {
+				t.Errorf("check: checked %v, bad pages %v", srv.res.Checked, srv.res.BadPages)
+			}
+		})
+	}
+}

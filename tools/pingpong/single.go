@@ -1,0 +1,346 @@
+package pingpong
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/tools/toolnic"
+	"github.com/softnic/softnic/verbs"
+)
+
+// single is the context of rc_pingpong, uc_pingpong and ud_pingpong: one
+// QP, one buffer used for both directions (struct pingpong_context).
+type single struct {
+	cfg *Config
+	env *Env
+
+	ch        *verbs.CompChannel
+	pd        *verbs.PD
+	buf       []byte
+	mr        *verbs.MR
+	cq        *verbs.CQ
+	qp        *verbs.QP
+	qpx       *verbs.QPEx
+	sendFlags ibv.SendFlags
+	sgid      int
+	ah        *verbs.AH // ud_pingpong's address handle
+	remQPN    uint32
+
+	pending int
+	routs   int
+}
+
+// newSingle does pp_init_ctx: buffer, PD, MR, CQ, QP, INIT.
+func newSingle(cfg *Config, env *Env) (*single, error) {
+	p := &single{cfg: cfg, env: env, sendFlags: ibv.SendSignaled}
+	ok := false
+	defer func() {
+		if !ok {
+			p.close()
+		}
+	}()
+	dev := env.Dev
+	n := cfg.Size
+	if cfg.Kind == UD {
+		port, err := dev.QueryPort(uint8(cfg.IBPort))
+		if err != nil {
+			return nil, fail(err, "Unable to query port info for port %d", cfg.IBPort)
+		}
+		if mtu := port.ActiveMTU.Bytes(); cfg.Size > mtu {
+			return nil, fail(nil, "Requested size larger than port MTU (%d)", mtu)
+		}
+		n += udGRH
+	}
+	p.buf = make([]byte, n)
+	for i := range p.buf {
+		p.buf[i] = 0x7b // memset(ctx->buf, 0x7b, size)
+	}
+	p.ch = dev.CreateCompChannel()
+	var err error
+	if p.pd, err = dev.AllocPD(); err != nil {
+		return nil, fail(err, "Couldn't allocate PD")
+	}
+	if p.mr, err = p.pd.RegMR(p.buf, ibv.AccessLocalWrite); err != nil {
+		return nil, fail(err, "Couldn't register MR")
+	}
+	if p.cq, err = dev.CreateCQ(cfg.RxDepth+1, p.ch); err != nil {
+		return nil, fail(err, "Couldn't create CQ")
+	}
+	typ := map[Kind]ibv.QPType{RC: ibv.QPTypeRC, UC: ibv.QPTypeUC, UD: ibv.QPTypeUD}[cfg.Kind]
+	init := verbs.QPInitAttr{Type: typ, SendCQ: p.cq, RecvCQ: p.cq,
+		Cap: ibv.QPCap{MaxSendWR: 1, MaxRecvWR: uint32(cfg.RxDepth), MaxSendSGE: 1, MaxRecvSGE: 1}}
+	if cfg.NewSend {
+		init.SendOpsFlags = verbs.SendOpsSend
+	}
+	if p.qp, err = p.pd.CreateQP(init); err != nil {
+		if typ == ibv.QPTypeUD {
+			return nil, fail(fmt.Errorf("%w (%w)", err, ErrUnsupported), "Couldn't create QP")
+		}
+		return nil, fail(err, "Couldn't create QP")
+	}
+	if cfg.NewSend {
+		if p.qpx, err = p.qp.Ex(); err != nil {
+			return nil, fail(err, "Couldn't create QP")
+		}
+	}
+	if _, got := p.qp.Query(); int(got.Cap.MaxInlineData) >= cfg.Size {
+		p.sendFlags |= ibv.SendInline
+	}
+	attr := ibv.QPAttr{State: ibv.QPStateInit, PKeyIndex: 0, PortNum: uint8(cfg.IBPort)}
+	mask := ibv.QPAttrState | ibv.QPAttrPKeyIndex | ibv.QPAttrPort
+	if cfg.Kind == UD {
+		attr.QKey = UDQKey
+		mask |= ibv.QPAttrQKey
+	} else {
+		mask |= ibv.QPAttrAccessFlags // qp_access_flags = 0
+	}
+	if err := p.qp.Modify(&attr, mask); err != nil {
+		return nil, fail(err, "Failed to modify QP to INIT")
+	}
+	ok = true
+	return p, nil
+}
+
+func (p *single) close() {
+	if p.ah != nil {
+		p.ah.Destroy()
+	}
+	if p.qp != nil {
+		p.qp.Destroy()
+	}
+	if p.cq != nil {
+		p.cq.Destroy()
+	}
+	if p.mr != nil {
+		p.mr.Dereg()
+	}
+	if p.pd != nil {
+		p.pd.Dealloc()
+	}
+	if p.ch != nil {
+		p.ch.Close()
+	}
+}
+
+// data is the part of the buffer that is sent and checked.
+func (p *single) data() []byte {
+	if p.cfg.Kind == UD {
+		return p.buf[udGRH:]
+	}
+	return p.buf
+}
+
+// connect is pp_connect_ctx: RTR and RTS towards rem (and, for UD, the
+// address handle).
+func (p *single) connect(my, rem Dest) error {
+	cfg := p.cfg
+	switch cfg.Kind {
+	case UD:
+		if err := p.qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTR}, ibv.QPAttrState); err != nil {
+			return fail(err, "Failed to modify QP to RTR")
+		}
+		if err := p.qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTS, SQPSN: my.PSN}, ibv.QPAttrState|ibv.QPAttrSQPSN); err != nil {
+			return fail(err, "Failed to modify QP to RTS")
+		}
+		ah, err := p.pd.CreateAH(ahAttr(cfg, rem, p.sgid, 64))
+		if err != nil {
+			return fail(noGRHHint(rem, err), "Failed to create AH")
+		}
+		p.ah, p.remQPN = ah, rem.QPN
+		return nil
+	}
+	attr := ibv.QPAttr{State: ibv.QPStateRTR, PathMTU: cfg.MTU, DestQPN: rem.QPN, RQPSN: rem.PSN,
+		AHAttr: ahAttr(cfg, rem, p.sgid, 1)}
+	mask := ibv.QPAttrState | ibv.QPAttrAV | ibv.QPAttrPathMTU | ibv.QPAttrDestQPN | ibv.QPAttrRQPSN
+	if cfg.Kind == RC {
+		attr.MaxDestRdAtomic, attr.MinRNRTimer = 1, 12
+		mask |= ibv.QPAttrMaxDestRdAtomic | ibv.QPAttrMinRNRTimer
+	}
+	if err := p.qp.Modify(&attr, mask); err != nil {
+		return fail(noGRHHint(rem, err), "Failed to modify QP to RTR")
+	}
+	attr.State, attr.SQPSN = ibv.QPStateRTS, my.PSN
+	mask = ibv.QPAttrState | ibv.QPAttrSQPSN
+	if cfg.Kind == RC {
+		attr.Timeout, attr.RetryCnt, attr.RNRRetry, attr.MaxRdAtomic = uint8(cfg.QPTimeout), 7, 7, 1
+		mask |= ibv.QPAttrTimeout | ibv.QPAttrRetryCnt | ibv.QPAttrRNRRetry | ibv.QPAttrMaxQPRdAtomic
+	}
+	if err := p.qp.Modify(&attr, mask); err != nil {
+		return fail(err, "Failed to modify QP to RTS")
+	}
+	return nil
+}
+
+// postRecv posts up to n receives and returns how many it posted.
+func (p *single) postRecv(n int) int {
+	sge := p.mr.SGE(0, p.cfg.Size)
+	if p.cfg.Kind == UD {
+		sge = p.mr.SGE(0, p.cfg.Size+udGRH)
+	}
+	for i := 0; i < n; i++ {
+		if _, err := p.qp.PostRecv(ibv.RecvWR{WRID: recvWRID, SGList: []ibv.SGE{sge}}); err != nil {
+			return i
+		}
+	}
+	return n
+}
+
+func (p *single) postSend() error {
+	off := 0
+	if p.cfg.Kind == UD {
+		off = udGRH
+	}
+	sge := p.mr.SGE(off, p.cfg.Size)
+	if p.qpx != nil {
+		p.qpx.WrStart()
+		p.qpx.WRID, p.qpx.WRFlags = sendWRID, p.sendFlags
+		p.qpx.WrSend()
+		if p.cfg.Kind == UD {
+			p.qpx.WrSetUDAddr(p.ah, p.remQPN, UDQKey)
+		}
+		p.qpx.WrSetSGE(sge.LKey, sge.Addr, sge.Length)
+		return p.qpx.WrComplete()
+	}
+	wr := ibv.SendWR{WRID: sendWRID, Opcode: ibv.WRSend, Flags: p.sendFlags, SGList: []ibv.SGE{sge}}
+	if p.cfg.Kind == UD {
+		wr.AH, wr.RemoteQPN, wr.RemoteQKey = p.ah, p.remQPN, UDQKey
+	}
+	_, err := p.qp.PostSend(wr)
+	return err
+}
+
+func (p *single) run(ctx context.Context) (*Result, error) {
+	cfg, env := p.cfg, p.env
+	if p.routs = p.postRecv(cfg.RxDepth); p.routs < cfg.RxDepth {
+		return nil, fail(nil, "Couldn't post receive (%d)", p.routs)
+	}
+	if cfg.Events {
+		if err := p.cq.ReqNotify(false); err != nil {
+			return nil, fail(err, "Couldn't request CQ notification")
+		}
+	}
+	port, err := env.Dev.QueryPort(uint8(cfg.IBPort))
+	if err != nil {
+		return nil, fail(err, "Couldn't get port info")
+	}
+	gid, sgid, err := localGID(cfg, env)
+	if err != nil {
+		return nil, err
+	}
+	p.sgid = sgid
+	my := Dest{LID: port.LID, QPN: p.qp.QPN(), PSN: env.PSN(), GID: gid}
+	fmt.Fprint(env.Out, AddressLine(true, my, cfg.Kind == UD))
+
+	rems, err := exchange(ctx, cfg, env, []Dest{my}, func(rem []Dest) error { return p.connect(my, rem[0]) })
+	if err != nil {
+		return nil, err
+	}
+	rem := rems[0]
+	fmt.Fprint(env.Out, AddressLine(false, rem, false))
+	client := cfg.ServerName != ""
+	if client {
+		if err := p.connect(my, rem); err != nil {
+			return nil, err
+		}
+	}
+
+	res := &Result{Local: []Dest{my}, Remote: []Dest{rem}, Size: cfg.Size, Iters: cfg.Iters}
+	p.pending = recvWRID
+	if client {
+		if cfg.Check {
+			fillPattern(p.data(), env.PageSize)
+		}
+		if err := p.postSend(); err != nil {
+			return nil, fail(err, "Couldn't post send")
+		}
+		p.pending |= sendWRID
+	}
+	start := time.Now()
+	if err := p.loop(ctx); err != nil {
+		return nil, err
+	}
+	res.Elapsed = time.Since(start)
+	fmt.Fprint(env.Out, ResultLines(cfg.Size, cfg.Iters, Usec(res.Elapsed)))
+	if !client && cfg.Check {
+		res.Checked = true
+		fill := byte(0x7b)
+		res.BadPages = checkPattern(p.data(), env.PageSize, fill)
+		for _, pg := range res.BadPages {
+			fmt.Fprint(env.Out, InvalidPageLine(pg))
+		}
+		if len(res.BadPages) > 0 {
+			return res, fail(ErrBadData, "%d of %d pages failed the check", len(res.BadPages), (cfg.Size+env.PageSize-1)/env.PageSize)
+		}
+	}
+	return res, nil
+}
+
+// loop is the C tools' main loop: every completion clears its bit in
+// pending; when both the send and the receive of an exchange are done,
+// the next send goes out.
+func (p *single) loop(ctx context.Context) error {
+	cfg := p.cfg
+	w := toolnic.Waiter{CQ: p.cq, Ch: p.ch, Stall: p.env.Stall}
+	var wc [2]ibv.WorkCompletion
+	rcnt, scnt := 0, 0
+	for rcnt < cfg.Iters || scnt < cfg.Iters {
+		var n int
+		if cfg.Events {
+			ectx, cancel := context.WithTimeout(ctx, p.env.Stall)
+			_, err := p.ch.GetEvent(ectx)
+			cancel()
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if errors.Is(err, context.DeadlineExceeded) {
+					err = &toolnic.ErrStall{What: "completion event", After: p.env.Stall}
+				}
+				return fail(err, "Failed to get cq_event")
+			}
+			if err := p.cq.ReqNotify(false); err != nil {
+				return fail(err, "Couldn't request CQ notification")
+			}
+			n = p.cq.Poll(wc[:])
+		} else {
+			var err error
+			if n, err = w.Poll(ctx, wc[:]); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return fail(err, "poll CQ failed (sent %d, received %d of %d)", scnt, rcnt, cfg.Iters)
+			}
+		}
+		for _, c := range wc[:n] {
+			if c.Status != ibv.WCSuccess {
+				return wcError(c, int(c.WRID), p.cq, p.qp)
+			}
+			switch c.WRID {
+			case sendWRID:
+				scnt++
+			case recvWRID:
+				p.routs--
+				if p.routs <= 1 {
+					p.routs += p.postRecv(cfg.RxDepth - p.routs)
+					if p.routs < cfg.RxDepth {
+						return fail(nil, "Couldn't post receive (%d)", p.routs)
+					}
+				}
+				rcnt++
+			default:
+				return fail(nil, "Completion for unknown wr_id %d", int(c.WRID))
+			}
+			p.pending &^= int(c.WRID)
+			if scnt < cfg.Iters && p.pending == 0 {
+				if err := p.postSend(); err != nil {
+					return fail(err, "Couldn't post send")
+				}
+				p.pending = recvWRID | sendWRID
+			}
+		}
+	}
+	return nil
+}

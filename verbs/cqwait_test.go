@@ -204,7 +204,7 @@ func TestCQWaitErrors(t *testing.T) {
 			err  error
 		}{
 			{"nil CQ", func() error { _, err := (*verbs.CQ)(nil).Wait(context.Background(), wc[:]); return err }()},
-			{"nil context", func() error { _, err := c1.Wait(nil, wc[:]); return err }()}, //nolint:staticcheck // the misuse under test
+			{"nil context", func() error { _, err := c1.Wait(nil, wc[:]); return err }()}, //lint:ignore SA1012 the misuse under test
 			{"no room", func() error { _, err := c1.Wait(context.Background(), nil); return err }()},
 		} {
 			if !errors.Is(tc.err, verbs.EINVAL) {

@@ -45,7 +45,6 @@ func wantEvents(t testing.TB, who string, e *end, evs ...ibv.AsyncEventType) {
 
 // nakCase is a request the responder refuses.
 type nakCase struct {
-	name string
 	// setup prepares b and returns the WR a posts.
 	setup func(t *testing.T, a, b *end) ibv.SendWR
 	// syn is the NAK the responder sends, st the requester's completion.

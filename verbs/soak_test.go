@@ -175,10 +175,9 @@ func (f *fifo) free() {
 // soakDev is one device of the RC soak with the read-only source buffer
 // every message's payload comes from.
 type soakDev struct {
-	dev   *verbs.Device
-	pd    *verbs.PD
-	src   *verbs.MR
-	peers int
+	dev *verbs.Device
+	pd  *verbs.PD
+	src *verbs.MR
 }
 
 // soakSide is one end of a lane: its QP and CQ, an arena for message

@@ -257,7 +257,6 @@ type tmSoak struct {
 	tick      int64
 	finished  int
 	nextBuf   uint64 // WRID of the next SRQ buffer posted
-	bufsUp    int    // SRQ buffers posted and not taken
 	freeSlots []int  // SRQ slots not posted
 	slotOf    map[uint64]int
 	entrySeq  uint64

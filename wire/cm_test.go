@@ -128,7 +128,6 @@ func TestCMGoldenRping(t *testing.T) {
 	if len(mads) != len(wantAttr) {
 		t.Fatalf("%d QP1 MADs, want %d", len(mads), len(wantAttr))
 	}
-	var ms []wire.MAD
 	for i, b := range mads {
 		if len(b) != wire.MADLen {
 			t.Fatalf("MAD %d: %d bytes", i, len(b))
@@ -157,7 +156,6 @@ func TestCMGoldenRping(t *testing.T) {
 		if got := rebuild(m); !bytes.Equal(got, b) {
 			t.Errorf("MAD %d: rebuilt\n% x\nwant\n% x", i, got, b)
 		}
-		ms = append(ms, m)
 	}
 
 	req, err := wire.ParseCMReq(mads[0])

@@ -42,7 +42,8 @@ func lossyTurnEcho(t *testing.T, drop, half uint32, never bool) netip.AddrPort {
 					dropped = true
 				case i == half && !halved:
 					halved = true
-					if err := s.build(i, to); err == nil {
+					err := s.build(i, to)
+					if err == nil {
 						err = s.write(s.tx[:1]) // the WRITE alone
 					}
 					if err != nil {

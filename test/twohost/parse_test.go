@@ -16,8 +16,6 @@ var (
 	ppIters = regexp.MustCompile(`(?m)^\d+ iters in [\d.]+ seconds = [\d.]+ usec/iter$`)
 	// perftest's result row: #bytes #iterations, then the figures
 	perftestRow = regexp.MustCompile(`(?m)^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)`)
-	// softnic's --check verdict (tools/perftest/check.go)
-	checkedOut = "every byte checked out"
 	// devinfo's port MTU line: "active_mtu:		1024 (3)"
 	activeMTU = regexp.MustCompile(`(?m)^\s*active_mtu:\s+(\d+)`)
 )

@@ -20,6 +20,9 @@ import (
 	"time"
 )
 
+// checkedOut is softnic's --check verdict (tools/perftest/check.go).
+const checkedOut = "every byte checked out"
+
 // Settings, all from the environment (test/twohost/run sets the first three):
 //
 //	TWOHOST_SOFTNIC   softnic binary to test (default: built from ./cmd/softnic into the results)

@@ -913,30 +913,29 @@ func (id *ID) GetRequest(ctx context.Context) (*ID, error) {
 		return nil, errf(verbs.EINVAL, "GetRequest needs a synchronous listening ID")
 	}
 	c.mu.Unlock()
-	for {
-		if ctx == nil {
-			return nil, errf(verbs.EINVAL, "nil context")
-		}
-		ev, err := id.ch.GetEvent(ctx)
-		if err != nil {
+	if ctx == nil {
+		return nil, errf(verbs.EINVAL, "nil context")
+	}
+	ev, err := id.ch.GetEvent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ev.Ack()
+	// cma.c rdma_get_request: any other event is EINVAL.
+	if ev.Type != EventConnectRequest {
+		return nil, errf(verbs.EINVAL, "%v on a listening ID", ev.Type)
+	}
+	nid := ev.ID
+	c.mu.Lock()
+	if id.epAttr != nil && !nid.destroyed {
+		if _, err := nid.createQPLocked(id.epPD, *id.epAttr); err != nil {
+			c.mu.Unlock()
+			nid.Destroy()
 			return nil, err
 		}
-		ev.Ack()
-		if ev.Type != EventConnectRequest {
-			return nil, errf(verbs.EINVAL, "%v on a listening ID", ev.Type)
-		}
-		nid := ev.ID
-		c.mu.Lock()
-		if id.epAttr != nil && !nid.destroyed {
-			if _, err := nid.createQPLocked(id.epPD, *id.epAttr); err != nil {
-				c.mu.Unlock()
-				nid.Destroy()
-				return nil, err
-			}
-		}
-		c.mu.Unlock()
-		return nid, nil
 	}
+	c.mu.Unlock()
+	return nid, nil
 }
 
 // Accept accepts a connection request (rdma_accept): the ID's QP goes to

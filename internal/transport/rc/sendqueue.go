@@ -96,15 +96,13 @@ func (q *sendQueue) init(n, maxSGE, maxInline int) {
 	}
 }
 
-func (q *sendQueue) reset()                 { q.headIdx, q.tailIdx = 0, 0 }
-func (q *sendQueue) empty() bool            { return q.headIdx == q.tailIdx }
-func (q *sendQueue) full() bool             { return q.tailIdx-q.headIdx == uint64(len(q.ring)) }
-func (q *sendQueue) at(i uint64) *sendWQE   { return &q.ring[i%uint64(len(q.ring))] }
-func (q *sendQueue) head() *sendWQE         { return q.at(q.headIdx) }
-func (q *sendQueue) pop()                   { q.headIdx++ }
-func (q *sendQueue) count() int             { return int(q.tailIdx - q.headIdx) }
-func (q *sendQueue) valid(i uint64) bool    { return i >= q.headIdx && i < q.tailIdx }
-func (q *sendQueue) inFlight(i uint64) bool { return q.valid(i) && q.at(i).state != wqePosted }
+func (q *sendQueue) reset()               { q.headIdx, q.tailIdx = 0, 0 }
+func (q *sendQueue) empty() bool          { return q.headIdx == q.tailIdx }
+func (q *sendQueue) at(i uint64) *sendWQE { return &q.ring[i%uint64(len(q.ring))] }
+func (q *sendQueue) head() *sendWQE       { return q.at(q.headIdx) }
+func (q *sendQueue) pop()                 { q.headIdx++ }
+func (q *sendQueue) count() int           { return int(q.tailIdx - q.headIdx) }
+func (q *sendQueue) valid(i uint64) bool  { return i >= q.headIdx && i < q.tailIdx }
 
 // kindOf classifies op for qp's type; ok is false for opcodes the QP type
 // does not support. RC and XRC_SEND take every opcode of ibv_post_send(3) and

@@ -67,6 +67,7 @@ var rank = map[string]int{
 	"test/interop": 16,
 	"test/twohost": 16,
 	"test/layers":  16,
+	"test/testsum": 16,
 }
 
 // graph returns every package of the module with the module packages it

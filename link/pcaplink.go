@@ -47,9 +47,19 @@ type PcapLink struct {
 	err error // first write error; guarded by mu
 }
 
+// The capabilities a PcapLink forwards to the link it wraps (caps.go); it
+// has neither SplitSender (it records Buf alone) nor LinkCloser (the
+// engine unwraps it).
 var (
-	_ Link   = (*PcapLink)(nil)
-	_ Poller = (*PcapLink)(nil)
+	_ Link                   = (*PcapLink)(nil)
+	_ ConditionalPoller      = (*PcapLink)(nil)
+	_ ConditionalMulticaster = (*PcapLink)(nil)
+	_ BusyPollPreferrer      = (*PcapLink)(nil)
+	_ ReadYielder            = (*PcapLink)(nil)
+	_ ReadWaker              = (*PcapLink)(nil)
+	_ Sequencer              = (*PcapLink)(nil)
+	_ Lender                 = (*PcapLink)(nil)
+	_ Unwrapper              = (*PcapLink)(nil)
 )
 
 // NewPcapLink returns l recording to w, timestamped with the wall clock.

@@ -225,10 +225,19 @@ type UDPLink struct {
 	txFree []*udpTx // guarded by txMu
 }
 
+// The UDP link has every capability of a link that carries datagrams
+// itself (caps.go).
 var (
-	_ Link        = (*UDPLink)(nil)
-	_ Poller      = (*UDPLink)(nil)
-	_ Multicaster = (*UDPLink)(nil)
+	_ Link              = (*UDPLink)(nil)
+	_ Poller            = (*UDPLink)(nil)
+	_ Multicaster       = (*UDPLink)(nil)
+	_ BusyPollPreferrer = (*UDPLink)(nil)
+	_ ReadYielder       = (*UDPLink)(nil)
+	_ ReadWaker         = (*UDPLink)(nil)
+	_ Sequencer         = (*UDPLink)(nil)
+	_ Lender            = (*UDPLink)(nil)
+	_ SplitSender       = (*UDPLink)(nil)
+	_ LinkCloser        = (*UDPLink)(nil)
 )
 
 // ListenUDP opens a UDP link on cfg.Addr and cfg.Port.

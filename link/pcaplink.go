@@ -25,7 +25,7 @@ type DatagramWriter interface {
 // Records show what was on the wire: a written datagram is recorded after
 // the inner link's WriteBatch, which for a UDP link has rewritten the
 // Encap to the headers the kernel sent and patched the ICRC to match (see
-// udp.go). A read datagram whose IPv4 identification the inner link
+// UDPLink). A read datagram whose IPv4 identification the inner link
 // guessed (ICRCGuessedIPv4ID) is checked first (Datagram.CheckICRC),
 // which solves for the identification and leaves the verdict for the
 // engine, so that every record's ICRC checks ("softnic decode") and no

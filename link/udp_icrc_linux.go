@@ -7,9 +7,7 @@ package link
 // deliver (udp_recv_linux.go) and solved by the engine's check
 // (Datagram.CheckICRC, icrc.go).
 
-import (
-	"github.com/softnic/softnic/wire"
-)
+import "github.com/softnic/softnic/wire"
 
 // wireEncap returns the headers the kernel will send for e, as segment
 // seg of its send.
@@ -34,4 +32,39 @@ func icrcOf(d *Datagram) []byte {
 		return nil
 	}
 	return d.Buf[len(d.Buf)-wire.ICRCLen:]
+}
+
+// patchWire rewrites the Encap of every datagram in t's first nm
+// messages to the headers the kernel will send (wireEncap), segment s of
+// a GSO send with identification s, and patches its ICRC to them.
+func (t *udpTx) patchWire(msgs []Datagram, nm int) {
+	l := t.l
+	for g := range nm {
+		for s := range t.count[g] {
+			d := &msgs[t.first[g]+s]
+			seg := 0
+			if t.count[g] > 1 {
+				seg = s
+			}
+			w := l.wireEncap(&d.Encap, seg)
+			t.idp.PatchEncapAt(icrcOf(d), d.Len(), &d.Encap, &w)
+			d.Encap = w
+		}
+	}
+}
+
+// patchPlain patches the datagrams of ds that a first pass checked and
+// patched as GSO segments back to identification 0 (sendPlain sends each
+// in a message of its own); it skips those the first pass dropped.
+func (l *UDPLink) patchPlain(ds []Datagram) {
+	for i := range ds {
+		d := &ds[i]
+		if d.Err != 0 || !d.Encap.Dst.IsValid() {
+			continue
+		}
+		if w := l.wireEncap(&d.Encap, 0); d.Encap != w {
+			wire.PatchICRCAt(icrcOf(d), d.Len(), &d.Encap, &w)
+			d.Encap = w
+		}
+	}
 }

@@ -158,6 +158,34 @@ func sameFlow(a, b *wire.Encap) bool {
 	return a.Dst == b.Dst && a.DstPort == b.DstPort && a.TrafficClass == b.TrafficClass && a.HopLimit == b.HopLimit
 }
 
+// coalesce adds msgs[i] to the sends msgs[:i] were grouped into, nm of
+// them so far, send g being the count[g] datagrams from msgs[first[g]],
+// and returns how many there are now. With gso, msgs[i] joins the last
+// send when the kernel can cut them apart again (UDP_SEGMENT): it comes
+// right after the send's last datagram, to the same destination with
+// the same traffic class and hop limit (sameFlow); the send's last
+// datagram has the first one's size, and msgs[i] is not empty and no
+// larger (the kernel cuts at the first one's size: only the last
+// segment may be shorter); and the send stays within gsoMaxSegments and
+// maxBytes of payload. Otherwise it starts a send of its own.
+func coalesce(msgs []Datagram, i int, first, count []int, nm, maxBytes int, gso bool) int {
+	d := &msgs[i]
+	if gso && nm > 0 {
+		g := nm - 1
+		f := &msgs[first[g]]
+		last := &msgs[first[g]+count[g]-1]
+		size := f.Len()
+		if first[g]+count[g] == i && count[g] < gsoMaxSegments &&
+			last.Len() == size && d.Len() <= size && d.Len() > 0 &&
+			(count[g]+1)*size <= maxBytes && sameFlow(&f.Encap, &d.Encap) {
+			count[g]++
+			return nm
+		}
+	}
+	first[nm], count[nm] = i, 1
+	return nm + 1
+}
+
 // write sends at most len(t.first) datagrams, in GSO sends if gso; resend
 // marks a second pass over datagrams already checked and counted.
 func (t *udpTx) write(msgs []Datagram, resend, gso bool) (int, error) {
@@ -177,34 +205,10 @@ func (t *udpTx) write(msgs []Datagram, resend, gso bool) (int, error) {
 			d.Encap = wire.Encap{} // nothing of it went on the wire
 			continue
 		}
-		if gso && nm > 0 {
-			g := nm - 1
-			f := &msgs[t.first[g]]
-			last := &msgs[t.first[g]+t.count[g]-1]
-			size := f.Len()
-			if t.first[g]+t.count[g] == i && t.count[g] < gsoMaxSegments &&
-				last.Len() == size && d.Len() <= size && d.Len() > 0 &&
-				(t.count[g]+1)*size <= maxBytes && sameFlow(&f.Encap, &d.Encap) {
-				t.count[g]++
-				continue
-			}
-		}
-		t.first[nm], t.count[nm] = i, 1
-		nm++
+		nm = coalesce(msgs, i, t.first, t.count, nm, maxBytes, gso)
 	}
 	// Patch each datagram to its wire headers and build the messages.
-	for g := range nm {
-		for s := range t.count[g] {
-			d := &msgs[t.first[g]+s]
-			seg := 0
-			if t.count[g] > 1 {
-				seg = s
-			}
-			w := l.wireEncap(&d.Encap, seg)
-			t.idp.PatchEncapAt(icrcOf(d), d.Len(), &d.Encap, &w)
-			d.Encap = w
-		}
-	}
+	t.patchWire(msgs, nm)
 	for g, io := 0, 0; g < nm; g++ {
 		io = t.build(g, msgs, io)
 	}
@@ -275,16 +279,7 @@ func (t *udpTx) fail(msgs []Datagram, g int, e unix.Errno) {
 // per message, with a writer of its own, each ICRC patched again for
 // identification 0.
 func (l *UDPLink) sendPlain(ds []Datagram) (int, error) {
-	for i := range ds {
-		d := &ds[i]
-		if d.Err != 0 || !d.Encap.Dst.IsValid() {
-			continue
-		}
-		if w := l.wireEncap(&d.Encap, 0); d.Encap != w {
-			wire.PatchICRCAt(icrcOf(d), d.Len(), &d.Encap, &w)
-			d.Encap = w
-		}
-	}
+	l.patchPlain(ds)
 	t := l.getTx()
 	defer l.putTx(t)
 	return t.write(ds, true, false)

@@ -1,27 +1,28 @@
 package link
 
 // The optional capabilities of a Link, all in this file. Link is what
-// every link does; each interface below is something only some links do,
-// asserted by the engine (package nic) through the function beside it,
-// never by an assertion of its own, so that a wrapper's answer (PcapLink
-// forwards what the link it wraps says) is always heard. A link without a
-// capability still carries every datagram; the engine only takes a
-// slower or plainer way, which each interface's comment says.
+// every link does; each interface below is something only some links do.
+// The engine (package nic) asks for one through the function beside it
+// (CanPoll, Lend, ...), which hears a wrapper's answer (PcapLink forwards
+// what the link it wraps says); it asserts an interface itself only to
+// use it once the function said yes (Poller, Multicaster), or where there
+// is no function (LinkCloser, Unwrapper). A link without a capability
+// still carries every datagram: the engine takes a slower or plainer
+// way, which each interface's comment says.
 //
-// Who has what (TestCapabilities checks this table, so that a capability
-// a wrapper forgets is a failed test, not a slower NIC):
+// Who has what, as the functions answer (TestCapabilities checks this
+// table, so that a capability a wrapper loses is a failed test, not a
+// slower NIC):
 //
 //	capability              UDPLink (Linux)   fabric.Endpoint   PcapLink
-//	Poller                  yes               yes               yes, CanPoll: the inner link's
-//	ConditionalPoller       -                 -                 yes
-//	Multicaster             yes               yes               yes, CanMulticast: the inner link's
-//	ConditionalMulticaster  -                 -                 yes
+//	Poller                  yes               yes               the inner link's (ConditionalPoller)
+//	Multicaster             yes               yes               the inner link's (ConditionalMulticaster)
 //	BusyPollPreferrer       yes               -                 the inner link's
 //	ReadYielder             yes               -                 the inner link's
 //	ReadWaker               yes               -                 the inner link's
 //	Sequencer               yes               yes               the inner link's
-//	Lender                  yes (with GRO)    -                 the inner link's
-//	SplitSender             yes               -                 -
+//	Lender                  with GRO          -                 the inner link's
+//	SplitSender             yes               -                 - (it records Buf alone)
 //	LinkCloser              yes               yes               - (the engine unwraps it)
 //	Unwrapper               -                 -                 yes
 //

@@ -4,7 +4,10 @@
 // interface's MTU followed through netlink) and the pcap recorder that
 // wraps any link. The in-memory network of package fabric implements the
 // same interface. The engine (package nic) knows links only through Link,
-// as wireguard-go's device knows its conn.Bind.
+// as wireguard-go's device knows its conn.Bind, and through the optional
+// capabilities some links add (reading without waiting, multicast,
+// lending, ...): each an interface of caps.go, asked through the
+// function beside it (CanPoll, CanMulticast, Lend, ...).
 //
 // A datagram's ICRC covers its IP and UDP headers, which a kernel UDP
 // socket partly chooses: it sends from the port it is bound to, numbers

@@ -30,10 +30,16 @@ type Endpoint struct {
 	seq     uint64    // the last datagram handed out (link.Datagram.Seq); guarded by mu
 }
 
+// The link capabilities an Endpoint has (link/caps.go): it reads without
+// waiting, receives multicast, numbers its datagrams and says when it is
+// closed. It has no use for the UDP link's busy-poll preference, read
+// yield, read wake-up, lending or split sends.
 var (
 	_ link.Link        = (*Endpoint)(nil)
 	_ link.Poller      = (*Endpoint)(nil)
 	_ link.Multicaster = (*Endpoint)(nil)
+	_ link.Sequencer   = (*Endpoint)(nil)
+	_ link.LinkCloser  = (*Endpoint)(nil)
 )
 
 // JoinGroup makes the endpoint a member of multicast group g

@@ -25,7 +25,7 @@ type DatagramWriter interface {
 // Records show what was on the wire: a written datagram is recorded after
 // the inner link's WriteBatch, which for a UDP link has rewritten the
 // Encap to the headers the kernel sent and patched the ICRC to match (see
-// udp.go). A read datagram whose IPv4 identification the inner link
+// UDPLink). A read datagram whose IPv4 identification the inner link
 // guessed (ICRCGuessedIPv4ID) is checked first (Datagram.CheckICRC),
 // which solves for the identification and leaves the verdict for the
 // engine, so that every record's ICRC checks ("softnic decode") and no
@@ -47,9 +47,19 @@ type PcapLink struct {
 	err error // first write error; guarded by mu
 }
 
+// The capabilities a PcapLink forwards to the link it wraps (caps.go); it
+// has neither SplitSender (it records Buf alone) nor LinkCloser (the
+// engine unwraps it).
 var (
-	_ Link   = (*PcapLink)(nil)
-	_ Poller = (*PcapLink)(nil)
+	_ Link                   = (*PcapLink)(nil)
+	_ ConditionalPoller      = (*PcapLink)(nil)
+	_ ConditionalMulticaster = (*PcapLink)(nil)
+	_ BusyPollPreferrer      = (*PcapLink)(nil)
+	_ ReadYielder            = (*PcapLink)(nil)
+	_ ReadWaker              = (*PcapLink)(nil)
+	_ Sequencer              = (*PcapLink)(nil)
+	_ Lender                 = (*PcapLink)(nil)
+	_ Unwrapper              = (*PcapLink)(nil)
 )
 
 // NewPcapLink returns l recording to w, timestamped with the wall clock.

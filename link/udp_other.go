@@ -15,8 +15,9 @@ var errNoUDP = errors.New("nic: the UDP link needs Linux")
 type UDPLink struct{}
 
 var (
-	_ Link   = (*UDPLink)(nil)
-	_ Poller = (*UDPLink)(nil)
+	_ Link        = (*UDPLink)(nil)
+	_ Poller      = (*UDPLink)(nil)
+	_ Multicaster = (*UDPLink)(nil)
 )
 
 // ListenUDP returns an error: the UDP link needs Linux.

@@ -27,14 +27,10 @@ type mmsghdr struct {
 // its ticks (20 µs and up) if no other P is idle - always so with one P -
 // and hands it to another thread, and the caller must get a P back on
 // return (futex wake-ups, thread switches). Natively the calls take a few
-// µs and that is rare; under emulation (a 1-vCPU qemu TCG guest) each
-// takes 50-200 µs and it happened on nearly every one: write_lat 8 B
-// between two such guests made 24 context switches, 1.1 futex and 4.1
-// nanosleep (sysmon) calls a round trip; raw, 10, 0.09 and 0.24, and
-// t_typical went from 1063-1421 µs to 627-870 µs (blocking) and from
-// 1657-2822 µs to 590-1570 µs (--busy-poll), at par with a plain Go UDP
-// ping-pong with as many datagrams (632 µs). Natively on 2 CPUs nothing
-// changes; both sides on one CPU (taskset): 84 → 71 µs.
+// µs and that is rare; under emulation nearly every call outlasts a tick,
+// and the hand-offs doubled write_lat between two qemu guests
+// (docs/performance.md, "link.UDPLink: recvmmsg and sendmmsg as raw
+// system calls").
 // The cost: a GC stop-the-world waits for a call in progress, which is
 // as short as the call.
 

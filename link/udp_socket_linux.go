@@ -50,9 +50,9 @@ import (
 // the identification of GSO segments 1, 2, ..., which the kernel numbers
 // as it cuts them. That one fix-up is cheap because a CRC is linear:
 // changing header bytes changes the ICRC by a value computed from those
-// bytes and the packet length alone (wire.PatchICRC, about 0.1 µs,
-// against about 1.5 µs for a CRC pass over a 4 KiB packet on the machine
-// this was written on). The same patch also serves other callers of
+// bytes and the packet length alone (wire.PatchICRC, a small fraction of
+// a CRC pass over the packet: docs/performance.md, "link.UDPLink:
+// patching the ICRC of GSO segments"). The same patch also serves other callers of
 // WriteBatch (cmd/udpbench, tests) that send another source port:
 // whatever the Encap asked, WriteBatch reports what went on the wire by
 // rewriting each Datagram's Encap (source address and port,

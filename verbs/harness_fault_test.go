@@ -1,9 +1,12 @@
 package verbs_test
 
-// Helpers of the transport fault tests (*_fault_test.go): a tap that
+// Helpers of the tests that watch the wire through the API (FLUSH and
+// ATOMIC WRITE, memory windows, the receive fuzzer, ...): a tap that
 // records what the fabric carries, packet descriptions to compare packet
-// sequences with, and completion helpers. Everything runs inside a
-// testing/synctest bubble, so "time" is the bubble's fake clock.
+// sequences with, a raw peer, and completion helpers. Everything runs
+// inside a testing/synctest bubble, so "time" is the bubble's fake clock.
+// The transports' own protocol tests live beside them, in
+// internal/transport/rc and ud, on the kit internal/transport/transporttest.
 
 import (
 	"bytes"
@@ -176,24 +179,6 @@ func pollAll(cq *verbs.CQ) []ibv.WorkCompletion {
 		}
 		got = append(got, buf[:k]...)
 	}
-}
-
-// waitWCFor is waitWC with a bound of d of fake time.
-func waitWCFor(t testing.TB, cq *verbs.CQ, n int, d time.Duration) []ibv.WorkCompletion {
-	t.Helper()
-	var got []ibv.WorkCompletion
-	deadline := time.Now().Add(d)
-	for len(got) < n {
-		got = append(got, pollAll(cq)...)
-		if len(got) >= n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v got %d completions, want %d: %+v", d, len(got), n, got)
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
-	return got
 }
 
 // settle lets the engines finish everything they can do at the current

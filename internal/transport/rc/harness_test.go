@@ -27,12 +27,15 @@ type opts struct {
 	mtu     ibv.MTU
 	bufSize int
 	access  ibv.Access // the MR's
-	timeout uint8
-	retry   uint8
-	rnr     uint8
-	sqPSN   uint32 // a's send PSN, b's receive PSN
-	rqPSN   uint32 // a's receive PSN, b's send PSN
-	maxWR   uint32
+	// qpAccess is the QPs' access flags; 0 means REMOTE_WRITE, READ and
+	// ATOMIC (UC: REMOTE_WRITE).
+	qpAccess ibv.Access
+	timeout  uint8
+	retry    uint8
+	rnr      uint8
+	sqPSN    uint32 // a's send PSN, b's receive PSN
+	rqPSN    uint32 // a's receive PSN, b's send PSN
+	maxWR    uint32
 	// maxRdAtomic is the requesters' max_rd_atomic (initiator depth);
 	// 0 means 16.
 	maxRdAtomic uint8
@@ -138,6 +141,9 @@ func connect(t testing.TB, e *end, peer netip.Addr, peerQPN uint32, o opts, sqPS
 	access := ibv.AccessRemoteWrite | ibv.AccessRemoteRead | ibv.AccessRemoteAtomic
 	if o.typ == ibv.QPTypeUC {
 		access = ibv.AccessRemoteWrite
+	}
+	if o.qpAccess != 0 {
+		access = o.qpAccess
 	}
 	e.modify(ibv.QPAttr{State: ibv.QPStateInit, PKeyIndex: 0, PortNum: 1, AccessFlags: access},
 		ibv.QPAttrState|ibv.QPAttrPKeyIndex|ibv.QPAttrPort|ibv.QPAttrAccessFlags)

@@ -5,6 +5,7 @@ package rc_test
 // 10.7.3.1, 10.8.3; rxe_req.c; rxe-interop-facts.md §2.4-2.6).
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"testing"
@@ -562,4 +563,100 @@ func TestRCReuseAfterErr(t *testing.T) {
 		tt.CheckSeq(t, "responses", rec.Match(from(b)), "ACKNOWLEDGE/5002",
 			"RDMA_READ_RESPONSE_FIRST/5003", "RDMA_READ_RESPONSE_LAST/5004")
 	})
+}
+
+// The window on the wire (rc.MaxUnackedPSNs, rxe's RXE_MAX_UNACKED_PSNS):
+// with ACKs slow, the requester fills the window and then sends only as
+// far as each ACK lets it, never more than the window beyond the last
+// acknowledged PSN. When the ACKs are lost, the timeout's go-back-N sends
+// rc.RetryUnackedPSNs packets from the oldest unacknowledged one, at the
+// timer's deadline, and no more until an acknowledgement moves; then the
+// whole window is open again and the transfer completes.
+func TestRCWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := tt.NewNet(t, 1)
+		a, b := newPair(t, n, opts{mtu: ibv.MTU256, timeout: 14, retry: 7, rnr: 7, bufSize: 1 << 19})
+		rec := n.Recorder()
+		const delay = time.Millisecond
+		slow := n.Fabric().AddFilter(fabric.OnMatch(from(b), fabric.Delay(delay)))
+
+		// window returns the most PSNs the requester had sent beyond the
+		// last one acknowledged to it: the recorder sees an ACK when it
+		// leaves, and the requester delay later; an ACK arriving at the
+		// time of a request is taken first (the node reads, then runs).
+		window := func(ps []tt.Packet) int {
+			type event struct {
+				at  time.Time
+				ack bool
+				psn wire.PSN
+			}
+			var evs []event
+			for i := range ps {
+				p := &ps[i]
+				if p.Src == a.node.Addr() {
+					evs = append(evs, event{p.At, false, p.Wire.PSN()})
+				} else if p.Wire.Opcode == wire.RCAck {
+					evs = append(evs, event{p.At.Add(delay), true, p.Wire.PSN()})
+				}
+			}
+			slices.SortStableFunc(evs, func(x, y event) int {
+				if c := x.at.Compare(y.at); c != 0 {
+					return c
+				}
+				return cmp.Compare(boolInt(y.ack), boolInt(x.ack))
+			})
+			next, acked, most := wire.PSN(0), wire.PSN(0), 0
+			for _, e := range evs {
+				switch {
+				case e.ack && e.psn.Next().After(acked):
+					acked = e.psn.Next()
+				case !e.ack && e.psn.Next().After(next):
+					next = e.psn.Next()
+				}
+				most = max(most, int(next.Diff(acked)))
+			}
+			return most
+		}
+		const pkts = 3 * rc.MaxUnackedPSNs
+		fill(a.buf[:pkts*256], 61)
+		a.post(rdmaWR(a, b, 1, ibv.WRRDMAWrite, 0, 0, pkts*256))
+		wantWC(t, a.waitWC(1)[0], 1, ibv.WCSuccess, ibv.WCRDMAWrite)
+		checkBytes(t, "written", b.buf[:pkts*256], a.buf[:pkts*256])
+		if got := window(rec.Match(nil)); got != rc.MaxUnackedPSNs {
+			t.Errorf("at most %d PSNs unacknowledged, want the window, %d", got, rc.MaxUnackedPSNs)
+		}
+		if got := rec.Count(from(a)); got != pkts {
+			t.Errorf("%d packets for %d PSNs: something was sent twice", got, pkts)
+		}
+
+		// Every ACK lost: a window, then one timeout later the retry's.
+		slow()
+		drop := n.Fabric().AddFilter(fabric.DropIf(ops(b, wire.RCAck)))
+		rec.Reset()
+		start := n.Now()
+		a.post(rdmaWR(a, b, 2, ibv.WRRDMAWrite, 0, 0, pkts*256))
+		n.Run(timeout14 + timeout14/2)
+		first := wire.PSN(pkts)
+		reqs := rec.Match(from(a))
+		if len(reqs) != rc.MaxUnackedPSNs+rc.RetryUnackedPSNs {
+			t.Fatalf("%d requests in one and a half timeouts, want the window %d and the retry's %d",
+				len(reqs), rc.MaxUnackedPSNs, rc.RetryUnackedPSNs)
+		}
+		retry := reqs[rc.MaxUnackedPSNs:]
+		tt.Check(t, &retry[0], tt.Opcode(wire.RCWriteFirst), tt.PSN(first), tt.At(start.Add(timeout14)))
+		tt.Check(t, &retry[len(retry)-1], tt.PSN(first.Add(rc.RetryUnackedPSNs-1)))
+		tt.CheckEach(t, retry, tt.At(start.Add(timeout14)))
+		drop()
+		wantWC(t, a.waitWC(1)[0], 2, ibv.WCSuccess, ibv.WCRDMAWrite)
+		if got := a.ctr().Timeouts.Load(); got < 2 {
+			t.Errorf("timeouts %d: the second timeout resent what the lost ACKs left", got)
+		}
+	})
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -23,7 +23,7 @@ import (
 // opts configures a pair's QPs, the way ibv_rc_pingpong does by default
 // (see defaults).
 type opts struct {
-	typ     ibv.QPType // RC or UC
+	typ     ibv.QPType // RC or UC (newXRCPair makes the XRC types)
 	mtu     ibv.MTU
 	bufSize int
 	access  ibv.Access // the MR's
@@ -120,12 +120,25 @@ func newEnd(t testing.TB, n *tt.Net, addr string, o opts) *end {
 	c := ibv.QPCap{MaxSendWR: o.maxWR, MaxRecvWR: o.maxWR, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64}
 	e.rq = transport.NewRecvQueue(int(c.MaxRecvWR), int(c.MaxRecvSGE))
 	e.port = e.node.Port(o.typ)
-	e.qp, err = rc.New(rc.Config{
+	cfg := rc.Config{
 		QPN: e.port.QPN(), Type: o.typ, PD: e.pd, Mem: e.tbl, SendCQ: e.cq, RecvCQ: e.cq, RQ: e.rq,
 		Cap: c, SigAll: o.sigAll, LocalAddr: e.node.Addr(), Clock: n.Clock(), Counters: &e.node.Counters,
 		Wake:    e.port.Wake,
 		OnAsync: func(ev ibv.AsyncEventType) { e.events = append(e.events, ev) },
-	})
+	}
+	if o.typ == ibv.QPTypeXRCRecv {
+		// An XRC target has no PD, receive queue or receive CQ of its
+		// own: it takes them from the XRC SRQ a request names (nic
+		// xrc.go). e's are XRC SRQ number xrcSRQN's.
+		cfg.PD, cfg.RecvCQ, cfg.RQ, cfg.SRQ = nil, nil, transport.NewRecvQueue(1, 1), true
+		cfg.XRCSRQ = func(num uint32) (rc.XRCTarget, bool) {
+			if num != xrcSRQN {
+				return rc.XRCTarget{}, false
+			}
+			return rc.XRCTarget{RQ: e.rq, PD: e.pd, CQ: e.cq}, true
+		}
+	}
+	e.qp, err = rc.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,13 +146,35 @@ func newEnd(t testing.TB, n *tt.Net, addr string, o opts) *end {
 	return e
 }
 
+// xrcSRQN is the number of the XRC SRQ an XRC target takes its receives
+// from (newEnd), which an XRC initiator's WRs name (RemoteSRQN).
+const xrcSRQN = 7
+
+// newXRCPair makes an XRC initiator (XRC_SEND) at 10.0.0.1 connected to
+// an XRC target (XRC_RECV) at 10.0.0.2, both in RTS.
+func newXRCPair(t testing.TB, n *tt.Net, o opts) (a, b *end) {
+	t.Helper()
+	o.defaults()
+	o.typ = ibv.QPTypeXRCSend
+	a = newEnd(t, n, "10.0.0.1", o)
+	o.typ = ibv.QPTypeXRCRecv
+	b = newEnd(t, n, "10.0.0.2", o)
+	connect(t, a, b.node.Addr(), b.qpn(), o, o.sqPSN, o.rqPSN)
+	connect(t, b, a.node.Addr(), a.qpn(), o, o.rqPSN, o.sqPSN)
+	return a, b
+}
+
 // connect moves e's QP to RTS towards the QP peerQPN at peer, the way
-// ibv_rc_pingpong does.
+// ibv_rc_pingpong does, with the attributes e's QP type takes (the
+// kernel's qp_state_table: a responder's max_dest_rd_atomic and
+// min_rnr_timer, a requester's timeout, retry counts and max_rd_atomic).
 func connect(t testing.TB, e *end, peer netip.Addr, peerQPN uint32, o opts, sqPSN, rqPSN uint32) {
 	t.Helper()
 	o.defaults()
+	requester := e.typ == ibv.QPTypeRC || e.typ == ibv.QPTypeXRCSend
+	responder := e.typ == ibv.QPTypeRC || e.typ == ibv.QPTypeXRCRecv
 	access := ibv.AccessRemoteWrite | ibv.AccessRemoteRead | ibv.AccessRemoteAtomic
-	if o.typ == ibv.QPTypeUC {
+	if e.typ == ibv.QPTypeUC {
 		access = ibv.AccessRemoteWrite
 	}
 	if o.qpAccess != 0 {
@@ -150,19 +185,22 @@ func connect(t testing.TB, e *end, peer netip.Addr, peerQPN uint32, o opts, sqPS
 	rtr := ibv.QPAttr{State: ibv.QPStateRTR, PathMTU: o.mtu, DestQPN: peerQPN, RQPSN: rqPSN,
 		AHAttr: ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{DGID: peer, HopLimit: 1}}}
 	mask := ibv.QPAttrState | ibv.QPAttrAV | ibv.QPAttrPathMTU | ibv.QPAttrDestQPN | ibv.QPAttrRQPSN
-	if o.typ == ibv.QPTypeRC {
+	if responder {
 		rtr.MaxDestRdAtomic, rtr.MinRNRTimer = 16, 12
 		mask |= ibv.QPAttrMaxDestRdAtomic | ibv.QPAttrMinRNRTimer
 	}
 	e.modify(rtr, mask)
 	rts := ibv.QPAttr{State: ibv.QPStateRTS, SQPSN: sqPSN}
 	mask = ibv.QPAttrState | ibv.QPAttrSQPSN
-	if o.typ == ibv.QPTypeRC {
+	if requester {
 		rts.Timeout, rts.RetryCnt, rts.RNRRetry, rts.MaxRdAtomic = o.timeout, o.retry, o.rnr, 16
 		if o.maxRdAtomic != 0 {
 			rts.MaxRdAtomic = o.maxRdAtomic
 		}
 		mask |= ibv.QPAttrTimeout | ibv.QPAttrRetryCnt | ibv.QPAttrRNRRetry | ibv.QPAttrMaxQPRdAtomic
+	} else if responder {
+		rts.Timeout = o.timeout
+		mask |= ibv.QPAttrTimeout
 	}
 	e.modify(rts, mask)
 }

@@ -179,6 +179,20 @@ func DETH(qkey, srcQP uint32) Checker {
 	}
 }
 
+// XRCSRQ checks the XRCETH's SRQ number.
+func XRCSRQ(num uint32) Checker {
+	return func(t testing.TB, p *Packet) {
+		t.Helper()
+		x := p.Wire.XRCETH()
+		switch {
+		case x == nil:
+			t.Errorf("%s: no XRCETH, want XRC SRQ %d", p.Desc(), num)
+		case x.XRCSRQ() != num:
+			t.Errorf("%s: XRC SRQ %d, want %d", p.Desc(), x.XRCSRQ(), num)
+		}
+	}
+}
+
 // Imm checks the immediate data.
 func Imm(v uint32) Checker {
 	return func(t testing.TB, p *Packet) {

@@ -55,6 +55,8 @@ func TestCheck(t *testing.T) {
 		RETH: wire.RETHFields{VA: 0x1000, RKey: 0x55, DMALen: 3000}}, make([]byte, 1024))
 	send := packet(t, wire.Headers{BTH: wire.BTHFields{Opcode: wire.UDSendOnlyImm, PSN: 1, SE: true},
 		DETH: wire.DETHFields{QKey: 0x11, SrcQP: 0x22}, Imm: 0xabcd}, []byte("hey"))
+	xrc := packet(t, wire.Headers{BTH: wire.BTHFields{Opcode: wire.ClassXRC | wire.RCSendOnly, PSN: 1},
+		XRCETH: wire.XRCETHFields{XRCSRQ: 9}}, nil)
 	for _, c := range []struct {
 		p        *Packet
 		ok, bad  Checker
@@ -77,6 +79,8 @@ func TestCheck(t *testing.T) {
 		{send, Pad(), PSN(2), "PSN 1, want 2"},
 		{send, DETH(0x11, 0x22), DETH(0x11, 0x23), "source QP 0x22, want 0x11 0x23"},
 		{send, Imm(0xabcd), Imm(0xabce), "immediate 0xabcd, want 0xabce"},
+		{xrc, XRCSRQ(9), XRCSRQ(8), "XRC SRQ 9, want 8"},
+		{send, DETH(0x11, 0x22), XRCSRQ(9), "no XRCETH"},
 		{send, SE(true), SE(false), "SE true, want false"},
 		{send, From(netip.MustParseAddr("10.0.0.1")), From(netip.MustParseAddr("10.0.0.3")), "from 10.0.0.1, want 10.0.0.3"},
 		{send, Ports(0xC000, wire.UDPPort), Ports(0xC001, wire.UDPPort), "want 49153->4791"},

@@ -45,9 +45,9 @@ type Net struct {
 }
 
 // NewNet makes an empty network whose random impairments are seeded with
-// seed, and a recorder of every datagram offered to it. It must be called
-// inside a testing/synctest bubble. When the test ends it closes every
-// bound QP and the fabric, and fails if a timer is left on the clock.
+// seed. It must be called inside a testing/synctest bubble. When the test
+// ends it closes every bound QP and the fabric, and fails if a timer is
+// left on the clock.
 func NewNet(t testing.TB, seed int64) *Net {
 	t.Helper()
 	if !inBubble() {

@@ -1,16 +1,15 @@
 package verbs_test
 
-// Helpers of the transport fault tests (*_fault_test.go): a tap that
-// records what the fabric carries, packet descriptions to compare packet
-// sequences with, and completion helpers. Everything runs inside a
-// testing/synctest bubble, so "time" is the bubble's fake clock.
+// Helpers of the API tests that watch the wire (memory windows, solicited
+// events, the receive fuzzer, ...): a tap that records what the fabric
+// carries, a raw peer, and completion helpers. Everything runs inside a
+// testing/synctest bubble, so "time" is the bubble's fake clock. The
+// transports' own protocol tests are beside the transports, in
+// internal/transport/rc and ud, on the kit internal/transport/transporttest.
 
 import (
 	"bytes"
-	"fmt"
 	"net/netip"
-	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/ibv"
-	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/wire"
 )
@@ -30,34 +28,8 @@ type seen struct {
 	at time.Time
 }
 
-// psn returns the packet's BTH PSN.
-func (p *seen) psn() wire.PSN { return p.Wire.PSN() }
-
 // op returns the packet's opcode.
 func (p *seen) op() wire.Opcode { return p.Wire.Opcode }
-
-// syn returns the AETH syndrome (0 without an AETH).
-func (p *seen) syn() wire.Syndrome {
-	if a := p.Wire.AETH(); a != nil {
-		return a.Syndrome()
-	}
-	return 0
-}
-
-// desc describes a packet compactly: opcode name without the class
-// prefix, PSN, "!" for AckReq, the syndrome of an AETH that is not a
-// plain ACK, and the RETH of READ requests.
-func (p *seen) desc() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s/%d", strings.TrimPrefix(p.op().String(), "RC_"), p.psn())
-	if p.Wire.AckReq() {
-		b.WriteString("!")
-	}
-	if s := p.syn(); p.Wire.AETH() != nil && s != wire.AckUnlimited {
-		fmt.Fprintf(&b, " %v", s)
-	}
-	return b.String()
-}
 
 // recorder keeps every datagram offered to a fabric, in order.
 type recorder struct {
@@ -101,37 +73,12 @@ func (r *recorder) reset() {
 	r.mu.Unlock()
 }
 
-// descs describes ps, one string per packet.
-func descs(ps []seen) []string {
-	out := make([]string, len(ps))
-	for i := range ps {
-		out[i] = ps[i].desc()
-	}
-	return out
-}
-
-// checkSeq fails the test unless ps are described by want, in order.
-func checkSeq(t testing.TB, what string, ps []seen, want ...string) {
-	t.Helper()
-	if got := descs(ps); !slices.Equal(got, want) {
-		t.Errorf("%s:\n got  %q\n want %q", what, got, want)
-	}
-}
-
 // from matches datagrams sent by e's device.
 func from(e *end) fabric.Matcher { return fabric.From(e.dev.Addr()) }
 
 // ops matches datagrams sent by e's device with one of the opcodes.
 func ops(e *end, op ...wire.Opcode) fabric.Matcher {
 	return fabric.And(from(e), fabric.OpcodeIs(op...))
-}
-
-// isNak matches ACKs whose syndrome is not a plain ACK.
-func isNak(p *fabric.Packet) bool {
-	if !p.Parsed || p.Wire.Opcode != wire.RCAck {
-		return false
-	}
-	return !p.Wire.AETH().Syndrome().IsACK()
 }
 
 // fill writes a pattern derived from seed into b.
@@ -176,24 +123,6 @@ func pollAll(cq *verbs.CQ) []ibv.WorkCompletion {
 		}
 		got = append(got, buf[:k]...)
 	}
-}
-
-// waitWCFor is waitWC with a bound of d of fake time.
-func waitWCFor(t testing.TB, cq *verbs.CQ, n int, d time.Duration) []ibv.WorkCompletion {
-	t.Helper()
-	var got []ibv.WorkCompletion
-	deadline := time.Now().Add(d)
-	for len(got) < n {
-		got = append(got, pollAll(cq)...)
-		if len(got) >= n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v got %d completions, want %d: %+v", d, len(got), n, got)
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
-	return got
 }
 
 // settle lets the engines finish everything they can do at the current
@@ -325,19 +254,4 @@ func newRawPeer(t testing.TB, f *fabric.Fabric, o pairOpts, psn uint32) (*end, *
 	raw.encap = wire.Encap{Src: addr, Dst: b.dev.Addr(), SrcPort: wire.ConnectedSrcPort(raw.qpn, raw.dst),
 		DstPort: wire.UDPPort, HopLimit: 64, FragOff: wire.IPv4DF}
 	return b, raw
-}
-
-// send builds a request with headers h (its BTH destination and P_Key
-// filled in) and payload, and offers it to the fabric.
-func (r *rawPeer) send(t testing.TB, h wire.Headers, payload []byte) {
-	t.Helper()
-	h.BTH.DestQP, h.BTH.PKey = r.dst, wire.DefaultPKey
-	b := make([]byte, link.MaxDatagram)
-	n, err := wire.Build(b, &r.encap, &h, payload)
-	if err != nil {
-		t.Fatalf("build %v: %v", h.BTH.Opcode, err)
-	}
-	if _, err := r.ep.WriteBatch([]link.Datagram{{Encap: r.encap, Buf: b[:n]}}); err != nil {
-		t.Fatal(err)
-	}
 }

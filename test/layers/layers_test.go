@@ -32,6 +32,9 @@ var rank = map[string]int{
 	"internal/transport/rc": 5,
 	"internal/transport/ud": 5,
 	"internal/nic":          6,
+	// The transports' test kit: QPs driven on the fabric as the engine
+	// drives them (imported by the transports' tests only).
+	"internal/transport/transporttest": 4,
 	// The public API and the counters' exporter; the IB connection
 	// manager's state machine (over wire and clock only, below the RDMA
 	// CM that alone uses it).
@@ -170,10 +173,16 @@ func TestEngineInternal(t *testing.T) {
 // RDMA CM's own state machine, which imports none), so go list -deps of
 // any tool or command reaches the engine only through verbs; and
 // internal/ holds the engine alone: every package there is imported by
-// the engine or by verbs.
+// the engine or by verbs, but the engine's test kits (named ...test),
+// which only the engine's tests import.
 func TestEngineBehindVerbs(t *testing.T) {
 	g := graph(t)
 	for pkg, imps := range g {
+		for _, imp := range imps {
+			if strings.HasPrefix(imp, "internal/") && strings.HasSuffix(imp, "test") {
+				t.Errorf("%s imports the test kit %s: only tests may", pkg, imp)
+			}
+		}
 		if strings.HasPrefix(pkg, "internal/") || pkg == "verbs" {
 			continue
 		}
@@ -184,7 +193,7 @@ func TestEngineBehindVerbs(t *testing.T) {
 		}
 	}
 	for pkg := range g {
-		if !strings.HasPrefix(pkg, "internal/") {
+		if !strings.HasPrefix(pkg, "internal/") || strings.HasSuffix(pkg, "test") {
 			continue
 		}
 		used := false

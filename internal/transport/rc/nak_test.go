@@ -1,4 +1,4 @@
-package verbs_test
+package rc_test
 
 // Responder errors and the NAKs that report them (IBTA 9.7.5.2, 9.9.2
 // classes A-C; rxe_resp.c RESPST_ERR_*; rxe_comp.c check_ack): the
@@ -8,40 +8,14 @@ package verbs_test
 import (
 	"bytes"
 	"fmt"
-	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/ibv"
+	tt "github.com/softnic/softnic/internal/transport/transporttest"
 	"github.com/softnic/softnic/wire"
 )
-
-// qpEvents returns the asynchronous event types e's device reported for
-// its QP so far.
-func qpEvents(e *end) []ibv.AsyncEventType {
-	evs, _ := e.dev.AsyncEvents()
-	var out []ibv.AsyncEventType
-	for _, ev := range evs {
-		if ev.QPN == e.qp.QPN() && ev.Type != ibv.EventPortActive {
-			out = append(out, ev.Type)
-		}
-	}
-	return out
-}
-
-// wantEvents checks that e's QP reported every event of evs since the
-// last call (AsyncEvents consumes them).
-func wantEvents(t testing.TB, who string, e *end, evs ...ibv.AsyncEventType) {
-	t.Helper()
-	got := qpEvents(e)
-	for _, ev := range evs {
-		if !slices.Contains(got, ev) {
-			t.Errorf("%s events %v, want %v among them", who, got, ev)
-		}
-	}
-}
 
 // nakCase is a request the responder refuses.
 type nakCase struct {
@@ -60,32 +34,35 @@ type nakCase struct {
 // requester's is too.
 func runNak(t *testing.T, c nakCase) {
 	synctest.Test(t, func(t *testing.T) {
-		f := fabric.New(fabric.Config{Seed: 1})
-		defer f.Close()
-		a, b := newPair(t, f, rcOpts)
-		rec := record(t, f)
+		n := tt.NewNet(t, 1)
+		a, b := newPair(t, n, rcOpts)
+		rec := n.Recorder()
 		wr := c.setup(t, a, b)
 		fill(a.buf, 11)
 		fill(b.buf, 12)
 		beforeA, beforeB := bytes.Clone(a.buf), bytes.Clone(b.buf)
 
-		postRecv(t, b, recvWR(b, 77, 0, 4096))
-		post(t, a, wr, sendWR(a, 2, ibv.WRSend, 0, 100))
-		wcs := waitWC(t, a.cq, 2)
+		b.postRecv(recvWR(b, 77, 0, 4096))
+		a.post(wr, sendWR(a, 2, ibv.WRSend, 0, 100))
+		wcs := a.waitWC(2)
 		wantWC(t, wcs[0], wr.WRID, c.st, wcOpcodeOf(wr.Opcode))
 		wantWC(t, wcs[1], 2, ibv.WCWRFlushErr, ibv.WCSend)
-		rwc := waitWC(t, b.cq, 1)
+		rwc := b.waitWC(1)
 		wantWC(t, rwc[0], 77, ibv.WCWRFlushErr, ibv.WCRecv)
-		noWC(t, a.cq, 2*timeout14)
-		noWC(t, b.cq, 0)
+		a.noWC(2 * timeout14)
+		b.noWC(0)
 
-		checkSeq(t, "responses", rec.match(from(b)), fmt.Sprintf("ACKNOWLEDGE/0 %v", c.syn))
+		resps := rec.Match(from(b))
+		tt.CheckSeq(t, "responses", resps, fmt.Sprintf("ACKNOWLEDGE/0 %v", c.syn))
+		if len(resps) == 1 {
+			tt.Check(t, &resps[0], tt.DestQP(a.qpn()), tt.Syndrome(c.syn), tt.MSN(0))
+		}
 		wantState(t, "requester", a, ibv.QPStateErr)
 		wantState(t, "responder", b, ibv.QPStateErr)
 		wantEvents(t, "responder", b, c.ev, ibv.EventQPFatal)
 		checkBytes(t, "responder memory", b.buf, beforeB)
 		checkBytes(t, "requester memory", a.buf, beforeA)
-		if got := a.dev.Counters().Timeouts; got != 0 {
+		if got := a.ctr().Timeouts.Load(); got != 0 {
 			t.Errorf("requester timeouts %d, want 0", got)
 		}
 	})
@@ -111,7 +88,7 @@ func TestRCNakQPAccess(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			runNak(t, nakCase{
 				setup: func(t *testing.T, a, b *end) ibv.SendWR {
-					modify(t, b, ibv.QPAttr{AccessFlags: all &^ c.revoke}, ibv.QPAttrAccessFlags)
+					b.modify(ibv.QPAttr{AccessFlags: all &^ c.revoke}, ibv.QPAttrAccessFlags)
 					return rdmaWR(a, b, 1, c.op, 8192, 16384, c.n)
 				},
 				syn: wire.NakInvalidRequest, st: ibv.WCRemInvReqErr, ev: ibv.EventQPReqErr,
@@ -124,6 +101,7 @@ func TestRCNakQPAccess(t *testing.T) {
 // Error (C9-88.. ; rxe check_rkey → RESPST_ERR_RKEY_VIOLATION → NAK 0x62,
 // class C), checked for a multi-packet WRITE, a READ and an atomic.
 func TestRCNakRemoteAccess(t *testing.T) {
+	const all = ibv.AccessLocalWrite | ibv.AccessRemoteWrite | ibv.AccessRemoteRead | ibv.AccessRemoteAtomic
 	cases := []struct {
 		name string
 		// where returns the remote address and rkey to use for n bytes.
@@ -142,23 +120,31 @@ func TestRCNakRemoteAccess(t *testing.T) {
 			return b.mr.Addr() - 8, b.mr.RKey()
 		}},
 		{"other PD", func(t *testing.T, b *end, n int) (uint64, uint32) {
-			pd, err := b.dev.AllocPD()
-			must(t, err)
-			mr, err := pd.RegMR(make([]byte, 8192), ibv.AccessLocalWrite|ibv.AccessRemoteWrite|
-				ibv.AccessRemoteRead|ibv.AccessRemoteAtomic)
-			must(t, err)
+			pd, err := b.tbl.AllocPD()
+			if err != nil {
+				t.Fatal(err)
+			}
+			mr, err := b.tbl.RegMR(pd, make([]byte, 8192), 0x2000_0000, true, all)
+			if err != nil {
+				t.Fatal(err)
+			}
 			return mr.Addr(), mr.RKey()
 		}},
 		{"MR without the right", func(t *testing.T, b *end, n int) (uint64, uint32) {
-			mr, err := b.pd.RegMR(make([]byte, 8192), ibv.AccessLocalWrite|ibv.AccessMWBind)
-			must(t, err)
+			mr, err := b.tbl.RegMR(b.pd, make([]byte, 8192), 0x2000_0000, true, ibv.AccessLocalWrite|ibv.AccessMWBind)
+			if err != nil {
+				t.Fatal(err)
+			}
 			return mr.Addr(), mr.RKey()
 		}},
 		{"deregistered MR", func(t *testing.T, b *end, n int) (uint64, uint32) {
-			mr, err := b.pd.RegMR(make([]byte, 8192), ibv.AccessLocalWrite|ibv.AccessRemoteWrite|
-				ibv.AccessRemoteRead|ibv.AccessRemoteAtomic)
-			must(t, err)
-			must(t, mr.Dereg())
+			mr, err := b.tbl.RegMR(b.pd, make([]byte, 8192), 0x2000_0000, true, all)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := b.tbl.DeregMR(mr); err != nil {
+				t.Fatal(err)
+			}
 			return mr.Addr(), mr.RKey()
 		}},
 	}
@@ -196,31 +182,30 @@ func TestRCNakRemoteOp(t *testing.T) {
 		name string
 		sge  func(b *end) ibv.SGE
 	}{
-		{"bad lkey", func(b *end) ibv.SGE { s := b.mr.SGE(0, 4096); s.LKey ^= 0x33; return s }},
-		{"outside the MR", func(b *end) ibv.SGE { s := b.mr.SGE(len(b.buf)-100, 4096); return s }},
+		{"bad lkey", func(b *end) ibv.SGE { s := b.sge(0, 4096); s.LKey ^= 0x33; return s }},
+		{"outside the MR", func(b *end) ibv.SGE { return b.sge(len(b.buf)-100, 4096) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := fabric.New(fabric.Config{Seed: 1})
-				defer f.Close()
-				a, b := newPair(t, f, rcOpts)
-				rec := record(t, f)
+				n := tt.NewNet(t, 1)
+				a, b := newPair(t, n, rcOpts)
+				rec := n.Recorder()
 				fill(a.buf, 13)
 				before := bytes.Clone(b.buf)
 
-				postRecv(t, b, ibv.RecvWR{WRID: 1, SGList: []ibv.SGE{c.sge(b)}}, recvWR(b, 2, 0, 4096))
-				post(t, a, sendWR(a, 10, ibv.WRSend, 0, 2000), sendWR(a, 11, ibv.WRSend, 0, 10))
-				wcs := waitWC(t, a.cq, 2)
+				b.postRecv(ibv.RecvWR{WRID: 1, SGList: []ibv.SGE{c.sge(b)}}, recvWR(b, 2, 0, 4096))
+				a.post(sendWR(a, 10, ibv.WRSend, 0, 2000), sendWR(a, 11, ibv.WRSend, 0, 10))
+				wcs := a.waitWC(2)
 				wantWC(t, wcs[0], 10, ibv.WCRemOpErr, ibv.WCSend)
 				wantWC(t, wcs[1], 11, ibv.WCWRFlushErr, ibv.WCSend)
-				rwcs := waitWC(t, b.cq, 2)
+				rwcs := b.waitWC(2)
 				wantWC(t, rwcs[0], 1, ibv.WCLocProtErr, ibv.WCRecv)
 				wantWC(t, rwcs[1], 2, ibv.WCWRFlushErr, ibv.WCRecv)
-				checkSeq(t, "responses", rec.match(from(b)), "ACKNOWLEDGE/0 NAK_REM_OP_ERR")
+				tt.CheckSeq(t, "responses", rec.Match(from(b)), "ACKNOWLEDGE/0 NAK_REM_OP_ERR")
 				wantState(t, "requester", a, ibv.QPStateErr)
 				wantState(t, "responder", b, ibv.QPStateErr)
 				checkBytes(t, "responder memory", b.buf, before)
-				if got := b.dev.Counters().RemoteOpErr; got != 1 {
+				if got := b.ctr().RemoteOpErr.Load(); got != 1 {
 					t.Errorf("responder remote op errors %d, want 1", got)
 				}
 			})
@@ -233,22 +218,21 @@ func TestRCNakRemoteOp(t *testing.T) {
 // receive.
 func TestRCNakReceiveTooShort(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := fabric.New(fabric.Config{Seed: 1})
-		defer f.Close()
-		a, b := newPair(t, f, rcOpts)
-		rec := record(t, f)
-		postRecv(t, b, recvWR(b, 1, 0, 1500))
-		post(t, a, sendWR(a, 10, ibv.WRSend, 0, 3000))
-		wantWC(t, waitWC(t, a.cq, 1)[0], 10, ibv.WCRemInvReqErr, ibv.WCSend)
-		wantWC(t, waitWC(t, b.cq, 1)[0], 1, ibv.WCLocLenErr, ibv.WCRecv)
-		checkSeq(t, "NAKs", rec.match(isNak), "ACKNOWLEDGE/1 NAK_INVALID_REQ")
+		n := tt.NewNet(t, 1)
+		a, b := newPair(t, n, rcOpts)
+		rec := n.Recorder()
+		b.postRecv(recvWR(b, 1, 0, 1500))
+		a.post(sendWR(a, 10, ibv.WRSend, 0, 3000))
+		wantWC(t, a.waitWC(1)[0], 10, ibv.WCRemInvReqErr, ibv.WCSend)
+		wantWC(t, b.waitWC(1)[0], 1, ibv.WCLocLenErr, ibv.WCRecv)
+		tt.CheckSeq(t, "NAKs", rec.Match(tt.IsNAK), "ACKNOWLEDGE/1 NAK_INVALID_REQ")
 		wantState(t, "requester", a, ibv.QPStateErr)
 		wantState(t, "responder", b, ibv.QPStateErr)
 	})
 }
 
-// rawCase is a request a verbs requester would refuse to build, sent by
-// a raw peer.
+// rawCase is a request a requester of package rc would refuse to build,
+// sent by a raw peer.
 type rawCase struct {
 	name    string
 	h       wire.Headers
@@ -296,16 +280,19 @@ func TestRCNakRawRequests(t *testing.T) {
 	for i := range names {
 		t.Run(names[i].name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := fabric.New(fabric.Config{Seed: 1})
-				defer f.Close()
-				b, raw := newRawPeer(t, f, pairOpts{}, 0)
-				rec := record(t, f)
+				n := tt.NewNet(t, 1)
+				b, raw := newRawPeer(t, n, opts{}, 0)
+				rec := n.Recorder()
 				c := cases(b.mr.Addr(), b.mr.RKey())[i]
 				fill(b.buf, 3)
 				before := bytes.Clone(b.buf)
-				raw.send(t, c.h, c.payload)
-				settle(time.Millisecond)
-				checkSeq(t, "responses", rec.match(from(b)), fmt.Sprintf("ACKNOWLEDGE/0 %v", c.syn))
+				raw.send(c.h, c.payload)
+				n.Run(time.Millisecond)
+				resps := rec.Match(from(b))
+				tt.CheckSeq(t, "responses", resps, fmt.Sprintf("ACKNOWLEDGE/0 %v", c.syn))
+				if len(resps) == 1 {
+					tt.Check(t, &resps[0], tt.DestQP(raw.qpn), tt.Syndrome(c.syn))
+				}
 				wantState(t, "responder", b, ibv.QPStateErr)
 				checkBytes(t, "responder memory", b.buf, before)
 			})
@@ -318,24 +305,20 @@ func TestRCNakRawRequests(t *testing.T) {
 // a new gap once the expected PSN arrived.
 func TestRCNakSequenceOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := fabric.New(fabric.Config{Seed: 1})
-		defer f.Close()
-		b, raw := newRawPeer(t, f, pairOpts{}, 100)
-		rec := record(t, f)
-		postRecv(t, b, recvWR(b, 1, 0, 64), recvWR(b, 2, 64, 64))
-		send := func(psn wire.PSN) {
-			raw.send(t, wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCSendOnly, PSN: psn, AckReq: true}}, []byte("hello"))
-			settle(0)
-		}
+		n := tt.NewNet(t, 1)
+		b, raw := newRawPeer(t, n, opts{}, 100)
+		rec := n.Recorder()
+		b.postRecv(recvWR(b, 1, 0, 64), recvWR(b, 2, 64, 64))
 		for _, psn := range []wire.PSN{102, 103, 105, 100, 104, 101} {
-			send(psn)
+			raw.send(wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCSendOnly, PSN: psn, AckReq: true}}, []byte("hello"))
+			n.Settle()
 		}
-		checkSeq(t, "responses", rec.match(from(b)),
+		tt.CheckSeq(t, "responses", rec.Match(from(b)),
 			"ACKNOWLEDGE/100 NAK_PSN_SEQ_ERR", "ACKNOWLEDGE/100", "ACKNOWLEDGE/101 NAK_PSN_SEQ_ERR", "ACKNOWLEDGE/101")
-		wcs := waitWC(t, b.cq, 2)
+		wcs := b.waitWC(2)
 		wantWC(t, wcs[0], 1, ibv.WCSuccess, ibv.WCRecv)
 		wantWC(t, wcs[1], 2, ibv.WCSuccess, ibv.WCRecv)
-		if got := b.dev.Counters().OutOfSequence; got != 4 {
+		if got := b.ctr().OutOfSequence.Load(); got != 4 {
 			t.Errorf("out_of_sequence %d, want 4", got)
 		}
 		wantState(t, "responder", b, ibv.QPStateRTS)

@@ -1,10 +1,11 @@
-package verbs_test
+package rc_test
 
 // PSN wrap, PMTU segmentation and AckReq, fences, initiator depth,
 // completion signaling, SQD and the ERR flush (IBTA 9.5, 9.7, 10.3.1,
 // 10.7.3.1, 10.8.3; rxe_req.c; rxe-interop-facts.md §2.4-2.6).
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/transport/rc"
+	tt "github.com/softnic/softnic/internal/transport/transporttest"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -22,59 +24,55 @@ import (
 // 0xFFFFFF → 0.
 func TestRCPSNWrap(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := fabric.New(fabric.Config{Seed: 1})
-		defer f.Close()
+		n := tt.NewNet(t, 1)
 		o := rcOpts
 		o.sqPSN, o.rqPSN = 0xFFFFFD, 0xFFFFFE
-		a, b := newPair(t, f, o)
-		rec := record(t, f)
-		f.AddFilter(fabric.DropNth(1, fabric.And(ops(a, wire.RCSendMiddle), fabric.PSNIs(1))))
-		f.AddFilter(fabric.DropNth(1, fabric.And(ops(a, wire.RCReadResponseMiddle), fabric.PSNIs(0))))
+		a, b := newPair(t, n, o)
+		rec := n.Recorder()
+		n.Fabric().AddFilter(fabric.DropNth(1, fabric.And(ops(a, wire.RCSendMiddle), fabric.PSNIs(1))))
+		n.Fabric().AddFilter(fabric.DropNth(1, fabric.And(ops(a, wire.RCReadResponseMiddle), fabric.PSNIs(0))))
 
 		// a→b: a six-packet SEND over the wrap, PSN 1 lost once.
-		const n = 5*1024 + 10
-		fill(a.buf[:n], 21)
-		postRecv(t, b, recvWR(b, 1, 0, 8192))
-		post(t, a, sendWR(a, 1, ibv.WRSend, 0, n))
-		wantWC(t, waitWC(t, a.cq, 1)[0], 1, ibv.WCSuccess, ibv.WCSend)
-		wantWC(t, waitWC(t, b.cq, 1)[0], 1, ibv.WCSuccess, ibv.WCRecv)
-		checkBytes(t, "SEND over the wrap", b.buf[:n], a.buf[:n])
-		checkSeq(t, "a's requests", rec.match(from(a)),
+		const size = 5*1024 + 10
+		fill(a.buf[:size], 21)
+		b.postRecv(recvWR(b, 1, 0, 8192))
+		a.post(sendWR(a, 1, ibv.WRSend, 0, size))
+		wantWC(t, a.waitWC(1)[0], 1, ibv.WCSuccess, ibv.WCSend)
+		wantWC(t, b.waitWC(1)[0], 1, ibv.WCSuccess, ibv.WCRecv)
+		checkBytes(t, "SEND over the wrap", b.buf[:size], a.buf[:size])
+		tt.CheckSeq(t, "a's requests", rec.Match(from(a)),
 			"SEND_FIRST/16777213", "SEND_MIDDLE/16777214", "SEND_MIDDLE/16777215", "SEND_MIDDLE/0",
 			"SEND_MIDDLE/1", "SEND_LAST/2!", "SEND_MIDDLE/1", "SEND_LAST/2!")
-		checkSeq(t, "b's responses", rec.match(from(b)), "ACKNOWLEDGE/1 NAK_PSN_SEQ_ERR", "ACKNOWLEDGE/2")
+		tt.CheckSeq(t, "b's responses", rec.Match(from(b)), "ACKNOWLEDGE/1 NAK_PSN_SEQ_ERR", "ACKNOWLEDGE/2")
 
 		// b→a: a five-packet READ over the wrap, the response at PSN 0
 		// lost: the re-issued READ asks from PSN 0 for the last three
 		// PMTUs.
-		rec.reset()
+		rec.Reset()
 		const rn, roff, loff = 4*1024 + 500, 20000, 40000
 		fill(a.buf[roff:roff+rn], 22)
-		post(t, b, rdmaWR(b, a, 2, ibv.WRRDMARead, loff, roff, rn))
-		wantWC(t, waitWC(t, b.cq, 1)[0], 2, ibv.WCSuccess, ibv.WCRDMARead)
+		b.post(rdmaWR(b, a, 2, ibv.WRRDMARead, loff, roff, rn))
+		wantWC(t, b.waitWC(1)[0], 2, ibv.WCSuccess, ibv.WCRDMARead)
 		checkBytes(t, "READ over the wrap", b.buf[loff:loff+rn], a.buf[roff:roff+rn])
-		reqs := rec.match(from(b))
-		checkSeq(t, "b's requests", reqs, "RDMA_READ_REQUEST/16777214!", "RDMA_READ_REQUEST/0!")
+		reqs := rec.Match(from(b))
+		tt.CheckSeq(t, "b's requests", reqs, "RDMA_READ_REQUEST/16777214!", "RDMA_READ_REQUEST/0!")
 		if len(reqs) == 2 {
-			want := wire.RETHFields{VA: a.mr.Addr() + roff + 2048, RKey: a.mr.RKey(), DMALen: rn - 2048}
-			if got := reqs[1].Wire.RETH().Fields(); got != want {
-				t.Errorf("re-issued READ RETH %+v, want %+v", got, want)
-			}
+			tt.Check(t, &reqs[1], tt.RETH(wire.RETHFields{VA: a.mr.Addr() + roff + 2048, RKey: a.mr.RKey(), DMALen: rn - 2048}))
 		}
-		checkSeq(t, "a's responses", rec.match(from(a)),
+		tt.CheckSeq(t, "a's responses", rec.Match(from(a)),
 			"RDMA_READ_RESPONSE_FIRST/16777214", "RDMA_READ_RESPONSE_MIDDLE/16777215", "RDMA_READ_RESPONSE_MIDDLE/0",
 			"RDMA_READ_RESPONSE_MIDDLE/1", "RDMA_READ_RESPONSE_LAST/2",
 			"RDMA_READ_RESPONSE_MIDDLE/0", "RDMA_READ_RESPONSE_MIDDLE/1", "RDMA_READ_RESPONSE_LAST/2")
 
 		// And on: an atomic and a WRITE after the wrap.
-		rec.reset()
+		rec.Reset()
 		w := rdmaWR(b, a, 3, ibv.WRAtomicFetchAndAdd, 48000, 48000, 8)
 		w.CompareAdd = 5
-		post(t, b, w, rdmaWR(b, a, 4, ibv.WRRDMAWrite, 0, 50000, 1500))
-		wcs := waitWC(t, b.cq, 2)
+		b.post(w, rdmaWR(b, a, 4, ibv.WRRDMAWrite, 0, 50000, 1500))
+		wcs := b.waitWC(2)
 		wantWC(t, wcs[0], 3, ibv.WCSuccess, ibv.WCFetchAdd)
 		wantWC(t, wcs[1], 4, ibv.WCSuccess, ibv.WCRDMAWrite)
-		checkSeq(t, "b's last requests", rec.match(from(b)), "FETCH_ADD/3!", "RDMA_WRITE_FIRST/4", "RDMA_WRITE_LAST/5!")
+		tt.CheckSeq(t, "b's last requests", rec.Match(from(b)), "FETCH_ADD/3!", "RDMA_WRITE_FIRST/4", "RDMA_WRITE_LAST/5!")
 		if got, orig := u64(a.buf[48000:]), u64(b.buf[48000:]); got != 5 || orig != 0 {
 			t.Errorf("fetch-add of 5 on 0 left %d and returned %d", got, orig)
 		}
@@ -90,11 +88,10 @@ func TestRCSegmentation(t *testing.T) {
 	for _, mtu := range []ibv.MTU{ibv.MTU256, ibv.MTU512, ibv.MTU1024, ibv.MTU2048, ibv.MTU4096} {
 		t.Run(fmt.Sprint(mtu.Bytes()), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := fabric.New(fabric.Config{Seed: 1})
-				defer f.Close()
+				n := tt.NewNet(t, 1)
 				p := mtu.Bytes()
-				a, b := newPair(t, f, pairOpts{mtu: mtu, timeout: 14, retry: 7, rnr: 7, bufSize: 1 << 15})
-				rec := record(t, f)
+				a, b := newPair(t, n, opts{mtu: mtu, timeout: 14, retry: 7, rnr: 7, bufSize: 1 << 15})
+				rec := n.Recorder()
 				type msg struct {
 					op    ibv.WROpcode
 					n     int
@@ -113,43 +110,36 @@ func TestRCSegmentation(t *testing.T) {
 				for i, m := range msgs {
 					fill(a.buf[:m.n], i)
 					fill(b.buf[:m.n], 100+i)
-					rec.reset()
+					rec.Reset()
 					if m.op == ibv.WRSend {
-						postRecv(t, b, recvWR(b, uint64(i), 0, 4*p+64))
+						b.postRecv(recvWR(b, uint64(i), 0, 4*p+64))
 					}
-					post(t, a, rdmaWR(a, b, uint64(i), m.op, 0, 0, m.n))
-					wantWC(t, waitWC(t, a.cq, 1)[0], uint64(i), ibv.WCSuccess, wcOpcodeOf(m.op))
+					a.post(rdmaWR(a, b, uint64(i), m.op, 0, 0, m.n))
+					wantWC(t, a.waitWC(1)[0], uint64(i), ibv.WCSuccess, wcOpcodeOf(m.op))
 					if m.op == ibv.WRSend {
-						waitWC(t, b.cq, 1)
+						b.waitWC(1)
 					}
 					checkBytes(t, "data", a.buf[:m.n], b.buf[:m.n])
 
-					data := rec.match(fabric.And(fabric.MaskIs(wire.MaskPayload), func(p *fabric.Packet) bool {
+					data := rec.Match(fabric.And(fabric.MaskIs(wire.MaskPayload), func(p *fabric.Packet) bool {
 						return !p.Wire.Is(wire.MaskAck)
 					}))
 					if m.op == ibv.WRRDMARead {
-						if reqs := rec.match(ops(a, wire.RCReadRequest)); len(reqs) != 1 || reqs[0].Wire.RETH().DMALen() != uint32(m.n) {
-							t.Errorf("message %d: READ requests %q", i, descs(reqs))
+						reqs := rec.Match(ops(a, wire.RCReadRequest))
+						if len(reqs) != 1 {
+							t.Fatalf("message %d: READ requests %q", i, tt.Descs(reqs))
 						}
+						tt.Check(t, &reqs[0], tt.RETH(wire.RETHFields{VA: b.mr.Addr(), RKey: b.mr.RKey(), DMALen: uint32(m.n)}))
 					}
 					var sizes []int
-					for j, d := range data {
+					for j := range data {
+						d := &data[j]
 						sizes = append(sizes, len(d.Wire.Payload))
 						first, last := j == 0, j == len(data)-1
-						if got := d.Wire.Is(wire.MaskStart); got != first {
-							t.Errorf("message %d packet %d (%s): start %v, want %v", i, j, d.desc(), got, first)
-						}
-						if got := d.Wire.Is(wire.MaskEnd); got != last {
-							t.Errorf("message %d packet %d (%s): end %v, want %v", i, j, d.desc(), got, last)
-						}
-						if d.Wire.Is(wire.MaskRequest) && d.Wire.AckReq() != last {
-							t.Errorf("message %d packet %d (%s): AckReq %v, want %v", i, j, d.desc(), d.Wire.AckReq(), last)
-						}
-						if hasReth := d.Wire.RETH() != nil; hasReth != (m.op == ibv.WRRDMAWrite && first) {
-							t.Errorf("message %d packet %d (%s): RETH present %v", i, j, d.desc(), hasReth)
-						}
-						if pad := d.Wire.BTH().Pad(); pad != wire.PadFor(len(d.Wire.Payload)) {
-							t.Errorf("message %d packet %d (%s): pad %d", i, j, d.desc(), pad)
+						tt.Check(t, d, tt.Mask(wire.MaskStart, first), tt.Mask(wire.MaskEnd, last),
+							tt.HasRETH(m.op == ibv.WRRDMAWrite && first), tt.Pad())
+						if d.Wire.Is(wire.MaskRequest) {
+							tt.Check(t, d, tt.AckReq(last))
 						}
 					}
 					if !slices.Equal(sizes, m.sizes) {
@@ -161,44 +151,28 @@ func TestRCSegmentation(t *testing.T) {
 	}
 }
 
-// wcOpcodeOf is the completion opcode of a send WR's opcode.
-func wcOpcodeOf(op ibv.WROpcode) ibv.WCOpcode {
-	switch op {
-	case ibv.WRRDMAWrite, ibv.WRRDMAWriteWithImm:
-		return ibv.WCRDMAWrite
-	case ibv.WRRDMARead:
-		return ibv.WCRDMARead
-	case ibv.WRAtomicFetchAndAdd:
-		return ibv.WCFetchAdd
-	case ibv.WRAtomicCmpAndSwp:
-		return ibv.WCCompSwap
-	}
-	return ibv.WCSend
-}
-
 // In a long message AckReq is set on one packet in 65 as well as the
 // last (rxe_req.c: noack_pkts > RXE_MAX_PKT_PER_ACK), so the window of
 // rc.MaxUnackedPSNs unacknowledged PSNs keeps moving; the WRITE, longer
 // than the window, arrives whole.
 func TestRCAckReqPeriodic(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := fabric.New(fabric.Config{Seed: 1})
-		defer f.Close()
-		a, b := newPair(t, f, pairOpts{mtu: ibv.MTU256, timeout: 14, retry: 7, rnr: 7, bufSize: 1 << 18})
-		rec := record(t, f)
+		n := tt.NewNet(t, 1)
+		a, b := newPair(t, n, opts{mtu: ibv.MTU256, timeout: 14, retry: 7, rnr: 7, bufSize: 1 << 18})
+		rec := n.Recorder()
 		const pkts = rc.MaxUnackedPSNs + 72
 		fill(a.buf[:pkts*256], 31)
-		post(t, a, rdmaWR(a, b, 1, ibv.WRRDMAWrite, 0, 0, pkts*256))
-		wantWC(t, waitWC(t, a.cq, 1)[0], 1, ibv.WCSuccess, ibv.WCRDMAWrite)
+		a.post(rdmaWR(a, b, 1, ibv.WRRDMAWrite, 0, 0, pkts*256))
+		wantWC(t, a.waitWC(1)[0], 1, ibv.WCSuccess, ibv.WCRDMAWrite)
 		checkBytes(t, "written", b.buf[:pkts*256], a.buf[:pkts*256])
-		reqs := rec.match(from(a))
+		reqs := rec.Match(from(a))
 		if len(reqs) != pkts {
 			t.Fatalf("%d packets, want %d", len(reqs), pkts)
 		}
 		var acked []wire.PSN
 		for _, p := range reqs {
 			if p.Wire.AckReq() {
-				acked = append(acked, p.psn())
+				acked = append(acked, p.Wire.PSN())
 			}
 		}
 		var want []wire.PSN // every 65th packet from the 65th, and the last
@@ -209,20 +183,10 @@ func TestRCAckReqPeriodic(t *testing.T) {
 		if !slices.Equal(acked, want) {
 			t.Errorf("AckReq on PSNs %v, want %v", acked, want)
 		}
-		if got := a.dev.Counters().Timeouts; got != 0 {
+		if got := a.ctr().Timeouts.Load(); got != 0 {
 			t.Errorf("timeouts %d, want 0", got)
 		}
 	})
-}
-
-// index returns the position of the first recorded packet m matches, or -1.
-func index(all []seen, m fabric.Matcher) int {
-	for i := range all {
-		if m(&all[i].Packet) {
-			return i
-		}
-	}
-	return -1
 }
 
 // IBV_SEND_FENCE holds a WR until every earlier READ and atomic has
@@ -244,38 +208,37 @@ func TestRCFence(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := fabric.New(fabric.Config{Seed: 1})
-				defer f.Close()
-				a, b := newPair(t, f, rcOpts)
-				rec := record(t, f)
-				// The tap sees a datagram when it is sent, before the
+				n := tt.NewNet(t, 1)
+				a, b := newPair(t, n, rcOpts)
+				rec := n.Recorder()
+				// The recorder sees a datagram when it is sent, before the
 				// fabric delays it: with both directions slowed down,
 				// everything the requester sends in one pass is recorded
 				// before the responder can answer any of it.
-				f.AddFilter(fabric.OnMatch(nil, fabric.Delay(time.Millisecond)))
+				n.Fabric().AddFilter(fabric.OnMatch(nil, fabric.Delay(time.Millisecond)))
 
-				n := 8000
+				size := 8000
 				if c.first == ibv.WRAtomicFetchAndAdd {
-					n = 8
+					size = 8
 				}
 				s := sendWR(a, 2, ibv.WRSend, 30000, 10)
 				if c.fence {
 					s.Flags |= ibv.SendFence
 				}
-				postRecv(t, b, recvWR(b, 1, 0, 64))
-				post(t, a, rdmaWR(a, b, 1, c.first, 8192, 8192, n), s)
-				wcs := waitWC(t, a.cq, 2)
+				b.postRecv(recvWR(b, 1, 0, 64))
+				a.post(rdmaWR(a, b, 1, c.first, 8192, 8192, size), s)
+				wcs := a.waitWC(2)
 				wantWC(t, wcs[0], 1, ibv.WCSuccess, wcOpcodeOf(c.first))
 				wantWC(t, wcs[1], 2, ibv.WCSuccess, ibv.WCSend)
 
-				all := rec.match(nil)
-				send := index(all, ops(a, wire.RCSendOnly))
-				done := index(all, ops(b, c.lastOf))
+				all := rec.Match(nil)
+				send := tt.Index(all, ops(a, wire.RCSendOnly))
+				done := tt.Index(all, ops(b, c.lastOf))
 				if send < 0 || done < 0 {
-					t.Fatalf("packets %q", descs(all))
+					t.Fatalf("packets %q", tt.Descs(all))
 				}
 				if waited := send > done; waited != c.waits {
-					t.Errorf("SEND sent after the first WR's last response: %v, want %v\n%q", waited, c.waits, descs(all))
+					t.Errorf("SEND sent after the first WR's last response: %v, want %v\n%q", waited, c.waits, tt.Descs(all))
 				}
 			})
 		})
@@ -290,16 +253,15 @@ func TestRCInitiatorDepth(t *testing.T) {
 	for _, c := range []struct{ set, want uint8 }{{1, 1}, {2, 2}, {3, 4}, {8, 8}} {
 		t.Run(fmt.Sprint(c.set), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := fabric.New(fabric.Config{Seed: 1})
-				defer f.Close()
-				a, b := newPair(t, f, pairOpts{timeout: 14, retry: 7, rnr: 7, maxRdAtomic: c.set})
-				if got, _ := a.qp.Query(); got.MaxRdAtomic != c.want {
-					t.Errorf("query max_rd_atomic %d, want %d", got.MaxRdAtomic, c.want)
+				n := tt.NewNet(t, 1)
+				a, b := newPair(t, n, opts{timeout: 14, retry: 7, rnr: 7, maxRdAtomic: c.set})
+				if got := a.query().MaxRdAtomic; got != c.want {
+					t.Errorf("query max_rd_atomic %d, want %d", got, c.want)
 				}
-				rec := record(t, f)
+				rec := n.Recorder()
 				// Requests are recorded when sent, before this delay: all
 				// those of one pass precede any response in the record.
-				f.AddFilter(fabric.OnMatch(from(a), fabric.Delay(time.Millisecond)))
+				n.Fabric().AddFilter(fabric.OnMatch(from(a), fabric.Delay(time.Millisecond)))
 				var wrs []ibv.SendWR
 				for i := range 12 {
 					if i%3 == 2 {
@@ -312,16 +274,16 @@ func TestRCInitiatorDepth(t *testing.T) {
 				}
 				// Plain SENDs in between are not limited.
 				wrs = slices.Insert(wrs, 1, sendWR(a, 100, ibv.WRSend, 0, 10))
-				postRecv(t, b, recvWR(b, 1, 0, 64))
-				post(t, a, wrs...)
-				waitWC(t, a.cq, len(wrs))
+				b.postRecv(recvWR(b, 1, 0, 64))
+				a.post(wrs...)
+				a.waitWC(len(wrs))
 
 				out, most := 0, 0
-				for _, p := range rec.match(nil) {
+				for _, p := range rec.Match(nil) {
 					switch {
-					case p.Src == a.dev.Addr() && (p.op() == wire.RCReadRequest || p.Wire.Is(wire.MaskAtomic)):
+					case p.Src == a.node.Addr() && (p.Wire.Opcode == wire.RCReadRequest || p.Wire.Is(wire.MaskAtomic)):
 						out++
-					case p.Src == b.dev.Addr() && (p.Wire.Is(wire.MaskRead|wire.MaskEnd) || p.op() == wire.RCAtomicAck):
+					case p.Src == b.node.Addr() && (p.Wire.Is(wire.MaskRead|wire.MaskEnd) || p.Wire.Opcode == wire.RCAtomicAck):
 						out--
 					}
 					most = max(most, out)
@@ -344,9 +306,8 @@ func TestRCSignaling(t *testing.T) {
 	for _, sigAll := range []bool{false, true} {
 		t.Run(fmt.Sprint("sq_sig_all=", sigAll), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := fabric.New(fabric.Config{Seed: 1})
-				defer f.Close()
-				a, b := newPair(t, f, pairOpts{timeout: 14, retry: 7, rnr: 7, sigAll: sigAll})
+				n := tt.NewNet(t, 1)
+				a, b := newPair(t, n, opts{timeout: 14, retry: 7, rnr: 7, sigAll: sigAll})
 				var wrs []ibv.SendWR
 				for i := range 6 {
 					w := rdmaWR(a, b, uint64(i), []ibv.WROpcode{ibv.WRSend, ibv.WRRDMAWrite, ibv.WRRDMARead}[i%3], 1000*i, 1000*i, 500)
@@ -354,17 +315,17 @@ func TestRCSignaling(t *testing.T) {
 						w.Flags = 0
 					}
 					if w.Opcode == ibv.WRSend {
-						postRecv(t, b, recvWR(b, uint64(i), 0, 1000))
+						b.postRecv(recvWR(b, uint64(i), 0, 1000))
 					}
 					wrs = append(wrs, w)
 				}
-				post(t, a, wrs...)
+				a.post(wrs...)
 				want := []uint64{1, 4}
 				if sigAll {
 					want = []uint64{0, 1, 2, 3, 4, 5}
 				}
-				wcs := waitWC(t, a.cq, len(want))
-				noWC(t, a.cq, time.Second)
+				wcs := a.waitWC(len(want))
+				a.noWC(time.Second)
 				var got []uint64
 				for _, wc := range wcs {
 					got = append(got, wc.WRID)
@@ -383,8 +344,8 @@ func TestRCSignaling(t *testing.T) {
 				bad.Flags = 0
 				next := sendWR(a, 11, ibv.WRSend, 0, 10)
 				next.Flags = 0
-				post(t, a, bad, next)
-				wcs = waitWC(t, a.cq, 2)
+				a.post(bad, next)
+				wcs = a.waitWC(2)
 				wantWC(t, wcs[0], 10, ibv.WCRemAccessErr, ibv.WCRDMAWrite)
 				wantWC(t, wcs[1], 11, ibv.WCWRFlushErr, ibv.WCSend)
 			})
@@ -401,44 +362,43 @@ func TestRCSQD(t *testing.T) {
 	for _, notify := range []bool{true, false} {
 		t.Run(fmt.Sprint("notify=", notify), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := fabric.New(fabric.Config{Seed: 1})
-				defer f.Close()
-				a, b := newPair(t, f, pairOpts{mtu: ibv.MTU256, timeout: 14, retry: 7, rnr: 7, bufSize: 1 << 18})
-				rec := record(t, f)
-				f.AddFilter(fabric.OnMatch(from(b), fabric.Delay(time.Millisecond)))
+				n := tt.NewNet(t, 1)
+				a, b := newPair(t, n, opts{mtu: ibv.MTU256, timeout: 14, retry: 7, rnr: 7, bufSize: 1 << 18})
+				rec := n.Recorder()
+				n.Fabric().AddFilter(fabric.OnMatch(from(b), fabric.Delay(time.Millisecond)))
 
 				const pkts = rc.MaxUnackedPSNs + 72 // more than the window
 				fill(a.buf[:pkts*256], 41)
-				post(t, a, rdmaWR(a, b, 1, ibv.WRRDMAWrite, 0, 0, pkts*256))
-				settle(0)
-				if got := rec.count(from(a)); got != rc.MaxUnackedPSNs {
+				a.post(rdmaWR(a, b, 1, ibv.WRRDMAWrite, 0, 0, pkts*256))
+				n.Settle()
+				if got := rec.Count(from(a)); got != rc.MaxUnackedPSNs {
 					t.Fatalf("%d packets before the first ACK, want a window of %d", got, rc.MaxUnackedPSNs)
 				}
-				modify(t, a, ibv.QPAttr{State: ibv.QPStateSQD, EnSQDAsyncNotify: notify},
+				a.modify(ibv.QPAttr{State: ibv.QPStateSQD, EnSQDAsyncNotify: notify},
 					ibv.QPAttrState|ibv.QPAttrEnSQDAsyncNotify)
-				if q, _ := a.qp.Query(); q.State != ibv.QPStateSQD || !q.SQDraining {
+				if q := a.query(); q.State != ibv.QPStateSQD || !q.SQDraining {
 					t.Errorf("after RTS->SQD with a WRITE in flight: state %v draining %v", q.State, q.SQDraining)
 				}
-				postRecv(t, b, recvWR(b, 1, 0, 64))
-				post(t, a, sendWR(a, 2, ibv.WRSend, 0, 10))
-				wantWC(t, waitWC(t, a.cq, 1)[0], 1, ibv.WCSuccess, ibv.WCRDMAWrite)
+				b.postRecv(recvWR(b, 1, 0, 64))
+				a.post(sendWR(a, 2, ibv.WRSend, 0, 10))
+				wantWC(t, a.waitWC(1)[0], 1, ibv.WCSuccess, ibv.WCRDMAWrite)
 				checkBytes(t, "written", b.buf[:pkts*256], a.buf[:pkts*256])
-				noWC(t, a.cq, 10*time.Millisecond)
-				if got := rec.count(ops(a, wire.RCSendOnly)); got != 0 {
+				a.noWC(10 * time.Millisecond)
+				if got := rec.Count(ops(a, wire.RCSendOnly)); got != 0 {
 					t.Errorf("the SEND posted in SQD went out %d times", got)
 				}
-				q, _ := a.qp.Query()
+				q := a.query()
 				if q.State != ibv.QPStateSQD || q.SQDraining {
 					t.Errorf("drained: state %v draining %v, want SQD false", q.State, q.SQDraining)
 				}
-				evs := qpEvents(a)
+				evs := a.takeEvents()
 				if want := notify; slices.Contains(evs, ibv.EventSQDrained) != want || len(evs) > 1 {
 					t.Errorf("events %v, want SQ drained %v only", evs, want)
 				}
 
-				modify(t, a, ibv.QPAttr{State: ibv.QPStateRTS}, ibv.QPAttrState)
-				wantWC(t, waitWC(t, a.cq, 1)[0], 2, ibv.WCSuccess, ibv.WCSend)
-				wantWC(t, waitWC(t, b.cq, 1)[0], 1, ibv.WCSuccess, ibv.WCRecv)
+				a.modify(ibv.QPAttr{State: ibv.QPStateRTS}, ibv.QPAttrState)
+				wantWC(t, a.waitWC(1)[0], 2, ibv.WCSuccess, ibv.WCSend)
+				wantWC(t, b.waitWC(1)[0], 1, ibv.WCSuccess, ibv.WCRecv)
 			})
 		})
 	}
@@ -450,52 +410,49 @@ func TestRCSQD(t *testing.T) {
 // drained before they complete.
 func TestRCSQDRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := fabric.New(fabric.Config{Seed: 1})
-		defer f.Close()
-		a, b := newPair(t, f, rcOpts)
-		rec := record(t, f)
-		f.AddFilter(fabric.DropNth(1, fabric.And(ops(a, wire.RCSendMiddle), fabric.PSNIs(1))))
+		n := tt.NewNet(t, 1)
+		a, b := newPair(t, n, rcOpts)
+		rec := n.Recorder()
+		n.Fabric().AddFilter(fabric.DropNth(1, fabric.And(ops(a, wire.RCSendMiddle), fabric.PSNIs(1))))
 		// ACKs take 10ms, READ responses 30ms.
-		f.AddFilter(fabric.OnMatch(ops(b, wire.RCAck), fabric.Delay(10*time.Millisecond)))
-		f.AddFilter(fabric.OnMatch(from(b), fabric.Delay(30*time.Millisecond)))
+		n.Fabric().AddFilter(fabric.OnMatch(ops(b, wire.RCAck), fabric.Delay(10*time.Millisecond)))
+		n.Fabric().AddFilter(fabric.OnMatch(from(b), fabric.Delay(30*time.Millisecond)))
 
-		start := time.Now()
+		start := n.Now()
 		fill(a.buf[:3000], 51)
 		fill(b.buf[8192:8192+3000], 52)
-		postRecv(t, b, recvWR(b, 1, 0, 4096))
-		post(t, a, sendWR(a, 1, ibv.WRSend, 0, 3000), rdmaWR(a, b, 2, ibv.WRRDMARead, 8192, 8192, 3000))
-		settle(0)
-		modify(t, a, ibv.QPAttr{State: ibv.QPStateSQD, EnSQDAsyncNotify: true},
+		b.postRecv(recvWR(b, 1, 0, 4096))
+		a.post(sendWR(a, 1, ibv.WRSend, 0, 3000), rdmaWR(a, b, 2, ibv.WRRDMARead, 8192, 8192, 3000))
+		n.Settle()
+		a.modify(ibv.QPAttr{State: ibv.QPStateSQD, EnSQDAsyncNotify: true},
 			ibv.QPAttrState|ibv.QPAttrEnSQDAsyncNotify)
 
 		// t=10ms: the NAK of PSN 1 arrives, both WRs go out again;
 		// t=20ms: the SEND is acknowledged; t=40ms: the READ answered.
-		time.Sleep(25*time.Millisecond - time.Since(start))
-		wantWC(t, waitWC(t, a.cq, 1)[0], 1, ibv.WCSuccess, ibv.WCSend)
-		if q, _ := a.qp.Query(); !q.SQDraining {
+		n.Run(25*time.Millisecond - n.Since(start))
+		wantWC(t, a.waitWC(1)[0], 1, ibv.WCSuccess, ibv.WCSend)
+		if q := a.query(); !q.SQDraining {
 			t.Errorf("SQ drained with the READ unanswered")
 		}
-		if evs := qpEvents(a); len(evs) != 0 {
+		if evs := a.takeEvents(); len(evs) != 0 {
 			t.Errorf("events %v with the READ unanswered", evs)
 		}
-		wantWC(t, waitWC(t, a.cq, 1)[0], 2, ibv.WCSuccess, ibv.WCRDMARead)
-		wantWC(t, waitWC(t, b.cq, 1)[0], 1, ibv.WCSuccess, ibv.WCRecv)
+		wantWC(t, a.waitWC(1)[0], 2, ibv.WCSuccess, ibv.WCRDMARead)
+		wantWC(t, b.waitWC(1)[0], 1, ibv.WCSuccess, ibv.WCRecv)
 		checkBytes(t, "SEND", b.buf[:3000], a.buf[:3000])
 		checkBytes(t, "READ", a.buf[8192:8192+3000], b.buf[8192:8192+3000])
 		wantState(t, "requester", a, ibv.QPStateSQD)
-		reqs := rec.match(from(a))
-		checkSeq(t, "requests", reqs,
+		reqs := rec.Match(from(a))
+		tt.CheckSeq(t, "requests", reqs,
 			"SEND_FIRST/0", "SEND_MIDDLE/1", "SEND_LAST/2!", "RDMA_READ_REQUEST/3!",
 			"SEND_MIDDLE/1", "SEND_LAST/2!", "RDMA_READ_REQUEST/3!")
-		for _, p := range reqs[4:] {
-			if d := p.at.Sub(start); d != 10*time.Millisecond {
-				t.Errorf("%s resent at %v, want 10ms (on the NAK)", p.desc(), d)
-			}
+		if len(reqs) == 7 {
+			tt.CheckEach(t, reqs[4:], tt.At(start.Add(10*time.Millisecond))) // on the NAK
 		}
-		if got := a.dev.Counters().Timeouts; got != 0 {
+		if got := a.ctr().Timeouts.Load(); got != 0 {
 			t.Errorf("timeouts %d, want 0", got)
 		}
-		if evs := qpEvents(a); !slices.Equal(evs, []ibv.AsyncEventType{ibv.EventSQDrained}) {
+		if evs := a.takeEvents(); !slices.Equal(evs, []ibv.AsyncEventType{ibv.EventSQDrained}) {
 			t.Errorf("events %v, want one SQ drained", evs)
 		}
 	})
@@ -507,23 +464,22 @@ func TestRCSQDRetry(t *testing.T) {
 // 10.8.3.3; rxe flush_send_queue).
 func TestRCErrFlush(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := fabric.New(fabric.Config{Seed: 1})
-		defer f.Close()
-		a, b := newPair(t, f, rcOpts)
-		rec := record(t, f)
-		f.AddFilter(fabric.DropIf(from(b))) // nothing is ever acknowledged
+		n := tt.NewNet(t, 1)
+		a, b := newPair(t, n, rcOpts)
+		rec := n.Recorder()
+		n.Fabric().AddFilter(fabric.DropIf(from(b))) // nothing is ever acknowledged
 
 		unsig := rdmaWR(a, b, 3, ibv.WRRDMARead, 8192, 0, 3000)
 		unsig.Flags = 0
-		postRecv(t, a, recvWR(a, 100, 0, 64), recvWR(a, 101, 64, 64))
-		postRecv(t, b, recvWR(b, 200, 0, 4096), recvWR(b, 201, 4096, 64))
-		post(t, a, sendWR(a, 1, ibv.WRSend, 0, 3000), rdmaWR(a, b, 2, ibv.WRRDMAWrite, 0, 0, 100), unsig,
+		a.postRecv(recvWR(a, 100, 0, 64), recvWR(a, 101, 64, 64))
+		b.postRecv(recvWR(b, 200, 0, 4096), recvWR(b, 201, 4096, 64))
+		a.post(sendWR(a, 1, ibv.WRSend, 0, 3000), rdmaWR(a, b, 2, ibv.WRRDMAWrite, 0, 0, 100), unsig,
 			rdmaWR(a, b, 4, ibv.WRAtomicCmpAndSwp, 16384, 16384, 8))
-		settle(time.Millisecond)
-		sent := rec.count(from(a))
-		modify(t, a, ibv.QPAttr{State: ibv.QPStateErr}, ibv.QPAttrState)
-		modify(t, b, ibv.QPAttr{State: ibv.QPStateErr}, ibv.QPAttrState)
-		wcs := waitWC(t, a.cq, 6)
+		n.Run(time.Millisecond)
+		sent := rec.Count(from(a))
+		a.modify(ibv.QPAttr{State: ibv.QPStateErr}, ibv.QPAttrState)
+		b.modify(ibv.QPAttr{State: ibv.QPStateErr}, ibv.QPAttrState)
+		wcs := a.waitWC(6)
 		for i, want := range []struct {
 			wrid uint64
 			op   ibv.WCOpcode
@@ -535,17 +491,17 @@ func TestRCErrFlush(t *testing.T) {
 		wantWC(t, wcs[5], 101, ibv.WCWRFlushErr, ibv.WCRecv)
 		// b took the SEND (only its ACKs are lost); its other receive is
 		// flushed.
-		rwcs := waitWC(t, b.cq, 2)
+		rwcs := b.waitWC(2)
 		wantWC(t, rwcs[0], 200, ibv.WCSuccess, ibv.WCRecv)
 		wantWC(t, rwcs[1], 201, ibv.WCWRFlushErr, ibv.WCRecv)
 
-		post(t, a, sendWR(a, 5, ibv.WRSend, 0, 10))
-		postRecv(t, a, recvWR(a, 102, 0, 64))
-		wcs = waitWC(t, a.cq, 2)
+		a.post(sendWR(a, 5, ibv.WRSend, 0, 10))
+		a.postRecv(recvWR(a, 102, 0, 64))
+		wcs = a.waitWC(2)
 		wantWC(t, wcs[0], 5, ibv.WCWRFlushErr, ibv.WCSend)
 		wantWC(t, wcs[1], 102, ibv.WCWRFlushErr, ibv.WCRecv)
-		noWC(t, a.cq, 10*timeout14)
-		if got := rec.count(from(a)); got != sent {
+		a.noWC(10 * timeout14)
+		if got := rec.Count(from(a)); got != sent {
 			t.Errorf("%d packets sent after ERR", got-sent)
 		}
 	})
@@ -556,57 +512,151 @@ func TestRCErrFlush(t *testing.T) {
 // connection's WQEs, timers, responder resources or sequence state.
 func TestRCReuseAfterErr(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := fabric.New(fabric.Config{Seed: 1})
-		defer f.Close()
+		n := tt.NewNet(t, 1)
 		o := rcOpts
-		o.defaults()
-		a, b := newPair(t, f, o)
-		rec := record(t, f)
+		a, b := newPair(t, n, o)
+		rec := n.Recorder()
 
 		// Leave state behind: a READ and an atomic in the responder's
 		// resources, a SEND whose ACK never comes, then a fatal error.
-		readSetup(t, a, b, 1, 0, 0, 3000)
+		readSetup(a, b, 1, 0, 0, 3000)
 		w := rdmaWR(a, b, 2, ibv.WRAtomicFetchAndAdd, 8192, 8192, 8)
 		w.CompareAdd = 1
-		post(t, a, w)
-		waitWC(t, a.cq, 2)
-		drop := f.AddFilter(fabric.DropIf(ops(b, wire.RCAck)))
-		postRecv(t, b, recvWR(b, 3, 0, 64))
-		post(t, a, sendWR(a, 3, ibv.WRSend, 0, 10))
-		settle(time.Millisecond)
+		a.post(w)
+		a.waitWC(2)
+		drop := n.Fabric().AddFilter(fabric.DropIf(ops(b, wire.RCAck)))
+		b.postRecv(recvWR(b, 3, 0, 64))
+		a.post(sendWR(a, 3, ibv.WRSend, 0, 10))
+		n.Run(time.Millisecond)
 		bad := rdmaWR(a, b, 4, ibv.WRRDMAWrite, 0, 0, 10)
 		bad.RKey ^= 1
 		drop()
-		post(t, a, bad)
-		waitWCFor(t, a.cq, 2, 2*timeout14)
-		pollAll(b.cq)
+		a.post(bad)
+		a.waitWCFor(2, 2*timeout14)
+		b.pollAll()
 		wantState(t, "a", a, ibv.QPStateErr)
 		wantState(t, "b", b, ibv.QPStateErr)
 
 		for _, e := range []*end{a, b} {
-			modify(t, e, ibv.QPAttr{State: ibv.QPStateReset}, ibv.QPAttrState)
+			e.modify(ibv.QPAttr{State: ibv.QPStateReset}, ibv.QPAttrState)
 		}
-		settle(10 * timeout14)
-		if got := pollAll(a.cq); len(got) != 0 {
+		n.Run(10 * timeout14)
+		if got := a.pollAll(); len(got) != 0 {
 			t.Errorf("completions after RESET: %+v", got)
 		}
-		rec.reset()
-		connect(t, a, b, o, 5000, 9000)
-		connect(t, b, a, o, 9000, 5000)
+		rec.Reset()
+		connect(t, a, b.node.Addr(), b.qpn(), o, 5000, 9000)
+		connect(t, b, a.node.Addr(), a.qpn(), o, 9000, 5000)
 
 		fill(a.buf[:2500], 81)
-		postRecv(t, b, recvWR(b, 10, 0, 4096))
-		post(t, a, sendWR(a, 10, ibv.WRSend, 0, 2500))
-		readSetup(t, a, b, 11, 8192, 4096, 2000)
-		wcs := waitWC(t, a.cq, 2)
+		b.postRecv(recvWR(b, 10, 0, 4096))
+		a.post(sendWR(a, 10, ibv.WRSend, 0, 2500))
+		readSetup(a, b, 11, 8192, 4096, 2000)
+		wcs := a.waitWC(2)
 		wantWC(t, wcs[0], 10, ibv.WCSuccess, ibv.WCSend)
 		wantWC(t, wcs[1], 11, ibv.WCSuccess, ibv.WCRDMARead)
-		wantWC(t, waitWC(t, b.cq, 1)[0], 10, ibv.WCSuccess, ibv.WCRecv)
+		wantWC(t, b.waitWC(1)[0], 10, ibv.WCSuccess, ibv.WCRecv)
 		checkBytes(t, "SEND", b.buf[:2500], a.buf[:2500])
 		checkBytes(t, "READ", a.buf[8192:8192+2000], b.buf[4096:4096+2000])
-		checkSeq(t, "requests", rec.match(from(a)),
+		tt.CheckSeq(t, "requests", rec.Match(from(a)),
 			"SEND_FIRST/5000", "SEND_MIDDLE/5001", "SEND_LAST/5002!", "RDMA_READ_REQUEST/5003!")
-		checkSeq(t, "responses", rec.match(from(b)), "ACKNOWLEDGE/5002",
+		tt.CheckSeq(t, "responses", rec.Match(from(b)), "ACKNOWLEDGE/5002",
 			"RDMA_READ_RESPONSE_FIRST/5003", "RDMA_READ_RESPONSE_LAST/5004")
 	})
+}
+
+// The window on the wire (rc.MaxUnackedPSNs, rxe's RXE_MAX_UNACKED_PSNS):
+// with ACKs slow, the requester fills the window and then sends only as
+// far as each ACK lets it, never more than the window beyond the last
+// acknowledged PSN. When the ACKs are lost, the timeout's go-back-N sends
+// rc.RetryUnackedPSNs packets from the oldest unacknowledged one, at the
+// timer's deadline, and no more until an acknowledgement moves; then the
+// whole window is open again and the transfer completes.
+func TestRCWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := tt.NewNet(t, 1)
+		a, b := newPair(t, n, opts{mtu: ibv.MTU256, timeout: 14, retry: 7, rnr: 7, bufSize: 1 << 19})
+		rec := n.Recorder()
+		const delay = time.Millisecond
+		slow := n.Fabric().AddFilter(fabric.OnMatch(from(b), fabric.Delay(delay)))
+
+		// window returns the most PSNs the requester had sent beyond the
+		// last one acknowledged to it: the recorder sees an ACK when it
+		// leaves, and the requester delay later; an ACK arriving at the
+		// time of a request is taken first (the node reads, then runs).
+		window := func(ps []tt.Packet) int {
+			type event struct {
+				at  time.Time
+				ack bool
+				psn wire.PSN
+			}
+			var evs []event
+			for i := range ps {
+				p := &ps[i]
+				if p.Src == a.node.Addr() {
+					evs = append(evs, event{p.At, false, p.Wire.PSN()})
+				} else if p.Wire.Opcode == wire.RCAck {
+					evs = append(evs, event{p.At.Add(delay), true, p.Wire.PSN()})
+				}
+			}
+			slices.SortStableFunc(evs, func(x, y event) int {
+				if c := x.at.Compare(y.at); c != 0 {
+					return c
+				}
+				return cmp.Compare(boolInt(y.ack), boolInt(x.ack))
+			})
+			next, acked, most := wire.PSN(0), wire.PSN(0), 0
+			for _, e := range evs {
+				switch {
+				case e.ack && e.psn.Next().After(acked):
+					acked = e.psn.Next()
+				case !e.ack && e.psn.Next().After(next):
+					next = e.psn.Next()
+				}
+				most = max(most, int(next.Diff(acked)))
+			}
+			return most
+		}
+		const pkts = 3 * rc.MaxUnackedPSNs
+		fill(a.buf[:pkts*256], 61)
+		a.post(rdmaWR(a, b, 1, ibv.WRRDMAWrite, 0, 0, pkts*256))
+		wantWC(t, a.waitWC(1)[0], 1, ibv.WCSuccess, ibv.WCRDMAWrite)
+		checkBytes(t, "written", b.buf[:pkts*256], a.buf[:pkts*256])
+		if got := window(rec.Match(nil)); got != rc.MaxUnackedPSNs {
+			t.Errorf("at most %d PSNs unacknowledged, want the window, %d", got, rc.MaxUnackedPSNs)
+		}
+		if got := rec.Count(from(a)); got != pkts {
+			t.Errorf("%d packets for %d PSNs: something was sent twice", got, pkts)
+		}
+
+		// Every ACK lost: a window, then one timeout later the retry's.
+		slow()
+		drop := n.Fabric().AddFilter(fabric.DropIf(ops(b, wire.RCAck)))
+		rec.Reset()
+		start := n.Now()
+		a.post(rdmaWR(a, b, 2, ibv.WRRDMAWrite, 0, 0, pkts*256))
+		n.Run(timeout14 + timeout14/2)
+		first := wire.PSN(pkts)
+		reqs := rec.Match(from(a))
+		if len(reqs) != rc.MaxUnackedPSNs+rc.RetryUnackedPSNs {
+			t.Fatalf("%d requests in one and a half timeouts, want the window %d and the retry's %d",
+				len(reqs), rc.MaxUnackedPSNs, rc.RetryUnackedPSNs)
+		}
+		retry := reqs[rc.MaxUnackedPSNs:]
+		tt.Check(t, &retry[0], tt.Opcode(wire.RCWriteFirst), tt.PSN(first), tt.At(start.Add(timeout14)))
+		tt.Check(t, &retry[len(retry)-1], tt.PSN(first.Add(rc.RetryUnackedPSNs-1)))
+		tt.CheckEach(t, retry, tt.At(start.Add(timeout14)))
+		drop()
+		wantWC(t, a.waitWC(1)[0], 2, ibv.WCSuccess, ibv.WCRDMAWrite)
+		if got := a.ctr().Timeouts.Load(); got < 2 {
+			t.Errorf("timeouts %d: the second timeout resent what the lost ACKs left", got)
+		}
+	})
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -1,4 +1,4 @@
-package verbs_test
+package rc_test
 
 // UC under loss (IBTA 9.8.3; rxe_resp.c check_psn / check_op_seq for UC,
 // do_class_d1e_error): no ACKs, no NAKs, no retries; a message missing a
@@ -13,6 +13,7 @@ import (
 
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/ibv"
+	tt "github.com/softnic/softnic/internal/transport/transporttest"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -31,65 +32,60 @@ func TestUCLostPacket(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := fabric.New(fabric.Config{Seed: 1})
-				defer f.Close()
-				a, b := newPair(t, f, pairOpts{typ: ibv.QPTypeUC})
-				rec := record(t, f)
-				f.AddFilter(fabric.DropNth(c.nth, ops(a, c.lose)))
+				n := tt.NewNet(t, 1)
+				a, b := newPair(t, n, opts{typ: ibv.QPTypeUC})
+				rec := n.Recorder()
+				n.Fabric().AddFilter(fabric.DropNth(c.nth, ops(a, c.lose)))
 
-				const n = 4*1024 + 8 // five packets
-				fill(a.buf[:n], 61)
-				fill(a.buf[n:2*n], 62)
-				fill(a.buf[2*n:3*n], 63)
-				postRecv(t, b, recvWR(b, 1, 0, 8192), recvWR(b, 2, 8192, 8192))
+				const size = 4*1024 + 8 // five packets
+				fill(a.buf[:size], 61)
+				fill(a.buf[size:2*size], 62)
+				fill(a.buf[2*size:3*size], 63)
+				b.postRecv(recvWR(b, 1, 0, 8192), recvWR(b, 2, 8192, 8192))
 				wr := func(id uint64, off int) ibv.SendWR {
-					w := rdmaWR(a, b, id, c.op, off, 16384+off, n)
+					w := rdmaWR(a, b, id, c.op, off, 16384+off, size)
 					w.Imm = uint32(id)
 					return w
 				}
-				post(t, a, wr(10, 0), wr(11, n))
-				for i, wc := range waitWC(t, a.cq, 2) {
+				a.post(wr(10, 0), wr(11, size))
+				for i, wc := range a.waitWC(2) {
 					wantWC(t, wc, uint64(10+i), ibv.WCSuccess, wcOpcodeOf(c.op))
 				}
 				// Only the second message completes, in the first WQE.
-				got := waitWC(t, b.cq, 1)
-				noWC(t, b.cq, time.Second)
+				got := b.waitWC(1)
+				b.noWC(time.Second)
 				wantOp := ibv.WCRecv
 				if c.op == ibv.WRRDMAWriteWithImm {
 					wantOp = ibv.WCRecvRDMAWithImm
 					if got[0].Imm != 11 {
 						t.Errorf("immediate %d, want 11 (the intact message)", got[0].Imm)
 					}
-					checkBytes(t, "second WRITE", b.buf[16384+n:16384+2*n], a.buf[n:2*n])
+					checkBytes(t, "second WRITE", b.buf[16384+size:16384+2*size], a.buf[size:2*size])
 				} else {
-					checkBytes(t, "second SEND", b.buf[:n], a.buf[n:2*n])
+					checkBytes(t, "second SEND", b.buf[:size], a.buf[size:2*size])
 				}
 				wantWC(t, got[0], 1, ibv.WCSuccess, wantOp)
-				if got[0].ByteLen != n {
-					t.Errorf("byte_len %d, want %d", got[0].ByteLen, n)
+				if got[0].ByteLen != size {
+					t.Errorf("byte_len %d, want %d", got[0].ByteLen, size)
 				}
 				// Packets after the loss are dropped and counted; a lost
 				// LAST leaves none to drop (the next FIRST abandons the
 				// partial message).
-				if n := b.dev.Counters().DropUCMessage; (n > 0) != !c.lose.Is(wire.MaskEnd) {
-					t.Errorf("drop_uc_message %d after losing a %v", n, c.lose)
+				if k := b.ctr().DropUCMessage.Load(); (k > 0) != !c.lose.Is(wire.MaskEnd) {
+					t.Errorf("drop_uc_message %d after losing a %v", k, c.lose)
 				}
-				if got := rec.count(from(b)); got != 0 {
+				if got := rec.Count(from(b)); got != 0 {
 					t.Errorf("the UC responder sent %d packets", got)
 				}
-				for _, p := range rec.match(from(a)) {
-					if p.op().Class() != wire.ClassUC || p.Wire.AckReq() {
-						t.Errorf("UC request %s", p.desc())
-					}
-				}
+				tt.CheckEach(t, rec.Match(from(a)), tt.Class(wire.ClassUC), tt.AckReq(false))
 
 				// The second receive WQE is still there for a third message.
-				post(t, a, wr(12, 2*n))
-				wantWC(t, waitWC(t, a.cq, 1)[0], 12, ibv.WCSuccess, wcOpcodeOf(c.op))
-				wc := waitWC(t, b.cq, 1)[0]
+				a.post(wr(12, 2*size))
+				wantWC(t, a.waitWC(1)[0], 12, ibv.WCSuccess, wcOpcodeOf(c.op))
+				wc := b.waitWC(1)[0]
 				wantWC(t, wc, 2, ibv.WCSuccess, wantOp)
 				if c.op == ibv.WRSend {
-					checkBytes(t, "third SEND", b.buf[8192:8192+n], a.buf[2*n:3*n])
+					checkBytes(t, "third SEND", b.buf[8192:8192+size], a.buf[2*size:3*size])
 				}
 				wantState(t, "requester", a, ibv.QPStateRTS)
 				wantState(t, "responder", b, ibv.QPStateRTS)
@@ -106,10 +102,9 @@ func TestUCRandomLoss(t *testing.T) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			t.Logf("fabric seed %d", seed)
 			synctest.Test(t, func(t *testing.T) {
-				f := fabric.New(fabric.Config{Seed: seed})
-				defer f.Close()
-				a, b := newPair(t, f, pairOpts{typ: ibv.QPTypeUC, mtu: ibv.MTU256, bufSize: 1 << 17})
-				f.SetImpairment(fabric.Impairment{Loss: 0.05})
+				n := tt.NewNet(t, seed)
+				a, b := newPair(t, n, opts{typ: ibv.QPTypeUC, mtu: ibv.MTU256, bufSize: 1 << 17})
+				n.Fabric().SetImpairment(fabric.Impairment{Loss: 0.05})
 
 				const msgs, size = 60, 700 // three packets each
 				for i := range msgs {
@@ -119,16 +114,16 @@ func TestUCRandomLoss(t *testing.T) {
 				for i := range msgs {
 					recvs = append(recvs, recvWR(b, uint64(i), 65536+i*1024, 1024))
 				}
-				postRecv(t, b, recvs...)
+				b.postRecv(recvs...)
 				for i := range msgs {
-					post(t, a, sendWR(a, uint64(i), ibv.WRSend, i*size, size))
+					a.post(sendWR(a, uint64(i), ibv.WRSend, i*size, size))
 				}
-				waitWC(t, a.cq, msgs)
-				settle(time.Millisecond)
-				wcs := pollAll(b.cq)
+				a.waitWC(msgs)
+				n.Run(time.Millisecond)
+				wcs := b.pollAll()
 
 				whole := 0
-				delivered := b.dev.Counters().RcvdPkts
+				delivered := b.ctr().RcvdPkts.Load()
 				for i, wc := range wcs {
 					if wc.Status != ibv.WCSuccess || wc.WRID != uint64(i) || wc.ByteLen != size {
 						t.Fatalf("completion %d: %+v", i, wc)

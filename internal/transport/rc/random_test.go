@@ -1,7 +1,8 @@
-package verbs_test
+package rc_test
 
-// RC over a fabric that loses, duplicates and reorders at random, both
-// ways at once. Seeds are logged; a failure names the seed to replay.
+// RC over a fabric that loses, duplicates, reorders and corrupts at
+// random, both ways at once. Seeds are logged; a failure names the seed
+// to replay.
 
 import (
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/ibv"
+	tt "github.com/softnic/softnic/internal/transport/transporttest"
 )
 
 // Layout of each end's 1 MiB buffer in the random workload.
@@ -48,7 +50,7 @@ func newFlow(rng *rand.Rand, e, peer *end, n, seed int) *flow {
 		switch k := rng.IntN(10); {
 		case k < 4 && len(fl.recvs) < 128:
 			slot := rndRecv + len(fl.recvs)*rndSlot
-			fl.recvs = append(fl.recvs, ibv.RecvWR{WRID: id, SGList: []ibv.SGE{peer.mr.SGE(slot, rndSlot)}})
+			fl.recvs = append(fl.recvs, recvWR(peer, id, slot, rndSlot))
 			fl.wrs = append(fl.wrs, sendWR(e, id, ibv.WRSend, off, size))
 			fl.want = append(fl.want, region(fmt.Sprint("SEND ", i), peer.buf[slot:slot+size], e.buf[off:off+size]))
 		case k < 7:
@@ -84,7 +86,7 @@ func newFlow(rng *rand.Rand, e, peer *end, n, seed int) *flow {
 }
 
 // region returns a check that got holds what want holds at check time
-// (both alias device memory; the source is never written remotely).
+// (both alias an end's memory; the source is never written remotely).
 func region(what string, got, want []byte) func(t *testing.T) {
 	return func(t *testing.T) { checkBytes(t, what, got, want) }
 }
@@ -103,48 +105,44 @@ func TestRCRandomImpairments(t *testing.T) {
 }
 
 func runRandom(t *testing.T, seed int64) {
-	f := fabric.New(fabric.Config{Seed: seed})
-	defer f.Close()
+	n := tt.NewNet(t, seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x50f7))
 	mtu := []ibv.MTU{ibv.MTU256, ibv.MTU1024, ibv.MTU4096}[rng.IntN(3)]
-	a, b := newPair(t, f, pairOpts{mtu: mtu, timeout: 10, retry: 7, rnr: 7, bufSize: 1 << 20, maxWR: 512, cqe: 4096})
-	f.SetImpairment(fabric.Impairment{Loss: 0.02, Duplicate: 0.02, Reorder: 0.02, Corrupt: 0.01,
+	a, b := newPair(t, n, opts{mtu: mtu, timeout: 10, retry: 7, rnr: 7, bufSize: 1 << 20, maxWR: 512})
+	n.Fabric().SetImpairment(fabric.Impairment{Loss: 0.02, Duplicate: 0.02, Reorder: 0.02, Corrupt: 0.01,
 		Jitter: 20 * time.Microsecond})
 
-	const n = 150
-	flows := []*flow{newFlow(rng, a, b, n, 1000), newFlow(rng, b, a, n, 2000)}
+	const count = 150
+	flows := []*flow{newFlow(rng, a, b, count, 1000), newFlow(rng, b, a, count, 2000)}
 	for _, fl := range flows {
-		postRecv(t, fl.peer, fl.recvs...)
+		fl.peer.postRecv(fl.recvs...)
 	}
 	// Post in chunks so the send queues change under the loss.
-	for start := 0; start < n; start += 25 {
+	for start := 0; start < count; start += 25 {
 		for _, fl := range flows {
-			post(t, fl.e, fl.wrs[start:start+25]...)
+			fl.e.post(fl.wrs[start : start+25]...)
 		}
-		time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond)
+		n.Run(time.Duration(rng.IntN(3000)) * time.Microsecond)
 	}
 
 	// Each end's CQ holds its sends' completions and its receives'.
+	want := map[*end]int{a: count + len(flows[1].recvs), b: count + len(flows[0].recvs)}
+	n.RunUntil(fmt.Sprintf("seed %d: every completion", seed), 10*time.Minute, func() bool {
+		return a.cq.Len() >= want[a] && b.cq.Len() >= want[b]
+	})
 	sends := map[*end][]ibv.WorkCompletion{}
 	recvs := map[*end][]ibv.WorkCompletion{}
-	deadline := time.Now().Add(10 * time.Minute)
-	for len(sends[a]) < n || len(sends[b]) < n || len(recvs[a]) < len(flows[1].recvs) || len(recvs[b]) < len(flows[0].recvs) {
-		for _, e := range []*end{a, b} {
-			for _, wc := range pollAll(e.cq) {
-				if wc.Opcode >= ibv.WCRecv {
-					recvs[e] = append(recvs[e], wc)
-				} else {
-					sends[e] = append(sends[e], wc)
-				}
+	for _, e := range []*end{a, b} {
+		for _, wc := range e.waitWC(want[e]) {
+			if wc.Opcode >= ibv.WCRecv {
+				recvs[e] = append(recvs[e], wc)
+			} else {
+				sends[e] = append(sends[e], wc)
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("seed %d: after 10 minutes %d/%d and %d/%d send completions", seed, len(sends[a]), n, len(sends[b]), n)
-		}
-		time.Sleep(time.Millisecond)
 	}
-	noWC(t, a.cq, time.Second)
-	noWC(t, b.cq, 0)
+	a.noWC(time.Second)
+	b.noWC(0)
 
 	for _, fl := range flows {
 		for i, wc := range sends[fl.e] {
@@ -165,8 +163,9 @@ func runRandom(t *testing.T, seed int64) {
 		}
 		wantState(t, "QP", fl.e, ibv.QPStateRTS)
 	}
-	ca, cb := a.dev.Counters(), b.dev.Counters()
+	ca, cb := a.ctr(), b.ctr()
 	t.Logf("seed %d: MTU %d, %d timeouts, %d sequence NAKs, %d duplicates, %d fabric drops, %d ICRC errors",
-		seed, mtu.Bytes(), ca.Timeouts+cb.Timeouts, ca.RcvdSeqErr+cb.RcvdSeqErr,
-		ca.DuplicateRequest+cb.DuplicateRequest, f.Stats().DropImpairment.Packets, ca.ICRCErr+cb.ICRCErr)
+		seed, mtu.Bytes(), ca.Timeouts.Load()+cb.Timeouts.Load(), ca.RcvdSeqErr.Load()+cb.RcvdSeqErr.Load(),
+		ca.DuplicateRequest.Load()+cb.DuplicateRequest.Load(), n.Fabric().Stats().DropImpairment.Packets,
+		ca.ICRCErr.Load()+cb.ICRCErr.Load())
 }

@@ -46,7 +46,7 @@ func (pd *PD) CreateAH(attr ibv.AHAttr) (*AH, error) {
 	defer release()
 	ah, err := pd.d.n.CreateAH(pd.pd, &attr)
 	if err != nil {
-		return nil, errno(err)
+		return nil, err
 	}
 	h := &AH{pd: pd, ah: ah}
 	pd.d.objs.add(h)
@@ -60,7 +60,7 @@ func (ah *AH) Destroy() error {
 		return errNil("AH")
 	}
 	if err := ah.ah.Destroy(); err != nil {
-		return errno(err)
+		return err
 	}
 	ah.pd.d.objs.del(ah)
 	return nil

@@ -2,7 +2,6 @@ package verbs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -23,7 +22,9 @@ type CompChannel struct {
 
 // CreateCompChannel makes a completion channel (ibv_create_comp_channel)
 // of device d: CreateCQ on another device refuses it (EINVAL).
-func (d *Device) CreateCompChannel() *CompChannel { return &CompChannel{d: d, ch: cq.NewChannel()} }
+func (d *Device) CreateCompChannel() *CompChannel {
+	return &CompChannel{d: d, ch: cq.NewChannel()}
+}
 
 func (c *CompChannel) ok() bool { return c != nil && c.ch != nil }
 
@@ -71,10 +72,7 @@ func (c *CompChannel) getEvent(ctx context.Context, timeout time.Duration) (*CQ,
 	}
 	q, err := c.ch.GetUntil(ctx, expired)
 	if err != nil {
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			return nil, err
-		}
-		return nil, errno(err)
+		return nil, err
 	}
 	return cqOf(q), nil
 }
@@ -85,7 +83,7 @@ func (c *CompChannel) Close() error {
 	if !c.ok() {
 		return errNil("CompChannel")
 	}
-	return errno(c.ch.Close())
+	return c.ch.Close()
 }
 
 // CQ is a completion queue (ibv_cq).
@@ -123,7 +121,7 @@ func (d *Device) CreateCQ(cqe int, ch *CompChannel) (*CQ, error) {
 	}
 	q, err := cq.New(cqe, d.QueryDevice().MaxCQE)
 	if err != nil {
-		return nil, errno(err)
+		return nil, err
 	}
 	c := &CQ{d: d, q: q, ch: ch, wait: newCQWaiter(q)}
 	q.SetOverflowHandler(func() {
@@ -171,7 +169,7 @@ func (c *CQ) ReqNotify(solicitedOnly bool) error {
 	if !c.ok() {
 		return errNil("CQ")
 	}
-	return errno(c.q.ReqNotify(solicitedOnly))
+	return c.q.ReqNotify(solicitedOnly)
 }
 
 // AckEvents acknowledges n completion events GetEvent returned for this
@@ -188,7 +186,7 @@ func (c *CQ) AckEvents(n int) error {
 		}
 		return fmt.Errorf("%w: ack of %d events on a CQ without a completion channel", EINVAL, n)
 	}
-	return errno(ch.Ack(c.q, n))
+	return ch.Ack(c.q, n)
 }
 
 // Resize changes the CQ's capacity to at least cqe entries, keeping the
@@ -198,7 +196,7 @@ func (c *CQ) Resize(cqe int) error {
 	if !c.ok() {
 		return errNil("CQ")
 	}
-	return errno(c.q.Resize(cqe))
+	return c.q.Resize(cqe)
 }
 
 // Cap returns the CQ's capacity.
@@ -220,7 +218,7 @@ func (c *CQ) Destroy() error {
 		return fmt.Errorf("destroy CQ: %w", err)
 	}
 	if err := c.q.Destroy(); err != nil {
-		return c.d.busy(errno(err), "CQ", func(obj any) bool {
+		return c.d.busy(err, "CQ", func(obj any) bool {
 			switch v := obj.(type) {
 			case *QP:
 				return v.init.SendCQ == c || v.init.RecvCQ == c

@@ -102,7 +102,7 @@ func (c *CQ) Wait(ctx context.Context, wc []ibv.WorkCompletion) (int, error) {
 			if n := c.q.Poll(wc); n > 0 {
 				return n, nil
 			}
-			return 0, fmt.Errorf("wait for completions: %w", errno(err))
+			return 0, fmt.Errorf("wait for completions: %w", err)
 		}
 		if n := c.q.Poll(wc); n > 0 {
 			return n, nil

@@ -58,7 +58,7 @@ func (pd *PD) AllocMW(typ MWType) (*MW, error) {
 	}
 	m, err := pd.d.n.Mem().AllocMW(pd.pd, int(typ))
 	if err != nil {
-		return nil, errno(err)
+		return nil, err
 	}
 	mw := &MW{pd: pd, mw: m, typ: typ}
 	mw.rkey.Store(m.RKey())
@@ -76,7 +76,7 @@ func (mw *MW) Dealloc() error {
 	}
 	t := mw.pd.d.n.Mem()
 	if err := t.DeallocMW(mw.mw); err != nil {
-		return errno(err)
+		return err
 	}
 	mw.pd.d.mws.del(mwIndex{t, mw.mw.RKey() >> 8})
 	mw.pd.d.objs.del(mw)

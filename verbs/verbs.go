@@ -119,7 +119,7 @@ func Open(cfg Config) (*Device, error) {
 	n, err := nic.New(nic.Config{Link: cfg.Link, Clock: cfg.Clock, Processors: cfg.Processors,
 		PeerPort: cfg.PeerPort, Name: cfg.Name, PortMTU: cfg.PortMTU, BusyPoll: cfg.BusyPoll > 0})
 	if err != nil {
-		return nil, errno(err)
+		return nil, err
 	}
 	return &Device{n: n, mws: newRegistry[mwIndex, *MW](), busyPoll: cfg.BusyPoll}, nil
 }
@@ -402,7 +402,7 @@ func (d *Device) AllocPD() (*PD, error) {
 	}
 	pd, err := d.n.Mem().AllocPD()
 	if err != nil {
-		return nil, errno(err)
+		return nil, err
 	}
 	return &PD{d: d, pd: pd}, nil
 }
@@ -417,7 +417,7 @@ func (pd *PD) Dealloc() error {
 	pd.mu.Lock()
 	defer pd.mu.Unlock()
 	if err := pd.d.n.Mem().DeallocPD(pd.pd); err != nil {
-		return pd.d.busy(errno(err), fmt.Sprintf("PD %d", pd.pd.Handle()), func(obj any) bool {
+		return pd.d.busy(err, fmt.Sprintf("PD %d", pd.pd.Handle()), func(obj any) bool {
 			switch v := obj.(type) {
 			case *QP:
 				return v.pd == pd
@@ -483,7 +483,7 @@ func (pd *PD) regMR(buf []byte, iova uint64, useIOVA bool, access ibv.Access) (*
 	}
 	mr, err := pd.d.n.Mem().RegMR(pd.pd, buf, iova, useIOVA, access)
 	if err != nil {
-		return nil, errno(err)
+		return nil, err
 	}
 	m := &MR{pd: pd, mr: mr}
 	pd.d.objs.add(m)
@@ -498,7 +498,7 @@ func (mr *MR) Dereg() error {
 	}
 	d := mr.pd.d
 	if err := d.n.Mem().DeregMR(mr.mr); err != nil {
-		return d.busy(errno(err), fmt.Sprintf("MR %#x", mr.LKey()), func(obj any) bool {
+		return d.busy(err, fmt.Sprintf("MR %#x", mr.LKey()), func(obj any) bool {
 			mw, ok := obj.(*MW)
 			return ok && mw.mw.BoundTo(mr.mr)
 		})

@@ -7,7 +7,6 @@
 package nic
 
 import (
-	"errors"
 	"fmt"
 	"hash/maphash"
 	"net/netip"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/softnic/softnic/clock"
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/internal/transport/rc"
@@ -25,18 +25,9 @@ import (
 	"github.com/softnic/softnic/wire"
 )
 
-// Errors, each an errno-like sentinel the verbs API wraps.
-var (
-	ErrInvalid  = transport.ErrInvalid // EINVAL
-	ErrNoMemory = errors.New("out of resources")
-	ErrBusy     = errors.New("resource busy") // EBUSY
-	ErrClosed   = errors.New("device closed")
-	ErrNotFound = errors.New("no such object") // ENOENT
-	// ErrNotSupported is EOPNOTSUPP: an operation the object's type does
-	// not have (list operations on a basic SRQ, a non-RC QP on a
-	// tag-matching SRQ).
-	ErrNotSupported = errors.New("operation not supported")
-)
+// ErrClosed refuses new objects, posts and modifies on a closed NIC:
+// ENODEV. The NIC's other errors are errno's.
+var ErrClosed = errno.New("device closed", syscall.ENODEV)
 
 // Config configures a NIC.
 type Config struct {
@@ -184,7 +175,7 @@ type NIC struct {
 // New starts a NIC on cfg.Link.
 func New(cfg Config) (*NIC, error) {
 	if cfg.Link == nil {
-		return nil, fmt.Errorf("%w: no link", ErrInvalid)
+		return nil, fmt.Errorf("%w: no link", errno.Invalid)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
@@ -199,7 +190,7 @@ func New(cfg Config) (*NIC, error) {
 		cfg.Name = "softnic0"
 	}
 	if cfg.PortMTU != 0 && cfg.PortMTU.Bytes() == 0 {
-		return nil, fmt.Errorf("%w: port MTU enum %d", ErrInvalid, cfg.PortMTU)
+		return nil, fmt.Errorf("%w: port MTU enum %d", errno.Invalid, cfg.PortMTU)
 	}
 	release, err := claimLink(cfg.Link, cfg.Name)
 	if err != nil {
@@ -347,7 +338,7 @@ func (n *NIC) RegisterQP(typ ibv.QPType, mk func(qpn uint32, s Sched) (Handler, 
 const GSIQPN = 1
 
 // RegisterGSIQP registers a transport built by mk as QP1, the General
-// Services QP; ErrBusy while the NIC has one. (The kernel makes one per
+// Services QP; errno.Busy while the NIC has one. (The kernel makes one per
 // port, ib_mad's; rxe_qp.c rxe_qp_chk_init refuses a second one, "GSI QP
 // exists for port", with EINVAL: softnic says EBUSY, the number being in
 // use.) UnregisterQP(GSIQPN) frees the number again.
@@ -366,13 +357,13 @@ func (n *NIC) registerQP(typ ibv.QPType, fixed uint32, mk func(qpn uint32, s Sch
 	qpn := fixed
 	if fixed != 0 {
 		if _, used := n.qps[qpn]; used {
-			return 0, fmt.Errorf("%w: QP %#x exists", ErrBusy, qpn)
+			return 0, fmt.Errorf("%w: QP %#x exists", errno.Busy, qpn)
 		}
 	} else {
 		qpn = n.nextQPN
 		for i := 0; ; i++ {
 			if i > wire.QPNMask {
-				return 0, fmt.Errorf("%w: no free QPN", ErrNoMemory)
+				return 0, fmt.Errorf("%w: no free QPN", errno.NoMemory)
 			}
 			if _, used := n.qps[qpn]; !used && qpn > 1 && qpn != wire.MulticastQPN {
 				break

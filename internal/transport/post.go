@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 )
 
 // SendPost is the ibv_post_send path every QP type shares: the QP-state
@@ -22,7 +23,7 @@ type SendPost struct {
 	// State returns the QP's state.
 	State func() ibv.QPState
 	// Check validates WR i against the QP type and the QP's capabilities
-	// (CheckSendCaps); its error wraps ErrInvalid.
+	// (CheckSendCaps); its error wraps errno.Invalid.
 	Check func(i int) error
 	// Free returns the free slots of the send queue; Size its capacity.
 	Free func() int
@@ -51,8 +52,8 @@ type SendPost struct {
 }
 
 // Post queues WRs 0..n-1 in order (ibv_post_send). It stops at the first
-// WR it refuses and returns its index with an error wrapping ErrInvalid,
-// ErrFull or ErrState; the WRs before it are posted. (mu is not a field:
+// WR it refuses and returns its index with an error wrapping errno.Invalid,
+// errno.Full or ErrState; the WRs before it are posted. (mu is not a field:
 // what a field of p points to would escape with the mutex.)
 func (p *SendPost) Post(mu *sync.Mutex, n int) (int, error) {
 	mu.Lock()
@@ -95,11 +96,11 @@ func (p *SendPost) checkAllLocked(n int) error {
 	}
 	for i := range n {
 		if err := p.Check(i); err != nil {
-			return fmt.Errorf("WR %d: %w", i, err)
+			return errno.Wrapf(err, "WR %d", i)
 		}
 	}
 	if free := p.Free(); n > free {
-		return fmt.Errorf("%w: %d WRs, room for %d", ErrFull, n, free)
+		return fmt.Errorf("%w: %d WRs, room for %d", errno.Full, n, free)
 	}
 	return nil
 }
@@ -113,7 +114,7 @@ func (p *SendPost) postLocked(n int) (int, error) {
 			return i, err
 		}
 		if p.Free() == 0 {
-			return i, fmt.Errorf("%w: send queue holds %d WRs", ErrFull, p.Size)
+			return i, fmt.Errorf("%w: send queue holds %d WRs", errno.Full, p.Size)
 		}
 		if err := p.Enqueue(i); err != nil {
 			return i, err
@@ -147,7 +148,7 @@ func CheckPostSendState(s ibv.QPState) error {
 // them (mem.Table.CheckGather, reported with InlineError).
 func CheckSendCaps(wr *ibv.SendWR, c *ibv.QPCap, inlineFree bool) (uint64, error) {
 	if len(wr.SGList) > int(c.MaxSendSGE) {
-		return 0, fmt.Errorf("%w: %d SGEs, QP max_send_sge %d", ErrInvalid, len(wr.SGList), c.MaxSendSGE)
+		return 0, fmt.Errorf("%w: %d SGEs, QP max_send_sge %d", errno.Invalid, len(wr.SGList), c.MaxSendSGE)
 	}
 	n := uint64(0)
 	if wr.Flags&ibv.SendInline != 0 && wr.InlineData != nil {
@@ -158,7 +159,7 @@ func CheckSendCaps(wr *ibv.SendWR, c *ibv.QPCap, inlineFree bool) (uint64, error
 		}
 	}
 	if wr.Flags&ibv.SendInline != 0 && !inlineFree && n > uint64(c.MaxInlineData) {
-		return 0, fmt.Errorf("%w: %d inline bytes, QP max_inline_data %d", ErrInvalid, n, c.MaxInlineData)
+		return 0, fmt.Errorf("%w: %d inline bytes, QP max_inline_data %d", errno.Invalid, n, c.MaxInlineData)
 	}
 	return n, nil
 }

@@ -3,11 +3,11 @@ package transport
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 )
 
 // fakeSQ is a send queue of size slots behind the shared post path; WRs
@@ -27,7 +27,7 @@ func (q *fakeSQ) post(wrs []ibv.SendWR, all bool) (int, error) {
 		State: func() ibv.QPState { return q.state },
 		Check: func(i int) error {
 			if wrs[i].WRID == 0 {
-				return fmt.Errorf("%w: WRID 0", ErrInvalid)
+				return fmt.Errorf("%w: WRID 0", errno.Invalid)
 			}
 			return nil
 		},
@@ -72,11 +72,11 @@ func TestSendPost(t *testing.T) {
 	}
 
 	q := &fakeSQ{state: ibv.QPStateRTS, size: 3}
-	if i, err := q.post(wrsOf(1, 2, 0, 4), false); i != 2 || !errors.Is(err, ErrInvalid) {
-		t.Errorf("Post with WR 2 bad: %d, %v; want 2 and ErrInvalid", i, err)
+	if i, err := q.post(wrsOf(1, 2, 0, 4), false); i != 2 || !errors.Is(err, errno.Invalid) {
+		t.Errorf("Post with WR 2 bad: %d, %v; want 2 and errno.Invalid", i, err)
 	}
-	if i, err := q.post(wrsOf(3, 4), false); i != 1 || !errors.Is(err, ErrFull) {
-		t.Errorf("Post past the queue: %d, %v; want 1 and ErrFull", i, err)
+	if i, err := q.post(wrsOf(3, 4), false); i != 1 || !errors.Is(err, errno.Full) {
+		t.Errorf("Post past the queue: %d, %v; want 1 and errno.Full", i, err)
 	}
 	if len(q.queued) != 3 || q.wakes != 2 {
 		t.Errorf("queued %v, %d wake-ups; want 3 WRs and two posts that woke the QP", q.queued, q.wakes)
@@ -84,11 +84,11 @@ func TestSendPost(t *testing.T) {
 
 	q = &fakeSQ{state: ibv.QPStateRTS, size: 2}
 	err := q.postAll(wrsOf(1, 0))
-	if !errors.Is(err, ErrInvalid) || !strings.HasPrefix(err.Error(), "WR 1: ") || len(q.queued) != 0 {
-		t.Errorf("PostAll with WR 1 bad: %v, queued %v; want \"WR 1: \" ErrInvalid and none queued", err, q.queued)
+	if !errors.Is(err, errno.Invalid) || err.Error() != "invalid argument: WR 1: WRID 0" || len(q.queued) != 0 {
+		t.Errorf("PostAll with WR 1 bad: %v, queued %v; want EINVAL \"WR 1: WRID 0\" and none queued", err, q.queued)
 	}
-	if err := q.postAll(wrsOf(1, 2, 3)); !errors.Is(err, ErrFull) || len(q.queued) != 0 {
-		t.Errorf("PostAll of 3 into 2: %v, queued %v; want ErrFull and none queued", err, q.queued)
+	if err := q.postAll(wrsOf(1, 2, 3)); !errors.Is(err, errno.Full) || len(q.queued) != 0 {
+		t.Errorf("PostAll of 3 into 2: %v, queued %v; want errno.Full and none queued", err, q.queued)
 	}
 	if err := q.postAll(wrsOf(1, 2)); err != nil || len(q.queued) != 2 {
 		t.Errorf("PostAll of 2 into 2: %v, queued %v", err, q.queued)
@@ -121,10 +121,10 @@ func TestCheckSendCaps(t *testing.T) {
 		err        error
 	}{
 		{"SGEs", ibv.SendWR{SGList: sgl}, false, 9, nil},
-		{"too many SGEs", ibv.SendWR{SGList: append(sgl, ibv.SGE{})}, false, 0, ErrInvalid},
-		{"inline SGEs over max_inline_data", ibv.SendWR{SGList: sgl, Flags: ibv.SendInline}, false, 0, ErrInvalid},
+		{"too many SGEs", ibv.SendWR{SGList: append(sgl, ibv.SGE{})}, false, 0, errno.Invalid},
+		{"inline SGEs over max_inline_data", ibv.SendWR{SGList: sgl, Flags: ibv.SendInline}, false, 0, errno.Invalid},
 		{"inline bytes within", ibv.SendWR{InlineData: make([]byte, 8), Flags: ibv.SendInline}, false, 8, nil},
-		{"inline bytes over", ibv.SendWR{InlineData: make([]byte, 9), Flags: ibv.SendInline}, false, 0, ErrInvalid},
+		{"inline bytes over", ibv.SendWR{InlineData: make([]byte, 9), Flags: ibv.SendInline}, false, 0, errno.Invalid},
 		{"inline exempt", ibv.SendWR{SGList: sgl, Flags: ibv.SendInline}, true, 9, nil},
 		{"inline data ignored without the flag", ibv.SendWR{SGList: sgl, InlineData: make([]byte, 1)}, false, 9, nil},
 	}

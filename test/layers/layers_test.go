@@ -22,9 +22,11 @@ var rank = map[string]int{
 	"link":    1,
 	// The in-memory network: a link, with no engine behind it.
 	"fabric": 2,
-	// The engine (internal/): the plumbing the transports share, memory
-	// and completion queues under the transports, the transports, then
-	// the NIC that drives them.
+	// The engine (internal/): its errors, each with its errno (no softnic
+	// imports), the plumbing the transports share, memory and completion
+	// queues under the transports, the transports, then the NIC that
+	// drives them.
+	"internal/errno":        2,
 	"internal/transport":    3,
 	"internal/mem":          4,
 	"internal/nic/cq":       4,

@@ -30,6 +30,7 @@ import (
 
 	"github.com/softnic/softnic/clock"
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/internal/tm"
 	"github.com/softnic/softnic/internal/transport"
@@ -176,10 +177,10 @@ func New(cfg Config) (*QP, error) {
 	case ibv.QPTypeXRCRecv:
 		class = wire.ClassXRC
 		if cfg.XRCSRQ == nil {
-			return nil, fmt.Errorf("%w: an XRC_RECV QP needs Config.XRCSRQ", transport.ErrInvalid)
+			return nil, fmt.Errorf("%w: an XRC_RECV QP needs Config.XRCSRQ", errno.Invalid)
 		}
 	default:
-		return nil, fmt.Errorf("%w: rc.New for a %v QP", transport.ErrInvalid, cfg.Type)
+		return nil, fmt.Errorf("%w: rc.New for a %v QP", errno.Invalid, cfg.Type)
 	}
 	if cfg.DstPort == 0 {
 		cfg.DstPort = wire.UDPPort

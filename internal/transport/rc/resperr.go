@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/wire"
@@ -168,7 +169,7 @@ func remoteErr(err error) respErr {
 	switch {
 	case errors.Is(err, mem.ErrAlign):
 		return errMisalignedAtomic
-	case errors.Is(err, mem.ErrInvalid):
+	case errors.Is(err, errno.Invalid):
 		return errUnsupportedOpcode
 	}
 	return errRKeyViolation

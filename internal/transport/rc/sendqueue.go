@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/wire"
 )
@@ -138,7 +139,7 @@ func kindOf(t ibv.QPType, op ibv.WROpcode) (wrKind, bool) {
 
 // PostSend queues wrs in order (ibv_post_send). It stops at the first WR
 // it refuses and returns its index with an error wrapping
-// transport.ErrInvalid, ErrFull or ErrState; the WRs before it are posted.
+// errno.Invalid, ErrFull or ErrState; the WRs before it are posted.
 func (qp *QP) PostSend(wrs []ibv.SendWR) (int, error) {
 	return qp.post(wrs, false)
 }
@@ -199,14 +200,14 @@ func (qp *QP) checkSendWR(wr *ibv.SendWR) error {
 	if !ok {
 		if wr.Opcode == ibv.WRSendWithInv {
 			return fmt.Errorf("%w: opcode %v not supported on %v QPs (IBTA defines no UC SEND with Invalidate)",
-				transport.ErrInvalid, wr.Opcode, qp.cfg.Type)
+				errno.Invalid, wr.Opcode, qp.cfg.Type)
 		}
-		return fmt.Errorf("%w: opcode %v not supported on %v QPs", transport.ErrInvalid, wr.Opcode, qp.cfg.Type)
+		return fmt.Errorf("%w: opcode %v not supported on %v QPs", errno.Invalid, wr.Opcode, qp.cfg.Type)
 	}
 	if wr.Flags&ibv.SendInline != 0 {
 		switch kind {
 		case kindRead, kindAtomic, kindFlush, kindLocal:
-			return fmt.Errorf("%w: IBV_SEND_INLINE on %v", transport.ErrInvalid, wr.Opcode)
+			return fmt.Errorf("%w: IBV_SEND_INLINE on %v", errno.Invalid, wr.Opcode)
 		}
 	}
 	// ATOMIC WRITE's 8 bytes travel in the WQE and do not count against
@@ -221,42 +222,42 @@ func (qp *QP) checkSendWR(wr *ibv.SendWR) error {
 		}
 	}
 	if length > MaxMsgSize {
-		return fmt.Errorf("%w: message of %d bytes exceeds max_msg_sz %d", transport.ErrInvalid, length, MaxMsgSize)
+		return fmt.Errorf("%w: message of %d bytes exceeds max_msg_sz %d", errno.Invalid, length, MaxMsgSize)
 	}
 	switch kind {
 	case kindAtomic:
 		if length < 8 {
-			return fmt.Errorf("%w: atomic needs an 8-byte local buffer, got %d", transport.ErrInvalid, length)
+			return fmt.Errorf("%w: atomic needs an 8-byte local buffer, got %d", errno.Invalid, length)
 		}
 		if wr.RemoteAddr&7 != 0 {
-			return fmt.Errorf("%w: atomic remote address %#x not 8-byte aligned", transport.ErrInvalid, wr.RemoteAddr)
+			return fmt.Errorf("%w: atomic remote address %#x not 8-byte aligned", errno.Invalid, wr.RemoteAddr)
 		}
 	case kindAtomicWrite:
 		// IBA A19.4.2: exactly 8 bytes to an 8-byte aligned address.
 		if length != 8 {
-			return fmt.Errorf("%w: ATOMIC_WRITE carries exactly 8 bytes, got %d", transport.ErrInvalid, length)
+			return fmt.Errorf("%w: ATOMIC_WRITE carries exactly 8 bytes, got %d", errno.Invalid, length)
 		}
 		if wr.RemoteAddr&7 != 0 {
-			return fmt.Errorf("%w: ATOMIC_WRITE remote address %#x not 8-byte aligned", transport.ErrInvalid, wr.RemoteAddr)
+			return fmt.Errorf("%w: ATOMIC_WRITE remote address %#x not 8-byte aligned", errno.Invalid, wr.RemoteAddr)
 		}
 	case kindFlush:
 		// IBA A19.4.4: placement type global (1), persistent (2) or both;
 		// selectivity range (0) or whole MR (1).
 		if wr.FlushType == 0 || wr.FlushType&^(wire.FlushGlobal|wire.FlushPersistent) != 0 {
-			return fmt.Errorf("%w: FLUSH placement type %d (want IBV_FLUSH_GLOBAL and/or IBV_FLUSH_PERSISTENT)", transport.ErrInvalid, wr.FlushType)
+			return fmt.Errorf("%w: FLUSH placement type %d (want IBV_FLUSH_GLOBAL and/or IBV_FLUSH_PERSISTENT)", errno.Invalid, wr.FlushType)
 		}
 		if wr.FlushLevel > wire.FlushMR {
-			return fmt.Errorf("%w: FLUSH selectivity level %d (want IBV_FLUSH_RANGE or IBV_FLUSH_MR)", transport.ErrInvalid, wr.FlushLevel)
+			return fmt.Errorf("%w: FLUSH selectivity level %d (want IBV_FLUSH_RANGE or IBV_FLUSH_MR)", errno.Invalid, wr.FlushLevel)
 		}
 		if wr.FlushLen > MaxMsgSize-1 {
-			return fmt.Errorf("%w: FLUSH length %d above 2^31-1", transport.ErrInvalid, wr.FlushLen)
+			return fmt.Errorf("%w: FLUSH length %d above 2^31-1", errno.Invalid, wr.FlushLen)
 		}
 	case kindLocal:
 		switch {
 		case wr.Opcode == ibv.WRBindMW && wr.Bind == nil:
-			return fmt.Errorf("%w: BIND_MW without bind information", transport.ErrInvalid)
+			return fmt.Errorf("%w: BIND_MW without bind information", errno.Invalid)
 		case wr.Opcode == ibv.WRRegMR && wr.Reg == nil:
-			return fmt.Errorf("%w: REG_MR without registration information", transport.ErrInvalid)
+			return fmt.Errorf("%w: REG_MR without registration information", errno.Invalid)
 		}
 	}
 	return nil

@@ -20,6 +20,7 @@ import (
 	"sync"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/wire"
@@ -119,7 +120,7 @@ type QP struct {
 // New makes a UD QP in the RESET state.
 func New(cfg Config) (*QP, error) {
 	if cfg.RQ == nil || cfg.SendCQ == nil || cfg.RecvCQ == nil || cfg.PD == nil || cfg.Mem == nil {
-		return nil, fmt.Errorf("%w: UD QP needs a PD, both CQs and a receive queue", transport.ErrInvalid)
+		return nil, fmt.Errorf("%w: UD QP needs a PD, both CQs and a receive queue", errno.Invalid)
 	}
 	if cfg.DstPort == 0 {
 		cfg.DstPort = wire.UDPPort
@@ -141,7 +142,7 @@ func New(cfg Config) (*QP, error) {
 		qp.srcPort = cfg.SrcPort
 	}
 	if cfg.MaxTSOHeader < 0 || cfg.MaxTSOHeader > MaxTSOHeader {
-		return nil, fmt.Errorf("%w: max_tso_header %d, device limit %d", transport.ErrInvalid, cfg.MaxTSOHeader, MaxTSOHeader)
+		return nil, fmt.Errorf("%w: max_tso_header %d, device limit %d", errno.Invalid, cfg.MaxTSOHeader, MaxTSOHeader)
 	}
 	qp.sq.init(int(cfg.Cap.MaxSendWR), int(cfg.Cap.MaxSendSGE), int(cfg.Cap.MaxInlineData), cfg.MaxTSOHeader)
 	qp.lens = make([]int, 0, budget)

@@ -6,6 +6,7 @@ import (
 	"syscall"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/wire"
 )
@@ -88,7 +89,7 @@ func (q *sendQueue) pop() *sendWQE {
 
 // PostSend queues wrs in order (ibv_post_send). It stops at the first WR
 // it refuses and returns its index with an error wrapping
-// transport.ErrInvalid, ErrFull or ErrState; the WRs before it are posted.
+// errno.Invalid, ErrFull or ErrState; the WRs before it are posted.
 func (qp *QP) PostSend(wrs []ibv.SendWR) (int, error) {
 	return qp.post(wrs, false)
 }
@@ -130,13 +131,13 @@ func (qp *QP) checkSendWR(wr *ibv.SendWR) error {
 	switch wr.Opcode {
 	case ibv.WRSend, ibv.WRSendWithImm, ibv.WRTSO:
 	default:
-		return fmt.Errorf("%w: opcode %v not supported on UD QPs", transport.ErrInvalid, wr.Opcode)
+		return fmt.Errorf("%w: opcode %v not supported on UD QPs", errno.Invalid, wr.Opcode)
 	}
 	if wr.AH == nil {
-		return fmt.Errorf("%w: UD send without an address handle", transport.ErrInvalid)
+		return fmt.Errorf("%w: UD send without an address handle", errno.Invalid)
 	}
 	if av, pd, ok := wr.AH.AddressVector(); av == nil {
-		return fmt.Errorf("%w: UD send with a nil address handle", transport.ErrInvalid)
+		return fmt.Errorf("%w: UD send with a nil address handle", errno.Invalid)
 	} else if ok && pd == 0 {
 		// A bare address vector is checked here; an address handle was
 		// checked when it was created.
@@ -145,7 +146,7 @@ func (qp *QP) checkSendWR(wr *ibv.SendWR) error {
 		}
 	}
 	if wr.RemoteQPN > wire.QPNMask {
-		return fmt.Errorf("%w: remote QPN %#x does not fit 24 bits", transport.ErrInvalid, wr.RemoteQPN)
+		return fmt.Errorf("%w: remote QPN %#x does not fit 24 bits", errno.Invalid, wr.RemoteQPN)
 	}
 	n, err := transport.CheckSendCaps(wr, &qp.cfg.Cap, false)
 	if err != nil {
@@ -229,15 +230,15 @@ func CheckAV(av *ibv.AHAttr, local netip.Addr) error {
 	g := &av.GRH
 	switch {
 	case !av.IsGlobal:
-		return fmt.Errorf("%w: RoCE needs a global route (is_global = 0)", transport.ErrInvalid)
+		return fmt.Errorf("%w: RoCE needs a global route (is_global = 0)", errno.Invalid)
 	case !g.DGID.IsValid() || g.DGID.Unmap().IsUnspecified():
-		return fmt.Errorf("%w: dgid %v is not a destination", transport.ErrInvalid, g.DGID)
+		return fmt.Errorf("%w: dgid %v is not a destination", errno.Invalid, g.DGID)
 	case g.DGID.Unmap().Is4() != local.Unmap().Is4():
-		return fmt.Errorf("%w: dgid %v is not of the device address %v's family", transport.ErrInvalid, g.DGID, local)
+		return fmt.Errorf("%w: dgid %v is not of the device address %v's family", errno.Invalid, g.DGID, local)
 	case g.SGIDIndex != 0:
-		return fmt.Errorf("%w: sgid_index %d (the GID table has index 0)", transport.ErrInvalid, g.SGIDIndex)
+		return fmt.Errorf("%w: sgid_index %d (the GID table has index 0)", errno.Invalid, g.SGIDIndex)
 	case av.PortNum > 1:
-		return fmt.Errorf("%w: port_num %d (the device has port 1)", transport.ErrInvalid, av.PortNum)
+		return fmt.Errorf("%w: port_num %d (the device has port 1)", errno.Invalid, av.PortNum)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/wire"
@@ -220,7 +221,7 @@ func TestTSOCheck(t *testing.T) {
 	}
 }
 
-func isInvalid(err error) bool { return errors.Is(err, transport.ErrInvalid) }
+func isInvalid(err error) bool { return errors.Is(err, errno.Invalid) }
 
 // discardOut is an Output that drops every datagram and is no Flusher.
 type discardOut struct{ buf [8192]byte }

@@ -32,7 +32,7 @@ func (ah *AH) ok() bool { return ah != nil && ah.ah != nil }
 // as 1). GRH.TrafficClass becomes the IP TOS and GRH.FlowLabel the IPv6
 // flow label (rxe sends 0 there; the ICRC masks it). GRH.HopLimit is kept
 // (Attr reports it) but does not reach the wire: every packet leaves with
-// the route's hop limit, 64 (transport.RouteHopLimit), as Linux's RoCE
+// the route's hop limit, 64 (nic.RouteHopLimit), as Linux's RoCE
 // stack replaces the GRH hop limit with the route's
 // (ib_resolve_eth_dmac), so rxe sends TTL 64 whatever the AH says. A multicast DGID sends to that IP multicast group, with
 // GRH.HopLimit (no route is resolved for it; 0 keeps 64), to the QPs

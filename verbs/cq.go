@@ -8,14 +8,13 @@ import (
 
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/nic"
-	"github.com/softnic/softnic/internal/nic/cq"
 )
 
 // CompChannel is a completion event channel (ibv_comp_channel): CQs
 // attached to it report their notifications on it.
 type CompChannel struct {
 	d     *Device
-	ch    *cq.Channel
+	ch    *nic.CompChannel
 	cqs   atomic.Int32  // CQs attached, for CQ.Wait (cqwait.go)
 	timer nic.TimerSlot // GetEventTimeout's
 }
@@ -23,7 +22,7 @@ type CompChannel struct {
 // CreateCompChannel makes a completion channel (ibv_create_comp_channel)
 // of device d: CreateCQ on another device refuses it (EINVAL).
 func (d *Device) CreateCompChannel() *CompChannel {
-	return &CompChannel{d: d, ch: cq.NewChannel()}
+	return &CompChannel{d: d, ch: nic.NewCompChannel()}
 }
 
 func (c *CompChannel) ok() bool { return c != nil && c.ch != nil }
@@ -55,7 +54,7 @@ func (c *CompChannel) getEvent(ctx context.Context, timeout time.Duration) (*CQ,
 	if ctx == nil {
 		return nil, errNilCtx
 	}
-	var q *cq.CQ
+	var q *nic.CQ
 	if c.d.busyPollUntil(func() bool {
 		var ok bool
 		q, ok = c.ch.TryGet()
@@ -89,7 +88,7 @@ func (c *CompChannel) Close() error {
 // CQ is a completion queue (ibv_cq).
 type CQ struct {
 	d    *Device
-	q    *cq.CQ
+	q    *nic.CQ
 	ch   *CompChannel // the channel given to CreateCQ, or nil
 	dead atomic.Bool  // destroyed
 	wait *cqWaiter    // CQ.Wait's wake-up (cqwait.go)
@@ -98,7 +97,7 @@ type CQ struct {
 // cqs maps engine CQs back to their verbs wrappers for GetEvent.
 // cqOf returns the verbs CQ of an engine CQ: its cq_context. (A global
 // map here would keep every device ever opened alive.)
-func cqOf(q *cq.CQ) *CQ { c, _ := q.Context().(*CQ); return c }
+func cqOf(q *nic.CQ) *CQ { c, _ := q.Context().(*CQ); return c }
 
 func (c *CQ) ok() bool { return c != nil && c.q != nil }
 
@@ -119,7 +118,7 @@ func (d *Device) CreateCQ(cqe int, ch *CompChannel) (*CQ, error) {
 			return nil, err
 		}
 	}
-	q, err := cq.New(cqe, d.QueryDevice().MaxCQE)
+	q, err := nic.NewCQ(cqe, d.QueryDevice().MaxCQE)
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,7 @@ import (
 	"syscall"
 
 	"github.com/softnic/softnic/ibv"
-	"github.com/softnic/softnic/internal/mem"
+	"github.com/softnic/softnic/internal/nic"
 )
 
 // The errno values verbs errors wrap, as libibverbs returns them: test
@@ -67,7 +67,7 @@ func (d *Device) checkWRs(wrs []ibv.SendWR) (int, error) {
 			}
 		}
 		if r := wrs[i].Reg; r != nil {
-			if m, ok := r.MR.(*mem.MR); ok && !d.n.Mem().Owns(m) {
+			if m, ok := r.MR.(*nic.MR); ok && !d.n.Mem().Owns(m) {
 				return i, fmt.Errorf("%w: SendWR.Reg.MR belongs to another device than %v", EINVAL, d)
 			}
 		}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/nic"
-	"github.com/softnic/softnic/internal/nic/cq"
 )
 
 // QPInitAttr describes a QP to create (struct ibv_qp_init_attr).
@@ -151,7 +150,7 @@ func (pd *PD) createQP(attr QPInitAttr, gsi bool) (*QP, error) {
 	if err != nil {
 		return nil, err
 	}
-	var recvCQ *cq.CQ
+	var recvCQ *nic.CQ
 	if attr.RecvCQ != nil {
 		recvCQ = attr.RecvCQ.q
 	}

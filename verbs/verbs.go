@@ -57,7 +57,6 @@ import (
 
 	"github.com/softnic/softnic/clock"
 	"github.com/softnic/softnic/ibv"
-	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/internal/nic"
 	"github.com/softnic/softnic/link"
 )
@@ -367,11 +366,11 @@ func (d *Device) AsyncEvents() ([]ibv.AsyncEvent, <-chan struct{}) {
 // PD is a protection domain (ibv_pd).
 type PD struct {
 	d  *Device
-	pd *mem.PD
+	pd *nic.PD
 
 	// mu orders Dealloc after the creations that take a reference on the
 	// PD (QPs, SRQs, AHs): they hold it shared, Dealloc exclusively, so
-	// none can reference a freed PD (mem.PD.Ref does not check).
+	// none can reference a freed PD (nic.PD.Ref does not check).
 	mu   sync.RWMutex
 	dead bool // guarded by mu
 }
@@ -451,7 +450,7 @@ func (pd *PD) Handle() uint32 {
 // region from PD.AllocMR (fastreg.go).
 type MR struct {
 	pd *PD
-	mr *mem.MR
+	mr *nic.MR
 	// key is a fast-registration MR's lkey and rkey as the application
 	// sees them (ib_mr.lkey/rkey): UpdateFastRegKey changes it before the
 	// REG_MR that installs it runs.

@@ -199,3 +199,20 @@ func TestEngineBehindVerbs(t *testing.T) {
 		}
 	}
 }
+
+// TestVerbsThroughOneDoor: verbs reaches the engine through internal/nic
+// alone. What the API needs of the packages below nic (memory objects,
+// CQs, the state table) nic names in one file (internal/nic/door.go), so
+// that the API's reach into the engine is read in one place.
+func TestVerbsThroughOneDoor(t *testing.T) {
+	g := graph(t)
+	var engine []string
+	for _, imp := range g["verbs"] {
+		if strings.HasPrefix(imp, "internal/") {
+			engine = append(engine, imp)
+		}
+	}
+	if len(engine) != 1 || engine[0] != "internal/nic" {
+		t.Errorf("verbs imports the engine packages %v, want internal/nic alone", engine)
+	}
+}

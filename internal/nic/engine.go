@@ -61,10 +61,21 @@ type Config struct {
 	BusyPoll bool
 }
 
-// Handler is a QP's transport as the engine drives it.
-type Handler interface {
+// Transport is a QP's transport as the engine drives it: package rc's QP
+// (RC, UC and XRC) or package ud's. The engine hands it received packets
+// and runs it; the transport never runs itself: its timers wake the QP
+// through the transport.Waker it was made with, and an application's
+// call tells the engine what to run (transport.Run, NIC.run).
+type Transport interface {
+	// Deliver queues a received packet for the QP, which releases it; it
+	// reports false, the caller keeping the packet, when the QP's inbox
+	// is full.
 	Deliver(p *transport.RxPacket) bool
+	// Process makes one pass over the QP's work (received packets,
+	// timers, the send queue) within a budget, building packets into
+	// out, and reports whether work remains.
 	Process(out transport.Output) bool
+	// Close stops the QP's timers and releases what it holds (destroy).
 	Close()
 }
 
@@ -79,16 +90,16 @@ type Handler interface {
 type qpEntry struct {
 	qpn       uint32
 	typ       ibv.QPType
-	h         Handler
+	h         Transport
 	proc      *processor
 	scheduled atomic.Bool // queued on proc
 	running   atomic.Bool // a goroutine is in h.Process (or the QP is closed)
 	pending   atomic.Bool // work for the QP since its runner's last pass began
 }
 
-// wake schedules the QP on its processor unless it already is (a
-// coalesced wake-up per QP, STYLE.md 8).
-func (e *qpEntry) wake() {
+// Wake schedules the QP on its processor unless it already is (a
+// coalesced wake-up per QP, STYLE.md 8). It is the QP's transport.Waker.
+func (e *qpEntry) Wake() {
 	if e.scheduled.CompareAndSwap(false, true) {
 		e.proc.push(e)
 	}
@@ -320,50 +331,43 @@ func (n *NIC) Close() error {
 	return err
 }
 
-// Sched is how a transport asks the engine to run it: Wake schedules it
-// on its processor (timers, modifies); Kick runs it at once on the
-// calling goroutine when it can (a post's doorbell).
-type Sched struct {
-	Wake, Kick func()
-}
-
 // RegisterQP allocates a QPN and registers a transport built by mk for it.
-// mk receives the QPN and the functions the transport calls when it has
-// work.
-func (n *NIC) RegisterQP(typ ibv.QPType, mk func(qpn uint32, s Sched) (Handler, error)) (uint32, error) {
-	return n.registerQP(typ, 0, mk)
+// mk receives the QPN and the Waker the transport's timers wake the QP
+// with.
+func (n *NIC) RegisterQP(typ ibv.QPType, mk func(qpn uint32, w transport.Waker) (Transport, error)) (uint32, error) {
+	e, err := n.registerQP(typ, 0, mk)
+	if err != nil {
+		return 0, err
+	}
+	return e.qpn, nil
 }
 
 // GSIQPN is the QP number of the General Services QP, QP1.
 const GSIQPN = 1
 
-// RegisterGSIQP registers a transport built by mk as QP1, the General
-// Services QP; errno.Busy while the NIC has one. (The kernel makes one per
-// port, ib_mad's; rxe_qp.c rxe_qp_chk_init refuses a second one, "GSI QP
+// registerQP registers a transport built by mk under QPN fixed, or under
+// the next free QPN from firstQPN up when fixed is 0, and returns its
+// entry in the table. Fixed is GSIQPN for QP1, the General Services QP:
+// errno.Busy while the NIC has one. (The kernel makes one per port,
+// ib_mad's; rxe_qp.c rxe_qp_chk_init refuses a second one, "GSI QP
 // exists for port", with EINVAL: softnic says EBUSY, the number being in
 // use.) UnregisterQP(GSIQPN) frees the number again.
-func (n *NIC) RegisterGSIQP(typ ibv.QPType, mk func(qpn uint32, s Sched) (Handler, error)) (uint32, error) {
-	return n.registerQP(typ, GSIQPN, mk)
-}
-
-// registerQP registers a transport built by mk under QPN fixed, or under
-// the next free QPN from firstQPN up when fixed is 0.
-func (n *NIC) registerQP(typ ibv.QPType, fixed uint32, mk func(qpn uint32, s Sched) (Handler, error)) (uint32, error) {
+func (n *NIC) registerQP(typ ibv.QPType, fixed uint32, mk func(qpn uint32, w transport.Waker) (Transport, error)) (*qpEntry, error) {
 	if n.closed.Load() {
-		return 0, ErrClosed
+		return nil, ErrClosed
 	}
 	n.qpMu.Lock()
 	defer n.qpMu.Unlock()
 	qpn := fixed
 	if fixed != 0 {
 		if _, used := n.qps[qpn]; used {
-			return 0, fmt.Errorf("%w: QP %#x exists", errno.Busy, qpn)
+			return nil, fmt.Errorf("%w: QP %#x exists", errno.Busy, qpn)
 		}
 	} else {
 		qpn = n.nextQPN
 		for i := 0; ; i++ {
 			if i > wire.QPNMask {
-				return 0, fmt.Errorf("%w: no free QPN", errno.NoMemory)
+				return nil, fmt.Errorf("%w: no free QPN", errno.NoMemory)
 			}
 			if _, used := n.qps[qpn]; !used && qpn > 1 && qpn != wire.MulticastQPN {
 				break
@@ -374,13 +378,13 @@ func (n *NIC) registerQP(typ ibv.QPType, fixed uint32, mk func(qpn uint32, s Sch
 	}
 	e := &qpEntry{qpn: qpn, typ: typ}
 	e.proc = n.procs[int(maphash.Comparable(n.seed, qpn)%uint64(len(n.procs)))]
-	h, err := mk(qpn, Sched{Wake: e.wake, Kick: func() { n.kick(e) }})
+	h, err := mk(qpn, e)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	e.h = h
 	n.qps[qpn] = e
-	return qpn, nil
+	return e, nil
 }
 
 // UnregisterQP removes a QP; its transport is closed.
@@ -400,13 +404,6 @@ func (n *NIC) lookup(qpn uint32) *qpEntry {
 	e := n.qps[qpn]
 	n.qpMu.RUnlock()
 	return e
-}
-
-// Wake schedules QP qpn (used by verbs after posting).
-func (n *NIC) Wake(qpn uint32) {
-	if e := n.lookup(qpn); e != nil {
-		e.wake()
-	}
 }
 
 // rxLoop is the NIC's receive goroutine: it reads datagrams in batches
@@ -701,7 +698,7 @@ func (t *txBatch) finish() {
 		t.again = t.spare[:0]
 		for _, e := range again {
 			if pass >= maxInlinePasses {
-				e.wake()
+				e.Wake()
 			} else {
 				e.run(t)
 			}
@@ -719,7 +716,7 @@ func (t *txBatch) flush() {
 		h.e.running.Store(false)
 		switch {
 		case h.more:
-			h.e.wake()
+			h.e.Wake()
 		case h.e.pending.Load():
 			t.again = append(t.again, h.e)
 		}

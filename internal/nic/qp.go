@@ -148,6 +148,7 @@ type QP struct {
 	recvCQ *cq.CQ
 	rq     *transport.RecvQueue
 	t      qpTransport
+	e      *qpEntry // the QP in the NIC's table: what NIC.run runs
 	srq    *SRQ
 	wq     *WQ
 	shared *sharedRQ // the SRQ's or the WQ's: what rq belongs to, if not the QP
@@ -272,14 +273,14 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 		c.MaxRecvWR, c.MaxRecvSGE = 0, 0
 	}
 	shared := qp.shared != nil
-	register := n.RegisterQP
+	var fixed uint32
 	if a.GSI {
-		register = n.RegisterGSIQP
+		fixed = GSIQPN
 	}
-	_, err := register(a.Type, func(qpn uint32, s Sched) (Handler, error) {
+	e, err := n.registerQP(a.Type, fixed, func(qpn uint32, w transport.Waker) (Transport, error) {
 		qp.qpn = qpn
 		if a.Type == ibv.QPTypeUD {
-			t, err := n.newUD(qp, qpn, s, a, c)
+			t, err := n.newUD(qp, qpn, a, c)
 			qp.t = t
 			return t, err
 		}
@@ -287,8 +288,7 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 			QPN: qpn, Type: a.Type, PD: a.PD, Mem: n.mem,
 			SendCQ: qp.dr.send, RecvCQ: qp.dr.recv, RQ: qp.rq, SRQ: shared, TM: tml, Cap: c, SigAll: a.SigAll,
 			LocalAddr: n.addr, DstPort: n.cfg.PeerPort, SrcPort: n.cfg.Link.SrcPort(),
-			Clock: n.clock, Counters: &n.ctr,
-			Wake: s.Wake, Kick: s.Kick,
+			Clock: n.clock, Counters: &n.ctr, Waker: w,
 			OnAsync: qp.transportEvent,
 		})
 		qp.t = t
@@ -300,6 +300,7 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 		}
 		return nil, err
 	}
+	qp.e = e
 	a.PD.Ref()
 	a.SendCQ.Ref()
 	recvCQ.Ref()
@@ -393,9 +394,11 @@ func (qp *QP) Modify(attr *ibv.QPAttr, mask ibv.AttrMask) error {
 		qp.toErr.Store(true)
 		defer qp.toErr.Store(false)
 	}
-	if err := qp.t.Modify(attr, mask); err != nil {
+	run, err := qp.t.Modify(attr, mask)
+	if err != nil {
 		return err
 	}
+	qp.n.run(qp.e, run)
 	qp.afterModify()
 	return nil
 }
@@ -418,12 +421,10 @@ func (qp *QP) usable() error {
 }
 
 // PostSend posts send work requests (ibv_post_send); on error it returns
-// the index of the first WR not posted.
-//
-// The post paths call the transport's concrete type: passed through the
-// qpTransport interface, wrs would escape, and the slice every
-// ibv_post_send builds (verbs.QP.PostSend's variadic WRs) would cost an
-// allocation per call.
+// the index of the first WR not posted. The WRs go down once: the
+// transport queues them and says what to run (transport.Run), and the
+// engine runs it, the QP's requester at once on this goroutine for a
+// small request to an idle queue (run to completion, NIC.kick).
 func (qp *QP) PostSend(wrs []ibv.SendWR) (int, error) {
 	if err := qp.usable(); err != nil {
 		return 0, err
@@ -431,13 +432,9 @@ func (qp *QP) PostSend(wrs []ibv.SendWR) (int, error) {
 	if qp.xrcd != nil {
 		return 0, errNoSendQueue
 	}
-	switch t := qp.t.(type) {
-	case *rc.QP:
-		return t.PostSend(wrs)
-	case *ud.QP:
-		return t.PostSend(wrs)
-	}
-	return 0, errNoTransport
+	n, run, err := qp.postSend(wrs, false)
+	qp.n.run(qp.e, run)
+	return n, err
 }
 
 // PostSendAll posts every WR of wrs or, if any is refused or the queue
@@ -449,13 +446,32 @@ func (qp *QP) PostSendAll(wrs []ibv.SendWR) error {
 	if qp.xrcd != nil {
 		return errNoSendQueue
 	}
+	_, run, err := qp.postSend(wrs, true)
+	qp.n.run(qp.e, run)
+	return err
+}
+
+// postSend posts wrs to the QP's transport, all or none when all is set.
+// It is the one call the engine makes to a transport's concrete type
+// rather than through qpTransport: passed through an interface, wrs
+// would escape, and the slice every ibv_post_send builds (verbs.QP.
+// PostSend's variadic WRs) would cost an allocation per post.
+func (qp *QP) postSend(wrs []ibv.SendWR, all bool) (int, transport.Run, error) {
 	switch t := qp.t.(type) {
 	case *rc.QP:
-		return t.PostSendAll(wrs)
+		if all {
+			run, err := t.PostSendAll(wrs)
+			return 0, run, err
+		}
+		return t.PostSend(wrs)
 	case *ud.QP:
-		return t.PostSendAll(wrs)
+		if all {
+			run, err := t.PostSendAll(wrs)
+			return 0, run, err
+		}
+		return t.PostSend(wrs)
 	}
-	return errNoTransport
+	return 0, transport.RunNone, errNoTransport
 }
 
 var (
@@ -543,15 +559,14 @@ func (n *NIC) createXRCRecv(a *QPInitAttr) (*QP, error) {
 	qp := &QP{n: n, typ: a.Type, ctx: a.Context, xrcd: x, handles: 1}
 	qp.dr.init(nil, nil) // never completed on: no send queue, receives go to the SRQs' CQs
 	qp.rq = transport.NewRecvQueue(1, 1)
-	_, err := n.RegisterQP(a.Type, func(qpn uint32, s Sched) (Handler, error) {
+	e, err := n.registerQP(a.Type, 0, func(qpn uint32, w transport.Waker) (Transport, error) {
 		qp.qpn = qpn
 		t, err := rc.New(rc.Config{
 			QPN: qpn, Type: a.Type, Mem: n.mem,
 			SendCQ: qp.dr.send, RQ: qp.rq, SRQ: true,
 			XRCSRQ:    func(num uint32) (rc.XRCTarget, bool) { return n.xrc.target(x, num) },
 			LocalAddr: n.addr, DstPort: n.cfg.PeerPort, SrcPort: n.cfg.Link.SrcPort(),
-			Clock: n.clock, Counters: &n.ctr,
-			Wake: s.Wake, Kick: s.Kick,
+			Clock: n.clock, Counters: &n.ctr, Waker: w,
 			OnAsync: qp.transportEvent,
 		})
 		qp.t = t
@@ -561,6 +576,7 @@ func (n *NIC) createXRCRecv(a *QPInitAttr) (*QP, error) {
 		x.unuse()
 		return nil, err
 	}
+	qp.e = e
 	n.xrc.mu.Lock()
 	if n.xrc.tgts == nil {
 		n.xrc.tgts = map[uint32]*QP{}

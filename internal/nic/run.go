@@ -134,7 +134,7 @@ func (r *reader) read(readBatch func([]link.Datagram) (int, error)) (int, bool) 
 		if inline {
 			e.run(r.out)
 		} else {
-			e.wake()
+			e.Wake()
 		}
 		r.touched[i] = nil
 	}
@@ -335,11 +335,23 @@ func (r *reader) touch(e *qpEntry, writes, answer bool) {
 	r.touched = append(r.touched, e)
 }
 
-// kick is a post's doorbell (Sched.Kick): it runs e on the posting
+// run does what a QP's transport asked after an application's call
+// (transport.Run): a pass at once on the calling goroutine (kick), a pass
+// on the QP's processor, or nothing.
+func (n *NIC) run(e *qpEntry, r transport.Run) {
+	switch r {
+	case transport.RunNow:
+		n.kick(e)
+	case transport.RunLater:
+		e.Wake()
+	}
+}
+
+// kick is a post's doorbell (transport.RunNow): it runs e on the posting
 // goroutine and writes what it built before the post returns.
 func (n *NIC) kick(e *qpEntry) {
 	if n.closed.Load() {
-		e.wake()
+		e.Wake()
 		return
 	}
 	out := n.getTx()

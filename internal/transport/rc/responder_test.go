@@ -109,7 +109,7 @@ func newHarnessOf(t *testing.T, typ ibv.QPType) *harness {
 	h.rq = transport.NewRecvQueue(64, 4)
 	h.qp, err = New(Config{QPN: 0x11, Type: typ, PD: pd, Mem: tbl, SendCQ: &h.cq, RecvCQ: &h.cq,
 		RQ: h.rq, Cap: ibv.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 4, MaxRecvSGE: 4},
-		LocalAddr: localAddr, Clock: h.clk, Counters: &h.ctr, Wake: func() {}})
+		LocalAddr: localAddr, Clock: h.clk, Counters: &h.ctr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func newHarnessOf(t *testing.T, typ ibv.QPType) *harness {
 		if typ == ibv.QPTypeUC { // no RC-only attributes
 			step.mask &^= ibv.QPAttrMaxDestRdAtomic | ibv.QPAttrTimeout | ibv.QPAttrRetryCnt | ibv.QPAttrRNRRetry | ibv.QPAttrMaxQPRdAtomic
 		}
-		if err := h.qp.Modify(&step.a, step.mask); err != nil {
+		if _, err := h.qp.Modify(&step.a, step.mask); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -360,7 +360,7 @@ func TestDuplicateAtomicWriteFlushResources(t *testing.T) {
 	h := newHarness(t) // max_dest_rd_atomic 4
 	rkey := h.mr.RKey()
 	all := ibv.AccessRemoteWrite | ibv.AccessRemoteRead | ibv.AccessRemoteAtomic
-	if err := h.qp.Modify(&ibv.QPAttr{AccessFlags: all | ibv.AccessFlushGlobal}, ibv.QPAttrAccessFlags); err != nil {
+	if _, err := h.qp.Modify(&ibv.QPAttr{AccessFlags: all | ibv.AccessFlushGlobal}, ibv.QPAttrAccessFlags); err != nil {
 		t.Fatal(err)
 	}
 	fmr, err := h.qp.cfg.Mem.RegMR(h.qp.cfg.PD, make([]byte, 64), 0x90000, true, ibv.AccessFlushGlobal)

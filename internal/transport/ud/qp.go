@@ -81,13 +81,6 @@ type Config struct {
 	// to another Q_Key.
 	GSI      bool
 	Counters *transport.Counters
-	// Wake asks the engine to run Process soon; it must not block.
-	Wake func()
-	// Kick is a post's doorbell: it runs Process at once on the calling
-	// goroutine when no other goroutine is running it (run to completion:
-	// the WRs just posted leave before the post returns), else it is
-	// Wake. It is called without the QP lock held. nil means Wake.
-	Kick func()
 	// OnAsync reports affiliated asynchronous events; it runs without the
 	// QP lock held.
 	OnAsync func(ev ibv.AsyncEventType)
@@ -130,12 +123,6 @@ func New(cfg Config) (*QP, error) {
 	}
 	if cfg.Counters == nil {
 		cfg.Counters = new(transport.Counters)
-	}
-	if cfg.Wake == nil {
-		cfg.Wake = func() {}
-	}
-	if cfg.Kick == nil {
-		cfg.Kick = cfg.Wake
 	}
 	qp := &QP{cfg: cfg, srcPort: wire.RxeSrcPort(cfg.QPN)}
 	if cfg.SrcPort != 0 {
@@ -180,14 +167,14 @@ func (qp *QP) Query() ibv.QPAttr {
 }
 
 // Modify applies attr under mask. The engine has already checked the
-// transition and the values (transport.CheckModify, CheckAttrValues).
-func (qp *QP) Modify(attr *ibv.QPAttr, mask ibv.AttrMask) error {
+// transition and the values (transport.CheckModify, CheckAttrValues). It
+// asks for a pass on the processor: the new state may let the QP send.
+func (qp *QP) Modify(attr *ibv.QPAttr, mask ibv.AttrMask) (transport.Run, error) {
 	qp.mu.Lock()
 	qp.modifyLocked(attr, mask)
 	qp.mu.Unlock()
 	qp.flushEvents()
-	qp.cfg.Wake()
-	return nil
+	return transport.RunLater, nil
 }
 
 func (qp *QP) modifyLocked(attr *ibv.QPAttr, mask ibv.AttrMask) {

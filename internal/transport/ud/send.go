@@ -88,40 +88,48 @@ func (q *sendQueue) pop() *sendWQE {
 }
 
 // PostSend queues wrs in order (ibv_post_send). It stops at the first WR
-// it refuses and returns its index with an error wrapping
-// errno.Invalid, ErrFull or ErrState; the WRs before it are posted.
-func (qp *QP) PostSend(wrs []ibv.SendWR) (int, error) {
+// it refuses and returns its index with an error wrapping errno.Invalid,
+// errno.Full or transport.ErrState; the WRs before it are posted. The
+// Run is what the engine should run for the WRs posted (post).
+func (qp *QP) PostSend(wrs []ibv.SendWR) (int, transport.Run, error) {
 	return qp.post(wrs, false)
 }
 
 // PostSendAll posts every WR of wrs, or none if any is refused or the
 // send queue has no room for all of them (ibv_wr_complete).
-func (qp *QP) PostSendAll(wrs []ibv.SendWR) error {
-	_, err := qp.post(wrs, true)
-	return err
+func (qp *QP) PostSendAll(wrs []ibv.SendWR) (transport.Run, error) {
+	_, run, err := qp.post(wrs, true)
+	return run, err
 }
 
-// post runs the shared post path (transport.SendPost) with the UD
-// rules for wrs: all of them or none when all is set. The closures are
-// built here, next to the one call that uses them, so they stay on the
-// stack.
-func (qp *QP) post(wrs []ibv.SendWR, all bool) (int, error) {
-	p := transport.SendPost{
-		State:   func() ibv.QPState { return qp.state },
-		Check:   func(i int) error { return qp.checkSendWR(&wrs[i]) },
-		Free:    qp.sq.free,
-		Size:    len(qp.sq.ring),
-		Enqueue: func(i int) error { return qp.enqueueLocked(&wrs[i]) },
-		Flush:   qp.flushSendLocked,
-		Events:  &qp.events,
-		OnAsync: qp.cfg.OnAsync,
-		Wake:    qp.cfg.Wake,
+// post runs the shared post path (transport.SendPost) with the UD rules
+// for wrs: all of them or none when all is set. What it queues is sent
+// by the QP's processor (transport.RunLater), a UD send never on the
+// posting goroutine.
+func (qp *QP) post(wrs []ibv.SendWR, all bool) (int, transport.Run, error) {
+	qp.mu.Lock()
+	p := transport.SendPost{SQ: postSQ{qp}, N: len(wrs), All: all}
+	for p.Next() {
+		switch p.Step {
+		case transport.CheckWR:
+			p.Err = qp.checkSendWR(&wrs[p.WR])
+		case transport.QueueWR:
+			p.Err = qp.enqueueLocked(&wrs[p.WR])
+		}
 	}
-	if all {
-		return 0, p.PostAll(&qp.mu, len(wrs))
-	}
-	return p.Post(&qp.mu, len(wrs))
+	qp.mu.Unlock()
+	qp.flushEvents() // a flush in ERR or SQE may have raised some
+	return p.Posted, transport.PostRun(p.Posted, false), p.Err
 }
+
+// postSQ is the QP's send queue as transport.SendPost reads it, with
+// qp.mu held.
+type postSQ struct{ qp *QP }
+
+func (s postSQ) PostState() ibv.QPState { return s.qp.state }
+func (s postSQ) Free() int              { return s.qp.sq.free() }
+func (s postSQ) Size() int              { return len(s.qp.sq.ring) }
+func (s postSQ) FlushPosted()           { s.qp.flushSendLocked() }
 
 // checkSendWR validates a WR against the QP (ibv_post_send(3): a UD QP
 // takes SEND and SEND_WITH_IMM with an address handle; rxe provider

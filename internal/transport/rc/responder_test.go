@@ -431,6 +431,22 @@ func TestRespRulesComplete(t *testing.T) {
 		if rule.class == classB && (rule.status != ibv.WCSuccess || rule.event != 0) {
 			t.Errorf("error %d: class B completes nothing and reports no event", e)
 		}
+		// The receive WQE completes with the status the requester gets
+		// for the same NAK (transport.NAKStatus), but where softnic says
+		// what the receive side saw: a SEND longer than the WQE, an SGE
+		// the MR table refused.
+		if rule.class == classC {
+			want := transport.NAKStatus(rule.syn)
+			switch e {
+			case errRecvLength:
+				want = ibv.WCLocLenErr
+			case errMalformedWQE:
+				want = ibv.WCLocProtErr
+			}
+			if got := rule.recvStatus(); got != want {
+				t.Errorf("error %d: NAK %v completes the receive WQE with %v, want %v", e, rule.syn, got, want)
+			}
+		}
 	}
 	// The errors the UC responder meets (ucCheckLocked and the placement
 	// it shares with RC) each count their drop.

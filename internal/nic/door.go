@@ -1,3 +1,5 @@
+package nic
+
 // What package verbs sees of the engine.
 //
 // verbs imports the engine through this package alone (test/layers:
@@ -13,8 +15,6 @@
 //
 // Errors need no door: every engine error carries its errno where it is
 // declared (package errno), and verbs returns it as it is.
-
-package nic
 
 import (
 	"github.com/softnic/softnic/ibv"

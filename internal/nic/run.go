@@ -3,7 +3,6 @@ package nic
 import (
 	"context"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -406,39 +405,6 @@ func (n *NIC) Progress() int {
 	}
 	cnt, _ := n.prog.read(n.poll.TryReadBatch)
 	return cnt
-}
-
-// txPool keeps the outputs of the goroutines that run QPs without being
-// processors: the receive goroutine, posting goroutines, Progress.
-type txPool struct {
-	mu   sync.Mutex
-	free []*txBatch // guarded by mu
-}
-
-// maxFreeTx bounds the idle outputs kept (each holds a batch of
-// datagram buffers).
-const maxFreeTx = 8
-
-func (n *NIC) getTx() *txBatch {
-	n.txs.mu.Lock()
-	if k := len(n.txs.free); k > 0 {
-		t := n.txs.free[k-1]
-		n.txs.free = n.txs.free[:k-1]
-		n.txs.mu.Unlock()
-		return t
-	}
-	n.txs.mu.Unlock()
-	t := new(txBatch)
-	t.init(n.cfg.Link, &n.ctr)
-	return t
-}
-
-func (n *NIC) putTx(t *txBatch) {
-	n.txs.mu.Lock()
-	if len(n.txs.free) < maxFreeTx {
-		n.txs.free = append(n.txs.free, t)
-	}
-	n.txs.mu.Unlock()
 }
 
 // activity is what WaitActivity blocks on: a token the goroutines that

@@ -32,7 +32,7 @@ func (ah *AH) ok() bool { return ah != nil && ah.ah != nil }
 // as 1). GRH.TrafficClass becomes the IP TOS and GRH.FlowLabel the IPv6
 // flow label (rxe sends 0 there; the ICRC masks it). GRH.HopLimit is kept
 // (Attr reports it) but does not reach the wire: every packet leaves with
-// the route's hop limit, 64 (transport.RouteHopLimit), as Linux's RoCE
+// the route's hop limit, 64 (nic.RouteHopLimit), as Linux's RoCE
 // stack replaces the GRH hop limit with the route's
 // (ib_resolve_eth_dmac), so rxe sends TTL 64 whatever the AH says. A multicast DGID sends to that IP multicast group, with
 // GRH.HopLimit (no route is resolved for it; 0 keeps 64), to the QPs
@@ -46,7 +46,7 @@ func (pd *PD) CreateAH(attr ibv.AHAttr) (*AH, error) {
 	defer release()
 	ah, err := pd.d.n.CreateAH(pd.pd, &attr)
 	if err != nil {
-		return nil, errno(err)
+		return nil, err
 	}
 	h := &AH{pd: pd, ah: ah}
 	pd.d.objs.add(h)
@@ -60,7 +60,7 @@ func (ah *AH) Destroy() error {
 		return errNil("AH")
 	}
 	if err := ah.ah.Destroy(); err != nil {
-		return errno(err)
+		return err
 	}
 	ah.pd.d.objs.del(ah)
 	return nil

@@ -2,7 +2,6 @@ package verbs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -69,10 +68,7 @@ func (d *Device) GetAsyncEvent(ctx context.Context) (ibv.AsyncEvent, error) {
 	}
 	ev, err := d.n.GetAsyncEvent(ctx)
 	if err != nil {
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			return ibv.AsyncEvent{}, err
-		}
-		return ibv.AsyncEvent{}, errno(err)
+		return ibv.AsyncEvent{}, err
 	}
 	d.acks.mu.Lock()
 	if d.acks.unacked == nil {

@@ -4,14 +4,14 @@ import (
 	"fmt"
 
 	"github.com/softnic/softnic/ibv"
-	"github.com/softnic/softnic/internal/transport"
+	"github.com/softnic/softnic/internal/nic"
 )
 
 // Connecting queue pairs
 //
 // A QP is connected by three ibv_modify_qp calls, RESET->INIT,
 // INIT->RTR and RTR->RTS, each with the attribute mask the IBTA state
-// table (the kernel's qp_state_table, transport.ModifyAttrs) requires for
+// table (the kernel's qp_state_table, nic.ModifyAttrs) requires for
 // the QP's type. Connect makes the three calls from what the two sides
 // exchanged out of band; ToInit, ToRTR and ToRTS make one each. With them
 // ibv_rc_pingpong's connection is three lines:
@@ -151,14 +151,14 @@ func (qp *QP) ToRTS(sqPSN uint32, attr *ConnectAttr) error {
 }
 
 // connectStep makes the from->to modify with the attributes the state
-// table requires for the QP's type (transport.ModifyAttrs, the kernel's
+// table requires for the QP's type (nic.ModifyAttrs, the kernel's
 // qp_state_table), filled in from attr, remote and sqPSN.
 func (qp *QP) connectStep(from, to ibv.QPState, remote Endpoint, sqPSN uint32, attr *ConnectAttr) error {
 	if !qp.ok() {
 		return errNil("QP")
 	}
 	t := qp.init.Type
-	req, _, ok := transport.ModifyAttrs(t, from, to)
+	req, _, ok := nic.ModifyAttrs(t, from, to)
 	if !ok {
 		return fmt.Errorf("%w: connect QP %#x: %v QPs have no %v->%v step", EINVAL, qp.QPN(), t, from, to)
 	}
@@ -174,7 +174,7 @@ func (qp *QP) connectStep(from, to ibv.QPState, remote Endpoint, sqPSN uint32, a
 		PathMTU: a.PathMTU, DestQPN: remote.QPN, RQPSN: remote.PSN,
 		MaxDestRdAtomic: a.MaxDestRdAtomic, MinRNRTimer: a.MinRNRTimer,
 		AHAttr: ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{
-			DGID: remote.GID.Addr(), TrafficClass: a.TrafficClass, FlowLabel: a.FlowLabel, HopLimit: transport.RouteHopLimit}},
+			DGID: remote.GID.Addr(), TrafficClass: a.TrafficClass, FlowLabel: a.FlowLabel, HopLimit: nic.RouteHopLimit}},
 		SQPSN: sqPSN, Timeout: a.Timeout, RetryCnt: a.RetryCnt, RNRRetry: a.RNRRetry, MaxRdAtomic: a.MaxRdAtomic,
 	}
 	if err := qp.Modify(&qa, ibv.QPAttrState|req); err != nil {

@@ -2,28 +2,28 @@ package verbs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
 
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/nic"
-	"github.com/softnic/softnic/internal/nic/cq"
 )
 
 // CompChannel is a completion event channel (ibv_comp_channel): CQs
 // attached to it report their notifications on it.
 type CompChannel struct {
 	d     *Device
-	ch    *cq.Channel
+	ch    *nic.CompChannel
 	cqs   atomic.Int32  // CQs attached, for CQ.Wait (cqwait.go)
 	timer nic.TimerSlot // GetEventTimeout's
 }
 
 // CreateCompChannel makes a completion channel (ibv_create_comp_channel)
 // of device d: CreateCQ on another device refuses it (EINVAL).
-func (d *Device) CreateCompChannel() *CompChannel { return &CompChannel{d: d, ch: cq.NewChannel()} }
+func (d *Device) CreateCompChannel() *CompChannel {
+	return &CompChannel{d: d, ch: nic.NewCompChannel()}
+}
 
 func (c *CompChannel) ok() bool { return c != nil && c.ch != nil }
 
@@ -54,7 +54,7 @@ func (c *CompChannel) getEvent(ctx context.Context, timeout time.Duration) (*CQ,
 	if ctx == nil {
 		return nil, errNilCtx
 	}
-	var q *cq.CQ
+	var q *nic.CQ
 	if c.d.busyPollUntil(func() bool {
 		var ok bool
 		q, ok = c.ch.TryGet()
@@ -71,10 +71,7 @@ func (c *CompChannel) getEvent(ctx context.Context, timeout time.Duration) (*CQ,
 	}
 	q, err := c.ch.GetUntil(ctx, expired)
 	if err != nil {
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			return nil, err
-		}
-		return nil, errno(err)
+		return nil, err
 	}
 	return cqOf(q), nil
 }
@@ -85,13 +82,13 @@ func (c *CompChannel) Close() error {
 	if !c.ok() {
 		return errNil("CompChannel")
 	}
-	return errno(c.ch.Close())
+	return c.ch.Close()
 }
 
 // CQ is a completion queue (ibv_cq).
 type CQ struct {
 	d    *Device
-	q    *cq.CQ
+	q    *nic.CQ
 	ch   *CompChannel // the channel given to CreateCQ, or nil
 	dead atomic.Bool  // destroyed
 	wait *cqWaiter    // CQ.Wait's wake-up (cqwait.go)
@@ -100,7 +97,7 @@ type CQ struct {
 // cqs maps engine CQs back to their verbs wrappers for GetEvent.
 // cqOf returns the verbs CQ of an engine CQ: its cq_context. (A global
 // map here would keep every device ever opened alive.)
-func cqOf(q *cq.CQ) *CQ { c, _ := q.Context().(*CQ); return c }
+func cqOf(q *nic.CQ) *CQ { c, _ := q.Context().(*CQ); return c }
 
 func (c *CQ) ok() bool { return c != nil && c.q != nil }
 
@@ -121,9 +118,9 @@ func (d *Device) CreateCQ(cqe int, ch *CompChannel) (*CQ, error) {
 			return nil, err
 		}
 	}
-	q, err := cq.New(cqe, d.QueryDevice().MaxCQE)
+	q, err := nic.NewCQ(cqe, d.QueryDevice().MaxCQE)
 	if err != nil {
-		return nil, errno(err)
+		return nil, err
 	}
 	c := &CQ{d: d, q: q, ch: ch, wait: newCQWaiter(q)}
 	q.SetOverflowHandler(func() {
@@ -171,7 +168,7 @@ func (c *CQ) ReqNotify(solicitedOnly bool) error {
 	if !c.ok() {
 		return errNil("CQ")
 	}
-	return errno(c.q.ReqNotify(solicitedOnly))
+	return c.q.ReqNotify(solicitedOnly)
 }
 
 // AckEvents acknowledges n completion events GetEvent returned for this
@@ -188,7 +185,7 @@ func (c *CQ) AckEvents(n int) error {
 		}
 		return fmt.Errorf("%w: ack of %d events on a CQ without a completion channel", EINVAL, n)
 	}
-	return errno(ch.Ack(c.q, n))
+	return ch.Ack(c.q, n)
 }
 
 // Resize changes the CQ's capacity to at least cqe entries, keeping the
@@ -198,7 +195,7 @@ func (c *CQ) Resize(cqe int) error {
 	if !c.ok() {
 		return errNil("CQ")
 	}
-	return errno(c.q.Resize(cqe))
+	return c.q.Resize(cqe)
 }
 
 // Cap returns the CQ's capacity.
@@ -220,7 +217,7 @@ func (c *CQ) Destroy() error {
 		return fmt.Errorf("destroy CQ: %w", err)
 	}
 	if err := c.q.Destroy(); err != nil {
-		return c.d.busy(errno(err), "CQ", func(obj any) bool {
+		return c.d.busy(err, "CQ", func(obj any) bool {
 			switch v := obj.(type) {
 			case *QP:
 				return v.init.SendCQ == c || v.init.RecvCQ == c

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/softnic/softnic/ibv"
-	"github.com/softnic/softnic/internal/nic/cq"
+	"github.com/softnic/softnic/internal/nic"
 )
 
 // Waiting for completions
@@ -26,7 +26,7 @@ type cqWaiter struct {
 	waiters atomic.Int32  // goroutines in Wait's blocking phase
 }
 
-func newCQWaiter(q *cq.CQ) *cqWaiter {
+func newCQWaiter(q *nic.CQ) *cqWaiter {
 	w := &cqWaiter{c: make(chan struct{}, 1)}
 	q.SetNotifier(w.wake)
 	return w
@@ -102,7 +102,7 @@ func (c *CQ) Wait(ctx context.Context, wc []ibv.WorkCompletion) (int, error) {
 			if n := c.q.Poll(wc); n > 0 {
 				return n, nil
 			}
-			return 0, fmt.Errorf("wait for completions: %w", errno(err))
+			return 0, fmt.Errorf("wait for completions: %w", err)
 		}
 		if n := c.q.Poll(wc); n > 0 {
 			return n, nil

@@ -2,7 +2,6 @@ package verbs
 
 import (
 	"context"
-	"errors"
 )
 
 // DrainWRID is the wr_id of the marker work requests the drains post.
@@ -37,7 +36,7 @@ func (qp *QP) DrainSQ(ctx context.Context) error {
 	if ctx == nil {
 		return errNilCtx
 	}
-	return drainErr(ctx, qp.qp.DrainSQ(ctx))
+	return qp.qp.DrainSQ(ctx)
 }
 
 // DrainRQ moves the QP to ERR and waits until every receive WR posted
@@ -59,7 +58,7 @@ func (qp *QP) DrainRQ(ctx context.Context) error {
 	if ctx == nil {
 		return errNilCtx
 	}
-	return drainErr(ctx, qp.qp.DrainRQ(ctx))
+	return qp.qp.DrainRQ(ctx)
 }
 
 // DrainQP drains the send queue, then the receive queue (ib_drain_qp):
@@ -69,12 +68,4 @@ func (qp *QP) DrainQP(ctx context.Context) error {
 		return err
 	}
 	return qp.DrainRQ(ctx)
-}
-
-// drainErr returns ctx's error as is and maps the others to errnos.
-func drainErr(ctx context.Context, err error) error {
-	if err == nil || ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		return err
-	}
-	return errno(err)
 }

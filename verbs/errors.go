@@ -1,20 +1,17 @@
 package verbs
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 	"syscall"
 
 	"github.com/softnic/softnic/ibv"
-	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/internal/nic"
-	"github.com/softnic/softnic/internal/nic/cq"
-	"github.com/softnic/softnic/internal/transport"
 )
 
 // The errno values verbs errors wrap, as libibverbs returns them: test
-// with errors.Is(err, verbs.EINVAL).
+// with errors.Is(err, verbs.EINVAL). The engine's errors carry theirs
+// from where they are made, and their text names it first ("invalid
+// argument: QP needs a PD and both CQs"); verbs returns them as they are.
 var (
 	EINVAL     error = syscall.EINVAL
 	ENOMEM     error = syscall.ENOMEM
@@ -27,87 +24,6 @@ var (
 	EAGAIN     error = syscall.EAGAIN
 	ETIMEDOUT  error = syscall.ETIMEDOUT
 )
-
-// errno maps an engine error to the errno libibverbs would return and
-// wraps both, so errors.Is works with the errno and the message keeps
-// the engine's detail. The message names the errno once: the engine
-// sentinel that only restates it ("invalid argument", "resource busy")
-// is left out of the text (errors.Is still finds it). An error that
-// already wraps an errno is returned as it is.
-func errno(err error) error {
-	if err == nil {
-		return nil
-	}
-	var en syscall.Errno
-	if errors.As(err, &en) {
-		return err
-	}
-	if errors.Is(err, transport.ErrFull) {
-		// A full queue: providers return ENOMEM (rxe, mlx5); softnic's
-		// error also matches ENOSPC.
-		return fmt.Errorf("%w: %w: %w", ENOMEM, ENOSPC, err)
-	}
-	for _, m := range errnoMap {
-		if errors.Is(err, m.engine) {
-			return newErrno(m.errno, err, m.same...)
-		}
-	}
-	return newErrno(EINVAL, err, transport.ErrInvalid, mem.ErrInvalid, cq.ErrInvalid)
-}
-
-// errnoMap maps engine sentinels to errnos, with the sentinels whose text
-// only restates the errno.
-var errnoMap = []struct {
-	engine error
-	errno  error
-	same   []error
-}{
-	{mem.ErrBusy, EBUSY, []error{mem.ErrBusy}},
-	{cq.ErrBusy, EBUSY, []error{cq.ErrBusy}},
-	{cq.ErrTimedOut, ETIMEDOUT, nil},
-	{nic.ErrBusy, EBUSY, []error{nic.ErrBusy}},
-	{mem.ErrNoMemory, ENOMEM, []error{mem.ErrNoMemory}},
-	{nic.ErrNoMemory, ENOMEM, []error{nic.ErrNoMemory}},
-	{nic.ErrClosed, ENODEV, nil},
-	{nic.ErrNotFound, ENOENT, []error{nic.ErrNotFound}},
-	{nic.ErrNotSupported, EOPNOTSUPP, []error{nic.ErrNotSupported}},
-}
-
-// errnoError is an engine error err wrapped with the errno e: both match
-// errors.Is; msg is the text.
-type errnoError struct {
-	errno, err error
-	msg        string
-}
-
-func (e *errnoError) Error() string   { return e.msg }
-func (e *errnoError) Unwrap() []error { return []error{e.errno, e.err} }
-
-// newErrno wraps err with errno e, leaving out of the text the first of
-// same that err wraps and whose text err's carries (as "text: " or at its
-// end).
-func newErrno(e, err error, same ...error) error {
-	msg := err.Error()
-	for _, s := range same {
-		if !errors.Is(err, s) {
-			continue
-		}
-		t := s.Error()
-		switch {
-		case msg == t:
-			msg = ""
-		case strings.Contains(msg, t+": "):
-			msg = strings.Replace(msg, t+": ", "", 1)
-		case strings.HasSuffix(msg, ": "+t):
-			msg = strings.TrimSuffix(msg, ": "+t)
-		}
-		break
-	}
-	if msg == "" {
-		return &errnoError{errno: e, err: err, msg: e.Error()}
-	}
-	return &errnoError{errno: e, err: err, msg: e.Error() + ": " + msg}
-}
 
 // errNilCtx is the error of a blocking call given a nil context (use
 // context.Background to wait without a bound).
@@ -151,7 +67,7 @@ func (d *Device) checkWRs(wrs []ibv.SendWR) (int, error) {
 			}
 		}
 		if r := wrs[i].Reg; r != nil {
-			if m, ok := r.MR.(*mem.MR); ok && !d.n.Mem().Owns(m) {
+			if m, ok := r.MR.(*nic.MR); ok && !d.n.Mem().Owns(m) {
 				return i, fmt.Errorf("%w: SendWR.Reg.MR belongs to another device than %v", EINVAL, d)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/nic"
 )
 
 // Work-request and completion opcodes of the memory operations, FLUSH and
@@ -52,7 +53,7 @@ func (pd *PD) AllocMR(typ MRType, maxNumSG int) (*MR, error) {
 	}
 	m, err := pd.d.n.Mem().AllocMR(pd.pd, maxNumSG)
 	if err != nil {
-		return nil, errno(fmt.Errorf("alloc MR of %d pages: %w", maxNumSG, err))
+		return nil, nic.Wrapf(err, "alloc MR of %d pages", maxNumSG)
 	}
 	mr := &MR{pd: pd, mr: m}
 	mr.key.Store(m.LKey())
@@ -74,7 +75,7 @@ func (mr *MR) MapSG(sg [][]byte, pageSize int) (int, error) {
 		return 0, errNil("MR")
 	}
 	n, err := mr.pd.d.n.Mem().MapMRSG(mr.mr, sg, pageSize)
-	return n, errno(err)
+	return n, err
 }
 
 // MapMRSG is MR.MapSG in ib_map_mr_sg's argument order.

@@ -90,10 +90,9 @@ func (o *objects) holders(holds func(obj any) bool) string {
 	return strings.Join(parts, ", ")
 }
 
-// busy rewrites err, the errno-wrapped EBUSY of destroying what, to name
-// what holds it (the objects for which holds is true); other errors, and
-// EBUSY when nothing found holds it (unacknowledged events), pass as
-// they are.
+// busy rewrites err, EBUSY from destroying what, to name what holds it
+// (the objects for which holds is true); other errors, and EBUSY when
+// nothing found holds it (unacknowledged events), pass as they are.
 func (d *Device) busy(err error, what string, holds func(obj any) bool) error {
 	if !errors.Is(err, EBUSY) || !d.ok() {
 		return err
@@ -102,10 +101,15 @@ func (d *Device) busy(err error, what string, holds func(obj any) bool) error {
 	if h == "" {
 		return err
 	}
-	var e *errnoError
-	inner := err
-	if errors.As(err, &e) {
-		inner = e.err
-	}
-	return &errnoError{errno: EBUSY, err: inner, msg: fmt.Sprintf("%v: %s in use by %s", EBUSY, what, h)}
+	return &busyError{msg: fmt.Sprintf("%v: %s in use by %s", EBUSY, what, h), err: err}
 }
+
+// busyError is an engine's EBUSY told anew by busy: errors.Is finds
+// what err wraps.
+type busyError struct {
+	msg string
+	err error
+}
+
+func (e *busyError) Error() string { return e.msg }
+func (e *busyError) Unwrap() error { return e.err }

@@ -39,7 +39,7 @@ func (qp *QP) AttachMcast(gid GID, lid uint16) error {
 	if !qp.ok() {
 		return errNil("QP")
 	}
-	return errno(qp.qp.AttachMcast(gid))
+	return qp.qp.AttachMcast(gid)
 }
 
 // DetachMcast detaches a QP from a multicast group (ibv_detach_mcast):
@@ -50,7 +50,7 @@ func (qp *QP) DetachMcast(gid GID, lid uint16) error {
 	if !qp.ok() {
 		return errNil("QP")
 	}
-	return errno(qp.qp.DetachMcast(gid))
+	return qp.qp.DetachMcast(gid)
 }
 
 // MulticastQPN is the destination QP number of a datagram to a multicast

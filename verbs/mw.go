@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/softnic/softnic/ibv"
-	"github.com/softnic/softnic/internal/mem"
+	"github.com/softnic/softnic/internal/nic"
 )
 
 // MWType is a memory window's type (enum ibv_mw_type).
@@ -27,7 +27,7 @@ const (
 // on the send queue (IBA 10.6.7).
 type MW struct {
 	pd   *PD
-	mw   *mem.MW
+	mw   *nic.MW
 	typ  MWType
 	rkey atomic.Uint32 // ibv_mw.rkey
 }
@@ -35,7 +35,7 @@ type MW struct {
 // mwIndex names a window by its table and key index, which stay the same
 // across binds.
 type mwIndex struct {
-	t   *mem.Table
+	t   *nic.MemTable
 	idx uint32
 }
 
@@ -58,7 +58,7 @@ func (pd *PD) AllocMW(typ MWType) (*MW, error) {
 	}
 	m, err := pd.d.n.Mem().AllocMW(pd.pd, int(typ))
 	if err != nil {
-		return nil, errno(err)
+		return nil, err
 	}
 	mw := &MW{pd: pd, mw: m, typ: typ}
 	mw.rkey.Store(m.RKey())
@@ -76,7 +76,7 @@ func (mw *MW) Dealloc() error {
 	}
 	t := mw.pd.d.n.Mem()
 	if err := t.DeallocMW(mw.mw); err != nil {
-		return errno(err)
+		return err
 	}
 	mw.pd.d.mws.del(mwIndex{t, mw.mw.RKey() >> 8})
 	mw.pd.d.objs.del(mw)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/nic"
-	"github.com/softnic/softnic/internal/nic/cq"
 )
 
 // QPInitAttr describes a QP to create (struct ibv_qp_init_attr).
@@ -151,7 +150,7 @@ func (pd *PD) createQP(attr QPInitAttr, gsi bool) (*QP, error) {
 	if err != nil {
 		return nil, err
 	}
-	var recvCQ *cq.CQ
+	var recvCQ *nic.CQ
 	if attr.RecvCQ != nil {
 		recvCQ = attr.RecvCQ.q
 	}
@@ -162,7 +161,7 @@ func (pd *PD) createQP(attr QPInitAttr, gsi bool) (*QP, error) {
 		MaxTSOHeader: attr.MaxTSOHeader, GSI: gsi,
 	})
 	if err != nil {
-		return nil, errno(err)
+		return nil, err
 	}
 	attr.Cap = q.Query().Cap
 	if attr.WQ != nil && attr.RecvCQ == nil {
@@ -193,7 +192,7 @@ func (qp *QP) Modify(attr *ibv.QPAttr, mask ibv.AttrMask) error {
 	if !qp.ok() {
 		return errNil("QP")
 	}
-	return errno(qp.qp.Modify(attr, mask))
+	return qp.qp.Modify(attr, mask)
 }
 
 // Query returns the QP's attributes and creation attributes (ibv_query_qp).
@@ -259,7 +258,7 @@ func (qp *QP) postLocked(wrs []ibv.SendWR) (int, error) {
 	if err == nil && foreign != nil {
 		return n, fmt.Errorf("WR %d: %w", n, foreign)
 	}
-	return n, errno(err)
+	return n, err
 }
 
 // PostRecv posts receive WRs (ibv_post_recv), with bad-WR reporting as
@@ -270,7 +269,7 @@ func (qp *QP) PostRecv(wrs ...ibv.RecvWR) (int, error) {
 		return 0, errNil("QP")
 	}
 	n, err := qp.qp.PostRecv(wrs)
-	return n, errno(err)
+	return n, err
 }
 
 // Destroy destroys the QP (ibv_destroy_qp): its outstanding work is
@@ -284,7 +283,7 @@ func (qp *QP) Destroy() error {
 		return fmt.Errorf("destroy QP %#x: %w", qp.QPN(), err)
 	}
 	if err := qp.qp.Destroy(); err != nil {
-		return errno(err)
+		return err
 	}
 	qp.pd.d.objs.del(qp)
 	return nil

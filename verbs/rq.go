@@ -20,7 +20,7 @@ func (d *Device) destroyRQ(obj any, what string, q rqEngine, attached func(*QP) 
 		return fmt.Errorf("destroy %s: %w", what, err)
 	}
 	if err := q.Destroy(); err != nil {
-		return d.busy(errno(err), what, func(o any) bool {
+		return d.busy(err, what, func(o any) bool {
 			qp, ok := o.(*QP)
 			return ok && attached(qp)
 		})

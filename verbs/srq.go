@@ -69,7 +69,7 @@ func (pd *PD) CreateSRQ(attr SRQInitAttr) (*SRQ, error) {
 		MaxWR: attr.MaxWR, MaxSGE: attr.MaxSGE, SRQLimit: attr.SRQLimit, Context: v,
 	})
 	if err != nil {
-		return nil, errno(err)
+		return nil, err
 	}
 	v.s = s
 	pd.d.objs.add(v)
@@ -84,7 +84,7 @@ func (s *SRQ) Modify(attr *ibv.SRQAttr, mask ibv.SRQAttrMask) error {
 	if !s.ok() {
 		return errNil("SRQ")
 	}
-	return errno(s.s.Modify(attr, mask))
+	return s.s.Modify(attr, mask)
 }
 
 // Query returns the SRQ's attributes (ibv_query_srq).
@@ -93,7 +93,7 @@ func (s *SRQ) Query() (ibv.SRQAttr, error) {
 		return ibv.SRQAttr{}, errNil("SRQ")
 	}
 	a, err := s.s.Query()
-	return a, errno(err)
+	return a, err
 }
 
 // PostRecv posts receive WRs to the SRQ (ibv_post_srq_recv), with bad-WR
@@ -104,7 +104,7 @@ func (s *SRQ) PostRecv(wrs ...ibv.RecvWR) (int, error) {
 		return 0, errNil("SRQ")
 	}
 	n, err := s.s.PostRecv(wrs)
-	return n, errno(err)
+	return n, err
 }
 
 // Len returns the number of WRs posted and not yet taken by a QP.

@@ -88,7 +88,7 @@ func (pd *PD) CreateSRQEx(attr SRQInitAttrEx) (*SRQ, error) {
 	a.Context = v
 	s, err := pd.d.n.CreateSRQ(pd.pd, a)
 	if err != nil {
-		return nil, errno(err)
+		return nil, err
 	}
 	v.s = s
 	pd.d.objs.add(v)
@@ -113,7 +113,7 @@ func (s *SRQ) PostOps(ops []ibv.OpsWR) (bad int, err error) {
 		return 0, errNil("SRQ")
 	}
 	n, err := s.s.PostOps(ops)
-	return n, errno(err)
+	return n, err
 }
 
 // QueryDeviceEx returns the device's extended attributes

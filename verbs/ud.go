@@ -6,7 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/softnic/softnic/ibv"
-	"github.com/softnic/softnic/internal/transport/ud"
+	"github.com/softnic/softnic/internal/nic"
 )
 
 // UD QPs (ibv.QPTypeUD) send SEND and SEND_WITH_IMM work requests of at most
@@ -40,7 +40,7 @@ import (
 
 // GRHLen is the size of the network-header area at the start of every UD
 // receive buffer (sizeof(struct ibv_grh)).
-const GRHLen = ud.GRHLen
+const GRHLen = nic.GRHLen
 
 // WrSetUDAddr gives the last WR built its UD destination
 // (ibv_wr_set_ud_addr).

@@ -57,7 +57,6 @@ import (
 
 	"github.com/softnic/softnic/clock"
 	"github.com/softnic/softnic/ibv"
-	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/internal/nic"
 	"github.com/softnic/softnic/link"
 )
@@ -119,7 +118,7 @@ func Open(cfg Config) (*Device, error) {
 	n, err := nic.New(nic.Config{Link: cfg.Link, Clock: cfg.Clock, Processors: cfg.Processors,
 		PeerPort: cfg.PeerPort, Name: cfg.Name, PortMTU: cfg.PortMTU, BusyPoll: cfg.BusyPoll > 0})
 	if err != nil {
-		return nil, errno(err)
+		return nil, err
 	}
 	return &Device{n: n, mws: newRegistry[mwIndex, *MW](), busyPoll: cfg.BusyPoll}, nil
 }
@@ -367,11 +366,11 @@ func (d *Device) AsyncEvents() ([]ibv.AsyncEvent, <-chan struct{}) {
 // PD is a protection domain (ibv_pd).
 type PD struct {
 	d  *Device
-	pd *mem.PD
+	pd *nic.PD
 
 	// mu orders Dealloc after the creations that take a reference on the
 	// PD (QPs, SRQs, AHs): they hold it shared, Dealloc exclusively, so
-	// none can reference a freed PD (mem.PD.Ref does not check).
+	// none can reference a freed PD (nic.PD.Ref does not check).
 	mu   sync.RWMutex
 	dead bool // guarded by mu
 }
@@ -402,7 +401,7 @@ func (d *Device) AllocPD() (*PD, error) {
 	}
 	pd, err := d.n.Mem().AllocPD()
 	if err != nil {
-		return nil, errno(err)
+		return nil, err
 	}
 	return &PD{d: d, pd: pd}, nil
 }
@@ -417,7 +416,7 @@ func (pd *PD) Dealloc() error {
 	pd.mu.Lock()
 	defer pd.mu.Unlock()
 	if err := pd.d.n.Mem().DeallocPD(pd.pd); err != nil {
-		return pd.d.busy(errno(err), fmt.Sprintf("PD %d", pd.pd.Handle()), func(obj any) bool {
+		return pd.d.busy(err, fmt.Sprintf("PD %d", pd.pd.Handle()), func(obj any) bool {
 			switch v := obj.(type) {
 			case *QP:
 				return v.pd == pd
@@ -451,7 +450,7 @@ func (pd *PD) Handle() uint32 {
 // region from PD.AllocMR (fastreg.go).
 type MR struct {
 	pd *PD
-	mr *mem.MR
+	mr *nic.MR
 	// key is a fast-registration MR's lkey and rkey as the application
 	// sees them (ib_mr.lkey/rkey): UpdateFastRegKey changes it before the
 	// REG_MR that installs it runs.
@@ -483,7 +482,7 @@ func (pd *PD) regMR(buf []byte, iova uint64, useIOVA bool, access ibv.Access) (*
 	}
 	mr, err := pd.d.n.Mem().RegMR(pd.pd, buf, iova, useIOVA, access)
 	if err != nil {
-		return nil, errno(err)
+		return nil, err
 	}
 	m := &MR{pd: pd, mr: mr}
 	pd.d.objs.add(m)
@@ -498,7 +497,7 @@ func (mr *MR) Dereg() error {
 	}
 	d := mr.pd.d
 	if err := d.n.Mem().DeregMR(mr.mr); err != nil {
-		return d.busy(errno(err), fmt.Sprintf("MR %#x", mr.LKey()), func(obj any) bool {
+		return d.busy(err, fmt.Sprintf("MR %#x", mr.LKey()), func(obj any) bool {
 			mw, ok := obj.(*MW)
 			return ok && mw.mw.BoundTo(mr.mr)
 		})

@@ -100,7 +100,7 @@ func (d *Device) CreateWQ(attr WQInitAttr) (*WQ, error) {
 	w, err := d.n.CreateWQ(attr.PD.pd, nic.WQInitAttr{Type: attr.Type, MaxWR: attr.MaxWR, MaxSGE: attr.MaxSGE,
 		CQ: attr.CQ.q, CreateFlags: attr.CreateFlags, Context: v})
 	if err != nil {
-		return nil, errno(err)
+		return nil, err
 	}
 	v.w = w
 	d.objs.add(v)
@@ -115,7 +115,7 @@ func (w *WQ) Modify(attr *ibv.WQAttr, mask ibv.WQAttrMask) error {
 	if !w.ok() {
 		return errNil("WQ")
 	}
-	return errno(w.w.Modify(attr, mask))
+	return w.w.Modify(attr, mask)
 }
 
 // State returns the WQ's state (ibv_wq.state; WQStateUnknown once
@@ -160,7 +160,7 @@ func (w *WQ) PostRecv(wrs ...ibv.RecvWR) (int, error) {
 		return 0, errNil("WQ")
 	}
 	n, err := w.w.PostRecv(wrs)
-	return n, errno(err)
+	return n, err
 }
 
 // Destroy destroys the WQ (ibv_destroy_wq): EBUSY while QPs use it (the

@@ -119,7 +119,7 @@ func (x *QPEx) WrComplete() error {
 		return fmt.Errorf("WR %d: %w", i, err)
 	}
 	if err := x.qp.qp.PostSendAll(x.wrs); err != nil {
-		return errno(err)
+		return err
 	}
 	x.qp.noteBinds(x.wrs)
 	return nil

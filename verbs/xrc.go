@@ -52,7 +52,7 @@ func (x *XRCD) Close() error {
 		return errNil("XRCD")
 	}
 	if err := x.x.Close(); err != nil {
-		return errno(err)
+		return err
 	}
 	x.closed.Store(true)
 	return nil
@@ -85,7 +85,7 @@ func (x *XRCD) CreateQP(attr QPInitAttr) (*QP, error) {
 	qp := &QP{pd: &PD{d: x.d}}
 	q, err := x.d.n.CreateQP(&nic.QPInitAttr{Type: attr.Type, XRCD: x.x, Context: qp, MaxTSOHeader: attr.MaxTSOHeader})
 	if err != nil {
-		return nil, errno(err)
+		return nil, err
 	}
 	attr.Cap = q.Query().Cap
 	qp.qp, qp.init = q, attr
@@ -108,7 +108,7 @@ func (x *XRCD) OpenQP(qpn uint32) (*QP, error) {
 	qp := &QP{pd: &PD{d: x.d}, init: QPInitAttr{Type: ibv.QPTypeXRCRecv}}
 	q, err := x.d.n.OpenQP(x.x, qpn)
 	if err != nil {
-		return nil, errno(err)
+		return nil, err
 	}
 	qp.qp = q
 	x.d.objs.add(qp)
@@ -123,7 +123,7 @@ func (s *SRQ) Num() (uint32, error) {
 		return 0, errNil("SRQ")
 	}
 	n, err := s.s.Num()
-	return n, errno(err)
+	return n, err
 }
 
 // WrSetXRCSRQN sets the last WR's remote SRQ number (ibv_wr_set_xrc_srqn;

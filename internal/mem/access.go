@@ -1,9 +1,8 @@
 package mem
 
 import (
-	"fmt"
-
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 )
 
 // lookupLocal resolves an lkey for QP pd's local access (rxe lookup_mr with
@@ -236,12 +235,12 @@ const (
 )
 
 // Flush validates a FLUSH (IBA A19) arriving on QP qpn of pd: need must be
-// a non-empty subset of FLUSH_GLOBAL|FLUSH_PERSISTENT (ErrInvalid), the
+// a non-empty subset of FLUSH_GLOBAL|FLUSH_PERSISTENT (errno.Invalid), the
 // rkey must grant it as for Remote, and with level FlushRange
 // [va, va+length) must lie inside the region — a zero length is checked
 // too (va inside or at the end), since rxe skips the rkey check only for
 // zero-length READ and WRITE. With level FlushMR va and length are
-// ignored. Any other level is ErrInvalid. softnic's memory is ordinary
+// ignored. Any other level is errno.Invalid. softnic's memory is ordinary
 // memory, already globally visible once written, so a valid FLUSH has
 // nothing more to do.
 func (t *Table) Flush(pd *PD, qpn uint32, rkey uint32, va uint64, length uint32, need ibv.Access, level uint8) error {
@@ -271,5 +270,5 @@ func (t *Table) CheckGather(pd *PD, sgl []ibv.SGE) error {
 }
 
 func gatherError(i int, s ibv.SGE, err error) error {
-	return fmt.Errorf("SGE %d (lkey %#x addr %#x length %d): %w", i, s.LKey, s.Addr, s.Length, err)
+	return errno.Wrapf(err, "SGE %d (lkey %#x addr %#x length %d)", i, s.LKey, s.Addr, s.Length)
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 )
 
 func TestRemote(t *testing.T) {
@@ -205,9 +206,9 @@ func TestFlush(t *testing.T) {
 		{"zero length past the end", mrG.RKey(), base + 65, 0, FG, FlushRange, ErrRange},
 		{"whole MR ignores va and length", mrG.RKey(), 1, 1 << 31, FG, FlushMR, nil},
 		{"whole MR still checks rights", mrR.RKey(), base, 8, FG, FlushMR, ErrAccess},
-		{"need with a non-flush right", mrG.RKey(), base, 8, FG | RR, FlushRange, ErrInvalid},
-		{"empty need", mrG.RKey(), base, 8, 0, FlushRange, ErrInvalid},
-		{"bad level", mrG.RKey(), base, 8, FG, 2, ErrInvalid},
+		{"need with a non-flush right", mrG.RKey(), base, 8, FG | RR, FlushRange, errno.Invalid},
+		{"empty need", mrG.RKey(), base, 8, 0, FlushRange, errno.Invalid},
+		{"bad level", mrG.RKey(), base, 8, FG, 2, errno.Invalid},
 	}
 	for _, tc := range tests {
 		wantErr(t, tc.name, f.tab.Flush(f.pd, 1, tc.rkey, tc.va, tc.length, tc.need, tc.level), tc.want)

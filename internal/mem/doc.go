@@ -38,7 +38,7 @@
 //
 // # Decisions where rxe or the IBA left a choice
 //
-//   - RegMR of a zero-length buffer is refused (ErrInvalid): ib_umem_get
+//   - RegMR of a zero-length buffer is refused (errno.Invalid): ib_umem_get
 //     refuses an empty page-aligned range, and a Go slice of length 0 has
 //     no address to register.
 //   - RegMR needs LOCAL_WRITE with REMOTE_WRITE or REMOTE_ATOMIC
@@ -74,8 +74,8 @@
 //   - Atomics (CompareSwap, FetchAdd, AtomicWrite) serialize on one
 //     table-wide lock, ATOMIC WRITE included (rxe uses a release store for
 //     it), so all three are atomic with respect to each other.
-//   - Errors map to rxe's: its EINVAL becomes ErrInvalid, ErrBusy (MR with
-//     bound windows, a bound type-2 window, a VALID fast-reg MR), ErrRange
-//     or ErrAccess by cause, so callers can tell why without string
-//     matching.
+//   - Errors map to rxe's: its EINVAL becomes errno.Invalid, errno.Busy
+//     (MR with bound windows, a bound type-2 window, a VALID fast-reg MR),
+//     ErrRange or ErrAccess by cause, so callers can tell why without
+//     string matching; each carries its errno (package errno).
 package mem

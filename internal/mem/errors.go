@@ -1,39 +1,38 @@
 package mem
 
 import (
-	"errors"
 	"fmt"
+	"syscall"
+
+	"github.com/softnic/softnic/internal/errno"
 )
 
-// Sentinel errors. Every error this package returns wraps exactly one of
-// them (or ErrAlign), so callers map errors with errors.Is: the responder
-// turns ErrInvalidKey, ErrWrongPD, ErrAccess and ErrRange into a Remote
-// Access Error NAK and ErrAlign into an Invalid Request NAK (rxe_resp.c
-// RESPST_ERR_RKEY_VIOLATION and RESPST_ERR_MISALIGNED_ATOMIC); the requester
-// turns a failed local SGE lookup into a local protection error.
+// Every error this package returns wraps exactly one of the sentinels
+// below or one of errno's Invalid (bad access flags, zero length, wrong
+// MR type, object of another table, object already freed), Busy (an MR
+// with bound windows, a PD that still has users, a bound type-2 window, a
+// registered fast-reg MR) and NoMemory (a table is full), so callers map
+// errors with errors.Is: the responder turns ErrInvalidKey, ErrWrongPD,
+// ErrAccess and ErrRange into a Remote Access Error NAK, ErrAlign and
+// errno.Invalid into an Invalid Request NAK (rxe_resp.c
+// RESPST_ERR_RKEY_VIOLATION, RESPST_ERR_MISALIGNED_ATOMIC); the requester
+// turns a failed local SGE lookup into a local protection error. The
+// sentinels are EINVAL to the verbs API (errno.New).
 var (
 	// ErrInvalidKey: no MR or MW has the key's index, the key byte does not
 	// match, or the region or window is not valid (freed, invalidated,
 	// unbound, deregistered).
-	ErrInvalidKey = errors.New("invalid key")
+	ErrInvalidKey = errno.New("invalid key", syscall.EINVAL)
 	// ErrWrongPD: the region's or window's protection domain is not the
 	// QP's.
-	ErrWrongPD = errors.New("protection domain mismatch")
+	ErrWrongPD = errno.New("protection domain mismatch", syscall.EINVAL)
 	// ErrAccess: an access right is missing.
-	ErrAccess = errors.New("access right missing")
+	ErrAccess = errno.New("access right missing", syscall.EINVAL)
 	// ErrRange: the access lies (partly) outside the region or window.
-	ErrRange = errors.New("access outside the region")
-	// ErrBusy: the resource is in use (an MR with bound windows, a PD that
-	// still has users, a bound type-2 window, a registered fast-reg MR).
-	ErrBusy = errors.New("resource busy")
-	// ErrInvalid: an invalid argument (bad access flags, zero length, wrong
-	// MR type, object of another table, object already freed).
-	ErrInvalid = errors.New("invalid argument")
-	// ErrNoMemory: a table is full.
-	ErrNoMemory = errors.New("no resources")
+	ErrRange = errno.New("access outside the region", syscall.EINVAL)
 	// ErrAlign: an atomic (or ATOMIC WRITE) address is not 8-byte aligned
 	// (rxe_mr_do_atomic_op, rxe_mr_do_atomic_write "See IBA A19.4.2").
-	ErrAlign = errors.New("misaligned atomic")
+	ErrAlign = errno.New("misaligned atomic", syscall.EINVAL)
 )
 
 // ErrDiscontiguous is returned by Remote and Local when the range lies
@@ -63,20 +62,20 @@ var (
 	errOutOfRegion  = fmt.Errorf("%w", ErrRange)
 	errOutOfWindow  = fmt.Errorf("%w: outside the memory window", ErrRange)
 	errAtomicAlign  = fmt.Errorf("%w: address not 8-byte aligned", ErrAlign)
-	errFlushNeed    = fmt.Errorf("%w: flush needs FLUSH_GLOBAL and/or FLUSH_PERSISTENT only", ErrInvalid)
-	errFlushLevel   = fmt.Errorf("%w: flush selectivity level not 0 (range) or 1 (MR)", ErrInvalid)
-	errNilPD        = fmt.Errorf("%w: nil or foreign protection domain", ErrInvalid)
-	errDeadPD       = fmt.Errorf("%w: protection domain deallocated", ErrInvalid)
-	errForeignMR    = fmt.Errorf("%w: nil or foreign memory region", ErrInvalid)
-	errForeignMW    = fmt.Errorf("%w: nil or foreign memory window", ErrInvalid)
-	errDeadMR       = fmt.Errorf("%w: memory region deregistered", ErrInvalid)
-	errDeadMW       = fmt.Errorf("%w: memory window deallocated", ErrInvalid)
-	errNotFast      = fmt.Errorf("%w: not a fast-registration MR", ErrInvalid)
-	errZeroLen      = fmt.Errorf("%w: zero length", ErrInvalid)
-	errAccessFlags  = fmt.Errorf("%w: unsupported access flags", ErrInvalid)
-	errRegAccess    = fmt.Errorf("%w: REMOTE_WRITE or REMOTE_ATOMIC without LOCAL_WRITE", ErrInvalid)
-	errPersistent   = fmt.Errorf("%w: FLUSH_PERSISTENT on memory that is not persistent", ErrInvalid)
-	errIOVAOverflow = fmt.Errorf("%w: iova+length overflows", ErrInvalid)
+	errFlushNeed    = fmt.Errorf("%w: flush needs FLUSH_GLOBAL and/or FLUSH_PERSISTENT only", errno.Invalid)
+	errFlushLevel   = fmt.Errorf("%w: flush selectivity level not 0 (range) or 1 (MR)", errno.Invalid)
+	errNilPD        = fmt.Errorf("%w: nil or foreign protection domain", errno.Invalid)
+	errDeadPD       = fmt.Errorf("%w: protection domain deallocated", errno.Invalid)
+	errForeignMR    = fmt.Errorf("%w: nil or foreign memory region", errno.Invalid)
+	errForeignMW    = fmt.Errorf("%w: nil or foreign memory window", errno.Invalid)
+	errDeadMR       = fmt.Errorf("%w: memory region deregistered", errno.Invalid)
+	errDeadMW       = fmt.Errorf("%w: memory window deallocated", errno.Invalid)
+	errNotFast      = fmt.Errorf("%w: not a fast-registration MR", errno.Invalid)
+	errZeroLen      = fmt.Errorf("%w: zero length", errno.Invalid)
+	errAccessFlags  = fmt.Errorf("%w: unsupported access flags", errno.Invalid)
+	errRegAccess    = fmt.Errorf("%w: REMOTE_WRITE or REMOTE_ATOMIC without LOCAL_WRITE", errno.Invalid)
+	errPersistent   = fmt.Errorf("%w: FLUSH_PERSISTENT on memory that is not persistent", errno.Invalid)
+	errIOVAOverflow = fmt.Errorf("%w: iova+length overflows", errno.Invalid)
 )
 
 func wrapf(sentinel error, msg string) error { return fmt.Errorf("%w: %s", sentinel, msg) }

@@ -3,6 +3,8 @@ package mem
 import (
 	"errors"
 	"testing"
+
+	"github.com/softnic/softnic/internal/errno"
 )
 
 const ps = MinPageSize
@@ -22,7 +24,7 @@ func TestAllocMR(t *testing.T) {
 	f := newFixture(t)
 	for _, n := range []int{0, -1, DefaultMaxFastRegPages + 1} {
 		_, err := f.tab.AllocMR(f.pd, n)
-		wantErr(t, "AllocMR with a bad page count", err, ErrInvalid)
+		wantErr(t, "AllocMR with a bad page count", err, errno.Invalid)
 	}
 	mr, err := f.tab.AllocMR(f.pd, DefaultMaxFastRegPages)
 	if err != nil {
@@ -37,8 +39,8 @@ func TestAllocMR(t *testing.T) {
 	// The fast-reg operations refuse an ordinary MR.
 	plain := f.reg(make([]byte, 8), 0, LW)
 	_, err = f.tab.MapMRSG(plain, pages(1), ps)
-	wantErr(t, "MapMRSG of an ordinary MR", err, ErrInvalid)
-	wantErr(t, "RegFast of an ordinary MR", f.tab.RegFast(f.pd, plain, plain.LKey(), 0, 8, LW), ErrInvalid)
+	wantErr(t, "MapMRSG of an ordinary MR", err, errno.Invalid)
+	wantErr(t, "RegFast of an ordinary MR", f.tab.RegFast(f.pd, plain, plain.LKey(), 0, 8, LW), errno.Invalid)
 }
 
 func TestMapMRSG(t *testing.T) {
@@ -65,14 +67,14 @@ func TestMapMRSG(t *testing.T) {
 		{"contiguous continuation across pages", 3, ps, [][]byte{contig[:100], contig[100 : 3*ps]}, 2, 3 * ps, nil},
 		{"multi-page element", 3, ps, [][]byte{contig, p[0]}, 1, 3 * ps, nil},
 		{"page budget stops the mapping", 2, ps, [][]byte{p[0], p[1], p[2]}, 2, 2 * ps, nil},
-		{"first element over the budget", 2, ps, [][]byte{contig}, 0, 0, ErrNoMemory},
+		{"first element over the budget", 2, ps, [][]byte{contig}, 0, 0, errno.NoMemory},
 		{"8 KiB pages: 8 KiB-aligned elements", 4, 2 * ps, [][]byte{big[:2*ps], big[4*ps : 6*ps]}, 2, 4 * ps, nil},
 		{"8 KiB pages: 4 KiB-aligned element stops", 4, 2 * ps, [][]byte{big[:2*ps], big[5*ps : 6*ps]}, 1, 2 * ps, nil},
 		{"zero-length later element stops", 4, ps, [][]byte{p[0], p[1][:0], p[2]}, 1, ps, nil},
-		{"zero-length first element", 4, ps, [][]byte{p[0][:0]}, 0, 0, ErrInvalid},
+		{"zero-length first element", 4, ps, [][]byte{p[0][:0]}, 0, 0, errno.Invalid},
 		{"empty list", 4, ps, nil, 0, 0, nil},
-		{"page size not a power of two", 4, 3 * ps, [][]byte{p[0]}, 0, 0, ErrInvalid},
-		{"page size below 4 KiB", 4, 2048, [][]byte{p[0]}, 0, 0, ErrInvalid},
+		{"page size not a power of two", 4, 3 * ps, [][]byte{p[0]}, 0, 0, errno.Invalid},
+		{"page size below 4 KiB", 4, 2048, [][]byte{p[0]}, 0, 0, errno.Invalid},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -104,7 +106,7 @@ func TestRegFast(t *testing.T) {
 		t.Fatal(err)
 	}
 	key0 := mr.LKey()
-	wantErr(t, "RegFast with nothing mapped", f.tab.RegFast(f.pd, mr, key0, 0x1000, 8, LW), ErrInvalid)
+	wantErr(t, "RegFast with nothing mapped", f.tab.RegFast(f.pd, mr, key0, 0x1000, 8, LW), errno.Invalid)
 	p := pages(2)
 	if n, err := f.tab.MapMRSG(mr, p, ps); n != 2 || err != nil {
 		t.Fatalf("MapMRSG: %d, %v", n, err)
@@ -120,14 +122,14 @@ func TestRegFast(t *testing.T) {
 		access uint32
 		want   error
 	}{
-		{"key index changed", f.pd, key0 + 0x100, 0x1000, ps, uint32(LW), ErrInvalid},
-		{"key index of another MR", f.pd, (key0>>8+5)<<8 | key0&0xff, 0x1000, ps, uint32(LW), ErrInvalid},
+		{"key index changed", f.pd, key0 + 0x100, 0x1000, ps, uint32(LW), errno.Invalid},
+		{"key index of another MR", f.pd, (key0>>8+5)<<8 | key0&0xff, 0x1000, ps, uint32(LW), errno.Invalid},
 		{"QP of another PD", f.pd2, rotate(key0), 0x1000, ps, uint32(LW), ErrWrongPD},
-		{"remote write without local write", f.pd, rotate(key0), 0x1000, ps, uint32(RW), ErrInvalid},
-		{"zero-based", f.pd, rotate(key0), 0, ps, uint32(LW | ZB), ErrInvalid},
-		{"length 0", f.pd, rotate(key0), 0x1000, 0, uint32(LW), ErrInvalid},
+		{"remote write without local write", f.pd, rotate(key0), 0x1000, ps, uint32(RW), errno.Invalid},
+		{"zero-based", f.pd, rotate(key0), 0, ps, uint32(LW | ZB), errno.Invalid},
+		{"length 0", f.pd, rotate(key0), 0x1000, 0, uint32(LW), errno.Invalid},
 		{"longer than mapped", f.pd, rotate(key0), 0x1000, 2*ps + 1, uint32(LW), ErrRange},
-		{"iova+length overflows", f.pd, rotate(key0), ^uint64(0) - 10, ps, uint32(LW), ErrInvalid},
+		{"iova+length overflows", f.pd, rotate(key0), ^uint64(0) - 10, ps, uint32(LW), errno.Invalid},
 	}
 	for _, tc := range refusals {
 		wantErr(t, tc.name, f.tab.RegFast(tc.pd, mr, tc.key, tc.iova, tc.length, accessOf(tc.access)), tc.want)
@@ -154,9 +156,9 @@ func TestRegFast(t *testing.T) {
 	}
 
 	// A VALID MR can be neither registered nor remapped.
-	wantErr(t, "RegFast of a VALID MR", f.tab.RegFast(f.pd, mr, rotate(key1), 0x1000, 8, LW), ErrBusy)
+	wantErr(t, "RegFast of a VALID MR", f.tab.RegFast(f.pd, mr, rotate(key1), 0x1000, 8, LW), errno.Busy)
 	_, err = f.tab.MapMRSG(mr, p, ps)
-	wantErr(t, "MapMRSG of a VALID MR", err, ErrBusy)
+	wantErr(t, "MapMRSG of a VALID MR", err, errno.Busy)
 
 	// LOCAL_INV frees it; then it can be remapped and registered again.
 	if err := f.tab.Invalidate(f.pd, 1, key1); err != nil {
@@ -180,7 +182,7 @@ func TestRegFast(t *testing.T) {
 	wantErr(t, "Remote past RegFast's length", err, ErrRange)
 	// Deregistering a fast-reg MR works in any state.
 	wantErr(t, "DeregMR of a VALID fast-reg MR", f.tab.DeregMR(mr), nil)
-	wantErr(t, "RegFast after DeregMR", f.tab.RegFast(f.pd, mr, key2, 0, 8, LW), ErrInvalid)
+	wantErr(t, "RegFast after DeregMR", f.tab.RegFast(f.pd, mr, key2, 0, 8, LW), errno.Invalid)
 }
 
 func TestFastRegMultiChunk(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 )
 
 // Access-flag sets (rxe_verbs.h RXE_ACCESS_*).
@@ -199,11 +200,11 @@ func (t *Table) newMRLocked(pd *PD) (*MR, error) {
 		return nil, err
 	}
 	if t.nMR >= t.lim.MaxMR {
-		return nil, ErrNoMemory
+		return nil, errno.NoMemory
 	}
 	idx := allocIndexLocked(&t.mrs, MinMRIndex, MaxMRIndex, &t.mrNext)
 	if idx == 0 {
-		return nil, ErrNoMemory
+		return nil, errno.NoMemory
 	}
 	t.nMR++
 	pd.refs.Add(1)
@@ -218,12 +219,12 @@ func (t *Table) newMRLocked(pd *PD) (*MR, error) {
 // buf's own address, as ibv_reg_mr passes (uintptr_t)addr. With
 // AccessZeroBased the iova is 0 whatever the other arguments say.
 //
-// Refusals: zero-length buf (ErrInvalid; ib_umem_get refuses an empty
+// Refusals: zero-length buf (errno.Invalid; ib_umem_get refuses an empty
 // page-aligned range, and a Go slice of length 0 has no address);
 // unsupported flags, REMOTE_WRITE or REMOTE_ATOMIC without LOCAL_WRITE,
-// FLUSH_PERSISTENT without Limits.PersistentMemory (ErrInvalid); iova+len
-// overflowing (ErrInvalid; ib_umem_get); a freed or foreign PD (ErrInvalid);
-// a full table (ErrNoMemory).
+// FLUSH_PERSISTENT without Limits.PersistentMemory (errno.Invalid); iova+len
+// overflowing (errno.Invalid; ib_umem_get); a freed or foreign PD (errno.Invalid);
+// a full table (errno.NoMemory).
 //
 // Unlike ib_uverbs_reg_mr, RegMR does not require iova and buf's address to
 // share their offset within a 4 KiB page: softnic maps no pages, so any
@@ -264,9 +265,9 @@ func (t *Table) RegMR(pd *PD, buf []byte, iova uint64, useIOVA bool, access ibv.
 }
 
 // DeregMR deregisters mr (ibv_dereg_mr, rxe_dereg_mr): its key stops
-// working at once. It fails with ErrBusy while memory windows are bound to
+// working at once. It fails with errno.Busy while memory windows are bound to
 // it ("Attempt to deregister an MR while bound to MWs"), and with
-// ErrInvalid for an MR already deregistered or of another table.
+// errno.Invalid for an MR already deregistered or of another table.
 func (t *Table) DeregMR(mr *MR) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -274,7 +275,7 @@ func (t *Table) DeregMR(mr *MR) error {
 		return err
 	}
 	if mr.nMW > 0 {
-		return ErrBusy
+		return errno.Busy
 	}
 	v := *mr.v.Load()
 	v.state = mrInvalid
@@ -317,10 +318,10 @@ func (t *Table) MRByKey(key uint32) (*MR, error) {
 // AllocMR allocates a fast-registration MR of pd able to map maxPages
 // pages (ib_alloc_mr(IB_MR_TYPE_MEM_REG), rxe_mr_init_fast). It starts
 // FREE: its key works for nothing until MapMRSG and RegFast. maxPages must
-// be 1..Limits.MaxFastRegPages (ErrInvalid).
+// be 1..Limits.MaxFastRegPages (errno.Invalid).
 func (t *Table) AllocMR(pd *PD, maxPages int) (*MR, error) {
 	if maxPages <= 0 || maxPages > t.lim.MaxFastRegPages {
-		return nil, ErrInvalid
+		return nil, errno.Invalid
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -366,13 +367,13 @@ const (
 // own chunk: in the IOVA space the elements follow each other without gaps.
 //
 // Errors: not a fast-reg MR, a page size not a power of two in
-// [MinPageSize, MaxPageSize], or a zero-length first element (ErrInvalid);
-// the MR VALID (ErrBusy: invalidate it first); the first element alone
-// needs more than maxPages pages (ErrNoMemory). An empty sg maps nothing
+// [MinPageSize, MaxPageSize], or a zero-length first element (errno.Invalid);
+// the MR VALID (errno.Busy: invalidate it first); the first element alone
+// needs more than maxPages pages (errno.NoMemory). An empty sg maps nothing
 // and returns 0, nil.
 func (t *Table) MapMRSG(mr *MR, sg [][]byte, pageSize int) (int, error) {
 	if pageSize < MinPageSize || pageSize > MaxPageSize || pageSize&(pageSize-1) != 0 {
-		return 0, ErrInvalid
+		return 0, errno.Invalid
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -383,7 +384,7 @@ func (t *Table) MapMRSG(mr *MR, sg [][]byte, pageSize int) (int, error) {
 		return 0, errNotFast
 	}
 	if mr.v.Load().state == mrValid {
-		return 0, ErrBusy
+		return 0, errno.Busy
 	}
 	if len(sg) > 0 && len(sg[0]) == 0 {
 		return 0, errZeroLen
@@ -424,7 +425,7 @@ func (t *Table) MapMRSG(mr *MR, sg [][]byte, pageSize int) (int, error) {
 		}
 		if pages+need > mr.maxPages {
 			if i == 0 {
-				return 0, ErrNoMemory
+				return 0, errno.NoMemory
 			}
 			break
 		}
@@ -458,13 +459,13 @@ func (mr *MR) Mapped() (iova, length uint64) {
 // (rxe_reg_fast_mr): the fast-reg MR mr, FREE, becomes VALID with key
 // newKey, access and the first length bytes of its mapped memory at iova.
 //
-// Refusals: mr not fast-reg, deregistered or foreign (ErrInvalid); mr not
-// FREE (ErrBusy; "not free"); pd not mr's PD (ErrWrongPD; "qp->pd and
+// Refusals: mr not fast-reg, deregistered or foreign (errno.Invalid); mr not
+// FREE (errno.Busy; "not free"); pd not mr's PD (ErrWrongPD; "qp->pd and
 // mr->pd don't match"); newKey changing more than the low 8 bits
-// (ErrInvalid; "has wrong index"); access failing RegMR's rules, or
-// ZERO_BASED (ErrInvalid); nothing mapped or length 0 (ErrInvalid); length
+// (errno.Invalid; "has wrong index"); access failing RegMR's rules, or
+// ZERO_BASED (errno.Invalid); nothing mapped or length 0 (errno.Invalid); length
 // beyond the mapped length (ErrRange); iova+length overflowing
-// (ErrInvalid). rxe applies no access rule to REG_MR; softnic applies
+// (errno.Invalid). rxe applies no access rule to REG_MR; softnic applies
 // ibv_reg_mr's, since IBA's rule for writable regions is the same.
 func (t *Table) RegFast(pd *PD, mr *MR, newKey uint32, iova uint64, length uint64, access ibv.Access) error {
 	t.mu.Lock()
@@ -477,13 +478,13 @@ func (t *Table) RegFast(pd *PD, mr *MR, newKey uint32, iova uint64, length uint6
 	}
 	old := mr.v.Load()
 	if old.state != mrFree {
-		return ErrBusy
+		return errno.Busy
 	}
 	if pd != mr.pd {
 		return errPD
 	}
 	if newKey>>8 != mr.index {
-		return ErrInvalid
+		return errno.Invalid
 	}
 	if err := t.checkMRAccess(access); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 )
 
 func TestRegMRAccessRule(t *testing.T) {
@@ -16,18 +17,18 @@ func TestRegMRAccessRule(t *testing.T) {
 		{"no rights", 0, false, nil},
 		{"local write", LW, false, nil},
 		{"remote read alone", RR, false, nil},
-		{"remote write without local write", RW, false, ErrInvalid},
-		{"remote atomic without local write", RA, false, ErrInvalid},
-		{"remote write+read without local write", RW | RR, false, ErrInvalid},
+		{"remote write without local write", RW, false, errno.Invalid},
+		{"remote atomic without local write", RA, false, errno.Invalid},
+		{"remote write+read without local write", RW | RR, false, errno.Invalid},
 		{"remote write with local write", LW | RW, false, nil},
 		{"remote atomic with local write", LW | RA, false, nil},
 		{"flush global without local write", FG, false, nil},
 		{"all remote rights", allRemote, false, nil},
 		{"mw bind", MWB, false, nil},
 		{"relaxed ordering, on demand, hugetlb hints", ibv.AccessRelaxedOrdering | ibv.AccessOnDemand | ibv.AccessHugeTLB, false, nil},
-		{"flush persistent on ordinary memory", FP, false, ErrInvalid},
+		{"flush persistent on ordinary memory", FP, false, errno.Invalid},
 		{"flush persistent on persistent memory", FP, true, nil},
-		{"unknown bit", 1 << 15, false, ErrInvalid},
+		{"unknown bit", 1 << 15, false, errno.Invalid},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,13 +77,13 @@ func TestRegMRAddresses(t *testing.T) {
 	}
 
 	_, err := f.tab.RegMR(f.pd, nil, 0x1000, true, 0)
-	wantErr(t, "RegMR of a nil buffer", err, ErrInvalid)
+	wantErr(t, "RegMR of a nil buffer", err, errno.Invalid)
 	_, err = f.tab.RegMR(f.pd, buf[:0], 0x1000, true, 0)
-	wantErr(t, "RegMR of a zero-length buffer", err, ErrInvalid)
+	wantErr(t, "RegMR of a zero-length buffer", err, errno.Invalid)
 	_, err = f.tab.RegMR(f.pd, buf, ^uint64(0)-50, true, 0)
-	wantErr(t, "RegMR with iova+len overflowing", err, ErrInvalid)
+	wantErr(t, "RegMR with iova+len overflowing", err, errno.Invalid)
 	_, err = f.tab.RegMR(f.pd, buf, ^uint64(0)-99, true, 0)
-	wantErr(t, "RegMR whose end wraps to 0 (ib_umem_get)", err, ErrInvalid)
+	wantErr(t, "RegMR whose end wraps to 0 (ib_umem_get)", err, errno.Invalid)
 	_, err = f.tab.RegMR(f.pd, buf, ^uint64(0)-100, true, 0)
 	wantErr(t, "RegMR ending at the last address", err, nil)
 }
@@ -158,16 +159,16 @@ func TestMRLimit(t *testing.T) {
 	f.reg(buf, 0, 0)
 	m := f.reg(buf, 0, 0)
 	_, err := f.tab.RegMR(f.pd, buf, 0, true, 0)
-	wantErr(t, "RegMR beyond MaxMR", err, ErrNoMemory)
+	wantErr(t, "RegMR beyond MaxMR", err, errno.NoMemory)
 	_, err = f.tab.AllocMR(f.pd, 1)
-	wantErr(t, "AllocMR beyond MaxMR", err, ErrNoMemory)
+	wantErr(t, "AllocMR beyond MaxMR", err, errno.NoMemory)
 	if err := f.tab.DeregMR(m); err != nil {
 		t.Fatal(err)
 	}
 	f.reg(buf, 0, 0)
 	f.allocMW(2)
 	_, err = f.tab.AllocMW(f.pd, 1)
-	wantErr(t, "AllocMW beyond MaxMW", err, ErrNoMemory)
+	wantErr(t, "AllocMW beyond MaxMW", err, errno.NoMemory)
 }
 
 func TestDeregMR(t *testing.T) {
@@ -176,15 +177,15 @@ func TestDeregMR(t *testing.T) {
 	mr := f.reg(buf, 0x1000, LW|RR|MWB)
 	mw := f.allocMW(1)
 	f.bind(mw, 1, mr, 0x1000, 16, RR, 0)
-	wantErr(t, "DeregMR with a bound window", f.tab.DeregMR(mr), ErrBusy)
+	wantErr(t, "DeregMR with a bound window", f.tab.DeregMR(mr), errno.Busy)
 	// Unbinding (type 1, length 0) releases the MR.
 	f.bind(mw, 1, mr, 0, 0, 0, 0)
 	wantErr(t, "DeregMR after unbinding", f.tab.DeregMR(mr), nil)
 	if mr.Valid() {
 		t.Errorf("Valid after DeregMR: got true, want false")
 	}
-	wantErr(t, "DeregMR twice", f.tab.DeregMR(mr), ErrInvalid)
-	wantErr(t, "DeregMR(nil)", f.tab.DeregMR(nil), ErrInvalid)
+	wantErr(t, "DeregMR twice", f.tab.DeregMR(mr), errno.Invalid)
+	wantErr(t, "DeregMR(nil)", f.tab.DeregMR(nil), errno.Invalid)
 	_, err := f.tab.Remote(f.pd, 1, mr.RKey(), 0x1000, 8, RR)
 	wantErr(t, "Remote with a deregistered key", err, ErrInvalidKey)
 
@@ -195,9 +196,9 @@ func TestDeregMR(t *testing.T) {
 	rkey := f.bind(mw2, 3, mr2, 0x1000, 8, RR, 0x11)
 	mw1 := f.allocMW(1)
 	f.bind(mw1, 3, mr2, 0x1000, 8, RR, 0)
-	wantErr(t, "DeregMR with two windows", f.tab.DeregMR(mr2), ErrBusy)
+	wantErr(t, "DeregMR with two windows", f.tab.DeregMR(mr2), errno.Busy)
 	wantErr(t, "Invalidate type 2", f.tab.Invalidate(f.pd, 3, rkey), nil)
-	wantErr(t, "DeregMR with one window", f.tab.DeregMR(mr2), ErrBusy)
+	wantErr(t, "DeregMR with one window", f.tab.DeregMR(mr2), errno.Busy)
 	wantErr(t, "DeallocMW", f.tab.DeallocMW(mw1), nil)
 	wantErr(t, "DeregMR with none", f.tab.DeregMR(mr2), nil)
 }

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 )
 
 type mwState uint8
@@ -72,10 +73,10 @@ func (mw *MW) QPN() uint32 { return mw.v.Load().qpn }
 // type 1 or 2, with rkey index<<8 | random byte. A type-1 window starts
 // VALID but unbound (length 0, so it grants nothing); a type-2 window
 // starts FREE. Errors: typ not 1 or 2 or a freed or foreign PD
-// (ErrInvalid); a full table (ErrNoMemory).
+// (errno.Invalid); a full table (errno.NoMemory).
 func (t *Table) AllocMW(pd *PD, typ int) (*MW, error) {
 	if typ != 1 && typ != 2 {
-		return nil, ErrInvalid
+		return nil, errno.Invalid
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -83,11 +84,11 @@ func (t *Table) AllocMW(pd *PD, typ int) (*MW, error) {
 		return nil, err
 	}
 	if t.nMW >= t.lim.MaxMW {
-		return nil, ErrNoMemory
+		return nil, errno.NoMemory
 	}
 	idx := allocIndexLocked(&t.mws, MinMWIndex, MaxMWIndex, &t.mwNext)
 	if idx == 0 {
-		return nil, ErrNoMemory
+		return nil, errno.NoMemory
 	}
 	t.nMW++
 	pd.refs.Add(1)
@@ -103,7 +104,7 @@ func (t *Table) AllocMW(pd *PD, typ int) (*MW, error) {
 
 // DeallocMW frees mw, bound or not (ibv_dealloc_mw, rxe_mw_cleanup drops
 // the binding): its rkey stops working and its MR may be deregistered
-// again. ErrInvalid for a window already freed or of another table.
+// again. errno.Invalid for a window already freed or of another table.
 func (t *Table) DeallocMW(mw *MW) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -161,17 +162,17 @@ func (t *Table) MWByKey(rkey uint32) (*MW, error) {
 // a type-1 bind pick a fresh random byte, different from the old one.
 //
 // The checks, each with its sentinel:
-//   - mw freed or foreign: ErrInvalid.
-//   - access with unsupported flags: ErrInvalid (RXE_ACCESS_SUPPORTED_MW).
-//   - type 1 with ZERO_BASED: ErrInvalid (o10-36.2.2).
-//   - type 2 already bound: ErrBusy (o10-37.2.30: must be FREE).
+//   - mw freed or foreign: errno.Invalid.
+//   - access with unsupported flags: errno.Invalid (RXE_ACCESS_SUPPORTED_MW).
+//   - type 1 with ZERO_BASED: errno.Invalid (o10-36.2.2).
+//   - type 2 already bound: errno.Busy (o10-37.2.30: must be FREE).
 //   - qpPD not the window's PD: ErrWrongPD (C10-72; softnic checks it for
 //     type 1 too, as the IBA verbs require the QP, MW and MR to share a PD
 //     — the rxe fix "RDMA/rxe: Check PDs for memory window binds").
-//   - type 2 with length 0: ErrInvalid (o10-37.2.40).
+//   - type 2 with length 0: errno.Invalid (o10-37.2.40).
 //   - the MR: no live VALID MR with key mrKey (ErrInvalidKey), or of
 //     another PD (ErrWrongPD).
-//   - the MR zero-based: ErrInvalid (rxe: "attempt to bind MW to zero based
+//   - the MR zero-based: errno.Invalid (rxe: "attempt to bind MW to zero based
 //     MR").
 //   - the MR without MW_BIND: ErrAccess (C10-73).
 //   - a writable window (REMOTE_WRITE or REMOTE_ATOMIC) on an MR without
@@ -200,7 +201,7 @@ func (t *Table) BindMW(mw *MW, qpn uint32, qpPD *PD, mrKey uint32, addr, length 
 		}
 	case 2:
 		if old.state != mwFree {
-			return 0, ErrBusy
+			return 0, errno.Busy
 		}
 	}
 	if qpPD != mw.pd {
@@ -287,24 +288,24 @@ func (t *Table) bindTargetLocked(qpPD *PD, mrKey uint32, addr, length uint64, ac
 
 // Bind-specific detail errors.
 var (
-	errZeroBasedType1 = wrapf(ErrInvalid, "a type-1 window cannot be zero-based (o10-36.2.2)")
-	errZeroBasedMR    = wrapf(ErrInvalid, "cannot bind a window to a zero-based MR")
+	errZeroBasedType1 = wrapf(errno.Invalid, "a type-1 window cannot be zero-based (o10-36.2.2)")
+	errZeroBasedMR    = wrapf(errno.Invalid, "cannot bind a window to a zero-based MR")
 	errNoMWBind       = wrapf(ErrAccess, "MR lacks MW_BIND (C10-73)")
 	errWritableMW     = wrapf(ErrAccess, "writable window on an MR without LOCAL_WRITE (C10-74)")
 	errBindRange      = wrapf(ErrRange, "window outside the MR (C10-75)")
-	errType1Inv       = wrapf(ErrInvalid, "a type-1 window cannot be invalidated (o10-37.2.26)")
-	errNotFastInv     = wrapf(ErrInvalid, "only a fast-registration MR can be invalidated")
+	errType1Inv       = wrapf(errno.Invalid, "a type-1 window cannot be invalidated (o10-37.2.26)")
+	errNotFastInv     = wrapf(errno.Invalid, "only a fast-registration MR can be invalidated")
 )
 
 // Invalidate executes LOCAL_INV posted on QP qpn of pd, or SEND_WITH_INV
 // received on it, for rkey (rxe_resp.c invalidate_rkey → rxe_invalidate_mr
 // or rxe_invalidate_mw):
 //
-//   - An MR key must name a fast-reg MR (ErrInvalid otherwise: rxe refuses
-//     any type but IB_MR_TYPE_MEM_REG) with no windows bound (ErrBusy;
+//   - An MR key must name a fast-reg MR (errno.Invalid otherwise: rxe refuses
+//     any type but IB_MR_TYPE_MEM_REG) with no windows bound (errno.Busy;
 //     "Attempt to invalidate an MR while bound to MWs"); it becomes FREE.
 //     Invalidating a FREE fast-reg MR again succeeds, as in rxe.
-//   - An MW key must name a type-2 window (ErrInvalid for type 1:
+//   - An MW key must name a type-2 window (errno.Invalid for type 1:
 //     o10-37.2.26) that is bound (ErrInvalidKey otherwise) to this QP
 //     (ErrWrongQP); it becomes FREE, keeping its rkey, and its MR loses a
 //     binding.
@@ -335,7 +336,7 @@ func (t *Table) Invalidate(pd *PD, qpn uint32, rkey uint32) error {
 			return errNotFastInv
 		}
 		if mr.nMW > 0 {
-			return ErrBusy
+			return errno.Busy
 		}
 		nv := *v
 		nv.state = mrFree
@@ -370,7 +371,7 @@ func (t *Table) Invalidate(pd *PD, qpn uint32, rkey uint32) error {
 }
 
 // BoundTo reports whether the window is bound to mr (counted in the
-// ErrBusy of DeregMR).
+// errno.Busy of DeregMR).
 func (mw *MW) BoundTo(mr *MR) bool {
 	v := mw.v.Load()
 	return mr != nil && v.mr == mr

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 )
 
 // mwFixture has an MR at base..base+256 that allows binding.
@@ -25,7 +26,7 @@ func TestAllocMW(t *testing.T) {
 	f := newFixture(t)
 	for _, typ := range []int{0, 3, -1} {
 		_, err := f.tab.AllocMW(f.pd, typ)
-		wantErr(t, "AllocMW of a bad type", err, ErrInvalid)
+		wantErr(t, "AllocMW of a bad type", err, errno.Invalid)
 	}
 	mw1, mw2 := f.allocMW(1), f.allocMW(2)
 	if mw1.Type() != 1 || mw2.Type() != 2 || mw1.PD() != f.pd {
@@ -47,8 +48,8 @@ func TestAllocMW(t *testing.T) {
 		wantErr(t, "Remote through an unbound window", err, ErrInvalidKey)
 	}
 	wantErr(t, "DeallocMW", f.tab.DeallocMW(mw1), nil)
-	wantErr(t, "DeallocMW twice", f.tab.DeallocMW(mw1), ErrInvalid)
-	wantErr(t, "DeallocMW(nil)", f.tab.DeallocMW(nil), ErrInvalid)
+	wantErr(t, "DeallocMW twice", f.tab.DeallocMW(mw1), errno.Invalid)
+	wantErr(t, "DeallocMW(nil)", f.tab.DeallocMW(nil), errno.Invalid)
 	_, err = f.tab.MWByKey(mw1.RKey())
 	wantErr(t, "MWByKey after DeallocMW", err, ErrInvalidKey)
 }
@@ -87,15 +88,15 @@ func TestBindMWRules(t *testing.T) {
 		{"C10-75: zero-based window ends above the MR", LW | MWB, 2, false, false, false, false, false, mwBase + 200, 57, RR | ZB, ErrRange},
 		{"C10-75: addr+length overflows", LW | MWB, 2, false, false, false, false, false, mwBase + 8, ^uint64(0), RR, ErrRange},
 
-		{"o10-36.2.2: zero-based type 1", LW | MWB, 1, false, false, false, false, false, mwBase, 64, RR | ZB, ErrInvalid},
+		{"o10-36.2.2: zero-based type 1", LW | MWB, 1, false, false, false, false, false, mwBase, 64, RR | ZB, errno.Invalid},
 		{"zero-based type 2", LW | MWB, 2, false, false, false, false, false, mwBase, 64, RR | ZB, nil},
-		{"o10-37.2.40: type 2 of length 0", LW | MWB, 2, false, false, false, false, false, mwBase, 0, RR, ErrInvalid},
+		{"o10-37.2.40: type 2 of length 0", LW | MWB, 2, false, false, false, false, false, mwBase, 0, RR, errno.Invalid},
 		{"type 1 of length 0 unbinds", LW | MWB, 1, false, false, false, false, false, 0, 0, 0, nil},
 
-		{"zero-based MR", LW | MWB | ZB, 2, false, false, true, false, false, 0, 64, RR, ErrInvalid},
+		{"zero-based MR", LW | MWB | ZB, 2, false, false, true, false, false, 0, 64, RR, errno.Invalid},
 		{"MR key byte mismatch", LW | MWB, 2, false, false, false, false, true, mwBase, 64, RR, ErrInvalidKey},
 		{"FREE fast-reg MR", LW | MWB, 2, false, false, false, true, false, mwBase, 64, RR, ErrInvalidKey},
-		{"unsupported access bit", LW | MWB, 2, false, false, false, false, false, mwBase, 64, RR | 1<<15, ErrInvalid},
+		{"unsupported access bit", LW | MWB, 2, false, false, false, false, false, mwBase, 64, RR | 1<<15, errno.Invalid},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -163,7 +164,7 @@ func TestBindMWState(t *testing.T) {
 	mw2 := f.allocMW(2)
 	rkey := f.bind(mw2, 4, f.mr, mwBase, 64, RR, 0x01)
 	_, err := f.tab.BindMW(mw2, 4, f.pd, f.mr.LKey(), mwBase, 32, RR, 0x02)
-	wantErr(t, "rebinding a bound type-2 window", err, ErrBusy)
+	wantErr(t, "rebinding a bound type-2 window", err, errno.Busy)
 	if err := f.tab.Invalidate(f.pd, 4, rkey); err != nil {
 		t.Fatalf("Invalidate: %v", err)
 	}
@@ -207,7 +208,7 @@ func TestBindMWState(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = f.tab.BindMW(mw1, 4, f.pd, f.mr.LKey(), mwBase, 8, RR, 0)
-	wantErr(t, "BindMW of a freed window", err, ErrInvalid)
+	wantErr(t, "BindMW of a freed window", err, errno.Invalid)
 }
 
 func TestRemoteThroughWindow(t *testing.T) {
@@ -309,13 +310,13 @@ func TestInvalidate(t *testing.T) {
 			mw := s.f.allocMW(2)
 			s.f.bind(mw, 3, s.fast, 0x1000, 8, RR, 0)
 			return s.f.tab.Invalidate(s.f.pd, 3, s.fast.RKey())
-		}, ErrBusy},
+		}, errno.Busy},
 		{"ordinary MR (rxe_invalidate_mr: type must be MEM_REG)", func(s *setup) error {
 			s.f.tab.DeallocMW(s.mw1)
 			s.f.tab.DeallocMW(s.mw2)
 			return s.f.tab.Invalidate(s.f.pd, 3, s.f.mr.RKey())
-		}, ErrInvalid},
-		{"o10-37.2.26: type-1 window", func(s *setup) error { return s.f.tab.Invalidate(s.f.pd, 3, s.rkey1) }, ErrInvalid},
+		}, errno.Invalid},
+		{"o10-37.2.26: type-1 window", func(s *setup) error { return s.f.tab.Invalidate(s.f.pd, 3, s.rkey1) }, errno.Invalid},
 		{"type-2 window", func(s *setup) error { return s.f.tab.Invalidate(s.f.pd, 3, s.rkey2) }, nil},
 		{"type-2 window through another QP", func(s *setup) error { return s.f.tab.Invalidate(s.f.pd, 4, s.rkey2) }, ErrWrongQP},
 		{"type-2 window of another PD", func(s *setup) error { return s.f.tab.Invalidate(s.f.pd2, 3, s.rkey2) }, ErrWrongPD},

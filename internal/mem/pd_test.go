@@ -2,6 +2,8 @@ package mem
 
 import (
 	"testing"
+
+	"github.com/softnic/softnic/internal/errno"
 )
 
 func TestAllocPDHandles(t *testing.T) {
@@ -19,8 +21,8 @@ func TestAllocPDHandles(t *testing.T) {
 		seen[pd.Handle()] = true
 		pds = append(pds, pd)
 	}
-	if _, err := tab.AllocPD(); !isErr(err, ErrNoMemory) {
-		t.Errorf("AllocPD beyond MaxPD: got %v, want ErrNoMemory", err)
+	if _, err := tab.AllocPD(); !isErr(err, errno.NoMemory) {
+		t.Errorf("AllocPD beyond MaxPD: got %v, want errno.NoMemory", err)
 	}
 	if err := tab.DeallocPD(pds[1]); err != nil {
 		t.Fatalf("DeallocPD: %v", err)
@@ -46,9 +48,9 @@ func TestDeallocPDBusy(t *testing.T) {
 		undo func() error
 		want error // DeallocPD's result after undo
 	}{
-		{"with an MR, an MW and a Ref", func() error { return nil }, ErrBusy},
-		{"after DeregMR", func() error { return f.tab.DeregMR(mr) }, ErrBusy},
-		{"after DeallocMW", func() error { return f.tab.DeallocMW(mw) }, ErrBusy},
+		{"with an MR, an MW and a Ref", func() error { return nil }, errno.Busy},
+		{"after DeregMR", func() error { return f.tab.DeregMR(mr) }, errno.Busy},
+		{"after DeallocMW", func() error { return f.tab.DeallocMW(mw) }, errno.Busy},
 		{"after Unref", func() error { f.pd.Unref(); return nil }, nil},
 	}
 	for _, s := range steps {
@@ -57,13 +59,13 @@ func TestDeallocPDBusy(t *testing.T) {
 		}
 		wantErr(t, "DeallocPD "+s.name, f.tab.DeallocPD(f.pd), s.want)
 	}
-	wantErr(t, "DeallocPD twice", f.tab.DeallocPD(f.pd), ErrInvalid)
+	wantErr(t, "DeallocPD twice", f.tab.DeallocPD(f.pd), errno.Invalid)
 	_, err := f.tab.RegMR(f.pd, buf, 0, true, 0)
-	wantErr(t, "RegMR on a freed PD", err, ErrInvalid)
+	wantErr(t, "RegMR on a freed PD", err, errno.Invalid)
 	_, err = f.tab.AllocMW(f.pd, 1)
-	wantErr(t, "AllocMW on a freed PD", err, ErrInvalid)
+	wantErr(t, "AllocMW on a freed PD", err, errno.Invalid)
 	_, err = f.tab.AllocMR(f.pd, 1)
-	wantErr(t, "AllocMR on a freed PD", err, ErrInvalid)
+	wantErr(t, "AllocMR on a freed PD", err, errno.Invalid)
 }
 
 func TestForeignPD(t *testing.T) {
@@ -73,12 +75,12 @@ func TestForeignPD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, "DeallocPD of another table's PD", f.tab.DeallocPD(opd), ErrInvalid)
-	wantErr(t, "DeallocPD(nil)", f.tab.DeallocPD(nil), ErrInvalid)
+	wantErr(t, "DeallocPD of another table's PD", f.tab.DeallocPD(opd), errno.Invalid)
+	wantErr(t, "DeallocPD(nil)", f.tab.DeallocPD(nil), errno.Invalid)
 	_, err = f.tab.RegMR(opd, make([]byte, 8), 0, true, 0)
-	wantErr(t, "RegMR with another table's PD", err, ErrInvalid)
+	wantErr(t, "RegMR with another table's PD", err, errno.Invalid)
 	_, err = f.tab.RegMR(nil, make([]byte, 8), 0, true, 0)
-	wantErr(t, "RegMR with a nil PD", err, ErrInvalid)
+	wantErr(t, "RegMR with a nil PD", err, errno.Invalid)
 }
 
 func TestUnrefPanics(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+
+	"github.com/softnic/softnic/internal/errno"
 )
 
 // Key layout and index ranges (rxe_mr_init, rxe_param.h): a key is
@@ -185,7 +187,7 @@ type PD struct {
 func (pd *PD) Handle() uint32 { return pd.handle }
 
 // Ref records one more user of the PD (a QP, SRQ or AH); DeallocPD fails
-// with ErrBusy until each Ref is matched by Unref. Taking a Ref on a PD
+// with errno.Busy until each Ref is matched by Unref. Taking a Ref on a PD
 // that DeallocPD has already freed is a caller bug that goes undetected.
 func (pd *PD) Ref() { pd.refs.Add(1) }
 
@@ -198,12 +200,12 @@ func (pd *PD) Unref() {
 }
 
 // AllocPD allocates a protection domain (rxe_alloc_pd). It fails with
-// ErrNoMemory when MaxPD PDs exist.
+// errno.NoMemory when MaxPD PDs exist.
 func (t *Table) AllocPD() (*PD, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.pds) >= t.lim.MaxPD {
-		return nil, ErrNoMemory
+		return nil, errno.NoMemory
 	}
 	h := t.pdNext
 	for {
@@ -221,9 +223,9 @@ func (t *Table) AllocPD() (*PD, error) {
 	return pd, nil
 }
 
-// DeallocPD frees pd. It fails with ErrBusy while MRs or MWs of pd exist
+// DeallocPD frees pd. It fails with errno.Busy while MRs or MWs of pd exist
 // or Ref holders remain (ib_dealloc_pd requires usecnt == 0; uverbs
-// returns EBUSY), and with ErrInvalid for a PD already freed or of another
+// returns EBUSY), and with errno.Invalid for a PD already freed or of another
 // table.
 func (t *Table) DeallocPD(pd *PD) error {
 	t.mu.Lock()
@@ -232,7 +234,7 @@ func (t *Table) DeallocPD(pd *PD) error {
 		return err
 	}
 	if pd.refs.Load() != 0 {
-		return ErrBusy
+		return errno.Busy
 	}
 	pd.dead = true
 	delete(t.pds, pd.handle)

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/internal/transport/ud"
 )
@@ -34,14 +35,14 @@ func (n *NIC) CreateAH(pd *mem.PD, attr *ibv.AHAttr) (*AH, error) {
 	case n.closed.Load():
 		return nil, ErrClosed
 	case pd == nil || attr == nil:
-		return nil, fmt.Errorf("%w: AH needs a PD and attributes", ErrInvalid)
+		return nil, fmt.Errorf("%w: AH needs a PD and attributes", errno.Invalid)
 	}
 	if err := ud.CheckAV(attr, n.addr); err != nil {
 		return nil, err
 	}
 	if int(n.ahs.Add(1)) > maxAH {
 		n.ahs.Add(-1)
-		return nil, fmt.Errorf("%w: %d address handles exist", ErrNoMemory, maxAH)
+		return nil, fmt.Errorf("%w: %d address handles exist", errno.NoMemory, maxAH)
 	}
 	pd.Ref()
 	return &AH{n: n, pd: pd, attr: *attr}, nil
@@ -62,7 +63,7 @@ func (ah *AH) PD() *mem.PD { return ah.pd }
 // Destroy destroys the handle (ibv_destroy_ah) and releases its PD.
 func (ah *AH) Destroy() error {
 	if ah.destroyed.Swap(true) {
-		return fmt.Errorf("%w: AH already destroyed", ErrInvalid)
+		return fmt.Errorf("%w: AH already destroyed", errno.Invalid)
 	}
 	ah.pd.Unref()
 	ah.n.ahs.Add(-1)

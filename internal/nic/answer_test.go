@@ -69,7 +69,7 @@ func (l *feedLink) Close() error {
 }
 
 // answerQP is a transport that acknowledges each packet it is given with
-// a one-byte datagram 'A', and sends 'P' for each post (Kick).
+// a one-byte datagram 'A', and sends 'P' for each post (transport.RunNow).
 type answerQP struct {
 	got    atomic.Int32 // packets delivered
 	acked  atomic.Int32 // packets acknowledged (written by Process only)
@@ -133,14 +133,11 @@ func answerSetupWith(t *testing.T, cfg Config, l *feedLink) (*NIC, *answerQP, fu
 		t.Fatal(err)
 	}
 	q := &answerQP{}
-	var kick func()
-	qpn, err := n.RegisterQP(ibv.QPTypeRC, func(_ uint32, s Sched) (Handler, error) {
-		kick = s.Kick
-		return q, nil
-	})
+	qpn, err := n.RegisterQP(ibv.QPTypeRC, func(uint32, transport.Waker) (Transport, error) { return q, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
+	qe := n.lookup(qpn)
 	e := wire.Encap{Src: netip.MustParseAddr("10.0.0.1"), Dst: addr, SrcPort: 0xC000, DstPort: wire.UDPPort, HopLimit: 64}
 	h := wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCWriteOnly, PKey: wire.DefaultPKey, DestQP: qpn, AckReq: true},
 		RETH: wire.RETHFields{DMALen: 1}}
@@ -152,7 +149,7 @@ func answerSetupWith(t *testing.T, cfg Config, l *feedLink) (*NIC, *answerQP, fu
 	feed := func() { l.in <- link.Datagram{Encap: e, Buf: b[:k]} }
 	post := func() {
 		q.posts.Add(1)
-		kick()
+		n.run(qe, transport.RunNow) // what an RC post to an idle queue asks
 	}
 	return n, q, feed, post
 }

@@ -1,5 +1,9 @@
 package nic
 
+// Asynchronous events (ibv_get_async_event): the NIC's queue of them, which
+// the transports' events (QP fatal, SQ drained, ...), the CQs' overruns,
+// the SRQs' limits and the port's activation fill, and its readers.
+
 import (
 	"context"
 
@@ -74,3 +78,28 @@ func (n *NIC) DropAsyncFor(obj any) {
 func (qp *QP) postEvent(t ibv.AsyncEventType) {
 	qp.n.postAsync(ibv.AsyncEvent{Type: t, QPN: qp.qpn, Other: qp.ctx})
 }
+
+// postAsync queues an asynchronous event.
+func (n *NIC) postAsync(ev ibv.AsyncEvent) {
+	n.asyncMu.Lock()
+	if len(n.async) < 4096 {
+		n.async = append(n.async, ev)
+	}
+	n.asyncMu.Unlock()
+	n.signalAsync()
+}
+
+// PostAsync queues an asynchronous event from another part of the engine.
+func (n *NIC) PostAsync(ev ibv.AsyncEvent) { n.postAsync(ev) }
+
+// AsyncEvents returns and clears the queued asynchronous events.
+func (n *NIC) AsyncEvents() []ibv.AsyncEvent {
+	n.asyncMu.Lock()
+	defer n.asyncMu.Unlock()
+	evs := n.async
+	n.async = nil
+	return evs
+}
+
+// AsyncReady is signalled when events are queued.
+func (n *NIC) AsyncReady() <-chan struct{} { return n.asyncC }

@@ -2,12 +2,12 @@ package nic
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/nic/cq"
 	"github.com/softnic/softnic/internal/transport"
 )
@@ -151,7 +151,7 @@ func (qp *QP) DrainSQ(ctx context.Context) error {
 		return err
 	}
 	if err := qp.Modify(&ibv.QPAttr{State: ibv.QPStateErr}, ibv.QPAttrState); err != nil {
-		return fmt.Errorf("drain send queue: %w", err)
+		return errno.Wrapf(err, "drain send queue")
 	}
 	wr := ibv.SendWR{WRID: ibv.DrainWRID, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled}
 	op := ibv.WCRDMAWrite
@@ -162,7 +162,7 @@ func (qp *QP) DrainSQ(ctx context.Context) error {
 	m := qp.dr.send.arm(op)
 	if _, err := qp.PostSend([]ibv.SendWR{wr}); err != nil {
 		qp.dr.send.disarm(m)
-		return fmt.Errorf("drain send queue: post the marker: %w", err)
+		return errno.Wrapf(err, "drain send queue: post the marker")
 	}
 	return waitFor(ctx, m.done)
 }
@@ -182,7 +182,7 @@ func (qp *QP) DrainRQ(ctx context.Context) error {
 		return err
 	}
 	if err := qp.Modify(&ibv.QPAttr{State: ibv.QPStateErr}, ibv.QPAttrState); err != nil {
-		return fmt.Errorf("drain receive queue: %w", err)
+		return errno.Wrapf(err, "drain receive queue")
 	}
 	switch {
 	case qp.srq != nil:
@@ -193,7 +193,7 @@ func (qp *QP) DrainRQ(ctx context.Context) error {
 	m := qp.dr.recv.arm(ibv.WCRecv)
 	if _, err := qp.PostRecv([]ibv.RecvWR{{WRID: ibv.DrainWRID}}); err != nil {
 		qp.dr.recv.disarm(m)
-		return fmt.Errorf("drain receive queue: post the marker: %w", err)
+		return errno.Wrapf(err, "drain receive queue: post the marker")
 	}
 	return waitFor(ctx, m.done)
 }

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"sync"
 
+	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/link"
 )
 
@@ -29,7 +30,7 @@ func innerLink(l link.Link) link.Link {
 	}
 }
 
-// claimLink records that NIC name uses l, or fails with ErrBusy naming the
+// claimLink records that NIC name uses l, or fails with errno.Busy naming the
 // NIC that already does, or ErrClosed when l was closed (NIC.Close closes
 // its link). It returns the function that releases l.
 func claimLink(l link.Link, name string) (release func(), err error) {
@@ -43,7 +44,7 @@ func claimLink(l link.Link, name string) (release func(), err error) {
 	linkUsers.mu.Lock()
 	defer linkUsers.mu.Unlock()
 	if user, ok := linkUsers.m[in]; ok {
-		return nil, fmt.Errorf("%w: link %v is already in use by device %s", ErrBusy, l.LocalAddr(), user)
+		return nil, fmt.Errorf("%w: link %v is already in use by device %s", errno.Busy, l.LocalAddr(), user)
 	}
 	if linkUsers.m == nil {
 		linkUsers.m = make(map[any]string)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/nic"
 	"github.com/softnic/softnic/link"
 )
@@ -26,8 +27,8 @@ func TestLinkClaimedThroughWrappers(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = nic.New(nic.Config{Link: ep, Name: "plain0", Processors: 1})
-	if !errors.Is(err, nic.ErrBusy) || !strings.Contains(err.Error(), "already in use by device pcap0") {
-		t.Errorf("New on the link a PcapLink wraps: %v, want ErrBusy naming pcap0", err)
+	if !errors.Is(err, errno.Busy) || !strings.Contains(err.Error(), "already in use by device pcap0") {
+		t.Errorf("New on the link a PcapLink wraps: %v, want errno.Busy naming pcap0", err)
 	}
 	if err := n1.Close(); err != nil {
 		t.Fatal(err)

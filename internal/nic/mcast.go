@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/wire"
@@ -65,11 +66,11 @@ func (qp *QP) checkMcast(gid [16]byte) (netip.Addr, error) {
 	switch {
 	case qp.typ != ibv.QPTypeUD || qp.gsi:
 		// QP1 is IB_QPT_GSI in the kernel: not UD there.
-		return g, fmt.Errorf("%w: multicast on a %v QP (UD only)", ErrInvalid, qp.describe())
+		return g, fmt.Errorf("%w: multicast on a %v QP (UD only)", errno.Invalid, qp.describe())
 	case !ok:
-		return g, fmt.Errorf("%w: GID %v is not a multicast GID (ff00::/8 or ::ffff:224.0.0.0/4)", ErrInvalid, netip.AddrFrom16(gid))
+		return g, fmt.Errorf("%w: GID %v is not a multicast GID (ff00::/8 or ::ffff:224.0.0.0/4)", errno.Invalid, netip.AddrFrom16(gid))
 	case g.Is4() != qp.n.addr.Unmap().Is4():
-		return g, fmt.Errorf("%w: group %v is not of the device address %v's family", ErrInvalid, g, qp.n.addr)
+		return g, fmt.Errorf("%w: group %v is not of the device address %v's family", errno.Invalid, g, qp.n.addr)
 	}
 	return g, nil
 }
@@ -102,7 +103,7 @@ func (qp *QP) AttachMcast(gid [16]byte) error {
 	n := qp.n
 	m, ok := n.cfg.Link.(link.Multicaster)
 	if !ok || !link.CanMulticast(n.cfg.Link) {
-		return fmt.Errorf("%w: the device's link cannot receive multicast (max_mcast_grp 0)", ErrInvalid)
+		return fmt.Errorf("%w: the device's link cannot receive multicast (max_mcast_grp 0)", errno.Invalid)
 	}
 	t := &n.mcast
 	t.mu.Lock()
@@ -112,11 +113,11 @@ func (qp *QP) AttachMcast(gid [16]byte) error {
 	case slices.Contains(qpns, qp.qpn):
 		return nil
 	case len(qpns) == 0 && len(t.groups) >= MaxMcastGroups:
-		return fmt.Errorf("%w: %d multicast groups (max_mcast_grp)", ErrInvalid, MaxMcastGroups)
+		return fmt.Errorf("%w: %d multicast groups (max_mcast_grp)", errno.Invalid, MaxMcastGroups)
 	case len(qpns) >= MaxMcastQPAttach:
-		return fmt.Errorf("%w: %d QPs on group %v (max_mcast_qp_attach)", ErrInvalid, MaxMcastQPAttach, g)
+		return fmt.Errorf("%w: %d QPs on group %v (max_mcast_qp_attach)", errno.Invalid, MaxMcastQPAttach, g)
 	case t.total >= MaxTotalMcastQPAttach:
-		return fmt.Errorf("%w: %d multicast attachments (max_total_mcast_qp_attach)", ErrInvalid, MaxTotalMcastQPAttach)
+		return fmt.Errorf("%w: %d multicast attachments (max_total_mcast_qp_attach)", errno.Invalid, MaxTotalMcastQPAttach)
 	}
 	if len(qpns) == 0 {
 		if err := m.JoinGroup(g); err != nil {
@@ -146,7 +147,7 @@ func (qp *QP) DetachMcast(gid [16]byte) error {
 		return err
 	}
 	if !slices.Contains(qp.mcast, g) {
-		return fmt.Errorf("%w: QP %#x is not attached to group %v", ErrInvalid, qp.qpn, g)
+		return fmt.Errorf("%w: QP %#x is not attached to group %v", errno.Invalid, qp.qpn, g)
 	}
 	qp.detachMcastLocked(g)
 	return nil

@@ -62,7 +62,7 @@ func testReadersInOrder(t *testing.T, first bool) {
 	}
 	defer n.Close()
 	q := &psnQP{}
-	qpn, err := n.RegisterQP(ibv.QPTypeRC, func(uint32, Sched) (Handler, error) { return q, nil })
+	qpn, err := n.RegisterQP(ibv.QPTypeRC, func(uint32, transport.Waker) (Transport, error) { return q, nil })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/internal/nic/cq"
 	"github.com/softnic/softnic/internal/tm"
@@ -133,7 +134,7 @@ type QPInitAttr struct {
 	// GSI makes the QP the NIC's General Services QP: a UD QP numbered 1
 	// (GSIQPN) whose Q_Key is wire.GSIQKey, sent in every datagram and
 	// the only one accepted (rxe_req.c init_req_packet, rxe_recv.c
-	// check_keys: for QP1, GSI_QKEY). A NIC has at most one (ErrBusy).
+	// check_keys: for QP1, GSI_QKEY). A NIC has at most one (errno.Busy).
 	GSI bool
 }
 
@@ -147,6 +148,7 @@ type QP struct {
 	recvCQ *cq.CQ
 	rq     *transport.RecvQueue
 	t      qpTransport
+	e      *qpEntry // the QP in the NIC's table: what NIC.run runs
 	srq    *SRQ
 	wq     *WQ
 	shared *sharedRQ // the SRQ's or the WQ's: what rq belongs to, if not the QP
@@ -178,13 +180,13 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 	case a.Type == ibv.QPTypeXRCRecv:
 		return n.createXRCRecv(a)
 	case a.XRCD != nil:
-		return nil, fmt.Errorf("%w: an XRC domain for a %v QP (XRC_RECV only)", ErrInvalid, a.Type)
+		return nil, fmt.Errorf("%w: an XRC domain for a %v QP (XRC_RECV only)", errno.Invalid, a.Type)
 	case a.SRQ != nil && a.SRQ.xrcd != nil:
-		return nil, fmt.Errorf("%w: a %v QP on an XRC SRQ (XRC SRQs serve XRC_RECV QPs, by number)", ErrInvalid, a.Type)
+		return nil, fmt.Errorf("%w: a %v QP on an XRC SRQ (XRC SRQs serve XRC_RECV QPs, by number)", errno.Invalid, a.Type)
 	case a.Type == ibv.QPTypeXRCSend:
 		// The initiator has a send queue only (ibv_create_qp_ex(3)).
 		if a.SRQ != nil || a.WQ != nil || a.RecvCQ != nil && a.RecvCQ != a.SendCQ {
-			return nil, fmt.Errorf("%w: an XRC_SEND QP has no receive side (SRQ, WQ or RecvCQ)", ErrInvalid)
+			return nil, fmt.Errorf("%w: an XRC_SEND QP has no receive side (SRQ, WQ or RecvCQ)", errno.Invalid)
 		}
 		a.RecvCQ = a.SendCQ // held, never completed on
 		a.Cap.MaxRecvWR, a.Cap.MaxRecvSGE = 0, 0
@@ -193,11 +195,11 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 	if a.WQ != nil {
 		switch {
 		case a.SRQ != nil:
-			return nil, fmt.Errorf("%w: QP with both an SRQ and a WQ", ErrInvalid)
+			return nil, fmt.Errorf("%w: QP with both an SRQ and a WQ", errno.Invalid)
 		case a.WQ.n != n:
-			return nil, fmt.Errorf("%w: the WQ is another device's", ErrInvalid)
+			return nil, fmt.Errorf("%w: the WQ is another device's", errno.Invalid)
 		case recvCQ != nil && recvCQ != a.WQ.cq:
-			return nil, fmt.Errorf("%w: a QP on a WQ completes receives on the WQ's CQ", ErrInvalid)
+			return nil, fmt.Errorf("%w: a QP on a WQ completes receives on the WQ's CQ", errno.Invalid)
 		}
 		recvCQ = a.WQ.cq
 	}
@@ -208,25 +210,25 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 		// CQ (tag_matching.md: the TM-SRQ "reports all tag matching
 		// completions and events to a dedicated CQ"), whatever recv_cq.
 		if a.Type != ibv.QPTypeRC {
-			return nil, fmt.Errorf("%w: a %v QP on a tag-matching SRQ", ErrNotSupported, a.Type)
+			return nil, fmt.Errorf("%w: a %v QP on a tag-matching SRQ", errno.NotSupported, a.Type)
 		}
 		tml, recvCQ = a.SRQ.tm, a.SRQ.cq
 	}
 	if a.PD == nil || a.SendCQ == nil || recvCQ == nil {
-		return nil, fmt.Errorf("%w: QP needs a PD and both CQs", ErrInvalid)
+		return nil, fmt.Errorf("%w: QP needs a PD and both CQs", errno.Invalid)
 	}
 	c := a.Cap
 	switch {
 	case c.MaxSendWR > maxQPWR || c.MaxRecvWR > maxQPWR:
-		return nil, fmt.Errorf("%w: max WR %d/%d exceeds %d", ErrInvalid, c.MaxSendWR, c.MaxRecvWR, maxQPWR)
+		return nil, fmt.Errorf("%w: max WR %d/%d exceeds %d", errno.Invalid, c.MaxSendWR, c.MaxRecvWR, maxQPWR)
 	case c.MaxSendSGE > maxSGE || c.MaxRecvSGE > maxSGE:
-		return nil, fmt.Errorf("%w: max SGE %d/%d exceeds %d", ErrInvalid, c.MaxSendSGE, c.MaxRecvSGE, maxSGE)
+		return nil, fmt.Errorf("%w: max SGE %d/%d exceeds %d", errno.Invalid, c.MaxSendSGE, c.MaxRecvSGE, maxSGE)
 	case c.MaxInlineData > maxInline:
-		return nil, fmt.Errorf("%w: max inline %d exceeds %d", ErrInvalid, c.MaxInlineData, maxInline)
+		return nil, fmt.Errorf("%w: max inline %d exceeds %d", errno.Invalid, c.MaxInlineData, maxInline)
 	case a.MaxTSOHeader != 0 && a.Type != ibv.QPTypeUD:
-		return nil, fmt.Errorf("%w: max_tso_header on a %v QP (TSO is UD only)", ErrInvalid, a.Type)
+		return nil, fmt.Errorf("%w: max_tso_header on a %v QP (TSO is UD only)", errno.Invalid, a.Type)
 	case a.MaxTSOHeader < 0 || a.MaxTSOHeader > ud.MaxTSOHeader:
-		return nil, fmt.Errorf("%w: max_tso_header %d exceeds %d", ErrInvalid, a.MaxTSOHeader, ud.MaxTSOHeader)
+		return nil, fmt.Errorf("%w: max_tso_header %d exceeds %d", errno.Invalid, a.MaxTSOHeader, ud.MaxTSOHeader)
 	}
 	// Report what the QP really got, as rxe does (at least one of each).
 	c.MaxSendWR = max(c.MaxSendWR, 1)
@@ -236,18 +238,18 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 	switch a.Type {
 	case ibv.QPTypeRC, ibv.QPTypeUC, ibv.QPTypeUD, ibv.QPTypeXRCSend:
 	default:
-		return nil, fmt.Errorf("%w: QP type %v not supported", ErrInvalid, a.Type)
+		return nil, fmt.Errorf("%w: QP type %v not supported", errno.Invalid, a.Type)
 	}
 	if a.GSI {
 		// QP1 is a UD QP with a receive queue of its own, as the kernel's
 		// MAD layer creates it (ib_mad_port_open: IB_QPT_GSI, no SRQ).
 		switch {
 		case a.Type != ibv.QPTypeUD:
-			return nil, fmt.Errorf("%w: the GSI QP is a UD QP, not %v", ErrInvalid, a.Type)
+			return nil, fmt.Errorf("%w: the GSI QP is a UD QP, not %v", errno.Invalid, a.Type)
 		case a.SRQ != nil || a.WQ != nil:
-			return nil, fmt.Errorf("%w: the GSI QP takes no SRQ or WQ", ErrInvalid)
+			return nil, fmt.Errorf("%w: the GSI QP takes no SRQ or WQ", errno.Invalid)
 		case a.MaxTSOHeader != 0:
-			return nil, fmt.Errorf("%w: the GSI QP takes no TSO", ErrInvalid)
+			return nil, fmt.Errorf("%w: the GSI QP takes no TSO", errno.Invalid)
 		}
 	}
 	qp := &QP{n: n, typ: a.Type, pd: a.PD, sendCQ: a.SendCQ, recvCQ: recvCQ, srq: a.SRQ, wq: a.WQ, ctx: a.Context, gsi: a.GSI}
@@ -271,14 +273,14 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 		c.MaxRecvWR, c.MaxRecvSGE = 0, 0
 	}
 	shared := qp.shared != nil
-	register := n.RegisterQP
+	var fixed uint32
 	if a.GSI {
-		register = n.RegisterGSIQP
+		fixed = GSIQPN
 	}
-	_, err := register(a.Type, func(qpn uint32, s Sched) (Handler, error) {
+	e, err := n.registerQP(a.Type, fixed, func(qpn uint32, w transport.Waker) (Transport, error) {
 		qp.qpn = qpn
 		if a.Type == ibv.QPTypeUD {
-			t, err := n.newUD(qp, qpn, s, a, c)
+			t, err := n.newUD(qp, qpn, a, c)
 			qp.t = t
 			return t, err
 		}
@@ -286,8 +288,7 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 			QPN: qpn, Type: a.Type, PD: a.PD, Mem: n.mem,
 			SendCQ: qp.dr.send, RecvCQ: qp.dr.recv, RQ: qp.rq, SRQ: shared, TM: tml, Cap: c, SigAll: a.SigAll,
 			LocalAddr: n.addr, DstPort: n.cfg.PeerPort, SrcPort: n.cfg.Link.SrcPort(),
-			Clock: n.clock, Counters: &n.ctr,
-			Wake: s.Wake, Kick: s.Kick,
+			Clock: n.clock, Counters: &n.ctr, Waker: w,
 			OnAsync: qp.transportEvent,
 		})
 		qp.t = t
@@ -299,6 +300,7 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 		}
 		return nil, err
 	}
+	qp.e = e
 	a.PD.Ref()
 	a.SendCQ.Ref()
 	recvCQ.Ref()
@@ -350,7 +352,7 @@ func (qp *QP) Modify(attr *ibv.QPAttr, mask ibv.AttrMask) error {
 		return err
 	}
 	if attr == nil && mask != 0 {
-		return fmt.Errorf("%w: modify QP %#x with mask %v but no attributes", ErrInvalid, qp.qpn, mask)
+		return fmt.Errorf("%w: modify QP %#x with mask %v but no attributes", errno.Invalid, qp.qpn, mask)
 	}
 	cur := qp.t.State()
 	next := cur
@@ -365,7 +367,7 @@ func (qp *QP) Modify(attr *ibv.QPAttr, mask ibv.AttrMask) error {
 		if mask&ibv.QPAttrQKey != 0 && attr.QKey != wire.GSIQKey {
 			// QP1's Q_Key is fixed (IBTA 13.4.2; the kernel's MAD layer
 			// gives it IB_QP1_QKEY, ib_mad.c ib_mad_change_qp_state_to_rts).
-			return fmt.Errorf("%w: %v: Q_Key %#x on the GSI QP (it is %#x)", ErrInvalid, ibv.QPAttrQKey, attr.QKey, uint32(wire.GSIQKey))
+			return fmt.Errorf("%w: %v: Q_Key %#x on the GSI QP (it is %#x)", errno.Invalid, ibv.QPAttrQKey, attr.QKey, uint32(wire.GSIQKey))
 		}
 		lim.PrivilegedQKey = true // GSIQKey is a controlled Q_Key: QP1's own
 	}
@@ -378,23 +380,25 @@ func (qp *QP) Modify(attr *ibv.QPAttr, mask ibv.AttrMask) error {
 		// to migrate to, so path migration is never armed and
 		// IBV_EVENT_PATH_MIG / PATH_MIG_ERR are never raised.
 		return fmt.Errorf("%w: %v: path_mig_state %d: path migration is not supported (only IBV_MIG_MIGRATED)",
-			ErrInvalid, ibv.QPAttrPathMigState, attr.PathMigState)
+			errno.Invalid, ibv.QPAttrPathMigState, attr.PathMigState)
 	}
 	if mask&ibv.QPAttrAV != 0 {
 		// The path's GID must be of the NIC's address family: RoCEv2 sends
 		// IPv4 from an IPv4 GID and IPv6 from an IPv6 one.
 		if d := attr.AHAttr.GRH.DGID; !d.IsValid() || d.Unmap().Is4() != qp.n.addr.Unmap().Is4() {
 			return fmt.Errorf("%w: %v: destination GID %v is not of the family of the device address %v",
-				ErrInvalid, ibv.QPAttrAV, d, qp.n.addr)
+				errno.Invalid, ibv.QPAttrAV, d, qp.n.addr)
 		}
 	}
 	if next == ibv.QPStateErr && cur != ibv.QPStateErr {
 		qp.toErr.Store(true)
 		defer qp.toErr.Store(false)
 	}
-	if err := qp.t.Modify(attr, mask); err != nil {
+	run, err := qp.t.Modify(attr, mask)
+	if err != nil {
 		return err
 	}
+	qp.n.run(qp.e, run)
 	qp.afterModify()
 	return nil
 }
@@ -409,7 +413,7 @@ func (qp *QP) State() ibv.QPState { return qp.t.State() }
 func (qp *QP) usable() error {
 	switch {
 	case qp.dead.Load():
-		return fmt.Errorf("%w: QP %#x destroyed", ErrInvalid, qp.qpn)
+		return fmt.Errorf("%w: QP %#x destroyed", errno.Invalid, qp.qpn)
 	case qp.n.Closed():
 		return fmt.Errorf("%w: QP %#x", ErrClosed, qp.qpn)
 	}
@@ -417,12 +421,10 @@ func (qp *QP) usable() error {
 }
 
 // PostSend posts send work requests (ibv_post_send); on error it returns
-// the index of the first WR not posted.
-//
-// The post paths call the transport's concrete type: passed through the
-// qpTransport interface, wrs would escape, and the slice every
-// ibv_post_send builds (verbs.QP.PostSend's variadic WRs) would cost an
-// allocation per call.
+// the index of the first WR not posted. The WRs go down once: the
+// transport queues them and says what to run (transport.Run), and the
+// engine runs it, the QP's requester at once on this goroutine for a
+// small request to an idle queue (run to completion, NIC.kick).
 func (qp *QP) PostSend(wrs []ibv.SendWR) (int, error) {
 	if err := qp.usable(); err != nil {
 		return 0, err
@@ -430,13 +432,9 @@ func (qp *QP) PostSend(wrs []ibv.SendWR) (int, error) {
 	if qp.xrcd != nil {
 		return 0, errNoSendQueue
 	}
-	switch t := qp.t.(type) {
-	case *rc.QP:
-		return t.PostSend(wrs)
-	case *ud.QP:
-		return t.PostSend(wrs)
-	}
-	return 0, errNoTransport
+	n, run, err := qp.postSend(wrs, false)
+	qp.n.run(qp.e, run)
+	return n, err
 }
 
 // PostSendAll posts every WR of wrs or, if any is refused or the queue
@@ -448,18 +446,37 @@ func (qp *QP) PostSendAll(wrs []ibv.SendWR) error {
 	if qp.xrcd != nil {
 		return errNoSendQueue
 	}
+	_, run, err := qp.postSend(wrs, true)
+	qp.n.run(qp.e, run)
+	return err
+}
+
+// postSend posts wrs to the QP's transport, all or none when all is set.
+// It is the one call the engine makes to a transport's concrete type
+// rather than through qpTransport: passed through an interface, wrs
+// would escape, and the slice every ibv_post_send builds (verbs.QP.
+// PostSend's variadic WRs) would cost an allocation per post.
+func (qp *QP) postSend(wrs []ibv.SendWR, all bool) (int, transport.Run, error) {
 	switch t := qp.t.(type) {
 	case *rc.QP:
-		return t.PostSendAll(wrs)
+		if all {
+			run, err := t.PostSendAll(wrs)
+			return 0, run, err
+		}
+		return t.PostSend(wrs)
 	case *ud.QP:
-		return t.PostSendAll(wrs)
+		if all {
+			run, err := t.PostSendAll(wrs)
+			return 0, run, err
+		}
+		return t.PostSend(wrs)
 	}
-	return errNoTransport
+	return 0, transport.RunNone, errNoTransport
 }
 
 var (
-	errNoTransport = fmt.Errorf("%w: QP has no transport", ErrInvalid)
-	errNoSendQueue = fmt.Errorf("%w: an XRC_RECV QP has no send queue", ErrInvalid)
+	errNoTransport = fmt.Errorf("%w: QP has no transport", errno.Invalid)
+	errNoSendQueue = fmt.Errorf("%w: an XRC_RECV QP has no send queue", errno.Invalid)
 )
 
 // PostRecv posts receive work requests (ibv_post_recv).
@@ -470,12 +487,12 @@ func (qp *QP) PostRecv(wrs []ibv.RecvWR) (int, error) {
 	if qp.typ == ibv.QPTypeXRCSend || qp.typ == ibv.QPTypeXRCRecv {
 		// XRC_SEND has no receive side; XRC_RECV takes its receives from
 		// the XRC SRQs its requests name (ibv_create_qp_ex(3)).
-		return 0, fmt.Errorf("%w: a %v QP has no receive queue", ErrInvalid, qp.typ)
+		return 0, fmt.Errorf("%w: a %v QP has no receive queue", errno.Invalid, qp.typ)
 	}
 	if qp.shared != nil {
 		// A QP on an SRQ has no receive queue of its own (rxe post_recv:
 		// EINVAL; ibv_post_recv(3): use ibv_post_srq_recv).
-		return 0, fmt.Errorf("%w: QP %#x takes its receives from an SRQ or WQ", ErrInvalid, qp.qpn)
+		return 0, fmt.Errorf("%w: QP %#x takes its receives from an SRQ or WQ", errno.Invalid, qp.qpn)
 	}
 	if s := qp.t.State(); s == ibv.QPStateReset {
 		return 0, fmt.Errorf("%w: post receive in state %v", transport.ErrState, s)
@@ -494,7 +511,7 @@ func (qp *QP) Destroy() error {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
 	if qp.dead.Load() {
-		return fmt.Errorf("%w: QP %#x already destroyed", ErrInvalid, qp.qpn)
+		return fmt.Errorf("%w: QP %#x already destroyed", errno.Invalid, qp.qpn)
 	}
 	if qp.xrcd != nil {
 		// An XRC_RECV QP goes with its last handle (ibv_open_qp(3)).
@@ -529,11 +546,11 @@ func (qp *QP) Destroy() error {
 func (n *NIC) createXRCRecv(a *QPInitAttr) (*QP, error) {
 	switch {
 	case a.XRCD == nil:
-		return nil, fmt.Errorf("%w: an XRC_RECV QP needs an XRC domain", ErrInvalid)
+		return nil, fmt.Errorf("%w: an XRC_RECV QP needs an XRC domain", errno.Invalid)
 	case a.PD != nil || a.SendCQ != nil || a.RecvCQ != nil || a.SRQ != nil || a.WQ != nil:
-		return nil, fmt.Errorf("%w: an XRC_RECV QP has no PD, CQ, SRQ or WQ of its own", ErrInvalid)
+		return nil, fmt.Errorf("%w: an XRC_RECV QP has no PD, CQ, SRQ or WQ of its own", errno.Invalid)
 	case a.MaxTSOHeader != 0:
-		return nil, fmt.Errorf("%w: max_tso_header on an XRC_RECV QP (TSO is UD only)", ErrInvalid)
+		return nil, fmt.Errorf("%w: max_tso_header on an XRC_RECV QP (TSO is UD only)", errno.Invalid)
 	}
 	x := a.XRCD
 	if err := x.use(); err != nil {
@@ -542,15 +559,14 @@ func (n *NIC) createXRCRecv(a *QPInitAttr) (*QP, error) {
 	qp := &QP{n: n, typ: a.Type, ctx: a.Context, xrcd: x, handles: 1}
 	qp.dr.init(nil, nil) // never completed on: no send queue, receives go to the SRQs' CQs
 	qp.rq = transport.NewRecvQueue(1, 1)
-	_, err := n.RegisterQP(a.Type, func(qpn uint32, s Sched) (Handler, error) {
+	e, err := n.registerQP(a.Type, 0, func(qpn uint32, w transport.Waker) (Transport, error) {
 		qp.qpn = qpn
 		t, err := rc.New(rc.Config{
 			QPN: qpn, Type: a.Type, Mem: n.mem,
 			SendCQ: qp.dr.send, RQ: qp.rq, SRQ: true,
 			XRCSRQ:    func(num uint32) (rc.XRCTarget, bool) { return n.xrc.target(x, num) },
 			LocalAddr: n.addr, DstPort: n.cfg.PeerPort, SrcPort: n.cfg.Link.SrcPort(),
-			Clock: n.clock, Counters: &n.ctr,
-			Wake: s.Wake, Kick: s.Kick,
+			Clock: n.clock, Counters: &n.ctr, Waker: w,
 			OnAsync: qp.transportEvent,
 		})
 		qp.t = t
@@ -560,6 +576,7 @@ func (n *NIC) createXRCRecv(a *QPInitAttr) (*QP, error) {
 		x.unuse()
 		return nil, err
 	}
+	qp.e = e
 	n.xrc.mu.Lock()
 	if n.xrc.tgts == nil {
 		n.xrc.tgts = map[uint32]*QP{}

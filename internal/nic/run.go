@@ -3,7 +3,6 @@ package nic
 import (
 	"context"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -134,7 +133,7 @@ func (r *reader) read(readBatch func([]link.Datagram) (int, error)) (int, bool) 
 		if inline {
 			e.run(r.out)
 		} else {
-			e.wake()
+			e.Wake()
 		}
 		r.touched[i] = nil
 	}
@@ -335,11 +334,23 @@ func (r *reader) touch(e *qpEntry, writes, answer bool) {
 	r.touched = append(r.touched, e)
 }
 
-// kick is a post's doorbell (Sched.Kick): it runs e on the posting
+// run does what a QP's transport asked after an application's call
+// (transport.Run): a pass at once on the calling goroutine (kick), a pass
+// on the QP's processor, or nothing.
+func (n *NIC) run(e *qpEntry, r transport.Run) {
+	switch r {
+	case transport.RunNow:
+		n.kick(e)
+	case transport.RunLater:
+		e.Wake()
+	}
+}
+
+// kick is a post's doorbell (transport.RunNow): it runs e on the posting
 // goroutine and writes what it built before the post returns.
 func (n *NIC) kick(e *qpEntry) {
 	if n.closed.Load() {
-		e.wake()
+		e.Wake()
 		return
 	}
 	out := n.getTx()
@@ -394,39 +405,6 @@ func (n *NIC) Progress() int {
 	}
 	cnt, _ := n.prog.read(n.poll.TryReadBatch)
 	return cnt
-}
-
-// txPool keeps the outputs of the goroutines that run QPs without being
-// processors: the receive goroutine, posting goroutines, Progress.
-type txPool struct {
-	mu   sync.Mutex
-	free []*txBatch // guarded by mu
-}
-
-// maxFreeTx bounds the idle outputs kept (each holds a batch of
-// datagram buffers).
-const maxFreeTx = 8
-
-func (n *NIC) getTx() *txBatch {
-	n.txs.mu.Lock()
-	if k := len(n.txs.free); k > 0 {
-		t := n.txs.free[k-1]
-		n.txs.free = n.txs.free[:k-1]
-		n.txs.mu.Unlock()
-		return t
-	}
-	n.txs.mu.Unlock()
-	t := new(txBatch)
-	t.init(n.cfg.Link, &n.ctr)
-	return t
-}
-
-func (n *NIC) putTx(t *txBatch) {
-	n.txs.mu.Lock()
-	if len(n.txs.free) < maxFreeTx {
-		n.txs.free = append(n.txs.free, t)
-	}
-	n.txs.mu.Unlock()
 }
 
 // activity is what WaitActivity blocks on: a token the goroutines that

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/internal/transport"
 )
@@ -39,9 +40,9 @@ type sharedRQ struct {
 func checkRQCap(kind string, maxWR, limWR, maxSGE, limSGE uint32) error {
 	switch {
 	case maxWR == 0 || maxWR > limWR:
-		return fmt.Errorf("%w: %s max_wr %d not in 1..%d", ErrInvalid, kind, maxWR, limWR)
+		return fmt.Errorf("%w: %s max_wr %d not in 1..%d", errno.Invalid, kind, maxWR, limWR)
 	case maxSGE > limSGE:
-		return fmt.Errorf("%w: %s max_sge %d exceeds %d", ErrInvalid, kind, maxSGE, limSGE)
+		return fmt.Errorf("%w: %s max_sge %d exceeds %d", errno.Invalid, kind, maxSGE, limSGE)
 	}
 	return nil
 }
@@ -59,7 +60,7 @@ func (q *sharedRQ) init(n *NIC, pd *mem.PD, ctx any, name string, maxWR, maxSGE 
 func (q *sharedRQ) usableLocked() error {
 	switch {
 	case q.destroyed:
-		return fmt.Errorf("%w: %s destroyed", ErrInvalid, q.name)
+		return fmt.Errorf("%w: %s destroyed", errno.Invalid, q.name)
 	case q.n.closed.Load():
 		return ErrClosed
 	}
@@ -74,7 +75,7 @@ func (q *sharedRQ) attach() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.destroyed {
-		return fmt.Errorf("%w: %s destroyed", ErrInvalid, q.name)
+		return fmt.Errorf("%w: %s destroyed", errno.Invalid, q.name)
 	}
 	q.users++
 	return nil
@@ -92,9 +93,9 @@ func (q *sharedRQ) detach() {
 func (q *sharedRQ) destroyableLocked() error {
 	switch {
 	case q.destroyed:
-		return fmt.Errorf("%w: %s already destroyed", ErrInvalid, q.name)
+		return fmt.Errorf("%w: %s already destroyed", errno.Invalid, q.name)
 	case q.users > 0:
-		return fmt.Errorf("%w: %s used by %d QPs", ErrBusy, q.name, q.users)
+		return fmt.Errorf("%w: %s used by %d QPs", errno.Busy, q.name, q.users)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/internal/nic/cq"
 	"github.com/softnic/softnic/internal/tm"
@@ -87,38 +88,38 @@ func (n *NIC) CreateSRQ(pd *mem.PD, a SRQInitAttr) (*SRQ, error) {
 	case n.closed.Load():
 		return nil, ErrClosed
 	case pd == nil:
-		return nil, fmt.Errorf("%w: SRQ needs a PD", ErrInvalid)
+		return nil, fmt.Errorf("%w: SRQ needs a PD", errno.Invalid)
 	}
 	if err := checkRQCap("SRQ", a.MaxWR, maxSRQWR, a.MaxSGE, maxSRQSGE); err != nil {
 		return nil, err
 	}
 	if a.XRCD != nil && a.Type != ibv.SRQTypeXRC {
-		return nil, fmt.Errorf("%w: an XRC domain for a %v SRQ (XRC SRQs only)", ErrInvalid, a.Type)
+		return nil, fmt.Errorf("%w: an XRC domain for a %v SRQ (XRC SRQs only)", errno.Invalid, a.Type)
 	}
 	switch a.Type {
 	case ibv.SRQTypeBasic:
 	case ibv.SRQTypeTM:
 		switch {
 		case a.CQ == nil:
-			return nil, fmt.Errorf("%w: a tag-matching SRQ needs a CQ", ErrInvalid)
+			return nil, fmt.Errorf("%w: a tag-matching SRQ needs a CQ", errno.Invalid)
 		case a.TM.MaxNumTags == 0 || a.TM.MaxNumTags > MaxTMTags:
-			return nil, fmt.Errorf("%w: max_num_tags %d not in 1..%d", ErrInvalid, a.TM.MaxNumTags, MaxTMTags)
+			return nil, fmt.Errorf("%w: max_num_tags %d not in 1..%d", errno.Invalid, a.TM.MaxNumTags, MaxTMTags)
 		case a.TM.MaxOps == 0 || a.TM.MaxOps > MaxTMOps:
-			return nil, fmt.Errorf("%w: max_ops %d not in 1..%d", ErrInvalid, a.TM.MaxOps, MaxTMOps)
+			return nil, fmt.Errorf("%w: max_ops %d not in 1..%d", errno.Invalid, a.TM.MaxOps, MaxTMOps)
 		}
 	case ibv.SRQTypeXRC:
 		switch {
 		case a.XRCD == nil:
-			return nil, fmt.Errorf("%w: an XRC SRQ needs an XRC domain", ErrInvalid)
+			return nil, fmt.Errorf("%w: an XRC SRQ needs an XRC domain", errno.Invalid)
 		case a.CQ == nil:
-			return nil, fmt.Errorf("%w: an XRC SRQ needs a CQ", ErrInvalid)
+			return nil, fmt.Errorf("%w: an XRC SRQ needs a CQ", errno.Invalid)
 		}
 	default:
-		return nil, fmt.Errorf("%w: SRQ type %d", ErrInvalid, a.Type)
+		return nil, fmt.Errorf("%w: SRQ type %d", errno.Invalid, a.Type)
 	}
 	if int(n.srqs.Add(1)) > maxSRQ {
 		n.srqs.Add(-1)
-		return nil, fmt.Errorf("%w: %d SRQs exist", ErrNoMemory, maxSRQ)
+		return nil, fmt.Errorf("%w: %d SRQs exist", errno.NoMemory, maxSRQ)
 	}
 	s := &SRQ{}
 	s.init(n, pd, a.Context, "SRQ", max(a.MaxWR, minSRQWR), a.MaxSGE)
@@ -149,7 +150,7 @@ func (s *SRQ) Query() (ibv.SRQAttr, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.destroyed {
-		return ibv.SRQAttr{}, fmt.Errorf("%w: SRQ destroyed", ErrInvalid)
+		return ibv.SRQAttr{}, fmt.Errorf("%w: SRQ destroyed", errno.Invalid)
 	}
 	return ibv.SRQAttr{MaxWR: uint32(s.rq.Cap()), MaxSGE: uint32(s.rq.MaxSGE()), SRQLimit: s.limit}, nil
 }
@@ -169,14 +170,14 @@ func (s *SRQ) Modify(attr *ibv.SRQAttr, mask ibv.SRQAttrMask) error {
 		return err
 	}
 	if attr == nil || mask&^(ibv.SRQAttrMaxWR|ibv.SRQAttrLimit) != 0 {
-		return fmt.Errorf("%w: SRQ attribute mask %#x", ErrInvalid, uint32(mask))
+		return fmt.Errorf("%w: SRQ attribute mask %#x", errno.Invalid, uint32(mask))
 	}
 	if mask&ibv.SRQAttrMaxWR != 0 {
 		if err := checkRQCap("SRQ", attr.MaxWR, maxSRQWR, 0, 0); err != nil {
 			return err
 		}
 		if mask&ibv.SRQAttrLimit == 0 && s.limit != 0 && attr.MaxWR < s.limit {
-			return fmt.Errorf("%w: SRQ max_wr %d below the armed limit %d", ErrInvalid, attr.MaxWR, s.limit)
+			return fmt.Errorf("%w: SRQ max_wr %d below the armed limit %d", errno.Invalid, attr.MaxWR, s.limit)
 		}
 	}
 	if mask&ibv.SRQAttrLimit != 0 {
@@ -185,7 +186,7 @@ func (s *SRQ) Modify(attr *ibv.SRQAttr, mask ibv.SRQAttrMask) error {
 			capWR = attr.MaxWR
 		}
 		if attr.SRQLimit > capWR {
-			return fmt.Errorf("%w: SRQ limit %d exceeds max_wr %d", ErrInvalid, attr.SRQLimit, capWR)
+			return fmt.Errorf("%w: SRQ limit %d exceeds max_wr %d", errno.Invalid, attr.SRQLimit, capWR)
 		}
 	}
 	if mask&ibv.SRQAttrMaxWR != 0 {
@@ -236,7 +237,7 @@ func (s *SRQ) PostRecv(wrs []ibv.RecvWR) (int, error) {
 	return s.rq.Post(wrs)
 }
 
-// Destroy destroys the SRQ (ibv_destroy_srq). It fails with ErrBusy while
+// Destroy destroys the SRQ (ibv_destroy_srq). It fails with errno.Busy while
 // QPs are attached (the kernel's ib_destroy_srq_user: srq->usecnt), and
 // drops the WRs still posted without completions.
 func (s *SRQ) Destroy() error {
@@ -262,7 +263,7 @@ func (s *SRQ) Destroy() error {
 
 // PostOps runs tag list operations on a tag-matching SRQ
 // (ibv_post_srq_ops; tm.List.Post has the rules); on error it returns the
-// index of the first op not run. On a basic SRQ it is ErrNotSupported.
+// index of the first op not run. On a basic SRQ it is errno.NotSupported.
 func (s *SRQ) PostOps(ops []ibv.OpsWR) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -270,7 +271,7 @@ func (s *SRQ) PostOps(ops []ibv.OpsWR) (int, error) {
 		return 0, err
 	}
 	if s.tm == nil {
-		return 0, fmt.Errorf("%w: list operations on a basic SRQ", ErrNotSupported)
+		return 0, fmt.Errorf("%w: list operations on a basic SRQ", errno.NotSupported)
 	}
 	return s.tm.Post(ops)
 }
@@ -290,7 +291,7 @@ func (s *SRQ) Type() ibv.SRQType {
 // their RemoteSRQN (ibv_get_srq_num); other SRQs have none (EINVAL).
 func (s *SRQ) Num() (uint32, error) {
 	if s.xrcd == nil {
-		return 0, fmt.Errorf("%w: SRQ number of a %v SRQ (XRC SRQs only)", ErrInvalid, s.Type())
+		return 0, fmt.Errorf("%w: SRQ number of a %v SRQ (XRC SRQs only)", errno.Invalid, s.Type())
 	}
 	return s.num, nil
 }

@@ -2,19 +2,20 @@ package nic
 
 import (
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/internal/transport/rc"
 	"github.com/softnic/softnic/internal/transport/ud"
 )
 
 // qpTransport is the transport behind a QP as nic.QP drives it: an RC/UC
-// QP of package rc or a UD QP of package ud.
+// QP of package rc or a UD QP of package ud. Posting sends is the one
+// call nic.QP makes to the concrete type instead (QP.postSend).
 type qpTransport interface {
-	Handler
+	Transport
 	State() ibv.QPState
 	Query() ibv.QPAttr
-	Modify(attr *ibv.QPAttr, mask ibv.AttrMask) error
-	PostSend(wrs []ibv.SendWR) (int, error)
-	PostSendAll(wrs []ibv.SendWR) error
+	// Modify applies a checked modify and says what to run for it.
+	Modify(attr *ibv.QPAttr, mask ibv.AttrMask) (transport.Run, error)
 	FlushRecv()
 }
 
@@ -60,7 +61,7 @@ func TSOCaps() ibv.TSOCaps {
 }
 
 // newUD makes the UD transport of qp.
-func (n *NIC) newUD(qp *QP, qpn uint32, s Sched, a *QPInitAttr, c ibv.QPCap) (*ud.QP, error) {
+func (n *NIC) newUD(qp *QP, qpn uint32, a *QPInitAttr, c ibv.QPCap) (*ud.QP, error) {
 	return ud.New(ud.Config{
 		QPN: qpn, PD: a.PD, Mem: n.mem, SendCQ: qp.dr.send, RecvCQ: qp.dr.recv,
 		RQ: qp.rq, SRQ: qp.shared != nil, Cap: c, SigAll: a.SigAll,
@@ -68,8 +69,8 @@ func (n *NIC) newUD(qp *QP, qpn uint32, s Sched, a *QPInitAttr, c ibv.QPCap) (*u
 		MTU:          func() int { return n.PortMTU().Bytes() },
 		MaxTSOHeader: a.MaxTSOHeader,
 		GSI:          a.GSI,
-		Counters:     &n.ctr, Wake: s.Wake, Kick: s.Kick,
-		OnAsync: qp.transportEvent,
+		Counters:     &n.ctr,
+		OnAsync:      qp.transportEvent,
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/internal/nic/cq"
 	"github.com/softnic/softnic/internal/transport"
@@ -50,15 +51,15 @@ func (n *NIC) CreateWQ(pd *mem.PD, a WQInitAttr) (*WQ, error) {
 	case n.closed.Load():
 		return nil, ErrClosed
 	case pd == nil || a.CQ == nil:
-		return nil, fmt.Errorf("%w: WQ needs a PD and a CQ", ErrInvalid)
+		return nil, fmt.Errorf("%w: WQ needs a PD and a CQ", errno.Invalid)
 	case a.Type != ibv.WQTypeRQ:
-		return nil, fmt.Errorf("%w: WQ type %d (softnic has IBV_WQT_RQ)", ErrInvalid, a.Type)
+		return nil, fmt.Errorf("%w: WQ type %d (softnic has IBV_WQT_RQ)", errno.Invalid, a.Type)
 	}
 	if err := checkRQCap("WQ", a.MaxWR, maxQPWR, a.MaxSGE, maxSGE); err != nil {
 		return nil, err
 	}
 	if a.CreateFlags != 0 {
-		return nil, fmt.Errorf("%w: WQ create flags %#x not supported", ErrInvalid, a.CreateFlags)
+		return nil, fmt.Errorf("%w: WQ create flags %#x not supported", errno.Invalid, a.CreateFlags)
 	}
 	// WQ numbers are a space of their own, apart from QPNs, as mlx5's RQ
 	// numbers are.
@@ -111,17 +112,17 @@ func (w *WQ) Modify(attr *ibv.WQAttr, mask ibv.WQAttrMask) error {
 	}
 	switch {
 	case attr == nil || mask&^(ibv.WQAttrState|ibv.WQAttrCurrState|ibv.WQAttrFlags) != 0:
-		return fmt.Errorf("%w: WQ attribute mask %#x", ErrInvalid, uint32(mask))
+		return fmt.Errorf("%w: WQ attribute mask %#x", errno.Invalid, uint32(mask))
 	case mask&ibv.WQAttrFlags != 0 && attr.FlagsMask != 0:
-		return fmt.Errorf("%w: WQ flags %#x not supported", ErrInvalid, attr.FlagsMask)
+		return fmt.Errorf("%w: WQ flags %#x not supported", errno.Invalid, attr.FlagsMask)
 	case mask&ibv.WQAttrCurrState != 0 && attr.CurrState != w.state:
-		return fmt.Errorf("%w: WQ %#x is %v, not %v (IBV_WQ_ATTR_CURR_STATE)", ErrInvalid, w.num, w.state, attr.CurrState)
+		return fmt.Errorf("%w: WQ %#x is %v, not %v (IBV_WQ_ATTR_CURR_STATE)", errno.Invalid, w.num, w.state, attr.CurrState)
 	}
 	if mask&ibv.WQAttrState == 0 {
 		return nil
 	}
 	if !wqTransitionOK(w.state, attr.State) {
-		return fmt.Errorf("%w: WQ %#x: %v->%v", ErrInvalid, w.num, w.state, attr.State)
+		return fmt.Errorf("%w: WQ %#x: %v->%v", errno.Invalid, w.num, w.state, attr.State)
 	}
 	prev := w.state
 	w.state = attr.State

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/transport/rc"
 )
 
@@ -57,7 +58,7 @@ func OpenXRCD(key string) *XRCD {
 }
 
 // Close closes one handle of the domain (ibv_close_xrcd). Closing the
-// last one fails with ErrBusy while XRC SRQs or XRC_RECV QPs remain in
+// last one fails with errno.Busy while XRC SRQs or XRC_RECV QPs remain in
 // the domain (the kernel's ib_dealloc_xrcd_user: usecnt); after it the
 // key names a new domain.
 func (x *XRCD) Close() error {
@@ -67,9 +68,9 @@ func (x *XRCD) Close() error {
 	defer x.mu.Unlock()
 	switch {
 	case x.gone:
-		return fmt.Errorf("%w: XRC domain closed", ErrInvalid)
+		return fmt.Errorf("%w: XRC domain closed", errno.Invalid)
 	case x.opens == 1 && x.users > 0:
-		return fmt.Errorf("%w: XRC domain has %d SRQs and QPs", ErrBusy, x.users)
+		return fmt.Errorf("%w: XRC domain has %d SRQs and QPs", errno.Busy, x.users)
 	}
 	x.opens--
 	if x.opens == 0 {
@@ -86,7 +87,7 @@ func (x *XRCD) use() error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.gone {
-		return fmt.Errorf("%w: XRC domain closed", ErrInvalid)
+		return fmt.Errorf("%w: XRC domain closed", errno.Invalid)
 	}
 	x.users++
 	return nil
@@ -119,7 +120,7 @@ func (t *xrcTables) addSRQ(s *SRQ) error {
 	}
 	for i := 0; ; i++ {
 		if i > maxSRQNum {
-			return fmt.Errorf("%w: no free SRQ number", ErrNoMemory)
+			return fmt.Errorf("%w: no free SRQ number", errno.NoMemory)
 		}
 		t.nextNum = t.nextNum%maxSRQNum + 1 // 1..maxSRQNum
 		if _, used := t.srqs[t.nextNum]; !used {
@@ -161,16 +162,16 @@ func (n *NIC) OpenQP(x *XRCD, qpn uint32) (*QP, error) {
 	n.xrc.mu.RUnlock()
 	switch {
 	case x == nil:
-		return nil, fmt.Errorf("%w: open QP needs an XRC domain", ErrInvalid)
+		return nil, fmt.Errorf("%w: open QP needs an XRC domain", errno.Invalid)
 	case qp == nil:
-		return nil, fmt.Errorf("%w: no XRC_RECV QP %#x", ErrInvalid, qpn)
+		return nil, fmt.Errorf("%w: no XRC_RECV QP %#x", errno.Invalid, qpn)
 	case qp.xrcd != x:
-		return nil, fmt.Errorf("%w: XRC_RECV QP %#x is of another XRC domain", ErrInvalid, qpn)
+		return nil, fmt.Errorf("%w: XRC_RECV QP %#x is of another XRC domain", errno.Invalid, qpn)
 	}
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
 	if qp.dead.Load() {
-		return nil, fmt.Errorf("%w: QP %#x destroyed", ErrInvalid, qpn)
+		return nil, fmt.Errorf("%w: QP %#x destroyed", errno.Invalid, qpn)
 	}
 	qp.handles++
 	return qp, nil

@@ -19,6 +19,7 @@ import (
 	"sync"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/transport"
 )
 
@@ -84,10 +85,10 @@ func (l *List) MaxTags() int { return len(l.tags) }
 // into ops[i].Handle.
 //
 //   - WRTagAdd with the list full, or an op beyond MaxOps in one post:
-//     transport.ErrFull (ENOMEM, as mlx5_post_srq_ops: "tag matching list
+//     errno.Full (ENOMEM, as mlx5_post_srq_ops: "tag matching list
 //     is full", work queue overflow);
 //   - more SGEs than the list's max_sge, an unknown opcode, or a
-//     WRTagDel handle outside the list: transport.ErrInvalid (EINVAL;
+//     WRTagDel handle outside the list: errno.Invalid (EINVAL;
 //     mlx5 checks num_sge ≤ 1 only in debug builds and indexes its list
 //     with the handle unchecked — softnic refuses it).
 //
@@ -104,17 +105,17 @@ func (l *List) Post(ops []ibv.OpsWR) (int, error) {
 	for i := range ops {
 		op := &ops[i]
 		if i >= l.maxOps {
-			return i, fmt.Errorf("%w: %d list operations in one post, max_ops %d", transport.ErrFull, len(ops), l.maxOps)
+			return i, fmt.Errorf("%w: %d list operations in one post, max_ops %d", errno.Full, len(ops), l.maxOps)
 		}
 		status := ibv.WCSuccess
 		var opcode ibv.WCOpcode
 		switch op.Opcode {
 		case ibv.WRTagAdd:
 			if len(op.SGList) > l.maxSGE {
-				return i, fmt.Errorf("%w: TAG_ADD with %d SGEs, max %d", transport.ErrInvalid, len(op.SGList), l.maxSGE)
+				return i, fmt.Errorf("%w: TAG_ADD with %d SGEs, max %d", errno.Invalid, len(op.SGList), l.maxSGE)
 			}
 			if l.nfree == 0 {
-				return i, fmt.Errorf("%w: tag list holds %d tags", transport.ErrFull, len(l.tags))
+				return i, fmt.Errorf("%w: tag list holds %d tags", errno.Full, len(l.tags))
 			}
 			h := l.free[l.head]
 			l.head, l.nfree = (l.head+1)%len(l.free), l.nfree-1
@@ -131,7 +132,7 @@ func (l *List) Post(ops []ibv.OpsWR) (int, error) {
 			opcode = ibv.WCTMAdd
 		case ibv.WRTagDel:
 			if op.Handle >= uint32(len(l.tags)) {
-				return i, fmt.Errorf("%w: TAG_DEL handle %d, the list has %d", transport.ErrInvalid, op.Handle, len(l.tags))
+				return i, fmt.Errorf("%w: TAG_DEL handle %d, the list has %d", errno.Invalid, op.Handle, len(l.tags))
 			}
 			if e := &l.tags[op.Handle]; e.state == listed {
 				l.releaseLocked(op.Handle)
@@ -142,7 +143,7 @@ func (l *List) Post(ops []ibv.OpsWR) (int, error) {
 		case ibv.WRTagSync:
 			opcode = ibv.WCTMSync
 		default:
-			return i, fmt.Errorf("%w: list operation opcode %d", transport.ErrInvalid, op.Opcode)
+			return i, fmt.Errorf("%w: list operation opcode %d", errno.Invalid, op.Opcode)
 		}
 		if op.Flags&ibv.OpsTMSync != 0 {
 			l.swUnexp = op.UnexpectedCnt

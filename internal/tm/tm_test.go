@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/transport"
 )
 
@@ -69,7 +70,7 @@ func TestMaxTagsAndHandleReuse(t *testing.T) {
 	l := New(2, 8, 1, &cq)
 	ops := []ibv.OpsWR{add(1, 1, ^uint64(0), 0), add(2, 2, ^uint64(0), 0), add(3, 3, ^uint64(0), 0)}
 	bad, err := l.Post(ops)
-	if bad != 2 || !errors.Is(err, transport.ErrFull) {
+	if bad != 2 || !errors.Is(err, errno.Full) {
 		t.Fatalf("third add of 2: bad %d err %v, want 2 ErrFull", bad, err)
 	}
 	// Free handle 1, then 0: they come back in that order.
@@ -90,10 +91,10 @@ func TestPostRefusals(t *testing.T) {
 		bad  int
 		want error
 	}{
-		{"too many SGEs", []ibv.OpsWR{add(1, 1, 1, 0), {Opcode: ibv.WRTagAdd, SGList: two}}, 1, transport.ErrInvalid},
-		{"bad opcode", []ibv.OpsWR{{Opcode: 9}}, 0, transport.ErrInvalid},
-		{"handle outside the list", []ibv.OpsWR{{Opcode: ibv.WRTagDel, Handle: 4}}, 0, transport.ErrInvalid},
-		{"beyond max_ops", []ibv.OpsWR{{Opcode: ibv.WRTagSync}, {Opcode: ibv.WRTagSync}, {Opcode: ibv.WRTagSync}}, 2, transport.ErrFull},
+		{"too many SGEs", []ibv.OpsWR{add(1, 1, 1, 0), {Opcode: ibv.WRTagAdd, SGList: two}}, 1, errno.Invalid},
+		{"bad opcode", []ibv.OpsWR{{Opcode: 9}}, 0, errno.Invalid},
+		{"handle outside the list", []ibv.OpsWR{{Opcode: ibv.WRTagDel, Handle: 4}}, 0, errno.Invalid},
+		{"beyond max_ops", []ibv.OpsWR{{Opcode: ibv.WRTagSync}, {Opcode: ibv.WRTagSync}, {Opcode: ibv.WRTagSync}}, 2, errno.Full},
 	} {
 		bad, err := l.Post(c.ops)
 		if bad != c.bad || !errors.Is(err, c.want) {

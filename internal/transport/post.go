@@ -2,130 +2,174 @@ package transport
 
 import (
 	"fmt"
-	"sync"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 )
 
-// SendPost is the ibv_post_send path every QP type shares: the QP-state
-// rule, the order of the checks, the index of the first WR refused, the
-// full send queue, all-or-nothing batches and the flush of WRs posted in
-// ERR or SQE. A transport fills in its own rules (which opcodes its QP
-// type takes, what a WQE holds) as the functions below, each about WR i
-// of the batch, and calls Post or PostAll with the QP's lock, which they
-// hold around every function but OnAsync and Wake.
+// SendQueue is a transport's send queue as SendPost reads it. Its
+// methods are called with the QP's lock held.
+type SendQueue interface {
+	// PostState returns the QP's state.
+	PostState() ibv.QPState
+	// Free returns the free slots of the send queue, Size its capacity.
+	Free() int
+	Size() int
+	// FlushPosted completes every queued WR with WR_FLUSH_ERR.
+	FlushPosted()
+}
+
+// SendPost is one ibv_post_send through the path every QP type shares:
+// the QP-state rule, the order of the checks, the index of the first WR
+// refused, the full send queue, all-or-nothing batches and the flush of
+// WRs posted in ERR or SQE. The transport drives it as a loop, with the
+// QP's lock held, making each step Next asks for by its own rules (which
+// opcodes its QP type takes, what a WQE holds), as bufio.Scanner's
+// caller takes each token:
 //
-// The functions take an index rather than a *SendWR: a pointer passed to
-// a function value escapes, and so would every caller's WR slice, at an
+//	p := transport.SendPost{SQ: sq, N: len(wrs), All: all}
+//	for p.Next() {
+//		switch p.Step {
+//		case transport.CheckWR:
+//			p.Err = check(&wrs[p.WR])
+//		case transport.QueueWR:
+//			p.Err = enqueue(&wrs[p.WR])
+//		}
+//	}
+//	// p.Posted WRs are queued; p.Err says why no more.
+//
+// The transport calls its rules itself, in its own loop: through
+// function values or an interface the WRs would escape, and every
+// caller's slice (verbs.QP.PostSend's variadic WRs) would cost an
 // allocation per post.
 type SendPost struct {
-	// State returns the QP's state.
-	State func() ibv.QPState
-	// Check validates WR i against the QP type and the QP's capabilities
-	// (CheckSendCaps); its error wraps ErrInvalid.
-	Check func(i int) error
-	// Free returns the free slots of the send queue; Size its capacity.
-	Free func() int
-	Size int
-	// Enqueue queues WR i, which Check accepted. It fails only when the
-	// WR's inline SGEs can no longer be read (InlineError); the queue is
-	// then unchanged.
-	Enqueue func(i int) error
-	// Flush completes every queued WR with WR_FLUSH_ERR.
-	Flush func()
-	// Events are the QP's queued events, reported to OnAsync once the
-	// lock is released (Flush raises some); Wake runs after a post that
-	// queued WRs.
-	Events  *EventQueue
-	OnAsync func(ibv.AsyncEventType)
-	Wake    func()
-	// Idle, when set, reports with the lock held whether the send queue
-	// holds nothing, before the post queues its WRs; a post to an idle
-	// queue calls Kick instead of Wake: it runs the transport on the
-	// posting goroutine, so the WRs leave before the post returns. A post
-	// to a queue with work outstanding joins it and leaves the sending
-	// to the engine, which sends the backlog in batches (one sendmmsg for
-	// many WRs rather than one per post).
-	Idle func() bool
-	Kick func()
+	SQ SendQueue
+	// N is the number of WRs posted. All posts all of them or, if one is
+	// refused or the queue has no room for all, none (ibv_wr_complete
+	// semantics: a full queue there is ENOSPC, rxe provider
+	// wr_complete); without it the post stops at the first WR refused,
+	// and those before it are queued (ibv_post_send).
+	N   int
+	All bool
+
+	// Step is the step Next asks for, about WR number WR. Err is its
+	// result, which the caller sets: CheckWR's refusal of the WR against
+	// the QP type and its capabilities (CheckSendCaps), wrapping
+	// errno.Invalid; QueueWR's failure to queue a WR CheckWR accepted,
+	// only when its inline SGEs can no longer be read (InlineError), the
+	// queue then unchanged.
+	Step PostStep
+	WR   int
+	Err  error
+
+	// Posted is the number of WRs queued once Next returns false, and
+	// Err why the post stopped short of N: an error wrapping
+	// errno.Invalid, errno.Full or ErrState (with All, WRs are queued
+	// only once every check passed).
+	Posted int
+
+	phase postPhase
 }
 
-// Post queues WRs 0..n-1 in order (ibv_post_send). It stops at the first
-// WR it refuses and returns its index with an error wrapping ErrInvalid,
-// ErrFull or ErrState; the WRs before it are posted. (mu is not a field:
-// what a field of p points to would escape with the mutex.)
-func (p *SendPost) Post(mu *sync.Mutex, n int) (int, error) {
-	mu.Lock()
-	idle := p.Idle != nil && p.Idle()
-	i, err := p.postLocked(n)
-	mu.Unlock()
-	p.done(mu, i > 0, idle)
-	return i, err
-}
+// PostStep is a step of SendPost.
+type PostStep uint8
 
-// PostAll posts all n WRs or, if any is refused or the send queue has no
-// room for all of them, none (ibv_wr_complete semantics: a full queue
-// there is ENOSPC, rxe provider wr_complete).
-func (p *SendPost) PostAll(mu *sync.Mutex, n int) error {
-	mu.Lock()
-	idle := p.Idle != nil && p.Idle()
-	err := p.checkAllLocked(n)
-	if err == nil {
-		_, err = p.postLocked(n)
-	}
-	mu.Unlock()
-	p.done(mu, err == nil && n > 0, idle)
-	return err
-}
+const (
+	// CheckWR: validate WR p.WR.
+	CheckWR PostStep = iota + 1
+	// QueueWR: queue WR p.WR, which CheckWR accepted.
+	QueueWR
+)
 
-func (p *SendPost) done(mu *sync.Mutex, posted, idle bool) {
-	p.Events.Deliver(mu, p.OnAsync)
-	switch {
-	case !posted:
-	case idle && p.Kick != nil:
-		p.Kick()
-	default:
-		p.Wake()
-	}
-}
+// postPhase is where SendPost is: about to check the QP's state, at a
+// check of every WR before any is queued (All), at a WR's check before
+// it is queued, at its queueing, or done.
+type postPhase uint8
 
-func (p *SendPost) checkAllLocked(n int) error {
-	if err := CheckPostSendState(p.State()); err != nil {
-		return err
-	}
-	for i := range n {
-		if err := p.Check(i); err != nil {
-			return fmt.Errorf("WR %d: %w", i, err)
+const (
+	phaseState postPhase = iota
+	phaseCheckAll
+	phaseCheck
+	phaseQueue
+	phaseDone
+)
+
+// Next takes the result of the step it asked for last, applies the
+// shared rules, and reports whether the caller has a step to make
+// (Step, WR): false once the post is over.
+func (p *SendPost) Next() bool {
+	switch p.phase {
+	case phaseState:
+		if err := CheckPostSendState(p.SQ.PostState()); err != nil {
+			return p.stop(err)
 		}
-	}
-	if free := p.Free(); n > free {
-		return fmt.Errorf("%w: %d WRs, room for %d", ErrFull, n, free)
-	}
-	return nil
-}
-
-func (p *SendPost) postLocked(n int) (int, error) {
-	if err := CheckPostSendState(p.State()); err != nil {
-		return 0, err
-	}
-	for i := range n {
-		if err := p.Check(i); err != nil {
-			return i, err
+		if p.All {
+			return p.ask(phaseCheckAll, CheckWR, 0)
 		}
-		if p.Free() == 0 {
-			return i, fmt.Errorf("%w: send queue holds %d WRs", ErrFull, p.Size)
+		return p.ask(phaseCheck, CheckWR, 0)
+	case phaseCheckAll:
+		if p.Err != nil {
+			return p.stop(errno.Wrapf(p.Err, "WR %d", p.WR))
 		}
-		if err := p.Enqueue(i); err != nil {
-			return i, err
+		if p.WR+1 < p.N {
+			return p.ask(phaseCheckAll, CheckWR, p.WR+1)
 		}
-		if s := p.State(); s == ibv.QPStateErr || s == ibv.QPStateSQE {
+		if free := p.SQ.Free(); p.N > free {
+			return p.stop(fmt.Errorf("%w: %d WRs, room for %d", errno.Full, p.N, free))
+		}
+		return p.ask(phaseCheck, CheckWR, 0)
+	case phaseCheck:
+		if p.Err != nil {
+			return p.stop(p.Err)
+		}
+		if p.SQ.Free() == 0 {
+			return p.stop(fmt.Errorf("%w: send queue holds %d WRs", errno.Full, p.SQ.Size()))
+		}
+		return p.ask(phaseQueue, QueueWR, p.WR)
+	case phaseQueue:
+		if p.Err != nil {
+			return p.stop(p.Err)
+		}
+		if s := p.SQ.PostState(); s == ibv.QPStateErr || s == ibv.QPStateSQE {
 			// WRs posted in ERR or SQE complete at once with a flush
 			// error (IBTA 10.8.3.3; ibv_post_send(3); the kernel's
 			// ib_drain_qp relies on it).
-			p.Flush()
+			p.SQ.FlushPosted()
 		}
+		p.Posted = p.WR + 1
+		return p.ask(phaseCheck, CheckWR, p.WR+1)
 	}
-	return n, nil
+	return false
+}
+
+// ask asks for step s on WR wr in phase ph, unless the post has no WR
+// wr: then it is over.
+func (p *SendPost) ask(ph postPhase, s PostStep, wr int) bool {
+	if wr >= p.N {
+		p.phase = phaseDone
+		return false
+	}
+	p.phase, p.Step, p.WR = ph, s, wr
+	return true
+}
+
+// stop ends the post with err.
+func (p *SendPost) stop(err error) bool {
+	p.phase, p.Err = phaseDone, err
+	return false
+}
+
+// PostRun is what a post that queued posted WRs asks the engine to run:
+// RunNone when it queued nothing; RunNow when now says the transport
+// wants them sent on the posting goroutine; else RunLater.
+func PostRun(posted int, now bool) Run {
+	switch {
+	case posted == 0:
+		return RunNone
+	case now:
+		return RunNow
+	}
+	return RunLater
 }
 
 // CheckPostSendState refuses sends before RTS (ibv_post_send(3): the QP
@@ -147,7 +191,7 @@ func CheckPostSendState(s ibv.QPState) error {
 // them (mem.Table.CheckGather, reported with InlineError).
 func CheckSendCaps(wr *ibv.SendWR, c *ibv.QPCap, inlineFree bool) (uint64, error) {
 	if len(wr.SGList) > int(c.MaxSendSGE) {
-		return 0, fmt.Errorf("%w: %d SGEs, QP max_send_sge %d", ErrInvalid, len(wr.SGList), c.MaxSendSGE)
+		return 0, fmt.Errorf("%w: %d SGEs, QP max_send_sge %d", errno.Invalid, len(wr.SGList), c.MaxSendSGE)
 	}
 	n := uint64(0)
 	if wr.Flags&ibv.SendInline != 0 && wr.InlineData != nil {
@@ -158,7 +202,7 @@ func CheckSendCaps(wr *ibv.SendWR, c *ibv.QPCap, inlineFree bool) (uint64, error
 		}
 	}
 	if wr.Flags&ibv.SendInline != 0 && !inlineFree && n > uint64(c.MaxInlineData) {
-		return 0, fmt.Errorf("%w: %d inline bytes, QP max_inline_data %d", ErrInvalid, n, c.MaxInlineData)
+		return 0, fmt.Errorf("%w: %d inline bytes, QP max_inline_data %d", errno.Invalid, n, c.MaxInlineData)
 	}
 	return n, nil
 }

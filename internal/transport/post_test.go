@@ -3,48 +3,51 @@ package transport
 import (
 	"errors"
 	"fmt"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 )
 
 // fakeSQ is a send queue of size slots behind the shared post path; WRs
-// whose WRID is 0 are refused by Check.
+// whose WRID is 0 are refused by the check, and those whose WRID is 99
+// fail to queue (an inline SGE gone since the check).
 type fakeSQ struct {
-	mu      sync.Mutex
 	state   ibv.QPState
 	size    int
 	queued  []uint64
 	flushed []uint64
-	wakes   int
-	events  EventQueue
+	wakes   int // posts that asked for a run
+}
+
+func (q *fakeSQ) PostState() ibv.QPState { return q.state }
+func (q *fakeSQ) Free() int              { return q.size - len(q.queued) }
+func (q *fakeSQ) Size() int              { return q.size }
+func (q *fakeSQ) FlushPosted() {
+	q.flushed = append(q.flushed, q.queued...)
+	q.queued = q.queued[:0]
 }
 
 func (q *fakeSQ) post(wrs []ibv.SendWR, all bool) (int, error) {
-	p := SendPost{
-		State: func() ibv.QPState { return q.state },
-		Check: func(i int) error {
-			if wrs[i].WRID == 0 {
-				return fmt.Errorf("%w: WRID 0", ErrInvalid)
+	p := SendPost{SQ: q, N: len(wrs), All: all}
+	for p.Next() {
+		switch p.Step {
+		case CheckWR:
+			if wrs[p.WR].WRID == 0 {
+				p.Err = fmt.Errorf("%w: WRID 0", errno.Invalid)
 			}
-			return nil
-		},
-		Free:    func() int { return q.size - len(q.queued) },
-		Size:    q.size,
-		Enqueue: func(i int) error { q.queued = append(q.queued, wrs[i].WRID); return nil },
-		Flush: func() {
-			q.flushed = append(q.flushed, q.queued...)
-			q.queued = q.queued[:0]
-		},
-		Events: &q.events,
-		Wake:   func() { q.wakes++ },
+		case QueueWR:
+			if wrs[p.WR].WRID == 99 {
+				p.Err = fmt.Errorf("%w: inline data gone", errno.Invalid)
+				break
+			}
+			q.queued = append(q.queued, wrs[p.WR].WRID)
+		}
 	}
-	if all {
-		return 0, p.PostAll(&q.mu, len(wrs))
+	if PostRun(p.Posted, false) != RunNone {
+		q.wakes++
 	}
-	return p.Post(&q.mu, len(wrs))
+	return p.Posted, p.Err
 }
 
 func (q *fakeSQ) postAll(wrs []ibv.SendWR) error {
@@ -72,29 +75,34 @@ func TestSendPost(t *testing.T) {
 	}
 
 	q := &fakeSQ{state: ibv.QPStateRTS, size: 3}
-	if i, err := q.post(wrsOf(1, 2, 0, 4), false); i != 2 || !errors.Is(err, ErrInvalid) {
-		t.Errorf("Post with WR 2 bad: %d, %v; want 2 and ErrInvalid", i, err)
+	if i, err := q.post(wrsOf(1, 2, 0, 4), false); i != 2 || !errors.Is(err, errno.Invalid) {
+		t.Errorf("Post with WR 2 bad: %d, %v; want 2 and errno.Invalid", i, err)
 	}
-	if i, err := q.post(wrsOf(3, 4), false); i != 1 || !errors.Is(err, ErrFull) {
-		t.Errorf("Post past the queue: %d, %v; want 1 and ErrFull", i, err)
+	if i, err := q.post(wrsOf(3, 4), false); i != 1 || !errors.Is(err, errno.Full) {
+		t.Errorf("Post past the queue: %d, %v; want 1 and errno.Full", i, err)
 	}
 	if len(q.queued) != 3 || q.wakes != 2 {
-		t.Errorf("queued %v, %d wake-ups; want 3 WRs and two posts that woke the QP", q.queued, q.wakes)
+		t.Errorf("queued %v, %d runs; want 3 WRs and two posts that asked for a run", q.queued, q.wakes)
 	}
 
 	q = &fakeSQ{state: ibv.QPStateRTS, size: 2}
 	err := q.postAll(wrsOf(1, 0))
-	if !errors.Is(err, ErrInvalid) || !strings.HasPrefix(err.Error(), "WR 1: ") || len(q.queued) != 0 {
-		t.Errorf("PostAll with WR 1 bad: %v, queued %v; want \"WR 1: \" ErrInvalid and none queued", err, q.queued)
+	if !errors.Is(err, errno.Invalid) || err.Error() != "invalid argument: WR 1: WRID 0" || len(q.queued) != 0 {
+		t.Errorf("PostAll with WR 1 bad: %v, queued %v; want EINVAL \"WR 1: WRID 0\" and none queued", err, q.queued)
 	}
-	if err := q.postAll(wrsOf(1, 2, 3)); !errors.Is(err, ErrFull) || len(q.queued) != 0 {
-		t.Errorf("PostAll of 3 into 2: %v, queued %v; want ErrFull and none queued", err, q.queued)
+	if err := q.postAll(wrsOf(1, 2, 3)); !errors.Is(err, errno.Full) || len(q.queued) != 0 {
+		t.Errorf("PostAll of 3 into 2: %v, queued %v; want errno.Full and none queued", err, q.queued)
 	}
 	if err := q.postAll(wrsOf(1, 2)); err != nil || len(q.queued) != 2 {
 		t.Errorf("PostAll of 2 into 2: %v, queued %v", err, q.queued)
 	}
 	if q.wakes != 1 {
-		t.Errorf("%d wake-ups, want 1: a batch refused queues nothing", q.wakes)
+		t.Errorf("%d runs, want 1: a batch refused queues nothing", q.wakes)
+	}
+
+	q = &fakeSQ{state: ibv.QPStateRTS, size: 4}
+	if i, err := q.post(wrsOf(1, 99, 3), false); i != 1 || !errors.Is(err, errno.Invalid) || len(q.queued) != 1 || q.wakes != 1 {
+		t.Errorf("Post with WR 1 failing to queue: %d, %v, queued %v, %d runs; want 1, EINVAL, WR 0 queued and a run", i, err, q.queued, q.wakes)
 	}
 
 	// WRs posted in ERR or SQE are flushed as they are posted.
@@ -121,10 +129,10 @@ func TestCheckSendCaps(t *testing.T) {
 		err        error
 	}{
 		{"SGEs", ibv.SendWR{SGList: sgl}, false, 9, nil},
-		{"too many SGEs", ibv.SendWR{SGList: append(sgl, ibv.SGE{})}, false, 0, ErrInvalid},
-		{"inline SGEs over max_inline_data", ibv.SendWR{SGList: sgl, Flags: ibv.SendInline}, false, 0, ErrInvalid},
+		{"too many SGEs", ibv.SendWR{SGList: append(sgl, ibv.SGE{})}, false, 0, errno.Invalid},
+		{"inline SGEs over max_inline_data", ibv.SendWR{SGList: sgl, Flags: ibv.SendInline}, false, 0, errno.Invalid},
 		{"inline bytes within", ibv.SendWR{InlineData: make([]byte, 8), Flags: ibv.SendInline}, false, 8, nil},
-		{"inline bytes over", ibv.SendWR{InlineData: make([]byte, 9), Flags: ibv.SendInline}, false, 0, ErrInvalid},
+		{"inline bytes over", ibv.SendWR{InlineData: make([]byte, 9), Flags: ibv.SendInline}, false, 0, errno.Invalid},
 		{"inline exempt", ibv.SendWR{SGList: sgl, Flags: ibv.SendInline}, true, 9, nil},
 		{"inline data ignored without the flag", ibv.SendWR{SGList: sgl, InlineData: make([]byte, 1)}, false, 9, nil},
 	}
@@ -136,5 +144,22 @@ func TestCheckSendCaps(t *testing.T) {
 	}
 	if !Signaled(true, 0) || !Signaled(false, ibv.SendSignaled) || Signaled(false, ibv.SendInline) {
 		t.Error("Signaled: sq_sig_all or IBV_SEND_SIGNALED")
+	}
+}
+
+func TestPostRun(t *testing.T) {
+	for _, tc := range []struct {
+		posted int
+		now    bool
+		want   Run
+	}{
+		{0, false, RunNone},
+		{0, true, RunNone},
+		{1, false, RunLater},
+		{3, true, RunNow},
+	} {
+		if got := PostRun(tc.posted, tc.now); got != tc.want {
+			t.Errorf("PostRun(%d, %v) = %v, want %v", tc.posted, tc.now, got, tc.want)
+		}
 	}
 }

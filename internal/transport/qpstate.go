@@ -1,12 +1,13 @@
 package transport
 
 import (
-	"errors"
 	"fmt"
 	"math/bits"
 	"strings"
+	"syscall"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 )
 
 // The QP state machine of ibv_modify_qp(3) (IBTA 10.3.1, Table 99
@@ -16,7 +17,7 @@ import (
 
 // ErrInvalidModify is the sentinel every ibv_modify_qp refusal wraps; it is
 // what the kernel reports as EINVAL (or EPERM for a controlled Q_Key).
-var ErrInvalidModify = errors.New("invalid QP modify")
+var ErrInvalidModify = errno.New("invalid QP modify", syscall.EINVAL)
 
 // The kinds of modify refusal; each wraps ErrInvalidModify, and a
 // *ModifyError unwraps to one of them.

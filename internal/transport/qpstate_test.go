@@ -247,15 +247,15 @@ func TestCheckModifyMessages(t *testing.T) {
 	}{
 		{ibv.QPTypeRC, ibv.QPStateInit, ibv.QPStateRTR,
 			ibv.QPAttrState | ibv.QPAttrAV | ibv.QPAttrPathMTU | ibv.QPAttrDestQPN | ibv.QPAttrMaxDestRdAtomic | ibv.QPAttrMinRNRTimer,
-			"invalid QP modify: INIT->RTR for RC requires IBV_QP_AV|IBV_QP_PATH_MTU|IBV_QP_RQ_PSN|" +
+			"invalid argument: invalid QP modify: INIT->RTR for RC requires IBV_QP_AV|IBV_QP_PATH_MTU|IBV_QP_RQ_PSN|" +
 				"IBV_QP_MIN_RNR_TIMER|IBV_QP_MAX_DEST_RD_ATOMIC|IBV_QP_DEST_QPN, missing IBV_QP_RQ_PSN"},
 		{ibv.QPTypeUD, ibv.QPStateRTS, ibv.QPStateRTS, ibv.QPAttrPathMTU,
-			"invalid QP modify: RTS->RTS for UD allows only IBV_QP_STATE|IBV_QP_CUR_STATE|IBV_QP_QKEY, " +
+			"invalid argument: invalid QP modify: RTS->RTS for UD allows only IBV_QP_STATE|IBV_QP_CUR_STATE|IBV_QP_QKEY, " +
 				"IBV_QP_PATH_MTU not allowed"},
 		{ibv.QPTypeRC, ibv.QPStateRTS, ibv.QPStateErr, ibv.QPAttrState | ibv.QPAttrQKey,
-			"invalid QP modify: RTS->ERR for RC allows only IBV_QP_STATE, IBV_QP_QKEY not allowed"},
+			"invalid argument: invalid QP modify: RTS->ERR for RC allows only IBV_QP_STATE, IBV_QP_QKEY not allowed"},
 		{ibv.QPTypeRC, ibv.QPStateReset, ibv.QPStateRTS, ibv.QPAttrState,
-			"invalid QP modify: RESET->RTS for RC is not a legal transition"},
+			"invalid argument: invalid QP modify: RESET->RTS for RC is not a legal transition"},
 	}
 	for _, tt := range tests {
 		err := CheckModify(tt.typ, tt.cur, tt.nxt, tt.mask)

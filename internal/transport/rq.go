@@ -1,20 +1,18 @@
 package transport
 
 import (
-	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 )
 
-// Errors of posting, each wrapping an errno-like sentinel of package verbs'
-// family (EINVAL, ENOMEM).
-var (
-	ErrInvalid = errors.New("invalid argument") // EINVAL
-	ErrFull    = errors.New("queue full")       // ENOMEM: ibv_post_* on a full queue
-	ErrState   = errors.New("invalid QP state") // EINVAL for the QP's current state
-)
+// ErrState refuses an operation the QP's current state does not allow
+// (a post before RTS, a receive in RESET): EINVAL. The other errors of
+// posting are errno's Invalid and Full.
+var ErrState = errno.New("invalid QP state", syscall.EINVAL)
 
 // RecvWQE is a posted receive work request with its own copy of the SGE
 // list (ibv_post_recv copies it; the caller may reuse its slice).
@@ -71,10 +69,10 @@ func (q *RecvQueue) Post(wrs []ibv.RecvWR) (int, error) {
 	for i := range wrs {
 		wr := &wrs[i]
 		if len(wr.SGList) > q.maxSGE {
-			return i, fmt.Errorf("%w: %d SGEs, max %d", ErrInvalid, len(wr.SGList), q.maxSGE)
+			return i, fmt.Errorf("%w: %d SGEs, max %d", errno.Invalid, len(wr.SGList), q.maxSGE)
 		}
 		if q.n == len(q.ring) {
-			return i, fmt.Errorf("%w: receive queue holds %d WRs", ErrFull, len(q.ring))
+			return i, fmt.Errorf("%w: receive queue holds %d WRs", errno.Full, len(q.ring))
 		}
 		e := &q.ring[(q.head+q.n)%len(q.ring)]
 		e.WRID = wr.WRID
@@ -154,7 +152,7 @@ func (q *RecvQueue) Resize(maxWR int) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if maxWR < q.n {
-		return fmt.Errorf("%w: %d WRs posted, new size %d", ErrInvalid, q.n, maxWR)
+		return fmt.Errorf("%w: %d WRs posted, new size %d", errno.Invalid, q.n, maxWR)
 	}
 	ring := make([]RecvWQE, maxWR)
 	for i := range ring {

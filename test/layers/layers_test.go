@@ -22,9 +22,11 @@ var rank = map[string]int{
 	"link":    1,
 	// The in-memory network: a link, with no engine behind it.
 	"fabric": 2,
-	// The engine (internal/): the plumbing the transports share, memory
-	// and completion queues under the transports, the transports, then
-	// the NIC that drives them.
+	// The engine (internal/): its errors, each with its errno (no softnic
+	// imports), the plumbing the transports share, memory and completion
+	// queues under the transports, the transports, then the NIC that
+	// drives them.
+	"internal/errno":        2,
 	"internal/transport":    3,
 	"internal/mem":          4,
 	"internal/nic/cq":       4,
@@ -205,5 +207,22 @@ func TestEngineBehindVerbs(t *testing.T) {
 		if !used {
 			t.Errorf("%s is under internal/ but neither the engine nor verbs imports it: internal/ holds the engine alone", pkg)
 		}
+	}
+}
+
+// TestVerbsThroughOneDoor: verbs reaches the engine through internal/nic
+// alone. What the API needs of the packages below nic (memory objects,
+// CQs, the state table) nic names in one file (internal/nic/door.go), so
+// that the API's reach into the engine is read in one place.
+func TestVerbsThroughOneDoor(t *testing.T) {
+	g := graph(t)
+	var engine []string
+	for _, imp := range g["verbs"] {
+		if strings.HasPrefix(imp, "internal/") {
+			engine = append(engine, imp)
+		}
+	}
+	if len(engine) != 1 || engine[0] != "internal/nic" {
+		t.Errorf("verbs imports the engine packages %v, want internal/nic alone", engine)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/softnic/softnic/internal/errno"
 )
 
 // Channel is a completion event channel (ibv_comp_channel): CQs attached
@@ -159,7 +161,7 @@ func (ch *Channel) Ack(c *CQ, n int) error {
 	for {
 		a := c.acked.Load()
 		if n < 0 || a+int64(n) > c.events.Load() {
-			return fmt.Errorf("%w: ack of %d events, %d unacknowledged", ErrInvalid, n, c.UnackedEvents())
+			return fmt.Errorf("%w: ack of %d events, %d unacknowledged", errno.Invalid, n, c.UnackedEvents())
 		}
 		if c.acked.CompareAndSwap(a, a+int64(n)) {
 			return nil
@@ -168,7 +170,7 @@ func (ch *Channel) Ack(c *CQ, n int) error {
 }
 
 // Close destroys the channel (ibv_destroy_comp_channel): it fails with
-// ErrBusy while CQs are attached; waiting Gets return ErrClosed.
+// errno.Busy while CQs are attached; waiting Gets return ErrClosed.
 func (ch *Channel) Close() error {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
@@ -176,7 +178,7 @@ func (ch *Channel) Close() error {
 	case ch.closed:
 		return ErrClosed
 	case ch.attached > 0:
-		return fmt.Errorf("%w: %d CQs attached to the channel", ErrBusy, ch.attached)
+		return fmt.Errorf("%w: %d CQs attached to the channel", errno.Busy, ch.attached)
 	}
 	ch.closed = true
 	close(ch.done)

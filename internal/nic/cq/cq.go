@@ -9,33 +9,33 @@
 package cq
 
 import (
-	"errors"
 	"fmt"
 	"math/bits"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/transport"
 )
 
 // MaxCQE is rxe's largest CQ (RXE_MAX_CQE, 1<<RXE_MAX_LOG_CQE - 1).
 const MaxCQE = 1<<15 - 1
 
+// The package's errors besides errno's Invalid (a bad argument or a
+// destroyed object) and Busy (a CQ still in use by QPs or SRQs, with
+// completion events not yet acknowledged, or a channel with CQs
+// attached).
 var (
-	// ErrInvalid reports a bad argument or a destroyed object (EINVAL).
-	ErrInvalid = errors.New("cq: invalid argument")
 	// ErrOverflow reports an overrun CQ (IBTA 11.4.2.1: the CQ is in
-	// error and can only be destroyed).
-	ErrOverflow = errors.New("cq: completion queue overrun")
-	// ErrBusy reports a CQ still in use by QPs or SRQs, with completion
-	// events not yet acknowledged, or a channel with CQs attached (EBUSY).
-	ErrBusy = errors.New("cq: busy")
-	// ErrClosed reports a closed completion channel.
-	ErrClosed = errors.New("cq: channel closed")
+	// error and can only be destroyed): EINVAL.
+	ErrOverflow = errno.New("cq: completion queue overrun", syscall.EINVAL)
+	// ErrClosed reports a closed completion channel: EINVAL.
+	ErrClosed = errno.New("cq: channel closed", syscall.EINVAL)
 	// ErrTimedOut reports a wait for a channel's event that ran out of
-	// time (ETIMEDOUT).
-	ErrTimedOut = errors.New("cq: no event in time")
+	// time: ETIMEDOUT.
+	ErrTimedOut = errno.New("cq: no event in time", syscall.ETIMEDOUT)
 )
 
 var _ transport.CQ = (*CQ)(nil)
@@ -87,7 +87,7 @@ func ringLen(cqe int) int { return 1 << bits.Len(uint(cqe)) }
 
 func checkCQE(cqe, maxCQE int) error {
 	if cqe <= 0 || cqe > maxCQE {
-		return fmt.Errorf("%w: cqe %d not in 1..%d", ErrInvalid, cqe, maxCQE)
+		return fmt.Errorf("%w: cqe %d not in 1..%d", errno.Invalid, cqe, maxCQE)
 	}
 	return nil
 }
@@ -97,7 +97,7 @@ func checkCQE(cqe, maxCQE int) error {
 // rounded as rxe rounds it, to a power of two minus one; Cap reports it.
 func New(cqe int, maxCQE int) (*CQ, error) {
 	if maxCQE <= 0 {
-		return nil, fmt.Errorf("%w: max_cqe %d", ErrInvalid, maxCQE)
+		return nil, fmt.Errorf("%w: max_cqe %d", errno.Invalid, maxCQE)
 	}
 	if err := checkCQE(cqe, maxCQE); err != nil {
 		return nil, err
@@ -201,7 +201,7 @@ func (c *CQ) ReqNotify(solicitedOnly bool) error {
 	defer c.mu.Unlock()
 	switch {
 	case c.destroyed:
-		return fmt.Errorf("%w: CQ destroyed", ErrInvalid)
+		return fmt.Errorf("%w: CQ destroyed", errno.Invalid)
 	case c.overflowed:
 		return ErrOverflow
 	case !solicitedOnly:
@@ -242,11 +242,11 @@ func (c *CQ) Resize(cqe int) error {
 	defer c.mu.Unlock()
 	switch n := int(c.tail - c.head); {
 	case c.destroyed:
-		return fmt.Errorf("%w: CQ destroyed", ErrInvalid)
+		return fmt.Errorf("%w: CQ destroyed", errno.Invalid)
 	case c.overflowed:
 		return ErrOverflow
 	case cqe < n:
-		return fmt.Errorf("%w: cqe %d below the %d completions queued", ErrInvalid, cqe, n)
+		return fmt.Errorf("%w: cqe %d below the %d completions queued", errno.Invalid, cqe, n)
 	}
 	n := c.drainLocked(ring)
 	c.ring, c.mask, c.cqe = ring, uint32(len(ring)-1), len(ring)-1
@@ -288,7 +288,7 @@ func (c *CQ) Channel() *Channel {
 	return c.ch
 }
 
-// Destroy destroys the CQ (ibv_destroy_cq). It fails with ErrBusy while
+// Destroy destroys the CQ (ibv_destroy_cq). It fails with errno.Busy while
 // QPs or SRQs use the CQ (ib_destroy_cq_user) or completion events are
 // unacknowledged (where ibv_destroy_cq would wait for ibv_ack_cq_events).
 // Events still queued on the channel for this CQ are dropped.
@@ -297,13 +297,13 @@ func (c *CQ) Destroy() error {
 	switch {
 	case c.destroyed:
 		c.mu.Unlock()
-		return fmt.Errorf("%w: CQ already destroyed", ErrInvalid)
+		return fmt.Errorf("%w: CQ already destroyed", errno.Invalid)
 	case c.refs.Load() > 0:
 		c.mu.Unlock()
-		return fmt.Errorf("%w: CQ used by %d QPs/SRQs", ErrBusy, c.refs.Load())
+		return fmt.Errorf("%w: CQ used by %d QPs/SRQs", errno.Busy, c.refs.Load())
 	case c.UnackedEvents() > 0:
 		c.mu.Unlock()
-		return fmt.Errorf("%w: %d completion events not acknowledged", ErrBusy, c.UnackedEvents())
+		return fmt.Errorf("%w: %d completion events not acknowledged", errno.Busy, c.UnackedEvents())
 	}
 	c.destroyed = true
 	c.dead.Store(true)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 )
 
 func newCQ(t testing.TB, cqe int) *CQ {
@@ -39,8 +40,8 @@ func TestNewCapacity(t *testing.T) {
 		}
 	}
 	for _, tt := range []struct{ cqe, max int }{{0, MaxCQE}, {-1, MaxCQE}, {MaxCQE + 1, MaxCQE}, {11, 10}, {1, 0}} {
-		if _, err := New(tt.cqe, tt.max); !errors.Is(err, ErrInvalid) {
-			t.Errorf("New(%d, %d): got %v, want ErrInvalid", tt.cqe, tt.max, err)
+		if _, err := New(tt.cqe, tt.max); !errors.Is(err, errno.Invalid) {
+			t.Errorf("New(%d, %d): got %v, want errno.Invalid", tt.cqe, tt.max, err)
 		}
 	}
 }
@@ -250,17 +251,17 @@ func TestChannelSharedByTwoCQs(t *testing.T) {
 	if a.UnackedEvents() != 1 || b.UnackedEvents() != 1 {
 		t.Fatalf("unacked events %d, %d; want 1, 1", a.UnackedEvents(), b.UnackedEvents())
 	}
-	if err := a.Destroy(); !errors.Is(err, ErrBusy) {
-		t.Fatalf("Destroy with unacked event: got %v, want ErrBusy", err)
+	if err := a.Destroy(); !errors.Is(err, errno.Busy) {
+		t.Fatalf("Destroy with unacked event: got %v, want errno.Busy", err)
 	}
-	if err := ch.Ack(a, 2); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("Ack beyond delivered: got %v, want ErrInvalid", err)
+	if err := ch.Ack(a, 2); !errors.Is(err, errno.Invalid) {
+		t.Fatalf("Ack beyond delivered: got %v, want errno.Invalid", err)
 	}
 	if err := ch.Ack(a, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := ch.Close(); !errors.Is(err, ErrBusy) {
-		t.Fatalf("Close with CQs attached: got %v, want ErrBusy", err)
+	if err := ch.Close(); !errors.Is(err, errno.Busy) {
+		t.Fatalf("Close with CQs attached: got %v, want errno.Busy", err)
 	}
 	if err := a.Destroy(); err != nil {
 		t.Fatalf("Destroy after ack: %v", err)
@@ -392,8 +393,8 @@ func TestChannelGrowsAndMoves(t *testing.T) {
 	if err := ch1.Close(); err != nil {
 		t.Fatalf("ch1.Close after its CQs left: %v", err)
 	}
-	if err := ch2.Close(); !errors.Is(err, ErrBusy) {
-		t.Fatalf("ch2.Close with a CQ: got %v, want ErrBusy", err)
+	if err := ch2.Close(); !errors.Is(err, errno.Busy) {
+		t.Fatalf("ch2.Close with a CQ: got %v, want errno.Busy", err)
 	}
 }
 
@@ -412,9 +413,9 @@ func TestResize(t *testing.T) {
 		cqe, cap int
 		err      error
 	}{
-		{5, 0, ErrInvalid},
-		{0, 0, ErrInvalid},
-		{MaxCQE + 1, 0, ErrInvalid},
+		{5, 0, errno.Invalid},
+		{0, 0, errno.Invalid},
+		{MaxCQE + 1, 0, errno.Invalid},
 		{6, 7, nil},
 		{20, 31, nil},
 		{100, 127, nil},
@@ -453,25 +454,25 @@ func TestRefsAndDestroy(t *testing.T) {
 	if c.Refs() != 2 {
 		t.Fatalf("Refs = %d, want 2", c.Refs())
 	}
-	if err := c.Destroy(); !errors.Is(err, ErrBusy) {
-		t.Fatalf("Destroy with refs: got %v, want ErrBusy", err)
+	if err := c.Destroy(); !errors.Is(err, errno.Busy) {
+		t.Fatalf("Destroy with refs: got %v, want errno.Busy", err)
 	}
 	c.Unref()
 	c.Unref()
 	if err := c.Destroy(); err != nil {
 		t.Fatalf("Destroy: %v", err)
 	}
-	if err := c.Destroy(); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("second Destroy: got %v, want ErrInvalid", err)
+	if err := c.Destroy(); !errors.Is(err, errno.Invalid) {
+		t.Fatalf("second Destroy: got %v, want errno.Invalid", err)
 	}
 	if c.Push(wc(1), false) {
 		t.Fatal("Push on destroyed CQ succeeded")
 	}
-	if err := c.ReqNotify(false); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("ReqNotify on destroyed CQ: got %v, want ErrInvalid", err)
+	if err := c.ReqNotify(false); !errors.Is(err, errno.Invalid) {
+		t.Fatalf("ReqNotify on destroyed CQ: got %v, want errno.Invalid", err)
 	}
-	if err := c.Resize(4); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("Resize on destroyed CQ: got %v, want ErrInvalid", err)
+	if err := c.Resize(4); !errors.Is(err, errno.Invalid) {
+		t.Fatalf("Resize on destroyed CQ: got %v, want errno.Invalid", err)
 	}
 	if n := c.Poll(make([]ibv.WorkCompletion, 1)); n != 0 {
 		t.Fatalf("Poll on destroyed CQ = %d", n)

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -277,17 +278,14 @@ func (c *completer) nakLocked(qp *QP, psn wire.PSN, syn wire.Syndrome, now time.
 		qp.stopRetryLocked()
 		qp.armRNRLocked(RNRTimeout(syn.Value()))
 	case wire.SyndromeNAK:
-		switch syn {
-		case wire.NakPSNSequence:
+		if syn == wire.NakPSNSequence {
 			ctr.RcvdSeqErr.Add(1)
 			c.triggerRetryLocked(qp, false)
-		case wire.NakInvalidRequest:
-			qp.failLocked(target, ibv.WCRemInvReqErr)
-		case wire.NakRemoteAccess:
-			qp.failLocked(target, ibv.WCRemAccessErr)
-		default: // remote operational error, invalid RD request, reserved codes
-			qp.failLocked(target, ibv.WCRemOpErr)
+			return
 		}
+		// Every other NAK fails the WQE with its code's status, from
+		// the table the responder NAKs by (transport.NAKStatus).
+		qp.failLocked(target, transport.NAKStatus(syn))
 	}
 }
 

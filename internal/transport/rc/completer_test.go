@@ -14,7 +14,7 @@ import (
 // post posts WRs on the harness QP, each of n bytes at off in its MR.
 func (h *harness) post(wrs ...ibv.SendWR) {
 	h.t.Helper()
-	if _, err := h.qp.PostSend(wrs); err != nil {
+	if _, _, err := h.qp.PostSend(wrs); err != nil {
 		h.t.Fatal(err)
 	}
 }

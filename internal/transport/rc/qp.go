@@ -30,6 +30,7 @@ import (
 
 	"github.com/softnic/softnic/clock"
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/internal/tm"
 	"github.com/softnic/softnic/internal/transport"
@@ -107,13 +108,10 @@ type Config struct {
 	SrcPort   uint16 // UDP source port when not 0: the link's (link.Link SrcPort)
 	Clock     clock.Clock
 	Counters  *transport.Counters
-	// Wake asks the engine to run Process soon; it must not block.
-	Wake func()
-	// Kick is a post's doorbell: it runs Process at once on the calling
-	// goroutine when no other goroutine is running it (run to completion:
-	// the WRs just posted leave before the post returns), else it is
-	// Wake. It is called without the QP lock held. nil means Wake.
-	Kick func()
+	// Waker schedules a pass of the QP on its processor when a timer
+	// fires (timers.go). nil: nothing wakes the QP (a test that drives
+	// Process itself).
+	Waker transport.Waker
 	// OnAsync reports asynchronous events (QP fatal, SQ drained, last WQE
 	// reached); it runs without the QP lock held.
 	OnAsync func(ev ibv.AsyncEventType)
@@ -176,19 +174,16 @@ func New(cfg Config) (*QP, error) {
 	case ibv.QPTypeXRCRecv:
 		class = wire.ClassXRC
 		if cfg.XRCSRQ == nil {
-			return nil, fmt.Errorf("%w: an XRC_RECV QP needs Config.XRCSRQ", transport.ErrInvalid)
+			return nil, fmt.Errorf("%w: an XRC_RECV QP needs Config.XRCSRQ", errno.Invalid)
 		}
 	default:
-		return nil, fmt.Errorf("%w: rc.New for a %v QP", transport.ErrInvalid, cfg.Type)
+		return nil, fmt.Errorf("%w: rc.New for a %v QP", errno.Invalid, cfg.Type)
 	}
 	if cfg.DstPort == 0 {
 		cfg.DstPort = wire.UDPPort
 	}
-	if cfg.Wake == nil {
-		cfg.Wake = func() {}
-	}
-	if cfg.Kick == nil {
-		cfg.Kick = cfg.Wake
+	if cfg.Waker == nil {
+		cfg.Waker = noWaker{}
 	}
 	qp := &QP{cfg: cfg, class: class, xrc: class == wire.ClassXRC}
 	qp.sq.init(int(cfg.Cap.MaxSendWR), int(cfg.Cap.MaxSendSGE), int(cfg.Cap.MaxInlineData))
@@ -229,14 +224,15 @@ func (qp *QP) Query() ibv.QPAttr {
 }
 
 // Modify applies attr under mask. The engine has already validated the
-// transition and the values (transport.CheckModify, CheckAttrValues).
-func (qp *QP) Modify(attr *ibv.QPAttr, mask ibv.AttrMask) error {
+// transition and the values (transport.CheckModify, CheckAttrValues). It
+// asks for a pass on the processor: the new state may let the QP send,
+// resend or flush.
+func (qp *QP) Modify(attr *ibv.QPAttr, mask ibv.AttrMask) (transport.Run, error) {
 	qp.mu.Lock()
 	qp.modifyLocked(attr, mask)
 	qp.mu.Unlock()
 	qp.flushEvents()
-	qp.cfg.Wake()
-	return nil
+	return transport.RunLater, nil
 }
 
 func (qp *QP) modifyLocked(attr *ibv.QPAttr, mask ibv.AttrMask) {

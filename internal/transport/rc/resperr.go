@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/wire"
@@ -86,7 +87,10 @@ type respRule struct {
 	// (C9-109: a sequence NAK names the PSN the responder wants).
 	atEPSN bool
 	// status completes the receive WQE in use (class C and J; a class C
-	// error outside a SEND or WRITE_WITH_IMM has none in use).
+	// error outside a SEND or WRITE_WITH_IMM has none in use). A class C
+	// rule without one completes it with the status of its NAK code, the
+	// status the requester's completer fails its WQE with for that NAK
+	// (transport.NAKStatus: one table for both sides, STYLE.md 27).
 	status ibv.WCStatus
 	// count is the counter the error adds to, if any.
 	count func(*transport.Counters) *atomic.Uint64
@@ -112,7 +116,10 @@ func dropUCMessage(c *transport.Counters) *atomic.Uint64     { return &c.DropUCM
 func dropLength(c *transport.Counters) *atomic.Uint64        { return &c.DropLength }
 
 // respRules maps each responder error to its handling: the one place
-// where a cause meets its NAK code, WC status, counter and event.
+// where a cause meets its NAK code, WC status, counter and event. The
+// status of a NAK code is transport.NAKStatus's, the table the
+// requester's completer reads too; a row names a status only where it
+// differs or sends no NAK.
 var respRules = [...]respRule{
 	// C9-109 (rxe check_psn): a gap is NAKed once with the expected PSN.
 	errPSNOutOfSeq: {class: classB, syn: wire.NakPSNSequence, atEPSN: true, count: outOfSequence,
@@ -120,16 +127,16 @@ var respRules = [...]respRule{
 	// C9-133 (rxe check_resource): RNR NAK with the failed PSN.
 	errRNR: {class: classB, syn: wire.SyndromeRNRNAK, count: sendRNRErr, uc: dropUCMessage},
 	// C9-92 (rxe check_op_seq).
-	errMissingOpcode: {class: classC, syn: wire.NakInvalidRequest, status: ibv.WCRemInvReqErr,
+	errMissingOpcode: {class: classC, syn: wire.NakInvalidRequest,
 		count: invalidRequestErr, event: ibv.EventQPReqErr, uc: dropUCMessage},
 	// C9-93 (rxe check_op_valid).
-	errUnsupportedOpcode: {class: classC, syn: wire.NakInvalidRequest, status: ibv.WCRemInvReqErr,
+	errUnsupportedOpcode: {class: classC, syn: wire.NakInvalidRequest,
 		count: invalidRequestErr, event: ibv.EventQPReqErr, uc: dropUCMessage},
 	// rxe check_resource: max_dest_rd_atomic 0 accepts no READ or atomic.
-	errTooManyRdAtomic: {class: classC, syn: wire.NakInvalidRequest, status: ibv.WCRemInvReqErr,
+	errTooManyRdAtomic: {class: classC, syn: wire.NakInvalidRequest,
 		count: invalidRequestErr, event: ibv.EventQPReqErr},
 	// C9-89..C9-92 (rxe check_length, rxe_resp_check_length).
-	errLength: {class: classC, syn: wire.NakInvalidRequest, status: ibv.WCRemInvReqErr,
+	errLength: {class: classC, syn: wire.NakInvalidRequest,
 		count: invalidRequestErr, event: ibv.EventQPReqErr, uc: dropLength},
 	// rxe send_data_in: -ENOSPC is RESPST_ERR_LENGTH, an invalid request
 	// to the requester. softnic completes the receive with LOC_LEN_ERR
@@ -137,11 +144,11 @@ var respRules = [...]respRule{
 	errRecvLength: {class: classC, syn: wire.NakInvalidRequest, status: ibv.WCLocLenErr,
 		count: invalidRequestErr, event: ibv.EventQPReqErr, uc: dropLength},
 	// C9-128 (rxe atomic_reply, rxe_mr_do_atomic_op).
-	errMisalignedAtomic: {class: classC, syn: wire.NakInvalidRequest, status: ibv.WCRemInvReqErr,
+	errMisalignedAtomic: {class: classC, syn: wire.NakInvalidRequest,
 		count: invalidRequestErr, event: ibv.EventQPReqErr},
 	// NAK code 2, remote access error (IBTA Table 44; rxe check_rkey):
 	// IBV_EVENT_QP_ACCESS_ERR.
-	errRKeyViolation: {class: classC, syn: wire.NakRemoteAccess, status: ibv.WCRemAccessErr,
+	errRKeyViolation: {class: classC, syn: wire.NakRemoteAccess,
 		count: remoteAccessErr, event: ibv.EventQPAccessErr, uc: dropUCMessage},
 	// rxe class A: NAK remote operational error. softnic completes the
 	// receive with LOC_PROT_ERR (the SGE check that failed); rxe reports
@@ -155,8 +162,18 @@ var respRules = [...]respRule{
 	// IBTA 9.3.7: the XRCETH's SRQ must be an XRC SRQ of the target QP's
 	// XRC domain; else an invalid request NAK, as for any request the
 	// responder cannot take (class C).
-	errXRCSRQ: {class: classC, syn: wire.NakInvalidRequest, status: ibv.WCRemInvReqErr,
+	errXRCSRQ: {class: classC, syn: wire.NakInvalidRequest,
 		count: invalidRequestErr, event: ibv.EventQPReqErr},
+}
+
+// recvStatus is the status the rule completes the receive WQE in use
+// with: its own, else for class C its NAK code's (respRule.status);
+// WCSuccess for none.
+func (r *respRule) recvStatus() ibv.WCStatus {
+	if r.status == ibv.WCSuccess && r.class == classC {
+		return transport.NAKStatus(r.syn)
+	}
+	return r.status
 }
 
 // remoteErr maps the MR table's refusal of a remote access (mem.Table
@@ -168,7 +185,7 @@ func remoteErr(err error) respErr {
 	switch {
 	case errors.Is(err, mem.ErrAlign):
 		return errMisalignedAtomic
-	case errors.Is(err, mem.ErrInvalid):
+	case errors.Is(err, errno.Invalid):
 		return errUnsupportedOpcode
 	}
 	return errRKeyViolation
@@ -202,8 +219,8 @@ func (r *responder) errorLocked(qp *QP, out transport.Output, e respErr, p *wire
 	if rule.class == classB {
 		return
 	}
-	if rule.status != ibv.WCSuccess && r.haveWQE {
-		r.completeRecvLocked(qp, rule.status, nil)
+	if st := rule.recvStatus(); st != ibv.WCSuccess && r.haveWQE {
+		r.completeRecvLocked(qp, st, nil)
 	}
 	if rule.event != 0 {
 		qp.events.Add(rule.event)

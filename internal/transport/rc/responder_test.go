@@ -109,7 +109,7 @@ func newHarnessOf(t *testing.T, typ ibv.QPType) *harness {
 	h.rq = transport.NewRecvQueue(64, 4)
 	h.qp, err = New(Config{QPN: 0x11, Type: typ, PD: pd, Mem: tbl, SendCQ: &h.cq, RecvCQ: &h.cq,
 		RQ: h.rq, Cap: ibv.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 4, MaxRecvSGE: 4},
-		LocalAddr: localAddr, Clock: h.clk, Counters: &h.ctr, Wake: func() {}})
+		LocalAddr: localAddr, Clock: h.clk, Counters: &h.ctr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func newHarnessOf(t *testing.T, typ ibv.QPType) *harness {
 		if typ == ibv.QPTypeUC { // no RC-only attributes
 			step.mask &^= ibv.QPAttrMaxDestRdAtomic | ibv.QPAttrTimeout | ibv.QPAttrRetryCnt | ibv.QPAttrRNRRetry | ibv.QPAttrMaxQPRdAtomic
 		}
-		if err := h.qp.Modify(&step.a, step.mask); err != nil {
+		if _, err := h.qp.Modify(&step.a, step.mask); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -360,7 +360,7 @@ func TestDuplicateAtomicWriteFlushResources(t *testing.T) {
 	h := newHarness(t) // max_dest_rd_atomic 4
 	rkey := h.mr.RKey()
 	all := ibv.AccessRemoteWrite | ibv.AccessRemoteRead | ibv.AccessRemoteAtomic
-	if err := h.qp.Modify(&ibv.QPAttr{AccessFlags: all | ibv.AccessFlushGlobal}, ibv.QPAttrAccessFlags); err != nil {
+	if _, err := h.qp.Modify(&ibv.QPAttr{AccessFlags: all | ibv.AccessFlushGlobal}, ibv.QPAttrAccessFlags); err != nil {
 		t.Fatal(err)
 	}
 	fmr, err := h.qp.cfg.Mem.RegMR(h.qp.cfg.PD, make([]byte, 64), 0x90000, true, ibv.AccessFlushGlobal)
@@ -430,6 +430,22 @@ func TestRespRulesComplete(t *testing.T) {
 		}
 		if rule.class == classB && (rule.status != ibv.WCSuccess || rule.event != 0) {
 			t.Errorf("error %d: class B completes nothing and reports no event", e)
+		}
+		// The receive WQE completes with the status the requester gets
+		// for the same NAK (transport.NAKStatus), but where softnic says
+		// what the receive side saw: a SEND longer than the WQE, an SGE
+		// the MR table refused.
+		if rule.class == classC {
+			want := transport.NAKStatus(rule.syn)
+			switch e {
+			case errRecvLength:
+				want = ibv.WCLocLenErr
+			case errMalformedWQE:
+				want = ibv.WCLocProtErr
+			}
+			if got := rule.recvStatus(); got != want {
+				t.Errorf("error %d: NAK %v completes the receive WQE with %v, want %v", e, rule.syn, got, want)
+			}
 		}
 	}
 	// The errors the UC responder meets (ucCheckLocked and the placement

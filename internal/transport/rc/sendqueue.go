@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/wire"
 )
@@ -137,49 +138,59 @@ func kindOf(t ibv.QPType, op ibv.WROpcode) (wrKind, bool) {
 }
 
 // PostSend queues wrs in order (ibv_post_send). It stops at the first WR
-// it refuses and returns its index with an error wrapping
-// transport.ErrInvalid, ErrFull or ErrState; the WRs before it are posted.
-func (qp *QP) PostSend(wrs []ibv.SendWR) (int, error) {
+// it refuses and returns its index with an error wrapping errno.Invalid,
+// errno.Full or transport.ErrState; the WRs before it are posted. The
+// Run is what the engine should run for the WRs posted (post).
+func (qp *QP) PostSend(wrs []ibv.SendWR) (int, transport.Run, error) {
 	return qp.post(wrs, false)
 }
 
 // PostSendAll posts every WR of wrs, or none if any is refused or the
 // send queue has no room for all of them (ibv_wr_complete).
-func (qp *QP) PostSendAll(wrs []ibv.SendWR) error {
-	_, err := qp.post(wrs, true)
-	return err
+func (qp *QP) PostSendAll(wrs []ibv.SendWR) (transport.Run, error) {
+	_, run, err := qp.post(wrs, true)
+	return run, err
 }
 
 // post runs the shared post path (transport.SendPost) with the RC/UC
-// rules for wrs: all of them or none when all is set. The closures are
-// built here, next to the one call that uses them, so they stay on the
-// stack.
-func (qp *QP) post(wrs []ibv.SendWR, all bool) (int, error) {
-	p := transport.SendPost{
-		State:   func() ibv.QPState { return qp.state },
-		Check:   func(i int) error { return qp.checkSendWR(&wrs[i]) },
-		Free:    func() int { return len(qp.sq.ring) - qp.sq.count() },
-		Size:    len(qp.sq.ring),
-		Enqueue: func(i int) error { return qp.enqueueLocked(&wrs[i]) },
-		Flush:   qp.flushLocked,
-		Events:  &qp.events,
-		OnAsync: qp.cfg.OnAsync,
-		Wake:    qp.cfg.Wake,
-		Idle:    func() bool { return qp.sq.count() == 0 && len(wrs) == 1 && qp.onePacketLocked(&wrs[0]) },
-		Kick:    qp.cfg.Kick,
+// rules for wrs: all of them or none when all is set. It asks the engine
+// to run the requester at once, on the posting goroutine, for one
+// request of one packet to an idle send queue (onePacketLocked): the
+// WRs then leave before the post returns. A post to a queue with work
+// outstanding joins it and leaves the sending to the processor, which
+// sends the backlog in batches.
+func (qp *QP) post(wrs []ibv.SendWR, all bool) (int, transport.Run, error) {
+	qp.mu.Lock()
+	now := qp.sq.count() == 0 && len(wrs) == 1 && qp.onePacketLocked(&wrs[0])
+	p := transport.SendPost{SQ: postSQ{qp}, N: len(wrs), All: all}
+	for p.Next() {
+		switch p.Step {
+		case transport.CheckWR:
+			p.Err = qp.checkSendWR(&wrs[p.WR])
+		case transport.QueueWR:
+			p.Err = qp.enqueueLocked(&wrs[p.WR])
+		}
 	}
-	if all {
-		return 0, p.PostAll(&qp.mu, len(wrs))
-	}
-	return p.Post(&qp.mu, len(wrs))
+	qp.mu.Unlock()
+	qp.flushEvents() // a flush in ERR may have raised some
+	return p.Posted, transport.PostRun(p.Posted, now), p.Err
 }
+
+// postSQ is the QP's send queue as transport.SendPost reads it, with
+// qp.mu held.
+type postSQ struct{ qp *QP }
+
+func (s postSQ) PostState() ibv.QPState { return s.qp.state }
+func (s postSQ) Free() int              { return len(s.qp.sq.ring) - s.qp.sq.count() }
+func (s postSQ) Size() int              { return len(s.qp.sq.ring) }
+func (s postSQ) FlushPosted()           { s.qp.flushLocked() }
 
 // onePacketLocked reports whether wr's request is one packet: a READ or
 // an atomic, or a message of at most one path MTU. Only such a post to an
-// idle queue runs the requester on the posting goroutine (SendPost.Idle):
-// latency is a small message's figure, while a long message's packets
-// leave in bigger batches, and on a processor that works beside the
-// application, when the engine sends them.
+// idle queue runs the requester on the posting goroutine (post): latency
+// is a small message's figure, while a long message's packets leave in
+// bigger batches, and on a processor that works beside the application,
+// when the engine sends them.
 func (qp *QP) onePacketLocked(wr *ibv.SendWR) bool {
 	switch wr.Opcode {
 	case ibv.WRRDMARead, ibv.WRAtomicCmpAndSwp, ibv.WRAtomicFetchAndAdd:
@@ -199,14 +210,14 @@ func (qp *QP) checkSendWR(wr *ibv.SendWR) error {
 	if !ok {
 		if wr.Opcode == ibv.WRSendWithInv {
 			return fmt.Errorf("%w: opcode %v not supported on %v QPs (IBTA defines no UC SEND with Invalidate)",
-				transport.ErrInvalid, wr.Opcode, qp.cfg.Type)
+				errno.Invalid, wr.Opcode, qp.cfg.Type)
 		}
-		return fmt.Errorf("%w: opcode %v not supported on %v QPs", transport.ErrInvalid, wr.Opcode, qp.cfg.Type)
+		return fmt.Errorf("%w: opcode %v not supported on %v QPs", errno.Invalid, wr.Opcode, qp.cfg.Type)
 	}
 	if wr.Flags&ibv.SendInline != 0 {
 		switch kind {
 		case kindRead, kindAtomic, kindFlush, kindLocal:
-			return fmt.Errorf("%w: IBV_SEND_INLINE on %v", transport.ErrInvalid, wr.Opcode)
+			return fmt.Errorf("%w: IBV_SEND_INLINE on %v", errno.Invalid, wr.Opcode)
 		}
 	}
 	// ATOMIC WRITE's 8 bytes travel in the WQE and do not count against
@@ -221,42 +232,42 @@ func (qp *QP) checkSendWR(wr *ibv.SendWR) error {
 		}
 	}
 	if length > MaxMsgSize {
-		return fmt.Errorf("%w: message of %d bytes exceeds max_msg_sz %d", transport.ErrInvalid, length, MaxMsgSize)
+		return fmt.Errorf("%w: message of %d bytes exceeds max_msg_sz %d", errno.Invalid, length, MaxMsgSize)
 	}
 	switch kind {
 	case kindAtomic:
 		if length < 8 {
-			return fmt.Errorf("%w: atomic needs an 8-byte local buffer, got %d", transport.ErrInvalid, length)
+			return fmt.Errorf("%w: atomic needs an 8-byte local buffer, got %d", errno.Invalid, length)
 		}
 		if wr.RemoteAddr&7 != 0 {
-			return fmt.Errorf("%w: atomic remote address %#x not 8-byte aligned", transport.ErrInvalid, wr.RemoteAddr)
+			return fmt.Errorf("%w: atomic remote address %#x not 8-byte aligned", errno.Invalid, wr.RemoteAddr)
 		}
 	case kindAtomicWrite:
 		// IBA A19.4.2: exactly 8 bytes to an 8-byte aligned address.
 		if length != 8 {
-			return fmt.Errorf("%w: ATOMIC_WRITE carries exactly 8 bytes, got %d", transport.ErrInvalid, length)
+			return fmt.Errorf("%w: ATOMIC_WRITE carries exactly 8 bytes, got %d", errno.Invalid, length)
 		}
 		if wr.RemoteAddr&7 != 0 {
-			return fmt.Errorf("%w: ATOMIC_WRITE remote address %#x not 8-byte aligned", transport.ErrInvalid, wr.RemoteAddr)
+			return fmt.Errorf("%w: ATOMIC_WRITE remote address %#x not 8-byte aligned", errno.Invalid, wr.RemoteAddr)
 		}
 	case kindFlush:
 		// IBA A19.4.4: placement type global (1), persistent (2) or both;
 		// selectivity range (0) or whole MR (1).
 		if wr.FlushType == 0 || wr.FlushType&^(wire.FlushGlobal|wire.FlushPersistent) != 0 {
-			return fmt.Errorf("%w: FLUSH placement type %d (want IBV_FLUSH_GLOBAL and/or IBV_FLUSH_PERSISTENT)", transport.ErrInvalid, wr.FlushType)
+			return fmt.Errorf("%w: FLUSH placement type %d (want IBV_FLUSH_GLOBAL and/or IBV_FLUSH_PERSISTENT)", errno.Invalid, wr.FlushType)
 		}
 		if wr.FlushLevel > wire.FlushMR {
-			return fmt.Errorf("%w: FLUSH selectivity level %d (want IBV_FLUSH_RANGE or IBV_FLUSH_MR)", transport.ErrInvalid, wr.FlushLevel)
+			return fmt.Errorf("%w: FLUSH selectivity level %d (want IBV_FLUSH_RANGE or IBV_FLUSH_MR)", errno.Invalid, wr.FlushLevel)
 		}
 		if wr.FlushLen > MaxMsgSize-1 {
-			return fmt.Errorf("%w: FLUSH length %d above 2^31-1", transport.ErrInvalid, wr.FlushLen)
+			return fmt.Errorf("%w: FLUSH length %d above 2^31-1", errno.Invalid, wr.FlushLen)
 		}
 	case kindLocal:
 		switch {
 		case wr.Opcode == ibv.WRBindMW && wr.Bind == nil:
-			return fmt.Errorf("%w: BIND_MW without bind information", transport.ErrInvalid)
+			return fmt.Errorf("%w: BIND_MW without bind information", errno.Invalid)
 		case wr.Opcode == ibv.WRRegMR && wr.Reg == nil:
-			return fmt.Errorf("%w: REG_MR without registration information", transport.ErrInvalid)
+			return fmt.Errorf("%w: REG_MR without registration information", errno.Invalid)
 		}
 	}
 	return nil

@@ -55,8 +55,13 @@ func (qp *QP) stopTimersLocked() {
 }
 
 // Timer callbacks only set a flag and wake the QP (STYLE.md 9).
-func (qp *QP) onRetryTimer() { qp.timerFired.Store(true); qp.cfg.Wake() }
-func (qp *QP) onRNRTimer()   { qp.rnrFired.Store(true); qp.cfg.Wake() }
+func (qp *QP) onRetryTimer() { qp.timerFired.Store(true); qp.cfg.Waker.Wake() }
+func (qp *QP) onRNRTimer()   { qp.rnrFired.Store(true); qp.cfg.Waker.Wake() }
+
+// noWaker is the Waker of a QP made without one (Config.Waker).
+type noWaker struct{}
+
+func (noWaker) Wake() {}
 
 // timersLocked acts on the timers fired by time now.
 func (qp *QP) timersLocked(now time.Time) {

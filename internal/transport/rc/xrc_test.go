@@ -51,7 +51,7 @@ func newXRCHarness(t *testing.T) *xrcHarness {
 			}
 			return XRCTarget{RQ: s.rq, PD: s.pd, CQ: &s.cq}, true
 		},
-		LocalAddr: localAddr, Clock: h.clk, Counters: &h.ctr, Wake: func() {}})
+		LocalAddr: localAddr, Clock: h.clk, Counters: &h.ctr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func newXRCHarness(t *testing.T) *xrcHarness {
 			ibv.QPAttrState | ibv.QPAttrPathMTU | ibv.QPAttrDestQPN | ibv.QPAttrMaxDestRdAtomic | ibv.QPAttrAV | ibv.QPAttrRQPSN},
 		{ibv.QPAttr{State: ibv.QPStateRTS, Timeout: 14}, ibv.QPAttrState | ibv.QPAttrTimeout | ibv.QPAttrSQPSN},
 	} {
-		if err := h.qp.Modify(&step.a, step.mask); err != nil {
+		if _, err := h.qp.Modify(&step.a, step.mask); err != nil {
 			t.Fatal(err)
 		}
 	}

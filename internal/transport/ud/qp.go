@@ -20,6 +20,7 @@ import (
 	"sync"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/wire"
@@ -80,13 +81,6 @@ type Config struct {
 	// to another Q_Key.
 	GSI      bool
 	Counters *transport.Counters
-	// Wake asks the engine to run Process soon; it must not block.
-	Wake func()
-	// Kick is a post's doorbell: it runs Process at once on the calling
-	// goroutine when no other goroutine is running it (run to completion:
-	// the WRs just posted leave before the post returns), else it is
-	// Wake. It is called without the QP lock held. nil means Wake.
-	Kick func()
 	// OnAsync reports affiliated asynchronous events; it runs without the
 	// QP lock held.
 	OnAsync func(ev ibv.AsyncEventType)
@@ -119,7 +113,7 @@ type QP struct {
 // New makes a UD QP in the RESET state.
 func New(cfg Config) (*QP, error) {
 	if cfg.RQ == nil || cfg.SendCQ == nil || cfg.RecvCQ == nil || cfg.PD == nil || cfg.Mem == nil {
-		return nil, fmt.Errorf("%w: UD QP needs a PD, both CQs and a receive queue", transport.ErrInvalid)
+		return nil, fmt.Errorf("%w: UD QP needs a PD, both CQs and a receive queue", errno.Invalid)
 	}
 	if cfg.DstPort == 0 {
 		cfg.DstPort = wire.UDPPort
@@ -130,18 +124,12 @@ func New(cfg Config) (*QP, error) {
 	if cfg.Counters == nil {
 		cfg.Counters = new(transport.Counters)
 	}
-	if cfg.Wake == nil {
-		cfg.Wake = func() {}
-	}
-	if cfg.Kick == nil {
-		cfg.Kick = cfg.Wake
-	}
 	qp := &QP{cfg: cfg, srcPort: wire.RxeSrcPort(cfg.QPN)}
 	if cfg.SrcPort != 0 {
 		qp.srcPort = cfg.SrcPort
 	}
 	if cfg.MaxTSOHeader < 0 || cfg.MaxTSOHeader > MaxTSOHeader {
-		return nil, fmt.Errorf("%w: max_tso_header %d, device limit %d", transport.ErrInvalid, cfg.MaxTSOHeader, MaxTSOHeader)
+		return nil, fmt.Errorf("%w: max_tso_header %d, device limit %d", errno.Invalid, cfg.MaxTSOHeader, MaxTSOHeader)
 	}
 	qp.sq.init(int(cfg.Cap.MaxSendWR), int(cfg.Cap.MaxSendSGE), int(cfg.Cap.MaxInlineData), cfg.MaxTSOHeader)
 	qp.lens = make([]int, 0, budget)
@@ -179,14 +167,14 @@ func (qp *QP) Query() ibv.QPAttr {
 }
 
 // Modify applies attr under mask. The engine has already checked the
-// transition and the values (transport.CheckModify, CheckAttrValues).
-func (qp *QP) Modify(attr *ibv.QPAttr, mask ibv.AttrMask) error {
+// transition and the values (transport.CheckModify, CheckAttrValues). It
+// asks for a pass on the processor: the new state may let the QP send.
+func (qp *QP) Modify(attr *ibv.QPAttr, mask ibv.AttrMask) (transport.Run, error) {
 	qp.mu.Lock()
 	qp.modifyLocked(attr, mask)
 	qp.mu.Unlock()
 	qp.flushEvents()
-	qp.cfg.Wake()
-	return nil
+	return transport.RunLater, nil
 }
 
 func (qp *QP) modifyLocked(attr *ibv.QPAttr, mask ibv.AttrMask) {

@@ -6,6 +6,7 @@ import (
 	"syscall"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/wire"
 )
@@ -87,40 +88,48 @@ func (q *sendQueue) pop() *sendWQE {
 }
 
 // PostSend queues wrs in order (ibv_post_send). It stops at the first WR
-// it refuses and returns its index with an error wrapping
-// transport.ErrInvalid, ErrFull or ErrState; the WRs before it are posted.
-func (qp *QP) PostSend(wrs []ibv.SendWR) (int, error) {
+// it refuses and returns its index with an error wrapping errno.Invalid,
+// errno.Full or transport.ErrState; the WRs before it are posted. The
+// Run is what the engine should run for the WRs posted (post).
+func (qp *QP) PostSend(wrs []ibv.SendWR) (int, transport.Run, error) {
 	return qp.post(wrs, false)
 }
 
 // PostSendAll posts every WR of wrs, or none if any is refused or the
 // send queue has no room for all of them (ibv_wr_complete).
-func (qp *QP) PostSendAll(wrs []ibv.SendWR) error {
-	_, err := qp.post(wrs, true)
-	return err
+func (qp *QP) PostSendAll(wrs []ibv.SendWR) (transport.Run, error) {
+	_, run, err := qp.post(wrs, true)
+	return run, err
 }
 
-// post runs the shared post path (transport.SendPost) with the UD
-// rules for wrs: all of them or none when all is set. The closures are
-// built here, next to the one call that uses them, so they stay on the
-// stack.
-func (qp *QP) post(wrs []ibv.SendWR, all bool) (int, error) {
-	p := transport.SendPost{
-		State:   func() ibv.QPState { return qp.state },
-		Check:   func(i int) error { return qp.checkSendWR(&wrs[i]) },
-		Free:    qp.sq.free,
-		Size:    len(qp.sq.ring),
-		Enqueue: func(i int) error { return qp.enqueueLocked(&wrs[i]) },
-		Flush:   qp.flushSendLocked,
-		Events:  &qp.events,
-		OnAsync: qp.cfg.OnAsync,
-		Wake:    qp.cfg.Wake,
+// post runs the shared post path (transport.SendPost) with the UD rules
+// for wrs: all of them or none when all is set. What it queues is sent
+// by the QP's processor (transport.RunLater), a UD send never on the
+// posting goroutine.
+func (qp *QP) post(wrs []ibv.SendWR, all bool) (int, transport.Run, error) {
+	qp.mu.Lock()
+	p := transport.SendPost{SQ: postSQ{qp}, N: len(wrs), All: all}
+	for p.Next() {
+		switch p.Step {
+		case transport.CheckWR:
+			p.Err = qp.checkSendWR(&wrs[p.WR])
+		case transport.QueueWR:
+			p.Err = qp.enqueueLocked(&wrs[p.WR])
+		}
 	}
-	if all {
-		return 0, p.PostAll(&qp.mu, len(wrs))
-	}
-	return p.Post(&qp.mu, len(wrs))
+	qp.mu.Unlock()
+	qp.flushEvents() // a flush in ERR or SQE may have raised some
+	return p.Posted, transport.PostRun(p.Posted, false), p.Err
 }
+
+// postSQ is the QP's send queue as transport.SendPost reads it, with
+// qp.mu held.
+type postSQ struct{ qp *QP }
+
+func (s postSQ) PostState() ibv.QPState { return s.qp.state }
+func (s postSQ) Free() int              { return s.qp.sq.free() }
+func (s postSQ) Size() int              { return len(s.qp.sq.ring) }
+func (s postSQ) FlushPosted()           { s.qp.flushSendLocked() }
 
 // checkSendWR validates a WR against the QP (ibv_post_send(3): a UD QP
 // takes SEND and SEND_WITH_IMM with an address handle; rxe provider
@@ -130,13 +139,13 @@ func (qp *QP) checkSendWR(wr *ibv.SendWR) error {
 	switch wr.Opcode {
 	case ibv.WRSend, ibv.WRSendWithImm, ibv.WRTSO:
 	default:
-		return fmt.Errorf("%w: opcode %v not supported on UD QPs", transport.ErrInvalid, wr.Opcode)
+		return fmt.Errorf("%w: opcode %v not supported on UD QPs", errno.Invalid, wr.Opcode)
 	}
 	if wr.AH == nil {
-		return fmt.Errorf("%w: UD send without an address handle", transport.ErrInvalid)
+		return fmt.Errorf("%w: UD send without an address handle", errno.Invalid)
 	}
 	if av, pd, ok := wr.AH.AddressVector(); av == nil {
-		return fmt.Errorf("%w: UD send with a nil address handle", transport.ErrInvalid)
+		return fmt.Errorf("%w: UD send with a nil address handle", errno.Invalid)
 	} else if ok && pd == 0 {
 		// A bare address vector is checked here; an address handle was
 		// checked when it was created.
@@ -145,7 +154,7 @@ func (qp *QP) checkSendWR(wr *ibv.SendWR) error {
 		}
 	}
 	if wr.RemoteQPN > wire.QPNMask {
-		return fmt.Errorf("%w: remote QPN %#x does not fit 24 bits", transport.ErrInvalid, wr.RemoteQPN)
+		return fmt.Errorf("%w: remote QPN %#x does not fit 24 bits", errno.Invalid, wr.RemoteQPN)
 	}
 	n, err := transport.CheckSendCaps(wr, &qp.cfg.Cap, false)
 	if err != nil {
@@ -229,15 +238,15 @@ func CheckAV(av *ibv.AHAttr, local netip.Addr) error {
 	g := &av.GRH
 	switch {
 	case !av.IsGlobal:
-		return fmt.Errorf("%w: RoCE needs a global route (is_global = 0)", transport.ErrInvalid)
+		return fmt.Errorf("%w: RoCE needs a global route (is_global = 0)", errno.Invalid)
 	case !g.DGID.IsValid() || g.DGID.Unmap().IsUnspecified():
-		return fmt.Errorf("%w: dgid %v is not a destination", transport.ErrInvalid, g.DGID)
+		return fmt.Errorf("%w: dgid %v is not a destination", errno.Invalid, g.DGID)
 	case g.DGID.Unmap().Is4() != local.Unmap().Is4():
-		return fmt.Errorf("%w: dgid %v is not of the device address %v's family", transport.ErrInvalid, g.DGID, local)
+		return fmt.Errorf("%w: dgid %v is not of the device address %v's family", errno.Invalid, g.DGID, local)
 	case g.SGIDIndex != 0:
-		return fmt.Errorf("%w: sgid_index %d (the GID table has index 0)", transport.ErrInvalid, g.SGIDIndex)
+		return fmt.Errorf("%w: sgid_index %d (the GID table has index 0)", errno.Invalid, g.SGIDIndex)
 	case av.PortNum > 1:
-		return fmt.Errorf("%w: port_num %d (the device has port 1)", transport.ErrInvalid, av.PortNum)
+		return fmt.Errorf("%w: port_num %d (the device has port 1)", errno.Invalid, av.PortNum)
 	}
 	return nil
 }

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/softnic/softnic/ibv"
-	"github.com/softnic/softnic/internal/transport"
+	"github.com/softnic/softnic/internal/errno"
 )
 
 // UD TSO (IBV_WR_TSO, ibv_wr_send_tso): a work request whose payload is
@@ -44,19 +44,19 @@ const TSOSupportedQPTs = 1 << ibv.QPTypeUD
 // created with max_tso_header, the header fits it, mss is not 0, a
 // piece (header and mss bytes) fits the port MTU (the UD bound, see
 // Config.MTU), and the payload is at most MaxTSO. Every refusal wraps
-// transport.ErrInvalid (EINVAL).
+// errno.Invalid (EINVAL).
 func (qp *QP) checkTSO(wr *ibv.SendWR, payload uint64) error {
 	switch hdr, mtu := len(wr.TSOHeader), qp.cfg.MTU(); {
 	case qp.cfg.MaxTSOHeader == 0:
-		return fmt.Errorf("%w: TSO on a UD QP created without max_tso_header", transport.ErrInvalid)
+		return fmt.Errorf("%w: TSO on a UD QP created without max_tso_header", errno.Invalid)
 	case hdr > qp.cfg.MaxTSOHeader:
-		return fmt.Errorf("%w: TSO header of %d bytes, QP max_tso_header %d", transport.ErrInvalid, hdr, qp.cfg.MaxTSOHeader)
+		return fmt.Errorf("%w: TSO header of %d bytes, QP max_tso_header %d", errno.Invalid, hdr, qp.cfg.MaxTSOHeader)
 	case wr.MSS == 0:
-		return fmt.Errorf("%w: TSO with mss 0", transport.ErrInvalid)
+		return fmt.Errorf("%w: TSO with mss 0", errno.Invalid)
 	case hdr+int(wr.MSS) > mtu:
-		return fmt.Errorf("%w: TSO header %d + mss %d exceeds the port MTU %d", transport.ErrInvalid, hdr, wr.MSS, mtu)
+		return fmt.Errorf("%w: TSO header %d + mss %d exceeds the port MTU %d", errno.Invalid, hdr, wr.MSS, mtu)
 	case payload > MaxTSO:
-		return fmt.Errorf("%w: TSO payload of %d bytes, device max_tso %d", transport.ErrInvalid, payload, MaxTSO)
+		return fmt.Errorf("%w: TSO payload of %d bytes, device max_tso %d", errno.Invalid, payload, MaxTSO)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/wire"
@@ -75,7 +76,7 @@ func tsoQP(t *testing.T) (*QP, *fakeCQ, *mem.MR, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTS, QKey: 0x55}, ibv.QPAttrState|ibv.QPAttrQKey); err != nil {
+	if _, err := qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTS, QKey: 0x55}, ibv.QPAttrState|ibv.QPAttrQKey); err != nil {
 		t.Fatal(err)
 	}
 	return qp, cq, mr, buf
@@ -113,7 +114,7 @@ func TestTSOResendsFromRefusedPiece(t *testing.T) {
 	const mss, n = 100, 450
 	wr := ibv.SendWR{WRID: 9, Opcode: ibv.WRTSO, Flags: ibv.SendSignaled, SGList: []ibv.SGE{{Addr: mr.Addr() + 5, Length: n, LKey: mr.LKey()}},
 		TSOHeader: hdr, MSS: mss, AH: tsoAV, RemoteQPN: 0x22, RemoteQKey: 0x55}
-	if _, err := qp.PostSend([]ibv.SendWR{wr}); err != nil {
+	if _, _, err := qp.PostSend([]ibv.SendWR{wr}); err != nil {
 		t.Fatal(err)
 	}
 	payload := buf[5 : 5+n]
@@ -150,7 +151,7 @@ func TestTSOUnroutable(t *testing.T) {
 	qp, cq, mr, _ := tsoQP(t)
 	wr := ibv.SendWR{WRID: 3, Opcode: ibv.WRTSO, SGList: []ibv.SGE{{Addr: mr.Addr(), Length: 300, LKey: mr.LKey()}},
 		TSOHeader: []byte{1}, MSS: 100, AH: tsoAV, RemoteQPN: 0x22, RemoteQKey: 0x55}
-	if _, err := qp.PostSend([]ibv.SendWR{wr}); err != nil {
+	if _, _, err := qp.PostSend([]ibv.SendWR{wr}); err != nil {
 		t.Fatal(err)
 	}
 	qp.Process(&scriptOut{script: [][]syscall.Errno{{0, 0, syscall.ENETUNREACH}}})
@@ -171,7 +172,7 @@ func TestTSOAcrossPasses(t *testing.T) {
 		{WRID: 2, Opcode: ibv.WRSend, Flags: ibv.SendSignaled | ibv.SendInline, InlineData: []byte("after"),
 			AH: tsoAV, RemoteQPN: 0x22, RemoteQKey: 0x55},
 	}
-	if _, err := qp.PostSend(wrs); err != nil {
+	if _, _, err := qp.PostSend(wrs); err != nil {
 		t.Fatal(err)
 	}
 	out := &scriptOut{}
@@ -220,7 +221,7 @@ func TestTSOCheck(t *testing.T) {
 	}
 }
 
-func isInvalid(err error) bool { return errors.Is(err, transport.ErrInvalid) }
+func isInvalid(err error) bool { return errors.Is(err, errno.Invalid) }
 
 // discardOut is an Output that drops every datagram and is no Flusher.
 type discardOut struct{ buf [8192]byte }
@@ -240,7 +241,7 @@ func TestPostNoAlloc(t *testing.T) {
 	} {
 		wrs := []ibv.SendWR{wr}
 		allocs := testing.AllocsPerRun(100, func() {
-			if _, err := qp.PostSend(wrs); err != nil {
+			if _, _, err := qp.PostSend(wrs); err != nil {
 				t.Fatal(err)
 			}
 			qp.Process(out)
@@ -267,12 +268,12 @@ func TestTSOFinishesInSQD(t *testing.T) {
 			TSOHeader: []byte("H"), MSS: mss, AH: tsoAV, RemoteQPN: 0x22},
 		{WRID: 2, Opcode: ibv.WRSend, Flags: ibv.SendSignaled, AH: tsoAV, RemoteQPN: 0x22},
 	}
-	if _, err := qp.PostSend(wrs); err != nil {
+	if _, _, err := qp.PostSend(wrs); err != nil {
 		t.Fatal(err)
 	}
 	out := &scriptOut{}
 	qp.Process(out)
-	if err := qp.Modify(&ibv.QPAttr{State: ibv.QPStateSQD, EnSQDAsyncNotify: true}, ibv.QPAttrState|ibv.QPAttrEnSQDAsyncNotify); err != nil {
+	if _, err := qp.Modify(&ibv.QPAttr{State: ibv.QPStateSQD, EnSQDAsyncNotify: true}, ibv.QPAttrState|ibv.QPAttrEnSQDAsyncNotify); err != nil {
 		t.Fatal(err)
 	}
 	if len(events) != 0 {
@@ -287,7 +288,7 @@ func TestTSOFinishesInSQD(t *testing.T) {
 		t.Fatalf("events %v, want SQ_DRAINED", events)
 	}
 	// Back to RTS, the SEND goes.
-	if err := qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTS}, ibv.QPAttrState); err != nil {
+	if _, err := qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTS}, ibv.QPAttrState); err != nil {
 		t.Fatal(err)
 	}
 	for qp.Process(out) {

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/softnic/softnic/ibv"
-	"github.com/softnic/softnic/internal/transport"
+	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -82,7 +82,7 @@ func TestCheckAV(t *testing.T) {
 		{"port 2", v4, av("10.0.0.2", func(a *ibv.AHAttr) { a.PortNum = 2 }), false},
 	} {
 		err := CheckAV(tc.av, tc.local)
-		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, transport.ErrInvalid)) {
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, errno.Invalid)) {
 			t.Errorf("%s: CheckAV = %v, want ok %v", tc.name, err, tc.ok)
 		}
 	}

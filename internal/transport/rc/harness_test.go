@@ -123,7 +123,7 @@ func newEnd(t testing.TB, n *tt.Net, addr string, o opts) *end {
 	cfg := rc.Config{
 		QPN: e.port.QPN(), Type: o.typ, PD: e.pd, Mem: e.tbl, SendCQ: e.cq, RecvCQ: e.cq, RQ: e.rq,
 		Cap: c, SigAll: o.sigAll, LocalAddr: e.node.Addr(), Clock: n.Clock(), Counters: &e.node.Counters,
-		Wake:    e.port.Wake,
+		Waker:   e.port,
 		OnAsync: func(ev ibv.AsyncEventType) { e.events = append(e.events, ev) },
 	}
 	if o.typ == ibv.QPTypeXRCRecv {
@@ -223,7 +223,9 @@ func (e *end) modify(attr ibv.QPAttr, mask ibv.AttrMask) {
 	if err := transport.CheckAttrValues(e.typ, cur, &attr, mask, limits); err != nil {
 		e.t.Fatalf("modify QP: %v", err)
 	}
-	if err := e.qp.Modify(&attr, mask); err != nil {
+	run, err := e.qp.Modify(&attr, mask)
+	e.run(run)
+	if err != nil {
 		e.t.Fatalf("modify QP: %v", err)
 	}
 }
@@ -231,7 +233,9 @@ func (e *end) modify(attr ibv.QPAttr, mask ibv.AttrMask) {
 // post posts send WRs on e's QP, failing the test on error.
 func (e *end) post(wrs ...ibv.SendWR) {
 	e.t.Helper()
-	if _, err := e.qp.PostSend(wrs); err != nil {
+	_, run, err := e.qp.PostSend(wrs)
+	e.run(run)
+	if err != nil {
 		e.t.Fatalf("post send: %v", err)
 	}
 }
@@ -297,4 +301,13 @@ type rawPeer struct {
 func (r *rawPeer) send(h wire.Headers, payload []byte) {
 	h.BTH.DestQP, h.BTH.PKey = r.dst, wire.DefaultPKey
 	r.Send(h, payload)
+}
+
+// run acts on what the transport asked for after a call (transport.Run):
+// the node makes a pass over every woken port, on the test's goroutine,
+// whether the engine would run it at once or on a processor.
+func (e *end) run(r transport.Run) {
+	if r != transport.RunNone {
+		e.port.Wake()
+	}
 }

@@ -82,7 +82,6 @@ func newQP(t testing.TB, n *tt.Net, addr string, o opts) *end {
 		Cap: c, SigAll: o.sigAll, LocalAddr: e.node.Addr(),
 		MTU:      mtu.Bytes,
 		Counters: &e.node.Counters,
-		Wake:     e.port.Wake,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +116,9 @@ func (e *end) modifyErr(attr ibv.QPAttr, mask ibv.AttrMask) error {
 	if err := transport.CheckAttrValues(ibv.QPTypeUD, cur, &attr, mask, limits); err != nil {
 		return err
 	}
-	return e.qp.Modify(&attr, mask)
+	run, err := e.qp.Modify(&attr, mask)
+	e.run(run)
+	return err
 }
 
 // modify is modifyErr failing the test on error.
@@ -131,7 +132,9 @@ func (e *end) modify(attr ibv.QPAttr, mask ibv.AttrMask) {
 // post posts send WRs on e's QP, failing the test on error.
 func (e *end) post(wrs ...ibv.SendWR) {
 	e.t.Helper()
-	if _, err := e.qp.PostSend(wrs); err != nil {
+	_, run, err := e.qp.PostSend(wrs)
+	e.run(run)
+	if err != nil {
 		e.t.Fatalf("post send: %v", err)
 	}
 }
@@ -203,5 +206,14 @@ func (e *end) noWC(d time.Duration) {
 	e.net.Run(d)
 	if got := e.cq.Take(-1); len(got) > 0 {
 		e.t.Fatalf("unexpected completions at %v: %+v", e.node.Addr(), got)
+	}
+}
+
+// run acts on what the transport asked for after a call (transport.Run):
+// the node makes a pass over every woken port, on the test's goroutine,
+// whether the engine would run it at once or on a processor.
+func (e *end) run(r transport.Run) {
+	if r != transport.RunNone {
+		e.port.Wake()
 	}
 }

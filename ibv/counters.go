@@ -44,4 +44,6 @@ type Counters struct {
 	RemoteOpErr         uint64 // NAKs sent for remote operational errors
 	Retransmits         uint64 // go-back-N retries started (each resends from the oldest unacknowledged PSN)
 	Timeouts            uint64 // retransmit timer expiries
+	Reasked             uint64 // requests sent again alone to re-ask responses found lost (READ runs, atomics)
+	EarlyRetries        uint64 // go-back-N retries started two round trips after the last progress, without spending a retry
 }

@@ -78,6 +78,8 @@ var deviceCounters = []counter{
 	{name: "icrc_unverified", help: "Packets accepted without an ICRC check (the link could not see the IP header).", get: func(c *ibv.Counters) uint64 { return c.ICRCUnverified }},
 	{name: "retransmitted_pkts", help: "Packets sent again by go-back-N.", get: func(c *ibv.Counters) uint64 { return c.Retransmits }},
 	{name: "retransmit_timeouts", help: "Retransmit timer expiries.", get: func(c *ibv.Counters) uint64 { return c.Timeouts }},
+	{name: "early_retries", help: "Go-back-N retries started two round trips after the last progress while losses keep the window small, without spending a retry (softnic).", get: func(c *ibv.Counters) uint64 { return c.EarlyRetries }},
+	{name: "reasked_requests", help: "Requests sent again alone to ask for responses found lost: a run of READ responses, an atomic's (softnic).", get: func(c *ibv.Counters) uint64 { return c.Reasked }},
 	drop("malformed", func(c *ibv.Counters) uint64 { return c.DropMalformed }),
 	drop("no_qp", func(c *ibv.Counters) uint64 { return c.DropNoQP }),
 	drop("qp_state", func(c *ibv.Counters) uint64 { return c.DropState }),

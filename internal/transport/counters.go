@@ -46,5 +46,7 @@ func (c *Counters) Load() ibv.Counters {
 		RemoteOpErr:         c.RemoteOpErr.Load(),
 		Retransmits:         c.Retransmits.Load(),
 		Timeouts:            c.Timeouts.Load(),
+		Reasked:             c.Reasked.Load(),
+		EarlyRetries:        c.EarlyRetries.Load(),
 	}
 }

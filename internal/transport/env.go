@@ -147,4 +147,6 @@ type Counters struct {
 	RemoteOpErr         atomic.Uint64 // NAKs sent for remote operational errors
 	Retransmits         atomic.Uint64 // go-back-N retries started (each resends from the oldest unacknowledged PSN)
 	Timeouts            atomic.Uint64 // retransmit timer expiries
+	Reasked             atomic.Uint64 // requests sent again alone to re-ask responses found lost (READ runs, atomics)
+	EarlyRetries        atomic.Uint64 // go-back-N retries started two round trips after the last progress, without spending a retry
 }

@@ -13,9 +13,53 @@ type completer struct {
 	psn      wire.PSN // oldest PSN not yet acknowledged or answered
 	retryCnt uint8    // transport retries left; 7 is seven, not infinite
 	rnrRetry uint8    // RNR retries left (7 = infinite)
-	// retrying is set when a retry was started and nothing progressed
-	// since; further NAKs then start no new retry (rxe comp.started_retry).
+	// retrying is set when a retry was started and no acknowledgement or
+	// response has moved psn since: further NAKs of the same loss event
+	// start no new retry (rxe comp.started_retry, which only
+	// reset_retry_counters clears: an ACK or a response, not a NAK's
+	// implied acknowledgement).
 	retrying bool
+	// retryFrom and retryHigh are c.psn and the requester's highPSN when
+	// the retry under way began, at retryAt: the PSNs it resends. A PSN
+	// sequence NAK for one of them within a round trip (srtt) of retryAt
+	// tells of the responder's view before the resent packets reached
+	// it: the same loss event, or a packet that was only late.
+	retryFrom, retryHigh wire.PSN
+	retryAt              time.Time
+	retryTimed           bool // the retry gave its round-trip sample
+	// win is the requester's window (windowLocked): MaxUnackedPSNs, halved
+	// at each loss a go-back-N answers and grown back by what
+	// acknowledgements cover (lossLocked, progressLocked).
+	win int32
+	// probes counts the early retries since the last progress: each
+	// doubles the next one's timeout (QP.armProbeLocked).
+	probes uint8
+	// srtt and rttvar are the smoothed round trip and its variation,
+	// from a request with AckReq to the ACK that covers it (RFC 6298
+	// 2.2-2.3, Karn's rule: never across a retry; requester.rttPSN); 0
+	// until measured.
+	srtt, rttvar time.Duration
+	// acked is one past the highest PSN the responder acknowledged
+	// (cumulatively: an ACK's PSN, a NAK's PSN less one, a response's
+	// PSN less one, IBTA 9.7.5.1.3): every SEND and WRITE before it was
+	// executed, whatever response of a READ before it is still missing.
+	acked wire.PSN
+	// ahead are the response PSNs received beyond psn (selective
+	// acceptance, see acceptLocked); askedTo is where the last re-ask of
+	// their holes ended (reaskLocked); dupacks counts the responses and
+	// ACKs since psn last moved.
+	ahead   aheadSet
+	askedTo wire.PSN
+	dupacks int
+}
+
+// startAt sets every PSN of the completer to psn (a new send PSN, or a
+// reset).
+func (c *completer) startAt(psn wire.PSN) {
+	c.psn, c.acked, c.askedTo, c.retryFrom, c.retryHigh = psn, psn, psn, psn, psn
+	c.ahead = aheadSet{}
+	c.dupacks = 0
+	c.win = MaxUnackedPSNs
 }
 
 // rnrTimeout is the RNR NAK timer table of IBTA 9.7.5.2.8 (Table 45):
@@ -35,8 +79,33 @@ var rnrTimeout = [32]time.Duration{
 // RNRTimeout returns the delay of RNR timer index i (0..31).
 func RNRTimeout(i uint8) time.Duration { return rnrTimeout[i&31] }
 
+// reaskDupThresh is how many responses and ACKs must arrive without the
+// oldest unanswered PSN moving before the holes behind them are re-asked:
+// TCP's DupThresh (RFC 6675 2: three duplicate acknowledgements), which
+// tells a lost response from one a little reordered.
+const reaskDupThresh = 3
+
 // responseLocked processes one response packet, received in the pass at
 // time now: ACK, NAK, READ response or atomic ACK.
+//
+// Responses beyond the oldest unanswered PSN are kept, not dropped: a
+// READ response's payload is placed where its PSN says (the offset of
+// its packet in the READ, as the responder sends it) and an atomic's
+// result is stored, and the PSN is marked received (ahead). The WQE
+// still completes in order, once every PSN before its last has come
+// (advanceLocked). A response that went missing is then re-asked alone
+// (reaskLocked), not with everything after it: IBTA 9.7.5.1.5 lets a
+// requester ask a READ again from any PSN of its response, for the rest
+// of its length or a part of it, and a responder answers a READ request
+// that repeats a part of an earlier one from that part (rxe_resp.c
+// duplicate_request: "the same as the previous one or a subset of it").
+// rxe's own completer instead drops every READ response beyond the one
+// it expects and waits for the retransmit timer (rxe_comp.c check_psn:
+// COMPST_DONE), so one lost response costs a timeout and every READ
+// sent after it; softnic does better where the wire allows it. Out of
+// order acceptance is the requester's own business: the data lands in
+// its memory at the offsets the PSNs give, and completions keep their
+// order.
 func (c *completer) responseLocked(qp *QP, p *wire.Packet, now time.Time) {
 	ctr := qp.cfg.Counters
 	psn := p.PSN()
@@ -50,7 +119,8 @@ func (c *completer) responseLocked(qp *QP, p *wire.Packet, now time.Time) {
 	if a := p.AETH(); a != nil {
 		syn = a.Syndrome()
 	}
-	if p.Opcode == wire.RCAck && !syn.IsACK() {
+	isAck := p.Opcode == wire.RCAck
+	if isAck && !syn.IsACK() {
 		c.nakLocked(qp, psn, syn, now)
 		return
 	}
@@ -58,143 +128,331 @@ func (c *completer) responseLocked(qp *QP, p *wire.Packet, now time.Time) {
 		qp.failLocked(qp.sq.headIdx, ibv.WCBadRespErr)
 		return
 	}
-	// A SEND or WRITE is acknowledged by an ACK of its last PSN or
-	// beyond, and implicitly by any response to a later PSN (coalesced
-	// ACKs, IBTA 9.7.5.1.3); only an ACK acknowledges part of one.
-	isAck := p.Opcode == wire.RCAck
-	end := psn
 	if isAck {
-		end = psn.Next()
-	}
-	i, w, progress, ok := c.ackWalkLocked(qp, end, isAck)
-	if !ok {
-		return // a local operation failed: the QP is in ERR
-	}
-	if w != nil && w.needsResponse() {
-		// READ or atomic: only its own response completes it. An ACK or
-		// a response beyond it means its response was lost: retry
-		// (rxe_comp.c: COMPST_ERROR_RETRY from check_psn).
-		switch {
-		case isAck || w.lastPSN.Before(psn):
-			if !psn.Before(w.firstPSN) {
-				c.triggerRetryLocked(qp, false)
-			}
-		case psn != c.psn:
-			if psn.After(c.psn) {
-				c.triggerRetryLocked(qp, false) // a read response went missing
-			}
-		default:
-			if c.answerLocked(qp, i, w, p) {
-				progress = true
-			}
+		// An ACK acknowledges every request up to its PSN (coalesced
+		// ACKs, IBTA 9.7.5.1.3), a SEND or WRITE in part too.
+		c.ackTo(psn.Next())
+	} else {
+		// A response acknowledges every request before it.
+		c.ackTo(psn)
+		if !c.acceptLocked(qp, p, psn) {
+			return // dropped, or a bad response moved the QP to ERR
 		}
+	}
+	before := c.psn
+	progress, ok := c.advanceLocked(qp)
+	if !ok {
+		return
 	}
 	if progress {
-		c.progressLocked(qp, now)
+		c.dupacks = 0
+		c.sampleRTTLocked(qp, now)
+		c.growLocked(before)
+		c.progressLocked(qp, now, true)
+		if c.psn == qp.req.highPSN || !c.holesLocked() {
+			return
+		}
+	} else {
+		c.dupacks++
+	}
+	// Something beyond the oldest unanswered response came: re-ask the
+	// responses that must be lost, those at least reaskDupThresh
+	// received responses ago, or all of them once the last outstanding
+	// PSN was answered (nothing more is on its way to tell them apart).
+	if c.dupacks >= reaskDupThresh || !psn.Next().Before(qp.req.highPSN) {
+		c.reaskLocked(qp, !psn.Next().Before(qp.req.highPSN))
 	}
 }
 
-// ackWalkLocked walks the send queue from its head acknowledging WQEs: a
-// SEND or WRITE whose last PSN is before end completes, an executed local
-// operation completes once everything before it has (rxe_comp.c: a done
-// WQE completes when it reaches the head), and with partial a SEND or
-// WRITE that end reaches into is acknowledged up to end (the requester
-// resumes there after a retry). It stops at the first WQE it cannot
-// complete and returns it with its index, or w nil when it walked past
-// every WQE started; progress reports whether the acknowledged PSN moved.
-// ok is false when a failed local operation moved the QP to ERR.
-func (c *completer) ackWalkLocked(qp *QP, end wire.PSN, partial bool) (i uint64, w *sendWQE, progress, ok bool) {
-	for i = qp.sq.headIdx; i < qp.req.maxIdx && qp.sq.valid(i); i++ {
-		w = qp.sq.at(i)
-		if w.state == wqeDone {
-			continue
-		}
-		if w.kind == kindLocal {
-			if w.state != wqePending {
-				return i, w, progress, true
-			}
-			if !qp.completeLocalLocked(w) {
-				return i, w, progress, false
-			}
-			continue
-		}
-		if w.needsResponse() {
-			return i, w, progress, true
-		}
-		if w.lastPSN.Before(end) {
-			c.completeLocked(qp, i, w)
-			progress = true
-			continue
-		}
-		if partial && end.After(c.psn) && end.After(w.firstPSN) {
-			c.psn = end // part of a multi-packet message
-			qp.req.catchUp(qp, i, w, end)
-			progress = true
-		}
-		return i, w, progress, true
+// sampleRTTLocked takes a round-trip sample when an ACK or a response
+// moved c.psn: past the PSN the requester timed (requester.rttPSN), or,
+// while a retry is under way, past the first PSN it resent (timed from
+// the retry's start: the responder had dropped the original, having NAKed
+// it, so the acknowledgement is the resent packet's; under constant loss
+// Karn's rule alone would leave no sample). srtt = 7/8 srtt + 1/8 sample
+// and rttvar = 3/4 rttvar + 1/4 |srtt - sample| (RFC 6298 2.3), the
+// first sample as it is, its variation half of it (2.2).
+func (c *completer) sampleRTTLocked(qp *QP, now time.Time) {
+	r := &qp.req
+	var sample time.Duration
+	switch {
+	case c.retrying && !c.retryTimed && c.psn.After(c.retryFrom):
+		c.retryTimed = true
+		sample = now.Sub(c.retryAt)
+	case r.rttOn && c.psn.After(r.rttPSN):
+		r.rttOn = false
+		sample = now.Sub(r.rttAt)
+	default:
+		return
 	}
-	return i, nil, progress, true
+	if c.srtt == 0 {
+		c.srtt, c.rttvar = sample, sample/2
+		return
+	}
+	d := c.srtt - sample
+	if d < 0 {
+		d = -d
+	}
+	c.rttvar += (d - c.rttvar) / 4
+	c.srtt += (sample - c.srtt) / 8
 }
 
-// answerLocked applies a READ response or atomic ACK at the expected PSN
-// to w (rxe_comp.c check_ack, do_read, do_atomic).
-func (c *completer) answerLocked(qp *QP, i uint64, w *sendWQE, p *wire.Packet) bool {
+// growLocked grows the window by half the PSNs an acknowledgement
+// covered since before, up to MaxUnackedPSNs: about half again a round
+// trip, so that one loss costs a few round trips of a smaller window and
+// losses that keep coming keep it small (lossLocked).
+func (c *completer) growLocked(before wire.PSN) {
+	if n := c.psn.Diff(before); n > 0 {
+		c.win = min(c.win+max(n/2, 1), MaxUnackedPSNs)
+	}
+}
+
+// lossLocked shrinks the window at a loss the go-back-N answers: half of
+// it, at most RetryUnackedPSNs after a timeout, never below
+// minUnackedPSNs. Every packet in flight behind a lost one is sent again
+// (the responder drops what follows a gap, IBTA 9.7.5.1.2), so under
+// steady loss the window bounds what a loss costs; TCP's congestion
+// window shrinks alike (RFC 5681 3.1), and the IBTA leaves how much a
+// requester sends at once to it. rxe keeps its 128 (RXE_MAX_UNACKED_PSNS)
+// whatever is lost.
+func (c *completer) lossLocked(timeout bool) {
+	c.win = max(c.win/2, minUnackedPSNs)
+	if timeout {
+		c.win = min(c.win, RetryUnackedPSNs)
+	}
+}
+
+// ackTo records that the responder acknowledged every PSN before end.
+func (c *completer) ackTo(end wire.PSN) {
+	if end.After(c.acked) {
+		c.acked = end
+	}
+}
+
+// wqeAtLocked returns the started WQE whose PSNs hold psn and its index,
+// or nil: the WQEs from the head up to the last one started (including
+// those a retry rewound, whose PSNs stay as they were).
+func (qp *QP) wqeAtLocked(psn wire.PSN) (uint64, *sendWQE) {
+	for i := qp.sq.headIdx; i < qp.req.maxIdx && qp.sq.valid(i); i++ {
+		w := qp.sq.at(i)
+		if w.state == wqeDone || w.kind == kindLocal {
+			continue
+		}
+		if psn.Before(w.firstPSN) {
+			return 0, nil
+		}
+		if !psn.After(w.lastPSN) {
+			return i, w
+		}
+	}
+	return 0, nil
+}
+
+// acceptLocked takes the READ response, atomic ACK or empty READ
+// response (FLUSH, ATOMIC WRITE) p with PSN psn, at or beyond c.psn:
+// its payload or result goes to its WQE, and psn is marked received. It
+// reports false when p is dropped (a PSN already received, one beyond
+// the window ahead, a response that answers no WQE there) or, at c.psn,
+// when p does not fit its WQE: a bad response that moves the QP to ERR
+// (rxe_comp.c check_ack: COMPST_ERROR, IB_WC_BAD_RESP_ERR).
+func (c *completer) acceptLocked(qp *QP, p *wire.Packet, psn wire.PSN) bool {
+	ctr := qp.cfg.Counters
+	if c.ahead.has(c.psn, psn) || psn.Diff(c.psn) >= aheadWindow {
+		ctr.DropResponse.Add(1)
+		return false
+	}
+	i, w := qp.wqeAtLocked(psn)
+	bad := func(st ibv.WCStatus) bool {
+		if psn == c.psn {
+			qp.failLocked(i, st)
+		} else {
+			ctr.DropResponse.Add(1)
+		}
+		return false
+	}
+	if w == nil || !w.needsResponse() {
+		if w == nil {
+			i = qp.sq.headIdx
+		}
+		return bad(ibv.WCBadRespErr)
+	}
+	if psn != c.psn && !qp.aheadSafeLocked(i, w) {
+		// An earlier READ or atomic still to complete writes where this
+		// one does: its late data must not land after this, so this one
+		// waits for its turn (and is asked again).
+		ctr.DropResponse.Add(1)
+		return false
+	}
 	switch w.kind {
 	case kindAtomic:
 		ack := p.AtomicAckETH()
-		if ack == nil {
-			qp.failLocked(i, ibv.WCBadRespErr)
-			return false
+		if ack == nil || psn != w.firstPSN {
+			return bad(ibv.WCBadRespErr)
 		}
 		w.orig = ack.Orig()
 		if err := qp.putAtomicResult(w); err != nil {
 			qp.failLocked(i, ibv.WCLocProtErr)
 			return false
 		}
-		c.psn = c.psn.Next()
-		c.completeLocked(qp, i, w)
-		return true
 	case kindRead:
 		if !p.Is(wire.MaskRead | wire.MaskResponse) {
-			qp.failLocked(i, ibv.WCBadRespErr)
-			return false
+			return bad(ibv.WCBadRespErr)
 		}
-		off := uint32(p.PSN().Diff(w.firstPSN)) * uint32(qp.pmtu)
+		off := uint32(psn.Diff(w.firstPSN)) * uint32(qp.pmtu)
 		want := min(uint32(qp.pmtu), w.length-off)
-		end := off+want == w.length
-		if uint32(len(p.Payload)) != want || p.Is(wire.MaskEnd) != end {
-			qp.failLocked(i, ibv.WCBadRespErr)
-			return false
+		// The READ's last packet ends it (LAST or ONLY); one inside it
+		// may end a part a re-ask asked for (a responder's replay of a
+		// sub-range ends with LAST, rxe_resp.c read_reply).
+		if uint32(len(p.Payload)) != want || psn == w.lastPSN && !p.Is(wire.MaskEnd) {
+			return bad(ibv.WCBadRespErr)
 		}
 		if err := qp.cfg.Mem.Scatter(qp.cfg.PD, w.sgl, uint64(off), p.Payload); err != nil {
 			qp.failLocked(i, ibv.WCLocProtErr)
 			return false
 		}
-		w.recvOff = off + want
-		c.psn = c.psn.Next()
-		if end {
-			c.completeLocked(qp, i, w)
-		}
-		return true
 	case kindFlush, kindAtomicWrite:
 		// Both are answered by a zero-length RDMA READ RESPONSE ONLY
 		// (IBA A19; rxe_comp.c check_ack completes FLUSH and ATOMIC_WRITE
 		// WQEs on it).
-		if p.Opcode != wire.RCReadResponseOnly || len(p.Payload) != 0 {
-			qp.failLocked(i, ibv.WCBadRespErr)
-			return false
+		if p.Opcode != wire.RCReadResponseOnly || len(p.Payload) != 0 || psn != w.firstPSN {
+			return bad(ibv.WCBadRespErr)
 		}
-		c.psn = c.psn.Next()
-		c.completeLocked(qp, i, w)
+	}
+	c.ahead.add(psn)
+	return true
+}
+
+// aheadSafeLocked reports whether a response to WQE i (w) may be placed
+// before the responses of the WQEs ahead of it: no earlier READ or
+// atomic still to complete has a local SGE that overlaps one of w's (in
+// the same MR), so placing it now leaves memory as placing it in order
+// would. Overlap through two MRs over the same memory is not seen.
+func (qp *QP) aheadSafeLocked(i uint64, w *sendWQE) bool {
+	if w.aheadSafe {
 		return true
 	}
-	return false
+	for j := qp.sq.headIdx; j < i; j++ {
+		e := qp.sq.at(j)
+		if e.state == wqeDone || (e.kind != kindRead && e.kind != kindAtomic) {
+			continue
+		}
+		for _, a := range e.sgl {
+			for _, b := range w.sgl {
+				if a.LKey == b.LKey && a.Addr < b.Addr+uint64(b.Length) && b.Addr < a.Addr+uint64(a.Length) {
+					return false
+				}
+			}
+		}
+	}
+	w.aheadSafe = true // earlier WQEs only complete: it stays so
+	return true
+}
+
+// advanceLocked walks the send queue from its head completing what is
+// acknowledged or answered, in order: a SEND or WRITE whose last PSN is
+// before c.acked (and, in part, one c.acked reaches into: the requester
+// resumes there after a retry), a READ, atomic, FLUSH or ATOMIC WRITE
+// once every PSN of its response has been received, an executed local
+// operation once everything before it has completed (rxe_comp.c: a done
+// WQE completes when it reaches the head). progress reports whether
+// c.psn moved; ok is false when a failed local operation moved the QP to
+// ERR.
+func (c *completer) advanceLocked(qp *QP) (progress, ok bool) {
+	for i := qp.sq.headIdx; i < qp.req.maxIdx && qp.sq.valid(i); i++ {
+		w := qp.sq.at(i)
+		if w.state == wqeDone {
+			continue
+		}
+		if w.kind == kindLocal {
+			if w.state != wqePending {
+				return progress, true
+			}
+			if !qp.completeLocalLocked(w) {
+				return progress, false
+			}
+			continue
+		}
+		if w.needsResponse() {
+			for !c.psn.After(w.lastPSN) && c.ahead.has(c.psn, c.psn) {
+				c.ahead.del(c.psn)
+				c.psn = c.psn.Next()
+				progress = true
+			}
+			if !c.psn.After(w.lastPSN) {
+				if progress {
+					qp.req.catchUp(qp, i, w, c.psn)
+				}
+				return progress, true
+			}
+			c.completeLocked(qp, i, w)
+			continue
+		}
+		if w.lastPSN.Before(c.acked) {
+			c.completeLocked(qp, i, w)
+			progress = true
+			continue
+		}
+		if c.acked.After(c.psn) && c.acked.After(w.firstPSN) {
+			c.psn = c.acked // part of a multi-packet message
+			qp.req.catchUp(qp, i, w, c.psn)
+			progress = true
+		}
+		return progress, true
+	}
+	return progress, true
+}
+
+// holesLocked reports whether a response beyond c.psn has been received:
+// c.psn's is then missing (every PSN in the set is beyond c.psn, which
+// deletes it as it passes).
+func (c *completer) holesLocked() bool { return !c.ahead.empty() }
+
+// reaskLocked asks the requester to send again the requests of the
+// responses that must have been lost, from c.psn (or where the last
+// re-ask ended) up to the last one that, with all, is not yet answered,
+// or else has reaskDupThresh responses received after it or an ACK of a
+// later PSN (RFC 6675 IsLost, with an ACK as the responder's word that
+// it answered everything before). The requester asks each such run of
+// missing responses again with one request (requester.reaskLocked). A
+// response is re-asked once this way; if that is lost too, the
+// retransmit timer recovers it.
+func (c *completer) reaskLocked(qp *QP, all bool) {
+	from := c.psn
+	if c.askedTo.After(from) {
+		from = c.askedTo
+	}
+	end := from
+	for h := from; h.Before(qp.req.highPSN); h = h.Next() {
+		if c.ahead.has(c.psn, h) {
+			continue
+		}
+		lost := all || h.Before(c.acked)
+		if !lost {
+			n := 0
+			for q, ok := c.ahead.next(c.psn, h.Next(), qp.req.highPSN); ok && n < reaskDupThresh; q, ok = c.ahead.next(c.psn, q.Next(), qp.req.highPSN) {
+				n++
+			}
+			lost = n >= reaskDupThresh
+		}
+		if !lost {
+			break
+		}
+		end = h.Next()
+	}
+	if !end.After(from) {
+		return
+	}
+	c.askedTo = end
+	qp.req.reask(from, end)
 }
 
 // completeLocked completes WQE i successfully and moves the acknowledged
 // PSN past it.
 func (c *completer) completeLocked(qp *QP, i uint64, w *sendWQE) {
 	if next := w.lastPSN.Next(); next.After(c.psn) {
+		for p := c.psn; !c.ahead.empty() && p.Before(next); p = p.Next() {
+			c.ahead.del(p)
+		}
 		c.psn = next
 	}
 	qp.req.catchUp(qp, i+1, nil, c.psn)
@@ -215,13 +473,20 @@ func (r *requester) catchUp(qp *QP, i uint64, w *sendWQE, psn wire.PSN) {
 	}
 }
 
-// progressLocked runs after an acknowledgement moved the completer
-// forward: retry counters are restored, completed WQEs retired, and the
-// retransmit timer pushed out (to now plus the timeout) or stopped.
-func (c *completer) progressLocked(qp *QP, now time.Time) {
-	c.retrying = false
+// progressLocked runs after an acknowledgement or a response moved the
+// completer forward: the retry counters are restored (forward progress,
+// IBTA 9.7.5.2.8 and 9.7.6.1.3), completed WQEs retired, and the
+// retransmit timer pushed out (to now plus the timeout) or stopped. An
+// ACK or a response (ack) also ends the retry under way, as rxe's
+// reset_retry_counters does; a NAK's implied acknowledgement does not:
+// the loss it reports is the retry's own or a new one (nakLocked).
+func (c *completer) progressLocked(qp *QP, now time.Time, ack bool) {
+	if ack {
+		c.retrying = false
+	}
 	c.retryCnt = qp.attr.RetryCnt
 	c.rnrRetry = qp.attr.RNRRetry
+	c.probes = 0
 	qp.retireLocked()
 	if qp.outstandingLocked() {
 		if qp.retryArmed {
@@ -229,6 +494,7 @@ func (c *completer) progressLocked(qp *QP, now time.Time) {
 		} else {
 			qp.armRetryLocked(now)
 		}
+		qp.armProbeLocked(now)
 	} else {
 		qp.stopRetryLocked()
 	}
@@ -253,15 +519,20 @@ func (c *completer) nakLocked(qp *QP, psn wire.PSN, syn wire.Syndrome, now time.
 	}
 	// A NAK acknowledges every packet before its PSN (IBTA 9.7.5.1.3);
 	// an error it reports is the WQE's it stopped at.
-	target, w, progress, ok := c.ackWalkLocked(qp, psn, true)
+	c.ackTo(psn)
+	progress, ok := c.advanceLocked(qp)
 	if !ok {
 		return
 	}
-	if w == nil {
-		target = qp.sq.tailIdx
+	target := qp.sq.tailIdx
+	for i := qp.sq.headIdx; i < qp.req.maxIdx && qp.sq.valid(i); i++ {
+		if qp.sq.at(i).state != wqeDone {
+			target = i
+			break
+		}
 	}
 	if progress {
-		c.progressLocked(qp, now)
+		c.progressLocked(qp, now, false)
 	}
 	switch syn.Type() {
 	case wire.SyndromeRNRNAK:
@@ -280,7 +551,19 @@ func (c *completer) nakLocked(qp *QP, psn wire.PSN, syn wire.Syndrome, now time.
 	case wire.SyndromeNAK:
 		if syn == wire.NakPSNSequence {
 			ctr.RcvdSeqErr.Add(1)
-			c.triggerRetryLocked(qp, false)
+			if c.retrying && psn.Before(c.retryHigh) && (!psn.After(c.retryFrom) || now.Sub(c.retryAt) < c.srtt) {
+				// About a packet the retry under way sends again, from
+				// the responder's view before any resent packet could
+				// have reached it (a repeated NAK, or one for a packet
+				// that was only late and whose followers the responder
+				// dropped): one retry for one loss event (rxe_comp.c
+				// started_retry ignores every NAK until an ACK). Later
+				// than a round trip, the NAK is about the resent packets:
+				// one of them was lost, and waiting for the timer would
+				// cost a timeout where rxe's retries never end.
+				return
+			}
+			c.triggerRetryLocked(qp, false, now)
 			return
 		}
 		// Every other NAK fails the WQE with its code's status, from
@@ -305,10 +588,7 @@ func (c *completer) nakLocked(qp *QP, psn wire.PSN, syn wire.Syndrome, now time.
 // ever; hardware NICs and the kernel's other software transports
 // (hfi1_restart_rc, qib_restart_rc: s_retry-- with no special value)
 // give up after seven.
-func (c *completer) triggerRetryLocked(qp *QP, timeout bool) {
-	if !timeout && c.retrying {
-		return // a retry is already under way
-	}
+func (c *completer) triggerRetryLocked(qp *QP, timeout bool, now time.Time) {
 	if !qp.outstandingLocked() {
 		return
 	}
@@ -320,7 +600,25 @@ func (c *completer) triggerRetryLocked(qp *QP, timeout bool) {
 	c.retryCnt-- // 7 too: seven retries, not infinite (see above)
 	qp.cfg.Counters.CompleterRetryErr.Add(1)
 	c.retrying = true
+	c.lossLocked(timeout)
+	c.retryFrom, c.retryHigh, c.retryAt, c.retryTimed = c.psn, qp.req.highPSN, now, false
+	qp.req.rttOn = false // Karn's rule: no sample across a retry
 	qp.req.needRetry = true
+}
+
+// earlyRetryLocked starts the go-back-N of the early retry
+// (QP.armProbeLocked): like a timeout's, but no retry is spent.
+func (c *completer) earlyRetryLocked(qp *QP) {
+	if !qp.outstandingLocked() {
+		return
+	}
+	c.lossLocked(false)
+	c.probes = min(c.probes+1, 10)
+	c.retrying = true
+	c.retryFrom, c.retryHigh, c.retryTimed = c.psn, qp.req.highPSN, true
+	qp.req.rttOn = false
+	qp.req.needRetry = true
+	qp.cfg.Counters.EarlyRetries.Add(1)
 }
 
 // failLocked completes WQE i (or the oldest incomplete one) with st, moves
@@ -364,11 +662,18 @@ func (qp *QP) retryLocked() {
 		case kindSend, kindWrite:
 			w.sendOff = uint32(r.psn.Diff(w.firstPSN)) * uint32(qp.pmtu)
 		case kindRead:
-			r.psn = w.firstPSN.Add(w.recvOff / uint32(qp.pmtu))
+			// From the first response missing; the requester asks for
+			// the runs still missing (sendPacketLocked).
+			if r.psn.Before(w.firstPSN) {
+				r.psn = w.firstPSN
+			}
 		default:
 			r.psn = w.firstPSN
 		}
 	}
+	// The go-back-N asks again for everything the re-asks would.
+	qp.comp.askedTo = qp.comp.psn
+	r.reaskPSN, r.reaskEnd = 0, 0
 	if !first {
 		qp.cfg.Counters.Retransmits.Add(1)
 	}

@@ -254,8 +254,8 @@ func TestRequesterWindow(t *testing.T) {
 	}
 }
 
-// After a timeout the go-back-N resends at most RetryUnackedPSNs packets
-// until an acknowledgement moves; then the whole window is open again.
+// After a timeout the go-back-N resends at most RetryUnackedPSNs packets;
+// an acknowledgement then grows the window by half the PSNs it covers.
 func TestRequesterRetryWindow(t *testing.T) {
 	h := newHarness(t) // timeout 14
 	timeout := time.Duration(4096<<14) * time.Nanosecond
@@ -283,12 +283,12 @@ func TestRequesterRetryWindow(t *testing.T) {
 		t.Fatalf("timeouts %d, want 1", got)
 	}
 	// The same ACK that would have moved before: the original first
-	// WRITE's, late. It completes WR 1 and reopens the whole window:
-	// the retry goes on from PSN 128 up to 64 + MaxUnackedPSNs.
+	// WRITE's, late. It completes WR 1 and grows the window by half its
+	// 64 PSNs: the retry goes on from PSN 128 up to 64 + 128 + 32.
 	h.respond(wire.RCAck, perWrite-1, wire.AckUnlimited, nil)
 	sent = h.process()
 	first, _ := ends(sent)
-	if want := MaxUnackedPSNs + perWrite - RetryUnackedPSNs; len(sent) != want || first != "RC_RDMA_WRITE_FIRST/"+itoa(RetryUnackedPSNs) {
+	if want := perWrite + perWrite/2; len(sent) != want || first != "RC_RDMA_WRITE_FIRST/"+itoa(RetryUnackedPSNs) {
 		t.Fatalf("after the ACK: %d packets from %q, want %d from PSN %d", len(sent), first, want, RetryUnackedPSNs)
 	}
 	if got := h.completions(); len(got) != 1 || got[0].WRID != 1 || got[0].Status != ibv.WCSuccess {

@@ -74,6 +74,9 @@ const (
 	// TCP does too (RFC 5681 3.1: the window after a retransmit timeout
 	// is one segment).
 	RetryUnackedPSNs = 128
+	// minUnackedPSNs is the smallest window losses shrink it to
+	// (completer.lossLocked).
+	minUnackedPSNs = 16
 	// maxPktPerAck forces AckReq on one in this many middle packets
 	// (RXE_MAX_PKT_PER_ACK).
 	maxPktPerAck = 64
@@ -152,10 +155,15 @@ type QP struct {
 	retryTimer    clock.Timer   // guarded by mu
 	retryArmed    bool          // guarded by mu
 	retryDeadline time.Time     // guarded by mu
-	rnrTimer      clock.Timer   // guarded by mu
-	timerFired    atomic.Bool   // set by the retransmit timer
-	rnrFired      atomic.Bool   // set by the RNR timer
-	sqDrained     bool          // guarded by mu: SQ-drained event sent for this SQD
+	// timerAt is when the retransmit timer fires next; probeAt, when
+	// probeArmed, when the early retry goes back (armProbeLocked).
+	timerAt    time.Time   // guarded by mu
+	probeAt    time.Time   // guarded by mu
+	probeArmed bool        // guarded by mu
+	rnrTimer   clock.Timer // guarded by mu
+	timerFired atomic.Bool // set by the retransmit timer
+	rnrFired   atomic.Bool // set by the RNR timer
+	sqDrained  bool        // guarded by mu: SQ-drained event sent for this SQD
 
 	events transport.EventQueue // guarded by mu; delivered after unlock
 	wc     ibv.WorkCompletion   // guarded by mu; the completion being pushed
@@ -189,6 +197,7 @@ func New(cfg Config) (*QP, error) {
 	qp.sq.init(int(cfg.Cap.MaxSendWR), int(cfg.Cap.MaxSendSGE), int(cfg.Cap.MaxInlineData))
 	qp.attr.Cap = cfg.Cap
 	qp.attr.PathMTU = ibv.MTU256 // rxe: path_mtu defaults to 256 until modified
+	qp.comp.startAt(0)
 	qp.pmtu = 256
 	return qp, nil
 }
@@ -258,7 +267,8 @@ func (qp *QP) modifyLocked(attr *ibv.QPAttr, mask ibv.AttrMask) {
 	}
 	if mask&ibv.QPAttrSQPSN != 0 {
 		psn := wire.PSN(attr.SQPSN & wire.PSNMask)
-		qp.req.psn, qp.comp.psn, qp.req.highPSN = psn, psn, psn
+		qp.req.psn, qp.req.highPSN = psn, psn
+		qp.comp.startAt(psn)
 	}
 	if mask&ibv.QPAttrMaxDestRdAtomic != 0 {
 		qp.resp.resources = make([]resource, qp.attr.MaxDestRdAtomic)
@@ -315,6 +325,7 @@ func (qp *QP) resetLocked() {
 	qp.resp.dropTMLocked(qp)
 	qp.req = requester{}
 	qp.comp = completer{retryCnt: qp.attr.RetryCnt, rnrRetry: qp.attr.RNRRetry}
+	qp.comp.startAt(0)
 	res := qp.resp.resources
 	clear(res)
 	qp.resp = responder{resources: res}

@@ -52,20 +52,133 @@ func opcodeFor(class wire.Opcode, op ibv.WROpcode, first, last bool) wire.Opcode
 // the requester.
 func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output, now time.Time) {
 	r := &qp.req
-	class := qp.class
+	readEnd := wire.PSN(0)
+	if w.kind == kindRead {
+		// A READ asks for its responses not yet received: from the
+		// first one missing, one request for each run of missing ones
+		// (a first READ: the whole; after a retry: what the completer
+		// did not receive, IBTA 9.7.5.1.5).
+		c := &qp.comp
+		end := w.lastPSN.Next()
+		r.psn = qp.nextMissingLocked(r.psn, end)
+		if r.psn == end {
+			// Every response has come already; the completer completes it.
+			w.state = wqePending
+			r.idx++
+			return
+		}
+		readEnd = end
+		if q, ok := c.ahead.next(c.psn, r.psn.Next(), end); ok {
+			readEnd = q
+		}
+	}
 	var h wire.Headers
-	h.BTH.PSN = r.psn
+	payload, last := qp.requestHeaders(w, r.psn, readEnd, &h)
+	if w.kind == kindRead {
+		last = qp.nextMissingLocked(readEnd, w.lastPSN.Next()) == w.lastPSN.Next()
+	}
+	// AckReq on the last packet of every RC message and periodically in
+	// long ones (rxe_req.c: RXE_MAX_PKT_PER_ACK), and at least twice a
+	// window when losses made the window smaller than that: the
+	// requester stops at the window's edge, and only an ACK lets it go
+	// on. Never on UC.
+	if qp.isRC() {
+		r.noack++
+		if last || r.noack > maxPktPerAck || int32(r.noack) >= qp.comp.win/2 {
+			h.BTH.AckReq = true
+			r.noack = 0
+			if !r.rttOn && !qp.comp.retrying && !r.psn.Before(r.highPSN) {
+				// A first transmission: time its round trip.
+				r.rttPSN, r.rttAt, r.rttOn = r.psn, now, true
+			}
+		}
+	}
+	if err := qp.emitRequest(w, &h, payload, out); err != nil {
+		qp.localErrorLocked(w, ibv.WCLocProtErr)
+		return
+	}
+
+	switch w.kind {
+	case kindSend, kindWrite:
+		w.sendOff += payload
+		r.psn = r.psn.Next()
+	case kindRead:
+		r.psn = qp.nextMissingLocked(readEnd, w.lastPSN.Next())
+	default:
+		r.psn = r.psn.Next()
+	}
+	if r.psn.After(r.highPSN) {
+		r.highPSN = r.psn
+	}
+	if w.kind == kindRead && w.lastPSN.Next().After(r.highPSN) {
+		r.highPSN = w.lastPSN.Next() // a READ's responses are all outstanding
+	}
+	if qp.isRC() {
+		// Every request arms the retransmit timer if it is not running
+		// (rxe_req.c: mod_timer when !timer_pending); only progress pushes
+		// its deadline out.
+		qp.armRetryLocked(now)
+		qp.armProbeLocked(now)
+	}
+	if !last {
+		return
+	}
+	w.state = wqePending
+	r.idx++
+	if w.kind == kindSend {
+		qp.cfg.Counters.RDMASends.Add(1)
+	}
+	if !qp.isRC() {
+		// UC has no acknowledgements: a WQE completes once sent (rxe_comp.c
+		// handles UC/UD WQEs at send time).
+		qp.completeSendLocked(w, false)
+		qp.retireLocked()
+	}
+}
+
+// nextMissingLocked returns the first PSN from psn up to end whose
+// response the completer has not received, or end.
+func (qp *QP) nextMissingLocked(psn, end wire.PSN) wire.PSN {
+	c := &qp.comp
+	for psn.Before(end) && c.ahead.has(c.psn, psn) {
+		psn = psn.Next()
+	}
+	return psn
+}
+
+// sendRequestLocked sends again the request of w's responses from PSN psn
+// up to readEnd (a READ's run; the request itself for an atomic, FLUSH or
+// ATOMIC WRITE), leaving the requester where it is: the completer's
+// re-ask of lost responses (reaskRequestsLocked).
+func (qp *QP) sendRequestLocked(w *sendWQE, psn, readEnd wire.PSN, out transport.Output) {
+	var h wire.Headers
+	payload, _ := qp.requestHeaders(w, psn, readEnd, &h)
+	h.BTH.AckReq = true
+	if err := qp.emitRequest(w, &h, payload, out); err != nil {
+		qp.localErrorLocked(w, ibv.WCLocProtErr)
+		return
+	}
+	qp.cfg.Counters.Reasked.Add(1)
+}
+
+// requestHeaders fills h with the headers of w's request packet at PSN
+// psn (for a READ, the request for its responses psn..readEnd) and
+// returns its payload's length and whether it is the message's last
+// packet.
+func (qp *QP) requestHeaders(w *sendWQE, psn, readEnd wire.PSN, h *wire.Headers) (payload uint32, last bool) {
+	class := qp.class
+	h.BTH.PSN = psn
 	// The XRCETH goes into every request packet of an XRC_SEND QP,
 	// middles included (IBTA 9.3.7); PutHeaders writes it only where the
 	// opcode has one, so other QPs pay nothing for it.
 	h.XRCETH.XRCSRQ = w.wr.RemoteSRQN & wire.QPNMask
-	payload := uint32(0)
-	last := true
+	last = true
 	switch w.kind {
 	case kindSend, kindWrite:
-		first := w.sendOff == 0
-		payload = min(w.length-w.sendOff, uint32(qp.pmtu))
-		last = w.sendOff+payload == w.length
+		off := qp.offsetOf(w, psn)
+		first := off == 0
+		payload = min(w.length-off, uint32(qp.pmtu))
+		last = off+payload == w.length
 		h.BTH.Opcode = opcodeFor(class, w.wr.Opcode, first, last)
 		if w.kind == kindWrite && first {
 			h.RETH = wire.RETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, DMALen: w.length}
@@ -77,11 +190,10 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output, now time.Time) 
 			h.BTH.SE = w.wr.Flags&ibv.SendSolicited != 0 && h.BTH.Opcode.Is(wire.MaskSolicited)
 		}
 	case kindRead:
-		// A first READ or one resumed after a partial response: ask for
-		// the bytes not yet received (rxe_req.c req_retry).
-		off := w.recvOff
+		off := uint32(psn.Diff(w.firstPSN)) * uint32(qp.pmtu)
+		n := min(uint32(readEnd.Diff(psn))*uint32(qp.pmtu), w.length-off)
 		h.BTH.Opcode = wire.RCReadRequest
-		h.RETH = wire.RETHFields{VA: w.wr.RemoteAddr + uint64(off), RKey: w.wr.RKey, DMALen: w.length - off}
+		h.RETH = wire.RETHFields{VA: w.wr.RemoteAddr + uint64(off), RKey: w.wr.RKey, DMALen: n}
 	case kindAtomic:
 		h.AtomicETH = wire.AtomicETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey}
 		if w.wr.Opcode == ibv.WRAtomicCmpAndSwp {
@@ -102,62 +214,34 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output, now time.Time) 
 		h.RETH = wire.RETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, DMALen: 8}
 		payload = 8
 	}
-	// AckReq on the last packet of every RC message and periodically in
-	// long ones (rxe_req.c: RXE_MAX_PKT_PER_ACK); never on UC.
-	if qp.isRC() {
-		r.noack++
-		if last || r.noack > maxPktPerAck {
-			h.BTH.AckReq = true
-			r.noack = 0
-		}
-	}
-	b, hdr := qp.startPacket(out, &h)
-	so, view, err := qp.payloadView(w, out, payload)
+	return payload, last
+}
+
+// offsetOf returns the offset in w's message of the payload of its
+// packet at PSN psn.
+func (qp *QP) offsetOf(w *sendWQE, psn wire.PSN) uint32 {
+	return uint32(psn.Diff(w.firstPSN)) * uint32(qp.pmtu)
+}
+
+// emitRequest builds the packet of h (PSN h.BTH.PSN) and its payload
+// bytes of w into out, from the application's memory where they lie when
+// it can (payloadView).
+func (qp *QP) emitRequest(w *sendWQE, h *wire.Headers, payload uint32, out transport.Output) error {
+	b, hdr := qp.startPacket(out, h)
+	off := qp.offsetOf(w, h.BTH.PSN)
+	so, view, err := qp.payloadView(w, out, off, payload)
 	if err == nil && view == nil && payload > 0 {
-		err = qp.gather(w, b[hdr:hdr+int(payload)], w.sendOff)
+		err = qp.gather(w, b[hdr:hdr+int(payload)], off)
 	}
 	if err != nil {
-		qp.localErrorLocked(w, ibv.WCLocProtErr)
-		return
+		return err
 	}
 	if view != nil {
 		qp.finishSplitPacket(so, b, hdr, view)
 	} else {
 		qp.finishPacket(out, b, hdr, int(payload))
 	}
-
-	switch w.kind {
-	case kindSend, kindWrite:
-		w.sendOff += payload
-		r.psn = r.psn.Next()
-	case kindRead:
-		r.psn = w.lastPSN.Next()
-	default:
-		r.psn = r.psn.Next()
-	}
-	if r.psn.After(r.highPSN) {
-		r.highPSN = r.psn
-	}
-	if qp.isRC() {
-		// Every request arms the retransmit timer if it is not running
-		// (rxe_req.c: mod_timer when !timer_pending); only progress pushes
-		// its deadline out.
-		qp.armRetryLocked(now)
-	}
-	if !last {
-		return
-	}
-	w.state = wqePending
-	r.idx++
-	if w.kind == kindSend {
-		qp.cfg.Counters.RDMASends.Add(1)
-	}
-	if !qp.isRC() {
-		// UC has no acknowledgements: a WQE completes once sent (rxe_comp.c
-		// handles UC/UD WQEs at send time).
-		qp.completeSendLocked(w, false)
-		qp.retireLocked()
-	}
+	return nil
 }
 
 // minSplitPayload is the smallest payload a request packet (or READ
@@ -179,7 +263,7 @@ const minSplitPayload = 512
 // sends split datagrams; no inline data; n at least minSplitPayload; the
 // bytes in one piece (mem.Table.ViewAt). A nil view: gather a copy. An
 // error is a gather's (a refused SGE).
-func (qp *QP) payloadView(w *sendWQE, out transport.Output, n uint32) (transport.SplitOutput, []byte, error) {
+func (qp *QP) payloadView(w *sendWQE, out transport.Output, off, n uint32) (transport.SplitOutput, []byte, error) {
 	if !qp.isRC() || w.wr.InlineData != nil || (w.kind != kindSend && w.kind != kindWrite) {
 		return nil, nil, nil
 	}
@@ -187,7 +271,7 @@ func (qp *QP) payloadView(w *sendWQE, out transport.Output, n uint32) (transport
 	if so == nil {
 		return nil, nil, nil
 	}
-	b, _, err := qp.cfg.Mem.ViewAt(qp.cfg.PD, w.sgl, uint64(w.sendOff), int(n))
+	b, _, err := qp.cfg.Mem.ViewAt(qp.cfg.PD, w.sgl, uint64(off), int(n))
 	return so, b, err
 }
 

@@ -22,6 +22,27 @@ type requester struct {
 	noack     int      // packets sent since the last AckReq
 	rnrWait   bool     // waiting for the RNR timer
 	needRetry bool
+	// reaskPSN..reaskEnd are the PSNs whose lost responses the completer
+	// asked to have re-asked (completer.reaskLocked); reaskPSN is where
+	// the requester stands in them.
+	reaskPSN, reaskEnd wire.PSN
+	// rttPSN, sent at rttAt with AckReq, is the packet whose ACK gives
+	// the next round-trip sample (completer.srtt); rttOn while one is
+	// timed.
+	rttPSN wire.PSN
+	rttAt  time.Time
+	rttOn  bool
+}
+
+// reask adds the PSNs from..end to those whose missing responses the
+// requester asks again.
+func (r *requester) reask(from, end wire.PSN) {
+	if !r.reaskPSN.Before(r.reaskEnd) || from.Before(r.reaskPSN) {
+		r.reaskPSN = from
+	}
+	if end.After(r.reaskEnd) {
+		r.reaskEnd = end
+	}
 }
 
 // packets returns how many PSNs the WQE occupies: one per PMTU of data
@@ -55,7 +76,8 @@ func (qp *QP) requesterLocked(out transport.Output, now time.Time) bool {
 	if r.needRetry {
 		qp.retryLocked()
 	}
-	for sent := 0; sent < budget; sent++ {
+	sent := qp.reaskRequestsLocked(out, now)
+	for ; sent < budget; sent++ {
 		if !qp.sq.valid(r.idx) {
 			qp.checkDrainedLocked()
 			return false
@@ -86,15 +108,56 @@ func (qp *QP) requesterLocked(out transport.Output, now time.Time) bool {
 	return qp.sq.valid(r.idx)
 }
 
-// windowLocked is how many PSNs past the oldest unacknowledged one the
-// requester may send: MaxUnackedPSNs, or RetryUnackedPSNs while a retry
-// has not progressed.
-func (qp *QP) windowLocked() int32 {
-	if qp.comp.retrying {
-		return RetryUnackedPSNs
+// reaskRequestsLocked sends again the requests of the responses the
+// completer found lost (requester.reask): one READ request for each run
+// of missing READ responses, as long as the run or up to the first
+// response received after it (IBTA 9.7.5.1.5: a READ may be asked again
+// from any PSN of its response), and an atomic, FLUSH or ATOMIC WRITE
+// request as it was (its response is replayed, never re-executed:
+// C9-106, oA19-28). PSNs of SENDs and WRITEs are passed over: their
+// acknowledgement is cumulative, and a lost one is resent by the go-back-N
+// a NAK or the timer starts. It returns the packets it sent, at most
+// budget.
+func (qp *QP) reaskRequestsLocked(out transport.Output, now time.Time) int {
+	r, c := &qp.req, &qp.comp
+	sent := 0
+	for sent < budget && r.reaskPSN.Before(r.reaskEnd) {
+		h := r.reaskPSN
+		if h.Before(c.psn) {
+			h = c.psn
+		}
+		if !h.Before(r.reaskEnd) || !h.Before(r.highPSN) {
+			break
+		}
+		_, w := qp.wqeAtLocked(h)
+		switch {
+		case w == nil:
+			r.reaskPSN = r.reaskEnd
+		case !w.needsResponse():
+			r.reaskPSN = w.lastPSN.Next()
+		case c.ahead.has(c.psn, h):
+			r.reaskPSN = h.Next()
+		default:
+			end := w.lastPSN.Next()
+			if r.reaskEnd.Before(end) {
+				end = r.reaskEnd
+			}
+			if q, ok := c.ahead.next(c.psn, h, end); ok {
+				end = q
+			}
+			qp.sendRequestLocked(w, h, end, out)
+			qp.armRetryLocked(now)
+			r.reaskPSN = end
+			sent++
+		}
 	}
-	return MaxUnackedPSNs
+	return sent
 }
+
+// windowLocked is how many PSNs past the oldest unacknowledged one the
+// requester may send: MaxUnackedPSNs, less after losses
+// (completer.lossLocked).
+func (qp *QP) windowLocked() int32 { return qp.comp.win }
 
 // canStartLocked decides whether WQE w may start now and assigns its PSNs.
 func (qp *QP) canStartLocked(w *sendWQE) bool {
@@ -124,7 +187,7 @@ func (qp *QP) canStartLocked(w *sendWQE) bool {
 			w.firstPSN = r.psn
 			w.lastPSN = r.psn.Add(qp.packets(w) - 1)
 		}
-		w.sendOff, w.recvOff = 0, 0
+		w.sendOff, w.aheadSafe = 0, false
 		w.state = wqeInFlight
 		if r.idx >= r.maxIdx {
 			r.maxIdx = r.idx + 1

@@ -13,7 +13,7 @@ import (
 // that every earlier WQE has completed before; it stops at the first WQE
 // still outstanding: the completer's walk with nothing newly acknowledged.
 func (qp *QP) completeLocalsLocked() {
-	qp.comp.ackWalkLocked(qp, qp.comp.psn, false)
+	qp.comp.advanceLocked(qp)
 	qp.retireLocked()
 }
 

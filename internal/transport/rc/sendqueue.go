@@ -55,12 +55,14 @@ type sendWQE struct {
 	status   ibv.WCStatus
 	firstPSN wire.PSN
 	lastPSN  wire.PSN
-	sendOff  uint32       // next byte the requester sends (SEND/WRITE), or READ resume offset
-	recvOff  uint32       // READ: bytes received
-	orig     uint64       // atomic: original remote value
-	bind     ibv.MWBindWR // BIND_MW: a copy of wr.Bind
-	reg      ibv.RegMRWR  // REG_MR: a copy of wr.Reg
-	rndv     rndvWQE      // a rendezvous's READ or FIN (tm.go), not the application's
+	sendOff  uint32 // next byte the requester sends (SEND/WRITE)
+	// aheadSafe: the WQE's responses may be placed before those of the
+	// WQEs ahead of it (completer.aheadSafeLocked).
+	aheadSafe bool
+	orig      uint64       // atomic: original remote value
+	bind      ibv.MWBindWR // BIND_MW: a copy of wr.Bind
+	reg       ibv.RegMRWR  // REG_MR: a copy of wr.Reg
+	rndv      rndvWQE      // a rendezvous's READ or FIN (tm.go), not the application's
 }
 
 // needsResponse reports whether the WQE completes only on an explicit

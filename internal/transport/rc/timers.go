@@ -24,14 +24,57 @@ func (qp *QP) armRetryLocked(now time.Time) {
 	}
 	qp.retryDeadline = now.Add(qp.timeout)
 	qp.retryArmed = true
+	qp.resetTimerLocked(now, qp.timeout)
+}
+
+// resetTimerLocked makes the retransmit timer fire d after now.
+func (qp *QP) resetTimerLocked(now time.Time, d time.Duration) {
+	qp.timerAt = now.Add(d)
 	if qp.retryTimer == nil {
-		qp.retryTimer = qp.cfg.Clock.AfterFunc(qp.timeout, qp.onRetryTimer)
+		qp.retryTimer = qp.cfg.Clock.AfterFunc(d, qp.onRetryTimer)
 	} else {
-		qp.retryTimer.Reset(qp.timeout)
+		qp.retryTimer.Reset(d)
+	}
+}
+
+// minProbeTimeout bounds the early retry's timeout from below
+// (armProbeLocked): a round trip measured on an idle loopback is a few
+// µs, and a retry sooner than a scheduler's hiccup only resends packets.
+const minProbeTimeout = 100 * time.Microsecond
+
+// armProbeLocked arms the early retry after a request sent or an
+// acknowledgement received at now, while losses keep the window small
+// (completer.win below MaxUnackedPSNs) or responses are missing behind
+// some received (completer.holesLocked), and a round trip has been
+// measured: if no acknowledgement moves within two round trips, the
+// requester goes back to the oldest unacknowledged PSN as the retransmit
+// timer would, but without spending a retry or counting a timeout. With
+// a small window the last packets in flight are often the lost ones,
+// nothing behind them makes the responder NAK, and a NAK that was lost
+// is never sent again (the responder NAKs a gap once, IBTA 9.7.5.1.2),
+// so waiting for the local ACK timeout (67 ms at timeout 14) would cost
+// most of the time a lossy transfer takes. The retransmit timer keeps its
+// meaning: the local ACK timeout after which a retry is spent, and the
+// peer declared dead when none is left (9.7.6.1.3). The timeout is two
+// round trips (RACK-TLP, RFC 8985 7.2), or the round trip and four times
+// its variation if that is longer (RFC 6298's RTO), doubled for each
+// early retry since the last progress (6298 5.5's backoff): a silent peer
+// is not flooded while the retransmit timer decides it is dead. The
+// common path, a window at its full size, never arms it.
+func (qp *QP) armProbeLocked(now time.Time) {
+	c := &qp.comp
+	if qp.timeout == 0 || c.srtt == 0 || c.win >= MaxUnackedPSNs && !c.holesLocked() || !qp.retryArmed {
+		return
+	}
+	pto := max(2*c.srtt, c.srtt+4*c.rttvar, minProbeTimeout) << c.probes
+	qp.probeAt, qp.probeArmed = now.Add(pto), true
+	if qp.probeAt.Before(qp.timerAt) {
+		qp.resetTimerLocked(now, pto)
 	}
 }
 
 func (qp *QP) stopRetryLocked() {
+	qp.probeArmed = false
 	if qp.retryArmed {
 		qp.retryArmed = false
 		qp.retryTimer.Stop()
@@ -66,13 +109,21 @@ func (noWaker) Wake() {}
 // timersLocked acts on the timers fired by time now.
 func (qp *QP) timersLocked(now time.Time) {
 	if qp.timerFired.Swap(false) && qp.retryArmed {
+		if qp.probeArmed && !now.Before(qp.probeAt) && !qp.req.rnrWait {
+			qp.probeArmed = false
+			qp.comp.earlyRetryLocked(qp)
+		}
 		if left := qp.retryDeadline.Sub(now); left > 0 {
-			qp.retryTimer.Reset(left) // progress pushed the deadline out
+			// Progress pushed the deadline out, or the probe came first.
+			if qp.probeArmed && qp.probeAt.Before(qp.retryDeadline) {
+				left = qp.probeAt.Sub(now)
+			}
+			qp.resetTimerLocked(now, left)
 		} else {
 			qp.retryArmed = false
 			if qp.isRC() && (qp.state == ibv.QPStateRTS || qp.state == ibv.QPStateSQD) && !qp.req.rnrWait {
 				qp.cfg.Counters.Timeouts.Add(1)
-				qp.comp.triggerRetryLocked(qp, true)
+				qp.comp.triggerRetryLocked(qp, true, now)
 			}
 		}
 	}

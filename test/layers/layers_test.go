@@ -43,6 +43,7 @@ var rank = map[string]int{
 	// commands. Test kits are named for what they test.
 	"tools/tooljson":     10,
 	"tools/getopt":       10,
+	"tools/oob":          10,
 	"test/netnstest":     10,
 	"tools/tooltest":     10,
 	"tools/decode":       11,

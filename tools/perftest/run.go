@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/tools/oob"
 	"github.com/softnic/softnic/tools/pingpong"
 	"github.com/softnic/softnic/tools/toolnic"
 	"github.com/softnic/softnic/verbs"
@@ -324,7 +325,7 @@ func (s *session) establish(ctx context.Context) error {
 			}
 			ln = l
 		}
-		c, err := accept(ctx, ln, env.AcceptTimeout)
+		c, err := oob.Accept(ctx, ln, env.AcceptTimeout)
 		ln.Close()
 		if err != nil {
 			return err
@@ -348,7 +349,7 @@ func (s *session) establish(ctx context.Context) error {
 		}
 		d = func(ctx context.Context, _, addr string) (net.Conn, error) { return nd.DialContext(ctx, network, addr) }
 	}
-	c, err := pingpong.DialRetry(ctx, d, cfg.ServerName, cfg.Port, env.Stall, env.ConnectRetry)
+	c, err := oob.Dial(ctx, d, cfg.ServerName, cfg.Port, env.Stall, env.ConnectRetry)
 	if err != nil {
 		return fmt.Errorf("Couldn't connect to %s:%d: %w", cfg.ServerName, cfg.Port, err)
 	}

@@ -61,7 +61,7 @@ func Dial(ctx context.Context, d DialFunc, host string, port int, timeout, retry
 // client is in.
 func Accept(ctx context.Context, ln net.Listener, timeout time.Duration) (net.Conn, error) {
 	if tl, ok := ln.(interface{ SetDeadline(time.Time) error }); ok {
-		stop := context.AfterFunc(ctx, func() { tl.SetDeadline(time.Unix(1, 0)) })
+		stop := context.AfterFunc(ctx, func() { tl.SetDeadline(past) })
 		defer stop()
 		if timeout > 0 {
 			tl.SetDeadline(time.Now().Add(timeout))
@@ -85,28 +85,43 @@ func Accept(ctx context.Context, ln net.Listener, timeout time.Duration) (net.Co
 // NewConn ends.
 type Conn struct {
 	c     net.Conn
+	ctx   context.Context
 	stall time.Duration
 	stop  func() bool
 }
 
+// past is a deadline that has passed: it ends every wait on a
+// connection at once.
+var past = time.Unix(1, 0)
+
 // NewConn wraps c, bounding each wait by stall and ending with ctx.
 func NewConn(ctx context.Context, c net.Conn, stall time.Duration) *Conn {
-	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
-	return &Conn{c: c, stall: stall, stop: stop}
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(past) })
+	return &Conn{c: c, ctx: ctx, stall: stall, stop: stop}
 }
 
 // Stall is the bound of each wait.
 func (c *Conn) Stall() time.Duration { return c.stall }
 
+// arm sets the deadline of the next wait. A context that ended since the
+// connection opened keeps the deadline in the past: the stall's deadline
+// must not undo the context's.
+func (c *Conn) arm() {
+	c.c.SetDeadline(time.Now().Add(c.stall))
+	if c.ctx.Err() != nil {
+		c.c.SetDeadline(past)
+	}
+}
+
 // Read reads what the peer sent, waiting at most the stall timeout.
 func (c *Conn) Read(b []byte) (int, error) {
-	c.c.SetDeadline(time.Now().Add(c.stall))
+	c.arm()
 	return c.c.Read(b)
 }
 
 // Write writes b, waiting at most the stall timeout.
 func (c *Conn) Write(b []byte) (int, error) {
-	c.c.SetDeadline(time.Now().Add(c.stall))
+	c.arm()
 	return c.c.Write(b)
 }
 

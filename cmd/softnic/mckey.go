@@ -7,6 +7,7 @@ import (
 
 	"github.com/softnic/softnic/tools/cm/mckey"
 	"github.com/softnic/softnic/tools/getopt"
+	"github.com/softnic/softnic/tools/toolnic"
 	"github.com/softnic/softnic/verbs/cm"
 )
 
@@ -83,6 +84,6 @@ func runMckey(args []string, stdout, stderr io.Writer) int {
 	}
 	addr, err := cmNICAddr(true, cfg.Src, cfg.Src, cfg.Group)
 	return runOnCM(name, nf, addr, err, stderr, func(ctx context.Context, c *cm.CM) error {
-		return mckey.Run(ctx, cfg, mckey.Env{CM: c, Out: stdout, Err: stderr, Stall: nf.stall})
+		return mckey.Run(ctx, cfg, mckey.Env{Env: toolnic.Env{CM: c, Out: stdout, Err: stderr, Stall: nf.stall}})
 	})
 }

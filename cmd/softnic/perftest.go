@@ -13,6 +13,7 @@ import (
 
 	"github.com/softnic/softnic/tools/getopt"
 	"github.com/softnic/softnic/tools/perftest"
+	"github.com/softnic/softnic/tools/toolnic"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/verbs/cm"
 )
@@ -202,8 +203,8 @@ func runPerftest(v perftest.Verb, t perftest.TestKind) func(args []string, stdou
 		}
 		ctx, cancel := toolContext()
 		defer cancel()
-		env := perftest.Env{Dev: n.Dev, Out: stdout, Err: stderr, Stall: nf.stall, AcceptTimeout: nf.accept,
-			ConnectRetry: nf.retry, JSON: r.Has("json")}
+		env := perftest.Env{Env: toolnic.Env{Dev: n.Dev, Out: stdout, Err: stderr, Stall: nf.stall, AcceptTimeout: nf.accept,
+			ConnectRetry: nf.retry}, JSON: r.Has("json")}
 		if cfg.RDMACM || cfg.CommRDMACM {
 			c, err := cm.New(cm.Config{Devices: []*verbs.Device{n.Dev}})
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/tools/getopt"
 	"github.com/softnic/softnic/tools/pingpong"
+	"github.com/softnic/softnic/tools/toolnic"
 )
 
 // pingpongOpts returns the options of rdma-core's example k, in its
@@ -90,7 +91,7 @@ func runPingpong(k pingpong.Kind) func(args []string, stdout, stderr io.Writer) 
 		}
 		cfg, err := pingpongConfig(k, r)
 		return runPingpongLike(name, r, err, &cfg.ServerName, cfg.IBDev, stdout, stderr,
-			func(ctx context.Context, env pingpong.Env) error {
+			func(ctx context.Context, env toolnic.Env) error {
 				_, err := pingpong.Run(ctx, cfg, env)
 				return err
 			}, nil)

@@ -81,7 +81,7 @@ func runRDMASync(client bool) func(args []string, stdout, stderr io.Writer) int 
 			}
 		}
 		return runOnCM(name, nf, addr, nil, stderr, func(ctx context.Context, c *cm.CM) error {
-			env := rdmasync.Env{CM: c, Out: stdout, Err: stderr, Stall: nf.stall}
+			env := toolnic.Env{CM: c, Out: stdout, Err: stderr, Stall: nf.stall}
 			var status int
 			if client {
 				status = rdmasync.RunClient(ctx, server, port, env)

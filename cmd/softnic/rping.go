@@ -8,6 +8,7 @@ import (
 
 	"github.com/softnic/softnic/tools/cm/rping"
 	"github.com/softnic/softnic/tools/getopt"
+	"github.com/softnic/softnic/tools/toolnic"
 )
 
 // rpingOpts are rping.c's options, in its getopt order
@@ -137,7 +138,7 @@ func runRping(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := toolContext()
 	defer cancel()
-	err = rping.Run(ctx, cfg, rping.Env{CM: s.cm, Out: stdout, Err: stderr, Stall: nf.stall})
+	err = rping.Run(ctx, cfg, rping.Env{Env: toolnic.Env{CM: s.cm, Out: stdout, Err: stderr, Stall: nf.stall}})
 	cerr := s.Close()
 	var f *rping.Failure
 	switch {

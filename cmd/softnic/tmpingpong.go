@@ -6,8 +6,8 @@ import (
 	"io"
 
 	"github.com/softnic/softnic/tools/getopt"
-	"github.com/softnic/softnic/tools/pingpong"
 	"github.com/softnic/softnic/tools/tmpingpong"
+	"github.com/softnic/softnic/tools/toolnic"
 )
 
 // tmPingpongOpts are tm_pingpong's options: rdma-core's pingpong flags it
@@ -61,7 +61,7 @@ func runTMPingpong(args []string, stdout, stderr io.Writer) int {
 	}
 	var res *tmpingpong.Result
 	return runPingpongLike(name, r, err, &cfg.ServerName, cfg.IBDev, out, stderr,
-		func(ctx context.Context, env pingpong.Env) (err error) {
+		func(ctx context.Context, env toolnic.Env) (err error) {
 			res, err = tmpingpong.Run(ctx, cfg, env)
 			return err
 		},

@@ -14,7 +14,6 @@ import (
 
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/tools/getopt"
-	"github.com/softnic/softnic/tools/pingpong"
 	"github.com/softnic/softnic/tools/toolnic"
 )
 
@@ -210,7 +209,7 @@ func failTool(stderr io.Writer, name string, err error) int {
 // exit status; done, when not nil, runs after a successful run (the JSON
 // output).
 func runPingpongLike(name string, r *getopt.Result, cfgErr error, server *string, ibdev string,
-	out, stderr io.Writer, run func(context.Context, pingpong.Env) error, done func() error) int {
+	out, stderr io.Writer, run func(context.Context, toolnic.Env) error, done func() error) int {
 	err := cfgErr
 	if err == nil && len(r.Operands) > 1 {
 		err = fmt.Errorf("more than one host: %q", r.Operands)
@@ -232,7 +231,7 @@ func runPingpongLike(name string, r *getopt.Result, cfgErr error, server *string
 	}
 	ctx, cancel := toolContext()
 	defer cancel()
-	err = run(ctx, pingpong.Env{Dev: n.Dev, Out: out, Warn: stderr,
+	err = run(ctx, toolnic.Env{Dev: n.Dev, Out: out, Err: stderr,
 		Stall: nf.stall, AcceptTimeout: nf.accept, ConnectRetry: nf.retry})
 	if cerr := n.Close(); err == nil && cerr != nil {
 		err = cerr

@@ -7,6 +7,7 @@ import (
 
 	"github.com/softnic/softnic/tools/cm/ucmatose"
 	"github.com/softnic/softnic/tools/getopt"
+	"github.com/softnic/softnic/tools/toolnic"
 	"github.com/softnic/softnic/verbs/cm"
 )
 
@@ -85,6 +86,6 @@ func runUcmatose(args []string, stdout, stderr io.Writer) int {
 	}
 	addr, err := cmNICAddr(cfg.Server, cfg.Src, cfg.Src, cfg.Dst)
 	return runOnCM(name, nf, addr, err, stderr, func(ctx context.Context, c *cm.CM) error {
-		return ucmatose.Run(ctx, cfg, ucmatose.Env{CM: c, Out: stdout, Stall: nf.stall})
+		return ucmatose.Run(ctx, cfg, toolnic.Env{CM: c, Out: stdout, Err: stderr, Stall: nf.stall})
 	})
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/softnic/softnic/tools/cm/udaddy"
 	"github.com/softnic/softnic/tools/getopt"
+	"github.com/softnic/softnic/tools/toolnic"
 	"github.com/softnic/softnic/verbs/cm"
 )
 
@@ -77,6 +78,6 @@ func runUdaddy(args []string, stdout, stderr io.Writer) int {
 	}
 	addr, err := cmNICAddr(cfg.Server, cfg.Src, cfg.Src, cfg.Dst)
 	return runOnCM(name, nf, addr, err, stderr, func(ctx context.Context, c *cm.CM) error {
-		return udaddy.Run(ctx, cfg, udaddy.Env{CM: c, Out: stdout, Err: stderr, Stall: nf.stall})
+		return udaddy.Run(ctx, cfg, toolnic.Env{CM: c, Out: stdout, Err: stderr, Stall: nf.stall})
 	})
 }

@@ -6,7 +6,7 @@ import (
 	"io"
 
 	"github.com/softnic/softnic/tools/getopt"
-	"github.com/softnic/softnic/tools/pingpong"
+	"github.com/softnic/softnic/tools/toolnic"
 	"github.com/softnic/softnic/tools/xsrqpingpong"
 )
 
@@ -54,7 +54,7 @@ func runXSRQPingpong(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg, err := xsrqPingpongConfig(r)
 	return runPingpongLike(name, r, err, &cfg.ServerName, cfg.IBDev, stdout, stderr,
-		func(ctx context.Context, env pingpong.Env) error { return xsrqpingpong.Run(ctx, cfg, env) }, nil)
+		func(ctx context.Context, env toolnic.Env) error { return xsrqpingpong.Run(ctx, cfg, env) }, nil)
 }
 
 // xsrqPingpongConfig turns the parsed options into a Config.

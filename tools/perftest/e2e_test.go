@@ -61,8 +61,8 @@ func runPairOn(t *testing.T, f *fabric.Fabric, cfg Config, scfgMod func(*Config)
 	ccfg.ServerName, ccfg.Port = "127.0.0.1", ln.Addr().(*net.TCPAddr).Port
 	var wg sync.WaitGroup
 	wg.Add(2)
-	senv := Env{Dev: sdev, Out: &srv.out, Err: &srv.errOut, Listener: ln, Stall: 20 * time.Second}
-	cenv := Env{Dev: cdev, Out: &cli.out, Err: &cli.errOut, Stall: 20 * time.Second, ConnectRetry: 10 * time.Second}
+	senv := Env{Env: toolnic.Env{Dev: sdev, Out: &srv.out, Err: &srv.errOut, Listener: ln, Stall: 20 * time.Second}}
+	cenv := Env{Env: toolnic.Env{Dev: cdev, Out: &cli.out, Err: &cli.errOut, Stall: 20 * time.Second, ConnectRetry: 10 * time.Second}}
 	envMod(&senv)
 	envMod(&cenv)
 	go func() {
@@ -172,11 +172,11 @@ func TestProgressAndJSON(t *testing.T) {
 	defer cancel()
 	go func() {
 		defer wg.Done()
-		_, serr = Run(ctx, cfg, Env{Dev: open("10.0.0.1"), Out: &sout, Listener: ln, JSON: true})
+		_, serr = Run(ctx, cfg, Env{Env: toolnic.Env{Dev: open("10.0.0.1"), Out: &sout, Listener: ln}, JSON: true})
 	}()
 	go func() {
 		defer wg.Done()
-		cres, cerr = Run(ctx, ccfg, Env{Dev: open("10.0.0.2"), Out: &cout, Progress: &prog, JSON: true, ConnectRetry: 5 * time.Second})
+		cres, cerr = Run(ctx, ccfg, Env{Env: toolnic.Env{Dev: open("10.0.0.2"), Out: &cout, ConnectRetry: 5 * time.Second}, Progress: &prog, JSON: true})
 	}()
 	wg.Wait()
 	if serr != nil || cerr != nil {
@@ -288,14 +288,14 @@ func TestDurationRunPeerDiesAtTheEnd(t *testing.T) {
 	var srvErr bytes.Buffer
 	done := make(chan error, 2)
 	go func() {
-		_, err := Run(sctx, cfg, Env{Dev: sdev, Out: io.Discard, Err: &srvErr, Listener: ln, Stall: 20 * time.Second})
+		_, err := Run(sctx, cfg, Env{Env: toolnic.Env{Dev: sdev, Out: io.Discard, Err: &srvErr, Listener: ln, Stall: 20 * time.Second}})
 		done <- err
 	}()
 	var cliRunErr error
 	cliDone := make(chan struct{})
 	go func() {
 		defer close(cliDone)
-		_, cliRunErr = Run(ctx, ccfg, Env{Dev: cdev, Out: &cliOut, Err: &cliErr, Stall: 20 * time.Second, ConnectRetry: 10 * time.Second})
+		_, cliRunErr = Run(ctx, ccfg, Env{Env: toolnic.Env{Dev: cdev, Out: &cliOut, Err: &cliErr, Stall: 20 * time.Second, ConnectRetry: 10 * time.Second}})
 	}()
 	// The client prints the header as its duration starts.
 	deadline := time.Now().Add(20 * time.Second)

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softnic/softnic/tools/toolnic"
+
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
@@ -50,11 +52,11 @@ func runPairMTU(t *testing.T, cfg Config, smtu, cmtu int) (srv, cli *side) {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		srv.res, srv.err = Run(ctx, cfg, Env{Dev: sdev, Out: &srv.out, Err: &srv.errOut, Listener: ln, Stall: 20 * time.Second})
+		srv.res, srv.err = Run(ctx, cfg, Env{Env: toolnic.Env{Dev: sdev, Out: &srv.out, Err: &srv.errOut, Listener: ln, Stall: 20 * time.Second}})
 	}()
 	go func() {
 		defer wg.Done()
-		cli.res, cli.err = Run(ctx, ccfg, Env{Dev: cdev, Out: &cli.out, Err: &cli.errOut, Stall: 20 * time.Second, ConnectRetry: 10 * time.Second})
+		cli.res, cli.err = Run(ctx, ccfg, Env{Env: toolnic.Env{Dev: cdev, Out: &cli.out, Err: &cli.errOut, Stall: 20 * time.Second, ConnectRetry: 10 * time.Second}})
 	}()
 	wg.Wait()
 	return srv, cli

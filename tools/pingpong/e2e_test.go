@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softnic/softnic/tools/toolnic"
+
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/tools/tooltest"
@@ -47,11 +49,11 @@ func runPair(t *testing.T, cfg Config, f *fabric.Fabric) (srv, cli *side) {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		srv.res, srv.err = Run(ctx, scfg, Env{Dev: sdev, Out: &srv.out, Listener: ln, Stall: 20 * time.Second})
+		srv.res, srv.err = Run(ctx, scfg, toolnic.Env{Dev: sdev, Out: &srv.out, Listener: ln, Stall: 20 * time.Second})
 	}()
 	go func() {
 		defer wg.Done()
-		cli.res, cli.err = Run(ctx, ccfg, Env{Dev: cdev, Out: &cli.out, Stall: 20 * time.Second})
+		cli.res, cli.err = Run(ctx, ccfg, toolnic.Env{Dev: cdev, Out: &cli.out, Stall: 20 * time.Second})
 	}()
 	wg.Wait()
 	return srv, cli

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/softnic/softnic/tools/oob"
+	"github.com/softnic/softnic/tools/toolnic"
 )
 
 // conn is the out-of-band connection with the pingpongs' messages.
@@ -125,7 +126,7 @@ func serverExchange(c conn, my []Dest, connect func([]Dest) error) ([]Dest, erro
 
 // exchange runs the client or server side of the address exchange; the
 // server connects its QPs (connect) before it answers, the client after.
-func exchange(ctx context.Context, cfg *Config, env *Env, my []Dest, connect func([]Dest) error) ([]Dest, error) {
+func exchange(ctx context.Context, cfg *Config, env *toolnic.Env, my []Dest, connect func([]Dest) error) ([]Dest, error) {
 	var nc net.Conn
 	if cfg.ServerName != "" {
 		c, err := oob.Dial(ctx, env.Dial, cfg.ServerName, cfg.Port, env.Stall, env.ConnectRetry)

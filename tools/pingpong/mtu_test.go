@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softnic/softnic/tools/toolnic"
+
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
@@ -77,11 +79,11 @@ func TestPingpongMTU(t *testing.T) {
 			wg.Add(2)
 			go func() {
 				defer wg.Done()
-				srv.res, srv.err = Run(ctx, cfg, Env{Dev: sdev, Out: &srv.out, Listener: ln, Stall: stall})
+				srv.res, srv.err = Run(ctx, cfg, toolnic.Env{Dev: sdev, Out: &srv.out, Listener: ln, Stall: stall})
 			}()
 			go func() {
 				defer wg.Done()
-				cli.res, cli.err = Run(ctx, ccfg, Env{Dev: cdev, Out: &cli.out, Stall: stall})
+				cli.res, cli.err = Run(ctx, ccfg, toolnic.Env{Dev: cdev, Out: &cli.out, Stall: stall})
 			}()
 			wg.Wait()
 			drops := sep.Stats().DropOversize.Packets + cep.Stats().DropOversize.Packets
@@ -113,7 +115,7 @@ func TestUDPingpongSizeOverPortMTU(t *testing.T) {
 	for _, server := range []bool{true, false} {
 		cfg := Defaults(UD)
 		cfg.Size = 4096
-		env := Env{Dev: dev, Out: &strings.Builder{}}
+		env := toolnic.Env{Dev: dev, Out: &strings.Builder{}}
 		if server {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {

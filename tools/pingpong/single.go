@@ -15,7 +15,7 @@ import (
 // QP, one buffer used for both directions (struct pingpong_context).
 type single struct {
 	cfg *Config
-	env *Env
+	env *toolnic.Env
 
 	ch        *verbs.CompChannel
 	pd        *verbs.PD
@@ -34,7 +34,7 @@ type single struct {
 }
 
 // newSingle does pp_init_ctx: buffer, PD, MR, CQ, QP, INIT.
-func newSingle(cfg *Config, env *Env) (*single, error) {
+func newSingle(cfg *Config, env *toolnic.Env) (*single, error) {
 	p := &single{cfg: cfg, env: env, sendFlags: ibv.SendSignaled}
 	ok := false
 	defer func() {

@@ -23,7 +23,7 @@ import (
 // maxSlotBytes it shares one slot, as the C tool does.
 type srqCtx struct {
 	cfg *Config
-	env *Env
+	env *toolnic.Env
 
 	ch        *verbs.CompChannel
 	pd        *verbs.PD
@@ -43,7 +43,7 @@ type srqCtx struct {
 // maxSlotBytes bounds the memory srq_pingpong gives separate receive slots.
 const maxSlotBytes = 64 << 20
 
-func runSRQ(ctx context.Context, cfg *Config, env *Env) (*Result, error) {
+func runSRQ(ctx context.Context, cfg *Config, env *toolnic.Env) (*Result, error) {
 	p, err := newSRQ(cfg, env)
 	if err != nil {
 		return nil, err
@@ -52,7 +52,7 @@ func runSRQ(ctx context.Context, cfg *Config, env *Env) (*Result, error) {
 	return p.run(ctx)
 }
 
-func newSRQ(cfg *Config, env *Env) (*srqCtx, error) {
+func newSRQ(cfg *Config, env *toolnic.Env) (*srqCtx, error) {
 	p := &srqCtx{cfg: cfg, env: env, sendFlags: ibv.SendSignaled}
 	ok := false
 	defer func() {

@@ -34,7 +34,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"time"
 
@@ -212,7 +211,7 @@ type rslot struct {
 // tmpp is one side's resources and run state.
 type tmpp struct {
 	cfg *Config
-	env *pingpong.Env
+	env *toolnic.Env
 	res *Result
 
 	ch  *verbs.CompChannel
@@ -242,22 +241,11 @@ type tmpp struct {
 
 // Run runs one side: the client when cfg.ServerName is set, else the
 // server. It writes the address lines and the result lines to env.Out.
-func Run(ctx context.Context, cfg Config, env pingpong.Env) (*Result, error) {
+func Run(ctx context.Context, cfg Config, env toolnic.Env) (*Result, error) {
 	if err := cfg.checkConfig(); err != nil {
 		return nil, err
 	}
-	if env.Warn == nil {
-		env.Warn = io.Discard
-	}
-	if env.Out == nil {
-		env.Out = io.Discard
-	}
-	if env.PSN == nil {
-		env.PSN = func() uint32 { return rand.Uint32() & 0xffffff }
-	}
-	if env.Stall == 0 {
-		env.Stall = toolnic.DefaultStall
-	}
+	env = env.WithDefaults()
 	if cfg.Seed == 0 {
 		cfg.Seed = rand.Uint64()
 	}
@@ -269,7 +257,7 @@ func Run(ctx context.Context, cfg Config, env pingpong.Env) (*Result, error) {
 	return p.run(ctx)
 }
 
-func newTMPP(cfg *Config, env *pingpong.Env) (*tmpp, error) {
+func newTMPP(cfg *Config, env *toolnic.Env) (*tmpp, error) {
 	dev := env.Dev
 	caps := dev.QueryDeviceEx().TMCaps
 	if caps.Flags&ibv.TMCapRC == 0 {
@@ -655,7 +643,7 @@ func (p *tmpp) handle(c ibv.WorkCompletion) error {
 		// answers the retries), or it never got our NO_TAG and fails its
 		// own wait. Every byte of the peer's is here, so this side is done;
 		// the sends after the failed one flush.
-		fmt.Fprintf(p.env.Warn, "the peer closed before its acknowledgement of our last messages arrived\n")
+		fmt.Fprintf(p.env.Err, "the peer closed before its acknowledgement of our last messages arrived\n")
 		p.peerGone, p.doneSent = true, true
 		return nil
 	}

@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softnic/softnic/tools/toolnic"
+
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/ibv"
-	"github.com/softnic/softnic/tools/pingpong"
 	"github.com/softnic/softnic/tools/tooljson"
 	"github.com/softnic/softnic/tools/tooltest"
 	"github.com/softnic/softnic/wire"
@@ -58,11 +59,11 @@ func runPairOnWarn(t *testing.T, f *fabric.Fabric, scfg, ccfg Config, stall time
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		srv.res, srv.err = Run(ctx, scfg, pingpong.Env{Dev: sdev, Out: &srv.out, Listener: ln, Stall: stall})
+		srv.res, srv.err = Run(ctx, scfg, toolnic.Env{Dev: sdev, Out: &srv.out, Listener: ln, Stall: stall})
 	}()
 	go func() {
 		defer wg.Done()
-		cli.res, cli.err = Run(ctx, ccfg, pingpong.Env{Dev: cdev, Out: &cli.out, Warn: warn, Stall: stall})
+		cli.res, cli.err = Run(ctx, ccfg, toolnic.Env{Dev: cdev, Out: &cli.out, Err: warn, Stall: stall})
 	}()
 	wg.Wait()
 	return srv, cli
@@ -271,7 +272,7 @@ func TestConfigRefused(t *testing.T) {
 	} {
 		cfg := Defaults()
 		mod(&cfg)
-		if _, err := Run(context.Background(), cfg, pingpong.Env{}); err == nil {
+		if _, err := Run(context.Background(), cfg, toolnic.Env{}); err == nil {
 			t.Errorf("%+v: no error", cfg)
 		}
 	}

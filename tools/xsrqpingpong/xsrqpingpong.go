@@ -23,7 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"strconv"
 	"time"
@@ -139,7 +138,7 @@ func (d dest) line(side string) string {
 // state is struct pingpong_context.
 type state struct {
 	cfg     Config
-	env     pingpong.Env
+	env     toolnic.Env
 	dev     *verbs.Device
 	pd      *verbs.PD
 	mr      *verbs.MR
@@ -163,7 +162,7 @@ type state struct {
 
 // Run runs one side: the client when cfg.ServerName is set. It prints the
 // C tool's lines to env.Out and returns nil after "success".
-func Run(ctx context.Context, cfg Config, env pingpong.Env) (err error) {
+func Run(ctx context.Context, cfg Config, env toolnic.Env) (err error) {
 	switch {
 	case cfg.Size < 1:
 		return fmt.Errorf("invalid size %d", cfg.Size)
@@ -175,15 +174,7 @@ func Run(ctx context.Context, cfg Config, env pingpong.Env) (err error) {
 	if cfg.ServerName != "" {
 		cfg.Clients = 1
 	}
-	if env.Warn == nil {
-		env.Warn = io.Discard
-	}
-	if env.PSN == nil {
-		env.PSN = func() uint32 { return rand.Uint32() & 0xffffff }
-	}
-	if env.Stall == 0 {
-		env.Stall = toolnic.DefaultStall
-	}
+	env = env.WithDefaults()
 	s := &state{cfg: cfg, env: env, dev: env.Dev}
 	defer func() {
 		if cerr := s.close(); err == nil {
@@ -468,7 +459,7 @@ func (s *state) findQP(qpn uint32) int {
 			return i
 		}
 	}
-	fmt.Fprintf(s.env.Warn, "Unable to find qp %x\n", qpn)
+	fmt.Fprintf(s.env.Err, "Unable to find qp %x\n", qpn)
 	return 0
 }
 

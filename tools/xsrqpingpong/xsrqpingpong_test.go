@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softnic/softnic/tools/toolnic"
+
 	"github.com/softnic/softnic/fabric"
-	"github.com/softnic/softnic/tools/pingpong"
 	"github.com/softnic/softnic/tools/tooltest"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/wire"
@@ -45,11 +46,11 @@ func runPair(t *testing.T, f *fabric.Fabric, cfg Config) (srv, cli *side) {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		srv.err = Run(ctx, cfg, pingpong.Env{Dev: sdev, Out: &srv.out, Listener: ln, Stall: 10 * time.Second})
+		srv.err = Run(ctx, cfg, toolnic.Env{Dev: sdev, Out: &srv.out, Listener: ln, Stall: 10 * time.Second})
 	}()
 	go func() {
 		defer wg.Done()
-		cli.err = Run(ctx, ccfg, pingpong.Env{Dev: cdev, Out: &cli.out, Stall: 10 * time.Second})
+		cli.err = Run(ctx, ccfg, toolnic.Env{Dev: cdev, Out: &cli.out, Stall: 10 * time.Second})
 	}()
 	wg.Wait()
 	return srv, cli

@@ -25,18 +25,6 @@ func (s *Status) Error() string { return fmt.Sprintf("return status %d", s.Code)
 // Printf is where a tool's lines go (its printf).
 type Printf func(format string, args ...any)
 
-// DefaultStall bounds each wait where the C tools would wait for ever.
-const DefaultStall = 30 * time.Second
-
-// Stall is the bound of each wait: d, or DefaultStall when d is not
-// positive.
-func Stall(d time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return DefaultStall
-}
-
 // End is the C tools' ending: "test complete", destroyNodes, the event
 // channel's close (rdma_destroy_event_channel), "return status <ret>". It
 // returns nil for ret 0, else a *Status.

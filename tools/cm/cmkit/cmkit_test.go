@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/tools/tooltest"
@@ -32,14 +31,6 @@ func TestEnd(t *testing.T) {
 			t.Errorf("End(0) = %v, want nil", err)
 		case ret != 0 && (!errors.As(err, &st) || st.Code != ret || err.Error() != fmt.Sprintf("return status %d", ret)):
 			t.Errorf("End(%d) = %v, want a *Status of %d", ret, err, ret)
-		}
-	}
-}
-
-func TestStall(t *testing.T) {
-	for _, tt := range []struct{ in, want time.Duration }{{0, DefaultStall}, {-1, DefaultStall}, {time.Second, time.Second}} {
-		if got := Stall(tt.in); got != tt.want {
-			t.Errorf("Stall(%v) = %v, want %v", tt.in, got, tt.want)
 		}
 	}
 }

@@ -6,7 +6,7 @@
 // posts -C receives and waits for them, the sender (-s) SENDs -C
 // datagrams of -S bytes WITH_IMM its QPN to the group. Flags, output
 // lines ("mckey: joined dgid: ... mlid 0x... sl ...") and the exit status
-// ("return status %d") are mckey.c's; waits are bounded (Env.Stall), and
+// ("return status %d") are mckey.c's; waits are bounded (toolnic.Env.Stall), and
 // the C tool's 3-second pause after the join (for a subnet manager) is
 // Env.Settle.
 package mckey
@@ -15,13 +15,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"sync"
 	"time"
 
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/tools/cm/cmkit"
+	"github.com/softnic/softnic/tools/toolnic"
 	"github.com/softnic/softnic/verbs/cm"
 )
 
@@ -49,18 +49,14 @@ func Defaults() Config {
 	return Config{Conns: 1, Count: DefaultCount, Size: DefaultSize, PortSpace: cm.PSUDP}
 }
 
-// Env is what a run needs from outside.
+// Env is what a run needs from outside: the tools' environment and
+// mckey's pause.
 type Env struct {
-	CM    *cm.CM
-	Out   io.Writer
-	Err   io.Writer
-	Stall time.Duration // bound of each wait (0: 30 s)
+	toolnic.Env
 	// Settle is the pause between the joins and the transfers; negative
 	// means none, 0 the C tool's 3 s.
 	Settle time.Duration
 }
-
-func (e *Env) stall() time.Duration { return cmkit.Stall(e.Stall) }
 
 // Status is the run's outcome as mckey.c's main returns it (package cmkit).
 type Status = cmkit.Status
@@ -96,6 +92,7 @@ func Run(ctx context.Context, cfg Config, env Env) error {
 	if env.CM == nil {
 		return errors.New("no connection manager")
 	}
+	env.Env = env.Env.WithDefaults()
 	if !cfg.Group.IsValid() {
 		return errors.New("no multicast address (-m)")
 	}
@@ -191,7 +188,7 @@ func (t *test) run(ctx context.Context) int {
 			return -1
 		}
 	}
-	ret, err := cmkit.Events(ctx, t.ch, t.env.stall(), &t.connectsLeft, t.cmaHandler)
+	ret, err := cmkit.Events(ctx, t.ch, t.env.Stall, &t.connectsLeft, t.cmaHandler)
 	if err != nil {
 		t.perror("rdma_get_cm_event", err)
 		ret = -110
@@ -265,7 +262,7 @@ func (t *test) lastSent(ctx context.Context) int {
 		if !n.Connected || t.cfg.Count == 0 {
 			continue
 		}
-		wctx, cancel := context.WithTimeout(ctx, t.env.stall())
+		wctx, cancel := context.WithTimeout(ctx, t.env.Stall)
 		_, err := n.CQ.Wait(wctx, wc)
 		cancel()
 		if err != nil || wc[0].Status != ibv.WCSuccess {
@@ -282,7 +279,7 @@ func (t *test) pollCQs(ctx context.Context) int {
 		if !n.Connected {
 			continue
 		}
-		if err := cmkit.PollCQ(ctx, n.CQ, t.cfg.Count, t.env.stall(), wc, nil); err != nil {
+		if err := cmkit.PollCQ(ctx, n.CQ, t.cfg.Count, t.env.Stall, wc, nil); err != nil {
 			t.printf("mckey: failed polling CQ: %d\n", -110)
 			return -110
 		}

@@ -217,7 +217,7 @@ func (c *cb) joinCQThread() {
 	}
 	select {
 	case <-c.cqDone:
-	case <-time.After(c.env.stall()):
+	case <-time.After(c.env.Stall):
 	}
 	c.cqCancel()
 	<-c.cqDone

@@ -19,7 +19,7 @@
 // (16 send WRs, 2 receive WRs, a 32-entry CQ), the output lines ("ping
 // data: ...", "server ping data: ...", "server DISCONNECT EVENT...") and
 // the exit statuses are rping.c's. Waits on the peer are bounded
-// (Env.Stall), where the C tool would wait for ever.
+// (toolnic.Env.Stall), where the C tool would wait for ever.
 package rping
 
 import (
@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/tools/toolnic"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/verbs/cm"
 )
@@ -91,13 +92,10 @@ func (c *Config) Check() error {
 	return nil
 }
 
-// Env is what a run needs from outside.
+// Env is what a run needs from outside: the tools' environment, and
+// for tests a bound on a persistent server.
 type Env struct {
-	CM  *cm.CM
-	Out io.Writer // standard output: ping data and debug lines
-	Err io.Writer // standard error: rping.c's error and event lines
-	// Stall bounds each wait on the peer or the CM (0: 30 s).
-	Stall time.Duration
+	toolnic.Env
 	// Conns, for a persistent server (-P), stops it after this many
 	// connections have ended (0: serve until ctx ends). Tests use it.
 	Conns int
@@ -220,7 +218,7 @@ func (c *cb) post() {
 
 // wait is sem_wait, bounded by the stall time.
 func (c *cb) wait(ctx context.Context) error {
-	t := time.NewTimer(c.env.stall())
+	t := time.NewTimer(c.env.Stall)
 	defer t.Stop()
 	select {
 	case <-c.sem:
@@ -228,15 +226,8 @@ func (c *cb) wait(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-t.C:
-		return fmt.Errorf("no progress for %v (state %d)", c.env.stall(), c.getState())
+		return fmt.Errorf("no progress for %v (state %d)", c.env.Stall, c.getState())
 	}
-}
-
-func (e *Env) stall() time.Duration {
-	if e.Stall > 0 {
-		return e.Stall
-	}
-	return 30 * time.Second
 }
 
 // debugf is DEBUG_LOG: printf to standard output under -d.
@@ -309,6 +300,7 @@ func Run(ctx context.Context, cfg Config, env Env) error {
 	if env.CM == nil {
 		return &Failure{Status: 22, Msg: "no connection manager"}
 	}
+	env.Env = env.Env.WithDefaults()
 	r := &runner{cfg: &cfg, env: &env, cbs: map[*cm.ID]*cb{}}
 	root := r.newCB()
 	root.server = cfg.Server

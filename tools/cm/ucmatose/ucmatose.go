@@ -9,7 +9,7 @@
 // flags, the connection parameters (responder_resources 1,
 // initiator_depth 1, retry_count 5; the server accepts with librdmacm's
 // defaults), the output lines and the exit status ("return status %d")
-// are cmatose.c's; waits are bounded (Env.Stall) where the C tool would
+// are cmatose.c's; waits are bounded (toolnic.Env.Stall) where the C tool would
 // spin for ever.
 package ucmatose
 
@@ -17,12 +17,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"time"
 
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/tools/cm/cmkit"
+	"github.com/softnic/softnic/tools/toolnic"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/verbs/cm"
 )
@@ -58,15 +58,6 @@ func Defaults() Config {
 	return Config{PortSpace: cm.PSTCP, Conns: DefaultConns, Count: DefaultCount, Size: DefaultSize, Port: DefaultPort}
 }
 
-// Env is what a run needs from outside.
-type Env struct {
-	CM    *cm.CM
-	Out   io.Writer
-	Stall time.Duration // bound of each wait (0: 30 s)
-}
-
-func (e *Env) stall() time.Duration { return cmkit.Stall(e.Stall) }
-
 // Status is the run's outcome as cmatose.c's main returns it (package cmkit).
 type Status = cmkit.Status
 
@@ -88,7 +79,7 @@ const (
 // test is struct cmkit.
 type test struct {
 	cfg             *Config
-	env             *Env
+	env             *toolnic.Env
 	ch              *cm.EventChannel
 	nodes           []*node
 	byID            map[*cm.ID]*node
@@ -102,13 +93,14 @@ func (t *test) printf(format string, args ...any) { fmt.Fprintf(t.env.Out, forma
 // Run runs ucmatose as cfg says. It returns nil when cmatose.c would
 // return 0, else a *Status; either way the output ends with
 // "return status %d".
-func Run(ctx context.Context, cfg Config, env Env) error {
+func Run(ctx context.Context, cfg Config, env toolnic.Env) error {
 	if cfg.Migrate {
 		return errors.New("-m: migrating IDs between event channels (rdma_migrate_id) is not supported by softnic's CM")
 	}
 	if env.CM == nil {
 		return errors.New("no connection manager")
 	}
+	env = env.WithDefaults()
 	if cfg.Size == 0 {
 		cfg.Count = 0 // create_message: no size, no messages
 	}
@@ -288,7 +280,7 @@ func (t *test) cmaHandler(ev *cm.Event) int {
 // events is connect_events and disconnect_events: events until *left
 // reaches 0 or a handler fails.
 func (t *test) events(ctx context.Context, left *int, what string) int {
-	ret, err := cmkit.Events(ctx, t.ch, t.env.stall(), left, t.cmaHandler)
+	ret, err := cmkit.Events(ctx, t.ch, t.env.Stall, left, t.cmaHandler)
 	if err != nil {
 		t.printf("cmatose: failure in rdma_get_cm_event in %s events: %v\n", what, err)
 		return 110 // ETIMEDOUT
@@ -304,7 +296,7 @@ func (t *test) pollCQs(ctx context.Context, index int) int {
 		if !n.connected {
 			continue
 		}
-		if err := cmkit.PollCQ(ctx, n.cq[index], t.cfg.Count, t.env.stall(), wc, nil); err != nil {
+		if err := cmkit.PollCQ(ctx, n.cq[index], t.cfg.Count, t.env.Stall, wc, nil); err != nil {
 			t.printf("cmatose: failed polling CQ: %d\n", -110)
 			return -110
 		}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softnic/softnic/tools/toolnic"
+
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/tools/tooltest"
 	"github.com/softnic/softnic/verbs"
@@ -28,10 +30,10 @@ func runPair(t *testing.T, cfg Config) (sout, cout string, serr, cerr error) {
 	ccfg.Dst = netip.MustParseAddr("10.0.0.1")
 	var so, co bytes.Buffer
 	tooltest.Pair(func() {
-		serr = Run(ctx, scfg, Env{CM: cms[0], Out: &so, Stall: 20 * time.Second})
+		serr = Run(ctx, scfg, toolnic.Env{CM: cms[0], Out: &so, Stall: 20 * time.Second})
 	}, func() bool {
 		co.Reset()
-		cerr = Run(ctx, ccfg, Env{CM: cms[1], Out: &co, Stall: 20 * time.Second})
+		cerr = Run(ctx, ccfg, toolnic.Env{CM: cms[1], Out: &co, Stall: 20 * time.Second})
 		return cerr != nil && strings.Contains(co.String(), "RDMA_CM_EVENT_REJECTED")
 	})
 	return so.String(), co.String(), serr, cerr
@@ -101,7 +103,7 @@ func TestRejected(t *testing.T) {
 		cfg := Defaults()
 		cfg.Dst = netip.MustParseAddr("10.0.0.1")
 		var out bytes.Buffer
-		err = Run(context.Background(), cfg, Env{CM: c, Out: &out, Stall: 10 * time.Second})
+		err = Run(context.Background(), cfg, toolnic.Env{CM: c, Out: &out, Stall: 10 * time.Second})
 		var st *Status
 		if !errors.As(err, &st) || st.Code == 0 {
 			t.Fatalf("got %v, want a failed status\n%s", err, out.String())

@@ -9,19 +9,19 @@
 // reply address handle from the first completion and the immediate data
 // (ibv_create_ah_from_wc), and SENDs as many back. Flags, output lines and
 // the exit status ("return status %d") are udaddy.c's; waits are bounded
-// (Env.Stall).
+// (toolnic.Env.Stall).
 package udaddy
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"time"
 
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/tools/cm/cmkit"
+	"github.com/softnic/softnic/tools/toolnic"
 	"github.com/softnic/softnic/verbs/cm"
 )
 
@@ -51,16 +51,6 @@ func Defaults() Config {
 	return Config{PortSpace: cm.PSUDP, Conns: 1, Count: DefaultCount, Size: DefaultSize, Port: DefaultPort}
 }
 
-// Env is what a run needs from outside.
-type Env struct {
-	CM    *cm.CM
-	Out   io.Writer
-	Err   io.Writer     // perror's lines
-	Stall time.Duration // bound of each wait (0: 30 s)
-}
-
-func (e *Env) stall() time.Duration { return cmkit.Stall(e.Stall) }
-
 // Status is the run's outcome as udaddy.c's main returns it (package cmkit).
 type Status = cmkit.Status
 
@@ -69,7 +59,7 @@ type node = cmkit.UDNode
 
 type test struct {
 	cfg          *Config
-	env          *Env
+	env          *toolnic.Env
 	ch           *cm.EventChannel
 	nodes        []*node
 	byID         map[*cm.ID]*node
@@ -87,10 +77,11 @@ func (t *test) perror(what string, err error) {
 
 // Run runs udaddy as cfg says; the output ends with "return status %d"
 // and a failure is a *Status.
-func Run(ctx context.Context, cfg Config, env Env) error {
+func Run(ctx context.Context, cfg Config, env toolnic.Env) error {
 	if env.CM == nil {
 		return errors.New("no connection manager")
 	}
+	env = env.WithDefaults()
 	if cfg.Size == 0 {
 		cfg.Count = 0
 	}
@@ -194,7 +185,7 @@ func (t *test) cmaHandler(ev *cm.Event) int {
 }
 
 func (t *test) connectEvents(ctx context.Context) int {
-	ret, err := cmkit.Events(ctx, t.ch, t.env.stall(), &t.connectsLeft, t.cmaHandler)
+	ret, err := cmkit.Events(ctx, t.ch, t.env.Stall, &t.connectsLeft, t.cmaHandler)
 	if err != nil {
 		t.perror("udaddy: rdma_get_cm_event", err)
 		return -110
@@ -211,7 +202,7 @@ func (t *test) pollCQs(ctx context.Context) int {
 		if !n.Connected {
 			continue
 		}
-		if err := cmkit.PollCQ(ctx, n.CQ, t.cfg.Count, t.env.stall(), wc, func(wc []ibv.WorkCompletion) {
+		if err := cmkit.PollCQ(ctx, n.CQ, t.cfg.Count, t.env.Stall, wc, func(wc []ibv.WorkCompletion) {
 			if len(wc) > 0 && n.AH == nil {
 				t.createReplyAH(n, &wc[0])
 			}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softnic/softnic/tools/toolnic"
+
 	"github.com/softnic/softnic/tools/tooltest"
 )
 
@@ -37,10 +39,10 @@ func TestPair(t *testing.T) {
 			var so, co bytes.Buffer
 			var serr, cerr error
 			tooltest.Pair(func() {
-				serr = Run(ctx, scfg, Env{CM: cms[0], Out: &so, Stall: 20 * time.Second})
+				serr = Run(ctx, scfg, toolnic.Env{CM: cms[0], Out: &so, Stall: 20 * time.Second})
 			}, func() bool {
 				co.Reset()
-				cerr = Run(ctx, ccfg, Env{CM: cms[1], Out: &co, Stall: 20 * time.Second})
+				cerr = Run(ctx, ccfg, toolnic.Env{CM: cms[1], Out: &co, Stall: 20 * time.Second})
 				return cerr != nil && strings.Contains(co.String(), "RDMA_CM_EVENT_")
 			})
 			if serr != nil || so.String() != serverOut {

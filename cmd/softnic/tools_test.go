@@ -134,8 +134,8 @@ func TestPingpongCommandErrors(t *testing.T) {
 		{[]string{"rc_pingpong", "--timeout", "-3s"}, "not a positive duration"},
 	} {
 		var o, e bytes.Buffer
-		if got := run(tt.args, &o, &e); got != exitTool {
-			t.Errorf("%q: got status %d, want %d", tt.args, got, exitTool)
+		if got := run(tt.args, &o, &e); got != exitFail {
+			t.Errorf("%q: got status %d, want %d", tt.args, got, exitFail)
 		}
 		if !strings.Contains(e.String(), tt.wantErr) {
 			t.Errorf("%q: stderr %q lacks %q", tt.args, e.String(), tt.wantErr)
@@ -204,8 +204,8 @@ func TestPerftestCommandErrors(t *testing.T) {
 		{[]string{"write_lat", "--check", "--addr", "10.0.0.8"}, "--check is for"},
 	} {
 		var o, e bytes.Buffer
-		if got := run(tt.args, &o, &e); got != exitTool {
-			t.Errorf("%q: got status %d, want %d", tt.args, got, exitTool)
+		if got := run(tt.args, &o, &e); got != exitFail {
+			t.Errorf("%q: got status %d, want %d", tt.args, got, exitFail)
 		}
 		if !strings.Contains(e.String(), tt.wantErr) {
 			t.Errorf("%q: stderr %q lacks %q", tt.args, e.String(), tt.wantErr)
@@ -227,9 +227,9 @@ func TestInfoCommand(t *testing.T) {
 		{[]string{"info", "-d", "rxe0", "-v"}, exitOK, "hca_id:\trxe0\n"},
 		{[]string{"info", "--short"}, exitOK, "\t\t\tactive_mtu:\t\t4096 (5)\n"},
 		{[]string{"info", "-l"}, exitOK, "1 HCA found:\n\tsoftnic0\n"},
-		{[]string{"info", "-i", "2"}, exitTool, ""},
-		{[]string{"info", "--addr", "x"}, exitTool, ""},
-		{[]string{"info", "extra"}, exitTool, ""},
+		{[]string{"info", "-i", "2"}, exitFail, ""},
+		{[]string{"info", "--addr", "x"}, exitFail, ""},
+		{[]string{"info", "extra"}, exitFail, ""},
 	} {
 		var o, e bytes.Buffer
 		if got := run(tt.args, &o, &e); got != tt.status || !strings.Contains(o.String(), tt.want) {

@@ -110,9 +110,8 @@ type Failure struct {
 
 func (f *Failure) Error() string { return f.Msg }
 
-// failed is rping.c's exit status for a run that failed: main returns
-// -1.
-func failed(msg string) error { return &Failure{Status: 255, Msg: msg} }
+// failed is the error of a run that failed: rping.c's main returns -1.
+func failed(msg string) error { return &Failure{Status: statusFailed, Msg: msg} }
 
 // Pattern returns the source buffer of ping number ping (from 0) of size
 // bytes, as rping_test_client fills it: "rdma-ping-<ping>: ", then ASCII
@@ -295,10 +294,10 @@ func (r *runner) newCB() *cb {
 // error is a *Failure with the exit status.
 func Run(ctx context.Context, cfg Config, env Env) error {
 	if err := cfg.Check(); err != nil {
-		return &Failure{Status: 22, Msg: err.Error()}
+		return &Failure{Status: statusEINVAL, Msg: err.Error()}
 	}
 	if env.CM == nil {
-		return &Failure{Status: 22, Msg: "no connection manager"}
+		return &Failure{Status: statusEINVAL, Msg: "no connection manager"}
 	}
 	env.Env = env.Env.WithDefaults()
 	r := &runner{cfg: &cfg, env: &env, cbs: map[*cm.ID]*cb{}}

@@ -1,22 +1,29 @@
-package main
+package ucmatose
 
 import (
 	"context"
 	"fmt"
 	"io"
 
-	"github.com/softnic/softnic/tools/cm/ucmatose"
+	"github.com/softnic/softnic/tools/cm/cmkit"
 	"github.com/softnic/softnic/tools/getopt"
+	"github.com/softnic/softnic/tools/toolcmd"
 	"github.com/softnic/softnic/tools/toolnic"
 	"github.com/softnic/softnic/verbs/cm"
 )
 
-// ucmatoseOpts are cmatose.c's options, in its getopt order
+const name = "ucmatose"
+
+// Command is "softnic ucmatose".
+var Command = toolcmd.Command{Name: name,
+	Summary: "RC connections through the connection manager, like librdmacm's ucmatose", Run: run}
+
+// opts are cmatose.c's options, in its getopt order
 // ("s:b:f:P:c:C:S:t:p:m").
-func ucmatoseOpts() []optSpec {
-	o := newOpt
+func opts() []toolcmd.Opt {
+	o := toolcmd.NewOpt
 	R, N := getopt.RequiredArg, getopt.NoArg
-	return []optSpec{
+	return []toolcmd.Opt{
 		o('s', "", R, "server_address", "connect to the server at this address (without: be the server)"),
 		o('b', "", R, "bind_address", "address to bind to"),
 		o('f', "", R, "address_format", "name, ip, ipv6, or gid (softnic: name and ip)"),
@@ -30,26 +37,24 @@ func ucmatoseOpts() []optSpec {
 	}
 }
 
-func ucmatoseUsage(w io.Writer) {
-	writeCMUsage(w, "usage: softnic ucmatose [-s server_address] [-b bind_address] [-c connections]\n"+
+func usage(w io.Writer) {
+	cmkit.WriteUsage(w, "usage: softnic ucmatose [-s server_address] [-b bind_address] [-c connections]\n"+
 		"       [-C message_count] [-S message_size] [-p port_number] [-P tcp|ib]\n\n"+
 		"softnic's version of librdmacm's ucmatose (cmatose.c): it pairs with ucmatose in\n"+
 		"either role. The client opens -c RC connections through the RDMA CM; the server\n"+
 		"SENDs -C messages of -S bytes on each, the client replies with as many, the server\n"+
-		"disconnects.\n\nOptions:\n", ucmatoseOpts(),
+		"disconnects.\n\nOptions:\n", opts(),
 		"\nThe output lines and the exit status (\"return status N\") are cmatose.c's.")
 }
 
-// runUcmatose is "softnic ucmatose".
-func runUcmatose(args []string, stdout, stderr io.Writer) int {
-	const name = "ucmatose"
-	r, status, ok := parseCMTool(name, ucmatoseOpts(), args, stdout, stderr, ucmatoseUsage, 1)
+func run(env *toolnic.Env, args []string) int {
+	r, status, ok := cmkit.Parse(env, name, opts(), args, usage, 1)
 	if !ok {
 		return status
 	}
-	cfg := ucmatose.Defaults()
+	cfg := Defaults()
 	var dst, src string
-	if !cmMatches(name, r, stderr, map[rune]*int{'c': &cfg.Conns, 'C': &cfg.Count, 'S': &cfg.Size, 't': &cfg.TOS},
+	if !cmkit.Matches(env, name, r, map[rune]*int{'c': &cfg.Conns, 'C': &cfg.Count, 'S': &cfg.Size, 't': &cfg.TOS},
 		func(m getopt.Match) bool {
 			switch m.Opt.Short {
 			case 's':
@@ -57,14 +62,14 @@ func runUcmatose(args []string, stdout, stderr io.Writer) int {
 			case 'b':
 				src = m.Value
 			case 'P':
-				cmPortSpace(m.Value, "ib", "tcp", cm.PSIB, &cfg.PortSpace, stderr)
+				cmkit.PortSpace(env, m.Value, "ib", "tcp", cm.PSIB, &cfg.PortSpace)
 			case 'p':
-				v, ok := cmInt(name, m, stderr)
+				v, ok := cmkit.Int(env, name, m)
 				if !ok {
 					return false
 				}
 				if v > 65535 {
-					fmt.Fprintf(stderr, "softnic %s: -p %q: not a port\n", name, m.Value)
+					fmt.Fprintf(env.Err, "softnic %s: -p %q: not a port\n", name, m.Value)
 					return false
 				}
 				cfg.Port = uint16(v)
@@ -75,17 +80,16 @@ func runUcmatose(args []string, stdout, stderr io.Writer) int {
 		}) {
 		return 1
 	}
-	nf, ok := cmNICFlags(name, r, stdout, stderr, ucmatoseUsage)
-	if !ok {
+	if !cmkit.NICFlags(env, name, r, usage) {
 		return 1
 	}
 	cfg.Server = dst == ""
-	if !resolveCMHosts(cmHost{dst, &cfg.Dst}, cmHost{src, &cfg.Src}) {
-		fmt.Fprintf(stdout, "cmatose: getaddrinfo error: Name or service not known\n")
+	if !cmkit.ResolveHosts(cmkit.Host{Name: dst, Dst: &cfg.Dst}, cmkit.Host{Name: src, Dst: &cfg.Src}) {
+		fmt.Fprintf(env.Out, "cmatose: getaddrinfo error: Name or service not known\n")
 		return 254 // EAI_NONAME
 	}
-	addr, err := cmNICAddr(cfg.Server, cfg.Src, cfg.Src, cfg.Dst)
-	return runOnCM(name, nf, addr, err, stderr, func(ctx context.Context, c *cm.CM) error {
-		return ucmatose.Run(ctx, cfg, toolnic.Env{CM: c, Out: stdout, Err: stderr, Stall: nf.stall})
+	addr, err := cmkit.NICAddr(cfg.Server, cfg.Src, cfg.Src, cfg.Dst)
+	return cmkit.RunCommand(env, name, addr, err, 1, func(ctx context.Context, env toolnic.Env) error {
+		return Run(ctx, cfg, env)
 	})
 }

@@ -1,22 +1,28 @@
-package main
+package udaddy
 
 import (
 	"context"
 	"fmt"
 	"io"
 
-	"github.com/softnic/softnic/tools/cm/udaddy"
+	"github.com/softnic/softnic/tools/cm/cmkit"
 	"github.com/softnic/softnic/tools/getopt"
+	"github.com/softnic/softnic/tools/toolcmd"
 	"github.com/softnic/softnic/tools/toolnic"
 	"github.com/softnic/softnic/verbs/cm"
 )
 
-// udaddyOpts are udaddy.c's options, in its getopt order
-// ("s:b:c:C:S:t:p:P:f:").
-func udaddyOpts() []optSpec {
-	o := newOpt
+const name = "udaddy"
+
+// Command is "softnic udaddy".
+var Command = toolcmd.Command{Name: name,
+	Summary: "UD datagrams to peers resolved through the connection manager (SIDR), like librdmacm's udaddy", Run: run}
+
+// opts are udaddy.c's options, in its getopt order ("s:b:c:C:S:t:p:P:f:").
+func opts() []toolcmd.Opt {
+	o := toolcmd.NewOpt
 	R := getopt.RequiredArg
-	return []optSpec{
+	return []toolcmd.Opt{
 		o('s', "", R, "server_address", "resolve UD connections to the server at this address (without: be the server)"),
 		o('b', "", R, "bind_address", "address to bind to"),
 		o('c', "", R, "connections", "connections (default 1)"),
@@ -29,25 +35,23 @@ func udaddyOpts() []optSpec {
 	}
 }
 
-func udaddyUsage(w io.Writer) {
-	writeCMUsage(w, "usage: softnic udaddy [-s server_address] [-b bind_address] [-c connections]\n"+
+func usage(w io.Writer) {
+	cmkit.WriteUsage(w, "usage: softnic udaddy [-s server_address] [-b bind_address] [-c connections]\n"+
 		"       [-C message_count] [-S message_size] [-P udp|ipoib]\n\n"+
 		"softnic's version of librdmacm's udaddy: it pairs with udaddy in either role. The\n"+
 		"client resolves UD QPs of the server through the RDMA CM (SIDR, port 7174) and\n"+
 		"SENDs -C datagrams WITH_IMM its QPN on each; the server answers each peer.\n\nOptions:\n",
-		udaddyOpts(), "\nThe output lines and the exit status (\"return status N\") are udaddy.c's.")
+		opts(), "\nThe output lines and the exit status (\"return status N\") are udaddy.c's.")
 }
 
-// runUdaddy is "softnic udaddy".
-func runUdaddy(args []string, stdout, stderr io.Writer) int {
-	const name = "udaddy"
-	r, status, ok := parseCMTool(name, udaddyOpts(), args, stdout, stderr, udaddyUsage, 1)
+func run(env *toolnic.Env, args []string) int {
+	r, status, ok := cmkit.Parse(env, name, opts(), args, usage, 1)
 	if !ok {
 		return status
 	}
-	cfg := udaddy.Defaults()
+	cfg := Defaults()
 	var dst, src string
-	if !cmMatches(name, r, stderr, map[rune]*int{'c': &cfg.Conns, 'C': &cfg.Count, 'S': &cfg.Size, 't': &cfg.TOS},
+	if !cmkit.Matches(env, name, r, map[rune]*int{'c': &cfg.Conns, 'C': &cfg.Count, 'S': &cfg.Size, 't': &cfg.TOS},
 		func(m getopt.Match) bool {
 			switch m.Opt.Short {
 			case 's':
@@ -55,9 +59,9 @@ func runUdaddy(args []string, stdout, stderr io.Writer) int {
 			case 'b':
 				src = m.Value
 			case 'P':
-				cmPortSpace(m.Value, "ipoib", "udp", cm.PSIPoIB, &cfg.PortSpace, stderr)
+				cmkit.PortSpace(env, m.Value, "ipoib", "udp", cm.PSIPoIB, &cfg.PortSpace)
 			case 'p':
-				v, ok := cmInt(name, m, stderr)
+				v, ok := cmkit.Int(env, name, m)
 				if !ok {
 					return false
 				}
@@ -67,17 +71,16 @@ func runUdaddy(args []string, stdout, stderr io.Writer) int {
 		}) {
 		return 1
 	}
-	nf, ok := cmNICFlags(name, r, stdout, stderr, udaddyUsage)
-	if !ok {
+	if !cmkit.NICFlags(env, name, r, usage) {
 		return 1
 	}
 	cfg.Server = dst == ""
-	if !resolveCMHosts(cmHost{dst, &cfg.Dst}, cmHost{src, &cfg.Src}) {
-		fmt.Fprintf(stdout, "udaddy: getaddrinfo error: Name or service not known\n")
+	if !cmkit.ResolveHosts(cmkit.Host{Name: dst, Dst: &cfg.Dst}, cmkit.Host{Name: src, Dst: &cfg.Src}) {
+		fmt.Fprintf(env.Out, "udaddy: getaddrinfo error: Name or service not known\n")
 		return 254
 	}
-	addr, err := cmNICAddr(cfg.Server, cfg.Src, cfg.Src, cfg.Dst)
-	return runOnCM(name, nf, addr, err, stderr, func(ctx context.Context, c *cm.CM) error {
-		return udaddy.Run(ctx, cfg, toolnic.Env{CM: c, Out: stdout, Err: stderr, Stall: nf.stall})
+	addr, err := cmkit.NICAddr(cfg.Server, cfg.Src, cfg.Src, cfg.Dst)
+	return cmkit.RunCommand(env, name, addr, err, 1, func(ctx context.Context, env toolnic.Env) error {
+		return Run(ctx, cfg, env)
 	})
 }

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/tools/cm/cmkit"
 	"github.com/softnic/softnic/tools/toolnic"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/verbs/cm"
@@ -51,10 +52,6 @@ const (
 
 	sqDepth  = 16 // RPING_SQ_DEPTH
 	infoSize = 16 // sizeof(struct rping_rdma_info)
-
-	// Resolution timeouts: rdma_resolve_addr and rdma_resolve_route
-	// with 2000 ms.
-	resolveTimeout = 2000 * time.Millisecond
 )
 
 // msgFmt is RPING_MSG_FMT.
@@ -421,7 +418,7 @@ func (r *runner) eventHandler(ctx context.Context, ev *cm.Event) int {
 	switch ev.Type {
 	case cm.EventAddrResolved:
 		c.setState(stAddrResolved)
-		if err := id.ResolveRoute(resolveTimeout); err != nil {
+		if err := id.ResolveRoute(cmkit.ResolveTimeout); err != nil {
 			c.setState(stError)
 			r.errorf("rdma_resolve_route: %v\n", err)
 			c.post()

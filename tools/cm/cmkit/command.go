@@ -267,3 +267,38 @@ func RunCommand(env *toolnic.Env, name string, addr netip.Addr, addrErr error, f
 	}
 	return toolcmd.ExitOK
 }
+
+// RunClientServer is the end of the command of ucmatose and udaddy,
+// whose flags are cmatose.c's and udaddy.c's Options: -s (the server:
+// without it the tool is one), -b, -c, -C, -S and -t here, the others
+// (-P, -p, -m) handed to each; then the NIC options, the hosts resolved
+// (prog names the tool in getaddrinfo's line), the NIC's address chosen
+// and the run (RunCommand).
+func RunClientServer(env *toolnic.Env, name, prog string, r *getopt.Result, usage func(io.Writer), o *Options,
+	each func(m getopt.Match) bool, run func(ctx context.Context, env toolnic.Env) error) int {
+	var dst, src string
+	if !Matches(env, name, r, map[rune]*int{'c': &o.Conns, 'C': &o.Count, 'S': &o.Size, 't': &o.TOS},
+		func(m getopt.Match) bool {
+			switch m.Opt.Short {
+			case 's':
+				dst = m.Value
+			case 'b':
+				src = m.Value
+			default:
+				return each(m)
+			}
+			return true
+		}) {
+		return 1
+	}
+	if !NICFlags(env, name, r, usage) {
+		return 1
+	}
+	o.Server = dst == ""
+	if !ResolveHosts(Host{Name: dst, Dst: &o.Dst}, Host{Name: src, Dst: &o.Src}) {
+		fmt.Fprintf(env.Out, "%s: getaddrinfo error: Name or service not known\n", prog)
+		return 254 // EAI_NONAME
+	}
+	addr, err := NICAddr(o.Server, o.Src, o.Src, o.Dst)
+	return RunCommand(env, name, addr, err, 1, run)
+}

@@ -53,43 +53,23 @@ func run(env *toolnic.Env, args []string) int {
 		return status
 	}
 	cfg := Defaults()
-	var dst, src string
-	if !cmkit.Matches(env, name, r, map[rune]*int{'c': &cfg.Conns, 'C': &cfg.Count, 'S': &cfg.Size, 't': &cfg.TOS},
-		func(m getopt.Match) bool {
-			switch m.Opt.Short {
-			case 's':
-				dst = m.Value
-			case 'b':
-				src = m.Value
-			case 'P':
-				cmkit.PortSpace(env, m.Value, "ib", "tcp", cm.PSIB, &cfg.PortSpace)
-			case 'p':
-				v, ok := cmkit.Int(env, name, m)
-				if !ok {
-					return false
-				}
-				if v > 65535 {
-					fmt.Fprintf(env.Err, "softnic %s: -p %q: not a port\n", name, m.Value)
-					return false
-				}
-				cfg.Port = uint16(v)
-			case 'm':
-				cfg.Migrate = true
+	return cmkit.RunClientServer(env, name, prog, r, usage, &cfg.Options, func(m getopt.Match) bool {
+		switch m.Opt.Short {
+		case 'P':
+			cmkit.PortSpace(env, m.Value, "ib", "tcp", cm.PSIB, &cfg.PortSpace)
+		case 'p':
+			v, ok := cmkit.Int(env, name, m)
+			if !ok {
+				return false
 			}
-			return true
-		}) {
-		return 1
-	}
-	if !cmkit.NICFlags(env, name, r, usage) {
-		return 1
-	}
-	cfg.Server = dst == ""
-	if !cmkit.ResolveHosts(cmkit.Host{Name: dst, Dst: &cfg.Dst}, cmkit.Host{Name: src, Dst: &cfg.Src}) {
-		fmt.Fprintf(env.Out, "cmatose: getaddrinfo error: Name or service not known\n")
-		return 254 // EAI_NONAME
-	}
-	addr, err := cmkit.NICAddr(cfg.Server, cfg.Src, cfg.Src, cfg.Dst)
-	return cmkit.RunCommand(env, name, addr, err, 1, func(ctx context.Context, env toolnic.Env) error {
-		return Run(ctx, cfg, env)
-	})
+			if v > 65535 {
+				fmt.Fprintf(env.Err, "softnic %s: -p %q: not a port\n", name, m.Value)
+				return false
+			}
+			cfg.Port = uint16(v)
+		case 'm':
+			cfg.Migrate = true
+		}
+		return true
+	}, func(ctx context.Context, env toolnic.Env) error { return Run(ctx, cfg, env) })
 }

@@ -71,16 +71,20 @@ func listen(port int) (net.Listener, error) {
 	return ln, nil
 }
 
-// clientExchange sends n local addresses, reads n remote ones and sends
-// "done" (pp_client_exch_dest; n is 1, or MaxQP for srq_pingpong).
-func clientExchange(c conn, my []Dest) ([]Dest, error) {
+// writeDests sends the local addresses.
+func (c conn) writeDests(my []Dest) error {
 	for i := range my {
 		m := my[i].Marshal()
 		if err := c.write(m[:], "local address"); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	rem := make([]Dest, len(my))
+	return nil
+}
+
+// readDests reads n remote addresses.
+func (c conn) readDests(n int) ([]Dest, error) {
+	rem := make([]Dest, n)
 	for i := range rem {
 		b, err := c.readMsg("remote address")
 		if err != nil {
@@ -89,6 +93,19 @@ func clientExchange(c conn, my []Dest) ([]Dest, error) {
 		if rem[i], err = ParseDest(b[:]); err != nil {
 			return nil, fail(err, "Couldn't read remote address")
 		}
+	}
+	return rem, nil
+}
+
+// clientExchange sends n local addresses, reads n remote ones and sends
+// "done" (pp_client_exch_dest; n is 1, or MaxQP for srq_pingpong).
+func clientExchange(c conn, my []Dest) ([]Dest, error) {
+	if err := c.writeDests(my); err != nil {
+		return nil, err
+	}
+	rem, err := c.readDests(len(my))
+	if err != nil {
+		return nil, err
 	}
 	if err := c.write(Done[:], "\"done\""); err != nil {
 		return nil, err
@@ -99,24 +116,15 @@ func clientExchange(c conn, my []Dest) ([]Dest, error) {
 // serverExchange reads n remote addresses, connects with them, sends n
 // local ones and waits for "done" (pp_server_exch_dest).
 func serverExchange(c conn, my []Dest, connect func([]Dest) error) ([]Dest, error) {
-	rem := make([]Dest, len(my))
-	for i := range rem {
-		b, err := c.readMsg("remote address")
-		if err != nil {
-			return nil, err
-		}
-		if rem[i], err = ParseDest(b[:]); err != nil {
-			return nil, fail(err, "Couldn't read remote address")
-		}
+	rem, err := c.readDests(len(my))
+	if err != nil {
+		return nil, err
 	}
 	if err := connect(rem); err != nil {
 		return nil, fail(err, "Couldn't connect to remote QP")
 	}
-	for i := range my {
-		m := my[i].Marshal()
-		if err := c.write(m[:], "local address"); err != nil {
-			return nil, err
-		}
+	if err := c.writeDests(my); err != nil {
+		return nil, err
 	}
 	if err := c.readDone(); err != nil {
 		return nil, err

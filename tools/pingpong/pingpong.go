@@ -208,14 +208,21 @@ func Run(ctx context.Context, cfg Config, env toolnic.Env) (*Result, error) {
 		return nil, err
 	}
 	env = env.WithDefaults()
-	if cfg.Kind == SRQ {
-		return runSRQ(ctx, &cfg, &env)
+	var p interface {
+		init() error
+		run(context.Context) (*Result, error)
+		close()
 	}
-	p, err := newSingle(&cfg, &env)
-	if err != nil {
-		return nil, err
+	base := pp{cfg: &cfg, env: &env, sendFlags: ibv.SendSignaled}
+	if cfg.Kind == SRQ {
+		p = &srqCtx{pp: base}
+	} else {
+		p = &single{pp: base}
 	}
 	defer p.close()
+	if err := p.init(); err != nil {
+		return nil, err
+	}
 	return p.run(ctx)
 }
 

@@ -119,6 +119,47 @@ func (t *Test) Take(id *cm.ID) (*Node, int) {
 	return n, 0
 }
 
+// Connect is a client's route_handler: the node made ready (prepare:
+// init_node, post_recvs), then rdma_connect with param; report prints a
+// failed connect's line. A failure counts the connection as done.
+func (t *Test) Connect(n *Node, prepare func(*Node) int, param *cm.ConnParam, report func(error)) int {
+	ret := prepare(n)
+	if ret == 0 {
+		if err := n.ID.Connect(param); err != nil {
+			report(err)
+			ret = -1
+		}
+	}
+	if ret != 0 {
+		t.ConnectsLeft--
+	}
+	return ret
+}
+
+// Accept is a server's connect_handler: the request takes the next node
+// (Take), which is made ready (prepare), and is accepted with param(id);
+// report prints a failed accept's line. A failure counts the connection
+// as done and rejects the request ("failing connection request").
+func (t *Test) Accept(id *cm.ID, prepare func(*Node) int, param func(*cm.ID) *cm.ConnParam, report func(error)) (*Node, int) {
+	n, ret := t.Take(id)
+	if ret != 0 {
+		return nil, ret
+	}
+	ret = prepare(n)
+	if ret == 0 {
+		if err := id.Accept(param(id)); err != nil {
+			report(err)
+			ret = -1
+		}
+	}
+	if ret != 0 {
+		t.ConnectsLeft--
+		t.Printf("%s: failing connection request\n", t.Prog)
+		id.Reject(nil)
+	}
+	return n, ret
+}
+
 // Release takes back the ID Take gave n: udaddy.c's connect_handler
 // leaves the ID of a request it failed to the CM.
 func (t *Test) Release(n *Node) {

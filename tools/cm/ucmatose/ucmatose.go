@@ -146,38 +146,14 @@ func (t *test) addrHandler(n *node) int {
 // routeHandler is route_handler: the node's resources, its receives,
 // rdma_connect.
 func (t *test) routeHandler(n *node) int {
-	ret := t.prepare(n)
-	if ret == 0 {
-		if err := n.ID.Connect(&cm.ConnParam{ResponderResources: clientRespRes, InitiatorDepth: clientInitDepth,
-			RetryCount: clientRetryCnt}); err != nil {
-			t.Printf("cmatose: failure connecting: %v\n", err)
-			ret = -1
-		}
-	}
-	if ret != 0 {
-		t.ConnectsLeft--
-	}
-	return ret
+	return t.Connect(n, t.prepare, &cm.ConnParam{ResponderResources: clientRespRes, InitiatorDepth: clientInitDepth,
+		RetryCount: clientRetryCnt}, func(err error) { t.Printf("cmatose: failure connecting: %v\n", err) })
 }
 
 // connectHandler is connect_handler: a request takes the next node.
 func (t *test) connectHandler(id *cm.ID) int {
-	n, ret := t.Take(id)
-	if ret != 0 {
-		return ret
-	}
-	ret = t.prepare(n)
-	if ret == 0 {
-		if err := id.Accept(nil); err != nil {
-			t.Printf("cmatose: failure accepting: %v\n", err)
-			ret = -1
-		}
-	}
-	if ret != 0 {
-		t.ConnectsLeft--
-		t.Printf("cmatose: failing connection request\n")
-		id.Reject(nil)
-	}
+	_, ret := t.Accept(id, t.prepare, func(*cm.ID) *cm.ConnParam { return nil },
+		func(err error) { t.Printf("cmatose: failure accepting: %v\n", err) })
 	return ret
 }
 

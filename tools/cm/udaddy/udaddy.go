@@ -85,41 +85,23 @@ func (t *test) prepare(n *node) int {
 }
 
 func (t *test) routeHandler(n *node) int {
-	ret := t.prepare(n)
-	if ret == 0 {
-		if err := n.ID.Connect(&cm.ConnParam{}); err != nil {
-			t.Perror("udaddy: failure connecting", err)
-			ret = -1
-		}
-	}
-	if ret != 0 {
+	return t.Connect(n, t.prepare, &cm.ConnParam{}, func(err error) { t.Perror("udaddy: failure connecting", err) })
+}
+
+// connectHandler is connect_handler: a request takes the next node,
+// whose QP the SIDR REP names.
+func (t *test) connectHandler(id *cm.ID) int {
+	n, ret := t.Accept(id, t.prepare, func(id *cm.ID) *cm.ConnParam { return &cm.ConnParam{QPNum: id.QP().QPN()} },
+		func(err error) { t.Perror("udaddy: failure accepting", err) })
+	switch {
+	case n == nil:
+	case ret != 0:
+		t.Release(n)
+	default:
+		n.Connected = true
 		t.ConnectsLeft--
 	}
 	return ret
-}
-
-func (t *test) connectHandler(id *cm.ID) int {
-	n, ret := t.Take(id)
-	if ret != 0 {
-		return ret
-	}
-	ret = t.prepare(n)
-	if ret == 0 {
-		if err := id.Accept(&cm.ConnParam{QPNum: id.QP().QPN()}); err != nil {
-			t.Perror("udaddy: failure accepting", err)
-			ret = -1
-		}
-	}
-	if ret != 0 {
-		t.Release(n)
-		t.ConnectsLeft--
-		t.Printf("udaddy: failing connection request\n")
-		id.Reject(nil)
-		return ret
-	}
-	n.Connected = true
-	t.ConnectsLeft--
-	return 0
 }
 
 // resolvedHandler is resolved_handler: the SIDR REP's QPN, Q_Key and

@@ -77,7 +77,7 @@ func TestPerftestJSON(t *testing.T) {
 			srv, cli := runToolPair(t, tt.tool, args, args)
 			for _, r := range []struct {
 				who  string
-				r    toolRun
+				r    procResult
 				self string
 			}{{"server", srv, "10.0.0.1"}, {"client", cli, "10.0.0.2"}} {
 				if r.r.status != 0 {

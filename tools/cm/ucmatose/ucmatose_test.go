@@ -22,21 +22,12 @@ import (
 // is not listening yet.
 func runPair(t *testing.T, cfg Config) (sout, cout string, serr, cerr error) {
 	t.Helper()
-	cms, _ := tooltest.CMs(t, "10.0.0.1", "10.0.0.2")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	scfg, ccfg := cfg, cfg
 	scfg.Server = true
 	ccfg.Dst = netip.MustParseAddr("10.0.0.1")
-	var so, co bytes.Buffer
-	tooltest.Pair(func() {
-		serr = Run(ctx, scfg, toolnic.Env{CM: cms[0], Out: &so, Stall: 20 * time.Second})
-	}, func() bool {
-		co.Reset()
-		cerr = Run(ctx, ccfg, toolnic.Env{CM: cms[1], Out: &co, Stall: 20 * time.Second})
-		return cerr != nil && strings.Contains(co.String(), "RDMA_CM_EVENT_REJECTED")
-	})
-	return so.String(), co.String(), serr, cerr
+	return tooltest.CMPair(t, 20*time.Second,
+		func(ctx context.Context, env toolnic.Env) error { return Run(ctx, scfg, env) },
+		func(ctx context.Context, env toolnic.Env) error { return Run(ctx, ccfg, env) })
 }
 
 const (

@@ -59,6 +59,17 @@ func RunCommand(env *toolnic.Env, name string, r *getopt.Result, cfgErr error, s
 	return toolcmd.ExitOK
 }
 
+// ConnOpts are the options every pingpong takes first, in rdma-core's
+// getopt order: the out-of-band port, the device and its port.
+func ConnOpts() []toolcmd.Opt {
+	o, R := toolcmd.NewOpt, getopt.RequiredArg
+	return []toolcmd.Opt{
+		o('p', "port", R, "<port>", "listen on/connect to port <port> (default 18515)"),
+		o('d', "ib-dev", R, "<dev>", "use IB device <dev> (softnic: names the NIC; default softnic0)"),
+		o('i', "ib-port", R, "<port>", "use port <port> of IB device (default 1)"),
+	}
+}
+
 // opts returns the options of rdma-core's example k, in its getopt
 // order, with its usage text.
 func opts(k Kind) []toolcmd.Opt {
@@ -68,12 +79,7 @@ func opts(k Kind) []toolcmd.Opt {
 	if k == UD {
 		size = "size of message to exchange (default 1024)"
 	}
-	opts := []toolcmd.Opt{
-		o('p', "port", R, "<port>", "listen on/connect to port <port> (default 18515)"),
-		o('d', "ib-dev", R, "<dev>", "use IB device <dev> (softnic: names the NIC; default softnic0)"),
-		o('i', "ib-port", R, "<port>", "use port <port> of IB device (default 1)"),
-		o('s', "size", R, "<size>", size),
-	}
+	opts := append(ConnOpts(), o('s', "size", R, "<size>", size))
 	if k != UD {
 		opts = append(opts, o('m', "mtu", R, "<size>", "path MTU (default 1024)"))
 	}

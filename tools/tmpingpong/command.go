@@ -22,10 +22,7 @@ var Command = toolcmd.Command{Name: name,
 func opts() []toolcmd.Opt {
 	o := toolcmd.NewOpt
 	R, N := getopt.RequiredArg, getopt.NoArg
-	return []toolcmd.Opt{
-		o('p', "port", R, "<port>", "listen on/connect to port <port> (default 18515)"),
-		o('d', "ib-dev", R, "<dev>", "use IB device <dev> (softnic: names the NIC; default softnic0)"),
-		o('i', "ib-port", R, "<port>", "use port <port> of IB device (default 1)"),
+	return append(pingpong.ConnOpts(),
 		o('s', "size", R, "<size>", "largest message (default 4096): message i carries size>>(i%4) bytes, at least 1"),
 		o('m', "mtu", R, "<size>", "path MTU (default 1024)"),
 		o('n', "iters", R, "<iters>", "messages each way (default 1000)"),
@@ -36,7 +33,7 @@ func opts() []toolcmd.Opt {
 		o('c', "chk", N, "", "validate every byte received"),
 		o(0, "json", N, "", "print the results as one JSON object (the text lines go to stderr)"),
 		o(0, "qp-timeout", R, "<n>", "local ACK timeout 4.096 us x 2^n, 0..31 (default 14)"),
-	}
+	)
 }
 
 func usage(w io.Writer) {

@@ -22,10 +22,7 @@ var Command = toolcmd.Command{Name: name,
 func opts() []toolcmd.Opt {
 	o := toolcmd.NewOpt
 	R, N := getopt.RequiredArg, getopt.NoArg
-	return []toolcmd.Opt{
-		o('p', "port", R, "<port>", "listen on/connect to port <port> (default 18515)"),
-		o('d', "ib-dev", R, "<dev>", "use IB device <dev> (softnic: names the NIC; default softnic0)"),
-		o('i', "ib-port", R, "<port>", "use port <port> of IB device (default 1)"),
+	return append(pingpong.ConnOpts(),
 		o('s', "size", R, "<size>", "size of message to exchange (default 4096)"),
 		o('m', "mtu", R, "<size>", "path MTU (default 1024)"),
 		o('c', "clients", R, "<n>", "number of clients (on server only, default 1)"),
@@ -34,7 +31,7 @@ func opts() []toolcmd.Opt {
 		o('e', "events", N, "", "sleep on CQ events (default poll)"),
 		o('o', "odp", N, "", "use on demand paging (softnic: refused, no ODP)"),
 		o('g', "gid-idx", R, "<gid index>", "local port gid index (softnic: default 0)"),
-	}
+	)
 }
 
 func usage(w io.Writer) {

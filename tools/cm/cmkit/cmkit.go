@@ -14,6 +14,7 @@ package cmkit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -81,6 +82,32 @@ func NewTest(prog string, env *toolnic.Env, conns int, ids bool, ps cm.PortSpace
 	var err error
 	t.Nodes, err = AllocNodes(env.CM, t.Ch, conns, func(i int) *Node { return &Node{Idx: i} }, ids, ps, qpType, t.SetID)
 	return t, err
+}
+
+// Run is the main of cmatose.c and udaddy.c once their options are read
+// into o: no messages without a size (create_message), the run's Test
+// (NewTest, the client's nodes with IDs), the server's or the client's
+// run (newTest makes the tool's own state around the Test), and the
+// ending (End). It returns nil when the C tool would return 0, else a
+// *Status.
+func Run[T any](ctx context.Context, prog string, env toolnic.Env, o *Options, qpType ibv.QPType,
+	newTest func(*Test) T, server, client func(t T, ctx context.Context) int) error {
+	if env.CM == nil {
+		return errors.New("no connection manager")
+	}
+	env = env.WithDefaults()
+	if o.Size == 0 {
+		o.Count = 0
+	}
+	ct, err := NewTest(prog, &env, o.Conns, !o.Server, o.PortSpace, qpType)
+	if err != nil {
+		return err
+	}
+	run := client
+	if o.Server {
+		run = server
+	}
+	return ct.End(run(newTest(ct), ctx))
 }
 
 // Printf prints one of the tool's lines (printf).

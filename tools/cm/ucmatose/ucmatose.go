@@ -68,25 +68,8 @@ func Run(ctx context.Context, cfg Config, env toolnic.Env) error {
 	if cfg.Migrate {
 		return errors.New("-m: migrating IDs between event channels (rdma_migrate_id) is not supported by softnic's CM")
 	}
-	if env.CM == nil {
-		return errors.New("no connection manager")
-	}
-	env = env.WithDefaults()
-	if cfg.Size == 0 {
-		cfg.Count = 0 // create_message: no size, no messages
-	}
-	ct, err := cmkit.NewTest(prog, &env, cfg.Conns, !cfg.Server, cfg.PortSpace, ibv.QPTypeRC)
-	if err != nil {
-		return err
-	}
-	t := &test{Test: ct, cfg: &cfg}
-	var ret int
-	if cfg.Server {
-		ret = t.runServer(ctx)
-	} else {
-		ret = t.runClient(ctx)
-	}
-	return t.End(ret)
+	return cmkit.Run(ctx, prog, env, &cfg.Options, ibv.QPTypeRC, func(ct *cmkit.Test) *test { return &test{Test: ct, cfg: &cfg} },
+		(*test).runServer, (*test).runClient)
 }
 
 // initNode is init_node: PD, two CQs of message_count entries (1

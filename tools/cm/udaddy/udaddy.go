@@ -14,7 +14,6 @@ package udaddy
 
 import (
 	"context"
-	"errors"
 	"net/netip"
 
 	"github.com/softnic/softnic/ibv"
@@ -54,25 +53,8 @@ type test struct {
 // Run runs udaddy as cfg says; the output ends with "return status %d"
 // and a failure is a *Status.
 func Run(ctx context.Context, cfg Config, env toolnic.Env) error {
-	if env.CM == nil {
-		return errors.New("no connection manager")
-	}
-	env = env.WithDefaults()
-	if cfg.Size == 0 {
-		cfg.Count = 0
-	}
-	ct, err := cmkit.NewTest(prog, &env, cfg.Conns, !cfg.Server, cfg.PortSpace, ibv.QPTypeUD)
-	if err != nil {
-		return err
-	}
-	t := &test{Test: ct, cfg: &cfg}
-	var ret int
-	if cfg.Server {
-		ret = t.runServer(ctx)
-	} else {
-		ret = t.runClient(ctx)
-	}
-	return t.End(ret)
+	return cmkit.Run(ctx, prog, env, &cfg.Options, ibv.QPTypeUD, func(ct *cmkit.Test) *test { return &test{Test: ct, cfg: &cfg} },
+		(*test).runServer, (*test).runClient)
 }
 
 // postSends is post_sends: SEND_WITH_IMM carrying the sender's QPN.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/tools/getopt"
 	"github.com/softnic/softnic/tools/toolcmd"
 	"github.com/softnic/softnic/tools/toolnic"
@@ -148,11 +149,8 @@ func config(k Kind, r *getopt.Result) (Config, error) {
 	); err != nil {
 		return cfg, err
 	}
-	if err := toolcmd.ParseMTU(r, &cfg.MTU); err != nil {
+	if err := ParseDevice(r, &cfg.IBDev, &cfg.MTU); err != nil {
 		return cfg, err
-	}
-	if m, ok := r.Last("ib-dev"); ok {
-		cfg.IBDev = m.Value
 	}
 	cfg.Events = r.Has("events")
 	cfg.Check = r.Has("chk")
@@ -164,4 +162,28 @@ func config(k Kind, r *getopt.Result) (Config, error) {
 	cfg.DM = r.Has("dm")
 	cfg.CCUnprotected = r.Has("allow-cc-unprotected")
 	return cfg, nil
+}
+
+// ParseDevice sets the device (-d) and the path MTU (-m: 256 to 4096
+// bytes, as pp_mtu_to_enum takes them) when the command line gives them.
+func ParseDevice(r *getopt.Result, dev *string, mtu *ibv.MTU) error {
+	if m, ok := r.Last("ib-dev"); ok {
+		*dev = m.Value
+	}
+	m, ok := r.Last("mtu")
+	if !ok {
+		return nil
+	}
+	v, err := getopt.Int(m.Value)
+	*mtu = 0
+	if err == nil {
+		switch v {
+		case 256, 512, 1024, 2048, 4096:
+			*mtu = ibv.MTUFromBytes(int(v))
+		}
+	}
+	if *mtu == 0 {
+		return fmt.Errorf("invalid --mtu %q (256, 512, 1024, 2048 or 4096)", m.Value)
+	}
+	return nil
 }

@@ -91,11 +91,8 @@ func config(r *getopt.Result) (Config, error) {
 	); err != nil {
 		return cfg, err
 	}
-	if err := toolcmd.ParseMTU(r, &cfg.MTU); err != nil {
+	if err := pingpong.ParseDevice(r, &cfg.IBDev, &cfg.MTU); err != nil {
 		return cfg, err
-	}
-	if m, ok := r.Last("ib-dev"); ok {
-		cfg.IBDev = m.Value
 	}
 	cfg.Check = r.Has("chk")
 	return cfg, nil

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/tools/getopt"
 	"github.com/softnic/softnic/tools/toolnic"
 )
@@ -180,27 +179,6 @@ func ParseInts(r *getopt.Result, opts ...IntOpt) error {
 			return fmt.Errorf("invalid --%s %q (%d..%d)", o.name, m.Value, o.lo, o.hi)
 		}
 		*o.dst = int(v)
-	}
-	return nil
-}
-
-// ParseMTU sets *dst from --mtu when it is given: 256 to 4096 bytes, as
-// the pingpongs' pp_mtu_to_enum takes them.
-func ParseMTU(r *getopt.Result, dst *ibv.MTU) error {
-	m, ok := r.Last("mtu")
-	if !ok {
-		return nil
-	}
-	v, err := getopt.Int(m.Value)
-	*dst = 0
-	if err == nil {
-		switch v {
-		case 256, 512, 1024, 2048, 4096:
-			*dst = ibv.MTUFromBytes(int(v))
-		}
-	}
-	if *dst == 0 {
-		return fmt.Errorf("invalid --mtu %q (256, 512, 1024, 2048 or 4096)", m.Value)
 	}
 	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/tools/getopt"
 	"github.com/softnic/softnic/tools/toolnic"
 )
@@ -98,23 +97,16 @@ func TestParse(t *testing.T) {
 	}
 }
 
-func TestParseIntsAndMTU(t *testing.T) {
-	opts := Options([]Opt{NewOpt('n', "iters", getopt.RequiredArg, "", ""), NewOpt('m', "mtu", getopt.RequiredArg, "", "")})
-	r, _ := getopt.Parse(opts, []string{"-n", "0x10", "-m", "2048"})
+func TestParseInts(t *testing.T) {
+	opts := Options([]Opt{NewOpt('n', "iters", getopt.RequiredArg, "", "")})
+	r, _ := getopt.Parse(opts, []string{"-n", "0x10"})
 	n, other := 1, 7
-	var mtu ibv.MTU
 	if err := ParseInts(r, Int("iters", 1, 100, &n), Int("missing", 0, 1, &other)); err != nil || n != 16 || other != 7 {
 		t.Errorf("ParseInts: %v, iters %d, missing %d; want 16 and 7 untouched", err, n, other)
 	}
-	if err := ParseMTU(r, &mtu); err != nil || mtu != ibv.MTU2048 {
-		t.Errorf("ParseMTU: %v, %v", err, mtu)
-	}
-	r, _ = getopt.Parse(opts, []string{"-n", "101", "-m", "1000"})
+	r, _ = getopt.Parse(opts, []string{"-n", "101"})
 	if err := ParseInts(r, Int("iters", 1, 100, &n)); err == nil || err.Error() != `invalid --iters "101" (1..100)` {
 		t.Errorf("out of bounds: %v", err)
-	}
-	if err := ParseMTU(r, &mtu); err == nil || err.Error() != `invalid --mtu "1000" (256, 512, 1024, 2048 or 4096)` {
-		t.Errorf("not an MTU: %v", err)
 	}
 }
 

@@ -41,10 +41,26 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// procResult is one process's outcome.
+// procResult is one process's outcome (or one in-process run's).
 type procResult struct {
 	status      int
 	out, errOut string
+}
+
+// eachSide reports a side of a pair that failed (a status not 0) and
+// hands each side that succeeded to check, when not nil.
+func eachSide(t *testing.T, srv, cli procResult, check func(who string, r procResult)) {
+	t.Helper()
+	for _, s := range []struct {
+		who string
+		r   procResult
+	}{{"server", srv}, {"client", cli}} {
+		if s.r.status != 0 {
+			t.Errorf("%s: status %d\nstdout:\n%s\nstderr:\n%s", s.who, s.r.status, s.r.out, s.r.errOut)
+		} else if check != nil {
+			check(s.who, s.r)
+		}
+	}
 }
 
 // loopback picks the NICs' addresses and ports for one test: two IPv4
@@ -158,22 +174,15 @@ func TestE2EPingpong(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%s%s/ipv6=%v", tt.tool, strings.Join(tt.args, ""), tt.ipv6), func(t *testing.T) {
 			srv, cli := runProcPair(t, tt.tool, newLoopback(t, tt.ipv6), tt.args, tt.args)
-			for _, r := range []struct {
-				who string
-				r   procResult
-			}{{"server", srv}, {"client", cli}} {
-				if r.r.status != 0 {
-					t.Errorf("%s: exit %d\n%s%s", r.who, r.r.status, r.r.out, r.r.errOut)
-					continue
-				}
-				m := ppResult.FindStringSubmatch(r.r.out)
+			eachSide(t, srv, cli, func(who string, r procResult) {
+				m := ppResult.FindStringSubmatch(r.out)
 				if m == nil || m[1] != strconv.Itoa(tt.bytes) {
-					t.Errorf("%s: result lines missing or wrong (want %d bytes):\n%s", r.who, tt.bytes, r.r.out)
+					t.Errorf("%s: result lines missing or wrong (want %d bytes):\n%s", who, tt.bytes, r.out)
 				}
-				if strings.Contains(r.r.out, "invalid data") {
-					t.Errorf("%s: %s", r.who, r.r.out)
+				if strings.Contains(r.out, "invalid data") {
+					t.Errorf("%s: %s", who, r.out)
 				}
-			}
+			})
 		})
 	}
 }
@@ -200,14 +209,7 @@ func TestE2EPerftest(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%s%s", tt.tool, strings.Join(tt.args, "")), func(t *testing.T) {
 			srv, cli := runProcPair(t, tt.tool, newLoopback(t, tt.ipv6), tt.args, tt.args)
-			for _, r := range []struct {
-				who string
-				r   procResult
-			}{{"server", srv}, {"client", cli}} {
-				if r.r.status != 0 {
-					t.Errorf("%s: exit %d\n%s%s", r.who, r.r.status, r.r.out, r.r.errOut)
-				}
-			}
+			eachSide(t, srv, cli, nil)
 			re := bwLine
 			if strings.HasSuffix(tt.tool, "_lat") {
 				re = latLine

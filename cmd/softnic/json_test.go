@@ -77,7 +77,7 @@ func TestPerftestJSON(t *testing.T) {
 			srv, cli := runToolPair(t, tt.tool, args, args)
 			for _, r := range []struct {
 				who  string
-				r    toolRun
+				r    procResult
 				self string
 			}{{"server", srv, "10.0.0.1"}, {"client", cli, "10.0.0.2"}} {
 				if r.r.status != 0 {
@@ -148,7 +148,7 @@ func TestInfoJSON(t *testing.T) {
 		}
 	}
 	var o, e bytes.Buffer
-	if got := run([]string{"info", "--json", "-l"}, &o, &e); got != exitTool || o.Len() != 0 || !strings.Contains(e.String(), "-l and --json") {
+	if got := run([]string{"info", "--json", "-l"}, &o, &e); got != exitFail || o.Len() != 0 || !strings.Contains(e.String(), "-l and --json") {
 		t.Errorf("-l --json: status %d, stdout %q, stderr %q", got, o.String(), e.String())
 	}
 }

@@ -1,7 +1,8 @@
 // Command softnic is the softnic tool. Each subcommand is one entry in
-// commandList and one file holding its run function; the logic lives in
-// packages that tests call directly, so this package only parses flags,
-// wires and prints (STYLE.md §23).
+// commandList, declared by the package that holds its logic (a
+// toolcmd.Command: its name, its line of help, and a run that parses its
+// command line and runs it); this package only dispatches, prints the
+// list and the version, and wires the standard streams (STYLE.md §23).
 //
 // Usage:
 //
@@ -21,74 +22,79 @@
 //	softnic help [COMMAND]
 //	softnic version
 //
-// The NIC tools take the options of the rdma-core and perftest tools they
-// are named after and pair with them in either role; see
-// tools/pingpong, tools/perftest and tools/devinfo.
+// The NIC tools take the options of the rdma-core, perftest and librdmacm
+// tools they are named after and pair with them in either role; see
+// tools/pingpong, tools/perftest, tools/cm and tools/devinfo.
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 
+	"github.com/softnic/softnic/tools/cm/mckey"
+	"github.com/softnic/softnic/tools/cm/rdmasync"
+	"github.com/softnic/softnic/tools/cm/rping"
+	"github.com/softnic/softnic/tools/cm/ucmatose"
+	"github.com/softnic/softnic/tools/cm/udaddy"
+	"github.com/softnic/softnic/tools/decode"
+	"github.com/softnic/softnic/tools/demo"
+	"github.com/softnic/softnic/tools/devinfo"
 	"github.com/softnic/softnic/tools/perftest"
 	"github.com/softnic/softnic/tools/pingpong"
+	"github.com/softnic/softnic/tools/tmpingpong"
+	"github.com/softnic/softnic/tools/toolcmd"
+	"github.com/softnic/softnic/tools/toolnic"
+	"github.com/softnic/softnic/tools/xsrqpingpong"
 )
 
-// Exit statuses.
+// Exit statuses of softnic itself (package toolcmd).
 const (
-	exitOK    = 0
-	exitFail  = 1 // the command ran and found a problem
-	exitUsage = 2 // bad command line
+	exitOK    = toolcmd.ExitOK
+	exitFail  = toolcmd.ExitFail
+	exitUsage = toolcmd.ExitUsage
 )
 
-// command is one subcommand. run gets the arguments after the command
-// name and returns the exit status; given -h it prints its usage to stderr
-// and returns exitOK.
-type command struct {
-	name    string
-	summary string
-	run     func(args []string, stdout, stderr io.Writer) int
-}
-
-// commandList returns the subcommands in the order help lists them. To add
-// one, add a line here.
-func commandList() []command {
-	return []command{
-		{"demo", "run two softnic NICs against each other and check every byte", runDemo},
-		{"decode", "decode and check the RoCEv2 packets in pcap files", runDecode},
-		{"rc_pingpong", "RC SEND ping-pong, like rdma-core's ibv_rc_pingpong", runPingpong(pingpong.RC)},
-		{"uc_pingpong", "UC SEND ping-pong, like rdma-core's ibv_uc_pingpong", runPingpong(pingpong.UC)},
-		{"ud_pingpong", "UD SEND ping-pong, like rdma-core's ibv_ud_pingpong", runPingpong(pingpong.UD)},
-		{"srq_pingpong", "RC ping-pong over a shared receive queue, like ibv_srq_pingpong", runPingpong(pingpong.SRQ)},
-		{"tm_pingpong", "tagged messages on tag-matching SRQs, eager and rendezvous, some unexpected", runTMPingpong},
-		{"xsrq_pingpong", "XRC ping-pong into the peer's XRC SRQ, like ibv_xsrq_pingpong", runXSRQPingpong},
-		{"write_bw", "RDMA WRITE bandwidth, like perftest's ib_write_bw", runPerftest(perftest.Write, perftest.BW)},
-		{"write_lat", "RDMA WRITE latency, like perftest's ib_write_lat", runPerftest(perftest.Write, perftest.Lat)},
-		{"read_bw", "RDMA READ bandwidth, like perftest's ib_read_bw", runPerftest(perftest.Read, perftest.BW)},
-		{"read_lat", "RDMA READ latency, like perftest's ib_read_lat", runPerftest(perftest.Read, perftest.Lat)},
-		{"send_bw", "SEND bandwidth, like perftest's ib_send_bw", runPerftest(perftest.Send, perftest.BW)},
-		{"send_lat", "SEND latency, like perftest's ib_send_lat", runPerftest(perftest.Send, perftest.Lat)},
-		{"atomic_bw", "atomic bandwidth, like perftest's ib_atomic_bw", runPerftest(perftest.Atomic, perftest.BW)},
-		{"atomic_lat", "atomic latency, like perftest's ib_atomic_lat", runPerftest(perftest.Atomic, perftest.Lat)},
-		{"rping", "RDMA READ/WRITE ping over the connection manager, like librdmacm's rping", runRping},
-		{"ucmatose", "RC connections through the connection manager, like librdmacm's ucmatose", runUcmatose},
-		{"rdma_server", "one 16-byte SEND each way, synchronous CM calls, like librdmacm's rdma_server", runRDMASync(false)},
-		{"rdma_client", "the client of rdma_server, like librdmacm's rdma_client", runRDMASync(true)},
-		{"udaddy", "UD datagrams to peers resolved through the connection manager (SIDR), like librdmacm's udaddy", runUdaddy},
-		{"mckey", "UD multicast joined through the connection manager, like librdmacm's mckey", runMckey},
-		{"info", "show a NIC's attributes, like rdma-core's ibv_devinfo -v", runInfo},
-		{"help", "show usage of softnic or of one command", runHelp},
-		{"version", "print the version", runVersion},
+// commandList returns the commands in the order help lists them. To add
+// one, declare its toolcmd.Command beside its logic and add a line here.
+func commandList() []toolcmd.Command {
+	return []toolcmd.Command{
+		demo.Command,
+		decode.Command,
+		pingpong.Command(pingpong.RC),
+		pingpong.Command(pingpong.UC),
+		pingpong.Command(pingpong.UD),
+		pingpong.Command(pingpong.SRQ),
+		tmpingpong.Command,
+		xsrqpingpong.Command,
+		perftest.Command(perftest.Write, perftest.BW),
+		perftest.Command(perftest.Write, perftest.Lat),
+		perftest.Command(perftest.Read, perftest.BW),
+		perftest.Command(perftest.Read, perftest.Lat),
+		perftest.Command(perftest.Send, perftest.BW),
+		perftest.Command(perftest.Send, perftest.Lat),
+		perftest.Command(perftest.Atomic, perftest.BW),
+		perftest.Command(perftest.Atomic, perftest.Lat),
+		rping.Command,
+		ucmatose.Command,
+		rdmasync.ServerCommand,
+		rdmasync.ClientCommand,
+		udaddy.Command,
+		mckey.Command,
+		devinfo.Command,
+		{Name: "help", Summary: "show usage of softnic or of one command", Run: runHelp},
+		{Name: "version", Summary: "print the version", Run: runVersion},
 	}
 }
 
+// testLink, when set, replaces the UDP link of every tool: cmd tests run
+// the tools in-process over the in-memory fabric with it.
+var testLink toolnic.LinkFunc
+
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
-// run dispatches to the subcommand named by args[0].
+// run dispatches to the command named by args[0].
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
@@ -104,16 +110,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "softnic: unknown command %q\nRun 'softnic help' for usage.\n", args[0])
 		return exitUsage
 	}
-	return c.run(args[1:], stdout, stderr)
+	return c.Run(&toolnic.Env{Out: stdout, Err: stderr, NIC: toolnic.Config{Link: testLink}}, args[1:])
 }
 
-func lookup(name string) (command, bool) {
+func lookup(name string) (toolcmd.Command, bool) {
 	for _, c := range commandList() {
-		if c.name == name {
+		if c.Name == name {
 			return c, true
 		}
 	}
-	return command{}, false
+	return toolcmd.Command{}, false
 }
 
 // usage prints the list of commands.
@@ -121,14 +127,16 @@ func usage(w io.Writer) {
 	var b strings.Builder
 	b.WriteString("softnic is a software RoCEv2 RDMA NIC.\n\nUsage:\n\n\tsoftnic <command> [arguments]\n\nCommands:\n\n")
 	for _, c := range commandList() {
-		fmt.Fprintf(&b, "\t%-13s %s\n", c.name, c.summary)
+		fmt.Fprintf(&b, "\t%-13s %s\n", c.Name, c.Summary)
 	}
 	b.WriteString("\nRun 'softnic help <command>' for a command's usage.\n")
 	io.WriteString(w, b.String())
 }
 
-// runHelp implements "softnic help [COMMAND]".
-func runHelp(args []string, stdout, stderr io.Writer) int {
+// runHelp implements "softnic help [COMMAND]": a command's usage is what
+// it prints for -h, on standard output.
+func runHelp(env *toolnic.Env, args []string) int {
+	stdout, stderr := env.Out, env.Err
 	switch {
 	case len(args) == 0:
 		usage(stdout)
@@ -142,50 +150,9 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "softnic help: unknown command %q\nRun 'softnic help' for usage.\n", args[0])
 		return exitUsage
 	}
-	if c.name == "help" {
+	if c.Name == "help" {
 		fmt.Fprintln(stdout, "usage: softnic help [COMMAND]\n\nShows usage of softnic or of COMMAND.")
 		return exitOK
 	}
-	return c.run([]string{"-h"}, stdout, stdout)
-}
-
-// newFlagSet returns a flag set for command name whose usage message is
-// synopsis followed by the flag defaults.
-func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("softnic "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: softnic %s\n", synopsis)
-		hasFlags := false
-		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
-		if hasFlags {
-			fmt.Fprintln(fs.Output(), "\nFlags:")
-			fs.PrintDefaults()
-		}
-	}
-	return fs
-}
-
-// parseArgs parses args with fs, allowing flags after positional
-// arguments ("decode a.pcap --json"); "--" ends the flags. It returns the
-// positional arguments, and the exit status to use when parsing failed or
-// help was asked for (ok false).
-func parseArgs(fs *flag.FlagSet, args []string) (pos []string, status int, ok bool) {
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, exitOK, false
-			}
-			return nil, exitUsage, false
-		}
-		rest := fs.Args()
-		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
-			return append(pos, rest...), exitOK, true
-		}
-		if len(rest) == 0 {
-			return pos, exitOK, true
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
+	return c.Run(&toolnic.Env{Out: stdout, Err: stdout}, []string{"-h"})
 }

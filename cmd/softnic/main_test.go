@@ -95,14 +95,14 @@ func TestDecodeJSONParses(t *testing.T) {
 func TestEveryCommandHasHelp(t *testing.T) {
 	for _, c := range commandList() {
 		var stdout, stderr bytes.Buffer
-		if got := run([]string{"help", c.name}, &stdout, &stderr); got != exitOK {
-			t.Errorf("help %s: got status %d, want %d: %s", c.name, got, exitOK, stderr.String())
+		if got := run([]string{"help", c.Name}, &stdout, &stderr); got != exitOK {
+			t.Errorf("help %s: got status %d, want %d: %s", c.Name, got, exitOK, stderr.String())
 		}
-		if !strings.Contains(stdout.String(), "usage: softnic "+c.name) {
-			t.Errorf("help %s: got %q, want a usage line", c.name, stdout.String())
+		if !strings.Contains(stdout.String(), "usage: softnic "+c.Name) {
+			t.Errorf("help %s: got %q, want a usage line", c.Name, stdout.String())
 		}
-		if c.summary == "" {
-			t.Errorf("command %s has no summary", c.name)
+		if c.Summary == "" {
+			t.Errorf("command %s has no summary", c.Name)
 		}
 	}
 }

@@ -74,8 +74,8 @@ func TestE2EMTU1500(t *testing.T) {
 
 	srv, cli := pair("ud_pingpong", "-s", "4096")
 	for who, r := range map[string]procResult{"server": srv, "client": cli} {
-		if r.status != exitTool || !strings.Contains(r.errOut, "Requested size larger than port MTU (1024)") {
-			t.Errorf("ud_pingpong -s 4096 %s: exit %d, want %d and ud_pingpong's MTU message:\n%s%s", who, r.status, exitTool, r.out, r.errOut)
+		if r.status != exitFail || !strings.Contains(r.errOut, "Requested size larger than port MTU (1024)") {
+			t.Errorf("ud_pingpong -s 4096 %s: exit %d, want %d and ud_pingpong's MTU message:\n%s%s", who, r.status, exitFail, r.out, r.errOut)
 		}
 	}
 }

@@ -51,8 +51,8 @@ func TestTMPingpongCommandErrors(t *testing.T) {
 		{[]string{"tm_pingpong", "a", "b"}, "more than one host"},
 	} {
 		var o, e bytes.Buffer
-		if got := run(tt.args, &o, &e); got != exitTool {
-			t.Errorf("%q: got status %d, want %d", tt.args, got, exitTool)
+		if got := run(tt.args, &o, &e); got != exitFail {
+			t.Errorf("%q: got status %d, want %d", tt.args, got, exitFail)
 		}
 		if !strings.Contains(e.String(), tt.wantErr) {
 			t.Errorf("%q: stderr %q lacks %q", tt.args, e.String(), tt.wantErr)

@@ -43,15 +43,10 @@ func freePort(t *testing.T) string {
 	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 }
 
-type toolRun struct {
-	status      int
-	out, errOut string
-}
-
 // runToolPair runs "softnic <tool> <server args>" and "softnic <tool>
 // <client args> 127.0.0.1" concurrently, in-process, on the fabric, with
 // the out-of-band exchange on a free port.
-func runToolPair(t *testing.T, tool string, server, client []string) (srv, cli toolRun) {
+func runToolPair(t *testing.T, tool string, server, client []string) (srv, cli procResult) {
 	t.Helper()
 	useFabric(t)
 	port := freePort(t)
@@ -60,7 +55,7 @@ func runToolPair(t *testing.T, tool string, server, client []string) (srv, cli t
 	cargs = append(cargs, "127.0.0.1")
 	var wg sync.WaitGroup
 	wg.Add(2)
-	do := func(args []string, r *toolRun) {
+	do := func(args []string, r *procResult) {
 		defer wg.Done()
 		var o, e bytes.Buffer
 		r.status = run(args, &o, &e)
@@ -90,23 +85,14 @@ $`)
 	} {
 		t.Run(tt.tool+strings.Join(tt.args, ""), func(t *testing.T) {
 			srv, cli := runToolPair(t, tt.tool, tt.args, tt.args)
-			for _, r := range []struct {
-				who string
-				r   toolRun
-			}{{"server", srv}, {"client", cli}} {
-				if r.r.status != 0 {
-					t.Errorf("%s: status %d\nstdout:\n%s\nstderr:\n%s", r.who, r.r.status, r.r.out, r.r.errOut)
-					continue
-				}
-				m := lines.FindStringSubmatch(r.r.out)
+			eachSide(t, srv, cli, func(who string, r procResult) {
+				m := lines.FindStringSubmatch(r.out)
 				if m == nil {
-					t.Errorf("%s: output does not match:\n%s", r.who, r.r.out)
-					continue
+					t.Errorf("%s: output does not match:\n%s", who, r.out)
+				} else if m[1] != tt.bytes {
+					t.Errorf("%s: got %s bytes, want %s", who, m[1], tt.bytes)
 				}
-				if m[1] != tt.bytes {
-					t.Errorf("%s: got %s bytes, want %s", r.who, m[1], tt.bytes)
-				}
-			}
+			})
 		})
 	}
 }
@@ -134,8 +120,8 @@ func TestPingpongCommandErrors(t *testing.T) {
 		{[]string{"rc_pingpong", "--timeout", "-3s"}, "not a positive duration"},
 	} {
 		var o, e bytes.Buffer
-		if got := run(tt.args, &o, &e); got != exitTool {
-			t.Errorf("%q: got status %d, want %d", tt.args, got, exitTool)
+		if got := run(tt.args, &o, &e); got != exitFail {
+			t.Errorf("%q: got status %d, want %d", tt.args, got, exitFail)
 		}
 		if !strings.Contains(e.String(), tt.wantErr) {
 			t.Errorf("%q: stderr %q lacks %q", tt.args, e.String(), tt.wantErr)
@@ -163,18 +149,11 @@ func TestPerftestCommands(t *testing.T) {
 	} {
 		t.Run(tt.tool+strings.Join(tt.args, ""), func(t *testing.T) {
 			srv, cli := runToolPair(t, tt.tool, tt.args, tt.args)
-			for _, r := range []struct {
-				who string
-				r   toolRun
-			}{{"server", srv}, {"client", cli}} {
-				if r.r.status != 0 {
-					t.Errorf("%s: status %d\nstdout:\n%s\nstderr:\n%s", r.who, r.r.status, r.r.out, r.r.errOut)
-					continue
+			eachSide(t, srv, cli, func(who string, r procResult) {
+				if !strings.Contains(r.out, " Data ex. method : Ethernet\n") {
+					t.Errorf("%s: no test information:\n%s", who, r.out)
 				}
-				if !strings.Contains(r.r.out, " Data ex. method : Ethernet\n") {
-					t.Errorf("%s: no test information:\n%s", r.who, r.r.out)
-				}
-			}
+			})
 			// read_lat and atomic_lat servers print no table.
 			if !table.MatchString(cli.out) {
 				t.Errorf("client: no result table:\n%s", cli.out)
@@ -204,8 +183,8 @@ func TestPerftestCommandErrors(t *testing.T) {
 		{[]string{"write_lat", "--check", "--addr", "10.0.0.8"}, "--check is for"},
 	} {
 		var o, e bytes.Buffer
-		if got := run(tt.args, &o, &e); got != exitTool {
-			t.Errorf("%q: got status %d, want %d", tt.args, got, exitTool)
+		if got := run(tt.args, &o, &e); got != exitFail {
+			t.Errorf("%q: got status %d, want %d", tt.args, got, exitFail)
 		}
 		if !strings.Contains(e.String(), tt.wantErr) {
 			t.Errorf("%q: stderr %q lacks %q", tt.args, e.String(), tt.wantErr)
@@ -227,9 +206,9 @@ func TestInfoCommand(t *testing.T) {
 		{[]string{"info", "-d", "rxe0", "-v"}, exitOK, "hca_id:\trxe0\n"},
 		{[]string{"info", "--short"}, exitOK, "\t\t\tactive_mtu:\t\t4096 (5)\n"},
 		{[]string{"info", "-l"}, exitOK, "1 HCA found:\n\tsoftnic0\n"},
-		{[]string{"info", "-i", "2"}, exitTool, ""},
-		{[]string{"info", "--addr", "x"}, exitTool, ""},
-		{[]string{"info", "extra"}, exitTool, ""},
+		{[]string{"info", "-i", "2"}, exitFail, ""},
+		{[]string{"info", "--addr", "x"}, exitFail, ""},
+		{[]string{"info", "extra"}, exitFail, ""},
 	} {
 		var o, e bytes.Buffer
 		if got := run(tt.args, &o, &e); got != tt.status || !strings.Contains(o.String(), tt.want) {

@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/softnic/softnic/tools/toolcmd"
+	"github.com/softnic/softnic/tools/toolnic"
 )
 
 // version is the release version, set at link time with
@@ -12,17 +14,17 @@ import (
 var version string
 
 // runVersion implements "softnic version".
-func runVersion(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("version", "version\n\nPrints the softnic version, the Go version and the VCS revision.", stderr)
-	rest, status, ok := parseArgs(fs, args)
+func runVersion(env *toolnic.Env, args []string) int {
+	fs := toolcmd.NewFlagSet("version", "version\n\nPrints the softnic version, the Go version and the VCS revision.", env.Err)
+	rest, status, ok := toolcmd.ParseArgs(fs, args)
 	if !ok {
 		return status
 	}
 	if len(rest) > 0 {
-		fmt.Fprintf(stderr, "softnic version: unexpected argument %q\n", rest[0])
+		fmt.Fprintf(env.Err, "softnic version: unexpected argument %q\n", rest[0])
 		return exitUsage
 	}
-	fmt.Fprintln(stdout, versionString())
+	fmt.Fprintln(env.Out, versionString())
 	return exitOK
 }
 

@@ -2,7 +2,7 @@
 // picks out the RoCEv2 packets (UDP destination port 4791), decodes each
 // with package wire through the capture package's gopacket layer, checks
 // its ICRC and prints one line (or one JSON object) per packet, then a
-// summary. The command in cmd/softnic only parses flags and calls [Run].
+// summary. [Command] parses the command line and calls [Run].
 //
 // # JSON output
 //

@@ -6,26 +6,25 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/softnic/softnic/tools/oob"
 )
 
 // comm is the out-of-band connection (struct perftest_comm over an
 // Ethernet socket). In every exchange the client writes first and the
 // server reads first (ctx_xchg_data_ethernet, ctx_hand_shake).
 type comm struct {
-	c      net.Conn
+	c      *oob.Conn
 	ctx    context.Context
 	client bool
-	stall  time.Duration
 	// alive, when set, counts what the NIC receives: a read that waits
 	// past stall goes on waiting while it moves (see read).
 	alive       func() uint64
 	withGID     bool
 	peerVersion float64
-	stop        func() bool
 	// rdmaKeys: the key messages are struct pingpong_dest (the exchange
 	// runs on an rdma_cm connection), with gidIndex in it.
 	rdmaKeys bool
@@ -33,14 +32,10 @@ type comm struct {
 }
 
 func newComm(ctx context.Context, c net.Conn, client bool, stall time.Duration, alive func() uint64) *comm {
-	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
-	return &comm{c: c, ctx: ctx, client: client, stall: stall, alive: alive, withGID: true, stop: stop}
+	return &comm{c: oob.NewConn(ctx, c, stall), ctx: ctx, client: client, alive: alive, withGID: true}
 }
 
-func (m *comm) close() {
-	m.stop()
-	m.c.Close()
-}
+func (m *comm) close() { m.c.Close() }
 
 // CommError is a failure of the out-of-band exchange.
 type CommError struct {
@@ -55,18 +50,13 @@ func (e *CommError) Error() string {
 func (e *CommError) Unwrap() error { return e.Err }
 
 func (m *comm) ioErr(step string, err error) error {
-	var ne net.Error
-	switch {
-	case errors.As(err, &ne) && ne.Timeout():
-		err = fmt.Errorf("timeout: the peer sent nothing for %v", m.stall)
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		err = errors.New("the peer closed the connection (is it the perftest tool of the same name, run with the same options?)")
 	}
-	return &CommError{Step: step, Err: err}
+	return &CommError{Step: step, Err: m.c.Timeout(err)}
 }
 
 func (m *comm) write(step string, b []byte) error {
-	m.c.SetDeadline(time.Now().Add(m.stall))
 	if _, err := m.c.Write(b); err != nil {
 		return m.ioErr(step, err)
 	}
@@ -88,7 +78,6 @@ func (m *comm) read(step string, n int) ([]byte, error) {
 		seen = m.alive()
 	}
 	for got := 0; got < n; {
-		m.c.SetDeadline(time.Now().Add(m.stall))
 		k, err := m.c.Read(b[got:])
 		got += k
 		if err == nil || got == n {
@@ -208,7 +197,6 @@ func (m *comm) closeConn(my Dest) error {
 		return nil // ctx_close_connection: no "done" on rdma_cm
 	}
 	// Nobody reads the "done"; the peer may already have closed.
-	m.c.SetDeadline(time.Now().Add(m.stall))
 	m.c.Write([]byte("done\x00"))
 	return nil
 }
@@ -228,25 +216,4 @@ func listen(port int, ipv6 bool) (net.Listener, error) {
 		return nil, fmt.Errorf("Couldn't listen to port %d: %w", port, err)
 	}
 	return ln, nil
-}
-
-func accept(ctx context.Context, ln net.Listener, timeout time.Duration) (net.Conn, error) {
-	if tl, ok := ln.(interface{ SetDeadline(time.Time) error }); ok {
-		stop := context.AfterFunc(ctx, func() { tl.SetDeadline(time.Unix(1, 0)) })
-		defer stop()
-		if timeout > 0 {
-			tl.SetDeadline(time.Now().Add(timeout))
-		}
-	}
-	c, err := ln.Accept()
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, fmt.Errorf("accept() failed: timeout: no client connected within %v", timeout)
-		}
-		return nil, fmt.Errorf("accept() failed: %w", err)
-	}
-	return c, nil
 }

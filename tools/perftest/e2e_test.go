@@ -46,34 +46,30 @@ func runPairEnv(t *testing.T, cfg Config, scfgMod func(*Config), envMod func(*En
 func runPairOn(t *testing.T, f *fabric.Fabric, cfg Config, scfgMod func(*Config), envMod func(*Env)) (srv, cli *side) {
 	t.Helper()
 	devs := tooltest.Devices(t, f, "10.0.0.1", "10.0.0.2")
-	sdev, cdev := devs[0], devs[1]
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	srv, cli = &side{}, &side{}
-	scfg, ccfg := cfg, cfg
+	scfg := cfg
 	if scfgMod != nil {
 		scfgMod(&scfg)
 	}
-	ccfg.ServerName, ccfg.Port = "127.0.0.1", ln.Addr().(*net.TCPAddr).Port
-	var wg sync.WaitGroup
-	wg.Add(2)
-	senv := Env{Dev: sdev, Out: &srv.out, Err: &srv.errOut, Listener: ln, Stall: 20 * time.Second}
-	cenv := Env{Dev: cdev, Out: &cli.out, Err: &cli.errOut, Stall: 20 * time.Second, ConnectRetry: 10 * time.Second}
-	envMod(&senv)
-	envMod(&cenv)
-	go func() {
-		defer wg.Done()
+	return runPairDevs(t, devs[0], devs[1], scfg, cfg, envMod)
+}
+
+// runPairDevs runs a server of scfg on sdev and a client of ccfg on cdev,
+// with envMod applied to both sides' Env.
+func runPairDevs(t *testing.T, sdev, cdev *verbs.Device, scfg, ccfg Config, envMod func(*Env)) (srv, cli *side) {
+	t.Helper()
+	srv, cli = &side{}, &side{}
+	tooltest.ClientServer(t, sdev, cdev, 20*time.Second, func(ctx context.Context, env toolnic.Env) {
+		env.Out, env.Err = &srv.out, &srv.errOut
+		senv := Env{Env: env}
+		envMod(&senv)
 		srv.res, srv.err = Run(ctx, scfg, senv)
-	}()
-	go func() {
-		defer wg.Done()
+	}, func(ctx context.Context, env toolnic.Env, port int) {
+		env.Out, env.Err, env.ConnectRetry = &cli.out, &cli.errOut, 10*time.Second
+		cenv := Env{Env: env}
+		envMod(&cenv)
+		ccfg.ServerName, ccfg.Port = "127.0.0.1", port
 		cli.res, cli.err = Run(ctx, ccfg, cenv)
-	}()
-	wg.Wait()
+	})
 	return srv, cli
 }
 
@@ -122,24 +118,6 @@ func TestPerftestPairs(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the progress goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestProgressAndJSON(t *testing.T) {
 	progressDelay, progressTick = 0, time.Millisecond
 	defer func() { progressDelay, progressTick = 2*time.Second, 500*time.Millisecond }()
@@ -162,7 +140,7 @@ func TestProgressAndJSON(t *testing.T) {
 	cfg.Duration, cfg.Margin = 2*time.Second, 0
 	ccfg := cfg
 	ccfg.ServerName, ccfg.Port = "127.0.0.1", ln.Addr().(*net.TCPAddr).Port
-	var prog syncBuffer
+	var prog tooltest.SyncBuffer
 	var sout, cout bytes.Buffer
 	var serr, cerr error
 	var cres *Result
@@ -172,11 +150,11 @@ func TestProgressAndJSON(t *testing.T) {
 	defer cancel()
 	go func() {
 		defer wg.Done()
-		_, serr = Run(ctx, cfg, Env{Dev: open("10.0.0.1"), Out: &sout, Listener: ln, JSON: true})
+		_, serr = Run(ctx, cfg, Env{Env: toolnic.Env{Dev: open("10.0.0.1"), Out: &sout, Listener: ln}, JSON: true})
 	}()
 	go func() {
 		defer wg.Done()
-		cres, cerr = Run(ctx, ccfg, Env{Dev: open("10.0.0.2"), Out: &cout, Progress: &prog, JSON: true, ConnectRetry: 5 * time.Second})
+		cres, cerr = Run(ctx, ccfg, Env{Env: toolnic.Env{Dev: open("10.0.0.2"), Out: &cout, ConnectRetry: 5 * time.Second}, Progress: &prog, JSON: true})
 	}()
 	wg.Wait()
 	if serr != nil || cerr != nil {
@@ -284,18 +262,18 @@ func TestDurationRunPeerDiesAtTheEnd(t *testing.T) {
 	defer cancel()
 	sctx, kill := context.WithCancel(ctx)
 	defer kill()
-	var cliOut, cliErr syncBuffer
+	var cliOut, cliErr tooltest.SyncBuffer
 	var srvErr bytes.Buffer
 	done := make(chan error, 2)
 	go func() {
-		_, err := Run(sctx, cfg, Env{Dev: sdev, Out: io.Discard, Err: &srvErr, Listener: ln, Stall: 20 * time.Second})
+		_, err := Run(sctx, cfg, Env{Env: toolnic.Env{Dev: sdev, Out: io.Discard, Err: &srvErr, Listener: ln, Stall: 20 * time.Second}})
 		done <- err
 	}()
 	var cliRunErr error
 	cliDone := make(chan struct{})
 	go func() {
 		defer close(cliDone)
-		_, cliRunErr = Run(ctx, ccfg, Env{Dev: cdev, Out: &cliOut, Err: &cliErr, Stall: 20 * time.Second, ConnectRetry: 10 * time.Second})
+		_, cliRunErr = Run(ctx, ccfg, Env{Env: toolnic.Env{Dev: cdev, Out: &cliOut, Err: &cliErr, Stall: 20 * time.Second, ConnectRetry: 10 * time.Second}})
 	}()
 	// The client prints the header as its duration starts.
 	deadline := time.Now().Add(20 * time.Second)

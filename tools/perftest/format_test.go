@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/tools/pingpong"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -264,7 +265,7 @@ func TestComputeBW(t *testing.T) {
 	// and 4th at 2 ms and 4 ms: 1 MiB per ms on average and at peak.
 	tm := BWTimes{Posted: []int64{0, 1e6, 2e6, 3e6}, Completed: []int64{0, 2e6, 0, 4e6}}
 	r := ComputeBW(&c, tm, 1<<20, 4)
-	if cfmt(r.BWAvg, 2) != "1000.00" || cfmt(r.BWPeak, 2) != "1000.00" || cfmt(r.MsgRate, 6) != "0.001000" {
+	if pingpong.CFloat(r.BWAvg, 2) != "1000.00" || pingpong.CFloat(r.BWPeak, 2) != "1000.00" || pingpong.CFloat(r.MsgRate, 6) != "0.001000" {
 		t.Errorf("ComputeBW: got %+v", r)
 	}
 	if altHex(0, 4) != "0000" || altHex(0x15, 6) != "0x0015" || altHex(0x4e74e, 6) != "0x4e74e" || altHex(0x56390d5f8388, 16) != "0x0056390d5f8388" {

@@ -2,17 +2,12 @@ package perftest
 
 import (
 	"bytes"
-	"context"
-	"net"
-	"net/netip"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/ibv"
-	"github.com/softnic/softnic/verbs"
+	"github.com/softnic/softnic/tools/tooltest"
 )
 
 // runPairMTU is runPair with the server's and the client's fabric
@@ -21,43 +16,9 @@ func runPairMTU(t *testing.T, cfg Config, smtu, cmtu int) (srv, cli *side) {
 	t.Helper()
 	f := fabric.New(fabric.Config{Seed: 1})
 	t.Cleanup(func() { f.Close() })
-	open := func(a string, mtu int) *verbs.Device {
-		ep, err := f.Attach(netip.MustParseAddr(a))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := ep.SetMTU(mtu); err != nil {
-			t.Fatal(err)
-		}
-		d, err := verbs.Open(verbs.Config{Link: ep})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close() })
-		return d
-	}
-	sdev, cdev := open("10.0.0.1", smtu), open("10.0.0.2", cmtu)
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	srv, cli = &side{}, &side{}
-	ccfg := cfg
-	ccfg.ServerName, ccfg.Port = "127.0.0.1", ln.Addr().(*net.TCPAddr).Port
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		srv.res, srv.err = Run(ctx, cfg, Env{Dev: sdev, Out: &srv.out, Err: &srv.errOut, Listener: ln, Stall: 20 * time.Second})
-	}()
-	go func() {
-		defer wg.Done()
-		cli.res, cli.err = Run(ctx, ccfg, Env{Dev: cdev, Out: &cli.out, Err: &cli.errOut, Stall: 20 * time.Second, ConnectRetry: 10 * time.Second})
-	}()
-	wg.Wait()
-	return srv, cli
+	sdev, _ := tooltest.DeviceMTU(t, f, "10.0.0.1", smtu)
+	cdev, _ := tooltest.DeviceMTU(t, f, "10.0.0.2", cmtu)
+	return runPairDevs(t, sdev, cdev, cfg, cfg, func(*Env) {})
 }
 
 // TestMTUFromPort: without -m the tools run at the port's active MTU,

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softnic/softnic/tools/toolnic"
+
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/tools/tooltest"
 	"github.com/softnic/softnic/verbs"
@@ -107,12 +109,12 @@ func runCMPairOn(t *testing.T, cfg Config, setup func(f *fabric.Fabric)) (srv, c
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		srv.res, srv.err = Run(ctx, scfg, Env{Dev: devs[0], CM: cms[0], Out: &srv.out, Err: &srv.errOut, Stall: 20 * time.Second})
+		srv.res, srv.err = Run(ctx, scfg, Env{Env: toolnic.Env{Dev: devs[0], CM: cms[0], Out: &srv.out, Err: &srv.errOut, Stall: 20 * time.Second}})
 	}()
 	go func() {
 		defer wg.Done()
-		cli.res, cli.err = Run(ctx, ccfg, Env{Dev: devs[1], CM: cms[1], Out: &cli.out, Err: &cli.errOut,
-			Stall: 20 * time.Second, ConnectRetry: 10 * time.Second})
+		cli.res, cli.err = Run(ctx, ccfg, Env{Env: toolnic.Env{Dev: devs[1], CM: cms[1], Out: &cli.out, Err: &cli.errOut,
+			Stall: 20 * time.Second, ConnectRetry: 10 * time.Second}})
 	}()
 	wg.Wait()
 	return srv, cli

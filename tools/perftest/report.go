@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/softnic/softnic/tools/pingpong"
 )
 
 // The lines perftest prints (perftest_parameters.h, perftest_communication.h).
@@ -247,23 +249,10 @@ func FormatBW(c *Config, r BWResult) string {
 	}
 	if r.BWAvg < 0.1 && c.ReportGbit { // REPORT_FMT_EXT
 		return fmt.Sprintf(" %-7d    %d           %-7s            %-7s            %-7s\n", r.Size, r.Iters,
-			cfmt(r.BWPeak, 6), cfmt(r.BWAvg, 6), cfmt(r.MsgRate, 6))
+			pingpong.CFloat(r.BWPeak, 6), pingpong.CFloat(r.BWAvg, 6), pingpong.CFloat(r.MsgRate, 6))
 	}
 	return fmt.Sprintf(" %-7d    %-10d       %-7s            %-7s\t\t   %-7s\n", r.Size, r.Iters,
-		cfmt(r.BWPeak, 2), cfmt(r.BWAvg, 2), cfmt(r.MsgRate, 6))
-}
-
-// cfmt formats v as C's "%.<prec>f", with C's inf and nan.
-func cfmt(v float64, prec int) string {
-	switch {
-	case math.IsInf(v, 1):
-		return "inf"
-	case math.IsInf(v, -1):
-		return "-inf"
-	case math.IsNaN(v):
-		return "-nan"
-	}
-	return strconv.FormatFloat(v, 'f', prec, 64)
+		pingpong.CFloat(r.BWPeak, 2), pingpong.CFloat(r.BWAvg, 2), pingpong.CFloat(r.MsgRate, 6))
 }
 
 // LatResult is a latency table line, and one of Result's "latency". Its
@@ -413,11 +402,11 @@ func FormatLat(c *Config, r LatResult) string {
 		b.WriteString(Header(c))
 	}
 	if r.Duration {
-		fmt.Fprintf(&b, " %-7d       %d            %-7s        %-7s\n", r.Size, r.Iters, cfmt(r.Avg, 2), cfmt(r.TPS, 2))
+		fmt.Fprintf(&b, " %-7d       %d            %-7s        %-7s\n", r.Size, r.Iters, pingpong.CFloat(r.Avg, 2), pingpong.CFloat(r.TPS, 2))
 		return b.String()
 	}
 	fmt.Fprintf(&b, " %-7d %d          %-7s        %-7s      %-7s  \t       %-7s     \t%-7s\t\t%-7s \t\t%-7s\n",
-		r.Size, r.Iters, cfmt(r.Min, 2), cfmt(r.Max, 2), cfmt(r.Typical, 2), cfmt(r.Avg, 2),
-		cfmt(r.Stdev, 2), cfmt(r.P99, 2), cfmt(r.P999, 2))
+		r.Size, r.Iters, pingpong.CFloat(r.Min, 2), pingpong.CFloat(r.Max, 2), pingpong.CFloat(r.Typical, 2), pingpong.CFloat(r.Avg, 2),
+		pingpong.CFloat(r.Stdev, 2), pingpong.CFloat(r.P99, 2), pingpong.CFloat(r.P999, 2))
 	return b.String()
 }

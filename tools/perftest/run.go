@@ -7,41 +7,23 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
-	"math/rand/v2"
 	"net"
-	"os"
 	"time"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/tools/oob"
 	"github.com/softnic/softnic/tools/pingpong"
 	"github.com/softnic/softnic/tools/toolnic"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/verbs/cm"
 )
 
-// Env is what a run needs from outside.
+// Env is what a run needs from outside: the tools' environment, and
+// what only perftest takes.
 type Env struct {
-	Dev *verbs.Device
-	// CM is the connection manager on Dev's NIC that -R and -z connect
-	// through.
-	CM  *cm.CM
-	Out io.Writer // standard output
-	Err io.Writer // standard error; nil discards
-	// Listener, for a server, is the socket to accept the client on; nil
-	// means listen on Config.Port.
-	Listener net.Listener
-	// Dial connects a client; nil means a net.Dialer.
-	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
-	// PSN returns a starting PSN; nil means a random one.
-	PSN func() uint32
-	// PageSize and CacheLine are this host's (0: the system's, 64).
-	PageSize, CacheLine int
-	// Stall bounds each wait on the peer once connected (0: 30 s).
-	Stall time.Duration
-	// AcceptTimeout bounds a server's wait for its client (0: none).
-	AcceptTimeout time.Duration
-	// ConnectRetry is how long a client retries a refused connection.
-	ConnectRetry time.Duration
+	toolnic.Env
+	// CacheLine is this host's cache line size (0: 64).
+	CacheLine int
 	// JSON replaces the text output with one JSON object (Result).
 	JSON bool
 	// Progress, when set, receives a progress line, rewritten in place,
@@ -72,20 +54,9 @@ type session struct {
 // Run runs one side of the test cfg describes: the client when
 // cfg.ServerName is set, else the server.
 func Run(ctx context.Context, cfg Config, env Env) (*Result, error) {
-	if env.Err == nil {
-		env.Err = io.Discard
-	}
-	if env.PSN == nil {
-		env.PSN = func() uint32 { return rand.Uint32() & 0xffffff }
-	}
-	if env.PageSize <= 0 {
-		env.PageSize = os.Getpagesize()
-	}
+	env.Env = env.Env.WithDefaults()
 	if env.CacheLine <= 0 {
 		env.CacheLine = 64
-	}
-	if env.Stall == 0 {
-		env.Stall = toolnic.DefaultStall
 	}
 	s := &session{cfg: &cfg, env: &env, out: env.Out, clk: clock{t0: time.Now()}}
 	s.note = env.Out
@@ -324,7 +295,7 @@ func (s *session) establish(ctx context.Context) error {
 			}
 			ln = l
 		}
-		c, err := accept(ctx, ln, env.AcceptTimeout)
+		c, err := oob.Accept(ctx, ln, env.AcceptTimeout)
 		ln.Close()
 		if err != nil {
 			return err
@@ -348,7 +319,7 @@ func (s *session) establish(ctx context.Context) error {
 		}
 		d = func(ctx context.Context, _, addr string) (net.Conn, error) { return nd.DialContext(ctx, network, addr) }
 	}
-	c, err := pingpong.DialRetry(ctx, d, cfg.ServerName, cfg.Port, env.Stall, env.ConnectRetry)
+	c, err := oob.Dial(ctx, d, cfg.ServerName, cfg.Port, env.Stall, env.ConnectRetry)
 	if err != nil {
 		return fmt.Errorf("Couldn't connect to %s:%d: %w", cfg.ServerName, cfg.Port, err)
 	}

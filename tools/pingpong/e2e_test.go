@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/softnic/softnic/tools/toolnic"
+	"github.com/softnic/softnic/verbs"
 
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/ibv"
@@ -33,27 +34,22 @@ func runPair(t *testing.T, cfg Config, f *fabric.Fabric) (srv, cli *side) {
 		t.Cleanup(func() { f.Close() })
 	}
 	devs := tooltest.Devices(t, f, "10.0.0.1", "10.0.0.2")
-	sdev, cdev := devs[0], devs[1]
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	return runPairOn(t, devs[0], devs[1], cfg, 20*time.Second)
+}
+
+// runPairOn runs a server of cfg on sdev and its client on cdev.
+func runPairOn(t *testing.T, sdev, cdev *verbs.Device, cfg Config, stall time.Duration) (srv, cli *side) {
+	t.Helper()
 	srv, cli = &side{}, &side{}
-	scfg, ccfg := cfg, cfg
-	ccfg.ServerName, ccfg.Port = "127.0.0.1", ln.Addr().(*net.TCPAddr).Port
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		srv.res, srv.err = Run(ctx, scfg, Env{Dev: sdev, Out: &srv.out, Listener: ln, Stall: 20 * time.Second})
-	}()
-	go func() {
-		defer wg.Done()
-		cli.res, cli.err = Run(ctx, ccfg, Env{Dev: cdev, Out: &cli.out, Stall: 20 * time.Second})
-	}()
-	wg.Wait()
+	tooltest.ClientServer(t, sdev, cdev, stall, func(ctx context.Context, env toolnic.Env) {
+		env.Out = &srv.out
+		srv.res, srv.err = Run(ctx, cfg, env)
+	}, func(ctx context.Context, env toolnic.Env, port int) {
+		env.Out = &cli.out
+		ccfg := cfg
+		ccfg.ServerName, ccfg.Port = "127.0.0.1", port
+		cli.res, cli.err = Run(ctx, ccfg, env)
+	})
 	return srv, cli
 }
 

@@ -3,35 +3,16 @@ package pingpong
 import (
 	"context"
 	"net"
-	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/softnic/softnic/tools/toolnic"
+	"github.com/softnic/softnic/tools/tooltest"
+
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/ibv"
-	"github.com/softnic/softnic/verbs"
 )
-
-// openMTU opens a device on a new endpoint of f at a with interface MTU
-// mtu.
-func openMTU(t *testing.T, f *fabric.Fabric, a string, mtu int) (*verbs.Device, *fabric.Endpoint) {
-	t.Helper()
-	ep, err := f.Attach(netip.MustParseAddr(a))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ep.SetMTU(mtu); err != nil {
-		t.Fatal(err)
-	}
-	d, err := verbs.Open(verbs.Config{Link: ep})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d, ep
-}
 
 // TestPingpongMTU runs the pingpongs between two 1500-byte fabric
 // endpoints (active MTU 1024). rc_pingpong's default path MTU, 1024, fits;
@@ -55,35 +36,16 @@ func TestPingpongMTU(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := fabric.New(fabric.Config{Seed: 1})
 			t.Cleanup(func() { f.Close() })
-			sdev, sep := openMTU(t, f, "10.0.0.1", 1500)
-			cdev, cep := openMTU(t, f, "10.0.0.2", 1500)
+			sdev, sep := tooltest.DeviceMTU(t, f, "10.0.0.1", 1500)
+			cdev, cep := tooltest.DeviceMTU(t, f, "10.0.0.2", 1500)
 			cfg := Defaults(RC)
 			cfg.Iters = 10
 			tt.mod(&cfg)
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
 			stall := 20 * time.Second
 			if !tt.ok {
 				stall = 2 * time.Second // no packet gets through: fail soon
 			}
-			srv, cli := &side{}, &side{}
-			ccfg := cfg
-			ccfg.ServerName, ccfg.Port = "127.0.0.1", ln.Addr().(*net.TCPAddr).Port
-			var wg sync.WaitGroup
-			wg.Add(2)
-			go func() {
-				defer wg.Done()
-				srv.res, srv.err = Run(ctx, cfg, Env{Dev: sdev, Out: &srv.out, Listener: ln, Stall: stall})
-			}()
-			go func() {
-				defer wg.Done()
-				cli.res, cli.err = Run(ctx, ccfg, Env{Dev: cdev, Out: &cli.out, Stall: stall})
-			}()
-			wg.Wait()
+			srv, cli := runPairOn(t, sdev, cdev, cfg, stall)
 			drops := sep.Stats().DropOversize.Packets + cep.Stats().DropOversize.Packets
 			if tt.ok {
 				if srv.err != nil || cli.err != nil || drops != 0 {
@@ -109,11 +71,11 @@ func TestPingpongMTU(t *testing.T) {
 func TestUDPingpongSizeOverPortMTU(t *testing.T) {
 	f := fabric.New(fabric.Config{Seed: 1})
 	t.Cleanup(func() { f.Close() })
-	dev, _ := openMTU(t, f, "10.0.0.1", 1500)
+	dev, _ := tooltest.DeviceMTU(t, f, "10.0.0.1", 1500)
 	for _, server := range []bool{true, false} {
 		cfg := Defaults(UD)
 		cfg.Size = 4096
-		env := Env{Dev: dev, Out: &strings.Builder{}}
+		env := toolnic.Env{Dev: dev, Out: &strings.Builder{}}
 		if server {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/tools/toolnic"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -16,16 +17,16 @@ import (
 // AcceptTimeout and ConnectRetry. The server calls connect with the
 // client's addresses before it answers; the client connects after it
 // returns.
-func Exchange(ctx context.Context, cfg Config, env Env, my []Dest, connect func([]Dest) error) ([]Dest, error) {
-	env.defaults()
+func Exchange(ctx context.Context, cfg Config, env toolnic.Env, my []Dest, connect func([]Dest) error) ([]Dest, error) {
+	env = env.WithDefaults()
 	return exchange(ctx, &cfg, &env, my, connect)
 }
 
 // LocalGID returns the GID to advertise and the sgid index to use for
-// cfg.GIDIndex, as Run chooses them (index 0 with a warning on env.Warn
+// cfg.GIDIndex, as Run chooses them (index 0 with a warning on env.Err
 // when the table lacks the index; zeros for -1).
-func LocalGID(cfg Config, env Env) (verbs.GID, int, error) {
-	env.defaults()
+func LocalGID(cfg Config, env toolnic.Env) (verbs.GID, int, error) {
+	env = env.WithDefaults()
 	return localGID(&cfg, &env)
 }
 

@@ -93,7 +93,11 @@ func ResultLines(size, iters int, usec float32) string {
 }
 
 // F2 formats v as C's printf("%.2f") does, "inf" and "nan" included.
-func F2(v float64) string {
+func F2(v float64) string { return CFloat(v, 2) }
+
+// CFloat formats v as C's printf("%.<prec>f") does, "inf" and "nan"
+// included.
+func CFloat(v float64, prec int) string {
 	switch {
 	case math.IsInf(v, 1):
 		return "inf"
@@ -102,7 +106,7 @@ func F2(v float64) string {
 	case math.IsNaN(v):
 		return "-nan" // glibc prints 0.0/0.0 (negative NaN) so
 	}
-	return strconv.FormatFloat(v, 'f', 2, 64)
+	return strconv.FormatFloat(v, 'f', prec, 64)
 }
 
 // InvalidPageLine is what -c prints for a page whose data did not survive

@@ -10,7 +10,7 @@
 // Differences, all on purpose: the GID index defaults to 0 (softnic's
 // table has one entry, the NIC address) instead of none, and an index the
 // table lacks falls back to 0 with a warning, so "-g 1" from rxe scripts
-// works; waits are bounded (Env.Stall); and "-c" checks every byte, not
+// works; waits are bounded (toolnic.Env.Stall); and "-c" checks every byte, not
 // only the first of each page, while staying compatible with the C tools'
 // check, and a failed check is an error (exit status 1) rather than a
 // printed line only. A peer that dies mid-run ends an RC run when the
@@ -29,10 +29,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"math/rand/v2"
-	"net"
-	"os"
 	"time"
 
 	"github.com/softnic/softnic/ibv"
@@ -116,30 +112,6 @@ func Defaults(k Kind) Config {
 		c.Size = 1024 // ud_pingpong.c: "size = 1024" (its usage text says 2048)
 	}
 	return c
-}
-
-// Env is what a run needs from outside.
-type Env struct {
-	Dev  *verbs.Device
-	Out  io.Writer // the tool's standard output
-	Warn io.Writer // warnings (standard error); nil discards them
-	// Listener, for a server, is the socket to accept the client on; nil
-	// means listen on Config.Port on every address.
-	Listener net.Listener
-	// Dial connects a client to the server; nil means a net.Dialer.
-	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
-	// PSN returns a starting PSN; nil means lrand48() & 0xffffff's
-	// equivalent.
-	PSN func() uint32
-	// PageSize is what -c counts pages in; 0 means the system's.
-	PageSize int
-	// Stall bounds each wait on the peer once connected (0: 30 s).
-	Stall time.Duration
-	// AcceptTimeout bounds a server's wait for its client (0: no bound).
-	AcceptTimeout time.Duration
-	// ConnectRetry is how long a client keeps trying a server that
-	// refuses the connection (0: one try, as the C tools).
-	ConnectRetry time.Duration
 }
 
 // Result is what a run did.
@@ -229,43 +201,35 @@ func (c *Config) checkConfig() error {
 	return nil
 }
 
-func (e *Env) defaults() {
-	if e.Warn == nil {
-		e.Warn = io.Discard
-	}
-	if e.PSN == nil {
-		e.PSN = func() uint32 { return rand.Uint32() & 0xffffff }
-	}
-	if e.PageSize <= 0 {
-		e.PageSize = os.Getpagesize()
-	}
-	if e.Stall == 0 {
-		e.Stall = toolnic.DefaultStall
-	}
-}
-
 // Run runs one side of a ping-pong: the client when cfg.ServerName is
 // set, else the server. It writes the tool's output to env.Out.
-func Run(ctx context.Context, cfg Config, env Env) (*Result, error) {
+func Run(ctx context.Context, cfg Config, env toolnic.Env) (*Result, error) {
 	if err := cfg.checkConfig(); err != nil {
 		return nil, err
 	}
-	env.defaults()
-	if cfg.Kind == SRQ {
-		return runSRQ(ctx, &cfg, &env)
+	env = env.WithDefaults()
+	var p interface {
+		init() error
+		run(context.Context) (*Result, error)
+		close()
 	}
-	p, err := newSingle(&cfg, &env)
-	if err != nil {
-		return nil, err
+	base := pp{cfg: &cfg, env: &env, sendFlags: ibv.SendSignaled}
+	if cfg.Kind == SRQ {
+		p = &srqCtx{pp: base}
+	} else {
+		p = &single{pp: base}
 	}
 	defer p.close()
+	if err := p.init(); err != nil {
+		return nil, err
+	}
 	return p.run(ctx)
 }
 
 // localGID returns the GID to advertise and the sgid index to use: the
 // GID at cfg.GIDIndex, or index 0's with a warning when the table lacks
 // it, or zeros for -g -1.
-func localGID(cfg *Config, env *Env) (verbs.GID, int, error) {
+func localGID(cfg *Config, env *toolnic.Env) (verbs.GID, int, error) {
 	if cfg.GIDIndex < 0 {
 		return verbs.GID{}, -1, nil
 	}
@@ -277,7 +241,7 @@ func localGID(cfg *Config, env *Env) (verbs.GID, int, error) {
 	if err0 != nil {
 		return verbs.GID{}, 0, fail(err, "can't read sgid of index %d", cfg.GIDIndex)
 	}
-	fmt.Fprintf(env.Warn, "softnic: GID index %d is not in %s's GID table (softnic has one GID per NIC); using GID[0] %s\n",
+	fmt.Fprintf(env.Err, "softnic: GID index %d is not in %s's GID table (softnic has one GID per NIC); using GID[0] %s\n",
 		cfg.GIDIndex, env.Dev.Name(), InetNtop6(g0))
 	return g0, 0, nil
 }

@@ -2,7 +2,6 @@ package pingpong
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -14,76 +13,53 @@ import (
 // single is the context of rc_pingpong, uc_pingpong and ud_pingpong: one
 // QP, one buffer used for both directions (struct pingpong_context).
 type single struct {
-	cfg *Config
-	env *Env
-
-	ch        *verbs.CompChannel
-	pd        *verbs.PD
-	buf       []byte
-	mr        *verbs.MR
-	cq        *verbs.CQ
-	qp        *verbs.QP
-	qpx       *verbs.QPEx
-	sendFlags ibv.SendFlags
-	sgid      int
-	ah        *verbs.AH // ud_pingpong's address handle
-	remQPN    uint32
+	pp
+	qp     *verbs.QP
+	qpx    *verbs.QPEx
+	ah     *verbs.AH // ud_pingpong's address handle
+	remQPN uint32
 
 	pending int
-	routs   int
 }
 
-// newSingle does pp_init_ctx: buffer, PD, MR, CQ, QP, INIT.
-func newSingle(cfg *Config, env *Env) (*single, error) {
-	p := &single{cfg: cfg, env: env, sendFlags: ibv.SendSignaled}
-	ok := false
-	defer func() {
-		if !ok {
-			p.close()
-		}
-	}()
+// init is pp_init_ctx: buffer, PD, MR, CQ, QP, INIT.
+func (p *single) init() error {
+	cfg, env := p.cfg, p.env
 	dev := env.Dev
 	n := cfg.Size
 	if cfg.Kind == UD {
 		port, err := dev.QueryPort(uint8(cfg.IBPort))
 		if err != nil {
-			return nil, fail(err, "Unable to query port info for port %d", cfg.IBPort)
+			return fail(err, "Unable to query port info for port %d", cfg.IBPort)
 		}
 		if mtu := port.ActiveMTU.Bytes(); cfg.Size > mtu {
-			return nil, fail(nil, "Requested size larger than port MTU (%d)", mtu)
+			return fail(nil, "Requested size larger than port MTU (%d)", mtu)
 		}
 		n += udGRH
 	}
-	p.buf = make([]byte, n)
-	for i := range p.buf {
-		p.buf[i] = 0x7b // memset(ctx->buf, 0x7b, size)
+	buf := make([]byte, n)
+	for i := range buf {
+		buf[i] = 0x7b // memset(ctx->buf, 0x7b, size)
 	}
-	p.ch = dev.CreateCompChannel()
+	if err := p.Open(dev, buf, ibv.AccessLocalWrite, cfg.RxDepth+1); err != nil {
+		return err
+	}
 	var err error
-	if p.pd, err = dev.AllocPD(); err != nil {
-		return nil, fail(err, "Couldn't allocate PD")
-	}
-	if p.mr, err = p.pd.RegMR(p.buf, ibv.AccessLocalWrite); err != nil {
-		return nil, fail(err, "Couldn't register MR")
-	}
-	if p.cq, err = dev.CreateCQ(cfg.RxDepth+1, p.ch); err != nil {
-		return nil, fail(err, "Couldn't create CQ")
-	}
 	typ := map[Kind]ibv.QPType{RC: ibv.QPTypeRC, UC: ibv.QPTypeUC, UD: ibv.QPTypeUD}[cfg.Kind]
-	init := verbs.QPInitAttr{Type: typ, SendCQ: p.cq, RecvCQ: p.cq,
+	init := verbs.QPInitAttr{Type: typ, SendCQ: p.CQ, RecvCQ: p.CQ,
 		Cap: ibv.QPCap{MaxSendWR: 1, MaxRecvWR: uint32(cfg.RxDepth), MaxSendSGE: 1, MaxRecvSGE: 1}}
 	if cfg.NewSend {
 		init.SendOpsFlags = verbs.SendOpsSend
 	}
-	if p.qp, err = p.pd.CreateQP(init); err != nil {
+	if p.qp, err = p.PD.CreateQP(init); err != nil {
 		if typ == ibv.QPTypeUD {
-			return nil, fail(fmt.Errorf("%w (%w)", err, ErrUnsupported), "Couldn't create QP")
+			return fail(fmt.Errorf("%w (%w)", err, ErrUnsupported), "Couldn't create QP")
 		}
-		return nil, fail(err, "Couldn't create QP")
+		return fail(err, "Couldn't create QP")
 	}
 	if cfg.NewSend {
 		if p.qpx, err = p.qp.Ex(); err != nil {
-			return nil, fail(err, "Couldn't create QP")
+			return fail(err, "Couldn't create QP")
 		}
 	}
 	if _, got := p.qp.Query(); int(got.Cap.MaxInlineData) >= cfg.Size {
@@ -98,39 +74,24 @@ func newSingle(cfg *Config, env *Env) (*single, error) {
 		mask |= ibv.QPAttrAccessFlags // qp_access_flags = 0
 	}
 	if err := p.qp.Modify(&attr, mask); err != nil {
-		return nil, fail(err, "Failed to modify QP to INIT")
+		return fail(err, "Failed to modify QP to INIT")
 	}
-	ok = true
-	return p, nil
+	return nil
 }
 
 func (p *single) close() {
 	if p.ah != nil {
 		p.ah.Destroy()
 	}
-	if p.qp != nil {
-		p.qp.Destroy()
-	}
-	if p.cq != nil {
-		p.cq.Destroy()
-	}
-	if p.mr != nil {
-		p.mr.Dereg()
-	}
-	if p.pd != nil {
-		p.pd.Dealloc()
-	}
-	if p.ch != nil {
-		p.ch.Close()
-	}
+	p.Close(p.qp)
 }
 
 // data is the part of the buffer that is sent and checked.
 func (p *single) data() []byte {
 	if p.cfg.Kind == UD {
-		return p.buf[udGRH:]
+		return p.Buf[udGRH:]
 	}
-	return p.buf
+	return p.Buf
 }
 
 // connect is pp_connect_ctx: RTR and RTS towards rem (and, for UD, the
@@ -145,7 +106,7 @@ func (p *single) connect(my, rem Dest) error {
 		if err := p.qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTS, SQPSN: my.PSN}, ibv.QPAttrState|ibv.QPAttrSQPSN); err != nil {
 			return fail(err, "Failed to modify QP to RTS")
 		}
-		ah, err := p.pd.CreateAH(ahAttr(cfg, rem, p.sgid, 64))
+		ah, err := p.PD.CreateAH(ahAttr(cfg, rem, p.sgid, 64))
 		if err != nil {
 			return fail(noGRHHint(rem, err), "Failed to create AH")
 		}
@@ -176,9 +137,9 @@ func (p *single) connect(my, rem Dest) error {
 
 // postRecv posts up to n receives and returns how many it posted.
 func (p *single) postRecv(n int) int {
-	sge := p.mr.SGE(0, p.cfg.Size)
+	sge := p.MR.SGE(0, p.cfg.Size)
 	if p.cfg.Kind == UD {
-		sge = p.mr.SGE(0, p.cfg.Size+udGRH)
+		sge = p.MR.SGE(0, p.cfg.Size+udGRH)
 	}
 	for i := 0; i < n; i++ {
 		if _, err := p.qp.PostRecv(ibv.RecvWR{WRID: recvWRID, SGList: []ibv.SGE{sge}}); err != nil {
@@ -193,7 +154,7 @@ func (p *single) postSend() error {
 	if p.cfg.Kind == UD {
 		off = udGRH
 	}
-	sge := p.mr.SGE(off, p.cfg.Size)
+	sge := p.MR.SGE(off, p.cfg.Size)
 	if p.qpx != nil {
 		p.qpx.WrStart()
 		p.qpx.WRID, p.qpx.WRFlags = sendWRID, p.sendFlags
@@ -214,38 +175,18 @@ func (p *single) postSend() error {
 
 func (p *single) run(ctx context.Context) (*Result, error) {
 	cfg, env := p.cfg, p.env
-	if p.routs = p.postRecv(cfg.RxDepth); p.routs < cfg.RxDepth {
-		return nil, fail(nil, "Couldn't post receive (%d)", p.routs)
-	}
-	if cfg.Events {
-		if err := p.cq.ReqNotify(false); err != nil {
-			return nil, fail(err, "Couldn't request CQ notification")
-		}
-	}
-	port, err := env.Dev.QueryPort(uint8(cfg.IBPort))
-	if err != nil {
-		return nil, fail(err, "Couldn't get port info")
-	}
-	gid, sgid, err := localGID(cfg, env)
+	lid, gid, err := p.start(p.postRecv)
 	if err != nil {
 		return nil, err
 	}
-	p.sgid = sgid
-	my := Dest{LID: port.LID, QPN: p.qp.QPN(), PSN: env.PSN(), GID: gid}
+	my := Dest{LID: lid, QPN: p.qp.QPN(), PSN: env.PSN(), GID: gid}
 	fmt.Fprint(env.Out, AddressLine(true, my, cfg.Kind == UD))
 
-	rems, err := exchange(ctx, cfg, env, []Dest{my}, func(rem []Dest) error { return p.connect(my, rem[0]) })
+	rems, client, err := p.connectPeer(ctx, []Dest{my}, 1, func(rem []Dest) error { return p.connect(my, rem[0]) })
 	if err != nil {
 		return nil, err
 	}
 	rem := rems[0]
-	fmt.Fprint(env.Out, AddressLine(false, rem, false))
-	client := cfg.ServerName != ""
-	if client {
-		if err := p.connect(my, rem); err != nil {
-			return nil, err
-		}
-	}
 
 	res := &Result{Local: []Dest{my}, Remote: []Dest{rem}, Size: cfg.Size, Iters: cfg.Iters}
 	p.pending = recvWRID
@@ -262,20 +203,7 @@ func (p *single) run(ctx context.Context) (*Result, error) {
 	if err := p.loop(ctx); err != nil {
 		return nil, err
 	}
-	res.Elapsed = time.Since(start)
-	fmt.Fprint(env.Out, ResultLines(cfg.Size, cfg.Iters, Usec(res.Elapsed)))
-	if !client && cfg.Check {
-		res.Checked = true
-		fill := byte(0x7b)
-		res.BadPages = checkPattern(p.data(), env.PageSize, fill)
-		for _, pg := range res.BadPages {
-			fmt.Fprint(env.Out, InvalidPageLine(pg))
-		}
-		if len(res.BadPages) > 0 {
-			return res, fail(ErrBadData, "%d of %d pages failed the check", len(res.BadPages), (cfg.Size+env.PageSize-1)/env.PageSize)
-		}
-	}
-	return res, nil
+	return p.finish(res, start, client, func() []int { return checkPattern(p.data(), env.PageSize, 0x7b) })
 }
 
 // loop is the C tools' main loop: every completion clears its bit in
@@ -283,40 +211,17 @@ func (p *single) run(ctx context.Context) (*Result, error) {
 // the next send goes out.
 func (p *single) loop(ctx context.Context) error {
 	cfg := p.cfg
-	w := toolnic.Waiter{CQ: p.cq, Ch: p.ch, Stall: p.env.Stall}
+	w := toolnic.Waiter{CQ: p.CQ, Ch: p.Ch, Stall: p.env.Stall}
 	var wc [2]ibv.WorkCompletion
 	rcnt, scnt := 0, 0
 	for rcnt < cfg.Iters || scnt < cfg.Iters {
-		var n int
-		if cfg.Events {
-			ectx, cancel := context.WithTimeout(ctx, p.env.Stall)
-			_, err := p.ch.GetEvent(ectx)
-			cancel()
-			if err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				if errors.Is(err, context.DeadlineExceeded) {
-					err = &toolnic.ErrStall{What: "completion event", After: p.env.Stall}
-				}
-				return fail(err, "Failed to get cq_event")
-			}
-			if err := p.cq.ReqNotify(false); err != nil {
-				return fail(err, "Couldn't request CQ notification")
-			}
-			n = p.cq.Poll(wc[:])
-		} else {
-			var err error
-			if n, err = w.Poll(ctx, wc[:]); err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				return fail(err, "poll CQ failed (sent %d, received %d of %d)", scnt, rcnt, cfg.Iters)
-			}
+		n, err := p.wait(ctx, &w, wc[:], scnt, rcnt)
+		if err != nil {
+			return err
 		}
 		for _, c := range wc[:n] {
 			if c.Status != ibv.WCSuccess {
-				return wcError(c, int(c.WRID), p.cq, p.qp)
+				return wcError(c, int(c.WRID), p.CQ, p.qp)
 			}
 			switch c.WRID {
 			case sendWRID:

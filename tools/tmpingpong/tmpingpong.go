@@ -34,7 +34,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"time"
 
@@ -212,16 +211,11 @@ type rslot struct {
 // tmpp is one side's resources and run state.
 type tmpp struct {
 	cfg *Config
-	env *pingpong.Env
+	env *toolnic.Env
 	res *Result
 
-	ch  *verbs.CompChannel
-	pd  *verbs.PD
-	buf []byte
-	mr  *verbs.MR
-	cq  *verbs.CQ
-	srq *verbs.SRQ
-	qp  *verbs.QP
+	pingpong.Resources
+	qp *verbs.QP
 
 	// buf holds Tags send slots of TMHLen+Size bytes (the TMH, then the
 	// payload an RVH names), Tags tagged receive slots of Size bytes, and
@@ -242,22 +236,11 @@ type tmpp struct {
 
 // Run runs one side: the client when cfg.ServerName is set, else the
 // server. It writes the address lines and the result lines to env.Out.
-func Run(ctx context.Context, cfg Config, env pingpong.Env) (*Result, error) {
+func Run(ctx context.Context, cfg Config, env toolnic.Env) (*Result, error) {
 	if err := cfg.checkConfig(); err != nil {
 		return nil, err
 	}
-	if env.Warn == nil {
-		env.Warn = io.Discard
-	}
-	if env.Out == nil {
-		env.Out = io.Discard
-	}
-	if env.PSN == nil {
-		env.PSN = func() uint32 { return rand.Uint32() & 0xffffff }
-	}
-	if env.Stall == 0 {
-		env.Stall = toolnic.DefaultStall
-	}
+	env = env.WithDefaults()
 	if cfg.Seed == 0 {
 		cfg.Seed = rand.Uint64()
 	}
@@ -269,7 +252,7 @@ func Run(ctx context.Context, cfg Config, env pingpong.Env) (*Result, error) {
 	return p.run(ctx)
 }
 
-func newTMPP(cfg *Config, env *pingpong.Env) (*tmpp, error) {
+func newTMPP(cfg *Config, env *toolnic.Env) (*tmpp, error) {
 	dev := env.Dev
 	caps := dev.QueryDeviceEx().TMCaps
 	if caps.Flags&ibv.TMCapRC == 0 {
@@ -300,23 +283,16 @@ func newTMPP(cfg *Config, env *pingpong.Env) (*tmpp, error) {
 	p.sendSlot = wire.TMHLen + cfg.Size
 	p.tagOff = T * p.sendSlot
 	p.unexpOff = p.tagOff + T*cfg.Size
-	p.buf = make([]byte, p.unexpOff+p.nUnexp*p.ubuf)
-	var err error
-	p.ch = dev.CreateCompChannel()
-	if p.pd, err = dev.AllocPD(); err != nil {
-		return nil, fail(err, "Couldn't allocate PD")
-	}
-	if p.mr, err = p.pd.RegMR(p.buf, ibv.AccessLocalWrite|ibv.AccessRemoteRead); err != nil {
-		return nil, fail(err, "Couldn't register MR")
-	}
 	// Completions: our sends, software's READs and FINs, the tagged and
 	// ordinary receives, list operation errors, with room to spare.
-	if p.cq, err = dev.CreateCQ(8*T+p.nUnexp+16, p.ch); err != nil {
-		return nil, fail(err, "Couldn't create CQ")
+	if err := p.Open(dev, make([]byte, p.unexpOff+p.nUnexp*p.ubuf), ibv.AccessLocalWrite|ibv.AccessRemoteRead,
+		8*T+p.nUnexp+16); err != nil {
+		return nil, err
 	}
-	p.srq, err = p.pd.CreateSRQEx(verbs.SRQInitAttrEx{
+	var err error
+	p.SRQ, err = p.PD.CreateSRQEx(verbs.SRQInitAttrEx{
 		SRQInitAttr: verbs.SRQInitAttr{MaxWR: uint32(p.nUnexp), MaxSGE: 1},
-		Type:        ibv.SRQTypeTM, CQ: p.cq, TM: ibv.TMCap{MaxNumTags: uint32(2 * T), MaxOps: uint32(2 * T)},
+		Type:        ibv.SRQTypeTM, CQ: p.CQ, TM: ibv.TMCap{MaxNumTags: uint32(2 * T), MaxOps: uint32(2 * T)},
 	})
 	if err != nil {
 		return nil, fail(err, "Couldn't create tag-matching SRQ")
@@ -324,7 +300,7 @@ func newTMPP(cfg *Config, env *pingpong.Env) (*tmpp, error) {
 	// The send queue holds a window of our messages, software's READ and
 	// FIN for a window of unexpected RNDVs, the NIC's READ and FIN for a
 	// window of matched ones (verbs.PD.CreateSRQEx), and the final NO_TAG.
-	p.qp, err = p.pd.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: p.cq, RecvCQ: p.cq, SRQ: p.srq,
+	p.qp, err = p.PD.CreateQP(verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: p.CQ, RecvCQ: p.CQ, SRQ: p.SRQ,
 		Cap: ibv.QPCap{MaxSendWR: uint32(5*T + 4), MaxSendSGE: 1, MaxInlineData: wire.TMHLen + wire.RVHLen}})
 	if err != nil {
 		return nil, fail(err, "Couldn't create QP")
@@ -338,26 +314,7 @@ func newTMPP(cfg *Config, env *pingpong.Env) (*tmpp, error) {
 	return p, nil
 }
 
-func (p *tmpp) close() {
-	if p.qp != nil {
-		p.qp.Destroy()
-	}
-	if p.srq != nil {
-		p.srq.Destroy()
-	}
-	if p.cq != nil {
-		p.cq.Destroy()
-	}
-	if p.mr != nil {
-		p.mr.Dereg()
-	}
-	if p.pd != nil {
-		p.pd.Dealloc()
-	}
-	if p.ch != nil {
-		p.ch.Close()
-	}
-}
+func (p *tmpp) close() { p.Close(p.qp) }
 
 // ppConfig is the part of the pingpong configuration the exchange and the
 // address vector use.
@@ -498,14 +455,14 @@ func ResultLines(r *Result) string {
 
 // postUnexp posts SRQ buffer i for unexpected messages and FINs.
 func (p *tmpp) postUnexp(i int) error {
-	if _, err := p.srq.PostRecv(ibv.RecvWR{WRID: wrid(wrUnexp, i), SGList: []ibv.SGE{p.mr.SGE(p.unexpOff+i*p.ubuf, p.ubuf)}}); err != nil {
+	if _, err := p.SRQ.PostRecv(ibv.RecvWR{WRID: wrid(wrUnexp, i), SGList: []ibv.SGE{p.MR.SGE(p.unexpOff+i*p.ubuf, p.ubuf)}}); err != nil {
 		return fail(err, "Couldn't post receive")
 	}
 	return nil
 }
 
 func (p *tmpp) tagged(slot int) []byte {
-	return p.buf[p.tagOff+slot*p.cfg.Size : p.tagOff+(slot+1)*p.cfg.Size]
+	return p.Buf[p.tagOff+slot*p.cfg.Size : p.tagOff+(slot+1)*p.cfg.Size]
 }
 
 // postTags expects window w: it adds a tagged buffer for each of its
@@ -528,9 +485,9 @@ func (p *tmpp) postTags(w int) error {
 			continue
 		}
 		ops = append(ops, ibv.OpsWR{WRID: wrid(wrOps, k), Opcode: ibv.WRTagAdd, RecvWRID: wrid(wrTagged, k),
-			SGList: []ibv.SGE{p.mr.SGE(p.tagOff+(k%p.cfg.Tags)*p.cfg.Size, p.cfg.Size)}, Tag: tag(k), Mask: ^uint64(0)})
+			SGList: []ibv.SGE{p.MR.SGE(p.tagOff+(k%p.cfg.Tags)*p.cfg.Size, p.cfg.Size)}, Tag: tag(k), Mask: ^uint64(0)})
 	}
-	if _, err := p.srq.PostOps(ops); err != nil {
+	if _, err := p.SRQ.PostOps(ops); err != nil {
 		return fail(err, "Couldn't add tags")
 	}
 	for _, op := range ops {
@@ -552,7 +509,7 @@ func (p *tmpp) sendWindow(ctx context.Context, w int) error {
 		slot := k % cfg.Tags
 		off := slot * p.sendSlot
 		n := cfg.length(k)
-		payload := p.buf[off+wire.TMHLen : off+wire.TMHLen+n]
+		payload := p.Buf[off+wire.TMHLen : off+wire.TMHLen+n]
 		if cfg.Check {
 			for j := range payload {
 				payload[j] = patternByte(k, j)
@@ -566,15 +523,15 @@ func (p *tmpp) sendWindow(ctx context.Context, w int) error {
 			// TMH(RNDV) + RVH naming the payload, inline.
 			var hdr [wire.TMHLen + wire.RVHLen]byte
 			wire.PutTMH(hdr[:], wire.TMRndv, uint32(k), tag(k))
-			wire.PutRVH(hdr[wire.TMHLen:], p.mr.Addr()+uint64(off+wire.TMHLen), p.mr.RKey(), uint32(n))
+			wire.PutRVH(hdr[wire.TMHLen:], p.MR.Addr()+uint64(off+wire.TMHLen), p.MR.RKey(), uint32(n))
 			wr.Flags |= ibv.SendInline
 			wr.InlineData = hdr[:]
 			p.finWait[slot] = true
 			p.finsLeft++
 			p.res.SentRndv++
 		} else {
-			wire.PutTMH(p.buf[off:], wire.TMEager, uint32(k), tag(k))
-			wr.SGList = []ibv.SGE{p.mr.SGE(off, wire.TMHLen+n)}
+			wire.PutTMH(p.Buf[off:], wire.TMEager, uint32(k), tag(k))
+			wr.SGList = []ibv.SGE{p.MR.SGE(off, wire.TMHLen+n)}
 			p.res.SentEager++
 		}
 		if _, err := p.qp.PostSend(wr); err != nil {
@@ -604,7 +561,7 @@ func (p *tmpp) finish(ctx context.Context) error {
 // pollUntil handles completions until done() holds, syncing the tag list
 // after every batch that brought unexpected messages.
 func (p *tmpp) pollUntil(ctx context.Context, done func() bool) error {
-	w := toolnic.Waiter{CQ: p.cq, Ch: p.ch, Stall: p.env.Stall}
+	w := toolnic.Waiter{CQ: p.CQ, Ch: p.Ch, Stall: p.env.Stall}
 	wc := make([]ibv.WorkCompletion, 32)
 	for !done() {
 		n, err := w.Poll(ctx, wc)
@@ -623,7 +580,7 @@ func (p *tmpp) pollUntil(ctx context.Context, done func() bool) error {
 			// Software has seen swUnexp unexpected messages: tell the NIC,
 			// which matches again once the counts agree
 			// (ibv_post_srq_ops(3) IBV_OPS_TM_SYNC).
-			if _, err := p.srq.PostOps([]ibv.OpsWR{{WRID: wrid(wrOps, 0), Opcode: ibv.WRTagSync,
+			if _, err := p.SRQ.PostOps([]ibv.OpsWR{{WRID: wrid(wrOps, 0), Opcode: ibv.WRTagSync,
 				Flags: ibv.OpsTMSync, UnexpectedCnt: p.swUnexp}}); err != nil {
 				return fail(err, "Couldn't sync the tag list")
 			}
@@ -639,7 +596,7 @@ func (p *tmpp) pollUntil(ctx context.Context, done func() bool) error {
 func (p *tmpp) wcError(c ibv.WorkCompletion) error {
 	pe := toolnic.PeerError(c, p.qp)
 	if pe == nil && c.Status == ibv.WCWRFlushErr {
-		pe = toolnic.FindPeerError([]*verbs.CQ{p.cq}, []*verbs.QP{p.qp})
+		pe = toolnic.FindPeerError([]*verbs.CQ{p.CQ}, []*verbs.QP{p.qp})
 	}
 	return fail(pe, "Failed status %s (%d) for wr_id %#x (%s)", c.Status, c.Status, c.WRID, c.Opcode)
 }
@@ -655,7 +612,7 @@ func (p *tmpp) handle(c ibv.WorkCompletion) error {
 		// answers the retries), or it never got our NO_TAG and fails its
 		// own wait. Every byte of the peer's is here, so this side is done;
 		// the sends after the failed one flush.
-		fmt.Fprintf(p.env.Warn, "the peer closed before its acknowledgement of our last messages arrived\n")
+		fmt.Fprintf(p.env.Err, "the peer closed before its acknowledgement of our last messages arrived\n")
 		p.peerGone, p.doneSent = true, true
 		return nil
 	}
@@ -715,7 +672,7 @@ func (p *tmpp) handle(c ibv.WorkCompletion) error {
 // peer's final NO_TAG, or an unexpected tagged message that software
 // matches.
 func (p *tmpp) handleUnexp(c ibv.WorkCompletion, i int) error {
-	b := p.buf[p.unexpOff+i*p.ubuf : p.unexpOff+i*p.ubuf+int(c.ByteLen)]
+	b := p.Buf[p.unexpOff+i*p.ubuf : p.unexpOff+i*p.ubuf+int(c.ByteLen)]
 	m, err := wire.ParseTM(b)
 	if err != nil {
 		return fail(err, "a message without a valid TMH")
@@ -752,7 +709,7 @@ func (p *tmpp) handleUnexp(c ibv.WorkCompletion, i int) error {
 	case rListed:
 		// The NIC did not match the tag we added (matching was off): take
 		// it back before placing the message ourselves.
-		if _, err := p.srq.PostOps([]ibv.OpsWR{{WRID: wrid(wrOps, k), Opcode: ibv.WRTagDel, Handle: s.handle}}); err != nil {
+		if _, err := p.SRQ.PostOps([]ibv.OpsWR{{WRID: wrid(wrOps, k), Opcode: ibv.WRTagDel, Handle: s.handle}}); err != nil {
 			return fail(err, "Couldn't delete tag %#x", tag(k))
 		}
 	case rLate:
@@ -780,7 +737,7 @@ func (p *tmpp) handleUnexp(c ibv.WorkCompletion, i int) error {
 		s.state = rReading
 		wire.PutTMH(s.fin[:], wire.TMFin, m.TMH.AppCtx(), m.TMH.Tag())
 		read := ibv.SendWR{WRID: wrid(wrRead, k), Opcode: ibv.WRRDMARead, Flags: ibv.SendSignaled,
-			SGList: []ibv.SGE{p.mr.SGE(p.tagOff+(k%p.cfg.Tags)*p.cfg.Size, l)}, RemoteAddr: m.RVH.VA(), RKey: m.RVH.RKey()}
+			SGList: []ibv.SGE{p.MR.SGE(p.tagOff+(k%p.cfg.Tags)*p.cfg.Size, l)}, RemoteAddr: m.RVH.VA(), RKey: m.RVH.RKey()}
 		if _, err := p.qp.PostSend(read); err != nil {
 			return fail(err, "Couldn't post RDMA READ")
 		}

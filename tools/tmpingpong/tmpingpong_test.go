@@ -5,17 +5,16 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/netip"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/softnic/softnic/tools/toolnic"
+
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/ibv"
-	"github.com/softnic/softnic/tools/pingpong"
 	"github.com/softnic/softnic/tools/tooljson"
 	"github.com/softnic/softnic/tools/tooltest"
 	"github.com/softnic/softnic/wire"
@@ -45,26 +44,15 @@ func runPairOnWarn(t *testing.T, f *fabric.Fabric, scfg, ccfg Config, stall time
 	t.Helper()
 	t.Cleanup(func() { f.Close() })
 	devs := tooltest.Devices(t, f, "10.0.0.1", "10.0.0.2")
-	sdev, cdev := devs[0], devs[1]
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	srv, cli = &side{}, &side{}
-	ccfg.ServerName, ccfg.Port = "127.0.0.1", ln.Addr().(*net.TCPAddr).Port
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		srv.res, srv.err = Run(ctx, scfg, pingpong.Env{Dev: sdev, Out: &srv.out, Listener: ln, Stall: stall})
-	}()
-	go func() {
-		defer wg.Done()
-		cli.res, cli.err = Run(ctx, ccfg, pingpong.Env{Dev: cdev, Out: &cli.out, Warn: warn, Stall: stall})
-	}()
-	wg.Wait()
+	tooltest.ClientServer(t, devs[0], devs[1], stall, func(ctx context.Context, env toolnic.Env) {
+		env.Out = &srv.out
+		srv.res, srv.err = Run(ctx, scfg, env)
+	}, func(ctx context.Context, env toolnic.Env, port int) {
+		env.Out, env.Err = &cli.out, warn
+		ccfg.ServerName, ccfg.Port = "127.0.0.1", port
+		cli.res, cli.err = Run(ctx, ccfg, env)
+	})
 	return srv, cli
 }
 
@@ -271,7 +259,7 @@ func TestConfigRefused(t *testing.T) {
 	} {
 		cfg := Defaults()
 		mod(&cfg)
-		if _, err := Run(context.Background(), cfg, pingpong.Env{}); err == nil {
+		if _, err := Run(context.Background(), cfg, toolnic.Env{}); err == nil {
 			t.Errorf("%+v: no error", cfg)
 		}
 	}

@@ -1,10 +1,13 @@
-// Package toolnic opens and drives a softnic NIC for softnic's command-line
-// tools (rc_pingpong, write_bw, info, ...): it brings a device up on a link
-// made by an injectable LinkFunc (UDP on port 4791 by default, the
-// in-memory fabric in tests), optionally tees its traffic into a pcap file
-// and exports its counters, and waits for completions without burning a
-// CPU. The tools' logic lives in tools/pingpong and tools/perftest;
-// cmd/softnic only parses flags and calls them (STYLE.md 23).
+// Package toolnic is what every softnic tool runs on: the environment a
+// tool takes (Env: its output, its NIC and connection manager, the
+// bounds of its waits), and the NIC it opens (rc_pingpong, write_bw,
+// info, ...): a device brought up on a link made by an injectable
+// LinkFunc (UDP on port 4791 by default, the in-memory fabric in tests),
+// optionally teeing its traffic into a pcap file and exporting its
+// counters; a waiter for completions that does not burn a CPU; and the
+// transport's verdict on a peer that stopped answering. The tools' logic
+// lives in the other packages of tools/, each with its command
+// (tools/toolcmd); cmd/softnic only dispatches (STYLE.md 23).
 package toolnic
 
 import (

@@ -69,11 +69,11 @@ func TestPcapAndMetrics(t *testing.T) {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		_, serr = pingpong.Run(ctx, cfg, pingpong.Env{Dev: a.Dev, Out: io.Discard, Listener: oob})
+		_, serr = pingpong.Run(ctx, cfg, toolnic.Env{Dev: a.Dev, Out: io.Discard, Listener: oob})
 	}()
 	go func() {
 		defer wg.Done()
-		_, cerr = pingpong.Run(ctx, ccfg, pingpong.Env{Dev: b.Dev, Out: io.Discard})
+		_, cerr = pingpong.Run(ctx, ccfg, toolnic.Env{Dev: b.Dev, Out: io.Discard})
 	}()
 	wg.Wait()
 	if serr != nil || cerr != nil {

@@ -2,11 +2,14 @@ package tooltest
 
 import (
 	"bytes"
+	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/tools/toolnic"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/verbs/cm"
 )
@@ -54,6 +57,27 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// CMPair runs a server on 10.0.0.1 and its client on 10.0.0.2, each
+// with its own CM on an in-memory fabric and an Env of it with stall,
+// and returns what each printed and its error. The client runs again
+// while it failed only because the server was not listening yet: its
+// output names an RDMA CM event (the C tools' "event: RDMA_CM_EVENT_...").
+func CMPair(t testing.TB, stall time.Duration, server, client func(ctx context.Context, env toolnic.Env) error) (sout, cout string, serr, cerr error) {
+	t.Helper()
+	cms, _ := CMs(t, "10.0.0.1", "10.0.0.2")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var so, co bytes.Buffer
+	Pair(func() {
+		serr = server(ctx, toolnic.Env{CM: cms[0], Out: &so, Stall: stall})
+	}, func() bool {
+		co.Reset()
+		cerr = client(ctx, toolnic.Env{CM: cms[1], Out: &co, Stall: stall})
+		return cerr != nil && strings.Contains(co.String(), "RDMA_CM_EVENT_")
+	})
+	return so.String(), co.String(), serr, cerr
 }
 
 // Pair runs server and client at once and waits for both. The client

@@ -23,12 +23,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"strconv"
 	"time"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/tools/oob"
 	"github.com/softnic/softnic/tools/pingpong"
 	"github.com/softnic/softnic/tools/toolnic"
 	"github.com/softnic/softnic/verbs"
@@ -138,7 +138,7 @@ func (d dest) line(side string) string {
 // state is struct pingpong_context.
 type state struct {
 	cfg     Config
-	env     pingpong.Env
+	env     toolnic.Env
 	dev     *verbs.Device
 	pd      *verbs.PD
 	mr      *verbs.MR
@@ -153,7 +153,7 @@ type state struct {
 	recvQP  []*verbs.QP
 	sendQP  []*verbs.QP
 	rem     []dest
-	conns   []net.Conn
+	conns   []*oob.Conn
 	ppCnt   []int
 	myPSN   []uint32
 	gid     verbs.GID
@@ -162,7 +162,7 @@ type state struct {
 
 // Run runs one side: the client when cfg.ServerName is set. It prints the
 // C tool's lines to env.Out and returns nil after "success".
-func Run(ctx context.Context, cfg Config, env pingpong.Env) (err error) {
+func Run(ctx context.Context, cfg Config, env toolnic.Env) (err error) {
 	switch {
 	case cfg.Size < 1:
 		return fmt.Errorf("invalid size %d", cfg.Size)
@@ -174,15 +174,7 @@ func Run(ctx context.Context, cfg Config, env pingpong.Env) (err error) {
 	if cfg.ServerName != "" {
 		cfg.Clients = 1
 	}
-	if env.Warn == nil {
-		env.Warn = io.Discard
-	}
-	if env.PSN == nil {
-		env.PSN = func() uint32 { return rand.Uint32() & 0xffffff }
-	}
-	if env.Stall == 0 {
-		env.Stall = toolnic.DefaultStall
-	}
+	env = env.WithDefaults()
 	s := &state{cfg: cfg, env: env, dev: env.Dev}
 	defer func() {
 		if cerr := s.close(); err == nil {
@@ -255,7 +247,7 @@ func (s *state) init() error {
 	s.recvQP = make([]*verbs.QP, c.Clients)
 	s.sendQP = make([]*verbs.QP, c.Clients)
 	s.rem = make([]dest, c.Clients)
-	s.conns = make([]net.Conn, c.Clients)
+	s.conns = make([]*oob.Conn, c.Clients)
 	s.ppCnt = make([]int, c.Clients)
 	s.myPSN = make([]uint32, c.Clients)
 	mask := ibv.QPAttrState | ibv.QPAttrPKeyIndex | ibv.QPAttrPort | ibv.QPAttrAccessFlags
@@ -347,12 +339,11 @@ func (s *state) postSend(index int) error {
 }
 
 // sendLocalDest is send_local_dest.
-func (s *state) sendLocalDest(c net.Conn, index int) error {
+func (s *state) sendLocalDest(c *oob.Conn, index int) error {
 	s.myPSN[index] = s.env.PSN()
 	d := dest{RecvQPN: s.recvQP[index].QPN(), SendQPN: s.sendQP[index].QPN(), PSN: s.myPSN[index], SRQN: s.srqn, GID: s.gid}
 	fmt.Fprint(s.env.Out, d.line("local"))
 	msg := d.format()
-	c.SetDeadline(time.Now().Add(s.env.Stall))
 	if _, err := c.Write(msg[:]); err != nil {
 		return fmt.Errorf("Couldn't send local address: %w", err)
 	}
@@ -360,9 +351,8 @@ func (s *state) sendLocalDest(c net.Conn, index int) error {
 }
 
 // recvRemoteDest is recv_remote_dest.
-func (s *state) recvRemoteDest(c net.Conn, index int) error {
+func (s *state) recvRemoteDest(c *oob.Conn, index int) error {
 	var b [MsgSize]byte
-	c.SetDeadline(time.Now().Add(s.env.Stall))
 	if _, err := io.ReadFull(c, b[:]); err != nil {
 		return fmt.Errorf("Couldn't read remote address [%d]: %w", index, err)
 	}
@@ -408,10 +398,11 @@ func (s *state) connectQPs(index int) error {
 
 // clientConnect is pp_client_connect.
 func (s *state) clientConnect(ctx context.Context) error {
-	c, err := pingpong.DialRetry(ctx, s.env.Dial, s.cfg.ServerName, s.cfg.Port, s.env.Stall, s.env.ConnectRetry)
+	nc, err := oob.Dial(ctx, s.env.Dial, s.cfg.ServerName, s.cfg.Port, s.env.Stall, s.env.ConnectRetry)
 	if err != nil {
 		return fmt.Errorf("Couldn't connect to %s:%d: %w", s.cfg.ServerName, s.cfg.Port, err)
 	}
+	c := oob.NewConn(ctx, nc, s.env.Stall)
 	s.conns[0] = c
 	if err := s.sendLocalDest(c, 0); err != nil {
 		return err
@@ -439,10 +430,11 @@ func (s *state) serverConnect(ctx context.Context) error {
 		if tl, ok := ln.(interface{ SetDeadline(time.Time) error }); ok && s.env.AcceptTimeout > 0 {
 			tl.SetDeadline(time.Now().Add(s.env.AcceptTimeout))
 		}
-		c, err := ln.Accept()
+		nc, err := ln.Accept()
 		if err != nil {
 			return fmt.Errorf("accept() failed for client %d: %w", i, err)
 		}
+		c := oob.NewConn(ctx, nc, s.env.Stall)
 		s.conns[i] = c
 		if err := s.recvRemoteDest(c, i); err != nil {
 			return err
@@ -467,7 +459,7 @@ func (s *state) findQP(qpn uint32) int {
 			return i
 		}
 	}
-	fmt.Fprintf(s.env.Warn, "Unable to find qp %x\n", qpn)
+	fmt.Fprintf(s.env.Err, "Unable to find qp %x\n", qpn)
 	return 0
 }
 
@@ -532,7 +524,6 @@ func (s *state) termination() error {
 	var msg [termSize]byte
 	copy(msg[:], "END")
 	send := func(i int) error {
-		s.conns[i].SetDeadline(time.Now().Add(s.env.Stall))
 		if _, err := s.conns[i].Write(msg[:]); err != nil {
 			return fmt.Errorf("Couldn't send termination ack: %w", err)
 		}
@@ -540,7 +531,6 @@ func (s *state) termination() error {
 	}
 	recv := func(i int) error {
 		var b [termSize]byte
-		s.conns[i].SetDeadline(time.Now().Add(s.env.Stall))
 		if _, err := io.ReadFull(s.conns[i], b[:]); err != nil {
 			return fmt.Errorf("Couldn't read remote termination ack: %w", err)
 		}

@@ -3,7 +3,6 @@ package xsrqpingpong
 import (
 	"bytes"
 	"context"
-	"net"
 	"net/netip"
 	"regexp"
 	"strconv"
@@ -11,8 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softnic/softnic/tools/toolnic"
+
 	"github.com/softnic/softnic/fabric"
-	"github.com/softnic/softnic/tools/pingpong"
 	"github.com/softnic/softnic/tools/tooltest"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/wire"
@@ -31,27 +31,16 @@ type side struct {
 func runPair(t *testing.T, f *fabric.Fabric, cfg Config) (srv, cli *side) {
 	t.Helper()
 	devs := tooltest.Devices(t, f, "10.0.0.1", "10.0.0.2")
-	sdev, cdev := devs[0], devs[1]
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	srv, cli = &side{}, &side{}
-	ccfg := cfg
-	ccfg.ServerName, ccfg.Port = "127.0.0.1", ln.Addr().(*net.TCPAddr).Port
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		srv.err = Run(ctx, cfg, pingpong.Env{Dev: sdev, Out: &srv.out, Listener: ln, Stall: 10 * time.Second})
-	}()
-	go func() {
-		defer wg.Done()
-		cli.err = Run(ctx, ccfg, pingpong.Env{Dev: cdev, Out: &cli.out, Stall: 10 * time.Second})
-	}()
-	wg.Wait()
+	tooltest.ClientServer(t, devs[0], devs[1], 10*time.Second, func(ctx context.Context, env toolnic.Env) {
+		env.Out = &srv.out
+		srv.err = Run(ctx, cfg, env)
+	}, func(ctx context.Context, env toolnic.Env, port int) {
+		env.Out = &cli.out
+		ccfg := cfg
+		ccfg.ServerName, ccfg.Port = "127.0.0.1", port
+		cli.err = Run(ctx, ccfg, env)
+	})
 	return srv, cli
 }
 

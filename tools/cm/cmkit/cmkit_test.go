@@ -1,14 +1,19 @@
 package cmkit
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/tools/toolnic"
 	"github.com/softnic/softnic/tools/tooltest"
+	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/verbs/cm"
 )
 
@@ -32,14 +37,6 @@ func TestEnd(t *testing.T) {
 			t.Errorf("End(0) = %v, want nil", err)
 		case ret != 0 && (!errors.As(err, &st) || st.Code != ret || err.Error() != fmt.Sprintf("return status %d", ret)):
 			t.Errorf("End(%d) = %v, want a *Status of %d", ret, err, ret)
-		}
-	}
-}
-
-func TestStall(t *testing.T) {
-	for _, tt := range []struct{ in, want time.Duration }{{0, DefaultStall}, {-1, DefaultStall}, {time.Second, time.Second}} {
-		if got := Stall(tt.in); got != tt.want {
-			t.Errorf("Stall(%v) = %v, want %v", tt.in, got, tt.want)
 		}
 	}
 }
@@ -69,4 +66,88 @@ func TestAllocNodes(t *testing.T) {
 		}
 		n.id.Destroy()
 	}
+}
+
+// TestSkeleton: a server's nodes are taken by requests in turn and a
+// request beyond them is rejected with cmatose.c's line; a node given
+// back loses its ID; the listener names the step that failed.
+func TestSkeleton(t *testing.T) {
+	cms, _ := tooltest.CMs(t, "10.0.0.1", "10.0.0.2")
+	var out strings.Builder
+	env := &toolnic.Env{CM: cms[0], Out: &out, Err: &out, Stall: 5 * time.Second}
+	st, err := NewTest("cmatose", env, 1, false, cm.PSTCP, ibv.QPTypeRC)
+	if err != nil || len(st.Nodes) != 1 || st.Nodes[0].ID != nil || st.ConnectsLeft != 1 {
+		t.Fatalf("NewTest = %+v, %v", st, err)
+	}
+	lid, step, err := st.Listen(cm.PSTCP, ibv.QPTypeRC, netip.Addr{}, 7471)
+	if err != nil {
+		t.Fatalf("Listen: %s: %v", step, err)
+	}
+	defer lid.Destroy()
+	if _, step, err := st.Listen(cm.PSTCP, ibv.QPTypeRC, netip.Addr{}, 7471); err == nil || step != "bind address failed" {
+		t.Errorf("a second listener on the port: %q, %v; want the bind to fail", step, err)
+	}
+
+	// A client's two requests: the first takes the node, the second is
+	// rejected.
+	cst, err := NewTest("cmatose", &toolnic.Env{CM: cms[1], Out: io.Discard, Err: io.Discard, Stall: 5 * time.Second},
+		2, true, cm.PSTCP, ibv.QPTypeRC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cst.ResolveAll(netip.Addr{}, netip.MustParseAddrPort("10.0.0.1:7471")); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pd := make([]*verbs.PD, 2)
+	cst.Events(ctx, &cst.ConnectsLeft, func(ev *cm.Event) int {
+		n := cst.Node(ev.ID)
+		switch ev.Type {
+		case cm.EventAddrResolved:
+			ev.ID.ResolveRoute(ResolveTimeout)
+		case cm.EventRouteResolved:
+			var err error
+			if pd[n.Idx], err = ev.ID.Device().AllocPD(); err != nil {
+				t.Fatal(err)
+			}
+			cq, _ := ev.ID.Device().CreateCQ(1, nil)
+			n.CQ[SendCQ], n.PD = cq, pd[n.Idx]
+			if _, err := ev.ID.CreateQP(n.PD, verbs.QPInitAttr{Type: ibv.QPTypeRC, SendCQ: cq, RecvCQ: cq,
+				Cap: ibv.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+				t.Fatal(err)
+			}
+			ev.ID.Connect(&cm.ConnParam{})
+			cst.ConnectsLeft--
+		}
+		return 0
+	})
+	var taken []*Node
+	left := 2
+	st.Events(ctx, &left, func(ev *cm.Event) int {
+		if ev.Type == cm.EventConnectRequest {
+			n, ret := st.Take(ev.ID)
+			if ret == 0 {
+				taken = append(taken, n)
+			} else if ret != -12 {
+				t.Errorf("Take beyond the nodes: %d, want -12", ret)
+			}
+			left--
+		}
+		return 0
+	})
+	if len(taken) != 1 || taken[0] != st.Nodes[0] || st.Node(taken[0].ID) != taken[0] || st.ConnIndex != 1 {
+		t.Fatalf("taken %v, index %d", taken, st.ConnIndex)
+	}
+	if want := "cmatose: failing connection request\n"; out.String() != want {
+		t.Errorf("printed %q, want %q", out.String(), want)
+	}
+	id := taken[0].ID
+	st.Release(taken[0])
+	if taken[0].ID != nil || st.Node(id) != nil {
+		t.Errorf("Release left the ID")
+	}
+	id.Reject(nil)
+	id.Destroy()
+	cst.End(0)
+	st.End(0)
 }

@@ -6,7 +6,7 @@
 // posts -C receives and waits for them, the sender (-s) SENDs -C
 // datagrams of -S bytes WITH_IMM its QPN to the group. Flags, output
 // lines ("mckey: joined dgid: ... mlid 0x... sl ...") and the exit status
-// ("return status %d") are mckey.c's; waits are bounded (Env.Stall), and
+// ("return status %d") are mckey.c's; waits are bounded (toolnic.Env.Stall), and
 // the C tool's 3-second pause after the join (for a subnet manager) is
 // Env.Settle.
 package mckey
@@ -14,23 +14,20 @@ package mckey
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"net/netip"
-	"sync"
 	"time"
 
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/tools/cm/cmkit"
+	"github.com/softnic/softnic/tools/toolnic"
 	"github.com/softnic/softnic/verbs/cm"
 )
 
 // mckey.c's defaults.
 const (
-	DefaultSize    = 100
-	DefaultCount   = 10
-	DefaultSettle  = 3 * time.Second // sleep(3)
-	resolveTimeout = 2000 * time.Millisecond
+	DefaultSize   = 100
+	DefaultCount  = 10
+	DefaultSettle = 3 * time.Second // sleep(3)
 )
 
 // Config holds a run's options, one field per mckey.c flag.
@@ -49,46 +46,27 @@ func Defaults() Config {
 	return Config{Conns: 1, Count: DefaultCount, Size: DefaultSize, PortSpace: cm.PSUDP}
 }
 
-// Env is what a run needs from outside.
+// Env is what a run needs from outside: the tools' environment and
+// mckey's pause.
 type Env struct {
-	CM    *cm.CM
-	Out   io.Writer
-	Err   io.Writer
-	Stall time.Duration // bound of each wait (0: 30 s)
+	toolnic.Env
 	// Settle is the pause between the joins and the transfers; negative
 	// means none, 0 the C tool's 3 s.
 	Settle time.Duration
 }
 
-func (e *Env) stall() time.Duration { return cmkit.Stall(e.Stall) }
-
 // Status is the run's outcome as mckey.c's main returns it (package cmkit).
 type Status = cmkit.Status
 
-// node is struct cmatest_node (package cmkit).
-type node = cmkit.UDNode
+type node = cmkit.Node
 
 type test struct {
-	cfg          *Config
-	env          *Env
-	ch           *cm.EventChannel
-	nodes        []*node
-	byID         map[*cm.ID]*node
-	connectsLeft int
-	outMu        sync.Mutex
+	*cmkit.Test
+	cfg *Config
+	env *Env
 }
 
-func (t *test) printf(format string, args ...any) {
-	t.outMu.Lock()
-	fmt.Fprintf(t.env.Out, format, args...)
-	t.outMu.Unlock()
-}
-
-func (t *test) perror(what string, err error) {
-	if t.env.Err != nil {
-		fmt.Fprintf(t.env.Err, "%s: %v\n", what, err)
-	}
-}
+const prog = "mckey"
 
 // Run runs mckey as cfg says; the output ends with "return status %d"
 // and a failure is a *Status.
@@ -96,22 +74,19 @@ func Run(ctx context.Context, cfg Config, env Env) error {
 	if env.CM == nil {
 		return errors.New("no connection manager")
 	}
+	env.Env = env.Env.WithDefaults()
 	if !cfg.Group.IsValid() {
 		return errors.New("no multicast address (-m)")
 	}
 	if cfg.Size == 0 {
 		cfg.Count = 0
 	}
-	t := &test{cfg: &cfg, env: &env, byID: map[*cm.ID]*node{}, connectsLeft: cfg.Conns}
-	t.ch = env.CM.CreateEventChannel()
-	var err error
-	t.nodes, err = cmkit.AllocNodes(env.CM, t.ch, cfg.Conns, func(i int) *node { return &node{Idx: i} }, true,
-		cfg.PortSpace, ibv.QPTypeUD, func(n *node, id *cm.ID) { t.byID[id] = n; n.ID = id })
+	ct, err := cmkit.NewTest(prog, &env.Env, cfg.Conns, true, cfg.PortSpace, ibv.QPTypeUD)
 	if err != nil {
 		return err
 	}
-	ret := t.run(ctx)
-	return cmkit.End(t.printf, ret, t.destroyNodes, t.ch)
+	t := &test{Test: ct, cfg: &cfg, env: &env}
+	return t.End(t.run(ctx))
 }
 
 func (t *test) postSends(n *node) int {
@@ -119,26 +94,26 @@ func (t *test) postSends(n *node) int {
 	// once; softnic signals the last one and waits for it (lastSent)
 	// before the QP goes, so that none is destroyed unsent. Only the
 	// local completion differs: the wire is the same.
-	return n.PostSends(t.cfg.Count, t.cfg.Size, func(i int) ibv.SendFlags {
+	return n.PostUDSends(t.cfg.Count, t.cfg.Size, func(i int) ibv.SendFlags {
 		if i == t.cfg.Count-1 {
 			return ibv.SendSignaled
 		}
 		return 0
-	}, t.printf)
+	}, t.Printf)
 }
 
 // addrHandler is addr_handler: resources, receives (not the sender's),
 // rdma_join_multicast.
 func (t *test) addrHandler(n *node) int {
-	ret := n.Prepare("mckey", t.cfg.Count, t.cfg.Size, !t.cfg.Sender, t.printf, t.perror)
+	ret := n.PrepareUD(prog, t.cfg.Count, t.cfg.Size, !t.cfg.Sender, t.Printf, t.Perror)
 	if ret == 0 {
 		if err := n.ID.JoinMulticast(t.cfg.Group, n); err != nil {
-			t.perror("mckey: failure joining", err)
+			t.Perror("mckey: failure joining", err)
 			ret = -1
 		}
 	}
 	if ret != 0 {
-		t.connectsLeft--
+		t.ConnectsLeft--
 	}
 	return ret
 }
@@ -147,21 +122,21 @@ func (t *test) addrHandler(n *node) int {
 // Q_Key.
 func (t *test) joinHandler(n *node, p cm.UDParam) int {
 	dgid := netip.AddrFrom16(p.AHAttr.GRH.DGID.As16())
-	t.printf("mckey: joined dgid: %s mlid 0x%x sl %d\n", dgid, p.AHAttr.DLID, p.AHAttr.SL)
-	t.connectsLeft--
-	return n.SetPeer("mckey", p, t.printf)
+	t.Printf("mckey: joined dgid: %s mlid 0x%x sl %d\n", dgid, p.AHAttr.DLID, p.AHAttr.SL)
+	t.ConnectsLeft--
+	return n.SetPeer(prog, p, t.Printf)
 }
 
 func (t *test) cmaHandler(ev *cm.Event) int {
-	n := t.byID[ev.ID]
+	n := t.Node(ev.ID)
 	switch ev.Type {
 	case cm.EventAddrResolved:
 		return t.addrHandler(n)
 	case cm.EventMulticastJoin:
 		return t.joinHandler(n, ev.UD)
 	case cm.EventAddrError, cm.EventRouteError, cm.EventMulticastError:
-		t.printf("mckey: event: %s, error: %d\n", ev.Type, ev.Status)
-		t.connectsLeft--
+		t.Printf("mckey: event: %s, error: %d\n", ev.Type, ev.Status)
+		t.ConnectsLeft--
 		return ev.Status
 	}
 	return 0
@@ -173,27 +148,27 @@ func (t *test) run(ctx context.Context) int {
 	if cfg.Sender {
 		role = "client"
 	}
-	t.printf("mckey: starting %s\n", role)
-	t.printf("mckey: joining\n")
+	t.Printf("mckey: starting %s\n", role)
+	t.Printf("mckey: joining\n")
 	var src netip.AddrPort
 	if cfg.Src.IsValid() {
 		src = netip.AddrPortFrom(cfg.Src, 0)
 	}
-	for _, n := range t.nodes {
+	for _, n := range t.Nodes {
 		if src.IsValid() {
 			if err := n.ID.BindAddr(src); err != nil {
-				t.perror("mckey: addr bind failure", err)
+				t.Perror("mckey: addr bind failure", err)
 				return -1
 			}
 		}
-		if err := n.ID.ResolveAddr(src, netip.AddrPortFrom(cfg.Group, 0), resolveTimeout); err != nil {
-			t.perror("mckey: resolve addr failure", err)
+		if err := n.ID.ResolveAddr(src, netip.AddrPortFrom(cfg.Group, 0), cmkit.ResolveTimeout); err != nil {
+			t.Perror("mckey: resolve addr failure", err)
 			return -1
 		}
 	}
-	ret, err := cmkit.Events(ctx, t.ch, t.env.stall(), &t.connectsLeft, t.cmaHandler)
+	ret, err := t.Events(ctx, &t.ConnectsLeft, t.cmaHandler)
 	if err != nil {
-		t.perror("rdma_get_cm_event", err)
+		t.Perror("rdma_get_cm_event", err)
 		ret = -110
 	}
 	if ret == 0 {
@@ -206,12 +181,12 @@ func (t *test) run(ctx context.Context) int {
 			cctx, cancel := context.WithCancel(context.Background())
 			go func() { <-stop; cancel() }()
 			for {
-				ev, err := t.ch.GetEvent(cctx)
+				ev, err := t.Ch.GetEvent(cctx)
 				if err != nil {
 					return
 				}
 				if ev.Type == cm.EventMulticastError || ev.Type == cm.EventAddrChange {
-					t.printf("mckey: event: %s, status: %d\n", ev.Type, ev.Status)
+					t.Printf("mckey: event: %s, status: %d\n", ev.Type, ev.Status)
 				}
 				ev.Ack()
 			}
@@ -229,8 +204,8 @@ func (t *test) run(ctx context.Context) int {
 		}
 		if cfg.Count > 0 {
 			if cfg.Sender {
-				t.printf("initiating data transfers\n")
-				for _, n := range t.nodes {
+				t.Printf("initiating data transfers\n")
+				for _, n := range t.Nodes {
 					if ret = t.postSends(n); ret != 0 {
 						break
 					}
@@ -239,17 +214,17 @@ func (t *test) run(ctx context.Context) int {
 					ret = t.lastSent(ctx)
 				}
 			} else {
-				t.printf("receiving data transfers\n")
+				t.Printf("receiving data transfers\n")
 				ret = t.pollCQs(ctx)
 			}
 			if ret == 0 {
-				t.printf("data transfers complete\n")
+				t.Printf("data transfers complete\n")
 			}
 		}
 	}
-	for _, n := range t.nodes {
+	for _, n := range t.Nodes {
 		if err := n.ID.LeaveMulticast(cfg.Group); err != nil {
-			t.perror("mckey: failure leaving", err)
+			t.Perror("mckey: failure leaving", err)
 			ret = -1
 		} else {
 			ret = 0
@@ -261,15 +236,15 @@ func (t *test) run(ctx context.Context) int {
 // lastSent waits for each connected node's last, signaled, datagram.
 func (t *test) lastSent(ctx context.Context) int {
 	wc := make([]ibv.WorkCompletion, 1)
-	for _, n := range t.nodes {
+	for _, n := range t.Nodes {
 		if !n.Connected || t.cfg.Count == 0 {
 			continue
 		}
-		wctx, cancel := context.WithTimeout(ctx, t.env.stall())
-		_, err := n.CQ.Wait(wctx, wc)
+		wctx, cancel := context.WithTimeout(ctx, t.env.Stall)
+		_, err := n.CQ[cmkit.SendCQ].Wait(wctx, wc)
 		cancel()
 		if err != nil || wc[0].Status != ibv.WCSuccess {
-			t.printf("mckey: failed polling CQ: %d\n", -110)
+			t.Printf("mckey: failed polling CQ: %d\n", -110)
 			return -110
 		}
 	}
@@ -277,21 +252,5 @@ func (t *test) lastSent(ctx context.Context) int {
 }
 
 func (t *test) pollCQs(ctx context.Context) int {
-	wc := make([]ibv.WorkCompletion, 8)
-	for _, n := range t.nodes {
-		if !n.Connected {
-			continue
-		}
-		if err := cmkit.PollCQ(ctx, n.CQ, t.cfg.Count, t.env.stall(), wc, nil); err != nil {
-			t.printf("mckey: failed polling CQ: %d\n", -110)
-			return -110
-		}
-	}
-	return 0
-}
-
-func (t *test) destroyNodes() {
-	for _, n := range t.nodes {
-		n.Destroy()
-	}
+	return t.PollCQs(ctx, cmkit.SendCQ, t.cfg.Count, nil)
 }

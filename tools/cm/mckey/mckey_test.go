@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softnic/softnic/tools/toolnic"
+
 	"github.com/softnic/softnic/tools/tooltest"
 )
 
@@ -33,7 +35,7 @@ func TestPair(t *testing.T) {
 	rdone := make(chan struct{})
 	go func() {
 		defer close(rdone)
-		rerr = Run(ctx, rcfg, Env{CM: cms[0], Out: &rout, Stall: 20 * time.Second, Settle: -1})
+		rerr = Run(ctx, rcfg, Env{Env: toolnic.Env{CM: cms[0], Out: &rout, Stall: 20 * time.Second}, Settle: -1})
 	}()
 	// The sender starts once the receiver has joined, as a person would.
 	for !strings.Contains(rout.String(), "mckey: joined") {
@@ -43,7 +45,7 @@ func TestPair(t *testing.T) {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	serr = Run(ctx, scfg, Env{CM: cms[1], Out: &sout, Stall: 20 * time.Second, Settle: -1})
+	serr = Run(ctx, scfg, Env{Env: toolnic.Env{CM: cms[1], Out: &sout, Stall: 20 * time.Second}, Settle: -1})
 	<-rdone
 	if serr != nil || !sendOut.MatchString(sout.String()) {
 		t.Errorf("sender: %v\n%s", serr, sout.String())

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/tools/toolnic"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/verbs/cm"
 )
@@ -32,22 +33,6 @@ const (
 	DefaultServer = "127.0.0.1"
 	msgSize       = 16
 )
-
-// Env is what a run needs from outside.
-type Env struct {
-	CM  *cm.CM
-	Out io.Writer // standard output
-	Err io.Writer // standard error (perror)
-	// Stall bounds each wait (0: 30 s).
-	Stall time.Duration
-}
-
-func (e *Env) stall() time.Duration {
-	if e.Stall > 0 {
-		return e.Stall
-	}
-	return 30 * time.Second
-}
 
 // conn is a connected ID's resources.
 type conn struct {
@@ -61,7 +46,7 @@ type conn struct {
 
 // setup makes the QP (max_send_wr = max_recv_wr = 1, one SGE, 16 bytes
 // inline, sq_sig_all) and registers the messages (rdma_reg_msgs).
-func setup(id *cm.ID, tool string, env *Env) (*conn, error) {
+func setup(id *cm.ID, tool string, env *toolnic.Env) (*conn, error) {
 	c := &conn{id: id}
 	dev := id.Device()
 	if dev == nil {
@@ -150,14 +135,15 @@ func perror(w io.Writer, what string, err error) {
 
 // RunServer is rdma_server's main: it returns the exit status after
 // printing "rdma_server: start" and "rdma_server: end %d".
-func RunServer(ctx context.Context, port string, env Env) int {
+func RunServer(ctx context.Context, port string, env toolnic.Env) int {
+	env = env.WithDefaults()
 	fmt.Fprintln(env.Out, "rdma_server: start")
 	ret := runServer(ctx, port, &env)
 	fmt.Fprintf(env.Out, "rdma_server: end %d\n", ret)
 	return ret & 0xff
 }
 
-func runServer(ctx context.Context, port string, env *Env) int {
+func runServer(ctx context.Context, port string, env *toolnic.Env) int {
 	res, err := cm.GetAddrInfo(ctx, "", port, &cm.AddrInfo{Flags: cm.AIPassive, PortSpace: cm.PSTCP})
 	if err != nil || len(res) == 0 {
 		fmt.Fprintf(env.Out, "rdma_getaddrinfo: %v\n", gaiError(err))
@@ -194,13 +180,13 @@ func runServer(ctx context.Context, port string, env *Env) int {
 		return -1
 	}
 	ret := 0
-	if err := comp(ctx, c.rcq, env.stall()); err != nil {
+	if err := comp(ctx, c.rcq, env.Stall); err != nil {
 		perror(env.Err, "rdma_get_recv_comp", err)
 		ret = -1
 	} else if err := c.postSend(); err != nil {
 		perror(env.Err, "rdma_post_send", err)
 		ret = -1
-	} else if err := comp(ctx, c.scq, env.stall()); err != nil {
+	} else if err := comp(ctx, c.scq, env.Stall); err != nil {
 		perror(env.Err, "rdma_get_send_comp", err)
 		ret = -1
 	}
@@ -209,14 +195,15 @@ func runServer(ctx context.Context, port string, env *Env) int {
 }
 
 // RunClient is rdma_client's main, towards server:port.
-func RunClient(ctx context.Context, server, port string, env Env) int {
+func RunClient(ctx context.Context, server, port string, env toolnic.Env) int {
+	env = env.WithDefaults()
 	fmt.Fprintln(env.Out, "rdma_client: start")
 	ret := runClient(ctx, server, port, &env)
 	fmt.Fprintf(env.Out, "rdma_client: end %d\n", ret)
 	return ret & 0xff
 }
 
-func runClient(ctx context.Context, server, port string, env *Env) int {
+func runClient(ctx context.Context, server, port string, env *toolnic.Env) int {
 	res, err := cm.GetAddrInfo(ctx, server, port, &cm.AddrInfo{PortSpace: cm.PSTCP})
 	if err != nil || len(res) == 0 {
 		fmt.Fprintf(env.Out, "rdma_getaddrinfo: %v\n", gaiError(err))
@@ -245,10 +232,10 @@ func runClient(ctx context.Context, server, port string, env *Env) int {
 	if err := c.postSend(); err != nil {
 		perror(env.Err, "rdma_post_send", err)
 		ret = -1
-	} else if err := comp(ctx, c.scq, env.stall()); err != nil {
+	} else if err := comp(ctx, c.scq, env.Stall); err != nil {
 		perror(env.Err, "rdma_get_send_comp", err)
 		ret = -1
-	} else if err := comp(ctx, c.rcq, env.stall()); err != nil {
+	} else if err := comp(ctx, c.rcq, env.Stall); err != nil {
 		perror(env.Err, "rdma_get_recv_comp", err)
 		ret = -1
 	}

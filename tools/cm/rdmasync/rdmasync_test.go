@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softnic/softnic/tools/toolnic"
+
 	"github.com/softnic/softnic/tools/tooltest"
 	"github.com/softnic/softnic/verbs/cm"
 )
@@ -24,11 +26,11 @@ func TestPair(t *testing.T) {
 	var so, se, co, ce bytes.Buffer
 	var sst, cst int
 	tooltest.Pair(func() {
-		sst = RunServer(ctx, "7471", Env{CM: cms[0], Out: &so, Err: &se, Stall: 20 * time.Second})
+		sst = RunServer(ctx, "7471", toolnic.Env{CM: cms[0], Out: &so, Err: &se, Stall: 20 * time.Second})
 	}, func() bool {
 		co.Reset()
 		ce.Reset()
-		cst = RunClient(ctx, "10.0.0.1", "7471", Env{CM: cms[1], Out: &co, Err: &ce, Stall: 20 * time.Second})
+		cst = RunClient(ctx, "10.0.0.1", "7471", toolnic.Env{CM: cms[1], Out: &co, Err: &ce, Stall: 20 * time.Second})
 		return cst != 0 && strings.HasPrefix(ce.String(), "rdma_connect: ")
 	})
 	if sst != 0 || so.String() != "rdma_server: start\nrdma_server: end 0\n" {
@@ -44,7 +46,7 @@ func TestPair(t *testing.T) {
 func TestNoServer(t *testing.T) {
 	cms := newCMs(t)
 	var o, e bytes.Buffer
-	st := RunClient(context.Background(), "10.0.0.1", "7471", Env{CM: cms[1], Out: &o, Err: &e, Stall: 10 * time.Second})
+	st := RunClient(context.Background(), "10.0.0.1", "7471", toolnic.Env{CM: cms[1], Out: &o, Err: &e, Stall: 10 * time.Second})
 	if st != 255 || o.String() != "rdma_client: start\nrdma_client: end -1\n" || !strings.HasPrefix(e.String(), "rdma_connect: ") {
 		t.Errorf("status %d\n%s%s", st, o.String(), e.String())
 	}

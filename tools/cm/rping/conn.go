@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/tools/cm/cmkit"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/verbs/cm"
 )
@@ -217,7 +218,7 @@ func (c *cb) joinCQThread() {
 	}
 	select {
 	case <-c.cqDone:
-	case <-time.After(c.env.stall()):
+	case <-time.After(c.env.Stall):
 	}
 	c.cqCancel()
 	<-c.cqDone
@@ -612,7 +613,7 @@ func (r *runner) bindClient(ctx context.Context, c *cb) int {
 	if !dst.IsValid() {
 		dst = netip.IPv4Unspecified()
 	}
-	if err := c.id.ResolveAddr(src, netip.AddrPortFrom(dst, r.cfg.Port), resolveTimeout); err != nil {
+	if err := c.id.ResolveAddr(src, netip.AddrPortFrom(dst, r.cfg.Port), cmkit.ResolveTimeout); err != nil {
 		r.errorf("rdma_resolve_addr: %v\n", err)
 		return -1
 	}

@@ -19,7 +19,7 @@
 // (16 send WRs, 2 receive WRs, a 32-entry CQ), the output lines ("ping
 // data: ...", "server ping data: ...", "server DISCONNECT EVENT...") and
 // the exit statuses are rping.c's. Waits on the peer are bounded
-// (Env.Stall), where the C tool would wait for ever.
+// (toolnic.Env.Stall), where the C tool would wait for ever.
 package rping
 
 import (
@@ -33,6 +33,8 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/tools/cm/cmkit"
+	"github.com/softnic/softnic/tools/toolnic"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/verbs/cm"
 )
@@ -50,10 +52,6 @@ const (
 
 	sqDepth  = 16 // RPING_SQ_DEPTH
 	infoSize = 16 // sizeof(struct rping_rdma_info)
-
-	// Resolution timeouts: rdma_resolve_addr and rdma_resolve_route
-	// with 2000 ms.
-	resolveTimeout = 2000 * time.Millisecond
 )
 
 // msgFmt is RPING_MSG_FMT.
@@ -91,13 +89,10 @@ func (c *Config) Check() error {
 	return nil
 }
 
-// Env is what a run needs from outside.
+// Env is what a run needs from outside: the tools' environment, and
+// for tests a bound on a persistent server.
 type Env struct {
-	CM  *cm.CM
-	Out io.Writer // standard output: ping data and debug lines
-	Err io.Writer // standard error: rping.c's error and event lines
-	// Stall bounds each wait on the peer or the CM (0: 30 s).
-	Stall time.Duration
+	toolnic.Env
 	// Conns, for a persistent server (-P), stops it after this many
 	// connections have ended (0: serve until ctx ends). Tests use it.
 	Conns int
@@ -112,9 +107,8 @@ type Failure struct {
 
 func (f *Failure) Error() string { return f.Msg }
 
-// failed is rping.c's exit status for a run that failed: main returns
-// -1.
-func failed(msg string) error { return &Failure{Status: 255, Msg: msg} }
+// failed is the error of a run that failed: rping.c's main returns -1.
+func failed(msg string) error { return &Failure{Status: statusFailed, Msg: msg} }
 
 // Pattern returns the source buffer of ping number ping (from 0) of size
 // bytes, as rping_test_client fills it: "rdma-ping-<ping>: ", then ASCII
@@ -220,7 +214,7 @@ func (c *cb) post() {
 
 // wait is sem_wait, bounded by the stall time.
 func (c *cb) wait(ctx context.Context) error {
-	t := time.NewTimer(c.env.stall())
+	t := time.NewTimer(c.env.Stall)
 	defer t.Stop()
 	select {
 	case <-c.sem:
@@ -228,15 +222,8 @@ func (c *cb) wait(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-t.C:
-		return fmt.Errorf("no progress for %v (state %d)", c.env.stall(), c.getState())
+		return fmt.Errorf("no progress for %v (state %d)", c.env.Stall, c.getState())
 	}
-}
-
-func (e *Env) stall() time.Duration {
-	if e.Stall > 0 {
-		return e.Stall
-	}
-	return 30 * time.Second
 }
 
 // debugf is DEBUG_LOG: printf to standard output under -d.
@@ -304,11 +291,12 @@ func (r *runner) newCB() *cb {
 // error is a *Failure with the exit status.
 func Run(ctx context.Context, cfg Config, env Env) error {
 	if err := cfg.Check(); err != nil {
-		return &Failure{Status: 22, Msg: err.Error()}
+		return &Failure{Status: statusEINVAL, Msg: err.Error()}
 	}
 	if env.CM == nil {
-		return &Failure{Status: 22, Msg: "no connection manager"}
+		return &Failure{Status: statusEINVAL, Msg: "no connection manager"}
 	}
+	env.Env = env.Env.WithDefaults()
 	r := &runner{cfg: &cfg, env: &env, cbs: map[*cm.ID]*cb{}}
 	root := r.newCB()
 	root.server = cfg.Server
@@ -430,7 +418,7 @@ func (r *runner) eventHandler(ctx context.Context, ev *cm.Event) int {
 	switch ev.Type {
 	case cm.EventAddrResolved:
 		c.setState(stAddrResolved)
-		if err := id.ResolveRoute(resolveTimeout); err != nil {
+		if err := id.ResolveRoute(cmkit.ResolveTimeout); err != nil {
 			c.setState(stError)
 			r.errorf("rdma_resolve_route: %v\n", err)
 			c.post()

@@ -12,6 +12,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/softnic/softnic/tools/toolnic"
+
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/tools/tooltest"
 	"github.com/softnic/softnic/verbs"
@@ -137,7 +139,7 @@ func runPair(t *testing.T, f *fabric.Fabric, scfg, ccfg Config) (srv, cli *side)
 	go func() {
 		defer wg.Done()
 		close(started)
-		srv.res = Run(ctx, scfg, Env{CM: scm, Out: &srv.out, Err: &srv.err, Stall: 20 * time.Second})
+		srv.res = Run(ctx, scfg, Env{Env: toolnic.Env{CM: scm, Out: &srv.out, Err: &srv.err, Stall: 20 * time.Second}})
 	}()
 	go func() {
 		defer wg.Done()
@@ -147,7 +149,7 @@ func runPair(t *testing.T, f *fabric.Fabric, scfg, ccfg Config) (srv, cli *side)
 		for i := 0; ; i++ {
 			cli.out.Reset()
 			cli.err.Reset()
-			cli.res = Run(ctx, ccfg, Env{CM: ccm, Out: &cli.out, Err: &cli.err, Stall: 20 * time.Second})
+			cli.res = Run(ctx, ccfg, Env{Env: toolnic.Env{CM: ccm, Out: &cli.out, Err: &cli.err, Stall: 20 * time.Second}})
 			if cli.res == nil || i == 50 || !strings.Contains(cli.err.String(), "RDMA_CM_EVENT_REJECTED") {
 				return
 			}
@@ -204,7 +206,7 @@ func TestPersistentServer(t *testing.T) {
 	scfg.Server, scfg.Persistent, scfg.Verbose = true, true, true
 	var sout, serr bytes.Buffer
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, scfg, Env{CM: scm, Out: &sout, Err: &serr, Conns: 2}) }()
+	go func() { done <- Run(ctx, scfg, Env{Env: toolnic.Env{CM: scm, Out: &sout, Err: &serr}, Conns: 2}) }()
 	for n := range 2 {
 		ccfg := Defaults()
 		ccfg.Addr, ccfg.Count, ccfg.Validate = netip.MustParseAddr("10.0.0.1"), 3+n, true
@@ -212,7 +214,7 @@ func TestPersistentServer(t *testing.T) {
 		var cerr bytes.Buffer
 		for i := 0; i < 50; i++ {
 			cerr.Reset()
-			if err = Run(ctx, ccfg, Env{CM: ccm, Out: new(bytes.Buffer), Err: &cerr}); err == nil ||
+			if err = Run(ctx, ccfg, Env{Env: toolnic.Env{CM: ccm, Out: new(bytes.Buffer), Err: &cerr}}); err == nil ||
 				!strings.Contains(cerr.String(), "REJECTED") {
 				break
 			}
@@ -241,7 +243,7 @@ func TestNoServer(t *testing.T) {
 	cfg := Defaults()
 	cfg.Addr, cfg.Count = netip.MustParseAddr("10.0.0.1"), 1
 	var out, errb bytes.Buffer
-	err := Run(context.Background(), cfg, Env{CM: ccm, Out: &out, Err: &errb, Stall: 10 * time.Second})
+	err := Run(context.Background(), cfg, Env{Env: toolnic.Env{CM: ccm, Out: &out, Err: &errb, Stall: 10 * time.Second}})
 	var fl *Failure
 	if !errors.As(err, &fl) || fl.Status != 255 {
 		t.Fatalf("got %v, want a Failure with status 255\n%s", err, errb.String())

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softnic/softnic/tools/toolnic"
+
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/tools/tooltest"
 	"github.com/softnic/softnic/verbs"
@@ -20,21 +22,12 @@ import (
 // is not listening yet.
 func runPair(t *testing.T, cfg Config) (sout, cout string, serr, cerr error) {
 	t.Helper()
-	cms, _ := tooltest.CMs(t, "10.0.0.1", "10.0.0.2")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	scfg, ccfg := cfg, cfg
 	scfg.Server = true
 	ccfg.Dst = netip.MustParseAddr("10.0.0.1")
-	var so, co bytes.Buffer
-	tooltest.Pair(func() {
-		serr = Run(ctx, scfg, Env{CM: cms[0], Out: &so, Stall: 20 * time.Second})
-	}, func() bool {
-		co.Reset()
-		cerr = Run(ctx, ccfg, Env{CM: cms[1], Out: &co, Stall: 20 * time.Second})
-		return cerr != nil && strings.Contains(co.String(), "RDMA_CM_EVENT_REJECTED")
-	})
-	return so.String(), co.String(), serr, cerr
+	return tooltest.CMPair(t, 20*time.Second,
+		func(ctx context.Context, env toolnic.Env) error { return Run(ctx, scfg, env) },
+		func(ctx context.Context, env toolnic.Env) error { return Run(ctx, ccfg, env) })
 }
 
 const (
@@ -101,7 +94,7 @@ func TestRejected(t *testing.T) {
 		cfg := Defaults()
 		cfg.Dst = netip.MustParseAddr("10.0.0.1")
 		var out bytes.Buffer
-		err = Run(context.Background(), cfg, Env{CM: c, Out: &out, Stall: 10 * time.Second})
+		err = Run(context.Background(), cfg, toolnic.Env{CM: c, Out: &out, Stall: 10 * time.Second})
 		var st *Status
 		if !errors.As(err, &st) || st.Code == 0 {
 			t.Fatalf("got %v, want a failed status\n%s", err, out.String())

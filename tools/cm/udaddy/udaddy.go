@@ -9,174 +9,97 @@
 // reply address handle from the first completion and the immediate data
 // (ibv_create_ah_from_wc), and SENDs as many back. Flags, output lines and
 // the exit status ("return status %d") are udaddy.c's; waits are bounded
-// (Env.Stall).
+// (toolnic.Env.Stall).
 package udaddy
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io"
 	"net/netip"
-	"time"
 
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/tools/cm/cmkit"
+	"github.com/softnic/softnic/tools/toolnic"
 	"github.com/softnic/softnic/verbs/cm"
 )
 
 // udaddy.c's defaults.
 const (
-	DefaultPort    = 7174
-	DefaultSize    = 100
-	DefaultCount   = 10
-	resolveTimeout = 2000 * time.Millisecond
+	DefaultPort  = 7174
+	DefaultSize  = 100
+	DefaultCount = 10
 )
 
-// Config holds a run's options, one field per udaddy.c flag.
-type Config struct {
-	Server    bool       // no -s
-	Dst       netip.Addr // -s
-	Src       netip.Addr // -b
-	PortSpace cm.PortSpace
-	Conns     int // -c
-	Count     int // -C
-	Size      int // -S
-	TOS       int // -t: accepted; no effect
-	Port      uint16
-}
+const prog = "udaddy"
+
+// Config holds a run's options, one field per udaddy.c flag (-p and -P
+// set the port space; the port is udaddy.c's 7174).
+type Config struct{ cmkit.Options }
 
 // Defaults returns udaddy.c's defaults.
 func Defaults() Config {
-	return Config{PortSpace: cm.PSUDP, Conns: 1, Count: DefaultCount, Size: DefaultSize, Port: DefaultPort}
+	return Config{cmkit.Options{PortSpace: cm.PSUDP, Conns: 1, Count: DefaultCount, Size: DefaultSize, Port: DefaultPort}}
 }
-
-// Env is what a run needs from outside.
-type Env struct {
-	CM    *cm.CM
-	Out   io.Writer
-	Err   io.Writer     // perror's lines
-	Stall time.Duration // bound of each wait (0: 30 s)
-}
-
-func (e *Env) stall() time.Duration { return cmkit.Stall(e.Stall) }
 
 // Status is the run's outcome as udaddy.c's main returns it (package cmkit).
 type Status = cmkit.Status
 
-// node is struct cmatest_node (package cmkit).
-type node = cmkit.UDNode
+type node = cmkit.Node
 
 type test struct {
-	cfg          *Config
-	env          *Env
-	ch           *cm.EventChannel
-	nodes        []*node
-	byID         map[*cm.ID]*node
-	connIndex    int
-	connectsLeft int
-}
-
-func (t *test) printf(format string, args ...any) { fmt.Fprintf(t.env.Out, format, args...) }
-
-func (t *test) perror(what string, err error) {
-	if t.env.Err != nil {
-		fmt.Fprintf(t.env.Err, "%s: %v\n", what, err)
-	}
+	*cmkit.Test
+	cfg *Config
 }
 
 // Run runs udaddy as cfg says; the output ends with "return status %d"
 // and a failure is a *Status.
-func Run(ctx context.Context, cfg Config, env Env) error {
-	if env.CM == nil {
-		return errors.New("no connection manager")
-	}
-	if cfg.Size == 0 {
-		cfg.Count = 0
-	}
-	t := &test{cfg: &cfg, env: &env, byID: map[*cm.ID]*node{}, connectsLeft: cfg.Conns}
-	t.ch = env.CM.CreateEventChannel()
-	var err error
-	t.nodes, err = cmkit.AllocNodes(env.CM, t.ch, cfg.Conns, func(i int) *node { return &node{Idx: i} }, !cfg.Server,
-		cfg.PortSpace, ibv.QPTypeUD, func(n *node, id *cm.ID) {
-			n.ID = id
-			t.byID[id] = n
-		})
-	if err != nil {
-		return err
-	}
-	var ret int
-	if cfg.Server {
-		ret = t.runServer(ctx)
-	} else {
-		ret = t.runClient(ctx)
-	}
-	return cmkit.End(t.printf, ret, t.destroyNodes, t.ch)
+func Run(ctx context.Context, cfg Config, env toolnic.Env) error {
+	return cmkit.Run(ctx, prog, env, &cfg.Options, ibv.QPTypeUD, func(ct *cmkit.Test) *test { return &test{Test: ct, cfg: &cfg} },
+		(*test).runServer, (*test).runClient)
 }
 
 // postSends is post_sends: SEND_WITH_IMM carrying the sender's QPN.
 func (t *test) postSends(n *node, flags ibv.SendFlags) int {
-	return n.PostSends(t.cfg.Count, t.cfg.Size, func(int) ibv.SendFlags { return flags }, t.printf)
+	return n.PostUDSends(t.cfg.Count, t.cfg.Size, func(int) ibv.SendFlags { return flags }, t.Printf)
+}
+
+func (t *test) prepare(n *node) int {
+	return n.PrepareUD(prog, t.cfg.Count, t.cfg.Size, true, t.Printf, t.Perror)
 }
 
 func (t *test) routeHandler(n *node) int {
-	ret := n.Prepare("udaddy", t.cfg.Count, t.cfg.Size, true, t.printf, t.perror)
-	if ret == 0 {
-		if err := n.ID.Connect(&cm.ConnParam{}); err != nil {
-			t.perror("udaddy: failure connecting", err)
-			ret = -1
-		}
-	}
-	if ret != 0 {
-		t.connectsLeft--
-	}
-	return ret
+	return t.Connect(n, t.prepare, &cm.ConnParam{}, func(err error) { t.Perror("udaddy: failure connecting", err) })
 }
 
+// connectHandler is connect_handler: a request takes the next node,
+// whose QP the SIDR REP names.
 func (t *test) connectHandler(id *cm.ID) int {
-	if t.connIndex == t.cfg.Conns {
-		t.printf("udaddy: failing connection request\n")
-		id.Reject(nil)
-		return -12
+	n, ret := t.Accept(id, t.prepare, func(id *cm.ID) *cm.ConnParam { return &cm.ConnParam{QPNum: id.QP().QPN()} },
+		func(err error) { t.Perror("udaddy: failure accepting", err) })
+	switch {
+	case n == nil:
+	case ret != 0:
+		t.Release(n)
+	default:
+		n.Connected = true
+		t.ConnectsLeft--
 	}
-	n := t.nodes[t.connIndex]
-	t.connIndex++
-	n.ID = id
-	t.byID[id] = n
-	ret := n.Prepare("udaddy", t.cfg.Count, t.cfg.Size, true, t.printf, t.perror)
-	if ret == 0 {
-		if err := id.Accept(&cm.ConnParam{QPNum: id.QP().QPN()}); err != nil {
-			t.perror("udaddy: failure accepting", err)
-			ret = -1
-		}
-	}
-	if ret != 0 {
-		n.ID = nil
-		delete(t.byID, id)
-		t.connectsLeft--
-		t.printf("udaddy: failing connection request\n")
-		id.Reject(nil)
-		return ret
-	}
-	n.Connected = true
-	t.connectsLeft--
-	return 0
+	return ret
 }
 
 // resolvedHandler is resolved_handler: the SIDR REP's QPN, Q_Key and
 // address handle.
 func (t *test) resolvedHandler(n *node, ev *cm.Event) int {
-	t.connectsLeft--
-	return n.SetPeer("udaddy", ev.UD, t.printf)
+	t.ConnectsLeft--
+	return n.SetPeer(prog, ev.UD, t.Printf)
 }
 
 func (t *test) cmaHandler(ev *cm.Event) int {
-	n := t.byID[ev.ID]
+	n := t.Node(ev.ID)
 	switch ev.Type {
 	case cm.EventAddrResolved:
-		if err := n.ID.ResolveRoute(resolveTimeout); err != nil {
-			t.perror("udaddy: resolve route failed", err)
-			t.connectsLeft--
+		if err := n.ID.ResolveRoute(cmkit.ResolveTimeout); err != nil {
+			t.Perror("udaddy: resolve route failed", err)
+			t.ConnectsLeft--
 			return -1
 		}
 	case cm.EventRouteResolved:
@@ -186,17 +109,17 @@ func (t *test) cmaHandler(ev *cm.Event) int {
 	case cm.EventEstablished:
 		return t.resolvedHandler(n, ev)
 	case cm.EventAddrError, cm.EventRouteError, cm.EventConnectError, cm.EventUnreachable, cm.EventRejected:
-		t.printf("udaddy: event: %s, error: %d\n", ev.Type, ev.Status)
-		t.connectsLeft--
+		t.Printf("udaddy: event: %s, error: %d\n", ev.Type, ev.Status)
+		t.ConnectsLeft--
 		return ev.Status
 	}
 	return 0
 }
 
 func (t *test) connectEvents(ctx context.Context) int {
-	ret, err := cmkit.Events(ctx, t.ch, t.env.stall(), &t.connectsLeft, t.cmaHandler)
+	ret, err := t.Events(ctx, &t.ConnectsLeft, t.cmaHandler)
 	if err != nil {
-		t.perror("udaddy: rdma_get_cm_event", err)
+		t.Perror("udaddy: rdma_get_cm_event", err)
 		return -110
 	}
 	return ret
@@ -206,21 +129,11 @@ func (t *test) connectEvents(ctx context.Context) int {
 // first batch without an address handle makes the reply's
 // (create_reply_ah).
 func (t *test) pollCQs(ctx context.Context) int {
-	wc := make([]ibv.WorkCompletion, 8)
-	for _, n := range t.nodes {
-		if !n.Connected {
-			continue
+	return t.PollCQs(ctx, cmkit.SendCQ, t.cfg.Count, func(n *node, wc []ibv.WorkCompletion) {
+		if len(wc) > 0 && n.AH == nil {
+			t.createReplyAH(n, &wc[0])
 		}
-		if err := cmkit.PollCQ(ctx, n.CQ, t.cfg.Count, t.env.stall(), wc, func(wc []ibv.WorkCompletion) {
-			if len(wc) > 0 && n.AH == nil {
-				t.createReplyAH(n, &wc[0])
-			}
-		}); err != nil {
-			t.printf("udaddy: failed polling CQ: %d\n", -110)
-			return -110
-		}
-	}
-	return 0
+	})
 }
 
 // createReplyAH is create_reply_ah: the AH from the completion and the
@@ -238,33 +151,21 @@ func (t *test) createReplyAH(n *node, wc *ibv.WorkCompletion) {
 
 func (t *test) runServer(ctx context.Context) int {
 	cfg := t.cfg
-	t.printf("udaddy: starting server\n")
-	lid, err := t.env.CM.CreateID(t.ch, t, cfg.PortSpace, ibv.QPTypeUD)
+	t.Printf("udaddy: starting server\n")
+	lid, step, err := t.Listen(cfg.PortSpace, ibv.QPTypeUD, cfg.Src, cfg.Port)
 	if err != nil {
-		t.perror("udaddy: listen request failed", err)
+		t.Perror("udaddy: "+step, err)
 		return -1
 	}
 	defer lid.Destroy()
-	src := cfg.Src
-	if !src.IsValid() {
-		src = netip.IPv4Unspecified()
-	}
-	if err := lid.BindAddr(netip.AddrPortFrom(src, cfg.Port)); err != nil {
-		t.perror("udaddy: bind address failed", err)
-		return -1
-	}
-	if err := lid.Listen(0); err != nil {
-		t.perror("udaddy: failure trying to listen", err)
-		return -1
-	}
 	t.connectEvents(ctx) // udaddy.c ignores its status
 	if cfg.Count > 0 {
-		t.printf("receiving data transfers\n")
+		t.Printf("receiving data transfers\n")
 		if ret := t.pollCQs(ctx); ret != 0 {
 			return ret
 		}
-		t.printf("sending replies\n")
-		for _, n := range t.nodes {
+		t.Printf("sending replies\n")
+		for _, n := range t.Nodes {
 			if ret := t.postSends(n, ibv.SendSignaled); ret != 0 {
 				return ret
 			}
@@ -272,47 +173,34 @@ func (t *test) runServer(ctx context.Context) int {
 		if ret := t.pollCQs(ctx); ret != 0 {
 			return ret
 		}
-		t.printf("data transfers complete\n")
+		t.Printf("data transfers complete\n")
 	}
 	return 0
 }
 
 func (t *test) runClient(ctx context.Context) int {
 	cfg := t.cfg
-	t.printf("udaddy: starting client\n")
-	var src netip.AddrPort
-	if cfg.Src.IsValid() {
-		src = netip.AddrPortFrom(cfg.Src, 0)
-	}
-	t.printf("udaddy: connecting\n")
-	for _, n := range t.nodes {
-		if err := n.ID.ResolveAddr(src, netip.AddrPortFrom(cfg.Dst, cfg.Port), resolveTimeout); err != nil {
-			t.perror("udaddy: failure getting addr", err)
-			t.connectsLeft--
-			return -1
-		}
+	t.Printf("udaddy: starting client\n")
+	t.Printf("udaddy: connecting\n")
+	if err := t.ResolveAll(cfg.Src, netip.AddrPortFrom(cfg.Dst, cfg.Port)); err != nil {
+		t.Perror("udaddy: failure getting addr", err)
+		return -1
 	}
 	if ret := t.connectEvents(ctx); ret != 0 {
 		return ret
 	}
 	if cfg.Count > 0 {
-		t.printf("initiating data transfers\n")
-		for _, n := range t.nodes {
+		t.Printf("initiating data transfers\n")
+		for _, n := range t.Nodes {
 			if ret := t.postSends(n, 0); ret != 0 {
 				return ret
 			}
 		}
-		t.printf("receiving data transfers\n")
+		t.Printf("receiving data transfers\n")
 		if ret := t.pollCQs(ctx); ret != 0 {
 			return ret
 		}
-		t.printf("data transfers complete\n")
+		t.Printf("data transfers complete\n")
 	}
 	return 0
-}
-
-func (t *test) destroyNodes() {
-	for _, n := range t.nodes {
-		n.Destroy()
-	}
 }

@@ -1,12 +1,12 @@
 package udaddy
 
 import (
-	"bytes"
 	"context"
 	"net/netip"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/softnic/softnic/tools/toolnic"
 
 	"github.com/softnic/softnic/tools/tooltest"
 )
@@ -27,27 +27,18 @@ func TestPair(t *testing.T) {
 		{"3 connections", func(c *Config) { c.Conns, c.Count, c.Size = 3, 5, 1000 }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			cms, _ := tooltest.CMs(t, "10.0.0.1", "10.0.0.2")
 			cfg := Defaults()
 			tt.mod(&cfg)
 			scfg, ccfg := cfg, cfg
 			scfg.Server, ccfg.Dst = true, netip.MustParseAddr("10.0.0.1")
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			var so, co bytes.Buffer
-			var serr, cerr error
-			tooltest.Pair(func() {
-				serr = Run(ctx, scfg, Env{CM: cms[0], Out: &so, Stall: 20 * time.Second})
-			}, func() bool {
-				co.Reset()
-				cerr = Run(ctx, ccfg, Env{CM: cms[1], Out: &co, Stall: 20 * time.Second})
-				return cerr != nil && strings.Contains(co.String(), "RDMA_CM_EVENT_")
-			})
-			if serr != nil || so.String() != serverOut {
-				t.Errorf("server: %v\n%s", serr, so.String())
+			so, co, serr, cerr := tooltest.CMPair(t, 20*time.Second,
+				func(ctx context.Context, env toolnic.Env) error { return Run(ctx, scfg, env) },
+				func(ctx context.Context, env toolnic.Env) error { return Run(ctx, ccfg, env) })
+			if serr != nil || so != serverOut {
+				t.Errorf("server: %v\n%s", serr, so)
 			}
-			if cerr != nil || co.String() != clientOut {
-				t.Errorf("client: %v\n%s", cerr, co.String())
+			if cerr != nil || co != clientOut {
+				t.Errorf("client: %v\n%s", cerr, co)
 			}
 		})
 	}

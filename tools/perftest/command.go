@@ -1,6 +1,7 @@
-package main
+package perftest
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -12,62 +13,61 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/tools/getopt"
-	"github.com/softnic/softnic/tools/perftest"
-	"github.com/softnic/softnic/verbs"
-	"github.com/softnic/softnic/verbs/cm"
+	"github.com/softnic/softnic/tools/toolcmd"
+	"github.com/softnic/softnic/tools/toolnic"
 )
 
-// perftestOpts returns the options of perftest's ib_<verb>_<test>, with
+// opts returns the options of perftest's ib_<verb>_<test>, with
 // usage text; unsupported ones are listed so that they fail clearly.
-func perftestOpts(v perftest.Verb, t perftest.TestKind) (opts []optSpec, unsupported []getopt.Option) {
-	o := newOpt
+func opts(v Verb, t TestKind) (opts []toolcmd.Opt, unsupported []getopt.Option) {
+	o := toolcmd.NewOpt
 	R, N := getopt.RequiredArg, getopt.NoArg
-	opts = []optSpec{
+	opts = []toolcmd.Opt{
 		o('a', "all", N, "", "Run sizes from 2 till 2^23"),
 	}
-	if v == perftest.Atomic {
+	if v == Atomic {
 		opts = append(opts, o('A', "atomic_type", R, "<type>", "type of atomic operation from {CMP_AND_SWAP,FETCH_AND_ADD} (default FETCH_AND_ADD)"))
 	}
 	opts = append(opts,
 		o('c', "connection", R, "<RC/UC/UD>", "connection type RC/UC/UD (default RC)"))
-	if t == perftest.Lat {
+	if t == Lat {
 		opts = append(opts, o('C', "report-cycles", N, "", "report times in cpu cycle units (softnic: nanoseconds)"))
 	}
 	opts = append(opts,
 		o('d', "ib-dev", R, "<dev>", "Use IB device <dev> (softnic: names the NIC; default softnic0)"),
 		o('D', "duration", R, "<seconds>", "Run test for a customized period of seconds."),
 	)
-	if v != perftest.Write {
+	if v != Write {
 		opts = append(opts, o('e', "events", N, "", "Sleep on CQ events (default poll)"))
 	}
 	opts = append(opts,
 		o('f', "margin", R, "<seconds>", "measure results within margins. (default=2sec)"),
 		o('F', "CPU-freq", N, "", "Do not show a warning even if cpufreq_ondemand module is loaded"),
 	)
-	if t == perftest.Lat {
+	if t == Lat {
 		opts = append(opts, o('H', "report-histogrm", N, "", "Print out all results (default print summary only)"))
 	}
 	opts = append(opts, o('i', "ib-port", R, "<port>", "Use port <port> of IB device (default 1)"))
-	if v == perftest.Send || v == perftest.Write {
+	if v == Send || v == Write {
 		opts = append(opts, o('I', "inline_size", R, "<size>", "Max size of message to be sent in inline"))
 	}
 	opts = append(opts,
 		o('m', "mtu", R, "<mtu>", "MTU size : 256 - 4096 (default port mtu)"),
 		o('n', "iters", R, "<iters>", "Number of exchanges (at least 5, default 1000)"),
 	)
-	if t == perftest.BW {
+	if t == BW {
 		opts = append(opts, o('N', "noPeak", N, "", "Cancel peak-bw calculation (default with peak up to iters=20000)"))
 	}
-	if v == perftest.Read || v == perftest.Atomic {
+	if v == Read || v == Atomic {
 		opts = append(opts, o('o', "outs", R, "<num>", "num of outstanding read/atom(default max of device)"))
 	}
 	opts = append(opts, o('p', "port", R, "<port>", "Listen on/connect to port <port> (default 18515)"))
-	if t == perftest.BW {
+	if t == BW {
 		opts = append(opts,
 			o('q', "qp", R, "<num of qp's>", "Num of qp's(default 1)"),
 			o('Q', "cq-mod", R, "", "Generate Cqe only after <--cq-mod> completion"))
 	}
-	if v == perftest.Send {
+	if v == Send {
 		opts = append(opts, o('r', "rx-depth", R, "<dep>", "Rx queue size (default 512)."))
 	} else {
 		opts = append(opts, o('r', "rx-depth", R, "<dep>", "Rx queue size (RDMA verbs: 1)."))
@@ -78,7 +78,7 @@ func perftestOpts(v perftest.Verb, t perftest.TestKind) (opts []optSpec, unsuppo
 		o('t', "tx-depth", R, "<dep>", "Size of tx queue (default 128)"),
 		o('u', "qp-timeout", R, "<timeout>", "QP timeout, timeout value is 4 usec * 2 ^(timeout), default 14"),
 	)
-	if t == perftest.Lat {
+	if t == Lat {
 		opts = append(opts, o('U', "report-unsorted", N, "", "(implies -H) print out unsorted results (default sorted)"))
 	}
 	opts = append(opts,
@@ -123,110 +123,92 @@ func perftestOpts(v perftest.Verb, t perftest.TestKind) (opts []optSpec, unsuppo
 	return opts, unsupported
 }
 
-func perftestUsage(v perftest.Verb, t perftest.TestKind) func(io.Writer) {
+func usage(v Verb, t TestKind) func(io.Writer) {
 	return func(w io.Writer) {
-		c := perftest.Defaults(v, t)
+		c := Defaults(v, t)
 		n := c.Tool()
 		fmt.Fprintf(w, "usage: softnic %s [options] [host]\n\n", n)
 		fmt.Fprintf(w, "softnic's version of perftest's ib_%s: it pairs with ib_%s (perftest 4.5) in\neither role.\n\n", n, n)
 		fmt.Fprintf(w, "  softnic %s            start a server and wait for connection\n", n)
 		fmt.Fprintf(w, "  softnic %s <host>     connect to server at <host>\n\nOptions:\n", n)
-		opts, _ := perftestOpts(v, t)
-		writeOpts(w, opts)
+		opts, _ := opts(v, t)
+		toolcmd.WriteOpts(w, opts)
 		fmt.Fprintln(w, "\nsoftnic options:")
-		writeOpts(w, nicOpts)
+		toolcmd.WriteOpts(w, toolcmd.NICOpts)
 		fmt.Fprintln(w, "\nThe out-of-band exchange on TCP port -p, the header, the address lines and the\n"+
 			"result table are perftest's. On a terminal, runs longer than two seconds show a\nprogress line on standard error.")
 	}
 }
 
-// runPerftest returns the run function of softnic <tool>.
-func runPerftest(v perftest.Verb, t perftest.TestKind) func(args []string, stdout, stderr io.Writer) int {
-	return func(args []string, stdout, stderr io.Writer) int {
-		cfg := perftest.Defaults(v, t)
-		name := cfg.Tool()
-		opts, unsupported := perftestOpts(v, t)
-		all := append([]optSpec(nil), opts...)
-		for _, u := range unsupported {
-			all = append(all, optSpec{Option: u})
-		}
-		r, status, ok := parseTool(name, all, args, stdout, stderr, perftestUsage(v, t))
-		if !ok {
-			return status
-		}
-		for _, m := range r.Matches {
-			for _, u := range unsupported {
-				if m.Opt.Name() == u.Name() {
-					fmt.Fprintf(stderr, "softnic %s: %s is not supported by softnic\n", name, m.Opt.Spelling())
-					return exitTool
-				}
-			}
-		}
-		if r.Has("version") {
-			fmt.Fprintf(stdout, "Version: %s\n", perftest.Version)
-			return exitOK
-		}
-		err := perftestConfig(&cfg, r)
-		if err == nil && len(r.Operands) > 1 {
-			err = fmt.Errorf("Invalid Command line. Please check command rerun: more than one host %q", r.Operands)
-		}
-		nf, ferr := parseNICFlags(r)
-		if err == nil {
-			err = ferr
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "softnic %s: %v\nRun 'softnic help %s' for usage.\n", name, err, name)
-			return exitTool
-		}
-		if len(r.Operands) == 1 {
-			cfg.ServerName = r.Operands[0]
-		}
-		for _, p := range profiles {
-			m, ok := r.Last(p.flag)
-			if !ok {
-				continue
-			}
-			stop, err := p.start(m.Value)
-			if err != nil {
-				return failTool(stderr, name, fmt.Errorf("--%s: %w", p.flag, err))
-			}
-			defer func() {
-				if err := stop(); err != nil {
-					fmt.Fprintf(stderr, "softnic %s: --%s: %v\n", name, p.flag, err)
-				}
-			}()
-		}
-		n, err := nf.open(cfg.IBDev, cfg.ServerName)
-		if err != nil {
-			return failTool(stderr, name, err)
-		}
-		ctx, cancel := toolContext()
-		defer cancel()
-		env := perftest.Env{Dev: n.Dev, Out: stdout, Err: stderr, Stall: nf.stall, AcceptTimeout: nf.accept,
-			ConnectRetry: nf.retry, JSON: r.Has("json")}
-		if cfg.RDMACM || cfg.CommRDMACM {
-			c, err := cm.New(cm.Config{Devices: []*verbs.Device{n.Dev}})
-			if err != nil {
-				n.Close()
-				return failTool(stderr, name, fmt.Errorf("starting the connection manager: %w", err))
-			}
-			env.CM = c
-		}
-		if isTerminal(stdout) && isTerminal(stderr) && !env.JSON {
-			env.Progress = stderr
-		}
-		_, err = perftest.Run(ctx, cfg, env)
-		if env.CM != nil {
-			env.CM.Close()
-		}
-		if cerr := n.Close(); err == nil && cerr != nil {
-			err = cerr
-		}
-		if err != nil {
-			return failTool(stderr, name, err)
-		}
-		return exitOK
+// Command is "softnic <verb>_<test>": perftest's ib_<verb>_<test>'s
+// options, then Run.
+func Command(v Verb, t TestKind) toolcmd.Command {
+	verb := [...]string{Write: "RDMA WRITE", Read: "RDMA READ", Send: "SEND", Atomic: "atomic"}[v]
+	test := map[TestKind]string{BW: "bandwidth", Lat: "latency"}[t]
+	cfg := Defaults(v, t)
+	return toolcmd.Command{Name: cfg.Tool(), Summary: fmt.Sprintf("%s %s, like perftest's ib_%s", verb, test, cfg.Tool()),
+		Run: func(env *toolnic.Env, args []string) int { return run(v, t, env, args) }}
+}
+
+func run(v Verb, t TestKind, env *toolnic.Env, args []string) int {
+	cfg := Defaults(v, t)
+	name := cfg.Tool()
+	opts, unsupported := opts(v, t)
+	all := append([]toolcmd.Opt(nil), opts...)
+	for _, u := range unsupported {
+		all = append(all, toolcmd.Opt{Option: u})
 	}
+	r, status, ok := toolcmd.Parse(env, name, all, args, usage(v, t))
+	if !ok {
+		return status
+	}
+	for _, m := range r.Matches {
+		for _, u := range unsupported {
+			if m.Opt.Name() == u.Name() {
+				fmt.Fprintf(env.Err, "softnic %s: %s is not supported by softnic\n", name, m.Opt.Spelling())
+				return toolcmd.ExitFail
+			}
+		}
+	}
+	if r.Has("version") {
+		fmt.Fprintf(env.Out, "Version: %s\n", Version)
+		return toolcmd.ExitOK
+	}
+	host, err := toolcmd.ServerHost(env, r, config(&cfg, r), "Invalid Command line. Please check command rerun: more than one host %q")
+	if err != nil {
+		return toolcmd.BadUsage(env, name, err)
+	}
+	if host != "" {
+		cfg.ServerName = host
+	}
+	for _, p := range profiles {
+		m, ok := r.Last(p.flag)
+		if !ok {
+			continue
+		}
+		stop, err := p.start(m.Value)
+		if err != nil {
+			return toolcmd.Fail(env, name, fmt.Errorf("--%s: %w", p.flag, err))
+		}
+		defer func() {
+			if err := stop(); err != nil {
+				fmt.Fprintf(env.Err, "softnic %s: --%s: %v\n", name, p.flag, err)
+			}
+		}()
+	}
+	stdout, stderr := env.Out, env.Err
+	err = toolcmd.RunOnNIC(env, cfg.IBDev, cfg.ServerName, cfg.RDMACM || cfg.CommRDMACM, func(ctx context.Context, tenv toolnic.Env) error {
+		e := Env{Env: tenv, JSON: r.Has("json")}
+		if isTerminal(stdout) && isTerminal(stderr) && !e.JSON {
+			e.Progress = stderr
+		}
+		_, err := Run(ctx, cfg, e)
+		return err
+	})
+	if err != nil {
+		return toolcmd.Fail(env, name, err)
+	}
+	return toolcmd.ExitOK
 }
 
 // profiles are the perftest look-alikes' profiling flags. Each covers
@@ -305,9 +287,9 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// perftestConfig applies the parsed options to cfg with perftest's
+// config applies the parsed options to cfg with perftest's
 // checks (perftest_parameters.c parser).
-func perftestConfig(cfg *perftest.Config, r *getopt.Result) error {
+func config(cfg *Config, r *getopt.Result) error {
 	intOpt := func(name, what string, lo, hi int64) (int64, bool, error) {
 		m, ok := r.Last(name)
 		if !ok {
@@ -334,16 +316,16 @@ func perftestConfig(cfg *perftest.Config, r *getopt.Result) error {
 	if err := set("ib-port", "IB Port", 1, 255, &cfg.IBPort); err != nil {
 		return err
 	}
-	if err := set("iters", "Iteration num", perftest.MinIter, perftest.MaxIter, &cfg.Iters); err != nil {
+	if err := set("iters", "Iteration num", MinIter, MaxIter, &cfg.Iters); err != nil {
 		return err
 	}
-	if err := set("tx-depth", "Tx depth", 1, perftest.MaxTx, &cfg.TxDepth); err != nil {
+	if err := set("tx-depth", "Tx depth", 1, MaxTx, &cfg.TxDepth); err != nil {
 		return err
 	}
-	if err := set("rx-depth", " Rx depth", 1, perftest.MaxRx, &cfg.RxDepth); err != nil {
+	if err := set("rx-depth", " Rx depth", 1, MaxRx, &cfg.RxDepth); err != nil {
 		return err
 	}
-	if r.Has("rx-depth") && cfg.Verb != perftest.Send && cfg.RxDepth > perftest.DefRxRDMA {
+	if r.Has("rx-depth") && cfg.Verb != Send && cfg.RxDepth > DefRxRDMA {
 		return fmt.Errorf(" On RDMA verbs rx depth can be only 1")
 	}
 	if err := set("sl", "Service Level", 0, 15, &cfg.SL); err != nil {
@@ -352,16 +334,16 @@ func perftestConfig(cfg *perftest.Config, r *getopt.Result) error {
 	if err := set("gid-index", "Gid index", 0, 64, &cfg.GIDIndex); err != nil {
 		return err
 	}
-	if err := set("qp", "num of Qps", 1, perftest.MaxQPNum, &cfg.NumQP); err != nil {
+	if err := set("qp", "num of Qps", 1, MaxQPNum, &cfg.NumQP); err != nil {
 		return err
 	}
-	if err := set("inline_size", "Max inline", 0, perftest.MaxInline, &cfg.Inline); err != nil {
+	if err := set("inline_size", "Max inline", 0, MaxInline, &cfg.Inline); err != nil {
 		return err
 	}
 	if err := set("outs", "Outstanding Reads", 0, 1<<16, &cfg.OutReads); err != nil {
 		return err
 	}
-	if v, ok, err := intOpt("cq-mod", "CQ moderation", 1, perftest.MaxCQMod); err != nil {
+	if v, ok, err := intOpt("cq-mod", "CQ moderation", 1, MaxCQMod); err != nil {
 		return err
 	} else if ok {
 		cfg.CQMod, cfg.CQModSet = int(v), true
@@ -416,14 +398,14 @@ func perftestConfig(cfg *perftest.Config, r *getopt.Result) error {
 		cfg.Margin = time.Duration(v) * time.Second
 	}
 	if m, ok := r.Last("connection"); ok {
-		c, err := perftest.ParseConn(m.Value, cfg.Verb)
+		c, err := ParseConn(m.Value, cfg.Verb)
 		if err != nil {
 			return err
 		}
 		cfg.Conn = c
 	}
 	if m, ok := r.Last("atomic_type"); ok {
-		a, err := perftest.ParseAtomic(m.Value)
+		a, err := ParseAtomic(m.Value)
 		if err != nil {
 			return err
 		}
@@ -432,18 +414,18 @@ func perftestConfig(cfg *perftest.Config, r *getopt.Result) error {
 	if m, ok := r.Last("output"); ok {
 		switch m.Value {
 		case "bandwidth":
-			cfg.Output = perftest.OutputBW
+			cfg.Output = OutputBW
 		case "message_rate":
-			cfg.Output = perftest.OutputMsgRate
+			cfg.Output = OutputMsgRate
 		case "latency":
-			cfg.Output = perftest.OutputLat
+			cfg.Output = OutputLat
 		default:
 			return fmt.Errorf(" Invalid verbosity level output flag. Please use bandwidth, latency, message_rate")
 		}
-		if cfg.Test == perftest.BW && cfg.Output == perftest.OutputLat {
+		if cfg.Test == BW && cfg.Output == OutputLat {
 			return fmt.Errorf(" Output verbosity level for BW can be: bandwidth, message_rate")
 		}
-		if cfg.Test == perftest.Lat && cfg.Output != perftest.OutputLat {
+		if cfg.Test == Lat && cfg.Output != OutputLat {
 			return fmt.Errorf(" Output verbosity level for LAT can be: latency")
 		}
 	}

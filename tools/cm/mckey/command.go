@@ -1,20 +1,28 @@
-package main
+package mckey
 
 import (
 	"context"
 	"fmt"
 	"io"
 
-	"github.com/softnic/softnic/tools/cm/mckey"
+	"github.com/softnic/softnic/tools/cm/cmkit"
 	"github.com/softnic/softnic/tools/getopt"
+	"github.com/softnic/softnic/tools/toolcmd"
+	"github.com/softnic/softnic/tools/toolnic"
 	"github.com/softnic/softnic/verbs/cm"
 )
 
-// mckeyOpts are mckey.c's options, in its getopt order ("m:M:sb:c:C:S:p:").
-func mckeyOpts() []optSpec {
-	o := newOpt
+const name = "mckey"
+
+// Command is "softnic mckey".
+var Command = toolcmd.Command{Name: name,
+	Summary: "UD multicast joined through the connection manager, like librdmacm's mckey", Run: run}
+
+// opts are mckey.c's options, in its getopt order ("m:M:sb:c:C:S:p:").
+func opts() []toolcmd.Opt {
+	o := toolcmd.NewOpt
 	R, N := getopt.RequiredArg, getopt.NoArg
-	return []optSpec{
+	return []toolcmd.Opt{
 		o('m', "", R, "multicast_address", "the multicast group to join"),
 		o('M', "", R, "unmapped_multicast_address", "an AF_IB group (not supported by softnic)"),
 		o('s', "", N, "", "be the sender"),
@@ -26,39 +34,37 @@ func mckeyOpts() []optSpec {
 	}
 }
 
-func mckeyUsage(w io.Writer) {
-	writeCMUsage(w, "usage: softnic mckey -m multicast_address [-s] [-b bind_address] [-c connections]\n"+
+func usage(w io.Writer) {
+	cmkit.WriteUsage(w, "usage: softnic mckey -m multicast_address [-s] [-b bind_address] [-c connections]\n"+
 		"       [-C message_count] [-S message_size] [-p port_space]\n\n"+
 		"softnic's version of librdmacm's mckey: it pairs with mckey in either role. Each ID\n"+
 		"joins the group through the RDMA CM; the receiver waits for -C datagrams, the\n"+
-		"sender (-s) SENDs them to the group.\n\nOptions:\n", mckeyOpts(),
+		"sender (-s) SENDs them to the group.\n\nOptions:\n", opts(),
 		"\nThe output lines and the exit status (\"return status N\") are mckey.c's; as it\n"+
 			"does, the tool pauses 3 s after joining before the transfers.")
 }
 
-// runMckey is "softnic mckey".
-func runMckey(args []string, stdout, stderr io.Writer) int {
-	const name = "mckey"
-	r, status, ok := parseCMTool(name, mckeyOpts(), args, stdout, stderr, mckeyUsage, 1)
+func run(env *toolnic.Env, args []string) int {
+	r, status, ok := cmkit.Parse(env, name, opts(), args, usage, 1)
 	if !ok {
 		return status
 	}
-	cfg := mckey.Defaults()
+	cfg := Defaults()
 	var group, src string
-	if !cmMatches(name, r, stderr, map[rune]*int{'c': &cfg.Conns, 'C': &cfg.Count, 'S': &cfg.Size},
+	if !cmkit.Matches(env, name, r, map[rune]*int{'c': &cfg.Conns, 'C': &cfg.Count, 'S': &cfg.Size},
 		func(m getopt.Match) bool {
 			switch m.Opt.Short {
 			case 'm':
 				group = m.Value
 			case 'M':
-				fmt.Fprintf(stderr, "softnic %s: -M: AF_IB multicast addresses are not supported by softnic\n", name)
+				fmt.Fprintf(env.Err, "softnic %s: -M: AF_IB multicast addresses are not supported by softnic\n", name)
 				return false
 			case 's':
 				cfg.Sender = true
 			case 'b':
 				src = m.Value
 			case 'p':
-				v, ok := cmInt(name, m, stderr)
+				v, ok := cmkit.Int(env, name, m)
 				if !ok {
 					return false
 				}
@@ -69,20 +75,19 @@ func runMckey(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if group == "" {
-		mckeyUsage(stdout)
+		usage(env.Out)
 		return 1
 	}
-	nf, ok := cmNICFlags(name, r, stdout, stderr, mckeyUsage)
-	if !ok {
+	if !cmkit.NICFlags(env, name, r, usage) {
 		return 1
 	}
-	if !resolveCMHosts(cmHost{group, &cfg.Group}, cmHost{src, &cfg.Src}) {
-		fmt.Fprintf(stdout, "getaddrinfo failed (Name or service not known) - invalid hostname or IP address\n")
-		fmt.Fprintf(stdout, "test complete\nreturn status %d\n", -2)
+	if !cmkit.ResolveHosts(cmkit.Host{Name: group, Dst: &cfg.Group}, cmkit.Host{Name: src, Dst: &cfg.Src}) {
+		fmt.Fprintf(env.Out, "getaddrinfo failed (Name or service not known) - invalid hostname or IP address\n")
+		fmt.Fprintf(env.Out, "test complete\nreturn status %d\n", -2)
 		return 254
 	}
-	addr, err := cmNICAddr(true, cfg.Src, cfg.Src, cfg.Group)
-	return runOnCM(name, nf, addr, err, stderr, func(ctx context.Context, c *cm.CM) error {
-		return mckey.Run(ctx, cfg, mckey.Env{CM: c, Out: stdout, Err: stderr, Stall: nf.stall})
+	addr, err := cmkit.NICAddr(true, cfg.Src, cfg.Src, cfg.Group)
+	return cmkit.RunCommand(env, name, addr, err, 1, func(ctx context.Context, env toolnic.Env) error {
+		return Run(ctx, cfg, Env{Env: env})
 	})
 }

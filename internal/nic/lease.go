@@ -11,9 +11,8 @@ import (
 // wakes no second thread and meets no second reader, and the poll that
 // finds it handles it on the application's goroutine. It sees the lease
 // only between two reads, though: one already waiting on the socket
-// stays there until it wins a datagram from the polls (in busy write_lat
-// on two vCPUs a third of the turns came while it still waited, and their
-// ACKs left alone). So on a NIC whose application says it busy-polls
+// stays there until it wins a datagram from the polls (its ACKs then
+// leave alone). So on a NIC whose application says it busy-polls
 // (Config.BusyPoll) the link asks the lease whenever it finds the socket
 // empty, and its read then returns with nothing (link.SetReadYield,
 // held), counted in PollLeaseStepOffs: at a wake-up for a datagram a
@@ -23,9 +22,9 @@ import (
 // has lasted leaseWake with that goroutine still on the link, one poll
 // asks the link to wake it (link.WakeRead), once a lease. A NIC without
 // Config.BusyPoll asks neither: asking every NIC, after 100 µs of any
-// polling, was tried and taken back (it cost the guests' blocking
-// latency, whose tools spin 50 µs before each block; see the README's
-// busy-poll shortfall). The receive goroutine takes the link back when
+// polling, was tried and taken back: it cost blocking waits their
+// latency (docs/performance.md, "nic.pollLease: who steps off, and
+// leaseGap"). The receive goroutine takes the link back when
 // the application blocks in one of softnic's waits (EndPoll:
 // CompChannel.GetEvent, CQ.Wait, WaitActivity) or when no poll has come
 // for leaseTime (an application that stopped polling without blocking
@@ -40,9 +39,8 @@ import (
 // that comes more than leaseGap after the one before (an application
 // that polls now and then) leaves the receive goroutine on the link, or
 // every datagram would wait for the next poll and a fast stream would
-// overflow the socket between two. A gap of 50 µs was too short: on two
-// busy vCPUs a preempted poller lost the lease at every preemption, and
-// busy-poll write_lat gained nothing.
+// overflow the socket between two. leaseGap is long enough that a
+// preempted poller keeps its lease (same section).
 //
 // The lease also lets a poll leave its ACKs unwritten for a moment
 // (reader.deferAck): the application, which a poll returns to, usually

@@ -92,8 +92,7 @@ func (r *reader) release() {
 func (r *reader) read(readBatch func([]link.Datagram) (int, error)) (int, bool) {
 	n := r.n
 	// Only the slots the last read filled: refilling all of them made
-	// every empty poll cost a pass over the whole batch (5-7% of
-	// write_lat's CPU on a 1-vCPU TCG guest).
+	// every empty poll cost a pass over the whole batch.
 	for i := range r.dirty {
 		if r.pkts[i] == nil {
 			r.pkts[i] = n.rxPool.Get().(*transport.RxPacket)
@@ -174,8 +173,9 @@ func (r *reader) read(readBatch func([]link.Datagram) (int, error)) (int, bool) 
 // here: its packets then arrive out of order, as they may on any
 // network, and the transports cope (an RC sequence NAK, C9-109; a lost
 // UC message); the turn then moves past it (endTurn), so it costs one
-// wait. 2 ms was too short: a reader ahead can be off its CPU that long
-// on two busy vCPUs, and uc_pingpong lost a message.
+// wait. It is long enough for a reader ahead that is off its CPU on a
+// busy machine (docs/performance.md, "nic.awaitTurn: maxTurnWait, why
+// 100 ms").
 func (n *NIC) awaitTurn(seq uint64) {
 	if seq == 0 {
 		return
@@ -242,8 +242,8 @@ const maxTurnWait = 100 * time.Millisecond
 // (perftest's write_lat does) cannot answer until the ACK is read. It
 // answers the next turn at once, which a backoff would have passed
 // without a hold: its ACK and answer sent apart again, two sends and
-// two wake-ups more. Between the bench's TCG guests a quarter of the
-// turns arrived apart.
+// two wake-ups more (docs/performance.md, "nic.holdForAnswer: answerWait
+// and the backoff").
 //
 // It reports whether it held the batch; n.holding is then set, for read
 // to clear once the batch is written.
@@ -280,9 +280,10 @@ func (r *reader) holdForAnswer() bool {
 }
 
 // The bounds of holdForAnswer: how long it waits (in time and in
-// yields), and the backoff after misses in a row (a power of two). In
-// write_lat on two vCPUs, 98% of the answers came within 10 µs. Variables
-// for the tests.
+// yields), and the backoff after misses in a row (a power of two).
+// answerWait covers nearly every answer of a ping-pong
+// (docs/performance.md, "nic.holdForAnswer: answerWait and the
+// backoff"). Variables for the tests.
 var (
 	answerWait  = 20 * time.Microsecond
 	answerSpins = 1000
@@ -296,8 +297,8 @@ const answerBackoff = 6
 // with the reader and with each other (rxe's move from rxe_run_task to
 // rxe_sched_task, for the same reason). Few QPs in a batch is a
 // conversation, where latency is: the reader answers it without a
-// hand-off. Run inline, the 1000-QP write_bw of scripts/bench fell to
-// half and once failed with RETRY_EXC_ERR.
+// hand-off. Run inline, a 1000-QP write_bw lost half its bandwidth
+// (docs/performance.md, "nic.maxInlineQPs: why 4").
 const maxInlineQPs = 4
 
 // writesMemory reports whether handling p may write the application's
@@ -399,8 +400,7 @@ func (n *NIC) Progress() int {
 		// The receive goroutine is in the middle of a batch and reads
 		// again once its ACKs are written: in a ping-pong the peer waits
 		// for them, and a read now would be a system call that finds
-		// nothing (two a half round trip in write_lat, 4-8% of its CPU
-		// on a 1-vCPU guest).
+		// nothing.
 		return 0
 	}
 	cnt, _ := n.prog.read(n.poll.TryReadBatch)

@@ -169,10 +169,8 @@ func (t *txBatch) flush() {
 // round trip's turn: the ACK of the peer's request and the
 // application's answer (reader.holdForAnswer, the poll lease's
 // deferral). On loopback the two then cross the kernel as one buffer
-// and the peer's GRO socket wakes once for both: write_lat 8 B's
-// typical went from 10.9 to 6.8 µs on the bench machine. Between the
-// bench's TCG guests, whose virtio NIC hands the peer two datagrams all
-// the same, it made no measurable difference.
+// and the peer's GRO socket wakes once for both (docs/performance.md,
+// "nic.gsoPair: the ACK and the answer in one GSO send").
 func gsoPair(a, b *link.Datagram) bool {
 	if a.Len() <= b.Len() || len(a.Buf) < wire.BTHLen || len(b.Buf) < wire.BTHLen {
 		return false

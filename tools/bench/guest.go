@@ -73,14 +73,10 @@ type GuestTest struct {
 }
 
 // GuestPlanFor returns the guest mode's tests, by row name. A qemu TCG
-// guest moves a few thousand RoCE packets a second (test/interop/README.md):
-// on the project's 2-core machines both pairs moved 7-28 MB/s of 64 KiB
-// messages (64 packets each at path MTU 1024) and 4-19 k 64-byte SENDs a
-// second, with 8-byte WRITE half round trips of 0.3-3.5 ms typical. At
-// these iterations a round takes 2-4.5 minutes (55-150 s of tests for
-// each pair, softnic's busy-poll write_lat included, as the guests'
-// speed goes) and the floor about a minute, --quick about 50 s: far
-// fewer iterations than the native mode's, and the same for both pairs.
+// guest moves a few thousand RoCE packets a second (test/interop/README.md),
+// so the guest mode runs far fewer iterations than the native one, the
+// same for both pairs, so that a round takes minutes (docs/performance.md,
+// "bench.GuestPlanFor: the guests' iteration counts").
 func GuestPlanFor(quick bool) map[string]GuestTest {
 	bw, msgs, lat := "5000", "50000", "2000"
 	if quick {

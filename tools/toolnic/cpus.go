@@ -10,11 +10,9 @@ import (
 // an equal share, at least one, as separate hosts would each have their
 // own. With Go's default (every CPU) two processes on two vCPUs contend
 // for the same CPUs: a goroutine hand-off in one wakes a thread that
-// preempts the other's. In alternating pairs on such a machine, two
-// CPUs each against one each gave write_bw 64 KiB 0.68x, read_bw 0.47x,
-// send_bw 64 B 0.6x and write_lat's blocking p99 2.8x, and a write_bw
-// client 7478 voluntary and 5254 involuntary context switches against
-// 204 and 76.
+// preempts the other's. In alternating pairs on a 2-vCPU machine one CPU
+// each beat two each on every figure (docs/performance.md,
+// "toolnic.CPUShare: half the CPUs each").
 func CPUShare(cpus, procs int) int { return max(1, cpus/max(procs, 1)) }
 
 // GOMAXPROCSEnv is this process's environment with GOMAXPROCS set to n,

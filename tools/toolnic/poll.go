@@ -19,8 +19,8 @@ const DefaultStall = 30 * time.Second
 // poll for ever. A poll of an empty CQ reads the link (verbs.CQ.Poll), so
 // while the tool polls it drives the NIC itself; but the CPUs are shared
 // with the NIC's other goroutines and with the peer, and on two vCPUs a
-// longer spin made the tail worse (write_lat p99 87-114 µs with 50 µs,
-// 207-217 µs with 200 µs, 605-613 µs with 1 ms).
+// longer spin made the latency tail worse (docs/performance.md,
+// "toolnic.DefaultSpin: the spin before a tool blocks").
 const DefaultSpin = 50 * time.Microsecond
 
 // ErrStall reports that nothing arrived for the stall timeout.
@@ -77,7 +77,8 @@ func (w *Waiter) Poll(ctx context.Context, wc []ibv.WorkCompletion) (int, error)
 		if stall > 0 {
 			// Not GetEvent under context.WithDeadline: a tool waits
 			// once per message, and a context and its timer per wait
-			// were 6-8% of write_lat's CPU on a 1-vCPU guest.
+			// cost a measurable share of write_lat's CPU on a slow host
+			// (docs/performance.md, "toolnic.Waiter").
 			_, err = w.Ch.GetEventTimeout(ctx, time.Until(start.Add(stall)))
 		} else {
 			_, err = w.Ch.GetEvent(ctx)

@@ -42,37 +42,23 @@ const (
 	// MaxUnackedPSNs bounds the requester's window: the packets it may
 	// have sent and not yet seen acknowledged. softnic deliberately keeps
 	// 512 where rxe keeps 128 (RXE_MAX_UNACKED_PSNS); the IBTA bounds it
-	// only by half the 24-bit PSN space. At 128 a 64 KiB write_bw
-	// between two 1-vCPU TCG guests idled waiting for ACKs (sender 64%
-	// busy, receiver 43%): 512 gave +24% (medians of four alternating
-	// pairs, 21.0 → 26.1 MB/s), read_bw +17%, on the host +7% (ten
-	// pairs, 17.5 → 18.8 Gbit/s); 1024 was no better than 512. The cost:
-	// with 1000 QPs sending at once (write_bw -q 1000) the receiver's
-	// socket buffer overflows more often (UdpRcvbufErrors 856-1145 a run
-	// against 234) and that write_bw was 7% lower (medians of six
-	// alternating pairs, 16.4 → 15.3 Gbit/s, runs spread 10-18). A softnic
+	// only by half the 24-bit PSN space. At 128 a bandwidth test between
+	// slow hosts idles waiting for ACKs; the cost is more socket-buffer
+	// overflow with many QPs at once, which the go-back-N recovers
+	// (docs/performance.md, "rc.MaxUnackedPSNs: why 512"). A softnic
 	// peer's socket buffer holds the window even at path MTU 4096 when it
-	// may set its 8 MiB (UDPConfig.SocketBuffer; root or rmem_max); one
-	// capped lower drops the excess, which the go-back-N retry recovers.
+	// may set its 8 MiB (UDPConfig.SocketBuffer; root or rmem_max).
 	MaxUnackedPSNs = 512
-	// RetryUnackedPSNs is the window while a retry has not progressed
-	// yet (completer.retrying): the go-back-N after a timeout or a NAK
-	// sends at most rxe's whole window (RXE_MAX_UNACKED_PSNS) again, and
-	// the first acknowledgement that moves reopens MaxUnackedPSNs.
-	// Between the bench's two TCG guests, where a guest's transmit path
-	// drains some 10000 packets a second, a vCPU off its host CPU let
-	// the retransmit timer be acted on 28-146 ms after its deadline with
-	// the window's packets and ACKs still on their way; the go-back-N
-	// queued 512 packets more, about 50 ms of the guest's transmit path,
-	// in front of everything sent after it, so the next ACK that could
-	// move came just after the 67 ms timeout (timeout 14): up to five
-	// more timeouts in a row, most 68-73 ms after a progress, each
-	// sending a window again; 2-13 timeouts in a 3000-message write_bw
-	// 64 KiB, none for a lost packet. The IBTA
-	// sets what is resent (9.7.6.1.3: from the oldest unacknowledged PSN)
-	// but not how much at once; a smaller burst after a timeout is what
-	// TCP does too (RFC 5681 3.1: the window after a retransmit timeout
-	// is one segment).
+	// RetryUnackedPSNs is the most the window can be after a timeout
+	// (completer.lossLocked): the go-back-N sends at most rxe's whole
+	// window (RXE_MAX_UNACKED_PSNS) again, and acknowledgements grow it
+	// back. A timer acted on late (a vCPU off its host CPU) would
+	// otherwise queue a whole window in front of the ACKs it waits for
+	// and time out again (docs/performance.md, "rc.RetryUnackedPSNs:
+	// why 128 after a timeout"). The IBTA sets what is resent (9.7.6.1.3:
+	// from the oldest unacknowledged PSN) but not how much at once; a
+	// smaller burst after a timeout is what TCP does too (RFC 5681 3.1:
+	// the window after a retransmit timeout is one segment).
 	RetryUnackedPSNs = 128
 	// minUnackedPSNs is the smallest window losses shrink it to
 	// (completer.lossLocked).

@@ -247,10 +247,9 @@ func (qp *QP) emitRequest(w *sendWQE, h *wire.Headers, payload uint32, out trans
 // minSplitPayload is the smallest payload a request packet (or READ
 // response) sends from the application's memory where it lies
 // (transport.SplitOutput) rather than copied into the packet. Not tuned:
-// a small payload (write_lat's 8 bytes) costs next to nothing to copy,
-// against two more iovecs for the kernel to walk; a large one is where
-// the copy showed, 17% of write_bw 64 KiB's sender (4 KiB packets, the
-// bench machine's profile).
+// copying a small payload costs less than two more iovecs for the kernel
+// to walk; large ones are where the copy showed in profiles
+// (docs/performance.md, "rc.minSplitPayload: why 512 bytes").
 const minSplitPayload = 512
 
 // payloadView returns the next n bytes of w's message where they lie in

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net/netip"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +20,7 @@ import (
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/tools/tooltest"
+	"github.com/softnic/softnic/wire"
 )
 
 // side is one end of an in-process run.
@@ -136,5 +141,61 @@ func TestPingpongPairs(t *testing.T) {
 				t.Errorf("check: checked %v, bad pages %v", srv.res.Checked, srv.res.BadPages)
 			}
 		})
+	}
+}
+
+// TestLastACKLost: the server closes once its last send is acknowledged;
+// when every ACK of the client's last send is lost, the client's retries
+// find no QP. The client has the server's last message, which the server
+// sent only once it had the client's last one: the client warns and
+// succeeds (rdma-core's ibv_rc_pingpong fails with RETRY_EXC_ERR).
+func TestLastACKLost(t *testing.T) {
+	f := fabric.New(fabric.Config{Seed: 1})
+	t.Cleanup(func() { f.Close() })
+	devs := tooltest.Devices(t, f, "10.0.0.1", "10.0.0.2")
+	srvIP, cliIP := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	cfg := Defaults(RC)
+	cfg.Iters, cfg.Size, cfg.QPTimeout = 5, 64, 8
+	var lastPSN, dropped atomic.Int64
+	lastPSN.Store(-1)
+	var mu sync.Mutex
+	sent := map[wire.PSN]bool{} // the client's SEND PSNs
+	f.AddFilter(func(p *fabric.Packet) fabric.Action {
+		if !p.Parsed {
+			return fabric.Pass
+		}
+		if p.Src == cliIP && p.Wire.Opcode == wire.RCSendOnly {
+			mu.Lock()
+			sent[p.Wire.PSN()] = true
+			if len(sent) == cfg.Iters {
+				lastPSN.Store(int64(p.Wire.PSN()))
+			}
+			mu.Unlock()
+		}
+		if l := lastPSN.Load(); p.Src == srvIP && p.Wire.Opcode == wire.RCAck && l >= 0 && int64(p.Wire.PSN()) == l {
+			dropped.Add(1)
+			return fabric.Drop
+		}
+		return fabric.Pass
+	})
+	var srv, cli side
+	var warn bytes.Buffer
+	tooltest.ClientServer(t, devs[0], devs[1], 20*time.Second, func(ctx context.Context, env toolnic.Env) {
+		env.Out, env.Err = &srv.out, io.Discard
+		srv.res, srv.err = Run(ctx, cfg, env)
+	}, func(ctx context.Context, env toolnic.Env, port int) {
+		env.Out, env.Err = &cli.out, &warn
+		ccfg := cfg
+		ccfg.ServerName, ccfg.Port = "127.0.0.1", port
+		cli.res, cli.err = Run(ctx, ccfg, env)
+	})
+	if srv.err != nil || cli.err != nil {
+		t.Fatalf("server: %v\n%s\nclient: %v\n%s", srv.err, srv.out.String(), cli.err, cli.out.String())
+	}
+	if dropped.Load() == 0 {
+		t.Fatal("no ACK of the client's last send was dropped")
+	}
+	if !strings.Contains(warn.String(), "the peer closed before its acknowledgement of our last message arrived") {
+		t.Errorf("client warnings %q: want the lost final ACK named", warn.String())
 	}
 }

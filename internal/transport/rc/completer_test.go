@@ -295,3 +295,48 @@ func TestRequesterRetryWindow(t *testing.T) {
 		t.Errorf("completions %+v, want WR 1", got)
 	}
 }
+
+// An RNR wait holds the early retry (QP.armProbeLocked): with the window
+// shrunk by losses and a round trip measured, a READ response that comes
+// during the wait moves the completer, and the early retry is not armed;
+// when the timer fires, it is not set again for a time already past,
+// which would fire it at once, for ever.
+func TestEarlyRetryHeldByRNRWait(t *testing.T) {
+	h := newHarness(t)
+	h.post(h.wr(1, ibv.WRRDMARead, 0, 2048), h.wr(2, ibv.WRSend, 4096, 8))
+	if sent := h.process(); len(sent) != 2 {
+		t.Fatalf("sent %v, want the READ request and the SEND", sent)
+	}
+	h.qp.mu.Lock()
+	h.qp.comp.srtt, h.qp.comp.win = 100*time.Microsecond, 64 // after losses
+	h.qp.mu.Unlock()
+	// The SEND's RNR NAK overtakes the READ's responses.
+	h.respond(wire.RCAck, 2, wire.RNRNAK(14), nil)
+	h.respond(wire.RCReadResponseFirst, 0, wire.AckUnlimited, make([]byte, 1024))
+	h.process()
+	waiting := func() bool {
+		h.qp.mu.Lock()
+		defer h.qp.mu.Unlock()
+		return h.qp.req.rnrWait
+	}
+	if !waiting() {
+		t.Fatal("no RNR wait")
+	}
+	for i := 0; waiting(); i++ {
+		if i == 50 {
+			t.Fatal("the RNR wait did not end")
+		}
+		next, ok := h.clk.NextDeadline()
+		if !ok {
+			break
+		}
+		if !next.After(h.clk.Now()) {
+			t.Fatalf("a timer is due at %v, now %v: armed for a time already past", next, h.clk.Now())
+		}
+		h.clk.AdvanceToNext()
+		h.process()
+	}
+	if got := h.ctr.EarlyRetries.Load(); got != 0 {
+		t.Errorf("%d early retries during the RNR wait, want none", got)
+	}
+}

@@ -63,7 +63,7 @@ const minProbeTimeout = 100 * time.Microsecond
 // common path, a window at its full size, never arms it.
 func (qp *QP) armProbeLocked(now time.Time) {
 	c := &qp.comp
-	if qp.timeout == 0 || c.srtt == 0 || c.win >= MaxUnackedPSNs && !c.holesLocked() || !qp.retryArmed {
+	if qp.timeout == 0 || c.srtt == 0 || c.win >= MaxUnackedPSNs && !c.holesLocked() || !qp.retryArmed || qp.req.rnrWait {
 		return
 	}
 	pto := max(2*c.srtt, c.srtt+4*c.rttvar, minProbeTimeout) << c.probes
@@ -109,9 +109,13 @@ func (noWaker) Wake() {}
 // timersLocked acts on the timers fired by time now.
 func (qp *QP) timersLocked(now time.Time) {
 	if qp.timerFired.Swap(false) && qp.retryArmed {
-		if qp.probeArmed && !now.Before(qp.probeAt) && !qp.req.rnrWait {
+		if qp.probeArmed && !now.Before(qp.probeAt) {
+			// Due: the early retry, unless an RNR wait holds the
+			// requester (its timer resumes it).
 			qp.probeArmed = false
-			qp.comp.earlyRetryLocked(qp)
+			if !qp.req.rnrWait {
+				qp.comp.earlyRetryLocked(qp)
+			}
 		}
 		if left := qp.retryDeadline.Sub(now); left > 0 {
 			// Progress pushed the deadline out, or the probe came first.

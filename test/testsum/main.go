@@ -124,6 +124,19 @@ func (s *summary) endPackage(e *event, key string) {
 	switch {
 	case e.Action == "fail":
 		s.counts["FAIL"]++
+		// The tests that never ended (a panic, a timeout's goroutine
+		// dump, a SIGQUIT) keep their output under their names.
+		var open []string
+		for k := range s.output {
+			if strings.HasPrefix(k, e.Package+"\x00") {
+				open = append(open, k)
+			}
+		}
+		sort.Strings(open)
+		for _, k := range open {
+			fmt.Fprintf(s.out, "--- unfinished: %s %s\n%s", s.short(e.Package), strings.TrimPrefix(k, e.Package+"\x00"), strings.Join(s.output[k], ""))
+			delete(s.output, k)
+		}
 		// Output outside any test: a panic, a race report, a TestMain.
 		fmt.Fprint(s.out, strings.Join(lines, ""))
 		if last == "" {

@@ -74,6 +74,17 @@ func TestSummary(t *testing.T) {
 		}
 	}
 
+	// A test that never ended (a timeout's dump) keeps its output.
+	hung := []event{
+		{Time: t0, Action: "start", Package: pkg},
+		{Action: "output", Package: pkg, Test: "TestSpin", Output: "goroutine 7 [running]:\n"},
+		{Action: "output", Package: pkg, Output: "FAIL\tgithub.com/softnic/softnic/capture\t600.0s\n"},
+		{Action: "fail", Package: pkg, Elapsed: 600},
+	}
+	if out, rc = run(t, hung); rc != 1 || !strings.Contains(out, "--- unfinished: capture TestSpin\ngoroutine 7 [running]:") {
+		t.Errorf("unfinished test: exit status %d, output:\n%s", rc, out)
+	}
+
 	build := []event{
 		{Action: "build-output", ImportPath: pkg + " [" + pkg + ".test]", Output: "capture/x.go:1: syntax error\n"},
 		{Action: "build-fail", ImportPath: pkg + " [" + pkg + ".test]"},

@@ -14,6 +14,7 @@ import (
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/ibv"
 	tt "github.com/softnic/softnic/internal/transport/transporttest"
+	"github.com/softnic/softnic/wire"
 )
 
 // lossy is one run of the lossy tests: count WRs of op of size bytes
@@ -188,5 +189,46 @@ func TestLossEverywhere(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestReadReasksMoveForward: every request a READ's responses are asked
+// with starts at or after the one before it, however the responses are
+// lost, duplicated or reordered. rxe's responder moves a READ's resource
+// to each part asked again and refuses a part that starts before it
+// (rxe_resp.c duplicate_request), so a requester that asked for a later
+// part first could never again get an earlier one (requester.readRange).
+func TestReadReasksMoveForward(t *testing.T) {
+	for seed := int64(1); seed <= 4; seed++ {
+		synctest.Test(t, func(t *testing.T) {
+			n := tt.NewNet(t, seed)
+			rec := n.Recorder()
+			a, b := newPair(t, n, opts{mtu: ibv.MTU1024, timeout: 14, retry: 7, rnr: 7, bufSize: 2 << 20, maxWR: 512})
+			n.Fabric().SetImpairment(impair(0.08))
+			const size, count = 65536, 16
+			for i := range count {
+				a.post(rdmaWR(a, b, uint64(i), ibv.WRRDMARead, (1<<20)+i*size, i*size, size))
+			}
+			for i, wc := range a.waitWCFor(count, 10*time.Minute) {
+				if wc.Status != ibv.WCSuccess {
+					t.Fatalf("seed %d: READ %d: %v", seed, i, wc.Status)
+				}
+			}
+			checkBytes(t, "read", a.buf[1<<20:1<<20+count*size], b.buf[:count*size])
+			last := map[int]wire.PSN{} // each READ's last request
+			asked := 0
+			for _, p := range rec.Match(ops(a, wire.RCReadRequest)) {
+				psn := p.Wire.PSN()
+				i := int(psn) / (size / 1024) // the READ: PSNs from 0, 64 a READ
+				if prev, ok := last[i]; ok && psn.Before(prev) {
+					t.Fatalf("seed %d: READ %d asked from PSN %d after PSN %d", seed, i, psn, prev)
+				}
+				last[i] = psn
+				asked++
+			}
+			if asked <= count {
+				t.Errorf("seed %d: %d READ requests for %d READs: the loss did not bite", seed, asked, count)
+			}
+		})
 	}
 }

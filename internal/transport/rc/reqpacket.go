@@ -54,11 +54,10 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output, now time.Time) 
 	r := &qp.req
 	readEnd := wire.PSN(0)
 	if w.kind == kindRead {
-		// A READ asks for its responses not yet received: from the
-		// first one missing, one request for each run of missing ones
-		// (a first READ: the whole; after a retry: what the completer
-		// did not receive, IBTA 9.7.5.1.5).
-		c := &qp.comp
+		// A READ asks for its responses not yet received, with one
+		// request from the first missing to the last missing (a first
+		// READ: the whole; after a retry: what the completer did not
+		// receive, IBTA 9.7.5.1.5; readRange).
 		end := w.lastPSN.Next()
 		r.psn = qp.nextMissingLocked(r.psn, end)
 		if r.psn == end {
@@ -67,16 +66,10 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output, now time.Time) 
 			r.idx++
 			return
 		}
-		readEnd = end
-		if q, ok := c.ahead.next(c.psn, r.psn.Next(), end); ok {
-			readEnd = q
-		}
+		readEnd = qp.lastMissingLocked(r.psn, end).Next()
 	}
 	var h wire.Headers
 	payload, last := qp.requestHeaders(w, r.psn, readEnd, &h)
-	if w.kind == kindRead {
-		last = qp.nextMissingLocked(readEnd, w.lastPSN.Next()) == w.lastPSN.Next()
-	}
 	// AckReq on the last packet of every RC message and periodically in
 	// long ones (rxe_req.c: RXE_MAX_PKT_PER_ACK), and at least twice a
 	// window when losses made the window smaller than that: the
@@ -103,7 +96,7 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output, now time.Time) 
 		w.sendOff += payload
 		r.psn = r.psn.Next()
 	case kindRead:
-		r.psn = qp.nextMissingLocked(readEnd, w.lastPSN.Next())
+		r.psn = w.lastPSN.Next()
 	default:
 		r.psn = r.psn.Next()
 	}
@@ -134,6 +127,18 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output, now time.Time) 
 		qp.completeSendLocked(w, false)
 		qp.retireLocked()
 	}
+}
+
+// lastMissingLocked returns the last PSN from psn up to end whose response
+// the completer has not received (psn itself when none is).
+func (qp *QP) lastMissingLocked(psn, end wire.PSN) wire.PSN {
+	c := &qp.comp
+	for q := end.Sub(1); q.After(psn); q = q.Sub(1) {
+		if !c.ahead.has(c.psn, q) {
+			return q
+		}
+	}
+	return psn
 }
 
 // nextMissingLocked returns the first PSN from psn up to end whose

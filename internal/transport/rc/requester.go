@@ -34,6 +34,18 @@ type requester struct {
 	rttOn  bool
 }
 
+// readRange: a READ whose responses are missing is asked again with one
+// request, from its first missing response to the last missing one.
+// IBTA 9.7.5.1.5 lets a requester ask again from any PSN of a READ's
+// response, for the rest of its length or a part of it, but rxe's
+// responder moves the READ's resource to each part asked for
+// (rxe_resp.c duplicate_request: "Reset the resource, except length",
+// va_org = iova) and from then on refuses a part that starts before it:
+// a READ asked again from a PSN could never again be asked for an
+// earlier one. So every request of a READ starts at its first missing
+// response, which only moves forward; the responses between two missing
+// ones come twice.
+//
 // reask adds the PSNs from..end to those whose missing responses the
 // requester asks again.
 func (r *requester) reask(from, end wire.PSN) {
@@ -109,12 +121,10 @@ func (qp *QP) requesterLocked(out transport.Output, now time.Time) bool {
 }
 
 // reaskRequestsLocked sends again the requests of the responses the
-// completer found lost (requester.reask): one READ request for each run
-// of missing READ responses, as long as the run or up to the first
-// response received after it (IBTA 9.7.5.1.5: a READ may be asked again
-// from any PSN of its response), and an atomic, FLUSH or ATOMIC WRITE
-// request as it was (its response is replayed, never re-executed:
-// C9-106, oA19-28). PSNs of SENDs and WRITEs are passed over: their
+// completer found lost (requester.reask): for a READ, one request from
+// its first missing response to the last missing one asked for
+// (readRange), and an atomic, FLUSH or ATOMIC WRITE request as it was
+// (its response is replayed, never re-executed: C9-106, oA19-28). PSNs of SENDs and WRITEs are passed over: their
 // acknowledgement is cumulative, and a lost one is resent by the go-back-N
 // a NAK or the timer starts. It returns the packets it sent, at most
 // budget.
@@ -142,10 +152,20 @@ func (qp *QP) reaskRequestsLocked(out transport.Output, now time.Time) int {
 			if r.reaskEnd.Before(end) {
 				end = r.reaskEnd
 			}
-			if q, ok := c.ahead.next(c.psn, h, end); ok {
-				end = q
+			from := h
+			if w.kind == kindRead {
+				// From the READ's first missing response to the last
+				// missing one asked for, in one request (readRange).
+				first := w.firstPSN
+				if first.Before(c.psn) {
+					first = c.psn
+				}
+				from = qp.nextMissingLocked(first, end)
+				end = qp.lastMissingLocked(h, end).Next()
+			} else {
+				end = h.Next()
 			}
-			qp.sendRequestLocked(w, h, end, out)
+			qp.sendRequestLocked(w, from, end, out)
 			qp.armRetryLocked(now)
 			r.reaskPSN = end
 			sent++

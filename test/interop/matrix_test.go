@@ -413,9 +413,15 @@ func matrix(full bool) []*tcase {
 	// READ responses beyond a lost one are kept, and the lost one asked
 	// for alone (internal/transport/rc). The rest, by hand:
 	// test/interop/run -test.run 'TestInterop/.*netemall' with
-	// INTEROP_LOSSY=all adds 1 and 8% and every size.
+	// INTEROP_LOSSY=all adds 1 and 8% and every size, and
+	// INTEROP_LOSSY_ITERS=N runs the 64 KiB cases N times each (the
+	// issue's run: 2000).
+	lossyIters := 100
+	if n, err := strconv.Atoi(os.Getenv("INTEROP_LOSSY_ITERS")); err == nil && n > 0 {
+		lossyIters = n
+	}
 	for _, tool := range []string{"read_bw", "write_bw", "send_bw"} {
-		add(tcase{tool: tool, kind: perftest, mtu: 1024, size: 65536, iters: 100, netem: lossAllSpec}, roles...)
+		add(tcase{tool: tool, kind: perftest, mtu: 1024, size: 65536, iters: lossyIters, netem: lossAllSpec}, roles...)
 	}
 	add(tcase{tool: "atomic_bw", kind: perftest, mtu: 1024, iters: 200, args: []string{"-A", "FETCH_AND_ADD"}, label: "fadd", netem: lossAllSpec}, roles...)
 	if os.Getenv("INTEROP_LOSSY") == "all" {

@@ -87,3 +87,60 @@ func (s *aheadSet) next(base, from, end wire.PSN) (wire.PSN, bool) {
 	}
 	return 0, false
 }
+
+// maxHeldBytes bounds the payload a QP holds for its turn (heldSet):
+// the requester's window (MaxUnackedPSNs) at path MTU 2048, half of it at
+// 4096. Buffers are made only when responses must wait, and reused.
+const maxHeldBytes = 1 << 20
+
+// heldSet holds the payloads of READ responses received ahead whose
+// placement must wait for an earlier READ or atomic that writes the
+// same memory (completer.acceptLocked): an application that READs twice
+// into one buffer ends with the later READ's data, as in order. Its
+// buffers are made on first use and reused.
+type heldSet struct {
+	at    map[wire.PSN][]byte
+	spare [][]byte
+}
+
+// put holds a copy of payload for psn, in a buffer of capacity pmtu; it
+// reports false when maxHeldBytes are held already.
+func (h *heldSet) put(psn wire.PSN, payload []byte, pmtu int) bool {
+	if (len(h.at)+1)*pmtu > maxHeldBytes {
+		return false
+	}
+	if h.at == nil {
+		h.at = make(map[wire.PSN][]byte)
+	}
+	var b []byte
+	if n := len(h.spare); n > 0 && cap(h.spare[n-1]) >= len(payload) {
+		b, h.spare = h.spare[n-1], h.spare[:n-1]
+	} else {
+		b = make([]byte, 0, max(pmtu, len(payload)))
+	}
+	h.at[psn] = append(b[:0], payload...)
+	return true
+}
+
+// take returns the payload held for psn, if any, and forgets it.
+func (h *heldSet) take(psn wire.PSN) ([]byte, bool) {
+	if len(h.at) == 0 {
+		return nil, false
+	}
+	b, ok := h.at[psn]
+	if ok {
+		delete(h.at, psn)
+	}
+	return b, ok
+}
+
+// free gives back a buffer take returned.
+func (h *heldSet) free(b []byte) { h.spare = append(h.spare, b[:0]) }
+
+// clear drops every held payload (a reset or a new send PSN).
+func (h *heldSet) clear() {
+	for _, b := range h.at {
+		h.spare = append(h.spare, b[:0])
+	}
+	clear(h.at)
+}

@@ -49,6 +49,7 @@ type completer struct {
 	// their holes ended (reaskLocked); dupacks counts the responses and
 	// ACKs since psn last moved.
 	ahead   aheadSet
+	held    heldSet // READ responses received ahead, waiting to be placed
 	askedTo wire.PSN
 	dupacks int
 }
@@ -58,6 +59,7 @@ type completer struct {
 func (c *completer) startAt(psn wire.PSN) {
 	c.psn, c.acked, c.askedTo, c.retryFrom, c.retryHigh = psn, psn, psn, psn, psn
 	c.ahead = aheadSet{}
+	c.held.clear()
 	c.dupacks = 0
 	c.win = MaxUnackedPSNs
 }
@@ -276,24 +278,15 @@ func (c *completer) acceptLocked(qp *QP, p *wire.Packet, psn wire.PSN) bool {
 		}
 		return bad(ibv.WCBadRespErr)
 	}
-	if psn != c.psn && !qp.aheadSafeLocked(i, w) {
-		// An earlier READ or atomic still to complete writes where this
-		// one does: its late data must not land after this, so this one
-		// waits for its turn (and is asked again).
-		ctr.DropResponse.Add(1)
-		return false
-	}
 	switch w.kind {
 	case kindAtomic:
 		ack := p.AtomicAckETH()
 		if ack == nil || psn != w.firstPSN {
 			return bad(ibv.WCBadRespErr)
 		}
+		// The result reaches memory when the atomic completes, in order
+		// (advanceLocked).
 		w.orig = ack.Orig()
-		if err := qp.putAtomicResult(w); err != nil {
-			qp.failLocked(i, ibv.WCLocProtErr)
-			return false
-		}
 	case kindRead:
 		if !p.Is(wire.MaskRead | wire.MaskResponse) {
 			return bad(ibv.WCBadRespErr)
@@ -305,6 +298,17 @@ func (c *completer) acceptLocked(qp *QP, p *wire.Packet, psn wire.PSN) bool {
 		// sub-range ends with LAST, rxe_resp.c read_reply).
 		if uint32(len(p.Payload)) != want || psn == w.lastPSN && !p.Is(wire.MaskEnd) {
 			return bad(ibv.WCBadRespErr)
+		}
+		if psn != c.psn && !qp.aheadSafeLocked(i, w) {
+			// An earlier READ or atomic still to complete writes where
+			// this one does: its data must not land before theirs, so
+			// it is held until its turn (advanceLocked), or, with no
+			// room to hold it, dropped and asked again.
+			if !c.held.put(psn, p.Payload, qp.pmtu) {
+				ctr.DropResponse.Add(1)
+				return false
+			}
+			break
 		}
 		if err := qp.cfg.Mem.Scatter(qp.cfg.PD, w.sgl, uint64(off), p.Payload); err != nil {
 			qp.failLocked(i, ibv.WCLocProtErr)
@@ -374,6 +378,16 @@ func (c *completer) advanceLocked(qp *QP) (progress, ok bool) {
 		}
 		if w.needsResponse() {
 			for !c.psn.After(w.lastPSN) && c.ahead.has(c.psn, c.psn) {
+				if data, ok := c.held.take(c.psn); ok {
+					// Held for its turn (acceptLocked): it is now.
+					off := uint64(c.psn.Diff(w.firstPSN)) * uint64(qp.pmtu)
+					err := qp.cfg.Mem.Scatter(qp.cfg.PD, w.sgl, off, data)
+					c.held.free(data)
+					if err != nil {
+						qp.failLocked(i, ibv.WCLocProtErr)
+						return progress, false
+					}
+				}
 				c.ahead.del(c.psn)
 				c.psn = c.psn.Next()
 				progress = true
@@ -383,6 +397,12 @@ func (c *completer) advanceLocked(qp *QP) (progress, ok bool) {
 					qp.req.catchUp(qp, i, w, c.psn)
 				}
 				return progress, true
+			}
+			if w.kind == kindAtomic {
+				if err := qp.putAtomicResult(w); err != nil {
+					qp.failLocked(i, ibv.WCLocProtErr)
+					return progress, false
+				}
 			}
 			c.completeLocked(qp, i, w)
 			continue

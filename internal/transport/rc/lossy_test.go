@@ -232,3 +232,36 @@ func TestReadReasksMoveForward(t *testing.T) {
 		})
 	}
 }
+
+// TestReadsIntoOneBuffer: READs that all write one buffer (perftest's
+// read_bw reads into one) under 3% loss, duplication and reordering on
+// every packet: the buffer ends with the last READ's data, as in order,
+// though the responses of later READs came before a lost one of an
+// earlier READ (they are held for their turn, heldSet), and the loss
+// costs no more than for READs into buffers of their own.
+func TestReadsIntoOneBuffer(t *testing.T) {
+	for seed := int64(1); seed <= 3; seed++ {
+		synctest.Test(t, func(t *testing.T) {
+			n := tt.NewNet(t, seed)
+			const size, count = 65536, 32
+			a, b := newPair(t, n, opts{mtu: ibv.MTU1024, timeout: 14, retry: 7, rnr: 7, bufSize: count * size, maxWR: 512})
+			fill(b.buf, int(seed))
+			n.Fabric().SetImpairment(impair(0.03))
+			for i := range count {
+				a.post(rdmaWR(a, b, uint64(i), ibv.WRRDMARead, 0, i*size, size))
+			}
+			for i, wc := range a.waitWCFor(count, 10*time.Minute) {
+				if wc.Status != ibv.WCSuccess {
+					t.Fatalf("seed %d: READ %d: %v", seed, i, wc.Status)
+				}
+			}
+			checkBytes(t, "the buffer after the last READ", a.buf[:size], b.buf[(count-1)*size:])
+			got, needed := a.ctr().RcvdPkts.Load(), uint64(count*size/1024)
+			t.Logf("seed %d: %d READs of %d B into one buffer: %d packets received for %d needed (%.2f)",
+				seed, count, size, got, needed, float64(got)/float64(needed))
+			if r := float64(got) / float64(needed); r > 1.5 {
+				t.Errorf("seed %d: %.2f packets received for each needed, want at most 1.5", seed, r)
+			}
+		})
+	}
+}

@@ -221,7 +221,7 @@ func (n *NIC) receiveMcast(r *reader, p *transport.RxPacket, group netip.Addr) b
 	writes, answer := writesMemory(&p.Pkt), answerable(&p.Pkt)
 	for _, qpn := range qpns {
 		e := n.lookup(qpn)
-		if e == nil || !classMatches(p.Pkt.Opcode, e.typ) {
+		if e == nil || !transport.ClassMatches(p.Pkt.Opcode, e.typ) {
 			c.DropNoQP.Add(1) // rxe_rcv_mcast_pkt: check_type_state fails, skipped
 			continue
 		}

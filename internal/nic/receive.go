@@ -6,7 +6,6 @@ package nic
 // packets.
 
 import (
-	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/wire"
@@ -60,13 +59,13 @@ func (n *NIC) receive(r *reader, p *transport.RxPacket, d *link.Datagram) bool {
 	}
 	// rxe_recv.c check_keys: P_Key must match the default full-member key
 	// in its low 15 bits (pkey_match with 0xffff).
-	if pk := p.Pkt.BTH().PKey(); pk&0x7FFF != wire.DefaultPKey&0x7FFF {
+	if !transport.PKeyMatches(p.Pkt.BTH().PKey()) {
 		c.DropPKey.Add(1)
 		return false
 	}
 	qpn := p.Pkt.DestQP()
 	e := n.lookup(qpn)
-	if e == nil || !classMatches(p.Pkt.Opcode, e.typ) {
+	if e == nil || !transport.ClassMatches(p.Pkt.Opcode, e.typ) {
 		c.DropNoQP.Add(1)
 		return false
 	}
@@ -79,25 +78,4 @@ func (n *NIC) receive(r *reader, p *transport.RxPacket, d *link.Datagram) bool {
 	}
 	r.touch(e, writes, answer)
 	return true
-}
-
-// classMatches reports whether opcode's transport class fits the QP type
-// (rxe_recv.c check_type_state); for the two XRC types, also whether its
-// direction does.
-func classMatches(op wire.Opcode, t ibv.QPType) bool {
-	switch t {
-	case ibv.QPTypeRC:
-		return op.Class() == wire.ClassRC
-	case ibv.QPTypeUC:
-		return op.Class() == wire.ClassUC
-	case ibv.QPTypeUD:
-		return op.Class() == wire.ClassUD
-	case ibv.QPTypeXRCSend:
-		// The initiator has no receive side: XRC responses only.
-		return op.Class() == wire.ClassXRC && op.Is(wire.MaskResponse)
-	case ibv.QPTypeXRCRecv:
-		// The target sends no requests: XRC requests only.
-		return op.Class() == wire.ClassXRC && op.Is(wire.MaskRequest)
-	}
-	return false
 }

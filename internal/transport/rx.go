@@ -1,6 +1,9 @@
 package transport
 
-import "github.com/softnic/softnic/wire"
+import (
+	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/wire"
+)
 
 // MaxDatagram is the largest RoCEv2 UDP payload softnic handles
 // (wire.MaxDatagram).
@@ -47,4 +50,31 @@ func (p *RxPacket) Release() {
 	if p.pool != nil {
 		p.pool.Put(p)
 	}
+}
+
+// PKeyMatches reports whether a packet's P_Key is accepted: it must match
+// the default full-member key in its low 15 bits (rxe_recv.c check_keys:
+// pkey_match with 0xffff).
+func PKeyMatches(pkey uint16) bool { return pkey&0x7FFF == wire.DefaultPKey&0x7FFF }
+
+// ClassMatches reports whether opcode's transport class fits a QP of type
+// t (rxe_recv.c check_type_state); for the two XRC types, also whether
+// its direction does. The engine routes by it, and so does the transports'
+// test kit.
+func ClassMatches(op wire.Opcode, t ibv.QPType) bool {
+	switch t {
+	case ibv.QPTypeRC:
+		return op.Class() == wire.ClassRC
+	case ibv.QPTypeUC:
+		return op.Class() == wire.ClassUC
+	case ibv.QPTypeUD:
+		return op.Class() == wire.ClassUD
+	case ibv.QPTypeXRCSend:
+		// The initiator has no receive side: XRC responses only.
+		return op.Class() == wire.ClassXRC && op.Is(wire.MaskResponse)
+	case ibv.QPTypeXRCRecv:
+		// The target sends no requests: XRC requests only.
+		return op.Class() == wire.ClassXRC && op.Is(wire.MaskRequest)
+	}
+	return false
 }

@@ -290,12 +290,12 @@ func (nd *Node) deliver(p *transport.RxPacket, d *link.Datagram) bool {
 		c.DropAddr.Add(1)
 		return false
 	}
-	if pk := p.Pkt.BTH().PKey(); pk&0x7FFF != wire.DefaultPKey&0x7FFF { // rxe_recv.c check_keys
+	if !transport.PKeyMatches(p.Pkt.BTH().PKey()) { // rxe_recv.c check_keys
 		c.DropPKey.Add(1)
 		return false
 	}
 	port := nd.port(p.Pkt.DestQP())
-	if port == nil || port.h == nil || !classMatches(p.Pkt.Opcode, port.typ) {
+	if port == nil || port.h == nil || !transport.ClassMatches(p.Pkt.Opcode, port.typ) {
 		c.DropNoQP.Add(1)
 		return false
 	}
@@ -314,25 +314,6 @@ func (nd *Node) port(qpn uint32) *Port {
 		}
 	}
 	return nil
-}
-
-// classMatches reports whether an opcode's transport class fits the QP
-// type, and for XRC its direction (nic engine.go classMatches; rxe_recv.c
-// check_type_state).
-func classMatches(op wire.Opcode, t ibv.QPType) bool {
-	switch t {
-	case ibv.QPTypeRC:
-		return op.Class() == wire.ClassRC
-	case ibv.QPTypeUC:
-		return op.Class() == wire.ClassUC
-	case ibv.QPTypeUD:
-		return op.Class() == wire.ClassUD
-	case ibv.QPTypeXRCSend:
-		return op.Class() == wire.ClassXRC && op.Is(wire.MaskResponse)
-	case ibv.QPTypeXRCRecv:
-		return op.Class() == wire.ClassXRC && op.Is(wire.MaskRequest)
-	}
-	return false
 }
 
 // Port is the place of one QP on a node: the QP number the node routes to

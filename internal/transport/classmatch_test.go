@@ -1,4 +1,4 @@
-package nic
+package transport
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 	"github.com/softnic/softnic/wire"
 )
 
-// classMatches on every opcode of the table: an XRC_SEND QP takes XRC
+// ClassMatches on every opcode of the table: an XRC_SEND QP takes XRC
 // responses only, an XRC_RECV QP XRC requests only, and neither takes
 // another class, nor does RC, UC or UD take XRC (the rest is DropNoQP).
 func TestClassMatchesXRC(t *testing.T) {
@@ -27,14 +27,14 @@ func TestClassMatchesXRC(t *testing.T) {
 			{ibv.QPTypeUC, o.Class() == wire.ClassUC},
 			{ibv.QPTypeUD, o.Class() == wire.ClassUD},
 		} {
-			if got := classMatches(o, c.typ); got != c.want {
-				t.Errorf("classMatches(%v, %v) = %v, want %v", o, c.typ, got, c.want)
+			if got := ClassMatches(o, c.typ); got != c.want {
+				t.Errorf("ClassMatches(%v, %v) = %v, want %v", o, c.typ, got, c.want)
 			}
 		}
 	}
-	if !classMatches(wire.ClassXRC|wire.RCSendMiddle.Op(), ibv.QPTypeXRCRecv) ||
-		classMatches(wire.ClassXRC|wire.RCSendMiddle.Op(), ibv.QPTypeXRCSend) ||
-		!classMatches(wire.ClassXRC|wire.RCAck.Op(), ibv.QPTypeXRCSend) {
+	if !ClassMatches(wire.ClassXRC|wire.RCSendMiddle.Op(), ibv.QPTypeXRCRecv) ||
+		ClassMatches(wire.ClassXRC|wire.RCSendMiddle.Op(), ibv.QPTypeXRCSend) ||
+		!ClassMatches(wire.ClassXRC|wire.RCAck.Op(), ibv.QPTypeXRCSend) {
 		t.Error("XRC SEND_MIDDLE or ACK routed wrongly")
 	}
 }

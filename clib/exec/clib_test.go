@@ -23,16 +23,16 @@ import (
 
 var (
 	buildOnce sync.Once
-	tmpDir    string // removed by TestMain
-	libDir    string // the libraries, once built
-	buildErr  string // why they are not
+	libDir    string   // the libraries, once built
+	buildErr  string   // why they are not
+	cleanup   []string // temporary directories TestMain removes
 )
 
 func TestMain(m *testing.M) {
 	flag.Parse()
 	code := m.Run()
-	if tmpDir != "" {
-		os.RemoveAll(tmpDir)
+	for _, d := range cleanup {
+		os.RemoveAll(d)
 	}
 	os.Exit(code)
 }
@@ -65,7 +65,7 @@ func buildLibs() (string, string) {
 	if err != nil {
 		return "", err.Error()
 	}
-	tmpDir = dir
+	cleanup = append(cleanup, dir)
 	out, err := osexec.Command(filepath.Join(root, "scripts", "clib"), "-o", dir).CombinedOutput()
 	if err != nil {
 		return "", fmt.Sprintf("scripts/clib failed: %v\n%s", err, out)

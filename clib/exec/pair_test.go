@@ -96,6 +96,20 @@ func listening(port int) bool {
 	return false
 }
 
+// waitListening waits until the program s listens on TCP port.
+func waitListening(t *testing.T, ctx context.Context, s *proc, port int) {
+	t.Helper()
+	for !listening(port) {
+		select {
+		case err := <-s.done:
+			t.Fatalf("%s ended before it listened: %v\n%s", strings.Join(s.cmd.Args, " "), err, s.out.String())
+		case <-ctx.Done():
+			t.Fatalf("%s never listened on port %d", strings.Join(s.cmd.Args, " "), port)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 // pair runs a server and, once it listens on TCP port, a client against
 // it, each over softnic at its own address, and returns their outputs.
 func pair(t *testing.T, port int, server, client []string, sopts, copts Options) (string, string) {
@@ -103,15 +117,7 @@ func pair(t *testing.T, port int, server, client []string, sopts, copts Options)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	s := start(t, ctx, sopts, server...)
-	for !listening(port) {
-		select {
-		case err := <-s.done:
-			t.Fatalf("%s ended before it listened: %v\n%s", strings.Join(server, " "), err, s.out.String())
-		case <-ctx.Done():
-			t.Fatalf("%s never listened on port %d", strings.Join(server, " "), port)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	waitListening(t, ctx, s, port)
 	c := start(t, ctx, copts, client...)
 	cout := c.wait(t)
 	sout := s.wait(t)

@@ -15,6 +15,7 @@
 #include <arpa/inet.h>
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,19 +137,18 @@ SN_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *dev)
 	}
 	ctx = &c->vctx.context;
 	ctx->device = dev;
-	ctx->cmd_fd = -1;
+	/* There is no uverbs device; cmd_fd is a descriptor of its own all
+	 * the same, for programs that dup or pass it (ibv_import_device
+	 * answers EOPNOTSUPP). */
+	ctx->cmd_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 	ctx->async_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
-	if (ctx->async_fd < 0) {
-		free(c);
-		return NULL;
+	if (ctx->cmd_fd < 0 || ctx->async_fd < 0) {
+		err = errno;
+		goto fail;
 	}
 	err = e->ctx_open(dev->name, ctx->async_fd, &c->h, &info);
-	if (err) {
-		close(ctx->async_fd);
-		free(c);
-		errno = err;
-		return NULL;
-	}
+	if (err)
+		goto fail;
 	ctx->num_comp_vectors = 1;
 	pthread_mutex_init(&ctx->mutex, NULL);
 	ctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
@@ -161,6 +161,15 @@ SN_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *dev)
 	((struct sn_device *)dev)->guid = guid_of(info.gid);
 	pthread_mutex_unlock(&device_mu);
 	return ctx;
+
+fail:
+	if (ctx->cmd_fd >= 0)
+		close(ctx->cmd_fd);
+	if (ctx->async_fd >= 0)
+		close(ctx->async_fd);
+	free(c);
+	errno = err;
+	return NULL;
 }
 
 SN_EXPORT int ibv_close_device(struct ibv_context *ctx)
@@ -169,6 +178,7 @@ SN_EXPORT int ibv_close_device(struct ibv_context *ctx)
 
 	sn_e->ctx_close(c->h);
 	close(ctx->async_fd);
+	close(ctx->cmd_fd);
 	pthread_mutex_lock(&device_mu);
 	open_contexts--;
 	pthread_mutex_unlock(&device_mu);

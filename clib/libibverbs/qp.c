@@ -50,6 +50,20 @@ struct ibv_qp *sn_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
+	switch (attr->qp_type) {
+	case IBV_QPT_RC:
+	case IBV_QPT_UC:
+	case IBV_QPT_UD:
+	case IBV_QPT_XRC_SEND:
+	case IBV_QPT_XRC_RECV:
+		break;
+	default:
+		/* Raw packet and driver QPs: EOPNOTSUPP, as rxe answers for
+		 * the QP types it has not (rxe_qp.c rxe_qp_chk_init). */
+		sn_debug("create_qp: QP type %d is not supported", attr->qp_type);
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
 	if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags) {
 		sn_debug("create_qp_ex: create_flags %#x", attr->create_flags);
 		errno = EOPNOTSUPP;

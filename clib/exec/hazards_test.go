@@ -84,13 +84,14 @@ func TestForkHazard(t *testing.T) {
 }
 
 // A SIGALRM handler installed with plain signal() once the device is
-// open, as perftest installs its own, and needing 16 KiB of stack, runs
+// open, as perftest installs its own, and needing 64 KiB of stack, runs
 // every 200 µs while the program posts and polls, mostly inside the
 // engine, and breaks nothing: the library gives it SA_ONSTACK (without
-// it the handler runs on a goroutine stack and the Go runtime dies:
-// "fatal: systemstack called from unexpected goroutine"). And every
-// thread of the engine blocks the program's asynchronous signals, so
-// a signal sent to the process reaches one of the program's threads.
+// it a handler can run on a goroutine stack and break the Go runtime:
+// "fatal: systemstack called from unexpected goroutine"), and the thread
+// that opens the device an alternate stack larger than Go's 32 KiB. And
+// every thread of the engine blocks the program's asynchronous signals,
+// so a signal sent to the process reaches one of the program's threads.
 func TestSignalHazard(t *testing.T) {
 	prog := cprog(t, "signals")
 	t.Log(strings.TrimSpace(runC(t, Options{Addr: testAddr(0)}, prog, "handler")))

@@ -122,12 +122,15 @@ SN_EXPORT int ibv_get_device_index(struct ibv_device *dev)
 
 SN_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *dev)
 {
-	const struct sn_engine *e = sn_engine_load();
+	const struct sn_engine *e;
 	struct sn_context *c;
 	struct sn_dev_info info;
 	struct ibv_context *ctx;
 	int err;
 
+	/* Before the engine loads: Go keeps a stack a thread has. */
+	sn_thread_altstack();
+	e = sn_engine_load();
 	if (!e)
 		return NULL;
 	c = calloc(1, sizeof(*c));

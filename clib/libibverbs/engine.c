@@ -26,6 +26,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "softnic.h"
 
@@ -158,6 +160,36 @@ static int load_locked(void)
 		return ENOENT;
 	}
 	return 0;
+}
+
+/*
+ * A thread that calls into the engine runs the program's signal handlers
+ * on an alternate stack (they have SA_ONSTACK: signal.c); without one of
+ * its own, Go gives it its 32 KiB signal stack, which a handler that
+ * needs more overflows. The thread that opens a device, often the only
+ * one that calls in (perftest's), gets a larger one of its own here,
+ * with a guard page below it.
+ */
+#define ALTSTACK_SIZE (256 << 10)
+
+void sn_thread_altstack(void)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	stack_t ss;
+	void *p;
+
+	if (sigaltstack(NULL, &ss) || !(ss.ss_flags & SS_DISABLE))
+		return; /* the thread has one */
+	p = mmap(NULL, ALTSTACK_SIZE + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK,
+		 -1, 0);
+	if (p == MAP_FAILED)
+		return;
+	mprotect(p, page, PROT_NONE);
+	ss.ss_sp = (char *)p + page;
+	ss.ss_size = ALTSTACK_SIZE;
+	ss.ss_flags = 0;
+	if (sigaltstack(&ss, NULL))
+		munmap(p, ALTSTACK_SIZE + page);
 }
 
 const struct sn_engine *sn_engine_load(void)

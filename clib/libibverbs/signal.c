@@ -5,15 +5,16 @@
  * A thread that calls into the engine runs Go code on a goroutine stack,
  * a few kilobytes that Go grows by copying; a handler the program set up
  * without SA_ONSTACK that interrupts it runs on that stack, past its
- * guard, and breaks the Go runtime ("fatal: systemstack called from
+ * guard, and can break the Go runtime ("fatal: systemstack called from
  * unexpected goroutine": Go's os/signal documentation requires SA_ONSTACK
  * of non-Go handlers). perftest installs its SIGALRM handler with plain
- * signal(). Go gives each thread that enters it an alternate stack and
- * adds SA_ONSTACK to the handlers installed before it starts; these
- * wrappers add it to those installed later: libibverbs.so.1 comes before
- * libc.so.6 in a program's search order, so a program's signal() and
- * sigaction() find these first (the version script gives them libc's
- * symbol version), and they call libc's with SA_ONSTACK added.
+ * signal(). Go gives each thread that enters it an alternate stack (the
+ * thread that opens a device has a larger one: engine.c) and adds
+ * SA_ONSTACK to the handlers installed before it starts; these wrappers
+ * add it to those installed later: libibverbs.so.1 comes before libc.so.6
+ * in a program's search order, so a program's signal() and sigaction()
+ * find these first (the version script gives them libc's symbol
+ * version), and they call libc's with SA_ONSTACK added.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>

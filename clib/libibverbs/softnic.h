@@ -40,6 +40,10 @@ struct sn_engine {
  */
 const struct sn_engine *sn_engine_load(void);
 
+/* sn_thread_altstack gives the calling thread an alternate signal stack
+ * of softnic's when it has none: Go would give it a smaller one. */
+void sn_thread_altstack(void);
+
 /* The engine of an object made through an open context: loaded. */
 extern const struct sn_engine *sn_e;
 

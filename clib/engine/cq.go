@@ -61,19 +61,17 @@ func (ch *channelObj) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
+		// One event a wake-up: the channel signals Ready again while
+		// more are queued, so a take never finds the queue empty (and
+		// never busy-polls the link, on a device with BusyPoll, with the
+		// lock held).
 		ch.mu.Lock()
-		for {
-			cq, err := ch.ch.GetEventTimeout(ctx, 0)
-			if err != nil {
-				break
-			}
+		if cq, err := ch.ch.GetEventTimeout(ctx, 0); err == nil {
 			_ = cq.AckEvents(1)
-			o, ok := cqsByVerbs.Load(cq)
-			if !ok {
-				continue
+			if o, ok := cqsByVerbs.Load(cq); ok {
+				ch.events = append(ch.events, chanEvent{cq, o.(*cqObj).cookie})
+				signalFD(ch.efd)
 			}
-			ch.events = append(ch.events, chanEvent{cq, o.(*cqObj).cookie})
-			signalFD(ch.efd)
 		}
 		ch.mu.Unlock()
 	}

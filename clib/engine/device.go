@@ -227,7 +227,12 @@ func sne_ctx_close(h C.sn_handle) C.int {
 		return einval
 	}
 	c.destroyAll()
+	// Under ownersMu: a port event being delivered holds it, so once
+	// the context is out of the table no event signals its fd, which the
+	// C library closes when this returns.
+	ownersMu.Lock()
 	ctxs.del(handle(h))
+	ownersMu.Unlock()
 	if err := c.d.release(); err != nil {
 		debugf("close device: %v", err)
 	}

@@ -12,4 +12,20 @@
 // (device.go), configured by the SOFTNIC_* environment (clib/exec).
 package main
 
+import "runtime"
+
+// minProcs is the fewest Ps the engine runs with. A C thread that calls
+// into Go keeps its P between calls (cgocallbackg reenters the syscall
+// state on return, and sysmon takes the P back only after a tick), so a
+// program that polls in a loop all but holds one: with GOMAXPROCS=1 the
+// engine's own goroutines (its processors, its receive goroutine, the
+// event fds' waits) would wait for sysmon each time.
+const minProcs = 2
+
+func init() {
+	if runtime.GOMAXPROCS(0) < minProcs {
+		runtime.GOMAXPROCS(minProcs)
+	}
+}
+
 func main() {}

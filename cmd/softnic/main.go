@@ -18,6 +18,7 @@
 //	softnic udaddy [-s server] [-b bind] [-c conns] [-C count] [-S size] [-P udp|ipoib]
 //	softnic mckey -m group [-s] [-b bind] [-c conns] [-C count] [-S size] [-p port_space]
 //	softnic info [--addr IP] [-d dev] [-i port] [-l] [--json]
+//	softnic exec [--addr IP] [options] -- PROGRAM [ARGS...]
 //	softnic help [COMMAND]
 //	softnic version
 //
@@ -81,6 +82,7 @@ func commandList() []command {
 		{"udaddy", "UD datagrams to peers resolved through the connection manager (SIDR), like librdmacm's udaddy", runUdaddy},
 		{"mckey", "UD multicast joined through the connection manager, like librdmacm's mckey", runMckey},
 		{"info", "show a NIC's attributes, like rdma-core's ibv_devinfo -v", runInfo},
+		{"exec", "run an unmodified libibverbs program (ibv_devinfo, perftest, pyverbs) over softnic", runExec},
 		{"help", "show usage of softnic or of one command", runHelp},
 		{"version", "print the version", runVersion},
 	}

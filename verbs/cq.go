@@ -76,6 +76,18 @@ func (c *CompChannel) getEvent(ctx context.Context, timeout time.Duration) (*CQ,
 	return cqOf(q), nil
 }
 
+// Ready returns a channel that holds a value while events may be queued
+// on c, for a select loop that then takes them with GetEventTimeout and a
+// timeout of 0 (which may find none: another consumer took them). It is
+// nil for a CompChannel not made by CreateCompChannel. softnic's C
+// libibverbs waits on it to signal the file descriptor a program polls.
+func (c *CompChannel) Ready() <-chan struct{} {
+	if !c.ok() {
+		return nil
+	}
+	return c.ch.C()
+}
+
 // Close destroys the channel (ibv_destroy_comp_channel): EBUSY while CQs
 // are attached to it, EINVAL when it is already closed.
 func (c *CompChannel) Close() error {

@@ -83,6 +83,7 @@ func commandList() []toolcmd.Command {
 		udaddy.Command,
 		mckey.Command,
 		devinfo.Command,
+		{Name: "exec", Summary: "run an unmodified libibverbs program (ibv_devinfo, perftest, pyverbs) over softnic", Run: runExec},
 		{Name: "help", Summary: "show usage of softnic or of one command", Run: runHelp},
 		{Name: "version", Summary: "print the version", Run: runVersion},
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/softnic/softnic/capture"
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/metrics"
 	"github.com/softnic/softnic/verbs"
@@ -58,6 +59,9 @@ type Config struct {
 	// BusyPoll is the device's verbs.Config.BusyPoll: how long a blocking
 	// wait polls the link before it sleeps (--busy-poll).
 	BusyPoll time.Duration
+	// PortMTU is the device's verbs.Config.PortMTU: the port's active
+	// MTU, 0 to follow the interface's.
+	PortMTU ibv.MTU
 	// Detached brings the NIC up on a private in-memory link instead of
 	// the network: enough to query its attributes (softnic info) without
 	// binding a port.
@@ -155,7 +159,7 @@ func Open(cfg Config) (*NIC, error) {
 		n.pcapLink = link.NewPcapLink(lk, w)
 		lk = n.pcapLink
 	}
-	dev, err := verbs.Open(verbs.Config{Link: lk, PeerPort: cfg.PeerPort, Name: cfg.Name, BusyPoll: cfg.BusyPoll})
+	dev, err := verbs.Open(verbs.Config{Link: lk, PeerPort: cfg.PeerPort, Name: cfg.Name, BusyPoll: cfg.BusyPoll, PortMTU: cfg.PortMTU})
 	if err != nil {
 		lk.Close()
 		n.closePcap()

@@ -1,0 +1,451 @@
+/*
+ * softnic_engine.h - the boundary between softnic's libibverbs.so.1 (C) and
+ * its engine, libsoftnic.so (Go, -buildmode=c-shared).
+ *
+ * The C library owns every struct a program sees (ibv_context, ibv_qp, ...);
+ * the engine owns the Go objects behind them (package verbs) and hands the C
+ * library integer handles. C never keeps a Go pointer; Go keeps C pointers
+ * only as opaque cookies it returns with events (the ibv_cq of a completion
+ * event, the object of an asynchronous event) and reads C memory only while
+ * a call lasts (work requests, scatter lists, registered memory).
+ *
+ * The header is self-contained (stdint only) so that the Go package builds
+ * with a C compiler alone; the C library includes it beside the system's
+ * <infiniband/verbs.h> and checks with _Static_assert (abi.c) that the
+ * mirrors below have the layouts of libibverbs' structs. Every function
+ * returns 0 or a positive errno value, as libibverbs' calls do.
+ *
+ * The cgo export of each function must match its prototype here: the Go
+ * package includes this header, so a mismatch fails its build.
+ */
+#ifndef SOFTNIC_ENGINE_H
+#define SOFTNIC_ENGINE_H
+
+#include <stdint.h>
+
+/* The engine's ABI version; sne_abi_version must return it. */
+#define SN_ABI_VERSION 1
+
+/* Handles are 32-bit; 0 is no object. */
+typedef uint32_t sn_handle;
+
+/* ---- Mirrors of libibverbs' data-path structs (same layout) ---- */
+
+/* struct ibv_sge */
+struct sn_sge {
+	uint64_t addr;
+	uint32_t length;
+	uint32_t lkey;
+};
+
+/*
+ * struct ibv_send_wr, with its unions spelled as the fields that overlay
+ * them (little-endian: a 32-bit member in a 64-bit slot is its low half).
+ */
+struct sn_send_wr {
+	uint64_t wr_id;
+	struct sn_send_wr *next;
+	struct sn_sge *sg_list;
+	int32_t num_sge;
+	uint32_t opcode;
+	uint32_t send_flags;
+	uint32_t imm;         /* imm_data (network order) | invalidate_rkey */
+	uint64_t w0;          /* wr.rdma.remote_addr | wr.atomic.remote_addr | wr.ud.ah */
+	uint64_t w1;          /* wr.rdma.rkey (low) | wr.atomic.compare_add |
+	                         wr.ud.remote_qpn (low), wr.ud.remote_qkey (high) */
+	uint64_t w2;          /* wr.atomic.swap */
+	uint64_t w3;          /* wr.atomic.rkey (low) */
+	uint32_t remote_srqn; /* qp_type.xrc.remote_srqn */
+	uint32_t pad0;
+	uint64_t b0;          /* bind_mw.mw | tso.hdr */
+	uint64_t b1;          /* bind_mw.rkey (low) | tso.hdr_sz (bits 0-15), tso.mss (16-31) */
+	uint64_t b2;          /* bind_mw.bind_info.mr */
+	uint64_t b3;          /* bind_mw.bind_info.addr */
+	uint64_t b4;          /* bind_mw.bind_info.length */
+	uint32_t b5;          /* bind_mw.bind_info.mw_access_flags */
+	uint32_t pad1;
+};
+
+/* struct ibv_recv_wr */
+struct sn_recv_wr {
+	uint64_t wr_id;
+	struct sn_recv_wr *next;
+	struct sn_sge *sg_list;
+	int32_t num_sge;
+	uint32_t pad;
+};
+
+/* struct ibv_ops_wr (tag matching) */
+struct sn_ops_wr {
+	uint64_t wr_id;
+	struct sn_ops_wr *next;
+	uint32_t opcode;
+	int32_t flags;
+	uint32_t unexpected_cnt;
+	uint32_t handle;
+	uint64_t recv_wr_id;
+	struct sn_sge *sg_list;
+	int32_t num_sge;
+	uint32_t pad;
+	uint64_t tag;
+	uint64_t mask;
+};
+
+/* struct ibv_wc */
+struct sn_wc {
+	uint64_t wr_id;
+	uint32_t status;
+	uint32_t opcode;
+	uint32_t vendor_err;
+	uint32_t byte_len;
+	uint32_t imm;         /* imm_data (network order) | invalidated_rkey */
+	uint32_t qp_num;
+	uint32_t src_qp;
+	uint32_t wc_flags;
+	uint16_t pkey_index;
+	uint16_t slid;
+	uint8_t sl;
+	uint8_t dlid_path_bits;
+	uint8_t pad[2];
+};
+
+/* A completion with what ibv_cq_ex reads beyond struct ibv_wc. */
+struct sn_wc_ex {
+	struct sn_wc wc;
+	uint64_t tm_tag;
+	uint32_t tm_priv;
+	uint32_t pad;
+};
+
+/*
+ * The start of the C objects a work request points to, where the engine
+ * reads the handle it gave them: struct ibv_ah (wr.ud.ah), ibv_mw
+ * (bind_mw.mw) and ibv_mr (bind_info.mr).
+ */
+struct sn_ah_head {
+	void *context;
+	void *pd;
+	uint32_t handle;
+};
+struct sn_mw_head {
+	void *context;
+	void *pd;
+	uint32_t rkey;
+	uint32_t handle;
+};
+struct sn_mr_head {
+	void *context;
+	void *pd;
+	void *addr;
+	uint64_t length;
+	uint32_t handle;
+	uint32_t lkey;
+	uint32_t rkey;
+};
+
+/* ---- Slow-path values, converted from libibverbs' structs in C ---- */
+
+/* What a context learns of its device when it opens. */
+struct sn_dev_info {
+	uint8_t gid[16];      /* the device's address as a RoCEv2 GID */
+};
+
+/* struct ibv_device_attr with the ex fields softnic reports. */
+struct sn_device_attr {
+	char fw_ver[64];
+	uint64_t node_guid;
+	uint64_t sys_image_guid;
+	uint64_t max_mr_size;
+	uint64_t page_size_cap;
+	uint64_t device_cap_flags; /* all 64 bits (device_cap_flags_ex) */
+	uint32_t vendor_id;
+	uint32_t vendor_part_id;
+	uint32_t hw_ver;
+	int32_t max_qp;
+	int32_t max_qp_wr;
+	int32_t max_sge;
+	int32_t max_sge_rd;
+	int32_t max_cq;
+	int32_t max_cqe;
+	int32_t max_mr;
+	int32_t max_pd;
+	int32_t max_qp_rd_atom;
+	int32_t max_ee_rd_atom;
+	int32_t max_res_rd_atom;
+	int32_t max_qp_init_rd_atom;
+	int32_t max_ee_init_rd_atom;
+	int32_t atomic_cap;
+	int32_t max_mw;
+	int32_t max_ah;
+	int32_t max_fmr;
+	int32_t max_srq;
+	int32_t max_srq_wr;
+	int32_t max_srq_sge;
+	int32_t max_pkeys;
+	int32_t max_mcast_grp;
+	int32_t max_mcast_qp_attach;
+	int32_t max_total_mcast_qp_attach;
+	uint8_t local_ca_ack_delay;
+	uint8_t phys_port_cnt;
+	uint16_t pad;
+	/* tm_caps */
+	uint32_t tm_max_rndv_hdr_size;
+	uint32_t tm_max_num_tags;
+	uint32_t tm_flags;
+	uint32_t tm_max_ops;
+	uint32_t tm_max_sge;
+	/* tso_caps */
+	uint32_t max_tso;
+	uint32_t tso_supported_qpts;
+	uint32_t pad2;
+};
+
+/* struct ibv_port_attr, as far as softnic fills it. */
+struct sn_port_attr {
+	uint32_t state;
+	uint32_t max_mtu;
+	uint32_t active_mtu;
+	uint32_t port_cap_flags;
+	uint32_t max_msg_sz;
+	uint16_t pkey_tbl_len;
+	uint16_t lid;
+	uint16_t sm_lid;
+	uint8_t lmc;
+	uint8_t max_vl_num;
+	uint8_t active_width;
+	uint8_t active_speed;
+	uint8_t phys_state;
+	uint8_t link_layer;
+};
+
+/* struct ibv_ah_attr with its ibv_global_route; dgid as the engine's GID
+ * (the C library maps GID table indexes and link-local GIDs first). */
+struct sn_ah_attr {
+	uint8_t dgid[16];
+	uint32_t flow_label;
+	uint16_t dlid;
+	uint8_t sgid_index;
+	uint8_t hop_limit;
+	uint8_t traffic_class;
+	uint8_t sl;
+	uint8_t src_path_bits;
+	uint8_t static_rate;
+	uint8_t is_global;
+	uint8_t port_num;
+	uint8_t pad[2];
+};
+
+/* struct ibv_qp_cap */
+struct sn_qp_cap {
+	uint32_t max_send_wr;
+	uint32_t max_recv_wr;
+	uint32_t max_send_sge;
+	uint32_t max_recv_sge;
+	uint32_t max_inline_data;
+};
+
+/* struct ibv_qp_attr */
+struct sn_qp_attr {
+	uint32_t qp_state;
+	uint32_t cur_qp_state;
+	uint32_t path_mtu;
+	uint32_t path_mig_state;
+	uint32_t qkey;
+	uint32_t rq_psn;
+	uint32_t sq_psn;
+	uint32_t dest_qp_num;
+	uint32_t qp_access_flags;
+	uint32_t rate_limit;
+	struct sn_qp_cap cap;
+	struct sn_ah_attr ah_attr;
+	struct sn_ah_attr alt_ah_attr;
+	uint16_t pkey_index;
+	uint16_t alt_pkey_index;
+	uint8_t en_sqd_async_notify;
+	uint8_t sq_draining;
+	uint8_t max_rd_atomic;
+	uint8_t max_dest_rd_atomic;
+	uint8_t min_rnr_timer;
+	uint8_t port_num;
+	uint8_t timeout;
+	uint8_t retry_cnt;
+	uint8_t rnr_retry;
+	uint8_t alt_port_num;
+	uint8_t alt_timeout;
+	uint8_t pad;
+};
+
+/* struct ibv_qp_init_attr_ex, with objects as handles. */
+struct sn_qp_init {
+	uint64_t cookie;         /* the struct ibv_qp *, returned with its events */
+	uint64_t send_ops_flags;
+	uint32_t qp_type;
+	sn_handle pd;
+	sn_handle send_cq;
+	sn_handle recv_cq;
+	sn_handle srq;
+	sn_handle wq;            /* the one WQ of rwq_ind_tbl */
+	sn_handle xrcd;
+	uint32_t sq_sig_all;
+	uint32_t max_tso_header;
+	uint32_t pad;
+	struct sn_qp_cap cap;
+};
+
+/* struct ibv_srq_init_attr_ex, with objects as handles. */
+struct sn_srq_init {
+	uint64_t cookie;         /* the struct ibv_srq * */
+	sn_handle pd;
+	sn_handle cq;
+	sn_handle xrcd;
+	uint32_t srq_type;
+	uint32_t max_wr;
+	uint32_t max_sge;
+	uint32_t srq_limit;
+	uint32_t max_num_tags;
+	uint32_t max_ops;
+	uint32_t pad;
+};
+
+/* struct ibv_srq_attr */
+struct sn_srq_attr {
+	uint32_t max_wr;
+	uint32_t max_sge;
+	uint32_t srq_limit;
+};
+
+/* struct ibv_wq_init_attr, with objects as handles. */
+struct sn_wq_init {
+	uint64_t cookie;         /* the struct ibv_wq * */
+	sn_handle pd;
+	sn_handle cq;
+	uint32_t wq_type;
+	uint32_t max_wr;
+	uint32_t max_sge;
+	uint32_t create_flags;
+};
+
+/* struct ibv_wq_attr */
+struct sn_wq_attr {
+	uint32_t attr_mask;
+	uint32_t wq_state;
+	uint32_t curr_wq_state;
+	uint32_t flags;
+	uint32_t flags_mask;
+};
+
+/* A type-1 bind (struct ibv_mw_bind), the MR as a handle. */
+struct sn_mw_bind {
+	uint64_t wr_id;
+	uint64_t addr;
+	uint64_t length;
+	uint32_t send_flags;
+	sn_handle mr;
+	uint32_t access;
+	uint32_t pad;
+};
+
+/* struct ibv_async_event: the object as the cookie its creator gave. */
+struct sn_async_event {
+	uint64_t cookie;
+	uint32_t event_type;
+	uint32_t port_num;
+};
+
+/* ---- The engine's functions ---- */
+
+int sne_abi_version(void);
+
+/* Contexts: each ibv_open_device opens one on the process's NIC named name,
+ * which the first opens (from the SOFTNIC_* environment) and the last close
+ * closes. async_fd is the context's async event fd: an eventfd the engine
+ * adds one to for each event it queues for the context. */
+int sne_ctx_open(char *name, int async_fd, sn_handle *ctx, struct sn_dev_info *info);
+int sne_ctx_close(sn_handle ctx);
+int sne_query_device(sn_handle ctx, struct sn_device_attr *attr);
+int sne_query_port(sn_handle ctx, uint8_t port, struct sn_port_attr *attr);
+int sne_get_async_event(sn_handle ctx, struct sn_async_event *ev);
+
+int sne_alloc_pd(sn_handle ctx, sn_handle *pd);
+int sne_dealloc_pd(sn_handle pd);
+
+int sne_reg_mr(sn_handle pd, void *addr, uint64_t length, uint64_t iova,
+	      uint32_t access, sn_handle *mr, uint32_t *lkey);
+int sne_dereg_mr(sn_handle mr);
+
+int sne_alloc_mw(sn_handle pd, uint32_t type, sn_handle *mw, uint32_t *rkey);
+int sne_dealloc_mw(sn_handle mw);
+int sne_bind_mw(sn_handle qp, sn_handle mw, struct sn_mw_bind *bind,
+	       uint32_t *rkey);
+
+/* Completion channels: efd is the channel's fd, an eventfd in semaphore
+ * mode the engine adds one to for each event it queues; sn_get_cq_event
+ * takes the oldest with sne_get_cq_event (EAGAIN when a destroyed CQ's event was dropped). */
+int sne_create_channel(sn_handle ctx, int efd, sn_handle *ch);
+int sne_destroy_channel(sn_handle ch);
+int sne_get_cq_event(sn_handle ch, uint64_t *cookie);
+
+int sne_create_cq(sn_handle ctx, int32_t cqe, sn_handle ch, uint64_t cookie,
+		 sn_handle *cq, int32_t *cap);
+int sne_destroy_cq(sn_handle cq);
+int sne_resize_cq(sn_handle cq, int32_t cqe, int32_t *cap);
+/* sne_poll_cq writes up to n completions, stride bytes apart, and returns
+ * how many (never an error): struct sn_wc, or struct sn_wc_ex when stride
+ * is its size. */
+int sne_poll_cq(sn_handle cq, int32_t n, void *wc, int32_t stride);
+int sne_req_notify_cq(sn_handle cq, int32_t solicited_only);
+
+int sne_create_qp(sn_handle ctx, struct sn_qp_init *init, sn_handle *qp,
+		 uint32_t *qpn, struct sn_qp_cap *cap);
+int sne_open_qp(sn_handle xrcd, uint32_t qpn, uint64_t cookie, sn_handle *qp);
+int sne_modify_qp(sn_handle qp, struct sn_qp_attr *attr, uint32_t mask);
+int sne_query_qp(sn_handle qp, struct sn_qp_attr *attr, struct sn_qp_init *init);
+int sne_destroy_qp(sn_handle qp);
+/* The posts stop at the first work request they refuse and point *bad at
+ * it. sne_post_send_all posts every one of n work requests (an array, next
+ * ignored) or none: ibv_wr_complete. Its ATOMIC_WRITEs carry their 8
+ * bytes in b0; inline data and TSO headers are the C library's copies. */
+int sne_post_send(sn_handle qp, struct sn_send_wr *wr, struct sn_send_wr **bad);
+int sne_post_send_all(sn_handle qp, struct sn_send_wr *wr, int32_t n);
+int sne_post_recv(sn_handle qp, struct sn_recv_wr *wr, struct sn_recv_wr **bad);
+int sne_attach_mcast(sn_handle qp, uint8_t *gid);
+int sne_detach_mcast(sn_handle qp, uint8_t *gid);
+
+int sne_create_ah(sn_handle pd, struct sn_ah_attr *attr, sn_handle *ah);
+int sne_destroy_ah(sn_handle ah);
+
+int sne_create_srq(sn_handle ctx, struct sn_srq_init *init, sn_handle *srq,
+		  struct sn_srq_attr *attr, uint32_t *srq_num);
+int sne_modify_srq(sn_handle srq, struct sn_srq_attr *attr, uint32_t mask);
+int sne_query_srq(sn_handle srq, struct sn_srq_attr *attr);
+int sne_destroy_srq(sn_handle srq);
+int sne_post_srq_recv(sn_handle srq, struct sn_recv_wr *wr,
+		     struct sn_recv_wr **bad);
+int sne_post_srq_ops(sn_handle srq, struct sn_ops_wr *op, struct sn_ops_wr **bad);
+
+/* key names the domain: every XRCD of one key in the process is one domain;
+ * the empty key (an ibv_open_xrcd without a file) opens a domain of its own. */
+int sne_open_xrcd(sn_handle ctx, char *key, sn_handle *xrcd);
+int sne_close_xrcd(sn_handle xrcd);
+
+int sne_create_wq(sn_handle ctx, struct sn_wq_init *init, sn_handle *wq,
+		 uint32_t *wq_num, uint32_t *max_wr, uint32_t *max_sge);
+int sne_modify_wq(sn_handle wq, struct sn_wq_attr *attr, uint32_t *state);
+int sne_destroy_wq(sn_handle wq);
+int sne_post_wq_recv(sn_handle wq, struct sn_recv_wr *wr,
+		    struct sn_recv_wr **bad);
+
+/* Every function above, for the C library's table of them (dlsym). */
+#define SN_ENGINE_FUNCS(X)                                                     \
+	X(abi_version) X(ctx_open) X(ctx_close) X(query_device) X(query_port)  \
+	X(get_async_event) X(alloc_pd) X(dealloc_pd) X(reg_mr) X(dereg_mr)     \
+	X(alloc_mw) X(dealloc_mw) X(bind_mw) X(create_channel)                 \
+	X(destroy_channel) X(get_cq_event) X(create_cq) X(destroy_cq)          \
+	X(resize_cq) X(poll_cq) X(req_notify_cq) X(create_qp) X(open_qp)       \
+	X(modify_qp) X(query_qp) X(destroy_qp) X(post_send) X(post_send_all)   \
+	X(post_recv) X(attach_mcast) X(detach_mcast) X(create_ah)              \
+	X(destroy_ah) X(create_srq) X(modify_srq) X(query_srq) X(destroy_srq)  \
+	X(post_srq_recv) X(post_srq_ops) X(open_xrcd) X(close_xrcd)            \
+	X(create_wq) X(modify_wq) X(destroy_wq) X(post_wq_recv)
+
+#endif /* SOFTNIC_ENGINE_H */

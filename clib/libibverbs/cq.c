@@ -1,0 +1,232 @@
+/*
+ * cq.c - completion queues, plain and extended.
+ *
+ * ibv_poll_cq is one call into the engine, which writes the completions
+ * into the program's array (struct ibv_wc, the layout of struct sn_wc).
+ * An extended CQ's start_poll and next_poll take one completion each
+ * into the CQ, which the read_* functions read; end_poll has nothing
+ * left to do.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "softnic.h"
+
+/* The ibv_create_cq_wc_flags softnic fills: rxe's, and tag matching's. */
+#define SN_WC_FLAGS (IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_TM_INFO)
+
+static struct sn_cq *new_cq(struct ibv_context *ctx, int cqe, struct ibv_comp_channel *channel)
+{
+	struct sn_cq *cq = calloc(1, sizeof(*cq));
+	sn_handle ch = channel ? ((struct sn_channel *)channel)->h : 0;
+	int32_t cap;
+	int err;
+
+	if (!cq) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	err = sn_e->create_cq(to_sctx(ctx)->h, cqe, ch, (uintptr_t)cq, &cq->cq.handle, &cap);
+	if (err) {
+		free(cq);
+		errno = err;
+		return NULL;
+	}
+	cq->cq.cqe = cap;
+	return cq;
+}
+
+struct ibv_cq *sn_create_cq(struct ibv_context *ctx, int cqe, struct ibv_comp_channel *channel,
+			    int comp_vector)
+{
+	struct sn_cq *cq;
+
+	if (comp_vector < 0 || comp_vector >= ctx->num_comp_vectors) {
+		errno = EINVAL;
+		return NULL;
+	}
+	cq = new_cq(ctx, cqe, channel);
+	return cq ? (struct ibv_cq *)cq : NULL;
+}
+
+static inline struct sn_cq *to_scq(struct ibv_cq_ex *c)
+{
+	return (struct sn_cq *)c;
+}
+
+static int take(struct sn_cq *cq)
+{
+	int n = sn_e->poll_cq(cq->cq.handle, 1, &cq->cur, sizeof(cq->cur));
+
+	if (n <= 0)
+		return ENOENT;
+	cq->cq.status = cq->cur.wc.status;
+	cq->cq.wr_id = cq->cur.wc.wr_id;
+	return 0;
+}
+
+static int cq_start_poll(struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
+{
+	if (attr->comp_mask)
+		return EINVAL;
+	return take(to_scq(c));
+}
+
+static int cq_next_poll(struct ibv_cq_ex *c)
+{
+	return take(to_scq(c));
+}
+
+static void cq_end_poll(struct ibv_cq_ex *c)
+{
+}
+
+static enum ibv_wc_opcode cq_read_opcode(struct ibv_cq_ex *c)
+{
+	return to_scq(c)->cur.wc.opcode;
+}
+
+static uint32_t cq_read_vendor_err(struct ibv_cq_ex *c)
+{
+	return to_scq(c)->cur.wc.vendor_err;
+}
+
+static uint32_t cq_read_byte_len(struct ibv_cq_ex *c)
+{
+	return to_scq(c)->cur.wc.byte_len;
+}
+
+static __be32 cq_read_imm_data(struct ibv_cq_ex *c)
+{
+	return to_scq(c)->cur.wc.imm;
+}
+
+static uint32_t cq_read_qp_num(struct ibv_cq_ex *c)
+{
+	return to_scq(c)->cur.wc.qp_num;
+}
+
+static uint32_t cq_read_src_qp(struct ibv_cq_ex *c)
+{
+	return to_scq(c)->cur.wc.src_qp;
+}
+
+static unsigned int cq_read_wc_flags(struct ibv_cq_ex *c)
+{
+	return to_scq(c)->cur.wc.wc_flags;
+}
+
+static uint32_t cq_read_slid(struct ibv_cq_ex *c)
+{
+	return to_scq(c)->cur.wc.slid;
+}
+
+static uint8_t cq_read_sl(struct ibv_cq_ex *c)
+{
+	return to_scq(c)->cur.wc.sl;
+}
+
+static uint8_t cq_read_dlid_path_bits(struct ibv_cq_ex *c)
+{
+	return to_scq(c)->cur.wc.dlid_path_bits;
+}
+
+static void cq_read_tm_info(struct ibv_cq_ex *c, struct ibv_wc_tm_info *tm)
+{
+	tm->tag = to_scq(c)->cur.tm_tag;
+	tm->priv = to_scq(c)->cur.tm_priv;
+}
+
+struct ibv_cq_ex *sn_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *attr)
+{
+	struct sn_cq *cq;
+	struct ibv_cq_ex *x;
+
+	if (attr->comp_mask & ~(uint32_t)IBV_CQ_INIT_ATTR_MASK_FLAGS) {
+		sn_debug("create_cq_ex: comp_mask %#x (a parent domain is not supported)", attr->comp_mask);
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
+	    (attr->flags & ~(uint32_t)IBV_CREATE_CQ_ATTR_SINGLE_THREADED)) {
+		sn_debug("create_cq_ex: flags %#x", attr->flags);
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (attr->wc_flags & ~(uint64_t)SN_WC_FLAGS) {
+		sn_debug("create_cq_ex: wc_flags %#llx (timestamps, cvlan and flow tags are not supported)",
+			 (unsigned long long)attr->wc_flags);
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (attr->comp_vector >= (uint32_t)ctx->num_comp_vectors) {
+		errno = EINVAL;
+		return NULL;
+	}
+	cq = new_cq(ctx, attr->cqe, attr->channel);
+	if (!cq)
+		return NULL;
+	sn_init_cq((struct ibv_cq *)cq, ctx, attr->channel, attr->cq_context);
+	cq->wc_flags = attr->wc_flags;
+	x = &cq->cq;
+	x->start_poll = cq_start_poll;
+	x->next_poll = cq_next_poll;
+	x->end_poll = cq_end_poll;
+	x->read_opcode = cq_read_opcode;
+	x->read_vendor_err = cq_read_vendor_err;
+	x->read_wc_flags = cq_read_wc_flags;
+	if (attr->wc_flags & IBV_WC_EX_WITH_BYTE_LEN)
+		x->read_byte_len = cq_read_byte_len;
+	if (attr->wc_flags & IBV_WC_EX_WITH_IMM)
+		x->read_imm_data = cq_read_imm_data;
+	if (attr->wc_flags & IBV_WC_EX_WITH_QP_NUM)
+		x->read_qp_num = cq_read_qp_num;
+	if (attr->wc_flags & IBV_WC_EX_WITH_SRC_QP)
+		x->read_src_qp = cq_read_src_qp;
+	if (attr->wc_flags & IBV_WC_EX_WITH_SLID)
+		x->read_slid = cq_read_slid;
+	if (attr->wc_flags & IBV_WC_EX_WITH_SL)
+		x->read_sl = cq_read_sl;
+	if (attr->wc_flags & IBV_WC_EX_WITH_DLID_PATH_BITS)
+		x->read_dlid_path_bits = cq_read_dlid_path_bits;
+	if (attr->wc_flags & IBV_WC_EX_WITH_TM_INFO)
+		x->read_tm_info = cq_read_tm_info;
+	return x;
+}
+
+int sn_destroy_cq(struct ibv_cq *c)
+{
+	struct sn_cq *cq = (struct sn_cq *)c;
+	int err;
+
+	/* Every event given to the program must be acknowledged first. */
+	sn_wait_events(&c->mutex, &c->cond, &c->comp_events_completed, &cq->comp_events_reported);
+	sn_wait_events(&c->mutex, &c->cond, &c->async_events_completed, &cq->async_events_reported);
+	err = sn_e->destroy_cq(c->handle);
+	if (err)
+		return err;
+	free(cq);
+	return 0;
+}
+
+int sn_resize_cq(struct ibv_cq *c, int cqe)
+{
+	int32_t cap;
+	int err = sn_e->resize_cq(c->handle, cqe, &cap);
+
+	if (err)
+		return err;
+	c->cqe = cap;
+	return 0;
+}
+
+int sn_poll_cq(struct ibv_cq *c, int n, struct ibv_wc *wc)
+{
+	return sn_e->poll_cq(c->handle, n, wc, sizeof(*wc));
+}
+
+int sn_req_notify_cq(struct ibv_cq *c, int solicited_only)
+{
+	return sn_e->req_notify_cq(c->handle, solicited_only);
+}

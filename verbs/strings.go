@@ -3,6 +3,8 @@ package verbs
 import (
 	"fmt"
 	"strings"
+
+	"github.com/softnic/softnic/ibv"
 )
 
 // The enums of package verbs print as the ones of package ibv do
@@ -85,3 +87,16 @@ func (f SendOpsFlags) String() string {
 	}
 	return b.String()
 }
+
+// Format implements fmt.Formatter (ibv.FormatEnum): the name under %v,
+// the number under %d and %x.
+func (s PortState) Format(f fmt.State, verb rune) { ibv.FormatEnum(f, verb, uint64(s), s.String) }
+
+// Format implements fmt.Formatter (ibv.FormatEnum).
+func (t MRType) Format(f fmt.State, verb rune) { ibv.FormatEnum(f, verb, uint64(t), t.String) }
+
+// Format implements fmt.Formatter (ibv.FormatEnum).
+func (t MWType) Format(f fmt.State, verb rune) { ibv.FormatEnum(f, verb, uint64(t), t.String) }
+
+// Format implements fmt.Formatter (ibv.FormatEnum).
+func (s SendOpsFlags) Format(f fmt.State, verb rune) { ibv.FormatEnum(f, verb, uint64(s), s.String) }

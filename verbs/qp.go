@@ -222,10 +222,14 @@ func (qp *QP) State() ibv.QPState {
 // RTR; ENOMEM (also matching ENOSPC) for a full send queue. WRs posted in
 // ERR complete with WCWRFlushErr.
 //
-// While a WrStart batch of the QP's extended interface is open, PostSend
-// refuses at once with EBUSY, posting nothing: end the batch with
-// WrComplete or WrAbort first (a PostSend already waiting when a batch
-// starts still waits for it to end).
+// PostSend and BindMW on one QP may be called from many goroutines at
+// once; each post is atomic. While a WrStart batch of the QP's extended
+// interface is open, a PostSend or BindMW from another goroutine waits
+// until WrComplete or WrAbort ends it, as on mlx5, whose ibv_post_send
+// and ibv_wr_start take the same send-queue lock; from the goroutine that
+// holds the batch it would wait on itself forever, so it is refused at
+// once with EBUSY, posting nothing (libibverbs leaves ibv_post_send
+// inside one's own ibv_wr_start batch undefined).
 func (qp *QP) PostSend(wrs ...ibv.SendWR) (int, error) {
 	if !qp.ok() {
 		return 0, errNil("QP")
@@ -237,14 +241,19 @@ func (qp *QP) PostSend(wrs ...ibv.SendWR) (int, error) {
 	return qp.postLocked(wrs)
 }
 
-// lockPost takes postMu for a PostSend or BindMW, or refuses at once with
-// EBUSY while a WrStart batch is open on the QP: the goroutine holding
-// the batch would wait on itself forever (Go cannot tell it from
-// another), and libibverbs leaves PostSend inside an ibv_wr_start batch
-// undefined.
+// lockPost takes postMu for a PostSend or BindMW, waiting for a post or a
+// WrStart batch of another goroutine to end, or refuses at once with
+// EBUSY when the calling goroutine holds the QP's batch: it would wait on
+// itself. The batch records its goroutine's token (goroutine) once it
+// holds postMu, before that goroutine can call anything else, so the
+// token read here is the caller's own exactly when the caller holds the
+// batch.
 func (qp *QP) lockPost() error {
-	if qp.ex != nil && qp.ex.busy.Load() {
-		return fmt.Errorf("%w: QP %#x has an open ibv_wr_start batch: complete it with WrComplete or drop it with WrAbort first", EBUSY, qp.QPN())
+	if qp.postMu.TryLock() {
+		return nil
+	}
+	if x := qp.ex; x != nil && x.owner.Load() == goroutine() {
+		return fmt.Errorf("%w: QP %#x has an open ibv_wr_start batch on this goroutine: complete it with WrComplete or drop it with WrAbort first", EBUSY, qp.QPN())
 	}
 	qp.postMu.Lock()
 	return nil

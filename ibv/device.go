@@ -66,9 +66,11 @@ const (
 	CapRCRNRNakGen      = 1 << 12 // IB_UVERBS_DEVICE_RC_RNR_NAK_GEN
 	CapSRQResize        = 1 << 13 // IB_UVERBS_DEVICE_SRQ_RESIZE
 	CapMemWindow        = 1 << 17 // IB_UVERBS_DEVICE_MEM_WINDOW
+	CapUDIPCsum         = 1 << 18 // IB_UVERBS_DEVICE_UD_IP_CSUM: not softnic's (IBV_SEND_IP_CSUM is EINVAL)
 	CapXRC              = 1 << 20 // IB_UVERBS_DEVICE_XRC (IBV_DEVICE_XRC)
 	CapMemMgtExtensions = 1 << 21 // IB_UVERBS_DEVICE_MEM_MGT_EXTENSIONS
 	CapMemWindowType2B  = 1 << 24 // IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2B
+	CapRawIPCsum        = 1 << 26 // IB_UVERBS_DEVICE_RAW_IP_CSUM: not softnic's (no RAW_PACKET QPs)
 	CapFlushGlobal      = 1 << 38 // IB_UVERBS_DEVICE_FLUSH_GLOBAL
 	CapFlushPersistent  = 1 << 39 // IB_UVERBS_DEVICE_FLUSH_PERSISTENT
 	CapAtomicWrite      = 1 << 40 // IB_UVERBS_DEVICE_ATOMIC_WRITE

@@ -59,8 +59,21 @@ func (d *Device) sameDevice(what string, other *Device) error {
 // checkWRs returns the index of the first of wrs naming a typed object of
 // another device than d (an *AH, a fast-registration MR) and why, or
 // len(wrs) and nil.
+// errIPCsum refuses IBV_SEND_IP_CSUM. mlx5 computes IP and L4 checksums
+// on RAW_PACKET QPs (and UD over an underlay) when it advertises
+// IBV_DEVICE_RAW_IP_CSUM or IBV_DEVICE_UD_IP_CSUM, and fails the post with
+// EINVAL when it does not (mlx5 qp.c: "IBV_SEND_IP_CSUM" without
+// MLX5_CSUM_SUPPORT_*). softnic has no RAW_PACKET QPs and its UD payload
+// is no IP packet, so it advertises neither capability (ibv.CapUDIPCsum,
+// ibv.CapRawIPCsum) and refuses the flag as mlx5 does without them,
+// rather than accept it and never report IBV_WC_IP_CSUM_OK.
+var errIPCsum = fmt.Errorf("%w: IBV_SEND_IP_CSUM: no checksum offload (the device has neither IBV_DEVICE_UD_IP_CSUM nor IBV_DEVICE_RAW_IP_CSUM)", EINVAL)
+
 func (d *Device) checkWRs(wrs []ibv.SendWR) (int, error) {
 	for i := range wrs {
+		if wrs[i].Flags&ibv.SendIPCsum != 0 {
+			return i, errIPCsum
+		}
 		if ah, ok := wrs[i].AH.(*AH); ok && ah.ok() {
 			if err := d.sameDevice("SendWR.AH", ah.pd.d); err != nil {
 				return i, err

@@ -74,10 +74,13 @@ const (
 		SendOpsRDMARead | SendOpsAtomicCmpAndSwp | SendOpsAtomicFetchAdd | SendOpsLocalInv |
 		SendOpsBindMW | SendOpsSendWithInv | SendOpsFlush | SendOpsAtomicWrite
 	// UC also takes LOCAL_INV, as the ibv_post_send(3) table and mlx5 do
-	// (rxe's provider leaves it out); the engine still refuses
-	// SEND_WITH_INV on UC at WrComplete (no such UC opcode in IBTA).
+	// (rxe's provider leaves it out), and not SEND_WITH_INV, which IBTA
+	// has no UC opcode for (the ibv_post_send(3) table; mlx5's
+	// MLX5_SUPPORTED_SEND_OPS_FLAGS_UC): rxe's provider takes it in
+	// send_ops_flags and the kernel fails the WR later; softnic refuses it
+	// at creation.
 	ucSendOps = SendOpsRDMAWrite | SendOpsRDMAWriteWithImm | SendOpsSend | SendOpsSendWithImm |
-		SendOpsLocalInv | SendOpsBindMW | SendOpsSendWithInv
+		SendOpsLocalInv | SendOpsBindMW
 	// UD also takes TSO, which rxe has not (RXE_SUP_UD_QP_SEND_OPS_FLAGS
 	// is SEND and SEND_WITH_IMM).
 	udSendOps = SendOpsSend | SendOpsSendWithImm | SendOpsTSO
@@ -215,12 +218,23 @@ func (qp *QP) State() ibv.QPState {
 // PostSend posts wrs in order (ibv_post_send). It stops at the first WR it
 // refuses: the returned count is the number posted, which is also the
 // index of the bad WR (bad_wr), and err says why: EINVAL for a WR the QP
-// cannot carry, an AH or fast-registration MR of another device, inline
-// data (SendInline without InlineData) from SGEs that name no MR of the
-// QP's PD or lie outside it (softnic copies inline data at post time, so
-// it refuses there rather than send zeros), or a QP in RESET, INIT or
+// cannot carry, an AH or fast-registration MR of another device, the
+// IBV_SEND_IP_CSUM flag (softnic has no checksum offload: see
+// errIPCsum), inline data
+// (SendInline without InlineData) from SGEs at an address no MR of the
+// QP's PD covers, or a QP in RESET, INIT or
 // RTR; ENOMEM (also matching ENOSPC) for a full send queue. WRs posted in
 // ERR complete with WCWRFlushErr.
+//
+// Inline data from SGEs is copied when the WR is posted, and, as
+// ibv_post_send(3) says, "the L_Key will not be checked": a C provider
+// reads the SGE's address whatever its lkey. A Go program's address
+// means something only through registered memory, so softnic finds it
+// among the PD's MRs: the SGE's own MR when its lkey names a valid MR of
+// the PD that covers the range, else any MR of the PD registered at its
+// buffer's own address (RegMR) that covers it, whatever the lkey and the
+// MR's access rights. Only an address no MR of the PD covers is refused,
+// there rather than sending zeros.
 //
 // PostSend and BindMW on one QP may be called from many goroutines at
 // once; each post is atomic. While a WrStart batch of the QP's extended

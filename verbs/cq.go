@@ -48,8 +48,8 @@ func (c *CompChannel) GetEventTimeout(ctx context.Context, timeout time.Duration
 
 // getEvent is GetEvent (timeout < 0) and GetEventTimeout.
 func (c *CompChannel) getEvent(ctx context.Context, timeout time.Duration) (*CQ, error) {
-	if !c.ok() {
-		return nil, errNil("CompChannel")
+	if err := c.live(); err != nil {
+		return nil, err
 	}
 	if ctx == nil {
 		return nil, errNilCtx
@@ -165,8 +165,8 @@ func (c *CQ) Poll(wc []ibv.WorkCompletion) int {
 // with solicitedOnly on the next solicited or failed one (ibv_req_notify_cq).
 // An overrun or destroyed CQ cannot be armed (EINVAL).
 func (c *CQ) ReqNotify(solicitedOnly bool) error {
-	if !c.ok() {
-		return errNil("CQ")
+	if err := c.live(); err != nil {
+		return err
 	}
 	return c.q.ReqNotify(solicitedOnly)
 }
@@ -192,8 +192,8 @@ func (c *CQ) AckEvents(n int) error {
 // completions queued (ibv_resize_cq); EINVAL when cqe is below the number
 // queued or above the device's max_cqe.
 func (c *CQ) Resize(cqe int) error {
-	if !c.ok() {
-		return errNil("CQ")
+	if err := c.live(); err != nil {
+		return err
 	}
 	return c.q.Resize(cqe)
 }

@@ -71,8 +71,8 @@ func (w *cqWaiter) wake() {
 // Wait does not allocate. Several goroutines may Wait on one CQ: each
 // completion goes to one of them.
 func (c *CQ) Wait(ctx context.Context, wc []ibv.WorkCompletion) (int, error) {
-	if !c.ok() {
-		return 0, errNil("CQ")
+	if err := c.live(); err != nil {
+		return 0, err
 	}
 	if ctx == nil {
 		return 0, errNilCtx

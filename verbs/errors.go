@@ -87,3 +87,53 @@ func (d *Device) checkWRs(wrs []ibv.SendWR) (int, error) {
 	}
 	return len(wrs), nil
 }
+
+// After Device.Close every call on an object of the device fails with
+// ENODEV (the device's check), whatever it would have answered before,
+// except the calls that release what an object holds (Destroy, Dealloc,
+// Dereg, Close, AckEvents), which go on working so that a program can
+// tear down in any order; calls without an error answer as for an object
+// not made by this package (QP.State is QPStateUnknown). Each type's live
+// is that one check, the first thing every such call does.
+
+func (qp *QP) live() error {
+	if !qp.ok() {
+		return errNil("QP")
+	}
+	return qp.pd.d.check()
+}
+
+func (c *CQ) live() error {
+	if !c.ok() {
+		return errNil("CQ")
+	}
+	return c.d.check()
+}
+
+func (c *CompChannel) live() error {
+	if !c.ok() {
+		return errNil("CompChannel")
+	}
+	return c.d.check()
+}
+
+func (s *SRQ) live() error {
+	if !s.ok() {
+		return errNil("SRQ")
+	}
+	return s.pd.d.check()
+}
+
+func (w *WQ) live() error {
+	if !w.ok() {
+		return errNil("WQ")
+	}
+	return w.pd.d.check()
+}
+
+func (mr *MR) live() error {
+	if !mr.ok() {
+		return errNil("MR")
+	}
+	return mr.pd.d.check()
+}

@@ -71,8 +71,8 @@ func (pd *PD) AllocMR(typ MRType, maxNumSG int) (*MR, error) {
 // elements' total length. EINVAL for an ordinary MR or a bad page size,
 // EBUSY while the region is registered (invalidate it first).
 func (mr *MR) MapSG(sg [][]byte, pageSize int) (int, error) {
-	if !mr.ok() {
-		return 0, errNil("MR")
+	if err := mr.live(); err != nil {
+		return 0, err
 	}
 	n, err := mr.pd.d.n.Mem().MapMRSG(mr.mr, sg, pageSize)
 	return n, err
@@ -95,8 +95,8 @@ func (d *Device) MapMRSG(mr *MR, sg [][]byte, pageSize int) (int, error) {
 // Call it before building the REG_MR with RegWR. Only the key byte may
 // change (IBA 10.6.3.1; rxe_reg_fast_mr refuses another index).
 func (mr *MR) UpdateFastRegKey(newKey uint32) error {
-	if !mr.ok() {
-		return errNil("MR")
+	if err := mr.live(); err != nil {
+		return err
 	}
 	if !mr.mr.Fast() {
 		return fmt.Errorf("%w: MR %#x is not a fast-registration MR", EINVAL, mr.LKey())

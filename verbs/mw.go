@@ -157,8 +157,8 @@ func BindMWWR(wrid uint64, flags ibv.SendFlags, mw *MW, rkey uint32, info MWBind
 // MW_BIND access (C10-73), writable rights only over a locally writable
 // MR (C10-74), the range inside the MR (C10-75), no zero-based MR.
 func (qp *QP) BindMW(mw *MW, bind MWBind) (uint32, error) {
-	if !qp.ok() {
-		return 0, errNil("QP")
+	if err := qp.live(); err != nil {
+		return 0, err
 	}
 	if !mw.ok() {
 		return 0, errNil("MW")

@@ -192,24 +192,26 @@ func (qp *QP) QPN() uint32 {
 // refusal wraps EINVAL, names the attribute in question and leaves the QP
 // as it was.
 func (qp *QP) Modify(attr *ibv.QPAttr, mask ibv.AttrMask) error {
-	if !qp.ok() {
-		return errNil("QP")
+	if err := qp.live(); err != nil {
+		return err
 	}
 	return qp.qp.Modify(attr, mask)
 }
 
-// Query returns the QP's attributes and creation attributes (ibv_query_qp).
+// Query returns the QP's attributes and creation attributes (ibv_query_qp);
+// after Device.Close, as for a QP not made by CreateQP, states
+// QPStateUnknown and no creation attributes.
 func (qp *QP) Query() (ibv.QPAttr, QPInitAttr) {
-	if !qp.ok() {
+	if qp.live() != nil {
 		return ibv.QPAttr{State: ibv.QPStateUnknown, CurState: ibv.QPStateUnknown}, QPInitAttr{}
 	}
 	return qp.qp.Query(), qp.init
 }
 
 // State returns the QP's current state (QPStateUnknown for a QP not made
-// by CreateQP).
+// by CreateQP, and after Device.Close).
 func (qp *QP) State() ibv.QPState {
-	if !qp.ok() {
+	if qp.live() != nil {
 		return ibv.QPStateUnknown
 	}
 	return qp.qp.State()
@@ -245,8 +247,8 @@ func (qp *QP) State() ibv.QPState {
 // once with EBUSY, posting nothing (libibverbs leaves ibv_post_send
 // inside one's own ibv_wr_start batch undefined).
 func (qp *QP) PostSend(wrs ...ibv.SendWR) (int, error) {
-	if !qp.ok() {
-		return 0, errNil("QP")
+	if err := qp.live(); err != nil {
+		return 0, err
 	}
 	if err := qp.lockPost(); err != nil {
 		return 0, err
@@ -288,8 +290,8 @@ func (qp *QP) postLocked(wrs []ibv.SendWR) (int, error) {
 // PostSend: EINVAL for too many SGEs or a QP in RESET, ENOMEM (and
 // ENOSPC) for a full receive queue.
 func (qp *QP) PostRecv(wrs ...ibv.RecvWR) (int, error) {
-	if !qp.ok() {
-		return 0, errNil("QP")
+	if err := qp.live(); err != nil {
+		return 0, err
 	}
 	n, err := qp.qp.PostRecv(wrs)
 	return n, err

@@ -109,8 +109,8 @@ func (pd *PD) CreateSRQEx(attr SRQInitAttrEx) (*SRQ, error) {
 // max_sge, an unknown opcode or a handle outside the list (which mlx5
 // does not check); EOPNOTSUPP on a basic SRQ.
 func (s *SRQ) PostOps(ops []ibv.OpsWR) (bad int, err error) {
-	if !s.ok() {
-		return 0, errNil("SRQ")
+	if err := s.live(); err != nil {
+		return 0, err
 	}
 	n, err := s.s.PostOps(ops)
 	return n, err

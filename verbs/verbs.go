@@ -94,9 +94,12 @@ type Config struct {
 
 // Device is an open RDMA device: ibv_context of one softnic NIC. Only
 // Open makes a usable one: methods of a nil or zero Device return EINVAL
-// (or zero values), and after Close every call that would create an
-// object, post or modify fails with ENODEV, while destroy calls still
-// release what they hold.
+// (or zero values), and after Close every call on the device or one of
+// its objects (QP, CQ, SRQ, WQ, MR, ...) fails with an error wrapping
+// ENODEV that says the device is closed, calls without an error answer
+// as for an object not made by this package (QP.State is
+// QPStateUnknown), while destroy calls (Destroy, Dealloc, Dereg, Close,
+// AckEvents) still release what they hold.
 type Device struct {
 	n    *nic.NIC
 	acks asyncAcks
@@ -343,8 +346,8 @@ func GIDFromAddr(a netip.Addr) GID { return GID(netip.AddrFrom16(a.As16()).As16(
 // QueryGID returns GID index of port 1 (ibv_query_gid). softnic's table
 // has one entry, the device address (a RoCEv2 GID).
 func (d *Device) QueryGID(port uint8, index int) (GID, error) {
-	if !d.ok() {
-		return GID{}, errNil("Device")
+	if err := d.check(); err != nil {
+		return GID{}, err
 	}
 	if port != 1 || index != 0 {
 		return GID{}, fmt.Errorf("%w: GID %d/%d (the table has port 1 index 0)", EINVAL, port, index)

@@ -112,16 +112,16 @@ func (d *Device) CreateWQ(attr WQInitAttr) (*WQ, error) {
 // WQAttrFlags with a non-zero FlagsMask is EINVAL. A refused transition
 // is EINVAL and changes nothing.
 func (w *WQ) Modify(attr *ibv.WQAttr, mask ibv.WQAttrMask) error {
-	if !w.ok() {
-		return errNil("WQ")
+	if err := w.live(); err != nil {
+		return err
 	}
 	return w.w.Modify(attr, mask)
 }
 
 // State returns the WQ's state (ibv_wq.state; WQStateUnknown once
-// destroyed or for a WQ not made by CreateWQ).
+// destroyed, after Device.Close, or for a WQ not made by CreateWQ).
 func (w *WQ) State() ibv.WQState {
-	if !w.ok() {
+	if w.live() != nil {
 		return ibv.WQStateUnknown
 	}
 	return w.w.State()
@@ -156,8 +156,8 @@ func (w *WQ) CQ() *CQ {
 // (and ENOSPC) for a full WQ. WRs posted in ERR complete with
 // WCWRFlushErr.
 func (w *WQ) PostRecv(wrs ...ibv.RecvWR) (int, error) {
-	if !w.ok() {
-		return 0, errNil("WQ")
+	if err := w.live(); err != nil {
+		return 0, err
 	}
 	n, err := w.w.PostRecv(wrs)
 	return n, err

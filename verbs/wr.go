@@ -83,8 +83,8 @@ type wrMeta struct {
 // Ex returns the QP's extended send interface (ibv_qp_to_qp_ex). The QP
 // must have been created with SendOpsFlags (EOPNOTSUPP otherwise).
 func (qp *QP) Ex() (*QPEx, error) {
-	if !qp.ok() {
-		return nil, errNil("QP")
+	if err := qp.live(); err != nil {
+		return nil, err
 	}
 	if qp.ex == nil {
 		return nil, fmt.Errorf("%w: QP %#x created without send_ops_flags", EOPNOTSUPP, qp.QPN())
@@ -126,6 +126,9 @@ func (x *QPEx) WrComplete() error {
 	defer x.end()
 	if x.err != nil {
 		return x.err
+	}
+	if err := x.qp.pd.d.check(); err != nil {
+		return err
 	}
 	x.fixup()
 	if i, err := x.qp.pd.d.checkWRs(x.wrs); err != nil {

@@ -26,7 +26,7 @@ func (t *Table) lookupLocal(pd *PD, sge ibv.SGE, write bool) (*mrView, error) {
 	if v.state != mrValid {
 		return nil, errMRNotValid
 	}
-	if mr.pd != pd {
+	if v.pd != pd {
 		return nil, errPD
 	}
 	if write && v.access&ibv.AccessLocalWrite == 0 {
@@ -95,7 +95,7 @@ func (t *Table) resolveRemote(pd *PD, qpn, rkey uint32, va, n uint64, need ibv.A
 		if v.state != mrValid {
 			return nil, 0, errMRNotValid
 		}
-		if mr.pd != pd {
+		if v.pd != pd {
 			return nil, 0, errPD
 		}
 		if v.access&need != need {
@@ -269,6 +269,21 @@ func (t *Table) CheckGather(pd *PD, sgl []ibv.SGE) error {
 	return nil
 }
 
+// CheckAdvise checks an SGE of ibv_advise_mr: its lkey must name a valid
+// MR of pd registered with IBV_ACCESS_ON_DEMAND, with LOCAL_WRITE when
+// write, holding the range (Local's checks), else the lookup's error or
+// ErrAccess (mlx5_ib_advise_mr's EFAULT cases).
+func (t *Table) CheckAdvise(pd *PD, s ibv.SGE, write bool) error {
+	v, err := t.lookupLocal(pd, s, write)
+	if err != nil {
+		return err
+	}
+	if v.access&ibv.AccessOnDemand == 0 {
+		return errNotODP
+	}
+	return nil
+}
+
 // lookupInline resolves an SGE of inline data (IBV_SEND_INLINE with
 // SGEs), whose lkey ibv_post_send(3) says "will not be checked": a C
 // provider copies the bytes from the address. A Go program's addresses
@@ -295,7 +310,7 @@ func (t *Table) lookupInline(pd *PD, s ibv.SGE) (*mrView, error) {
 		}
 		for i := range chunk {
 			mr := chunk[i].Load()
-			if mr == nil || mr.pd != pd {
+			if mr == nil || mr.v.Load().pd != pd {
 				continue
 			}
 			w := mr.v.Load()

@@ -1,6 +1,7 @@
 package mem
 
 import (
+	"fmt"
 	"sort"
 	"sync/atomic"
 	"unsafe"
@@ -50,6 +51,7 @@ type chunk struct {
 // mrView is an immutable snapshot of an MR's mutable state; lookups load
 // it with one atomic load and never see a half-made change.
 type mrView struct {
+	pd     *PD // the MR's PD, which ReregMR may change
 	key    uint32
 	state  mrState
 	access ibv.Access
@@ -253,6 +255,7 @@ func (t *Table) RegMR(pd *PD, buf []byte, iova uint64, useIOVA bool, access ibv.
 	}
 	mr.buf = buf
 	mr.v.Store(&mrView{
+		pd:     pd,
 		key:    mr.index<<8 | t.keyByteLocked(-1),
 		state:  mrValid,
 		access: access,
@@ -284,6 +287,90 @@ func (t *Table) DeregMR(mr *MR) error {
 	t.nMR--
 	mr.pd.refs.Add(-1)
 	mr.mapped = nil
+	return nil
+}
+
+// The flags of ReregMR (enum ibv_rereg_mr_flags).
+const (
+	ReregTranslation = 1 << 0 // IBV_REREG_MR_CHANGE_TRANSLATION: buf and iova
+	ReregPD          = 1 << 1 // IBV_REREG_MR_CHANGE_PD: pd
+	ReregAccess      = 1 << 2 // IBV_REREG_MR_CHANGE_ACCESS: access
+	ReregFlags       = ReregTranslation | ReregPD | ReregAccess
+)
+
+// ReregMR re-registers mr (ibv_rereg_mr): with ReregTranslation its
+// memory becomes buf at iova (buf's own address unless useIOVA, 0 with
+// ZERO_BASED access), with ReregPD its PD becomes pd, with ReregAccess its
+// access becomes access (RegMR's rules); its keys stay (rxe_rereg_user_mr
+// keeps them). Nothing changes on a refusal: errno.Invalid for a
+// fast-registration MR, unknown or no flags, access without
+// ReregAccess, an empty buf, a dead PD or MR; errno.Busy while memory
+// windows are bound to it (a window's range and PD were checked against
+// the MR as it was). The new view replaces the old at once: an access
+// already resolved finishes on the old memory, every later one sees the
+// new.
+func (t *Table) ReregMR(mr *MR, flags int, pd *PD, buf []byte, iova uint64, useIOVA bool, access ibv.Access) error {
+	switch {
+	case flags == 0 || flags&^ReregFlags != 0:
+		return fmt.Errorf("%w: rereg flags %#x", errno.Invalid, flags)
+	case access != 0 && flags&ReregAccess == 0:
+		return fmt.Errorf("%w: access flags without IBV_REREG_MR_CHANGE_ACCESS", errno.Invalid)
+	case flags&ReregTranslation != 0 && len(buf) == 0:
+		return errZeroLen
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.checkMRLocked(mr); err != nil {
+		return err
+	}
+	if mr.fast {
+		return fmt.Errorf("%w: ibv_rereg_mr of a fast-registration MR", errno.Invalid)
+	}
+	if mr.nMW > 0 {
+		return errno.Busy
+	}
+	old := mr.v.Load()
+	v := *old
+	if flags&ReregAccess != 0 {
+		if err := t.checkMRAccess(access); err != nil {
+			return err
+		}
+		v.access = access
+	}
+	if flags&ReregPD != 0 {
+		if err := t.checkPDLocked(pd); err != nil {
+			return err
+		}
+		v.pd = pd
+	}
+	if flags&(ReregTranslation|ReregAccess) != 0 {
+		b := mr.buf
+		switch {
+		case flags&ReregTranslation != 0:
+			b = buf
+		case old.access&ibv.AccessZeroBased != 0:
+			useIOVA = false // leaving ZERO_BASED: the buffer's address
+		default:
+			iova, useIOVA = old.iova, true
+		}
+		switch {
+		case v.access&ibv.AccessZeroBased != 0:
+			iova = 0
+		case !useIOVA:
+			iova = addrOf(b)
+		}
+		if iova+uint64(len(b)) < iova {
+			return errIOVAOverflow
+		}
+		mr.buf = b
+		v.iova, v.length, v.chunks = iova, uint64(len(b)), []chunk{{b: b}}
+	}
+	if v.pd != mr.pd {
+		v.pd.refs.Add(1)
+		mr.pd.refs.Add(-1)
+		mr.pd = v.pd
+	}
+	mr.v.Store(&v)
 	return nil
 }
 
@@ -332,6 +419,7 @@ func (t *Table) AllocMR(pd *PD, maxPages int) (*MR, error) {
 	mr.fast = true
 	mr.maxPages = maxPages
 	mr.v.Store(&mrView{
+		pd:     pd,
 		key:    mr.index<<8 | t.keyByteLocked(-1),
 		state:  mrFree,
 		access: RemoteAccess, // rxe_mr_init_fast: "always allow remote access for FMRs"
@@ -512,6 +600,7 @@ func (t *Table) RegFast(pd *PD, mr *MR, newKey uint32, iova uint64, length uint6
 		chunks = append(chunks, c)
 	}
 	mr.v.Store(&mrView{
+		pd:     mr.pd,
 		key:    newKey,
 		state:  mrValid,
 		access: access,

@@ -83,6 +83,31 @@ type DeviceAttrEx struct {
 	DeviceAttr         // orig_attr
 	TMCaps     TMCaps  // tm_caps: tag matching
 	TSOCaps    TSOCaps // tso_caps: TCP segmentation offload (UD TSO)
+	// ODPCaps is odp_caps: on-demand paging, which a software NIC that
+	// pins nothing has for every MR and operation.
+	ODPCaps ODPCaps
+	// CompletionTimestampMask and HCACoreClock are
+	// completion_timestamp_mask (the bits a completion timestamp has) and
+	// hca_core_clock (its frequency in kHz): softnic stamps completions in
+	// nanoseconds of the device's clock, a 1 GHz core clock of 64 bits.
+	CompletionTimestampMask uint64
+	HCACoreClock            uint64
+	// CQModCaps is cq_mod_caps: the largest CQ moderation (ibv_modify_cq).
+	CQModCaps CQModerationCaps
+	// RSSCaps and MaxWQTypeRQ are rss_caps (zero: softnic has no receive
+	// side scaling, no RSS indirection tables) and max_wq_type_rq.
+	RSSCaps     RSSCaps
+	MaxWQTypeRQ uint32
+}
+
+// RSSCaps is struct ibv_rss_caps: receive side scaling, which softnic
+// does not do (all zero).
+type RSSCaps struct {
+	SupportedQPTs              uint32 // supported_qpts
+	MaxRWQIndirectionTables    uint32 // max_rwq_indirection_tables
+	MaxRWQIndirectionTableSize uint32 // max_rwq_indirection_table_size
+	RxHashFieldsMask           uint64 // rx_hash_fields_mask
+	RxHashFunction             uint8  // rx_hash_function
 }
 
 // TSOCaps are a device's segmentation-offload capabilities (struct
@@ -99,3 +124,28 @@ type TSOCaps struct {
 // Supports reports whether QP type t takes TSO work requests
 // (supported_qpts & 1 << t, as rdma-core's tests check it).
 func (c TSOCaps) Supports(t QPType) bool { return c.MaxTSO > 0 && c.SupportedQPTs&(1<<t) != 0 }
+
+// ReregMRFlags are ibv_rereg_mr's flags (enum ibv_rereg_mr_flags): what
+// the re-registration changes.
+type ReregMRFlags int
+
+// The ibv_rereg_mr flags (IBV_REREG_MR_CHANGE_*).
+const (
+	ReregMRChangeTranslation ReregMRFlags = 1 << 0 // the memory: a new buffer
+	ReregMRChangePD          ReregMRFlags = 1 << 1 // the protection domain
+	ReregMRChangeAccess      ReregMRFlags = 1 << 2 // the access flags
+)
+
+// AdviseMRAdvice is ibv_advise_mr's advice (IBV_ADVISE_MR_ADVICE_*).
+type AdviseMRAdvice uint32
+
+// The ibv_advise_mr advice values.
+const (
+	AdviseMRAdvicePrefetch        AdviseMRAdvice = 0 // IBV_ADVISE_MR_ADVICE_PREFETCH
+	AdviseMRAdvicePrefetchWrite   AdviseMRAdvice = 1 // IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE
+	AdviseMRAdvicePrefetchNoFault AdviseMRAdvice = 2 // IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT
+)
+
+// AdviseMRFlagFlush is IBV_ADVISE_MR_FLAG_FLUSH: return once the advice
+// is carried out.
+const AdviseMRFlagFlush = 1 << 0

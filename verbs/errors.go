@@ -23,6 +23,7 @@ var (
 	ENODEV     error = syscall.ENODEV
 	EAGAIN     error = syscall.EAGAIN
 	ETIMEDOUT  error = syscall.ETIMEDOUT
+	EFAULT     error = syscall.EFAULT
 )
 
 // errNilCtx is the error of a blocking call given a nil context (use
@@ -135,5 +136,5 @@ func (mr *MR) live() error {
 	if !mr.ok() {
 		return errNil("MR")
 	}
-	return mr.pd.d.check()
+	return mr.d.check()
 }

@@ -55,9 +55,8 @@ func (pd *PD) AllocMR(typ MRType, maxNumSG int) (*MR, error) {
 	if err != nil {
 		return nil, nic.Wrapf(err, "alloc MR of %d pages", maxNumSG)
 	}
-	mr := &MR{pd: pd, mr: m}
+	mr := pd.newMR(m)
 	mr.key.Store(m.LKey())
-	pd.d.objs.add(mr)
 	return mr, nil
 }
 
@@ -74,7 +73,7 @@ func (mr *MR) MapSG(sg [][]byte, pageSize int) (int, error) {
 	if err := mr.live(); err != nil {
 		return 0, err
 	}
-	n, err := mr.pd.d.n.Mem().MapMRSG(mr.mr, sg, pageSize)
+	n, err := mr.d.n.Mem().MapMRSG(mr.mr, sg, pageSize)
 	return n, err
 }
 
@@ -83,7 +82,7 @@ func (d *Device) MapMRSG(mr *MR, sg [][]byte, pageSize int) (int, error) {
 	if !d.ok() {
 		return 0, errNil("Device")
 	}
-	if !mr.ok() || mr.pd.d != d {
+	if !mr.ok() || mr.d != d {
 		return 0, fmt.Errorf("%w: MR not of device %s", EINVAL, d.Name())
 	}
 	return mr.MapSG(sg, pageSize)

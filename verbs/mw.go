@@ -195,7 +195,7 @@ func (d *Device) checkBind(mw *MW, info *MWBindInfo) error {
 		}
 	}
 	if info.MR.ok() {
-		if err := d.sameDevice("MWBindInfo.MR", info.MR.pd.d); err != nil {
+		if err := d.sameDevice("MWBindInfo.MR", info.MR.d); err != nil {
 			return err
 		}
 	}

@@ -71,7 +71,7 @@ func (w *WQ) engine() (*nic.WQ, error) {
 
 // CreateWQ creates a receive work queue in RESET (ibv_create_wq): a type
 // other than WQTypeRQ, a MaxWR of 0 or above MaxQPWR, a MaxSGE above
-// MaxSGE or create flags are EINVAL.
+// MaxSGE or create flags are EINVAL. WQ.Cap reports the sizes granted.
 func (d *Device) CreateWQ(attr WQInitAttr) (*WQ, error) {
 	if err := d.check(); err != nil {
 		return nil, err
@@ -133,6 +133,17 @@ func (w *WQ) Num() uint32 {
 		return 0
 	}
 	return w.w.Num()
+}
+
+// Cap returns the sizes CreateWQ granted: the WRs the WQ holds and the
+// SGEs a WR may have, at least what WQInitAttr asked for (what
+// ibv_create_wq writes back into wq_init_attr's max_wr and max_sge).
+func (w *WQ) Cap() (maxWR, maxSGE uint32) {
+	if !w.ok() {
+		return 0, 0
+	}
+	wr, sge := w.w.Cap()
+	return uint32(wr), uint32(sge)
 }
 
 // Len returns the number of WRs posted and not yet taken.

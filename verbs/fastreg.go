@@ -67,8 +67,10 @@ func (pd *PD) AllocMR(typ MRType, maxNumSG int) (*MR, error) {
 // previous element in memory; mapping stops at the first element that
 // breaks the rule or does not fit the region's pages. Addr and Len then
 // report the mapped range: the first element's address and the mapped
-// elements' total length. EINVAL for an ordinary MR or a bad page size,
-// EBUSY while the region is registered (invalidate it first).
+// elements' total length. It never maps part of an element (MapSGOffset
+// does, as the kernel's ib_map_mr_sg). EINVAL for an ordinary MR or a bad
+// page size, EBUSY while the region is registered (invalidate it first),
+// ENOMEM when the first element alone does not fit.
 func (mr *MR) MapSG(sg [][]byte, pageSize int) (int, error) {
 	if err := mr.live(); err != nil {
 		return 0, err
@@ -77,15 +79,42 @@ func (mr *MR) MapSG(sg [][]byte, pageSize int) (int, error) {
 	return n, err
 }
 
-// MapMRSG is MR.MapSG in ib_map_mr_sg's argument order.
-func (d *Device) MapMRSG(mr *MR, sg [][]byte, pageSize int) (int, error) {
+// MapSGOffset is ib_map_mr_sg with its sg_offset: the mapping starts
+// *sgOffset bytes into the first element, and an element that does not
+// fit the region's pages is mapped in part, as ib_sg_to_pages maps it
+// (up to the start of the last page it could set), instead of refused.
+// It returns the number of whole elements mapped and sets *sgOffset to
+// where the mapping stopped: 0 when every mapped element was mapped
+// whole, else the offset into element n from which the next MapSGOffset
+// (on the next region) carries on. MapSG's errors apply, and EINVAL for an
+// offset beyond the first element; ENOMEM only when not one byte of the
+// first element fits. A nil sgOffset maps from offset 0 and does not
+// report the stop.
+func (mr *MR) MapSGOffset(sg [][]byte, sgOffset *uint32, pageSize int) (int, error) {
+	if err := mr.live(); err != nil {
+		return 0, err
+	}
+	var off uint64
+	if sgOffset != nil {
+		off = uint64(*sgOffset)
+	}
+	n, stop, err := mr.d.n.Mem().MapMRSGAt(mr.mr, sg, off, pageSize)
+	if err == nil && sgOffset != nil {
+		*sgOffset = uint32(stop)
+	}
+	return n, err
+}
+
+// MapMRSG is ib_map_mr_sg(mr, sg, sg_nents, sg_offset, page_size):
+// MR.MapSGOffset in its argument order.
+func (d *Device) MapMRSG(mr *MR, sg [][]byte, sgOffset *uint32, pageSize int) (int, error) {
 	if !d.ok() {
 		return 0, errNil("Device")
 	}
 	if !mr.ok() || mr.d != d {
 		return 0, fmt.Errorf("%w: MR not of device %s", EINVAL, d.Name())
 	}
-	return mr.MapSG(sg, pageSize)
+	return mr.MapSGOffset(sg, sgOffset, pageSize)
 }
 
 // UpdateFastRegKey gives the fast-registration region mr the key byte of

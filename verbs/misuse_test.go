@@ -294,7 +294,7 @@ func TestNilArguments(t *testing.T) {
 			{"WQ.Modify(nil)", func() error { return wq.Modify(nil, ibv.WQAttrState) }, ""},
 			{"InitAHFromWC(nil)", func() error { _, err := a.dev.InitAHFromWC(1, nil, make([]byte, 40)); return err }, ""},
 			{"CreateAHFromWC(nil)", func() error { _, err := a.pd.CreateAHFromWC(nil, make([]byte, 40), 1); return err }, ""},
-			{"MapMRSG(nil)", func() error { _, err := a.dev.MapMRSG(nil, nil, 4096); return err }, ""},
+			{"MapMRSG(nil)", func() error { _, err := a.dev.MapMRSG(nil, nil, nil, 4096); return err }, ""},
 			{"BindMW(nil)", func() error { _, err := a.qp.BindMW(nil, verbs.MWBind{}); return err }, "MW is nil"},
 			{"BIND_MW without Bind", func() error { _, err := a.qp.PostSend(ibv.SendWR{Opcode: ibv.WRBindMW}); return err }, "without bind information"},
 			{"REG_MR without Reg", func() error { _, err := a.qp.PostSend(ibv.SendWR{Opcode: ibv.WRRegMR}); return err }, "without registration information"},

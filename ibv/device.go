@@ -1,5 +1,7 @@
 package ibv
 
+import "fmt"
+
 // DeviceAttr is the device's capabilities (struct ibv_device_attr), with
 // rxe's limits (rxe_param.h), so that a program sized for rxe fits.
 type DeviceAttr struct {
@@ -149,3 +151,33 @@ const (
 // AdviseMRFlagFlush is IBV_ADVISE_MR_FLAG_FLUSH: return once the advice
 // is carried out.
 const AdviseMRFlagFlush = 1 << 0
+
+// GIDType is a GID's type (enum ibv_gid_type).
+type GIDType uint32
+
+// The GID types: an InfiniBand GID, a RoCE v1 GID (an Ethernet frame of
+// ethertype 0x8915) or a RoCE v2 GID (a UDP datagram to port 4791), the
+// only kind rxe, hence softnic, has (rxe_port_immutable:
+// RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP).
+const (
+	GIDTypeIB     GIDType = 0 // IBV_GID_TYPE_IB
+	GIDTypeRoCEv1 GIDType = 1 // IBV_GID_TYPE_ROCE_V1
+	GIDTypeRoCEv2 GIDType = 2 // IBV_GID_TYPE_ROCE_V2
+)
+
+// String returns the type as the kernel's sysfs gid_attrs/types names it
+// ("IB/RoCE v1", "RoCE v2"); IB and RoCE v1 share the name there.
+func (t GIDType) String() string {
+	switch t {
+	case GIDTypeIB:
+		return "IB"
+	case GIDTypeRoCEv1:
+		return "IB/RoCE v1"
+	case GIDTypeRoCEv2:
+		return "RoCE v2"
+	}
+	return unknown("GIDType", uint64(t))
+}
+
+// Format implements fmt.Formatter (FormatEnum).
+func (t GIDType) Format(f fmt.State, verb rune) { FormatEnum(f, verb, uint64(t), t.String) }

@@ -20,9 +20,18 @@ const (
 // MRType is the kind of region AllocMR makes (enum ib_mr_type).
 type MRType int
 
-// MRTypeMemReg is a fast-registration region (IB_MR_TYPE_MEM_REG), the
-// one kind softnic makes.
-const MRTypeMemReg MRType = 0
+// The kinds of enum ib_mr_type AllocMR knows: MRTypeMemReg, a
+// fast-registration region (IB_MR_TYPE_MEM_REG), is the one kind softnic
+// makes; MRTypeSGGaps (IB_MR_TYPE_SG_GAPS, a region mapping elements with
+// gaps) and MRTypeIntegrity (IB_MR_TYPE_INTEGRITY, the signature MRs of
+// ib_alloc_mr_integrity: T10-DIF protection information computed and
+// checked on the wire) are deliberately not offered: AllocMR answers
+// EOPNOTSUPP (rxe_alloc_mr refuses every type but MEM_REG).
+const (
+	MRTypeMemReg    MRType = 0
+	MRTypeSGGaps    MRType = 1
+	MRTypeIntegrity MRType = 5
+)
 
 // RegMRWR is the reg part of a REG_MR work request (the kernel's
 // ib_reg_wr); MR.RegWR builds one.
@@ -31,7 +40,8 @@ const MRTypeMemReg MRType = 0
 // maxNumSG pages (ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG, max_num_sg);
 // rxe_alloc_mr). It starts free: its key grants nothing until MapSG maps
 // memory into it and a REG_MR work request registers it. maxNumSG must be
-// 1..ibv.DeviceAttr.MaxFastRegPageLen (EINVAL).
+// 1..ibv.DeviceAttr.MaxFastRegPageLen (EINVAL); the types but
+// MRTypeMemReg are refused (see MRType).
 //
 // The cycle (IBA 10.6.3.1, the kernel's fast registration):
 //
@@ -48,7 +58,11 @@ func (pd *PD) AllocMR(typ MRType, maxNumSG int) (*MR, error) {
 		return nil, err
 	}
 	defer release()
-	if typ != MRTypeMemReg {
+	switch typ {
+	case MRTypeMemReg:
+	case MRTypeSGGaps, MRTypeIntegrity:
+		return nil, fmt.Errorf("%w: MR type %v (softnic makes IB_MR_TYPE_MEM_REG only)", EOPNOTSUPP, typ)
+	default:
 		return nil, fmt.Errorf("%w: MR type %d (softnic makes IB_MR_TYPE_MEM_REG only)", EINVAL, typ)
 	}
 	m, err := pd.d.n.Mem().AllocMR(pd.pd, maxNumSG)

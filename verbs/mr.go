@@ -113,8 +113,10 @@ func (pd *PD) AdviseMR(advice ibv.AdviseMRAdvice, flags uint32, sgl []ibv.SGE) e
 // discards what is written to it and reads as zeros. softnic does not
 // have it, as rxe does not: it returns EOPNOTSUPP.
 func (pd *PD) AllocNullMR() (*MR, error) {
-	if err := pd.d.check(); err != nil {
+	release, err := pd.use()
+	if err != nil {
 		return nil, err
 	}
-	return nil, fmt.Errorf("%w: ibv_alloc_null_mr: softnic has no null MR (nor has rxe)", EOPNOTSUPP)
+	release()
+	return nil, errUnsupported("ibv_alloc_null_mr")
 }

@@ -37,10 +37,16 @@ func (s PortState) String() string {
 	return fmt.Sprintf("PortState(%d)", uint8(s))
 }
 
-// String returns "MEM_REG" for MRTypeMemReg (enum ib_mr_type).
+// String returns the enum ib_mr_type name without IB_MR_TYPE_
+// ("MEM_REG", "INTEGRITY").
 func (t MRType) String() string {
-	if t == MRTypeMemReg {
+	switch t {
+	case MRTypeMemReg:
 		return "MEM_REG"
+	case MRTypeSGGaps:
+		return "SG_GAPS"
+	case MRTypeIntegrity:
+		return "INTEGRITY"
 	}
 	return fmt.Sprintf("MRType(%d)", int(t))
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/wire"
 )
 
 // GIDEntry is one entry of a port's GID table (struct ibv_gid_entry).
@@ -93,4 +94,36 @@ func (d *Device) QueryGIDType(port uint8, index int) (ibv.GIDType, error) {
 	}
 	e, err := d.QueryGIDEx(uint32(port), uint32(index), 0)
 	return e.GIDType, err
+}
+
+// QueryPKey returns entry index of port port's P_Key table
+// (ibv_query_pkey), in host order (the C call's is in network order):
+// softnic's table, as rxe's, holds one entry, the default P_Key 0xffff
+// (full membership of the default partition), at index 0. A port other
+// than 1 or another index is EINVAL.
+func (d *Device) QueryPKey(port uint8, index int) (uint16, error) {
+	if err := d.check(); err != nil {
+		return 0, err
+	}
+	if port != 1 || index != 0 {
+		return 0, fmt.Errorf("%w: P_Key %d/%d (the table has port 1 index 0)", EINVAL, port, index)
+	}
+	return wire.DefaultPKey, nil
+}
+
+// GetPKeyIndex returns the index of pkey (host order) in port port's
+// P_Key table (ibv_get_pkey_index): 0 for 0xffff; ENOENT for a P_Key the
+// table lacks (where the C call returns -1), EINVAL for a port other
+// than 1.
+func (d *Device) GetPKeyIndex(port uint8, pkey uint16) (int, error) {
+	if err := d.check(); err != nil {
+		return 0, err
+	}
+	if port != 1 {
+		return 0, fmt.Errorf("%w: port %d (the device has port 1)", EINVAL, port)
+	}
+	if pkey != wire.DefaultPKey {
+		return 0, fmt.Errorf("%w: P_Key %#04x is not in the table (it holds %#04x)", ENOENT, pkey, wire.DefaultPKey)
+	}
+	return 0, nil
 }

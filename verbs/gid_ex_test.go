@@ -13,8 +13,9 @@ import (
 // TestQueryGIDEx: the GID table read whole and by entry
 // (ibv_query_gid_ex, ibv_query_gid_table, ibv_query_gid_type): one RoCE v2
 // entry at index 0 of port 1, the device's address, as QueryGID reports
-// it; no network interface holds a fabric address; the refusals are
-// EINVAL. (Before, these calls did not exist.)
+// it; no network interface holds a fabric address; the P_Key table's one
+// entry (ibv_query_pkey, ibv_get_pkey_index); the refusals are EINVAL.
+// (Before, these calls did not exist.)
 func TestQueryGIDEx(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := fabric.New(fabric.Config{})
@@ -39,7 +40,18 @@ func TestQueryGIDEx(t *testing.T) {
 		if typ != ibv.GIDTypeRoCEv2 || typ.String() != "RoCE v2" {
 			t.Errorf("QueryGIDType = %v, want RoCE v2", typ)
 		}
+		if pk, err := dev.QueryPKey(1, 0); err != nil || pk != 0xffff {
+			t.Errorf("QueryPKey(1, 0) = %#x, %v; want 0xffff", pk, err)
+		}
+		if i, err := dev.GetPKeyIndex(1, 0xffff); err != nil || i != 0 {
+			t.Errorf("GetPKeyIndex(0xffff) = %d, %v; want 0", i, err)
+		}
+		if _, err := dev.GetPKeyIndex(1, 0x8001); !errors.Is(err, verbs.ENOENT) {
+			t.Errorf("GetPKeyIndex(0x8001): %v, want ENOENT", err)
+		}
 		for name, err := range map[string]error{
+			"QueryPKey index 1":         func() error { _, err := dev.QueryPKey(1, 1); return err }(),
+			"GetPKeyIndex port 2":       func() error { _, err := dev.GetPKeyIndex(2, 0xffff); return err }(),
 			"QueryGIDEx index 1":        func() error { _, err := dev.QueryGIDEx(1, 1, 0); return err }(),
 			"QueryGIDEx port 2":         func() error { _, err := dev.QueryGIDEx(2, 0, 0); return err }(),
 			"QueryGIDEx flags":          func() error { _, err := dev.QueryGIDEx(1, 0, 1); return err }(),

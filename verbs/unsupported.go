@@ -1,6 +1,10 @@
 package verbs
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/softnic/softnic/ibv"
+)
 
 // Unsupported lists the libibverbs calls softnic deliberately does not
 // offer, each with why: their Go counterparts exist and return an error
@@ -18,7 +22,7 @@ var Unsupported = []struct {
 	{"ibv_alloc_dm", "Device.AllocDM", "no device memory: a software NIC's memory is the host's (max_dm_size 0)"},
 	{"ibv_create_flow", "QP.CreateFlow", "no flow steering: there are no RAW_PACKET QPs"},
 	{"ibv_create_counters", "Device.CreateCounters", "no counter objects: Device.Counters reads the device's hw_counters"},
-	{"ibv_set_ece", "QP.SetECE", "no enhanced connection establishment: rxe has none"},
+	{"ibv_set_ece", "QP.SetECE, QP.QueryECE", "no enhanced connection establishment: rxe has none"},
 	{"ibv_modify_qp_rate_limit", "QP.ModifyRateLimit", "no packet pacing (packet_pacing_caps 0)"},
 	{"ibv_reg_dmabuf_mr", "PD.RegDmabufMR", "no dma-buf: a Go program registers memory it holds"},
 	{"ibv_import_device", "ImportDevice", "no shared device contexts: a Device lives in one process"},
@@ -100,6 +104,28 @@ func (qp *QP) SetECE(vendorID, options, compMask uint32) error {
 	}
 	return errUnsupported("ibv_set_ece")
 }
+
+// QueryECE would return the QP's enhanced connection establishment
+// options (ibv_query_ece): softnic, like rxe, has none, so it returns
+// EOPNOTSUPP.
+func (qp *QP) QueryECE() (vendorID, options, compMask uint32, err error) {
+	if err := qp.live(); err != nil {
+		return 0, 0, 0, err
+	}
+	return 0, 0, 0, errUnsupported("ibv_set_ece")
+}
+
+// QueryDataInOrder reports whether the data of one WR of opcode op
+// reaches memory in order, so that a reader may poll the data rather
+// than the CQ (ibv_query_qp_data_in_order): 0, no guarantee, for every
+// opcode and flags, as rxe answers (it has no query_qp_data_in_order).
+// softnic places a message's packets in PSN order, but copies each
+// packet's payload with Go's copy, whose byte order within the copy is
+// not promised, not even by 128-byte blocks
+// (IBV_QUERY_QP_DATA_IN_ORDER_ALIGNED_128_BYTES). Polling the last byte of
+// a WRITE then tells that the packet holding it arrived, not that the
+// bytes before it did.
+func (qp *QP) QueryDataInOrder(op ibv.WROpcode, flags uint32) int { return 0 }
 
 // ModifyRateLimit would set the QP's packet pacing
 // (ibv_modify_qp_rate_limit): softnic has no packet pacing

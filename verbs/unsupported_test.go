@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -53,6 +54,12 @@ func TestUnsupported(t *testing.T) {
 		}
 		for call := range calls {
 			t.Errorf("%s is not listed in verbs.Unsupported", call)
+		}
+		if _, _, _, err := a.qp.QueryECE(); !errors.Is(err, verbs.EOPNOTSUPP) {
+			t.Errorf("QueryECE: %v, want EOPNOTSUPP", err)
+		}
+		if got := a.qp.QueryDataInOrder(ibv.WRRDMAWrite, 0); got != 0 {
+			t.Errorf("QueryDataInOrder = %d, want 0 (no ordering promised)", got)
 		}
 		if _, err := a.pd.AllocMR(verbs.MRTypeSGGaps, 1); !errors.Is(err, verbs.EOPNOTSUPP) || !strings.Contains(err.Error(), "SG_GAPS") {
 			t.Errorf("AllocMR(SG_GAPS): %v, want EOPNOTSUPP", err)

@@ -17,7 +17,16 @@
 //
 // Beyond libibverbs, QP.Connect (and ToInit, ToRTR, ToRTS) takes a QP
 // from RESET to RTS in one call, CQ.Wait waits for completions with a
-// context and CQ.All ranges over them; every enum prints its name.
+// context and CQ.All ranges over them; every enum prints its name under
+// %v and its number under %d and %x.
+//
+// Posting is safe from many goroutines: PostSend and BindMW on one QP
+// are atomic, and wait while another goroutine holds a WrStart batch of
+// the QP (its send queue), as on mlx5; from the goroutine holding the
+// batch they are EBUSY. docs/verbs-map.md maps every call of
+// libibverbs' verbs.h to its counterpart here, or says why there is
+// none; the calls softnic deliberately lacks return EOPNOTSUPP and are
+// listed in Unsupported.
 //
 // # Examples
 //

@@ -92,6 +92,9 @@ type CQ struct {
 	ch   *CompChannel // the channel given to CreateCQ, or nil
 	dead atomic.Bool  // destroyed
 	wait *cqWaiter    // CQ.Wait's wake-up (cqwait.go)
+	// parent is the parent domain CreateCQEx was given, held until
+	// Destroy (as mlx5 holds it: its ibv_dealloc_pd is EBUSY meanwhile).
+	parent *PD
 }
 
 // cqs maps engine CQs back to their verbs wrappers for GetEvent.
@@ -230,6 +233,11 @@ func (c *CQ) Destroy() error {
 	c.dead.Store(true)
 	if c.ch != nil {
 		c.ch.cqs.Add(-1)
+	}
+	if p := c.parent; p != nil {
+		p.mu.Lock()
+		p.cqs--
+		p.mu.Unlock()
 	}
 	c.wait.wake() // a Wait in progress returns EINVAL
 	if c.d.ok() {

@@ -57,7 +57,8 @@ type CQInitAttrEx struct {
 	Flags uint32
 	// ParentDomain is parent_domain (IBV_CQ_INIT_ATTR_MASK_PD): a parent
 	// domain of this device, or nil. softnic's CQs need none of its
-	// allocators; it is checked and kept.
+	// allocators; the CQ holds it until Destroy, as mlx5's does (its
+	// Dealloc is EBUSY meanwhile).
 	ParentDomain *PD
 }
 
@@ -108,14 +109,24 @@ func (d *Device) CreateCQEx(attr CQInitAttrEx) (*CQEx, error) {
 	case attr.CompVector != 0:
 		return nil, fmt.Errorf("%w: comp_vector %d (the device has 1 completion vector)", EINVAL, attr.CompVector)
 	}
-	if attr.ParentDomain != nil {
-		if err := attr.ParentDomain.checkParent(d); err != nil {
+	par := attr.ParentDomain
+	if par != nil {
+		if err := par.checkParent(d); err != nil {
 			return nil, err
+		}
+		par.mu.Lock()
+		defer par.mu.Unlock()
+		if par.dead {
+			return nil, fmt.Errorf("%w: the parent domain was deallocated", EINVAL)
 		}
 	}
 	c, err := d.CreateCQ(attr.CQE, attr.Channel)
 	if err != nil {
 		return nil, err
+	}
+	if par != nil {
+		c.parent = par
+		par.cqs++
 	}
 	if attr.WCFlags&(ibv.WCExWithCompletionTimestamp|ibv.WCExWithCompletionTimestampWallclock) != 0 {
 		c.q.Stamp(d.n.Clock())
@@ -129,6 +140,9 @@ func (d *Device) CreateCQEx(attr CQInitAttrEx) (*CQEx, error) {
 // device's link, as Poll does. A StartPoll while a poll is open is
 // EINVAL.
 func (x *CQEx) StartPoll() error {
+	if x == nil {
+		return errNil("CQEx")
+	}
 	if err := x.CQ.live(); err != nil {
 		return err
 	}
@@ -145,6 +159,9 @@ func (x *CQEx) StartPoll() error {
 // NextPoll takes the next completion as the current one (ibv_next_poll):
 // ENOENT when there is none. Outside StartPoll..EndPoll it is EINVAL.
 func (x *CQEx) NextPoll() error {
+	if x == nil {
+		return errNil("CQEx")
+	}
 	if err := x.CQ.live(); err != nil {
 		return err
 	}
@@ -159,7 +176,11 @@ func (x *CQEx) NextPoll() error {
 
 // EndPoll ends the poll StartPoll opened (ibv_end_poll); without one it
 // does nothing.
-func (x *CQEx) EndPoll() { x.polling = false }
+func (x *CQEx) EndPoll() {
+	if x != nil {
+		x.polling = false
+	}
+}
 
 // next takes the oldest completion, reading the link first if the CQ is
 // empty, and reports whether there was one.
@@ -176,17 +197,33 @@ func (x *CQEx) next() bool {
 	return true
 }
 
-// has reports whether the CQ's wc_flags asked for f.
-func (x *CQEx) has(f ibv.CreateCQWCFlags) bool { return x.flags&f != 0 }
+// has reports whether the CQ's wc_flags asked for f (false for a nil
+// CQEx, whose accessors return zero).
+func (x *CQEx) has(f ibv.CreateCQWCFlags) bool { return x != nil && x.flags&f != 0 }
 
 // ReadOpcode returns the current completion's opcode (ibv_wc_read_opcode).
-func (x *CQEx) ReadOpcode() ibv.WCOpcode { return x.cur[0].Opcode }
+func (x *CQEx) ReadOpcode() ibv.WCOpcode {
+	if x == nil {
+		return 0
+	}
+	return x.cur[0].Opcode
+}
 
 // ReadVendorErr returns its vendor error, 0 (ibv_wc_read_vendor_err).
-func (x *CQEx) ReadVendorErr() uint32 { return x.cur[0].VendorErr }
+func (x *CQEx) ReadVendorErr() uint32 {
+	if x == nil {
+		return 0
+	}
+	return x.cur[0].VendorErr
+}
 
 // ReadWCFlags returns its wc_flags (ibv_wc_read_wc_flags).
-func (x *CQEx) ReadWCFlags() ibv.WCFlags { return x.cur[0].Flags }
+func (x *CQEx) ReadWCFlags() ibv.WCFlags {
+	if x == nil {
+		return 0
+	}
+	return x.cur[0].Flags
+}
 
 // ReadByteLen returns its byte_len (ibv_wc_read_byte_len; WCExWithByteLen).
 func (x *CQEx) ReadByteLen() uint32 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -229,6 +230,10 @@ func TestParentDomain(t *testing.T) {
 		}
 		must(t, qp.Destroy())
 		must(t, mr.Dereg())
+		if err := par.Dealloc(); !errors.Is(err, verbs.EBUSY) || !strings.Contains(err.Error(), "1 CQs") {
+			t.Errorf("Dealloc of the parent domain of a live CQ: %v, want EBUSY", err)
+		}
+		must(t, cq.Destroy())
 		must(t, par.Dealloc())
 		must(t, td.Dealloc())
 		if _, err := b.dev.AllocParentDomain(verbs.ParentDomainInitAttr{PD: par}); !errors.Is(err, verbs.EINVAL) {

@@ -146,7 +146,8 @@ func (pd *PD) checkParent(d *Device) error {
 }
 
 // deallocParent frees a parent domain (PD.Dealloc of one): EBUSY while
-// objects created through it live, then it lets go of its PD and TD.
+// objects created through it live (CQs included), then it lets go of its
+// PD and TD.
 func (pd *PD) deallocParent() error {
 	pd.mu.Lock()
 	defer pd.mu.Unlock()
@@ -155,6 +156,9 @@ func (pd *PD) deallocParent() error {
 	}
 	if h := pd.d.objs.holders(func(obj any) bool { return pdOf(obj) == pd }); h != "" {
 		return fmt.Errorf("%w: parent domain in use by %s", EBUSY, h)
+	}
+	if pd.cqs > 0 {
+		return fmt.Errorf("%w: parent domain in use by %d CQs", EBUSY, pd.cqs)
 	}
 	pd.dead = true
 	p := pd.parent

@@ -386,6 +386,7 @@ type PD struct {
 	mu      sync.RWMutex
 	dead    bool // guarded by mu
 	parents int  // guarded by mu; parent domains protecting with this PD
+	cqs     int  // guarded by mu; a parent domain's CQs (CreateCQEx)
 
 	// A parent domain (AllocParentDomain) shares its protection domain's
 	// engine PD and names it here, with its thread domain and context.

@@ -16,8 +16,11 @@ import (
 // them, whichever comes first; a count of 0 bounds by time only, and both
 // 0 (a new CQ's setting) generate the event at the first completion, as
 // without moderation. Polling is not moderated: completions are in the CQ
-// at once. Values above QueryDeviceEx's CQModCaps, unknown AttrMask bits
-// or a nil attr are EINVAL.
+// at once. A count without a period holds the event until the count-th
+// completion however long that takes (and CQ.Wait, which blocks on the
+// event, with it): give a period to bound the wait. Values above
+// QueryDeviceEx's CQModCaps, unknown AttrMask bits or a nil attr are
+// EINVAL.
 func (c *CQ) Modify(attr *ibv.ModifyCQAttr) error {
 	if err := c.live(); err != nil {
 		return err

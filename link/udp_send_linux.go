@@ -103,12 +103,30 @@ func (t *udpTx) send(fd uintptr) bool {
 // limit). Datagrams the link cannot send (another address family, no
 // destination, a Payload's Split outside Buf) are dropped, counted, their Encap zeroed and their Err
 // set; datagrams a send error drops are counted by errno and get it in
-// their Err. It waits only for socket buffer space. After Close it
-// returns ErrLinkClosed, every datagram not sent marked EBADF.
+// their Err. It waits only for socket buffer space. While the link's
+// interface is administratively down it sends nothing and marks every
+// datagram ENETDOWN. After Close it returns ErrLinkClosed, every datagram
+// not sent marked EBADF.
 func (l *UDPLink) WriteBatch(msgs []Datagram) (int, error) {
 	if l.closed.Load() {
 		markUnsent(msgs)
 		return 0, ErrLinkClosed
+	}
+	if l.iface.down() {
+		// The interface is administratively down: rxe finds no route
+		// through a netdev without IFF_UP (rxe_net.c rxe_find_route4
+		// looks up with its ifindex, and ip_route_output_key answers
+		// -ENETUNREACH), and a packet that reaches one is refused with
+		// -ENETDOWN (__dev_queue_xmit). The socket, bound to an address
+		// and not to the interface, might still route it out of another
+		// one: the link refuses it itself, each datagram marked ENETDOWN.
+		for i := range msgs {
+			if msgs[i].Err == 0 {
+				msgs[i].Err = unix.ENETDOWN
+			}
+		}
+		l.ctr.txError(unix.ENETDOWN, len(msgs))
+		return 0, nil
 	}
 	t := l.getTx()
 	defer l.putTx(t)

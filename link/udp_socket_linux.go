@@ -180,8 +180,8 @@ type UDPLink struct {
 	// socket empty (nil: never).
 	yield atomic.Pointer[func() bool]
 	ctr   udpCounters
-	ifmtu ifaceMTU // the interface's MTU (udp_mtu_linux.go)
-	mc    udpMcast // joined multicast groups (udp_mcast_linux.go)
+	iface ifaceWatch // the interface: its MTU, flags and name (udp_mtu_linux.go)
+	mc    udpMcast   // joined multicast groups (udp_mcast_linux.go)
 	// sendFault and recvFault, set only by tests, stand in for the kernel
 	// at the syscall boundary: see sysResult.
 	sendFault func(t *udpTx, vlen int) sysResult
@@ -211,6 +211,7 @@ var (
 	_ Lender            = (*UDPLink)(nil)
 	_ SplitSender       = (*UDPLink)(nil)
 	_ LinkCloser        = (*UDPLink)(nil)
+	_ StateWatcher      = (*UDPLink)(nil)
 )
 
 // ListenUDP opens a UDP link on cfg.Addr and cfg.Port.
@@ -304,7 +305,7 @@ func ListenUDP(cfg UDPConfig) (*UDPLink, error) {
 		l.ttl = 64
 	}
 	l.rx.init(l)
-	l.ifmtu.start(cfg.Addr)
+	l.iface.start(cfg.Addr)
 	return l, nil
 }
 
@@ -397,7 +398,7 @@ func (l *UDPLink) Close() error {
 	if l.closed.Swap(true) {
 		return nil
 	}
-	l.ifmtu.stop()
+	l.iface.stop()
 	err := l.conn.Close()
 	l.closeGroups()
 	return err

@@ -232,6 +232,7 @@ func (t *udpTx) write(msgs []Datagram, resend, gso bool) (int, error) {
 	}
 	sent := 0
 	t.start, t.end = 0, nm
+	retried := -1 // the message sent again after a socket error
 	for t.start < t.end {
 		t.got, t.errno = 0, 0
 		if err := l.raw.Write(t.fn); err != nil {
@@ -258,6 +259,18 @@ func (t *udpTx) write(msgs []Datagram, resend, gso bool) (int, error) {
 		}
 		// The call failed and sent nothing: message t.start is the one.
 		g := t.start
+		if t.errno == unix.ECONNREFUSED && retried != g {
+			// A UDP send has no ECONNREFUSED of its own: this is the
+			// socket's error, an ICMP port unreachable about an earlier
+			// datagram (IP_RECVERR), which the send took
+			// (sock_alloc_send_pskb) instead of the datagram. Send it
+			// again, once; the readers drain the ICMP from the error
+			// queue (udp_errq_linux.go).
+			retried = g
+			l.errs.drain.Store(true)
+			l.wakeReader()
+			continue
+		}
 		if t.count[g] > 1 && (t.errno == unix.EIO || t.errno == unix.EINVAL) {
 			ds := msgs[t.first[g] : t.first[g]+t.count[g]]
 			if t.errno == unix.EIO {
@@ -281,6 +294,15 @@ func (t *udpTx) write(msgs []Datagram, resend, gso bool) (int, error) {
 		}
 		t.fail(msgs, g, t.errno)
 		l.ctr.txError(t.errno, t.count[g])
+		if t.errno != unix.ENOBUFS {
+			// The error queue may hold an entry for the readers: a
+			// local EMSGSIZE (ip_local_error), or the ICMP error whose
+			// socket error this send took (sock_alloc_send_pskb
+			// returns a pending sk_err, so the reader it woke may find
+			// none). The next pass drains it (udp_errq_linux.go).
+			l.errs.drain.Store(true)
+			l.wakeReader()
+		}
 		t.start++
 	}
 	return sent, nil

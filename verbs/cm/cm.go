@@ -22,6 +22,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -186,7 +187,7 @@ type CM struct {
 	// its own lock held.
 	qmu    sync.Mutex
 	qcond  *sync.Cond
-	queue  []*ibcm.Event
+	queue  []work
 	qstop  bool
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
@@ -286,15 +287,29 @@ func (c *CM) Close() error {
 	return nil
 }
 
-// handleIB is every ibcm ID's handler: it only queues.
-func (c *CM) handleIB(ev *ibcm.Event) {
+// work is what the CM's work goroutine does, in order: an IB CM event
+// to deliver, or news from a device's link that no CM listens at an
+// address (cmDev.sendError), for its agent.
+type work struct {
+	ev          *ibcm.Event
+	dev         *cmDev
+	unreachable netip.Addr
+}
+
+// queueWork queues w for the work goroutine.
+func (c *CM) queueWork(w work) {
 	c.qmu.Lock()
-	c.queue = append(c.queue, ev)
-	c.qcond.Signal()
+	if !c.qstop {
+		c.queue = append(c.queue, w)
+		c.qcond.Signal()
+	}
 	c.qmu.Unlock()
 }
 
-// work delivers the IB CM's events in order.
+// handleIB is every ibcm ID's handler: it only queues.
+func (c *CM) handleIB(ev *ibcm.Event) { c.queueWork(work{ev: ev}) }
+
+// work delivers the IB CM's events in order, and the links' news.
 func (c *CM) work() {
 	for {
 		c.qmu.Lock()
@@ -306,10 +321,15 @@ func (c *CM) work() {
 			c.qmu.Unlock()
 			return
 		}
-		ev := c.queue[0]
+		w := c.queue[0]
+		c.queue[0] = work{}
 		c.queue = c.queue[1:]
 		c.qmu.Unlock()
-		c.ibEvent(ev)
+		if w.ev != nil {
+			c.ibEvent(w.ev)
+		} else {
+			w.dev.agent.PortUnreachable(w.unreachable)
+		}
 	}
 }
 

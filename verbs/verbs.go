@@ -305,6 +305,14 @@ func ActiveMTU(netdevMTU int) ibv.MTU { return nic.ActiveMTU(netdevMTU) }
 // endpoint says it: fabric.Endpoint.SetLinkState) is ACTIVE at 1X SDR
 // while it is open. Each change raises EventPortErr or EventPortActive
 // (see GetAsyncEvent); each fall counts link_downed.
+//
+// While the link is administratively down or closed it sends nothing and
+// sent_pkts does not count what it refused. A UD or UC work request sent
+// then fails with IBV_WC_LOC_QP_OP_ERR (the QP to SQE for UD, ERR for
+// UC), as rxe's requester fails one when its netdev has no route. RC's
+// packets wait for the retransmit timer and the work request completes
+// if the link comes back within the QP's retries: a deliberate
+// difference, rxe fails RC's the same way.
 func (d *Device) QueryPort(port uint8) (PortAttr, error) {
 	if !d.ok() {
 		return PortAttr{}, errNil("Device")

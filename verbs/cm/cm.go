@@ -16,6 +16,20 @@
 // Events carry the whole private data field of the message they come
 // from, as librdmacm reports it (a REQ's 92 bytes less the 36-byte CMA
 // header, a REP's 196, a REJ's 148): the peer's data, then zeros.
+//
+// Addresses resolve as the kernel's rdma_resolve_addr resolves them
+// (addr.c): on a device whose link is a UDP link, through the host's
+// routing and neighbour tables in the link's network namespace
+// (link.ResolveRoute), ADDR_ERROR with the kernel's errno when there is
+// no route or no neighbour answers within timeout_ms. Deliberate
+// differences: a device on the fabric, which has no routing table,
+// resolves any address of its family at once; the device for an ID
+// bound to no address is chosen among the CM's devices (ID.ResolveAddr),
+// not from the route's source address; and the CM hears the network's
+// ICMP port unreachable for its MADs (link.WatchSendErrors), which the
+// kernel's CM does not for rxe's socket: Connect to an address where no
+// RoCE NIC listens ends with UNREACHABLE -ECONNREFUSED within a round
+// trip, not with -ETIMEDOUT after 16 REQs and 98 s.
 package cm
 
 import (

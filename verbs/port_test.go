@@ -6,8 +6,8 @@ package verbs_test
 // link's speed (ib_get_eth_speed); sent_pkts counts only what the link
 // took; UD and UC learn of a down or closed link as rxe's requester does
 // (IBV_WC_LOC_QP_OP_ERR), RC recovers by retrying. The UDP link's side,
-// an interface set down in a network namespace, is tested in cmd/softnic
-// (TestPortFollowsInterface).
+// an interface set down in a network namespace, is tested in package
+// link (TestUDPLinkFollowsInterfaceState).
 
 import (
 	"net/netip"

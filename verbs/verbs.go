@@ -268,9 +268,9 @@ func (d *Device) Counters() ibv.Counters {
 }
 
 // PortAttr is a port's attributes (struct ibv_port_attr), as rxe reports
-// them (rxe.c rxe_init_port_param).
+// them (rxe.c rxe_init_port_param, rxe_verbs.c rxe_query_port).
 type PortAttr struct {
-	State        uint8 // a PortState: 4 = IBV_PORT_ACTIVE
+	State        uint8 // a PortState: 4 = IBV_PORT_ACTIVE, 1 = IBV_PORT_DOWN
 	MaxMTU       ibv.MTU
 	ActiveMTU    ibv.MTU
 	GIDTblLen    int
@@ -281,15 +281,15 @@ type PortAttr struct {
 	SMLID        uint16
 	LMC          uint8
 	MaxVLNum     uint8
-	ActiveWidth  uint8 // 1 = 1X
-	ActiveSpeed  uint8 // 1 = SDR (2.5 Gb/s)
-	PhysState    uint8 // 5 = LinkUp
+	ActiveWidth  uint8 // enum ib_port_width: 1 = 1X, 16 = 2X, 2 = 4X, 4 = 8X, 8 = 12X
+	ActiveSpeed  uint8 // enum ib_port_speed: 1 = SDR (2.5 Gb/s), 8 = FDR10, 32 = EDR, ...
+	PhysState    uint8 // 5 = LinkUp, 2 = Polling (up, no carrier), 3 = Disabled (down)
 	LinkLayer    uint8 // 2 = IBV_LINK_LAYER_ETHERNET
 }
 
 // Port state and link-layer values.
 const (
-	PortActive        PortState = 4 // IBV_PORT_ACTIVE, the state of softnic's port
+	PortActive        PortState = 4 // IBV_PORT_ACTIVE: the state of softnic's port while its link is up
 	LinkLayerEthernet           = 2
 	PortCapCMSup                = 1 << 16 // IB_PORT_CM_SUP
 )
@@ -306,6 +306,25 @@ func ActiveMTU(netdevMTU int) ibv.MTU { return nic.ActiveMTU(netdevMTU) }
 // max MTU is 4096, as rxe reports. The active MTU bounds UD messages; an
 // RC or UC QP's path MTU, checked against the max MTU only (rxe_qp.c
 // rxe_qp_chk_attr), bounds its packets.
+//
+// The state follows the link as rxe's follows its netdev (rxe_query_port):
+// ACTIVE while the link's interface is up with a carrier, DOWN otherwise
+// and once the link is closed; the physical state is LinkUp, Polling (up
+// without a carrier) or Disabled. The speed and width are the
+// interface's, mapped as the kernel's ib_get_eth_speed maps its ethtool
+// speed (nic.EthSpeed: 10 Gb/s, a veth's, is 1X FDR10; an unknown speed,
+// loopback's, 1X SDR). A link that cannot tell its state (a fabric
+// endpoint says it: fabric.Endpoint.SetLinkState) is ACTIVE at 1X SDR
+// while it is open. Each change raises EventPortErr or EventPortActive
+// (see GetAsyncEvent); each fall counts link_downed.
+//
+// While the link is administratively down or closed it sends nothing and
+// sent_pkts does not count what it refused. A UD or UC work request sent
+// then fails with IBV_WC_LOC_QP_OP_ERR (the QP to SQE for UD, ERR for
+// UC), as rxe's requester fails one when its netdev has no route. RC's
+// packets wait for the retransmit timer and the work request completes
+// if the link comes back within the QP's retries: a deliberate
+// difference, rxe fails RC's the same way.
 func (d *Device) QueryPort(port uint8) (PortAttr, error) {
 	if !d.ok() {
 		return PortAttr{}, errNil("Device")
@@ -313,11 +332,24 @@ func (d *Device) QueryPort(port uint8) (PortAttr, error) {
 	if port != 1 {
 		return PortAttr{}, fmt.Errorf("%w: port %d (the device has port 1)", EINVAL, port)
 	}
+	p := d.n.Port()
 	return PortAttr{
-		State: uint8(PortActive), MaxMTU: ibv.MTU4096, ActiveMTU: d.n.PortMTU(), GIDTblLen: 1,
+		State: p.State, MaxMTU: ibv.MTU4096, ActiveMTU: d.n.PortMTU(), GIDTblLen: 1,
 		PortCapFlags: PortCapCMSup, MaxMsgSz: uint64(d.n.QueryDevice().MaxMsgSize), PKeyTblLen: 1,
-		MaxVLNum: 1, ActiveWidth: 1, ActiveSpeed: 1, PhysState: 5, LinkLayer: LinkLayerEthernet,
+		MaxVLNum: 1, ActiveWidth: p.Width, ActiveSpeed: p.Speed, PhysState: p.PhysState, LinkLayer: LinkLayerEthernet,
 	}, nil
+}
+
+// Link returns the link the device was opened on (Config.Link), for what
+// only the link knows: its network's answers (link.WatchSendErrors), its
+// routes (link.ResolveRoute), its counters. The device owns it: closing
+// the device closes it, and a datagram written to it directly travels
+// beside the device's own. nil for a Device not made by Open.
+func (d *Device) Link() link.Link {
+	if !d.ok() {
+		return nil
+	}
+	return d.n.Link()
 }
 
 // GID is a 16-byte global identifier; for RoCEv2 an IPv6 address or an

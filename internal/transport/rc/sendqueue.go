@@ -6,6 +6,7 @@ package rc
 
 import (
 	"fmt"
+	"syscall"
 
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/errno"
@@ -63,6 +64,9 @@ type sendWQE struct {
 	bind      ibv.MWBindWR // BIND_MW: a copy of wr.Bind
 	reg       ibv.RegMRWR  // REG_MR: a copy of wr.Reg
 	rndv      rndvWQE      // a rendezvous's READ or FIN (tm.go), not the application's
+	// sendErr is the errno of a UC packet of the WQE the link refused
+	// as unroutable (ucFlushLocked).
+	sendErr syscall.Errno
 }
 
 // needsResponse reports whether the WQE completes only on an explicit

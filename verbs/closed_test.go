@@ -53,6 +53,7 @@ func TestClosedDevice(t *testing.T) {
 			{"QP.ToInit", a.qp.ToInit(nil)},
 			{"QPEx.WrComplete", func() error { x.WrStart(); x.WrSend(); return x.WrComplete() }()},
 			{"CQ.ReqNotify", a.cq.ReqNotify(false)},
+			{"Device.QueryPort", func() error { _, err := a.dev.QueryPort(1); return err }()},
 			{"CQ.Resize", a.cq.Resize(64)},
 			{"CQ.Wait", second(a.cq.Wait(ctx, make([]ibv.WorkCompletion, 1)))},
 			{"CompChannel.GetEvent", func() error { _, err := ch.GetEvent(ctx); return err }()},

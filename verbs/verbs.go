@@ -326,8 +326,8 @@ func ActiveMTU(netdevMTU int) ibv.MTU { return nic.ActiveMTU(netdevMTU) }
 // if the link comes back within the QP's retries: a deliberate
 // difference, rxe fails RC's the same way.
 func (d *Device) QueryPort(port uint8) (PortAttr, error) {
-	if !d.ok() {
-		return PortAttr{}, errNil("Device")
+	if err := d.check(); err != nil {
+		return PortAttr{}, err
 	}
 	if port != 1 {
 		return PortAttr{}, fmt.Errorf("%w: port %d (the device has port 1)", EINVAL, port)

@@ -16,10 +16,10 @@ import (
 
 // udpbenchOut is what cmd/udpbench printed on this machine.
 const udpbenchOut = `udpbench: 4112-byte datagrams, batch 64, 200ms x 1 runs, GOMAXPROCS 2, 127.0.0.1 -> 127.0.0.2
-mode               Gbit/s     kpkt/s    loss%
-raw/plain            2.64         80     2.59
-raw/gso+gro         18.26        555    24.06
-link/gso+gro        10.00        304     0.00
+mode               Gbit/s     kpkt/s    loss%  cpu_s/GB
+raw/plain            2.64         80     2.59     0.900
+raw/gso+gro         18.26        555    24.06     0.200
+link/gso+gro        10.00        304     0.00     0.250
 
 ping-pong: 40-byte datagrams, 2000 round trips, half round trips in usec
 mode              typical        p99
@@ -63,9 +63,22 @@ func TestParseUDPBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []UDP{{"raw/plain", 2.64, 80, 2.59}, {"raw/gso+gro", 18.26, 555, 24.06}, {"link/gso+gro", 10, 304, 0}}
+	want := []UDP{{"raw/plain", 2.64, 80, 2.59, ptr(0.9)}, {"raw/gso+gro", 18.26, 555, 24.06, ptr(0.2)}, {"link/gso+gro", 10, 304, 0, ptr(0.25)}}
 	if size != 4112 || !reflect.DeepEqual(us, want) {
 		t.Errorf("got %d, %+v\nwant 4112, %+v", size, us, want)
+	}
+	// udpbench -peer has no CPU figure (the receiver is on the other
+	// host), and an output kept from before the column has no column.
+	peer := strings.Replace(udpbenchOut, "0.200", "    -", 1)
+	if us, _, err := ParseUDPBench([]byte(peer)); err != nil || us[1].CPUPerGB != nil || *us[2].CPUPerGB != 0.25 {
+		t.Errorf("with a CPU figure of -: got %+v, %v", us, err)
+	}
+	old := `udpbench: 1040-byte datagrams, batch 64, 3s x 1 runs, GOMAXPROCS 1, 10.77.0.3 -> 10.77.0.2:18700
+mode               Gbit/s     kpkt/s    loss%
+raw/plain           0.100       12.0     1.50
+`
+	if us, size, err := ParseUDPBench([]byte(old)); err != nil || size != 1040 || !reflect.DeepEqual(us, []UDP{{"raw/plain", 0.1, 12, 1.5, nil}}) {
+		t.Errorf("without the CPU column: got %d, %+v, %v", size, us, err)
 	}
 	for _, bad := range []string{
 		"",
@@ -74,6 +87,10 @@ func TestParseUDPBench(t *testing.T) {
 		strings.Replace(udpbenchOut, "loss%", "lost", 1),
 		strings.Replace(udpbenchOut, "18.26", "fast", 1),
 		strings.Replace(udpbenchOut, "   80", "", 1),
+		strings.Replace(udpbenchOut, "0.900", "", 1),
+		strings.Replace(udpbenchOut, "0.900", "slow", 1),
+		strings.Replace(udpbenchOut, "cpu_s/GB", "cpu", 1),
+		strings.Replace(old, "loss%", "loss% cpu_s/GB", 1),
 		strings.SplitAfterN(udpbenchOut, "\n", 3)[0] + strings.SplitAfterN(udpbenchOut, "\n", 3)[1],
 	} {
 		if us, _, err := ParseUDPBench([]byte(bad)); err == nil {
@@ -122,7 +139,7 @@ func measured() Measurements {
 	return Measurements{
 		Machine:      Machine{CPUs: 2, CPUModel: "AMD EPYC", Kernel: "6.1.0", LoadBefore: [3]float64{3.5, 4, 5}, LoadAfter: [3]float64{4, 4, 5}},
 		DatagramSize: 4112,
-		UDP:          []UDP{{"raw/plain", 5, 150, 1}, {"raw/gso+gro", 40, 1200, 2}, {"link/gso+gro", 30, 900, 0}},
+		UDP:          []UDP{{"raw/plain", 5, 150, 1, nil}, {"raw/gso+gro", 40, 1200, 2, nil}, {"link/gso+gro", 30, 900, 0, nil}},
 		// 2384.185791015625 MB/sec is exactly 20 Gbit/s: the goal, met.
 		WriteBW:  &perftest.BWResult{Size: 65536, Iters: 100, BWAvg: 20e9 / 8 / (1 << 20)},
 		ReadBW:   &perftest.BWResult{Size: 65536, Iters: 100, BWAvg: 1000},

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -212,8 +213,10 @@ func command(ctx context.Context, env []string, name string, args ...string) ([]
 }
 
 // ParseUDPBench reads cmd/udpbench's output: the header line with the
-// datagram size, then the "mode Gbit/s kpkt/s loss%" table, up to an
-// empty line (before the ping-pong table, ParsePingPong's) or the end.
+// datagram size, then the "mode Gbit/s kpkt/s loss% cpu_s/GB" table (or,
+// from a udpbench before the CPU column, "mode Gbit/s kpkt/s loss%"), up
+// to an empty line (before the ping-pong table, ParsePingPong's) or the
+// end. A "-" in the CPU column (udpbench -peer) is no figure.
 func ParseUDPBench(b []byte) ([]UDP, int, error) {
 	s, _, _ := strings.Cut(strings.TrimRight(string(b), "\n"), "\n\n")
 	lines := strings.Split(s, "\n")
@@ -224,13 +227,15 @@ func ParseUDPBench(b []byte) ([]UDP, int, error) {
 	if err != nil || !strings.HasSuffix(strings.Fields(lines[0])[1], "-byte") {
 		return nil, 0, fmt.Errorf("no datagram size in %q", lines[0])
 	}
-	if f := strings.Fields(lines[1]); len(f) != 4 || f[0] != "mode" || f[1] != "Gbit/s" || f[2] != "kpkt/s" || f[3] != "loss%" {
+	titles := strings.Fields(lines[1])
+	if !slices.Equal(titles, []string{"mode", "Gbit/s", "kpkt/s", "loss%", "cpu_s/GB"}) &&
+		!slices.Equal(titles, []string{"mode", "Gbit/s", "kpkt/s", "loss%"}) {
 		return nil, 0, fmt.Errorf("unexpected column titles %q", lines[1])
 	}
 	var us []UDP
 	for _, l := range lines[2:] {
 		f := strings.Fields(l)
-		if len(f) != 4 {
+		if len(f) != len(titles) {
 			return nil, 0, fmt.Errorf("unexpected line %q", l)
 		}
 		u := UDP{Mode: f[0]}
@@ -240,6 +245,13 @@ func ParseUDPBench(b []byte) ([]UDP, int, error) {
 				return nil, 0, fmt.Errorf("line %q: %v", l, err)
 			}
 			*dst = v
+		}
+		if len(f) == 5 && f[4] != "-" {
+			v, err := strconv.ParseFloat(f[4], 64)
+			if err != nil {
+				return nil, 0, fmt.Errorf("line %q: %v", l, err)
+			}
+			u.CPUPerGB = &v
 		}
 		us = append(us, u)
 	}

@@ -68,6 +68,11 @@ type UDP struct {
 	// LossPct is the share of the datagrams sent that the receiver did not
 	// take, in percent.
 	LossPct float64 `json:"loss_percent"`
+	// CPUPerGB is the CPU seconds (user and system) udpbench's process,
+	// sender and receiver, spent per 10^9 bytes of UDP payload delivered;
+	// null when udpbench did not say (between two hosts, or an
+	// udpbench before the column).
+	CPUPerGB *float64 `json:"cpu_sec_per_gb"`
 }
 
 // PingPong is one line of cmd/udpbench's ping-pong table (-pingpong):

@@ -159,10 +159,10 @@ func measured() Measurements {
 			{"link/gso+gro", 1.6, 2500, 0, ptr(3)}},
 		// 2384.185791015625 MB/sec is exactly 20 Gbit/s: the goal, met;
 		// 10^9 bytes in 0.375 s of CPU, 1.5 × the link's 0.25 s/GB.
-		WriteBW: &BW{BWResult: perftest.BWResult{Size: 1e6, Iters: 1000, BWAvg: 20e9 / 8 / (1 << 20)}, CPU: 375 * time.Millisecond},
+		WriteBW: withSetup(perftest.BWResult{Size: 1e6, Iters: 1000, BWAvg: 20e9 / 8 / (1 << 20)}, 375*time.Millisecond),
 		// 30 Gbit/s, 0.75 × gso+gro; 2 s/GB
-		ReadBW: &BW{BWResult: perftest.BWResult{Size: 65536, Iters: 100, BWAvg: 30e9 / 8 / (1 << 20)}, CPU: 13107200 * time.Nanosecond},
-		SendBW: &BW{BWResult: perftest.BWResult{Size: 64, Iters: 1e6, MsgRate: 2}, CPU: 2 * time.Second},
+		ReadBW: withSetup(perftest.BWResult{Size: 65536, Iters: 100, BWAvg: 30e9 / 8 / (1 << 20)}, 13107200*time.Nanosecond),
+		SendBW: withSetup(perftest.BWResult{Size: 64, Iters: 1e6, MsgRate: 2}, 2*time.Second),
 		// blocking: exactly its goal
 		WriteLat: &perftest.LatResult{Size: 8, Typical: 25, P99: 75.5, Samples: []float64{0.5, 20, 25, 25, 75.5}},
 		// busy-poll: exactly its goal of issue 13, and exactly 3 × that
@@ -172,6 +172,14 @@ func measured() Measurements {
 		ManyQPs:      1000,
 		PingPong:     []PingPong{{"busy", 4, 16}, {"block", 20, 50}},
 	}
+}
+
+// withSetup returns a run that moved r's messages on cpu beyond its setup
+// run (SetupIters messages, 0.1 s of CPU).
+func withSetup(r perftest.BWResult, cpu time.Duration) *BW {
+	setup := &BW{BWResult: perftest.BWResult{Size: r.Size, Iters: SetupIters, BWAvg: r.BWAvg / 2}, CPU: 100 * time.Millisecond}
+	r.Iters += setup.Iters
+	return &BW{BWResult: r, CPU: cpu + setup.CPU, Setup: setup}
 }
 
 func row(t *testing.T, tb Table, name string) Row {
@@ -316,7 +324,7 @@ func TestBuild(t *testing.T) {
 	m.WriteBW.BWAvg *= 0.99
 	m.ReadBW.BWAvg *= 0.99
 	m.WriteBW.CPU += time.Millisecond
-	m.ReadBW.CPU = 1 // 1 ns
+	m.ReadBW.CPU = m.ReadBW.Setup.CPU + 1 // 1 ns beyond the setup run
 	m.SendBW.MsgRate = 1.99
 	m.UDPSmall[1].Kpps = 3000
 	m.WriteLat = &perftest.LatResult{Typical: 25.01, P99: 75.03}
@@ -351,19 +359,49 @@ func TestBuild(t *testing.T) {
 	}
 }
 
-// A BW's bytes are its messages' (Size × Iters), its CPU per GB their CPU
-// time over them; nothing without either.
+// A BW's bytes are its messages (Size × Iters), its CPU per GB the CPU
+// time beyond its setup run's over the bytes beyond the setup run's;
+// nothing without a setup run or more than it.
 func TestBWCPUPerGB(t *testing.T) {
-	b := &BW{BWResult: perftest.BWResult{Size: 65536, Iters: 20000}, CPU: 2 * time.Second}
-	if got := b.Bytes(); got != 1310720000 {
+	setup := &BW{BWResult: perftest.BWResult{Size: 65536, Iters: 5}, CPU: 200 * time.Millisecond}
+	b := &BW{BWResult: perftest.BWResult{Size: 65536, Iters: 20005}, CPU: 2200 * time.Millisecond, Setup: setup}
+	if got := b.Bytes(); got != 1311047680 {
 		t.Errorf("bytes: got %v", got)
 	}
 	if got := b.CPUPerGB(); got == nil || math.Abs(*got-2/1.31072) > 1e-12 {
 		t.Errorf("CPU per GB: got %v, want %v", got, 2/1.31072)
 	}
-	for _, b := range []*BW{{BWResult: perftest.BWResult{Size: 65536, Iters: 20000}}, {BWResult: perftest.BWResult{Size: 65536}, CPU: time.Second}} {
+	for name, b := range map[string]*BW{
+		"no setup run":              {BWResult: b.BWResult, CPU: b.CPU},
+		"no more CPU than setup":    {BWResult: b.BWResult, CPU: setup.CPU, Setup: setup},
+		"no more bytes than setup":  {BWResult: setup.BWResult, CPU: b.CPU, Setup: setup},
+		"setup run of another size": {BWResult: perftest.BWResult{Size: 64, Iters: 5}, CPU: b.CPU, Setup: setup},
+	} {
 		if got := b.CPUPerGB(); got != nil {
-			t.Errorf("%+v: CPU per GB %v, want none", b, *got)
+			t.Errorf("%s: CPU per GB %v, want none", name, *got)
+		}
+	}
+}
+
+func TestSetupArgs(t *testing.T) {
+	for _, tt := range []struct {
+		args, want string
+		ok         bool
+	}{
+		{"-s 65536 -n 20000", "-s 65536 -n 5", true},
+		{"-s 64 -n 1000000 -N", "-s 64 -n 5 -N", true},
+		{"-s 65536 -q 1000 -n 10", "-s 65536 -q 1000 -n 5", true},
+		{"-s 65536 -q 1000 -n 5", "", false}, // no longer than its setup run
+		{"-s 65536", "", false},
+		{"-s 65536 -n", "", false},
+	} {
+		args := strings.Fields(tt.args)
+		got, ok := setupArgs(args)
+		if strings.Join(got, " ") != tt.want || ok != tt.ok {
+			t.Errorf("setupArgs(%q) = %q, %v; want %q, %v", tt.args, got, ok, tt.want, tt.ok)
+		}
+		if strings.Join(args, " ") != tt.args {
+			t.Errorf("setupArgs changed its argument: %q", args)
 		}
 	}
 }
@@ -487,7 +525,7 @@ func TestFormat(t *testing.T) {
 		"softnic bench: 2 CPUs (AMD EPYC), Linux 6.1.0\n",
 		"load average 3.50 4.00 5.00 before, 4.00 4.00 5.00 after\n",
 		"UDP: 4112-byte datagrams (80-byte for the message rate), 127.0.0.1 → 127.0.0.2; softnic: two processes, 127.0.0.2 → 127.0.0.1, Go's default GOMAXPROCS\n",
-		"CPU s/GB: user + system seconds per 10^9 bytes moved, udpbench's process over its run, softnic's two from start to exit\n\n",
+		"CPU s/GB: user + system seconds per 10^9 bytes moved, udpbench's process over its run, softnic's two from start to exit less a 5-iteration run's\n\n",
 		"measure                                     value unit      /gso+gro  CPU s/GB  goal                       status\n",
 		"UDP raw/plain                                5.00 Gbit/s       12.5%     1.000\n",
 		"UDP raw/gso+gro                             40.00 Gbit/s                 0.200\n",
@@ -676,6 +714,7 @@ esac
 	softnic := write("softnic", `echo "GOMAXPROCS=$GOMAXPROCS $*" >> `+log+`
 case "$*" in
 read_bw*127.0.0.2*) echo "softnic read_bw: peer stopped answering" >&2; exit 1;;
+send_bw*-n\ 5\ *127.0.0.2*) echo "softnic send_bw: no memory" >&2; exit 1;;
 write_lat*) cat `+dir+`/lat.json;;
 *) cat `+dir+`/bw.json;;
 esac
@@ -697,8 +736,23 @@ esac
 			t.Errorf("%s: no CPU time", name)
 		}
 	}
-	if m.ReadBW != nil || !strings.Contains(m.Errors[RowReadBW], "client: exit status 1: softnic read_bw: peer stopped answering") || len(m.Errors) != 1 {
+	if m.ReadBW != nil || !strings.Contains(m.Errors[RowReadBW], "client: exit status 1: softnic read_bw: peer stopped answering") || len(m.Errors) != 2 {
 		t.Errorf("read_bw: got %v, errors %q", m.ReadBW, m.Errors)
+	}
+	// write_bw's setup run; send_bw's failed, recorded; none for the
+	// many-QP run of -n 5, as short as a setup run
+	if m.WriteBW == nil || m.WriteBW.Setup == nil || m.WriteBW.Setup.CPU <= 0 {
+		t.Errorf("write_bw's setup run: %+v", m.WriteBW)
+	}
+	if m.SendBW == nil || m.SendBW.Setup != nil || m.Errors[RowSendBW+SetupRun] != "client: exit status 1: softnic send_bw: no memory" {
+		t.Errorf("send_bw's failed setup run: %+v, errors %q", m.SendBW, m.Errors)
+	}
+	if r := row(t, Build(m), RowSendBW); r.Value == nil || r.CPUPerGB != nil ||
+		!strings.HasSuffix(r.Note, "; no CPU figure, the setup run failed: client: exit status 1: softnic send_bw: no memory") {
+		t.Errorf("send_bw's row after its setup run failed: %+v", r)
+	}
+	if m.ManyQP == nil || m.ManyQP.Setup != nil {
+		t.Errorf("many QPs: %+v", m.ManyQP)
 	}
 	b, err := os.ReadFile(log)
 	if err != nil {
@@ -707,22 +761,25 @@ esac
 	for _, want := range []string{
 		"write_bw --json -p 30000 --timeout 60s -s 65536 -n 2000 --addr 127.0.0.1 --accept-timeout 60s\n",
 		"write_bw --json -p 30000 --timeout 60s -s 65536 -n 2000 --addr 127.0.0.2 --connect-timeout 30s 127.0.0.1\n",
-		"read_bw --json -p 30001 ",
-		"send_bw --json -p 30002 --timeout 60s -s 64 -n 100000 -N --addr 127.0.0.2",
-		"write_lat --json -p 30003 --timeout 60s -s 8 -n 5000 -H --addr 127.0.0.1 --accept-timeout 60s\n",
-		"write_lat --json -p 30003 --timeout 60s -s 8 -n 5000 -H --cpuprofile /tmp/p --addr 127.0.0.2",
-		"write_lat --json -p 30004 --timeout 60s -s 8 -n 5000 -H --busy-poll --addr 127.0.0.1 --accept-timeout 60s\n",
-		"write_lat --json -p 30004 --timeout 60s -s 8 -n 5000 -H --busy-poll --addr 127.0.0.2 --connect-timeout 30s 127.0.0.1\n",
-		"write_bw --json -p 30005 --timeout 60s -s 65536 -q 7 -n 5 --addr 127.0.0.1",
+		"write_bw --json -p 30001 --timeout 60s -s 65536 -n 5 --addr 127.0.0.1 --accept-timeout 60s\n",
+		"write_bw --json -p 30001 --timeout 60s -s 65536 -n 5 --addr 127.0.0.2 --connect-timeout 30s 127.0.0.1\n",
+		"read_bw --json -p 30002 ",
+		"send_bw --json -p 30003 --timeout 60s -s 64 -n 100000 -N --addr 127.0.0.2",
+		"send_bw --json -p 30004 --timeout 60s -s 64 -n 5 -N --addr 127.0.0.2",
+		"write_lat --json -p 30005 --timeout 60s -s 8 -n 5000 -H --addr 127.0.0.1 --accept-timeout 60s\n",
+		"write_lat --json -p 30005 --timeout 60s -s 8 -n 5000 -H --cpuprofile /tmp/p --addr 127.0.0.2",
+		"write_lat --json -p 30006 --timeout 60s -s 8 -n 5000 -H --busy-poll --addr 127.0.0.1 --accept-timeout 60s\n",
+		"write_lat --json -p 30006 --timeout 60s -s 8 -n 5000 -H --busy-poll --addr 127.0.0.2 --connect-timeout 30s 127.0.0.1\n",
+		"write_bw --json -p 30007 --timeout 60s -s 65536 -q 7 -n 5 --addr 127.0.0.1",
 	} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("no run with %q in:\n%s", want, b)
 		}
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	// 11 or 12 softnic processes: the failing read_bw client's cancel
-	// may stop its server before it logs.
-	if len(lines) < 13 || lines[0] != "udpbench GOMAXPROCS= "+strings.Join(PlanFor(Config{Quick: true}).UDPBench, " ") ||
+	// 14 to 16 softnic processes: the failing clients' cancel may stop
+	// their servers before they log.
+	if len(lines) < 15 || strings.Contains(string(b), "-p 30008") || lines[0] != "udpbench GOMAXPROCS= "+strings.Join(PlanFor(Config{Quick: true}).UDPBench, " ") ||
 		lines[1] != "udpbench GOMAXPROCS= "+strings.Join(PlanFor(Config{Quick: true}).UDPSmall, " ") || m.GOMAXPROCS != 3 {
 		t.Errorf("want udpbench twice with Go's default GOMAXPROCS, then the softnic processes, Measurements.GOMAXPROCS 3 (got %d):\n%s", m.GOMAXPROCS, b)
 	}

@@ -52,6 +52,33 @@ type Config struct {
 // send_bw -s 64's.
 const SmallDatagram = wire.BTHLen + 64 + wire.ICRCLen
 
+// SetupIters is the iterations (a QP) of a bandwidth run's setup run,
+// perftest's least: the setup run's CPU time is what the processes spend
+// on everything but moving the data (start, device, QPs, memory
+// registration, the connection, exit), which the CPU per GB leaves out.
+const SetupIters = perftest.MinIter
+
+// SetupRun ends the name of the row whose setup run failed, in
+// Measurements.Errors.
+const SetupRun = " (setup run)"
+
+// setupArgs returns args with -n's value SetupIters, and whether args run
+// more iterations than that.
+func setupArgs(args []string) ([]string, bool) {
+	out := append([]string(nil), args...)
+	for i := 0; i+1 < len(out); i++ {
+		if out[i] == "-n" {
+			n, err := strconv.Atoi(out[i+1])
+			if err != nil || n <= SetupIters {
+				return nil, false
+			}
+			out[i+1] = strconv.Itoa(SetupIters)
+			return out, true
+		}
+	}
+	return nil, false
+}
+
 // Plan is the arguments of each measurement.
 type Plan struct {
 	// UDPBench is udpbench's run of RoCEv2-sized datagrams and the
@@ -128,7 +155,7 @@ func Run(ctx context.Context, c Config) Measurements {
 		}
 	}
 
-	bw := func(row, tool string, args []string) *BW {
+	run := func(tool string, args []string) (*BW, error) {
 		logf("%s %s", tool, strings.Join(args, " "))
 		r, cpu, err := c.pair(ctx, tool, port, args, nil)
 		port++
@@ -136,11 +163,26 @@ func Run(ctx context.Context, c Config) Measurements {
 			err = fmt.Errorf("%d result lines, want 1", len(r.BW))
 		}
 		if err != nil {
-			m.Errors[row] = err.Error()
 			logf("%s: %v", tool, err)
+			return nil, err
+		}
+		return &BW{BWResult: r.BW[0], CPU: cpu}, nil
+	}
+	// bw runs a bandwidth or message-rate pair, then the same pair with
+	// SetupIters iterations (a QP), whose CPU time is everything but
+	// moving the data.
+	bw := func(row, tool string, args []string) *BW {
+		b, err := run(tool, args)
+		if err != nil {
+			m.Errors[row] = err.Error()
 			return nil
 		}
-		return &BW{BWResult: r.BW[0], CPU: cpu}
+		if short, ok := setupArgs(args); ok {
+			if b.Setup, err = run(tool, short); err != nil {
+				m.Errors[row+SetupRun] = err.Error()
+			}
+		}
+		return b
 	}
 	m.WriteBW = bw(RowWriteBW, "write_bw", p.WriteBW)
 	m.ReadBW = bw(RowReadBW, "read_bw", p.ReadBW)

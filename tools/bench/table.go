@@ -14,10 +14,12 @@
 // waits, and with --busy-poll on both sides.
 //
 // The CPU column is user and system time per 10^9 bytes moved: for
-// udpbench's modes its process (sender and receiver) over the run, for
+// udpbench's modes its process (sender and receiver) over the run; for
 // softnic's the client's and the server's processes together from start
-// to exit (their rusage), so softnic's includes the processes' setup:
-// start, device, QPs, the connection.
+// to exit (their rusage) less the same of a setup run, the same pair with
+// SetupIters iterations, over the bytes beyond the setup run's: the
+// processes' start, device, QPs and connection (a fifth of a CPU-second
+// or so) would otherwise weigh on a short run.
 //
 // The guest mode (scripts/bench --guests, guest.go and guesttable.go)
 // runs the same perftest measurements between two 1-vCPU qemu guests of
@@ -112,24 +114,40 @@ type PingPong struct {
 }
 
 // BW is a softnic bandwidth or message-rate run: the client's result and
-// the CPU time of both processes.
+// the CPU time of both processes, and the same of its setup run.
 type BW struct {
 	perftest.BWResult
 	// CPU is the user and system time of the client and the server
 	// together, each from its start to its exit (its rusage).
 	CPU time.Duration
+	// Setup is the same pair's run of SetupIters iterations a QP: the
+	// CPU of everything but moving the data. nil when there was none
+	// (or it failed).
+	Setup *BW
 }
 
 // Bytes returns the bytes of messages the run moved: Size × Iters.
 func (b *BW) Bytes() float64 { return float64(b.Size) * float64(b.Iters) }
 
-// CPUPerGB returns the CPU seconds per 10^9 bytes moved; nil when the
-// run moved nothing or its CPU time is unknown.
+// moved returns the CPU time and the bytes and messages of the run
+// beyond its setup run's; ok is false without a setup run, or when the
+// run has not more of both.
+func (b *BW) moved() (cpu time.Duration, bytes, msgs float64, ok bool) {
+	if b.Setup == nil {
+		return 0, 0, 0, false
+	}
+	cpu, bytes, msgs = b.CPU-b.Setup.CPU, b.Bytes()-b.Setup.Bytes(), float64(b.Iters)-float64(b.Setup.Iters)
+	return cpu, bytes, msgs, cpu > 0 && bytes > 0 && msgs > 0
+}
+
+// CPUPerGB returns the CPU seconds per 10^9 bytes moved, beyond the
+// setup run's time and bytes; nil without a setup run or more than it.
 func (b *BW) CPUPerGB() *float64 {
-	if b.Bytes() <= 0 || b.CPU <= 0 {
+	cpu, bytes, _, ok := b.moved()
+	if !ok {
 		return nil
 	}
-	return ptr(b.CPU.Seconds() / (b.Bytes() / 1e9))
+	return ptr(cpu.Seconds() / (bytes / 1e9))
 }
 
 // Measurements are what one run measured. A nil result, or an error in
@@ -190,8 +208,9 @@ type Row struct {
 	OfGSOGRO *float64 `json:"of_gso_gro"`
 	// CPUPerGB is the CPU seconds, user and system, per 10^9 bytes
 	// moved (UDP payload for udpbench's modes, messages for softnic's):
-	// udpbench's process over its run, or softnic's two processes
-	// from start to exit; null for rows that move no data.
+	// udpbench's process over its run, or softnic's two processes from
+	// start to exit less their setup run's (BW.CPUPerGB); null for rows
+	// that move no data, or without a setup run.
 	CPUPerGB *float64 `json:"cpu_sec_per_gb"`
 	// Goal is the figure's goal, issue 34's or issue 13's, as text
 	// ("≥ 20 Gbit/s", "≥ 0.75"); empty when it has none.
@@ -374,6 +393,14 @@ func Build(m Measurements) Table {
 		linkCPU = linkUDP.CPUPerGB
 	}
 
+	// cpuNote says why a softnic run has no CPU figure, if its setup
+	// run failed.
+	cpuNote := func(name string, r *BW) string {
+		if e, ok := m.Errors[name+SetupRun]; ok && r.Setup == nil {
+			return "; no CPU figure, the setup run failed: " + e
+		}
+		return ""
+	}
 	bwRow := func(name string, r *BW, note string) Row {
 		row := Row{Name: name, Unit: "Gbit/s", Note: note}
 		if r == nil {
@@ -383,6 +410,7 @@ func Build(m Measurements) Table {
 		row.Value = ptr(MBpsToGbits(r.BWAvg))
 		row.OfGSOGRO = over(row.Value, gso)
 		row.CPUPerGB = r.CPUPerGB()
+		row.Note += cpuNote(name, r)
 		return row
 	}
 	w := bwRow(RowWriteBW, m.WriteBW, "bw_average")
@@ -408,9 +436,10 @@ func Build(m Measurements) Table {
 		s.Status = verdict(*s.Value >= GoalSendMmsgs)
 		s.OfGSOGRO = over(s.Value, smallRate)
 		s.CPUPerGB = r.CPUPerGB()
-		if r.Iters > 0 && r.CPU > 0 {
-			s.Note += fmt.Sprintf("; CPU %.3f µs a message (both processes)", r.CPU.Seconds()*1e6/float64(r.Iters))
+		if cpu, _, msgs, ok := r.moved(); ok {
+			s.Note += fmt.Sprintf("; CPU %.3f µs a message (both processes)", cpu.Seconds()*1e6/msgs)
 		}
+		s.Note += cpuNote(RowSendBW, r)
 	} else {
 		s.Status, s.Note = failed(m, RowSendBW, "")
 	}
@@ -567,7 +596,7 @@ func (t Table) Format() string {
 	}
 	fmt.Fprintf(&b, "UDP: %d-byte datagrams (%d-byte for the message rate), 127.0.0.1 → 127.0.0.2; softnic: two processes, 127.0.0.2 → 127.0.0.1, %s\n",
 		t.DatagramSize, t.SmallDatagramSize, procs)
-	b.WriteString("CPU s/GB: user + system seconds per 10^9 bytes moved, udpbench's process over its run, softnic's two from start to exit\n\n")
+	fmt.Fprintf(&b, "CPU s/GB: user + system seconds per 10^9 bytes moved, udpbench's process over its run, softnic's two from start to exit less a %d-iteration run's\n\n", SetupIters)
 	w := 0
 	for _, r := range t.Rows {
 		w = max(w, len([]rune(r.Name)))

@@ -18,8 +18,8 @@
 // softnic's the client's and the server's processes together from start
 // to exit (their rusage) less the same of a setup run, the same pair with
 // SetupIters iterations, over the bytes beyond the setup run's: the
-// processes' start, device, QPs and connection (a fifth of a CPU-second
-// or so) would otherwise weigh on a short run.
+// processes' start, device, QPs and connection, a cost that does not
+// grow with the data, would otherwise weigh on a short run.
 //
 // The guest mode (scripts/bench --guests, guest.go and guesttable.go)
 // runs the same perftest measurements between two 1-vCPU qemu guests of

@@ -33,7 +33,9 @@ Measures, in one run on this machine:
     --busy-poll on both sides (typical, p99 and a histogram of every
     sample, for each), and write_bw 64 KiB over --qps QPs;
   - the CPU time (user + system) per 10^9 bytes moved: udpbench's process
-    over each mode's run, softnic's two processes from start to exit;
+    over each mode's run; softnic's two processes from start to exit,
+    less the same of a setup run (the same pair with -n 5), over the
+    bytes beyond the setup run's;
 and prints them with each figure over raw gso+gro (send_bw: over the
 80-byte datagrams' gso+gro rate) and the goals, each PASS or SHORT:
 issue 34's (write_bw and read_bw >= 0.75 of raw gso+gro and CPU/GB <=
@@ -41,8 +43,9 @@ issue 34's (write_bw and read_bw >= 0.75 of raw gso+gro and CPU/GB <=
 gso+gro; --busy-poll write_lat <= 1.5x the busy ping-pong and <= the
 blocking one, p99 <= 3x typical; write_bw over --qps QPs >= 0.85 of one
 QP's) and issue 13's absolute ones (write_bw >= 20 Gbit/s, write_lat
-<= 25 us blocking and <= 10 us busy-poll). It binds UDP port 4791 on 127.0.0.1 and 127.0.0.2 and TCP
-ports from --port: run it where nothing else does (a network namespace).
+<= 25 us blocking and <= 10 us busy-poll). It binds UDP port 4791 on
+127.0.0.1 and 127.0.0.2 and TCP ports from --port: run it where nothing
+else does (a network namespace).
 Exit status 1 when a measurement failed (its row says FAILED and why); a
 SHORT figure is a measurement, not a failure. --cpuprofile profiles the
 blocking write_lat 8 B client (the run without --busy-poll). Each softnic

@@ -170,7 +170,8 @@ type Measurements struct {
 	// ManyQP is write_bw 64 KiB over ManyQPs QPs (perftest's -q).
 	ManyQP  *BW
 	ManyQPs int
-	// Errors says why a measurement failed, by row name.
+	// Errors says why a measurement failed, by row name; a failed
+	// setup run's under its row's name and SetupRun.
 	Errors map[string]string
 	// Quick marks a short smoke run (--quick): fewer iterations.
 	Quick bool

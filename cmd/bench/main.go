@@ -1,7 +1,7 @@
 // Command bench is scripts/bench: it measures the machine's raw UDP
-// limits and softnic's bandwidth, message rate and latency in one run and
-// prints them as one table with ratios and issue 13's goals (package
-// tools/bench). scripts/bench builds it, softnic and udpbench and runs
+// limits and softnic's bandwidth, message rate, CPU per GB and latency in
+// one run and prints them as one table with ratios and the goals of
+// issues 34 and 13 (package tools/bench). scripts/bench builds it, softnic and udpbench and runs
 // it; run that, not this.
 package main
 
@@ -24,15 +24,28 @@ const usage = `usage: scripts/bench [--quick] [--json] [--qps N] [--gomaxprocs N
 
 Measures, in one run on this machine:
   - the raw UDP limits with cmd/udpbench (raw/plain, raw/gso+gro, and
-    softnic's UDP link without the engine, link/gso+gro), 4112-byte datagrams;
+    softnic's UDP link without the engine, link/gso+gro), 4112-byte
+    datagrams, and again with 80-byte ones, a 64-byte SEND's packet: the
+    message-rate limit;
   - softnic between two processes on 127.0.0.1 and 127.0.0.2 with the
     perftest look-alikes' --json: write_bw 64 KiB, read_bw 64 KiB, send_bw 64 B
     (message rate), write_lat 8 B twice, with blocking waits and with
     --busy-poll on both sides (typical, p99 and a histogram of every
     sample, for each), and write_bw 64 KiB over --qps QPs;
-and prints them with write_bw over raw gso+gro and issue 13's goals, each
-PASS or SHORT. It binds UDP port 4791 on 127.0.0.1 and 127.0.0.2 and TCP
-ports from --port: run it where nothing else does (a network namespace).
+  - the CPU time (user + system) per 10^9 bytes moved: udpbench's process
+    over each mode's run; softnic's two processes from start to exit,
+    less the same of a setup run (the same pair with -n 5), over the
+    bytes beyond the setup run's;
+and prints them with each figure over raw gso+gro (send_bw: over the
+80-byte datagrams' gso+gro rate) and the goals, each PASS or SHORT:
+issue 34's (write_bw and read_bw >= 0.75 of raw gso+gro and CPU/GB <=
+1.5x link/gso+gro's; send_bw >= 2 M msg/s and >= 0.5 of the 80-byte
+gso+gro; --busy-poll write_lat <= 1.5x the busy ping-pong and <= the
+blocking one, p99 <= 3x typical; write_bw over --qps QPs >= 0.85 of one
+QP's) and issue 13's absolute ones (write_bw >= 20 Gbit/s, write_lat
+<= 25 us blocking and <= 10 us busy-poll). It binds UDP port 4791 on
+127.0.0.1 and 127.0.0.2 and TCP ports from --port: run it where nothing
+else does (a network namespace).
 Exit status 1 when a measurement failed (its row says FAILED and why); a
 SHORT figure is a measurement, not a failure. --cpuprofile profiles the
 blocking write_lat 8 B client (the run without --busy-poll). Each softnic

@@ -472,11 +472,14 @@ func (c *completer) reaskLocked(qp *QP, all bool) {
 // replyEndedLocked reports whether the responder has ended the reply
 // that missing response h belongs to, so that asking for h now asks for
 // every hole of it at once: true unless h is a READ's whose last response
-// has not come and nothing beyond it has been answered (no response
-// after its last PSN, no ACK past it). A READ is asked again from its
-// first missing response (requester.reaskRequestsLocked: rxe's
-// duplicate_request moves the READ's start, res->read.va_org, to where
-// a re-ask begins and refuses one that begins before it); re-asking
+// has not come and no response after its last PSN has. An ACK or NAK
+// past the READ does not count: the responder sends it after the reply,
+// but it is one small packet that overtakes the reply's responses where
+// the network reorders, and the holes it would call lost are late. A
+// READ is asked again from its first missing response
+// (requester.reaskRequestsLocked: rxe's duplicate_request moves the
+// READ's start, res->read.va_org, to where a re-ask begins and refuses
+// one that begins before it); re-asking
 // each hole as soon as it is found while the reply still streams would
 // ask for the first one again with every later one, and a responder
 // that answers a re-ask only after the reply in progress (rxe_resp.c
@@ -484,7 +487,7 @@ func (c *completer) reaskLocked(qp *QP, all bool) {
 // hole open long enough for the later ones to be found.
 func (c *completer) replyEndedLocked(qp *QP, h wire.PSN) bool {
 	_, w := qp.wqeAtLocked(h)
-	if w == nil || w.kind != kindRead || c.ahead.has(c.psn, w.lastPSN) || w.lastPSN.Before(c.acked) {
+	if w == nil || w.kind != kindRead || c.ahead.has(c.psn, w.lastPSN) {
 		return true
 	}
 	_, beyond := c.ahead.next(c.psn, w.lastPSN.Next(), qp.req.highPSN)

@@ -91,6 +91,9 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output, now time.Time) 
 		qp.localErrorLocked(w, ibv.WCLocProtErr)
 		return
 	}
+	if r.psn.Before(r.highPSN) {
+		w.askedAt = now // sent again (completer.askedLongAgoLocked)
+	}
 	if !qp.isRC() {
 		qp.ucSent = append(qp.ucSent, r.idx) // ucFlushLocked learns its fate
 	}
@@ -207,7 +210,7 @@ func (qp *QP) nextMissingLocked(psn, end wire.PSN) wire.PSN {
 // up to readEnd (a READ's run; the request itself for an atomic, FLUSH or
 // ATOMIC WRITE), leaving the requester where it is: the completer's
 // re-ask of lost responses (reaskRequestsLocked).
-func (qp *QP) sendRequestLocked(w *sendWQE, psn, readEnd wire.PSN, out transport.Output) {
+func (qp *QP) sendRequestLocked(w *sendWQE, psn, readEnd wire.PSN, out transport.Output, now time.Time) {
 	var h wire.Headers
 	payload, _ := qp.requestHeaders(w, psn, readEnd, &h)
 	h.BTH.AckReq = true
@@ -215,6 +218,7 @@ func (qp *QP) sendRequestLocked(w *sendWQE, psn, readEnd wire.PSN, out transport
 		qp.localErrorLocked(w, ibv.WCLocProtErr)
 		return
 	}
+	w.askedAt = now
 	qp.cfg.Counters.Reasked.Add(1)
 }
 

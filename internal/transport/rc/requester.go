@@ -168,7 +168,7 @@ func (qp *QP) reaskRequestsLocked(out transport.Output, now time.Time) int {
 			} else {
 				end = h.Next()
 			}
-			qp.sendRequestLocked(w, from, end, out)
+			qp.sendRequestLocked(w, from, end, out, now)
 			qp.armRetryLocked(now)
 			r.reaskPSN = end
 			sent++

@@ -19,7 +19,7 @@ import (
 	"github.com/softnic/softnic/tools/toolnic"
 )
 
-const usage = `usage: scripts/bench [--quick] [--json] [--qps N] [--gomaxprocs N] [--cpuprofile FILE]
+const usage = `usage: scripts/bench [--quick] [--json] [--qps N] [--gomaxprocs N] [--cpuprofile FILE] [--clib DIR]
        scripts/bench --guests [--quick] [--json] [--results DIR] [--rounds N]
 
 Measures, in one run on this machine:
@@ -30,6 +30,11 @@ Measures, in one run on this machine:
     (message rate), write_lat 8 B twice, with blocking waits and with
     --busy-poll on both sides (typical, p99 and a histogram of every
     sample, for each), and write_bw 64 KiB over --qps QPs;
+  - with --clib (scripts/bench builds softnic's libibverbs and gives it):
+    Debian's perftest over that library (softnic exec), ib_write_bw 64 KiB,
+    ib_send_bw 64 B and ib_write_lat 8 B with the look-alikes' arguments,
+    each against its look-alike's figure of the same run (issue 31's goals:
+    bandwidth and message rate >= 90%, latency <= 1.2x);
 and prints them with write_bw over raw gso+gro and issue 13's goals, each
 PASS or SHORT. It binds UDP port 4791 on 127.0.0.1 and 127.0.0.2 and TCP
 ports from --port: run it where nothing else does (a network namespace).
@@ -71,6 +76,7 @@ func main() {
 	procs := fs.Int("gomaxprocs", toolnic.CPUShare(runtime.NumCPU(), 2), "GOMAXPROCS of each softnic process (default: half the CPUs each, at least 1); 0: Go's default, every CPU")
 	prof := fs.String("cpuprofile", "", "write the blocking write_lat 8 B client's CPU profile (the run without --busy-poll) to `file`")
 	softnic := fs.String("softnic", "softnic", "the softnic binary")
+	clib := fs.String("clib", "", "the directory of softnic's libibverbs (scripts/clib): Debian's perftest runs over it too")
 	udpbench := fs.String("udpbench", "udpbench", "the udpbench binary (--guests: a static one, for the floor; empty: no floor)")
 	port := fs.Int("port", 18600, "first TCP port of the tools' out-of-band exchanges")
 	guests := fs.Bool("guests", false, "the guest mode: rxe <-> rxe then softnic <-> softnic on two 1-vCPU guests of the interop bed (root)")
@@ -109,7 +115,7 @@ func main() {
 			Results: *results, Quick: *quick, Rounds: *rounds, Log: os.Stderr}, *asJSON))
 	}
 	m := bench.Run(ctx, bench.Config{Softnic: *softnic, UDPBench: *udpbench, Quick: *quick,
-		TCPPort: *port, ManyQPs: *qps, CPUProfile: *prof, GOMAXPROCS: *procs, Log: os.Stderr})
+		TCPPort: *port, ManyQPs: *qps, CPUProfile: *prof, GOMAXPROCS: *procs, CLib: *clib, Log: os.Stderr})
 	t := bench.Build(m)
 	if *asJSON {
 		b, err := t.JSON()

@@ -49,6 +49,13 @@ const (
 	GoalP99OverTypical  = 3.0  // write_lat 8 B p99 over its typical
 )
 
+// The goals of issue 31 (softnic as libibverbs): Debian's perftest over
+// the library against softnic's look-alikes in the same run.
+const (
+	GoalCOfGo    = 0.90 // ib_write_bw and ib_send_bw over write_bw and send_bw
+	GoalCLatOfGo = 1.2  // ib_write_lat's typical over write_lat's (blocking waits)
+)
+
 // Verdicts of a row.
 const (
 	Pass     = "PASS"
@@ -98,6 +105,12 @@ type Measurements struct {
 	// ManyQP is write_bw 64 KiB over ManyQPs QPs (perftest's -q).
 	ManyQP  *perftest.BWResult
 	ManyQPs int
+	// CLib says Debian's perftest ran over softnic's libibverbs
+	// (Config.CLib): ib_write_bw 64 KiB, ib_send_bw 64 B and
+	// ib_write_lat 8 B, the clients' results.
+	CLib              bool
+	CWriteBW, CSendBW *perftest.BWResult
+	CWriteLat         *perftest.LatResult
 	// Errors says why a measurement failed, by row name.
 	Errors map[string]string
 	// Quick marks a short smoke run (--quick): fewer iterations.
@@ -201,6 +214,9 @@ const (
 	RowLatBusy    = "write_lat 8 B typical, busy-poll"
 	RowLatBusyP99 = "write_lat 8 B p99, busy-poll"
 	RowManyQP     = "write_bw 64 KiB, %d QPs"
+	RowCWriteBW   = "ib_write_bw 64 KiB, libibverbs"
+	RowCSendBW    = "ib_send_bw 64 B, libibverbs"
+	RowCWriteLat  = "ib_write_lat 8 B typical, libibverbs"
 )
 
 // NotBuiltYet is what issue 13 asks for that does not exist yet: nothing
@@ -335,7 +351,65 @@ func Build(m Measurements) Table {
 	if m.ManyQPs > 0 {
 		t.Rows = append(t.Rows, bwRow(fmt.Sprintf(RowManyQP, m.ManyQPs), m.ManyQP, "bw_average, perftest's -q"))
 	}
+	if m.CLib {
+		t.Rows = append(t.Rows, cRows(m, bwRow)...)
+	}
 	return t
+}
+
+// cRows are the rows of Debian's perftest over softnic's libibverbs, each
+// against its look-alike's figure of the same run (issue 31's goals).
+func cRows(m Measurements, bwRow func(string, *perftest.BWResult, string) Row) []Row {
+	const how = "Debian's perftest over softnic's libibverbs (softnic exec)"
+	against := func(r *Row, v, goVal *float64, goName string, higher bool) {
+		if v == nil {
+			return
+		}
+		if goVal == nil || *goVal == 0 {
+			r.Note += "; no " + goName + " to compare with"
+			return
+		}
+		x := *v / *goVal
+		if higher {
+			r.Goal = fmt.Sprintf("≥ %.0f%% of %s", 100*GoalCOfGo, goName)
+			r.Status = verdict(x >= GoalCOfGo)
+		} else {
+			r.Goal = fmt.Sprintf("≤ %g × %s", GoalCLatOfGo, goName)
+			r.Status = verdict(x <= GoalCLatOfGo)
+		}
+		r.Note += fmt.Sprintf("; %.2f × %s", x, goName)
+	}
+	w := bwRow(RowCWriteBW, m.CWriteBW, how+"; bw_average")
+	var goW *float64
+	if m.WriteBW != nil {
+		goW = ptr(MBpsToGbits(m.WriteBW.BWAvg))
+	}
+	against(&w, w.Value, goW, "write_bw", true)
+
+	s := Row{Name: RowCSendBW, Unit: "M msg/s", Note: how + "; msg_rate_mpps"}
+	if m.CSendBW != nil {
+		s.Value = ptr(m.CSendBW.MsgRate)
+	} else {
+		s.Status, s.Note = failed(m, RowCSendBW, "")
+	}
+	var goS *float64
+	if m.SendBW != nil {
+		goS = ptr(m.SendBW.MsgRate)
+	}
+	against(&s, s.Value, goS, "send_bw", true)
+
+	l := Row{Name: RowCWriteLat, Unit: "usec", Note: how + "; t_typical_usec"}
+	if m.CWriteLat != nil {
+		l.Value = ptr(m.CWriteLat.Typical)
+	} else {
+		l.Status, l.Note = failed(m, RowCWriteLat, "")
+	}
+	var goL *float64
+	if m.WriteLat != nil {
+		goL = ptr(m.WriteLat.Typical)
+	}
+	against(&l, l.Value, goL, "write_lat", false)
+	return []Row{w, s, l}
 }
 
 // failed returns the status and note of a row whose figure is missing:

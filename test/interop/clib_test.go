@@ -23,8 +23,8 @@ import (
 // expected-missing with the reason.
 
 // clibDev and clibGID are the device and the GID index of softnic's
-// address in its libibverbs, whose GID table is rxe's on an IPv4 netdev:
-// 0 a link-local GID, 1 the address.
+// address in its libibverbs, whose GID table is rxe's on a netdev of one
+// address: 0 a link-local GID, 1 the address (IPv4 or IPv6).
 const (
 	clibDev = "softnic0"
 	clibGID = 1

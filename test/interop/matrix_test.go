@@ -372,6 +372,7 @@ func matrix(full bool) []*tcase {
 		{tool: "write_bw", kind: perftest, mtu: 1024, size: 65536, iters: 50},
 		{tool: "read_bw", kind: perftest, mtu: 1024, size: 65536, iters: 50},
 		{tool: "send_bw", kind: perftest, mtu: 1024, size: 4096, iters: 100},
+		{tool: "rc_pingpong", kind: pingpong, v6: true, mtu: 1024, size: 4096, iters: 100},
 	} {
 		c.clib, c.label = true, "clib"
 		add(c, roles...)

@@ -485,9 +485,7 @@ int sne_post_wq_recv(sn_handle wq, struct sn_recv_wr *wr,
 /* Every function above, for the C library's table of them (dlsym). */
 #define SN_ENGINE_FUNCS(X)                                                     \
 	X(abi_version) X(ctx_open) X(ctx_close) X(query_device) X(query_port)  \
-	X(get_async_event) X(alloc_pd) X(dealloc_pd) X(alloc_td) X(dealloc_td) \
-	X(alloc_parent_domain) X(query_pkey) X(query_rt_values) X(reg_mr)      \
-	X(dereg_mr) X(rereg_mr) X(advise_mr) X(modify_cq)                      \
+	X(get_async_event) X(alloc_pd) X(dealloc_pd) X(reg_mr) X(dereg_mr)     \
 	X(alloc_mw) X(dealloc_mw) X(bind_mw) X(create_channel)                 \
 	X(destroy_channel) X(get_cq_event) X(create_cq) X(destroy_cq)          \
 	X(resize_cq) X(poll_cq) X(req_notify_cq) X(create_qp) X(open_qp)       \
@@ -496,5 +494,12 @@ int sne_post_wq_recv(sn_handle wq, struct sn_recv_wr *wr,
 	X(destroy_ah) X(create_srq) X(modify_srq) X(query_srq) X(destroy_srq)  \
 	X(post_srq_recv) X(post_srq_ops) X(open_xrcd) X(close_xrcd)            \
 	X(create_wq) X(modify_wq) X(destroy_wq) X(post_wq_recv)
+
+/* And those of the calls beyond the data path: CQ moderation, thread and
+ * parent domains, the P_Key table, the device clock, MR re-registration
+ * and advice. */
+#define SN_ENGINE_FUNCS_EX(X)                                                  \
+	X(alloc_td) X(dealloc_td) X(alloc_parent_domain) X(query_pkey)         \
+	X(query_rt_values) X(rereg_mr) X(advise_mr) X(modify_cq)
 
 #endif /* SOFTNIC_ENGINE_H */

@@ -29,6 +29,7 @@
 struct sn_engine {
 #define SN_ENGINE_FIELD(name) __typeof__(sne_##name) *name;
 	SN_ENGINE_FUNCS(SN_ENGINE_FIELD)
+	SN_ENGINE_FUNCS_EX(SN_ENGINE_FIELD)
 #undef SN_ENGINE_FIELD
 };
 

@@ -26,6 +26,7 @@ import (
 //
 //	INTEROP_SOFTNIC   softnic binary to test (default: built from ./cmd/softnic into the results)
 //	INTEROP_TMSEND    tm_send, the guest's tm_pingpong client (default: built by tmpeer/build.sh into the results)
+//	INTEROP_CLIB      softnic's libibverbs for the clib cases (default: built by scripts/clib into the results)
 //	INTEROP_RESULTS   results directory (default: results/YYYYMMDD-HHMMSS here)
 //	INTEROP_MANAGED=1 the bed is brought up and down by the caller (test/interop/run)
 //	INTEROP_BUDGET    the whole matrix's time budget (Go duration, default 40m): cases
@@ -89,6 +90,10 @@ type suite struct {
 	// share; tmSendErr why it cannot run there (the tm_pingpong cases fail)
 	tmSend    string
 	tmSendErr error
+
+	// softnic's libibverbs for the clib cases, or why there is none
+	clibDir string
+	clibErr error
 
 	// what softnic has: its subcommands, and for each the options its help lists
 	tools   map[string]map[string]bool
@@ -163,6 +168,7 @@ func (s *suite) setup() {
 		s.setupErr = err
 		return
 	}
+	s.clibDir, s.clibErr = buildCLib(s.ctx, s.results)
 
 	s.tmSend = os.Getenv("INTEROP_TMSEND")
 	if s.tmSend == "" {
@@ -263,6 +269,11 @@ func (s *suite) missingReason(c *tcase) string {
 	}
 	if c.missing != "" {
 		return c.missing
+	}
+	if c.clib {
+		if why := s.clibMissing(c); why != "" {
+			return why
+		}
 	}
 	tool := c.softnicTool()
 	opts, ok := s.tools[tool]
@@ -443,6 +454,9 @@ func (s *suite) runTools(ctx context.Context, c *tcase, dir string) error {
 	addr := env.hostAddr(c.v6)
 	opts := s.tools[c.tool]
 	snArgs := func(server netip.Addr, wait time.Duration) []string {
+		if c.clib {
+			return c.clibArgs(s.clibDir, addr, port, server)
+		}
 		a := c.softnicArgs(addr, port, server, opts, wait)
 		if c.noCapture && opts["metrics-file"] {
 			// Before the server's address, which ends the command line.
@@ -528,6 +542,9 @@ func (s *suite) runTools(ctx context.Context, c *tcase, dir string) error {
 	case c.kind == perftest && c.role == softnicServer && !perftestRow.MatchString(rxeOut) &&
 		!(clockUncalibrated.MatchString(rxeOut) && perftestInfRow.MatchString(rxeOut)):
 		errs = append(errs, fmt.Errorf("rxe %s printed no result row", c.tool))
+	}
+	if c.clib {
+		errs = append(errs, checkCLib(c, dir))
 	}
 	return errors.Join(errs...)
 }

@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -793,5 +795,112 @@ esac
 	}
 	if strings.Count(string(b), "--busy-poll") != 2 {
 		t.Errorf("--busy-poll given to more than the second write_lat's two sides:\n%s", b)
+	}
+}
+
+// perftest's own output (Debian's perftest 4.5 over softnic's libibverbs):
+// a bandwidth table and a latency table.
+const (
+	debianBW = " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n" +
+		" 65536      2000             2600.00            2400.00   \t\t   0.038400\n" +
+		"---------------------------------------------------------------------------------------\n"
+	debianLat = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n" +
+		" 8       5000          11.94          523.73      29.90   \t       31.55     \t3.84\t\t75.79 \t\t523.73\n" +
+		"---------------------------------------------------------------------------------------\n"
+)
+
+func TestBuildCLib(t *testing.T) {
+	m := measured()
+	if got := Build(m).Format(); strings.Contains(got, "libibverbs") {
+		t.Fatalf("rows of the library without a run over it:\n%s", got)
+	}
+	m.CLib = true
+	m.CWriteBW = &perftest.BWResult{Size: 65536, BWAvg: 0.9 * m.WriteBW.BWAvg} // exactly the goal
+	m.CSendBW = &perftest.BWResult{Size: 64, MsgRate: 0.8}                     // 0.8 of 0.999
+	m.CWriteLat = &perftest.LatResult{Size: 8, Typical: 30}                    // exactly 1.2 × 25
+	tb := Build(m)
+	for _, tt := range []struct {
+		name, status, goal string
+		value              float64
+	}{
+		{RowCWriteBW, Pass, "≥ 90% of write_bw", 18},
+		{RowCSendBW, Short, "≥ 90% of send_bw", 0.8},
+		{RowCWriteLat, Pass, "≤ 1.2 × write_lat", 30},
+	} {
+		r := row(t, tb, tt.name)
+		if r.Status != tt.status || r.Goal != tt.goal || math.Abs(val(r)-tt.value) > 1e-9 || !strings.Contains(r.Note, "softnic exec") {
+			t.Errorf("%s: got %v %q %q (%s), want %v %q %q", tt.name, val(r), r.Status, r.Goal, r.Note, tt.value, tt.status, tt.goal)
+		}
+	}
+	if got := tb.Format(); !strings.Contains(got, "ib_write_lat 8 B typical, libibverbs        30.00 usec                          ≤ 1.2 × write_lat          PASS\n") {
+		t.Errorf("Format:\n%s", got)
+	}
+
+	m.CWriteLat.Typical = 30.1
+	m.SendBW = nil
+	m.CWriteBW = nil
+	m.Errors = map[string]string{RowCWriteBW: "client: exit status 1: Couldn't connect"}
+	tb = Build(m)
+	if r := row(t, tb, RowCWriteLat); r.Status != Short {
+		t.Errorf("ib_write_lat 30.1 µs over 25: got %q", r.Status)
+	}
+	if r := row(t, tb, RowCSendBW); r.Status != "" || r.Goal != "" || !strings.HasSuffix(r.Note, "; no send_bw to compare with") {
+		t.Errorf("ib_send_bw without send_bw: got %+v", r)
+	}
+	if r := row(t, tb, RowCWriteBW); r.Status != Failed || r.Note != "client: exit status 1: Couldn't connect" {
+		t.Errorf("failed ib_write_bw: got %+v", r)
+	}
+}
+
+// TestRunCLib runs Run with a library directory against a stand-in softnic
+// whose exec prints Debian perftest's tables: each program runs over
+// softnic exec on both addresses, the client once the server's TCP port
+// listens, with the look-alikes' arguments.
+func TestRunCLib(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "args")
+	os.WriteFile(filepath.Join(dir, "bw.txt"), []byte(debianBW), 0o644)
+	os.WriteFile(filepath.Join(dir, "lat.txt"), []byte(debianLat), 0o644)
+	softnic := filepath.Join(dir, "softnic")
+	err := os.WriteFile(softnic, []byte(`#!/bin/sh
+echo "$*" >> `+log+`
+case "$*" in
+exec*ib_write_lat*) cat `+dir+`/lat.txt;;
+exec*ib_*) cat `+dir+`/bw.txt;;
+*) exit 1;;
+esac
+`), 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The servers' "listening" ports: the stand-in listens on none.
+	for p := 30010; p < 30020; p++ {
+		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
+			defer l.Close()
+		}
+	}
+	m := Run(context.Background(), Config{Softnic: softnic, UDPBench: "/bin/false", Quick: true, TCPPort: 30010, CLib: "/lib/dir"})
+	if !m.CLib || m.CWriteBW == nil || m.CWriteBW.BWAvg != 2400 || m.CSendBW == nil || m.CSendBW.MsgRate != 0.0384 ||
+		m.CWriteLat == nil || m.CWriteLat.Typical != 29.9 {
+		t.Errorf("results: %+v, %+v, %+v (errors %q)", m.CWriteBW, m.CSendBW, m.CWriteLat, m.Errors)
+	}
+	for _, row := range []string{RowCWriteBW, RowCSendBW, RowCWriteLat} {
+		if e, ok := m.Errors[row]; ok {
+			t.Errorf("%s: %s", row, e)
+		}
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"exec --addr 127.0.0.1 --lib /lib/dir -- ib_write_bw -d softnic0 -x 1 -F -p 30015 -s 65536 -n 2000\n",
+		"exec --addr 127.0.0.2 --lib /lib/dir -- ib_write_bw -d softnic0 -x 1 -F -p 30015 -s 65536 -n 2000 127.0.0.1\n",
+		"exec --addr 127.0.0.2 --lib /lib/dir -- ib_send_bw -d softnic0 -x 1 -F -p 30016 -s 64 -n 100000 -N 127.0.0.1\n",
+		"exec --addr 127.0.0.2 --lib /lib/dir -- ib_write_lat -d softnic0 -x 1 -F -p 30017 -s 8 -n 5000 127.0.0.1\n",
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("no run with %q in:\n%s", want, b)
+		}
 	}
 }

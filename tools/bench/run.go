@@ -43,6 +43,11 @@ type Config struct {
 	// default, every CPU the process may use. toolnic.CPUShare gives
 	// each process its share of the machine.
 	GOMAXPROCS int
+	// CLib, when set, is the directory of softnic's libibverbs
+	// (scripts/clib): Debian's perftest (ib_write_bw, ib_send_bw,
+	// ib_write_lat) then runs over it through softnic exec, beside the
+	// look-alikes, with the same arguments.
+	CLib string
 	// Log receives progress lines.
 	Log io.Writer
 }
@@ -88,6 +93,9 @@ type Plan struct {
 	// WriteLatBusy is WriteLat with --busy-poll (its default time, 50 µs)
 	// on both sides.
 	WriteLatBusy []string
+	// CWriteLat is Debian's ib_write_lat's: WriteLat without -H, whose
+	// every sample perftest would print.
+	CWriteLat []string
 }
 
 // PlanFor returns the arguments each tool runs with: udpbench's modes and
@@ -115,6 +123,7 @@ func PlanFor(c Config) Plan {
 		p.QP = []string{"-s", "65536", "-q", strconv.Itoa(c.ManyQPs), "-n", "5"}
 	}
 	p.WriteLatBusy = append(append([]string(nil), p.WriteLat...), "--busy-poll")
+	p.CWriteLat = p.WriteLat[:len(p.WriteLat)-1]
 	return p
 }
 
@@ -212,8 +221,104 @@ func Run(ctx context.Context, c Config) Measurements {
 	if c.ManyQPs > 0 {
 		m.ManyQP = bw(fmt.Sprintf(RowManyQP, c.ManyQPs), "write_bw", p.QP)
 	}
+
+	if c.CLib != "" {
+		m.CLib = true
+		perftestC := func(row, program string, args []string) (perftest.Result, bool) {
+			logf("%s %s over softnic's libibverbs", program, strings.Join(args, " "))
+			r, err := c.pairC(ctx, program, port, args)
+			port++
+			if err != nil {
+				m.Errors[row] = err.Error()
+				logf("%s: %v", program, err)
+				return r, false
+			}
+			return r, true
+		}
+		one := func(row string, n int) bool {
+			if n != 1 {
+				m.Errors[row] = fmt.Sprintf("%d result lines, want 1", n)
+				return false
+			}
+			return true
+		}
+		if r, ok := perftestC(RowCWriteBW, "ib_write_bw", p.WriteBW); ok && one(RowCWriteBW, len(r.BW)) {
+			m.CWriteBW = &r.BW[0]
+		}
+		if r, ok := perftestC(RowCSendBW, "ib_send_bw", p.SendBW); ok && one(RowCSendBW, len(r.BW)) {
+			m.CSendBW = &r.BW[0]
+		}
+		if r, ok := perftestC(RowCWriteLat, "ib_write_lat", p.CWriteLat); ok && one(RowCWriteLat, len(r.Lat)) {
+			m.CWriteLat = &r.Lat[0]
+		}
+	}
 	m.Machine.LoadAfter = ReadLoad()
 	return m
+}
+
+// pairC runs Debian's perftest program over softnic's libibverbs (softnic
+// exec, device softnic0, GID index 1: its address) as a server on
+// 127.0.0.1 and, once that listens, as a client on 127.0.0.2, both with
+// args, and returns the client's result from its text.
+func (c Config) pairC(ctx context.Context, program string, port int, args []string) (perftest.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	side := func(addr string) []string {
+		return append([]string{"exec", "--addr", addr, "--lib", c.CLib, "--", program,
+			"-d", "softnic0", "-x", "1", "-F", "-p", strconv.Itoa(port)}, args...)
+	}
+	env := toolnic.GOMAXPROCSEnv(c.GOMAXPROCS)
+	srvDone := make(chan struct{})
+	var srvErr error
+	go func() {
+		defer close(srvDone)
+		_, _, srvErr = command(ctx, env, c.Softnic, side("127.0.0.1")...)
+	}()
+	// perftest's client tries to connect once
+	if !waitListen(ctx, port, srvDone, 30*time.Second) {
+		cancel()
+		<-srvDone
+		return perftest.Result{}, fmt.Errorf("server: not listening on TCP %d: %v", port, srvErr)
+	}
+	out, _, err := command(ctx, env, c.Softnic, append(side("127.0.0.2"), "127.0.0.1")...)
+	if err != nil {
+		cancel()
+	}
+	<-srvDone
+	if err != nil {
+		return perftest.Result{}, fmt.Errorf("client: %w", err)
+	}
+	if srvErr != nil {
+		return perftest.Result{}, fmt.Errorf("server: %w", srvErr)
+	}
+	return perftest.ParseText(out)
+}
+
+// waitListen reports whether a socket of this network namespace listens
+// on TCP port (/proc/net/tcp{,6}: state 0A) before limit passes, ctx ends
+// or done closes.
+func waitListen(ctx context.Context, port int, done <-chan struct{}, limit time.Duration) bool {
+	hex := fmt.Sprintf(":%04X", port)
+	end := time.Now().Add(limit)
+	for time.Now().Before(end) {
+		for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+			b, _ := os.ReadFile(f)
+			for _, l := range strings.Split(string(b), "\n") {
+				// local_address is the second field (ADDR:PORT), st the fourth
+				if fs := strings.Fields(l); len(fs) > 3 && strings.HasSuffix(fs[1], hex) && fs[3] == "0A" {
+					return true
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-done:
+			return false
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return false
 }
 
 // pair runs softnic <tool> as a server on 127.0.0.1 and as a client on

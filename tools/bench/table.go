@@ -74,6 +74,13 @@ const (
 	GoalManyQPOfOne   = 0.85 // write_bw 64 KiB over ManyQPs QPs over one QP's
 )
 
+// The goals of issue 31 (softnic as libibverbs): Debian's perftest over
+// the library against softnic's look-alikes in the same run.
+const (
+	GoalCOfGo    = 0.90 // ib_write_bw and ib_send_bw over write_bw and send_bw
+	GoalCLatOfGo = 1.2  // ib_write_lat's typical over write_lat's (blocking waits)
+)
+
 // Verdicts of a row.
 const (
 	Pass     = "PASS"
@@ -170,6 +177,12 @@ type Measurements struct {
 	// ManyQP is write_bw 64 KiB over ManyQPs QPs (perftest's -q).
 	ManyQP  *BW
 	ManyQPs int
+	// CLib says Debian's perftest ran over softnic's libibverbs
+	// (Config.CLib): ib_write_bw 64 KiB, ib_send_bw 64 B and
+	// ib_write_lat 8 B, the clients' results.
+	CLib              bool
+	CWriteBW, CSendBW *perftest.BWResult
+	CWriteLat         *perftest.LatResult
 	// Errors says why a measurement failed, by row name; a failed
 	// setup run's under its row's name and SetupRun.
 	Errors map[string]string
@@ -297,6 +310,9 @@ const (
 	RowLatBusyP99   = "write_lat 8 B p99, busy-poll"
 	RowManyQP       = "write_bw 64 KiB, %d QPs"
 	RowManyQPRatio  = "write_bw %d QPs / 1 QP"
+	RowCWriteBW     = "ib_write_bw 64 KiB, libibverbs"
+	RowCSendBW      = "ib_send_bw 64 B, libibverbs"
+	RowCWriteLat    = "ib_write_lat 8 B typical, libibverbs"
 )
 
 // NotBuiltYet is what issue 13 asks for that does not exist yet: nothing
@@ -518,7 +534,69 @@ func Build(m Measurements) Table {
 		t.Rows = append(t.Rows, many,
 			ratioRow(fmt.Sprintf(RowManyQPRatio, m.ManyQPs), many.Value, w.Value, true, GoalManyQPOfOne, "both write_bw runs"))
 	}
+	if m.CLib {
+		t.Rows = append(t.Rows, cRows(m, bwRow)...)
+	}
 	return t
+}
+
+// cRows are the rows of Debian's perftest over softnic's libibverbs, each
+// against its look-alike's figure of the same run (issue 31's goals).
+func cRows(m Measurements, bwRow func(string, *BW, string) Row) []Row {
+	const how = "Debian's perftest over softnic's libibverbs (softnic exec)"
+	against := func(r *Row, v, goVal *float64, goName string, higher bool) {
+		if v == nil {
+			return
+		}
+		if goVal == nil || *goVal == 0 {
+			r.Note += "; no " + goName + " to compare with"
+			return
+		}
+		x := *v / *goVal
+		if higher {
+			r.Goal = fmt.Sprintf("≥ %.0f%% of %s", 100*GoalCOfGo, goName)
+			r.Status = verdict(x >= GoalCOfGo)
+		} else {
+			r.Goal = fmt.Sprintf("≤ %g × %s", GoalCLatOfGo, goName)
+			r.Status = verdict(x <= GoalCLatOfGo)
+		}
+		r.Note += fmt.Sprintf("; %.2f × %s", x, goName)
+	}
+	var cw *BW // no CPU figure: the library's processes are not timed
+	if m.CWriteBW != nil {
+		cw = &BW{BWResult: *m.CWriteBW}
+	}
+	w := bwRow(RowCWriteBW, cw, how+"; bw_average")
+	var goW *float64
+	if m.WriteBW != nil {
+		goW = ptr(MBpsToGbits(m.WriteBW.BWAvg))
+	}
+	against(&w, w.Value, goW, "write_bw", true)
+
+	s := Row{Name: RowCSendBW, Unit: "M msg/s", Note: how + "; msg_rate_mpps"}
+	if m.CSendBW != nil {
+		s.Value = ptr(m.CSendBW.MsgRate)
+	} else {
+		s.Status, s.Note = failed(m, RowCSendBW, "")
+	}
+	var goS *float64
+	if m.SendBW != nil {
+		goS = ptr(m.SendBW.MsgRate)
+	}
+	against(&s, s.Value, goS, "send_bw", true)
+
+	l := Row{Name: RowCWriteLat, Unit: "usec", Note: how + "; t_typical_usec"}
+	if m.CWriteLat != nil {
+		l.Value = ptr(m.CWriteLat.Typical)
+	} else {
+		l.Status, l.Note = failed(m, RowCWriteLat, "")
+	}
+	var goL *float64
+	if m.WriteLat != nil {
+		goL = ptr(m.WriteLat.Typical)
+	}
+	against(&l, l.Value, goL, "write_lat", false)
+	return []Row{w, s, l}
 }
 
 // failed returns the status and note of a row whose figure is missing:

@@ -71,6 +71,8 @@ type Fabric struct {
 	paths  map[pathKey]*path          // guarded by mu
 	hosts  map[netip.Addr]bool        // AddHost's addresses, canonical; guarded by mu
 	closed bool                       // guarded by mu
+	bns    map[netip.Addr]*bottleneck // SetBottleneck's, by canonical address; guarded by mu
+	hasBN  atomic.Bool                // a bottleneck was ever set
 
 	imp    atomic.Pointer[impairment] // fabric-wide; nil when none
 	hooks  atomic.Pointer[hooks]      // copy on write
@@ -519,6 +521,11 @@ func (f *Fabric) pass(e *Endpoint, fr *frame, to *Endpoint, idx uint64, h *hooks
 			reorder = true
 		case actDelay:
 			delay = act.delay
+		case actMarkCE:
+			if ecn := wire.ECN(fr.enc.TrafficClass); ecn == wire.ECNECT0 || ecn == wire.ECNECT1 {
+				fr.enc.TrafficClass = wire.WithECN(fr.enc.TrafficClass, wire.ECNCE)
+				f.count(e, cMarkedCE, n)
+			}
 		}
 	} else if imp := p.impairment(f); imp != nil && imp.active {
 		if imp.Loss > 0 && p.uniform(idx, slotLoss) < imp.Loss {
@@ -544,6 +551,24 @@ func (f *Fabric) pass(e *Endpoint, fr *frame, to *Endpoint, idx uint64, h *hooks
 		d.enc, d.dst, d.from, d.path = fr.enc, fr.dst, fr.from, fr.path
 		fr.next = d
 		f.count(e, cDuplicated, n)
+	}
+	if bn := f.bottleneckTo(to.key); bn != nil {
+		if now.IsZero() {
+			now = f.clk.Now()
+		}
+		ecn := wire.ECN(fr.enc.TrafficClass)
+		d, ok := bn.admit(fr, idx, now)
+		if !ok {
+			for x := fr; x != nil; x = x.next {
+				f.count(e, cBottleneck, n)
+			}
+			f.freeChain(fr)
+			return
+		}
+		if ecn != wire.ECNCE && wire.ECN(fr.enc.TrafficClass) == wire.ECNCE {
+			f.count(e, cMarkedCE, n)
+		}
+		delay += d
 	}
 	if (delay > 0 || reorder) && now.IsZero() {
 		now = f.clk.Now()

@@ -1,10 +1,30 @@
+// Package cc is softnic's congestion control: DCQCN (Zhu et al.,
+// "Congestion Control for Large-Scale RDMA Deployments", SIGCOMM 2015),
+// the scheme of RoCE NICs, with the parameters named as mlx5 names its
+// firmware's (drivers/infiniband/hw/mlx5/cong.c: the rp_* knobs of the
+// reaction point, the np_* knobs of the notification point).
+//
+// A switch whose queue builds marks ECN-capable packets Congestion
+// Experienced (CE). The notification point, the receiving NIC, answers
+// a CE-marked packet with a CNP to the QP that sent it, at most one per
+// np_min_time_between_cnps per QP (NP). The reaction point, the sending
+// QP, cuts its rate on a CNP and raises it again by timer and by byte
+// counter (RP), and a pacer holds its packets to the rate. This package
+// is the arithmetic and the pacer, on times the caller passes in
+// (STYLE.md 10); the engine wires it: nic answers CE marks and routes
+// CNPs, the transports pace their requesters.
 package cc
 
 import (
 	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/softnic/softnic/ibv"
 )
+
+// Params are the NIC's congestion control parameters (ibv.CCParams).
+type Params = ibv.CCParams
 
 // RP is one QP's reaction point (DCQCN section 3.3, Figure 7 of the
 // paper): its current rate Rc, target rate Rt and congestion estimate α,
@@ -89,7 +109,7 @@ func (r *RP) lineRate() float64 {
 	if r.p.RPMaxRate > 0 {
 		return r.p.RPMaxRate
 	}
-	return DefaultLineRate
+	return ibv.CCDefaultLineRate
 }
 
 // g is α's gain.

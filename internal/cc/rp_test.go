@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/softnic/softnic/ibv"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -11,8 +13,8 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // paperParams are the DCQCN paper's settings (Zhu et al., SIGCOMM 2015,
 // section 5: g = 1/256, K = 55 µs, timer 55 µs, byte counter 10 MB,
 // F = 5, R_AI = 40 Mb/s, R_HAI = 200 Mb/s) on a 40 Gb/s line.
-func paperParams() Params {
-	p := DefaultParams()
+func paperParams() ibv.CCParams {
+	p := ibv.DefaultCCParams()
 	p.RPDCETCPG = 1024 - 4 // g = 4/1024 = 1/256
 	p.RPDCETCPRTT = 55 * time.Microsecond
 	p.RPTimeReset = 55 * time.Microsecond
@@ -142,7 +144,7 @@ func TestRPBounds(t *testing.T) {
 // TestRPFirstCNPMeasures: an unpaced QP's first CNP starts from the rate
 // it was sending at.
 func TestRPFirstCNPMeasures(t *testing.T) {
-	p := DefaultParams()
+	p := ibv.DefaultCCParams()
 	p.RPMinDecFac = 100 // no cut: Rc is the measured rate
 	r := NewRP(&p)
 	now := t0
@@ -157,7 +159,7 @@ func TestRPFirstCNPMeasures(t *testing.T) {
 // TestPacer: at 8 Mb/s (a byte per µs) a QP sends one packet, after an
 // idle second a burst, then one 1000-byte packet per millisecond.
 func TestPacer(t *testing.T) {
-	p := DefaultParams()
+	p := ibv.DefaultCCParams()
 	p.RPRateToSetOnFirstCNP = 16
 	p.RPInitialAlphaValue = 1024
 	p.RPTimeReset = time.Hour // no increase
@@ -208,13 +210,13 @@ func TestNPAllow(t *testing.T) {
 }
 
 func TestParamsSet(t *testing.T) {
-	p := DefaultParams()
+	p := ibv.DefaultCCParams()
 	for _, q := range p.List() {
 		if err := p.Set(q.Name, q.Value); err != nil {
 			t.Errorf("Set(%s, %v): %v", q.Name, q.Value, err)
 		}
 	}
-	if p != DefaultParams() {
+	if p != ibv.DefaultCCParams() {
 		t.Errorf("setting every default changed the parameters: %+v", p)
 	}
 	if err := p.Set("rp_threshold", 0); err == nil {

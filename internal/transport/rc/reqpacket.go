@@ -91,6 +91,9 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output, now time.Time) 
 		qp.localErrorLocked(w, ibv.WCLocProtErr)
 		return
 	}
+	if qp.rp != nil {
+		qp.rp.Sent(qp.encap.HeaderLen()+wire.PacketLen(h.BTH.Opcode, int(payload)), now)
+	}
 	if !qp.isRC() {
 		qp.ucSent = append(qp.ucSent, r.idx) // ucFlushLocked learns its fate
 	}

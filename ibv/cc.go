@@ -1,19 +1,7 @@
-// Package cc is softnic's congestion control: DCQCN (Zhu et al.,
-// "Congestion Control for Large-Scale RDMA Deployments", SIGCOMM 2015),
-// the scheme of RoCE NICs, with the parameters named as mlx5 names its
-// firmware's (drivers/infiniband/hw/mlx5/cong.c: the rp_* knobs of the
-// reaction point, the np_* knobs of the notification point).
-//
-// A switch whose queue builds marks ECN-capable packets Congestion
-// Experienced (CE). The notification point, the receiving NIC, answers
-// a CE-marked packet with a CNP to the QP that sent it, at most one per
-// np_min_time_between_cnps per QP (NP). The reaction point, the sending
-// QP, cuts its rate on a CNP and raises it again by timer and by byte
-// counter (RP), and a pacer holds its packets to the rate. This package
-// is the arithmetic and the pacer, on times the caller passes in
-// (STYLE.md 10); the engine wires it: nic answers CE marks and routes
-// CNPs, the transports pace their requesters.
-package cc
+package ibv
+
+// Congestion control's parameters: the value type the NIC's options
+// (verbs.Config.CC), the engine (internal/cc) and the tools share.
 
 import (
 	"fmt"
@@ -21,10 +9,11 @@ import (
 	"time"
 )
 
-// Params are DCQCN's parameters, each named and defaulted as mlx5's
-// firmware parameter of the same name (cong.c's debugfs files); the
-// defaults are ConnectX's. Rates are in Mb/s, as mlx5's.
-type Params struct {
+// CCParams are the parameters of DCQCN (Zhu et al., SIGCOMM 2015), each
+// named and defaulted as the mlx5 firmware's parameter of the same name
+// (drivers/infiniband/hw/mlx5/cong.c's debugfs files; the defaults are
+// ConnectX's). Rates are in Mb/s, as mlx5's.
+type CCParams struct {
 	// NPMinTimeBetweenCNPs (np_min_time_between_cnps, µs) is the least
 	// time between two CNPs the notification point sends for one QP:
 	// CE marks in between are counted and not answered.
@@ -55,7 +44,7 @@ type Params struct {
 	// RPMaxRate (rp_max_rate, Mb/s) is the highest rate, the line rate:
 	// a QP whose rate recovers to it sends unpaced until its next CNP.
 	// 0: the NIC has no line rate (a software NIC's is its CPU's);
-	// DefaultLineRate stands for it.
+	// CCDefaultLineRate stands for it.
 	RPMaxRate float64
 	// RPRateToSetOnFirstCNP (rp_rate_to_set_on_first_cnp, Mb/s) is the
 	// rate a QP sending unpaced starts from on its first CNP; 0: the
@@ -81,13 +70,13 @@ type Params struct {
 	RPGD int
 }
 
-// DefaultLineRate is the line rate of a NIC without one (Params.RPMaxRate
+// CCDefaultLineRate is the line rate of a NIC without one (Params.RPMaxRate
 // 0), Mb/s: above what a software NIC sends.
-const DefaultLineRate = 100_000
+const CCDefaultLineRate = 100_000
 
-// DefaultParams returns mlx5's defaults.
-func DefaultParams() Params {
-	return Params{
+// DefaultCCParams returns mlx5's defaults.
+func DefaultCCParams() CCParams {
+	return CCParams{
 		NPMinTimeBetweenCNPs:      4 * time.Microsecond,
 		NPCNPDSCP:                 48,
 		RPTimeReset:               300 * time.Microsecond,
@@ -108,7 +97,7 @@ func DefaultParams() Params {
 }
 
 // Check reports a parameter out of range.
-func (p *Params) Check() error {
+func (p *CCParams) Check() error {
 	switch {
 	case p.NPMinTimeBetweenCNPs < 0:
 		return fmt.Errorf("np_min_time_between_cnps %v < 0", p.NPMinTimeBetweenCNPs)
@@ -144,8 +133,8 @@ func (p *Params) Check() error {
 	return nil
 }
 
-// Param is one parameter as mlx5 names it, with its value in mlx5's unit.
-type Param struct {
+// CCParam is one parameter as mlx5 names it, with its value in mlx5's unit.
+type CCParam struct {
 	Name  string
 	Value float64
 	Unit  string // "usec", "Mbps", "bytes", "%" or ""
@@ -154,9 +143,9 @@ type Param struct {
 // List returns every parameter, named as mlx5 names it and in mlx5's
 // units, in cong.c's order: what softnic info shows and the tools' flags
 // set.
-func (p *Params) List() []Param {
+func (p *CCParams) List() []CCParam {
 	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
-	return []Param{
+	return []CCParam{
 		{"rp_time_reset", us(p.RPTimeReset), "usec"},
 		{"rp_byte_reset", float64(p.RPByteReset), "bytes"},
 		{"rp_threshold", float64(p.RPThreshold), ""},
@@ -177,7 +166,7 @@ func (p *Params) List() []Param {
 }
 
 // Set sets the parameter named name (mlx5's name) to v, in mlx5's unit.
-func (p *Params) Set(name string, v float64) error {
+func (p *CCParams) Set(name string, v float64) error {
 	us := func() time.Duration { return time.Duration(v * float64(time.Microsecond)) }
 	switch name {
 	case "rp_time_reset":
@@ -222,7 +211,7 @@ func (p *Params) Set(name string, v float64) error {
 }
 
 // Write writes the parameters one a line, "name value unit".
-func (p *Params) Write(w io.Writer) error {
+func (p *CCParams) Write(w io.Writer) error {
 	for _, q := range p.List() {
 		if _, err := fmt.Fprintf(w, "%s %g %s\n", q.Name, q.Value, q.Unit); err != nil {
 			return err

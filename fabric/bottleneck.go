@@ -29,9 +29,11 @@ type Bottleneck struct {
 	// the marking probability at KMax: below KMin nothing is marked,
 	// from KMin to KMax a datagram is marked with a probability rising
 	// linearly from 0 to PMax, above KMax every one is (RED's
-	// "gentle" variant left out, as in DCQCN's switches). Marking an
-	// ECN-capable datagram sets CE; a datagram that is not ECN-capable
-	// is dropped instead (DropBottleneck), as RED with ECN does.
+	// "gentle" variant left out, as in DCQCN's switches). An
+	// ECN-capable datagram is marked CE as it leaves the queue, by the
+	// backlog behind it; one that is not ECN-capable is dropped instead
+	// as it arrives, by the backlog in front of it (DropBottleneck), as
+	// RED with ECN does.
 	// KMax 0: no marking.
 	KMin, KMax int
 	PMax       float64
@@ -43,6 +45,7 @@ type BottleneckStats struct {
 	Dropped    Counter // datagrams dropped (full, or marked but not ECN-capable)
 	Passed     Counter // datagrams queued
 	MaxBacklog int     // the largest backlog a datagram found, bytes
+	Backlog    int     // the backlog now, bytes
 }
 
 // bottleneck is the state of one Bottleneck.
@@ -84,7 +87,11 @@ func (f *Fabric) BottleneckStats(dst netip.Addr) BottleneckStats {
 	}
 	bn.mu.Lock()
 	defer bn.mu.Unlock()
-	return bn.stats
+	s := bn.stats
+	if d := bn.free.Sub(f.clk.Now()); d > 0 {
+		s.Backlog = int(d.Seconds() * float64(bn.cfg.Rate))
+	}
+	return s
 }
 
 // bottleneckTo returns the bottleneck in front of canonical address a,
@@ -101,7 +108,9 @@ func (f *Fabric) bottleneckTo(a netip.Addr) *bottleneck {
 
 // admit queues fr, datagram idx of its path, at time now: it reports how
 // long the datagram waits in the queue and on the wire, or false when the
-// queue drops it. A marked ECN-capable datagram's Encap gets CE.
+// queue drops it: full, or found past KMin and drawn for marking while
+// not ECN-capable (RED drops those at once). An ECN-capable datagram is
+// marked as it leaves the queue (dequeue).
 func (bn *bottleneck) admit(fr *frame, idx uint64, now time.Time) (time.Duration, bool) {
 	n := len(fr.data)
 	bn.mu.Lock()
@@ -110,30 +119,59 @@ func (bn *bottleneck) admit(fr *frame, idx uint64, now time.Time) (time.Duration
 	if bn.free.Before(now) {
 		bn.free = now
 	}
-	backlog := int(bn.free.Sub(now).Seconds() * float64(c.Rate))
+	backlog := bn.backlog(now)
 	bn.stats.MaxBacklog = max(bn.stats.MaxBacklog, backlog)
 	if c.Limit > 0 && backlog+n > c.Limit {
 		bn.stats.Dropped.add(n)
 		return 0, false
 	}
-	if c.KMax > 0 && backlog > c.KMin {
-		mark := backlog >= c.KMax
-		if !mark {
-			p := c.PMax * float64(backlog-c.KMin) / float64(c.KMax-c.KMin)
-			mark = fr.path.uniform(idx, slotMark) < p
-		}
-		if mark {
-			if wire.ECN(fr.enc.TrafficClass) == wire.ECNNotECT {
-				bn.stats.Dropped.add(n)
-				return 0, false
-			}
-			fr.enc.TrafficClass = wire.WithECN(fr.enc.TrafficClass, wire.ECNCE)
-			bn.stats.Marked.add(n)
-		}
+	if wire.ECN(fr.enc.TrafficClass) == wire.ECNNotECT && bn.mark(fr, idx, backlog) {
+		bn.stats.Dropped.add(n)
+		return 0, false
 	}
 	bn.free = bn.free.Add(time.Duration(float64(n) / float64(c.Rate) * float64(time.Second)))
 	bn.stats.Passed.add(n)
+	fr.bn, fr.bnIdx = bn, idx
 	return bn.free.Sub(now), true
+}
+
+// dequeue marks fr, leaving the queue at now, CE if the backlog behind
+// it calls for a mark (RED on the queue at dequeue, as switches can
+// mark: the mark then does not wait out the queue it reports). It
+// reports whether it marked fr.
+func (bn *bottleneck) dequeue(fr *frame, now time.Time) bool {
+	bn.mu.Lock()
+	defer bn.mu.Unlock()
+	ecn := wire.ECN(fr.enc.TrafficClass)
+	if ecn != wire.ECNECT0 && ecn != wire.ECNECT1 || !bn.mark(fr, fr.bnIdx, bn.backlog(now)) {
+		return false
+	}
+	fr.enc.TrafficClass = wire.WithECN(fr.enc.TrafficClass, wire.ECNCE)
+	bn.stats.Marked.add(len(fr.data))
+	return true
+}
+
+// backlog is the bytes queued at now; bn.mu is held.
+func (bn *bottleneck) backlog(now time.Time) int {
+	if !bn.free.After(now) {
+		return 0
+	}
+	return int(bn.free.Sub(now).Seconds() * float64(bn.cfg.Rate))
+}
+
+// mark draws RED's decision for datagram idx of fr's path at backlog
+// bytes: never below KMin, always from KMax, between with a probability
+// rising linearly to PMax.
+func (bn *bottleneck) mark(fr *frame, idx uint64, backlog int) bool {
+	c := &bn.cfg
+	if c.KMax <= 0 || backlog <= c.KMin {
+		return false
+	}
+	if backlog >= c.KMax {
+		return true
+	}
+	p := c.PMax * float64(backlog-c.KMin) / float64(c.KMax-c.KMin)
+	return fr.path.uniform(idx, slotMark) < p
 }
 
 func (c *Counter) add(n int) {

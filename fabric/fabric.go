@@ -556,7 +556,6 @@ func (f *Fabric) pass(e *Endpoint, fr *frame, to *Endpoint, idx uint64, h *hooks
 		if now.IsZero() {
 			now = f.clk.Now()
 		}
-		ecn := wire.ECN(fr.enc.TrafficClass)
 		d, ok := bn.admit(fr, idx, now)
 		if !ok {
 			for x := fr; x != nil; x = x.next {
@@ -564,9 +563,6 @@ func (f *Fabric) pass(e *Endpoint, fr *frame, to *Endpoint, idx uint64, h *hooks
 			}
 			f.freeChain(fr)
 			return
-		}
-		if ecn != wire.ECNCE && wire.ECN(fr.enc.TrafficClass) == wire.ECNCE {
-			f.count(e, cMarkedCE, n)
 		}
 		delay += d
 	}
@@ -643,6 +639,12 @@ func (f *Fabric) deliverChain(fr *frame, to *Endpoint) {
 // deliver queues fr at to, or drops and counts it.
 func (f *Fabric) deliver(fr *frame, to *Endpoint) {
 	n := len(fr.data)
+	if fr.bn != nil {
+		if fr.bn.dequeue(fr, f.clk.Now()) {
+			f.count(fr.from, cMarkedCE, n)
+		}
+		fr.bn = nil
+	}
 	if to == nil {
 		f.count(fr.from, cNoRoute, n)
 		f.pool.put(fr)
@@ -688,7 +690,11 @@ type frame struct {
 	from *Endpoint
 	path *path
 	next *frame // the next frame of a chain (duplicate, released reordered datagram)
-	pkt  Packet // the view filters get a pointer to, kept here so it does not escape per packet
+	// bn is the bottleneck fr is queued in (datagram bnIdx of its
+	// path), which marks it as it leaves (deliver); nil: none.
+	bn    *bottleneck
+	bnIdx uint64
+	pkt   Packet // the view filters get a pointer to, kept here so it does not escape per packet
 }
 
 // framePool is a bounded free list of frames (STYLE.md 12; wireguard-go
@@ -718,6 +724,7 @@ func (p *framePool) put(fr *frame) {
 	fr.from = nil
 	fr.path = nil
 	fr.next = nil
+	fr.bn = nil
 	fr.pkt = Packet{}
 	p.mu.Lock()
 	if len(p.free) < p.max {

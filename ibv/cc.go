@@ -42,9 +42,10 @@ type CCParams struct {
 	// RPMinRate (rp_min_rate, Mb/s) is the lowest rate.
 	RPMinRate float64
 	// RPMaxRate (rp_max_rate, Mb/s) is the highest rate, the line rate:
-	// a QP whose rate recovers to it sends unpaced until its next CNP.
-	// 0: the NIC has no line rate (a software NIC's is its CPU's);
-	// CCDefaultLineRate stands for it.
+	// every QP is paced at most at it, from its start. 0: the NIC has
+	// no line rate (a software NIC's is its CPU's): a QP sends unpaced
+	// until its first CNP and again once its rate recovered to
+	// CCDefaultLineRate.
 	RPMaxRate float64
 	// RPRateToSetOnFirstCNP (rp_rate_to_set_on_first_cnp, Mb/s) is the
 	// rate a QP sending unpaced starts from on its first CNP; 0: the
@@ -70,7 +71,7 @@ type CCParams struct {
 	RPGD int
 }
 
-// CCDefaultLineRate is the line rate of a NIC without one (Params.RPMaxRate
+// CCDefaultLineRate is the line rate of a NIC without one (RPMaxRate
 // 0), Mb/s: above what a software NIC sends.
 const CCDefaultLineRate = 100_000
 

@@ -31,10 +31,11 @@ type Params = ibv.CCParams
 // the timer and byte counter that raise the rate between CNPs, and the
 // pacer that holds the QP's packets to Rc.
 //
-// A QP that never got a CNP sends unpaced, as a NIC without a rate
-// limiter for the flow does; its first CNP starts the rate limiter at
-// the rate it was sending at (or RPRateToSetOnFirstCNP), and a rate that
-// recovers to the line rate releases it.
+// Without a line rate (RPMaxRate 0) a QP that never got a CNP sends
+// unpaced, as a NIC without a rate limiter for the flow does; its first
+// CNP starts the rate limiter at the rate it was sending at (or
+// RPRateToSetOnFirstCNP), and a rate that recovers to CCDefaultLineRate
+// releases it. With a line rate the QP is paced at most at it always.
 //
 // The receive path only notes a CNP (Note, an atomic add, from any
 // goroutine); everything else runs on the goroutine running the QP,
@@ -46,7 +47,8 @@ type RP struct {
 	p     *Params
 	notes atomic.Uint32 // CNPs noted and not yet handled
 
-	active bool      // rate limited: a CNP came and the rate has not recovered
+	active bool      // rate limited: a CNP came and the rate has not recovered, or a line rate holds it
+	first  bool      // paced at the line rate, no CNP yet: the first takes α from RPInitialAlphaValue
 	rc, rt float64   // current and target rate, Mb/s
 	alpha  float64   // α, 0..1
 	alphaT time.Time // start of α's current period (RPDCETCPRTT)
@@ -77,8 +79,19 @@ const measureWindow = time.Millisecond
 const maxStages = 64
 
 // NewRP returns the reaction point of a QP, with the NIC's parameters p
-// (which must stay as they are).
-func NewRP(p *Params) *RP { return &RP{p: p} }
+// (which must stay as they are). With a line rate (RPMaxRate) the QP is
+// paced at it from the start, as a NIC's port holds it; without, it
+// sends unpaced until its first CNP.
+func NewRP(p *Params) *RP {
+	r := &RP{p: p}
+	if p.RPMaxRate > 0 {
+		r.active = true
+		r.rc, r.rt = p.RPMaxRate, p.RPMaxRate
+		r.alpha = float64(p.RPInitialAlphaValue) / 1024
+		r.first = true
+	}
+	return r
+}
 
 // Note records a CNP for the QP; the next Wait handles it. Safe from any
 // goroutine.
@@ -139,9 +152,18 @@ func (r *RP) Wait(now time.Time) time.Duration {
 // below RPMinRate), and α = (1 − g)α + g. The stages restart.
 func (r *RP) OnCNP(now time.Time) {
 	r.handled++
-	if !r.active {
+	switch {
+	case !r.active:
 		r.start(now)
-	} else {
+	case r.first:
+		r.first = false
+		r.alpha = float64(r.p.RPInitialAlphaValue) / 1024
+		r.alphaT = now
+		if v := r.p.RPRateToSetOnFirstCNP; v > 0 {
+			r.rc = min(max(v, r.p.RPMinRate), r.lineRate())
+			r.rt = r.rc
+		}
+	default:
 		r.decay(now)
 	}
 	if !r.cut || now.Sub(r.cutAt) >= r.p.RPRateReduceMonitorPeriod {
@@ -226,7 +248,8 @@ func (r *RP) increase() {
 	line := r.lineRate()
 	r.rt = min(r.rt, line)
 	r.rc = min((r.rt+r.rc)/2, line)
-	if r.rc >= line {
+	if r.rc >= line && r.p.RPMaxRate == 0 {
+		// Back to no line rate: unpaced.
 		r.active = false
 		r.winT, r.winBytes, r.measured = time.Time{}, 0, 0
 	}

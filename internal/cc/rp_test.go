@@ -46,8 +46,8 @@ func TestRPDecrease(t *testing.T) {
 	}
 	r := NewRP(&p)
 	g := 1.0 / 256
-	if r.Wait(t0) != 0 || r.Active() {
-		t.Fatal("an RP without CNPs paces")
+	if r.Wait(t0) != 0 {
+		t.Fatal("an RP without CNPs waits")
 	}
 	r.OnCNP(t0)
 	alpha := 1.0
@@ -132,13 +132,39 @@ func TestRPBounds(t *testing.T) {
 	r.OnCNP(t0.Add(time.Millisecond))
 	near(t, "Rc bounded by rp_min_rate", r.Rate(), 20_000)
 	now := t0.Add(time.Millisecond)
-	for i := 0; r.Active() && i < 1000; i++ {
+	for range 1000 {
+		now = now.Add(55 * time.Microsecond)
+		r.Wait(now)
+	}
+	// With a line rate (rp_max_rate) the QP stays paced at it.
+	near(t, "Rc recovered to rp_max_rate", r.Rate(), 40_000)
+
+	// Without one it sends unpaced again once recovered.
+	p.RPMaxRate = 0
+	r = NewRP(&p)
+	if r.Active() {
+		t.Fatal("an RP without a line rate paces before its first CNP")
+	}
+	r.OnCNP(now)
+	for i := 0; r.Active() && i < 100000; i++ {
 		now = now.Add(55 * time.Microsecond)
 		r.Wait(now)
 	}
 	if r.Active() || r.Rate() != 0 {
 		t.Fatalf("rate %v still limited after recovering", r.Rate())
 	}
+}
+
+// TestRPLineRate: with rp_max_rate a QP is paced at it before any CNP,
+// and its first CNP cuts from it.
+func TestRPLineRate(t *testing.T) {
+	p := paperParams()
+	r := NewRP(&p)
+	if !r.Active() || r.Rate() != 40_000 {
+		t.Fatalf("before any CNP: active %v at %v, want paced at 40000", r.Active(), r.Rate())
+	}
+	r.OnCNP(t0)
+	near(t, "Rc after the first CNP", r.Rate(), 20_000)
 }
 
 // TestRPFirstCNPMeasures: an unpaced QP's first CNP starts from the rate

@@ -162,9 +162,9 @@ type QP struct {
 	paceArmed atomic.Bool
 	// peerQPN is attr.DestQPN, for the notification point, which
 	// reads it without the lock (PeerQPN).
-	peerQPN atomic.Uint32
-	rnrFired   atomic.Bool // set by the RNR timer
-	sqDrained  bool        // guarded by mu: SQ-drained event sent for this SQD
+	peerQPN   atomic.Uint32
+	rnrFired  atomic.Bool // set by the RNR timer
+	sqDrained bool        // guarded by mu: SQ-drained event sent for this SQD
 
 	events transport.EventQueue // guarded by mu; delivered after unlock
 	wc     ibv.WorkCompletion   // guarded by mu; the completion being pushed

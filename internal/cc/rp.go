@@ -291,8 +291,11 @@ func (r *RP) Sent(n int, now time.Time) {
 // The pacer's burst: what a rate-limited QP may send at once after
 // being idle, the bytes of burstTime at its rate, within minBurst (a
 // packet of the largest path MTU) and maxBurst (one UDP GSO send).
+// burstTime covers a timer that wakes the QP late (Go's timers, on a
+// busy host, by a few hundred µs): the QP then sends what it saved
+// meanwhile, and a late timer does not lower its rate.
 const (
-	burstTime = 100 * time.Microsecond
+	burstTime = time.Millisecond
 	minBurst  = 4096
 	maxBurst  = 65536
 )

@@ -471,3 +471,46 @@ func TestCCOffIgnoresCNPs(t *testing.T) {
 		}
 	})
 }
+
+// TestCCUDNotification: a CE-marked UD datagram is answered with a CNP
+// to its DETH source QP at the sender's address; the sender's UD QP has
+// no reaction point and counts it ignored.
+func TestCCUDNotification(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 4})
+		defer f.Close()
+		o := udOpts{qkey: 0x11111111, cc: ccTestParams()}
+		a := newUDEnd(t, f, "10.0.0.1", o)
+		b := newUDEnd(t, f, "10.0.0.2", o)
+		f.AddFilter(fabric.OnMatch(fabric.OpcodeIs(wire.UDSendOnly), fabric.MarkCE))
+		var cnps []fabric.Packet
+		var mu sync.Mutex
+		f.Tap(func(p fabric.Packet) {
+			if p.Parsed && p.Wire.Opcode == wire.CNP {
+				mu.Lock()
+				cnps = append(cnps, p.Clone())
+				mu.Unlock()
+			}
+		})
+		b.postRecvs(t, 4, 0, 1024+verbs.GRHLen, 0)
+		ah := a.ahTo(t, b, 0, 64, 0)
+		for i := range 4 {
+			a.send(t, ah, b.qp.QPN(), o.qkey, uint64(i), 0, 256)
+		}
+		waitWC(t, b.cq, 4)
+		waitWC(t, a.cq, 4)
+		time.Sleep(time.Millisecond)
+		cb, ca := b.dev.Counters(), a.dev.Counters()
+		if cb.NPECNMarkedRoCEPackets != 4 || cb.NPCNPSent == 0 || len(cnps) != int(cb.NPCNPSent) {
+			t.Fatalf("CE marks %d, CNPs sent %d (%d seen); want 4, at least 1", cb.NPECNMarkedRoCEPackets, cb.NPCNPSent, len(cnps))
+		}
+		for _, p := range cnps {
+			if p.Dst != a.dev.Addr() || p.Wire.DestQP() != a.qp.QPN() {
+				t.Errorf("CNP to %v QP %#x, want %v QP %#x", p.Dst, p.Wire.DestQP(), a.dev.Addr(), a.qp.QPN())
+			}
+		}
+		if ca.RPCNPIgnored != cb.NPCNPSent || ca.RPCNPHandled != 0 {
+			t.Errorf("sender: rp_cnp_ignored %d, rp_cnp_handled %d; want %d, 0", ca.RPCNPIgnored, ca.RPCNPHandled, cb.NPCNPSent)
+		}
+	})
+}

@@ -473,8 +473,8 @@ func TestCCOffIgnoresCNPs(t *testing.T) {
 }
 
 // TestCCUDNotification: a CE-marked UD datagram is answered with a CNP
-// to its DETH source QP at the sender's address; the sender's UD QP has
-// no reaction point and counts it ignored.
+// to its DETH source QP at the sender's address, whose reaction point
+// handles it.
 func TestCCUDNotification(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := fabric.New(fabric.Config{Seed: 4})
@@ -509,8 +509,40 @@ func TestCCUDNotification(t *testing.T) {
 				t.Errorf("CNP to %v QP %#x, want %v QP %#x", p.Dst, p.Wire.DestQP(), a.dev.Addr(), a.qp.QPN())
 			}
 		}
-		if ca.RPCNPIgnored != cb.NPCNPSent || ca.RPCNPHandled != 0 {
-			t.Errorf("sender: rp_cnp_ignored %d, rp_cnp_handled %d; want %d, 0", ca.RPCNPIgnored, ca.RPCNPHandled, cb.NPCNPSent)
+		if ca.RPCNPHandled != cb.NPCNPSent || ca.RPCNPIgnored != 0 {
+			t.Errorf("sender: rp_cnp_handled %d, rp_cnp_ignored %d; want %d, 0", ca.RPCNPHandled, ca.RPCNPIgnored, cb.NPCNPSent)
 		}
+	})
+}
+
+// TestCCUDPaced: a UD QP with a line rate of 8 Mb/s (a byte per µs)
+// sends its datagrams at that rate, waiting on its pacer's timer (a QP
+// that spun would keep synctest's clock from moving).
+func TestCCUDPaced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 4})
+		defer f.Close()
+		p := ccTestParams()
+		p.RPMaxRate = 8
+		o := udOpts{qkey: 0x11111111, cc: p}
+		a := newUDEnd(t, f, "10.0.0.1", o)
+		b := newUDEnd(t, f, "10.0.0.2", udOpts{qkey: o.qkey})
+		const n, size = 40, 1000
+		b.postRecvs(t, n, 0, size+verbs.GRHLen, 0)
+		ah := a.ahTo(t, b, 0, 64, 0)
+		start := time.Now()
+		for i := range n {
+			a.send(t, ah, b.qp.QPN(), o.qkey, uint64(i), 0, size)
+		}
+		waitWC(t, b.cq, n)
+		took := time.Since(start)
+		// n datagrams of size bytes plus headers at a byte per µs, less
+		// the last (its time is not waited for) and the first burst (at
+		// most the pacer's minimum, 4 KiB).
+		pkt := size + 12 + 8 + 4 + 20 + 8 // BTH, DETH, ICRC, IPv4, UDP
+		if min := time.Duration((n-1)*pkt-4096) * time.Microsecond; took < min || took > 2*min {
+			t.Errorf("%d datagrams took %v, want about %v", n, took, min)
+		}
+		t.Logf("%d datagrams of %d bytes at 8 Mb/s: %v", n, size, took)
 	})
 }

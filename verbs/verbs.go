@@ -102,7 +102,7 @@ type Config struct {
 	// CC turns on congestion control, DCQCN with these parameters
 	// (ibv.DefaultCCParams: mlx5's defaults); nil, the default, leaves it
 	// off. The device then sends every packet ECN-capable, paces each
-	// RC, UC and XRC QP to the rate the CNPs it gets set, and answers a
+	// RC, UC, XRC and UD QP to the rate the CNPs it gets set, and answers a
 	// packet that arrives marked Congestion Experienced with a CNP to
 	// the QP that sent it. Only a peer that marks its packets
 	// ECN-capable (softnic with CC on) ever gets a CNP; rxe, which sends

@@ -84,7 +84,7 @@ type Config struct {
 	// CC turns congestion control on (DCQCN, package cc) with these
 	// parameters; nil, the default, leaves it off. With it the NIC marks
 	// everything it sends ECN-capable (ECT(0); the CNPs it sends are
-	// not), each RC, UC and XRC QP paces its requests to the rate its
+	// not), each RC, UC, XRC and UD QP paces its requests to the rate its
 	// CNPs set (cc.RP), and a CE-marked packet to one of its QPs is
 	// answered with a CNP to the QP that sent it, at most one per
 	// np_min_time_between_cnps per QP (receive.go: notifyCongestion).
@@ -95,7 +95,7 @@ type Config struct {
 	// rxe_net.c prepare4, 0 unless the application asks) and has no CNP
 	// opcode, so a CNP sent to it would reach its completer: a peer that
 	// did not ask for ECN never gets one. A CNP that comes to the NIC
-	// with CC off, or to a QP without a reaction point (UD), is counted
+	// with CC off, or to a QP without a reaction point, is counted
 	// (rp_cnp_ignored) and dropped, never handed to a transport.
 	CC *ibv.CCParams
 }

@@ -280,7 +280,7 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 	e, err := n.registerQP(a.Type, fixed, func(qpn uint32, w transport.Waker) (Transport, error) {
 		qp.qpn = qpn
 		if a.Type == ibv.QPTypeUD {
-			t, err := n.newUD(qp, qpn, a, c)
+			t, err := n.newUD(qp, qpn, a, c, w)
 			qp.t = t
 			return t, err
 		}

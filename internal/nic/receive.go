@@ -8,6 +8,7 @@ package nic
 import (
 	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/internal/transport/rc"
+	"github.com/softnic/softnic/internal/transport/ud"
 	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/wire"
 )
@@ -135,8 +136,9 @@ func (n *NIC) notifyCongestion(r *reader, e *qpEntry, p *transport.RxPacket) {
 // receiveCNP is congestion control's reaction point's end of a CNP for
 // QP e (nil: no such QP): the QP's reaction point notes it (cc.RP.Note)
 // and the QP's next pass cuts its rate. A CNP for a QP without one (CC
-// off, a UD QP, no such QP) is counted as rp_cnp_ignored and dropped; a
-// CNP never reaches a transport's receive path.
+// off, an XRC_RECV QP, which sends no requests, no such QP) is counted as
+// rp_cnp_ignored and dropped; a CNP never reaches a transport's receive
+// path.
 func (n *NIC) receiveCNP(e *qpEntry, p *wire.Packet) {
 	c := &n.ctr
 	if e != nil && n.cfg.CC != nil && p.CheckCNP() == nil {
@@ -149,7 +151,8 @@ func (n *NIC) receiveCNP(e *qpEntry, p *wire.Packet) {
 }
 
 // peerQPNer is a connected transport, which can say its peer's QPN
-// (rc.QP.PeerQPN); cnpNoter one with a reaction point (rc.QP.NoteCNP).
+// (rc.QP.PeerQPN); cnpNoter one with a reaction point (rc.QP.NoteCNP,
+// ud.QP.NoteCNP).
 type (
 	peerQPNer interface{ PeerQPN() uint32 }
 	cnpNoter  interface{ NoteCNP() bool }
@@ -158,4 +161,5 @@ type (
 var (
 	_ peerQPNer = (*rc.QP)(nil)
 	_ cnpNoter  = (*rc.QP)(nil)
+	_ cnpNoter  = (*ud.QP)(nil)
 )

@@ -18,7 +18,10 @@
 //     [DropNth](3, [OpcodeIs](wire.RCWriteMiddle));
 //  4. seeded random impairments ([Impairment]: loss, corruption,
 //     duplication, reordering, delay and jitter), fabric-wide or per
-//     directed path, for packets no filter acted on.
+//     directed path, for packets no filter acted on;
+//  5. the destination's bottleneck, if it has one ([Fabric.SetBottleneck]):
+//     a queue drained at a fixed rate that marks ECN-capable datagrams
+//     CE as it builds, for congestion control's tests.
 //
 // Randomness is a pure function of [Config.Seed], the directed path and
 // the packet's index on that path, so a given packet sequence on a path

@@ -71,6 +71,8 @@ type Fabric struct {
 	paths  map[pathKey]*path          // guarded by mu
 	hosts  map[netip.Addr]bool        // AddHost's addresses, canonical; guarded by mu
 	closed bool                       // guarded by mu
+	bns    map[netip.Addr]*bottleneck // SetBottleneck's, by canonical address; guarded by mu
+	hasBN  atomic.Bool                // a bottleneck was ever set
 
 	imp    atomic.Pointer[impairment] // fabric-wide; nil when none
 	hooks  atomic.Pointer[hooks]      // copy on write
@@ -519,6 +521,11 @@ func (f *Fabric) pass(e *Endpoint, fr *frame, to *Endpoint, idx uint64, h *hooks
 			reorder = true
 		case actDelay:
 			delay = act.delay
+		case actMarkCE:
+			if ecn := wire.ECN(fr.enc.TrafficClass); ecn == wire.ECNECT0 || ecn == wire.ECNECT1 {
+				fr.enc.TrafficClass = wire.WithECN(fr.enc.TrafficClass, wire.ECNCE)
+				f.count(e, cMarkedCE, n)
+			}
 		}
 	} else if imp := p.impairment(f); imp != nil && imp.active {
 		if imp.Loss > 0 && p.uniform(idx, slotLoss) < imp.Loss {
@@ -544,6 +551,20 @@ func (f *Fabric) pass(e *Endpoint, fr *frame, to *Endpoint, idx uint64, h *hooks
 		d.enc, d.dst, d.from, d.path = fr.enc, fr.dst, fr.from, fr.path
 		fr.next = d
 		f.count(e, cDuplicated, n)
+	}
+	if bn := f.bottleneckTo(to.key); bn != nil {
+		if now.IsZero() {
+			now = f.clk.Now()
+		}
+		d, ok := bn.admit(fr, idx, now)
+		if !ok {
+			for x := fr; x != nil; x = x.next {
+				f.count(e, cBottleneck, n)
+			}
+			f.freeChain(fr)
+			return
+		}
+		delay += d
 	}
 	if (delay > 0 || reorder) && now.IsZero() {
 		now = f.clk.Now()
@@ -618,6 +639,12 @@ func (f *Fabric) deliverChain(fr *frame, to *Endpoint) {
 // deliver queues fr at to, or drops and counts it.
 func (f *Fabric) deliver(fr *frame, to *Endpoint) {
 	n := len(fr.data)
+	if fr.bn != nil {
+		if fr.bn.dequeue(fr, f.clk.Now()) {
+			f.count(fr.from, cMarkedCE, n)
+		}
+		fr.bn = nil
+	}
 	if to == nil {
 		f.count(fr.from, cNoRoute, n)
 		f.pool.put(fr)
@@ -663,7 +690,11 @@ type frame struct {
 	from *Endpoint
 	path *path
 	next *frame // the next frame of a chain (duplicate, released reordered datagram)
-	pkt  Packet // the view filters get a pointer to, kept here so it does not escape per packet
+	// bn is the bottleneck fr is queued in (datagram bnIdx of its
+	// path), which marks it as it leaves (deliver); nil: none.
+	bn    *bottleneck
+	bnIdx uint64
+	pkt   Packet // the view filters get a pointer to, kept here so it does not escape per packet
 }
 
 // framePool is a bounded free list of frames (STYLE.md 12; wireguard-go
@@ -693,6 +724,7 @@ func (p *framePool) put(fr *frame) {
 	fr.from = nil
 	fr.path = nil
 	fr.next = nil
+	fr.bn = nil
 	fr.pkt = Packet{}
 	p.mu.Lock()
 	if len(p.free) < p.max {

@@ -62,10 +62,11 @@ const (
 	actCorrupt
 	actReorder
 	actDelay
+	actMarkCE
 )
 
 // Action is a filter's verdict on a datagram: Pass, Drop, Duplicate,
-// Corrupt, Reorder or Delay(d). Actions compare with ==.
+// Corrupt, Reorder, MarkCE or Delay(d). Actions compare with ==.
 type Action struct {
 	kind  actionKind
 	delay time.Duration
@@ -87,6 +88,11 @@ var (
 	// has been delivered (or, if none comes, for the path's
 	// ReorderTimeout).
 	Reorder = Action{kind: actReorder}
+	// MarkCE marks an ECN-capable datagram (ECT(0) or ECT(1) in its
+	// Encap's traffic class) Congestion Experienced, as a switch whose
+	// queue builds does (RFC 3168 5), and delivers it; a datagram that
+	// is not ECN-capable, or already CE, passes unchanged.
+	MarkCE = Action{kind: actMarkCE}
 )
 
 // Delay returns the action that delivers the datagram d later, by
@@ -113,6 +119,8 @@ func (a Action) String() string {
 		return "Reorder"
 	case actDelay:
 		return fmt.Sprintf("Delay(%v)", a.delay)
+	case actMarkCE:
+		return "MarkCE"
 	}
 	return fmt.Sprintf("Action(%d)", a.kind)
 }

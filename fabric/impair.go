@@ -86,6 +86,7 @@ const (
 	slotDuplicate
 	slotReorder
 	slotJitter
+	slotMark // a Bottleneck's marking decision
 )
 
 func splitmix64(x uint64) uint64 {

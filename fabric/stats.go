@@ -31,18 +31,22 @@ type Stats struct {
 	// ENETDOWN), sent by one without a carrier, or arriving at an endpoint
 	// that is down or has no carrier.
 	DropLinkDown Counter
+	// DropBottleneck counts datagrams a Bottleneck dropped: its queue
+	// full, or marked but not ECN-capable.
+	DropBottleneck Counter
 
 	Duplicated Counter // extra copies made
 	Replicated Counter // copies of a multicast datagram beyond the first, one a further group member
 	Corrupted  Counter // datagrams with a bit flipped
 	Reordered  Counter // datagrams held back for reordering
-	Delayed    Counter // datagrams delivered through the delay queue
+	Delayed    Counter // datagrams delivered through the delay queue (a Bottleneck's too)
+	MarkedCE   Counter // datagrams marked Congestion Experienced (MarkCE, a Bottleneck)
 }
 
 // Dropped returns the sum of the drop counters.
 func (s Stats) Dropped() Counter {
 	var c Counter
-	for _, d := range []Counter{s.DropNoRoute, s.DropQueueFull, s.DropImpairment, s.DropFilter, s.DropOversize, s.DropLinkDown} {
+	for _, d := range []Counter{s.DropNoRoute, s.DropQueueFull, s.DropImpairment, s.DropFilter, s.DropOversize, s.DropLinkDown, s.DropBottleneck} {
 		c.Packets += d.Packets
 		c.Bytes += d.Bytes
 	}
@@ -65,6 +69,8 @@ const (
 	cCorrupted
 	cReordered
 	cDelayed
+	cBottleneck
+	cMarkedCE
 	numCounters
 )
 
@@ -96,5 +102,7 @@ func (c *counters) snapshot() Stats {
 		Corrupted:      c.get(cCorrupted),
 		Reordered:      c.get(cReordered),
 		Delayed:        c.get(cDelayed),
+		DropBottleneck: c.get(cBottleneck),
+		MarkedCE:       c.get(cMarkedCE),
 	}
 }

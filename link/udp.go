@@ -59,6 +59,17 @@ type UDPConfig struct {
 	DisableGRO bool
 	// IPv4ICRC selects the IPv4 receive check (IPv4ICRCSolve by default).
 	IPv4ICRC IPv4ICRCMode
+	// ECN makes ECT(0) the socket's default ECN codepoint (IP_TOS /
+	// IPV6_TCLASS set to wire.ECNECT0): what a NIC running congestion
+	// control (DCQCN) sends, marked ECN-capable so that switches mark
+	// it CE instead of dropping it. A datagram whose Encap asks another
+	// traffic class still gets it, by a control message. The traffic
+	// class of every datagram received, its ECN codepoint included, is
+	// in its Encap whether ECN is set or not (IP_RECVTOS /
+	// IPV6_RECVTCLASS); the kernel's GRO never coalesces datagrams whose
+	// traffic classes differ (inet_gro_receive, ipv6_gro_receive), so a
+	// coalesced buffer's one control message is every segment's.
+	ECN bool
 }
 
 // LinkErrno is a class of errno a link counts its send and receive

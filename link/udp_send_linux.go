@@ -378,7 +378,7 @@ func (t *udpTx) build(g int, msgs []Datagram, io int) int {
 	if l.v4 {
 		lvl, tos, ttl = unix.IPPROTO_IP, unix.IP_TOS, unix.IP_TTL
 	}
-	if e.TrafficClass != 0 {
+	if e.TrafficClass != l.tos {
 		n += putCmsg(oob[n:], lvl, tos, 4, uint32(e.TrafficClass))
 	}
 	if e.HopLimit != l.ttl {

@@ -63,7 +63,8 @@ import (
 //
 // Traffic class and hop limit follow each Datagram's Encap through IP_TOS
 // / IP_TTL (IPV6_TCLASS / IPV6_HOPLIMIT) control messages, sent only when
-// they differ from the socket's defaults (TOS 0, the route's TTL). Runs of
+// they differ from the socket's defaults (TOS 0, or ECT(0) with
+// UDPConfig.ECN; the route's TTL). Runs of
 // datagrams to one destination with one size (the last may be shorter)
 // go out as one UDP GSO send (UDP_SEGMENT, at most 64 segments and 64 KiB);
 // everything is batched with sendmmsg. If the kernel refuses GSO (EIO: no
@@ -176,6 +177,7 @@ type UDPLink struct {
 	gro    bool
 	gso    atomic.Bool // cleared for good when the kernel refuses GSO
 	ttl    uint8       // the socket's default TTL / hop limit
+	tos    uint8       // the socket's default traffic class (UDPConfig.ECN)
 	scope  uint32      // IPv6 scope ID for link-local peers
 	sndbuf int
 	rcvbuf int
@@ -352,7 +354,21 @@ func (l *UDPLink) setup(fd int) error {
 				return err
 			}
 		}
+		if l.cfg.ECN {
+			// A UDP socket keeps the ECN bits of IP_TOS (only TCP
+			// clears them: __ip_sock_set_tos).
+			if err := set(unix.IPPROTO_IP, unix.IP_TOS, wire.ECNECT0, "IP_TOS"); err != nil {
+				return err
+			}
+			l.tos = wire.ECNECT0
+		}
 		return nil
+	}
+	if l.cfg.ECN {
+		if err := set(unix.IPPROTO_IPV6, unix.IPV6_TCLASS, wire.ECNECT0, "IPV6_TCLASS"); err != nil {
+			return err
+		}
+		l.tos = wire.ECNECT0
 	}
 	for _, o := range []struct {
 		opt, v int

@@ -43,6 +43,8 @@ type pairOpts struct {
 	busyPoll time.Duration
 	// channel gives the CQ a completion channel (end.ch).
 	channel bool
+	// cc is the devices' Config.CC: congestion control.
+	cc *ibv.CCParams
 }
 
 func (o *pairOpts) defaults() {
@@ -91,7 +93,7 @@ func newEnd(t testing.TB, f *fabric.Fabric, addr netip.Addr, o pairOpts) *end {
 // or a wrapper of one.
 func newEndOn(t testing.TB, ep link.Link, o pairOpts) *end {
 	t.Helper()
-	dev, err := verbs.Open(verbs.Config{Link: ep, BusyPoll: o.busyPoll})
+	dev, err := verbs.Open(verbs.Config{Link: ep, BusyPoll: o.busyPoll, CC: o.cc})
 	if err != nil {
 		t.Fatal(err)
 	}

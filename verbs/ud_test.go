@@ -35,16 +35,23 @@ type udOpts struct {
 	srq     *verbs.SRQ // attach the QP to it (created on another device: leave nil)
 	sigAll  bool
 	ops     verbs.SendOpsFlags
+	cc      *ibv.CCParams // the device's Config.CC
 }
 
 // openDev opens a device on f at addr, closed at cleanup.
 func openDev(t testing.TB, f *fabric.Fabric, addr string, portMTU ibv.MTU) *verbs.Device {
 	t.Helper()
+	return openDevCC(t, f, addr, portMTU, nil)
+}
+
+// openDevCC is openDev with congestion control cc (nil: off).
+func openDevCC(t testing.TB, f *fabric.Fabric, addr string, portMTU ibv.MTU, cc *ibv.CCParams) *verbs.Device {
+	t.Helper()
 	ep, err := f.Attach(netip.MustParseAddr(addr))
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev, err := verbs.Open(verbs.Config{Link: ep, PortMTU: portMTU})
+	dev, err := verbs.Open(verbs.Config{Link: ep, PortMTU: portMTU, CC: cc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +62,7 @@ func openDev(t testing.TB, f *fabric.Fabric, addr string, portMTU ibv.MTU) *verb
 // newUDEnd opens a device at addr and makes a UD QP in RTS with o.qkey.
 func newUDEnd(t testing.TB, f *fabric.Fabric, addr string, o udOpts) *udEnd {
 	t.Helper()
-	dev := openDev(t, f, addr, o.portMTU)
+	dev := openDevCC(t, f, addr, o.portMTU, o.cc)
 	e := &udEnd{dev: dev, buf: make([]byte, 1<<20)}
 	var err error
 	if e.pd, err = dev.AllocPD(); err != nil {

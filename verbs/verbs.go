@@ -99,6 +99,16 @@ type Config struct {
 	// from them, so that every poll that finds a SEND or WRITE leaves its
 	// ACK to go out with the application's answer. 0, the default, sleeps at once.
 	BusyPoll time.Duration
+	// CC turns on congestion control, DCQCN with these parameters
+	// (ibv.DefaultCCParams: mlx5's defaults); nil, the default, leaves it
+	// off. The device then sends every packet ECN-capable, paces each
+	// RC, UC, XRC and UD QP to the rate the CNPs it gets set, and answers a
+	// packet that arrives marked Congestion Experienced with a CNP to
+	// the QP that sent it. Only a peer that marks its packets
+	// ECN-capable (softnic with CC on) ever gets a CNP; rxe, which sends
+	// none so and has no CNP opcode, is left alone. For the UDP link set
+	// link.UDPConfig.ECN too, so that its socket marks by default.
+	CC *ibv.CCParams
 }
 
 // Device is an open RDMA device: ibv_context of one softnic NIC. Only
@@ -128,7 +138,7 @@ func Open(cfg Config) (*Device, error) {
 		return nil, fmt.Errorf("%w: a negative busy-poll time (%v)", EINVAL, cfg.BusyPoll)
 	}
 	n, err := nic.New(nic.Config{Link: cfg.Link, Clock: cfg.Clock, Processors: cfg.Processors,
-		PeerPort: cfg.PeerPort, Name: cfg.Name, PortMTU: cfg.PortMTU, BusyPoll: cfg.BusyPoll > 0})
+		PeerPort: cfg.PeerPort, Name: cfg.Name, PortMTU: cfg.PortMTU, BusyPoll: cfg.BusyPoll > 0, CC: cfg.CC})
 	if err != nil {
 		return nil, err
 	}
@@ -238,6 +248,16 @@ func (d *Device) Name() string {
 		return ""
 	}
 	return d.n.Name()
+}
+
+// CC returns a copy of the device's congestion control parameters, nil
+// when congestion control is off (Config.CC).
+func (d *Device) CC() *ibv.CCParams {
+	if !d.ok() || d.n.CC() == nil {
+		return nil
+	}
+	p := *d.n.CC()
+	return &p
 }
 
 // Addr returns the IP address the device is bound to.

@@ -65,7 +65,7 @@ func TestGSOPair(t *testing.T) {
 			l := &orderLink{feedLink: newFeedLink()}
 			var ctr transport.Counters
 			var tx txBatch
-			tx.init(l, &ctr)
+			tx.init(l, &ctr, false)
 			tx.begin()
 			var queued []string
 			for _, d := range c.dgs {

@@ -81,6 +81,23 @@ type Config struct {
 	// receive goroutine leaves the link only between two reads of its
 	// own (see pollLease).
 	BusyPoll bool
+	// CC turns congestion control on (DCQCN, package cc) with these
+	// parameters; nil, the default, leaves it off. With it the NIC marks
+	// everything it sends ECN-capable (ECT(0); the CNPs it sends are
+	// not), each RC, UC, XRC and UD QP paces its requests to the rate its
+	// CNPs set (cc.RP), and a CE-marked packet to one of its QPs is
+	// answered with a CNP to the QP that sent it, at most one per
+	// np_min_time_between_cnps per QP (receive.go: notifyCongestion).
+	//
+	// Who gets CNPs: only a peer whose packet arrived CE-marked, which
+	// it sent ECN-capable. A softnic NIC with CC on marks its packets so;
+	// rxe marks none (its TOS is the address vector's traffic class,
+	// rxe_net.c prepare4, 0 unless the application asks) and has no CNP
+	// opcode, so a CNP sent to it would reach its completer: a peer that
+	// did not ask for ECN never gets one. A CNP that comes to the NIC
+	// with CC off, or to a QP without a reaction point, is counted
+	// (rp_cnp_ignored) and dropped, never handed to a transport.
+	CC *ibv.CCParams
 }
 
 // NIC is one software RDMA NIC.
@@ -153,6 +170,13 @@ func New(cfg Config) (*NIC, error) {
 	if cfg.PortMTU != 0 && cfg.PortMTU.Bytes() == 0 {
 		return nil, fmt.Errorf("%w: port MTU enum %d", errno.Invalid, cfg.PortMTU)
 	}
+	if cfg.CC != nil {
+		p := *cfg.CC // the NIC's own copy: the QPs' reaction points read it
+		if err := p.Check(); err != nil {
+			return nil, fmt.Errorf("%w: congestion control: %v", errno.Invalid, err)
+		}
+		cfg.CC = &p
+	}
 	release, err := claimLink(cfg.Link, cfg.Name)
 	if err != nil {
 		return nil, err
@@ -196,7 +220,7 @@ func New(cfg Config) (*NIC, error) {
 		return p
 	}
 	for range cfg.Processors {
-		p := newProcessor(cfg.Link, &n.ctr, n.noteActivity)
+		p := newProcessor(cfg.Link, &n.ctr, cfg.CC != nil, n.noteActivity)
 		n.procs = append(n.procs, p)
 		n.procWG.Add(1)
 		go func() {
@@ -237,6 +261,10 @@ func (n *NIC) Mem() *mem.Table { return n.mem }
 
 // Counters returns the NIC's counters.
 func (n *NIC) Counters() *transport.Counters { return &n.ctr }
+
+// CC returns the NIC's congestion control parameters, nil when it is
+// off (Config.CC).
+func (n *NIC) CC() *ibv.CCParams { return n.cfg.CC }
 
 // Clock returns the NIC's clock.
 func (n *NIC) Clock() clock.Clock { return n.clock }

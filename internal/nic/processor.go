@@ -25,10 +25,10 @@ type processor struct {
 	onActivity func()
 }
 
-func newProcessor(lk link.Link, ctr *transport.Counters, onActivity func()) *processor {
+func newProcessor(lk link.Link, ctr *transport.Counters, ect bool, onActivity func()) *processor {
 	p := &processor{onActivity: onActivity}
 	p.cond.L = &p.mu
-	p.out.init(lk, ctr)
+	p.out.init(lk, ctr, ect)
 	return p
 }
 

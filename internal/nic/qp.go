@@ -280,7 +280,7 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 	e, err := n.registerQP(a.Type, fixed, func(qpn uint32, w transport.Waker) (Transport, error) {
 		qp.qpn = qpn
 		if a.Type == ibv.QPTypeUD {
-			t, err := n.newUD(qp, qpn, a, c)
+			t, err := n.newUD(qp, qpn, a, c, w)
 			qp.t = t
 			return t, err
 		}
@@ -289,7 +289,7 @@ func (n *NIC) CreateQP(a *QPInitAttr) (*QP, error) {
 			SendCQ: qp.dr.send, RecvCQ: qp.dr.recv, RQ: qp.rq, SRQ: shared, TM: tml, Cap: c, SigAll: a.SigAll,
 			LocalAddr: n.addr, DstPort: n.cfg.PeerPort, SrcPort: n.cfg.Link.SrcPort(),
 			Clock: n.clock, Counters: &n.ctr, Waker: w,
-			OnAsync: qp.transportEvent,
+			OnAsync: qp.transportEvent, CC: n.cfg.CC,
 		})
 		qp.t = t
 		return t, err
@@ -567,7 +567,7 @@ func (n *NIC) createXRCRecv(a *QPInitAttr) (*QP, error) {
 			XRCSRQ:    func(num uint32) (rc.XRCTarget, bool) { return n.xrc.target(x, num) },
 			LocalAddr: n.addr, DstPort: n.cfg.PeerPort, SrcPort: n.cfg.Link.SrcPort(),
 			Clock: n.clock, Counters: &n.ctr, Waker: w,
-			OnAsync: qp.transportEvent,
+			OnAsync: qp.transportEvent, CC: n.cfg.CC,
 		})
 		qp.t = t
 		return t, err

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/cc"
 	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/wire"
@@ -50,6 +51,7 @@ type qpEntry struct {
 	scheduled atomic.Bool // queued on proc
 	running   atomic.Bool // a goroutine is in h.Process (or the QP is closed)
 	pending   atomic.Bool // work for the QP since its runner's last pass began
+	np        cc.NP       // congestion control's notification point: the last CNP sent for the QP
 }
 
 // Wake schedules the QP on its processor unless it already is (a

@@ -7,6 +7,8 @@ package nic
 
 import (
 	"github.com/softnic/softnic/internal/transport"
+	"github.com/softnic/softnic/internal/transport/rc"
+	"github.com/softnic/softnic/internal/transport/ud"
 	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/wire"
 )
@@ -66,9 +68,16 @@ func (n *NIC) receive(r *reader, p *transport.RxPacket, d *link.Datagram) bool {
 	}
 	qpn := p.Pkt.DestQP()
 	e := n.lookup(qpn)
+	if p.Pkt.Opcode == wire.CNP {
+		n.receiveCNP(e, &p.Pkt)
+		return false
+	}
 	if e == nil || !transport.ClassMatches(p.Pkt.Opcode, e.typ) {
 		c.DropNoQP.Add(1)
 		return false
+	}
+	if n.cfg.CC != nil && wire.ECN(p.Encap.TrafficClass) == wire.ECNCE {
+		n.notifyCongestion(r, e, p)
 	}
 	// Note it first: once delivered, the packet is the QP's, which
 	// another goroutine may be processing already.
@@ -80,3 +89,77 @@ func (n *NIC) receive(r *reader, p *transport.RxPacket, d *link.Datagram) bool {
 	r.touch(e, writes, answer)
 	return true
 }
+
+// notifyCongestion is congestion control's notification point (DCQCN;
+// RoCEv2 A17.9.3): p, for QP e, arrived marked Congestion Experienced,
+// and the QP that sent it gets a CNP, unless the NIC sent one for e
+// less than np_min_time_between_cnps ago. The QP that sent it is the
+// peer of a connected QP and a UD datagram's DETH source QP. The CNP
+// goes out with the reader's batch, not ECN-capable, with
+// np_cnp_dscp. Only CE-marked packets are answered, so only a peer that
+// sends ECN-capable packets, which asks for CNPs, ever gets one (Config.CC).
+func (n *NIC) notifyCongestion(r *reader, e *qpEntry, p *transport.RxPacket) {
+	c := &n.ctr
+	c.NPECNMarkedRoCEPackets.Add(1)
+	var dqp uint32
+	if d := p.Pkt.DETH(); d != nil {
+		dqp = d.SrcQP()
+	} else if q, ok := e.h.(peerQPNer); ok {
+		dqp = q.PeerQPN()
+	} else {
+		return
+	}
+	cfg := n.cfg.CC
+	if !e.np.Allow(n.clock.Now(), cfg.NPMinTimeBetweenCNPs) {
+		return
+	}
+	enc := wire.Encap{
+		Src: p.Encap.Dst, Dst: p.Encap.Src,
+		SrcPort: n.cfg.Link.SrcPort(), DstPort: n.cfg.PeerPort,
+		TrafficClass: cfg.NPCNPDSCP << 2, HopLimit: transport.RouteHopLimit,
+	}
+	if enc.SrcPort == 0 {
+		enc.SrcPort = wire.ConnectedSrcPort(e.qpn, dqp)
+	}
+	if enc.IsIPv4() {
+		enc.Src, enc.Dst = enc.Src.Unmap(), enc.Dst.Unmap()
+		enc.FragOff = wire.IPv4DF
+	}
+	k, err := wire.BuildCNP(r.out.Buf(), &enc, dqp)
+	if err != nil {
+		return // unreachable: a CNP fits any buffer
+	}
+	r.out.Send(k, &enc)
+	c.NPCNPSent.Add(1)
+}
+
+// receiveCNP is congestion control's reaction point's end of a CNP for
+// QP e (nil: no such QP): the QP's reaction point notes it (cc.RP.Note)
+// and the QP's next pass cuts its rate. A CNP for a QP without one (CC
+// off, an XRC_RECV QP, which sends no requests, no such QP) is counted as
+// rp_cnp_ignored and dropped; a CNP never reaches a transport's receive
+// path.
+func (n *NIC) receiveCNP(e *qpEntry, p *wire.Packet) {
+	c := &n.ctr
+	if e != nil && n.cfg.CC != nil && p.CheckCNP() == nil {
+		if q, ok := e.h.(cnpNoter); ok && q.NoteCNP() {
+			c.RPCNPHandled.Add(1)
+			return
+		}
+	}
+	c.RPCNPIgnored.Add(1)
+}
+
+// peerQPNer is a connected transport, which can say its peer's QPN
+// (rc.QP.PeerQPN); cnpNoter one with a reaction point (rc.QP.NoteCNP,
+// ud.QP.NoteCNP).
+type (
+	peerQPNer interface{ PeerQPN() uint32 }
+	cnpNoter  interface{ NoteCNP() bool }
+)
+
+var (
+	_ peerQPNer = (*rc.QP)(nil)
+	_ cnpNoter  = (*rc.QP)(nil)
+	_ cnpNoter  = (*ud.QP)(nil)
+)

@@ -36,6 +36,9 @@ type txBatch struct {
 	n    int
 	// split: the link takes datagrams with a Payload (SendSplit).
 	split bool
+	// ect: congestion control is on (Config.CC): every datagram but a
+	// CNP leaves ECN-capable, ECT(0).
+	ect bool
 	// mark is the first datagram in dgs that the current Process call
 	// queued; errs holds the results of that call's datagrams already
 	// flushed.
@@ -66,9 +69,10 @@ var (
 	_ transport.SplitOutput = (*txBatch)(nil)
 )
 
-func (t *txBatch) init(lk link.Link, ctr *transport.Counters) {
+func (t *txBatch) init(lk link.Link, ctr *transport.Counters, ect bool) {
 	t.link = lk
 	t.ctr = ctr
+	t.ect = ect
 	bs := max(lk.BatchSize(), 1)
 	t.dgs = make([]link.Datagram, bs)
 	t.bufs = make([][]byte, bs)
@@ -106,6 +110,10 @@ func (t *txBatch) SendSplit(n, split int, payload []byte, e *wire.Encap) {
 	d := &t.dgs[t.n]
 	d.Encap = *e
 	d.Buf = t.bufs[t.n][:n]
+	if t.ect && n > 0 && wire.Opcode(d.Buf[0]) != wire.CNP {
+		// The traffic class is masked by the ICRC: no recomputation.
+		d.Encap.TrafficClass = wire.WithECN(e.TrafficClass, wire.ECNECT0)
+	}
 	d.Payload = payload
 	d.Split = split
 	d.Err = 0
@@ -297,7 +305,7 @@ func (n *NIC) getTx() *txBatch {
 	}
 	n.txs.mu.Unlock()
 	t := new(txBatch)
-	t.init(n.cfg.Link, &n.ctr)
+	t.init(n.cfg.Link, &n.ctr, n.cfg.CC != nil)
 	return t
 }
 

@@ -61,7 +61,7 @@ func TSOCaps() ibv.TSOCaps {
 }
 
 // newUD makes the UD transport of qp.
-func (n *NIC) newUD(qp *QP, qpn uint32, a *QPInitAttr, c ibv.QPCap) (*ud.QP, error) {
+func (n *NIC) newUD(qp *QP, qpn uint32, a *QPInitAttr, c ibv.QPCap, w transport.Waker) (*ud.QP, error) {
 	return ud.New(ud.Config{
 		QPN: qpn, PD: a.PD, Mem: n.mem, SendCQ: qp.dr.send, RecvCQ: qp.dr.recv,
 		RQ: qp.rq, SRQ: qp.shared != nil, Cap: c, SigAll: a.SigAll,
@@ -71,6 +71,9 @@ func (n *NIC) newUD(qp *QP, qpn uint32, a *QPInitAttr, c ibv.QPCap) (*ud.QP, err
 		GSI:          a.GSI,
 		Counters:     &n.ctr,
 		OnAsync:      qp.transportEvent,
+		CC:           n.cfg.CC,
+		Clock:        n.clock,
+		Waker:        w,
 	})
 }
 

@@ -5,7 +5,7 @@ import "github.com/softnic/softnic/ibv"
 // Load reads every counter (each with an atomic load; the snapshot as a
 // whole is not atomic).
 func (c *Counters) Load() ibv.Counters {
-	return ibv.Counters{
+	s := ibv.Counters{
 		SentPkts:            c.SentPkts.Load(),
 		RcvdPkts:            c.RcvdPkts.Load(),
 		SentBytes:           c.SentBytes.Load(),
@@ -49,4 +49,9 @@ func (c *Counters) Load() ibv.Counters {
 		Reasked:             c.Reasked.Load(),
 		EarlyRetries:        c.EarlyRetries.Load(),
 	}
+	s.NPECNMarkedRoCEPackets = c.NPECNMarkedRoCEPackets.Load()
+	s.NPCNPSent = c.NPCNPSent.Load()
+	s.RPCNPHandled = c.RPCNPHandled.Load()
+	s.RPCNPIgnored = c.RPCNPIgnored.Load()
+	return s
 }

@@ -154,4 +154,9 @@ type Counters struct {
 	Timeouts            atomic.Uint64 // retransmit timer expiries
 	Reasked             atomic.Uint64 // requests sent again alone to re-ask responses found lost (READ runs, atomics)
 	EarlyRetries        atomic.Uint64 // go-back-N retries started two round trips after the last progress, without spending a retry
+	// Congestion control (DCQCN), named as mlx5's counters.
+	NPECNMarkedRoCEPackets atomic.Uint64 // np_ecn_marked_roce_packets: CE-marked packets received
+	NPCNPSent              atomic.Uint64 // np_cnp_sent: CNPs sent for them
+	RPCNPHandled           atomic.Uint64 // rp_cnp_handled: CNPs received that cut a QP's rate
+	RPCNPIgnored           atomic.Uint64 // rp_cnp_ignored: CNPs received for a QP without congestion control, dropped
 }

@@ -637,6 +637,7 @@ func (s *suite) runSelfCheck(ctx context.Context, c *tcase, dir string) error {
 // decoded is what "softnic decode" found in a capture.
 type decoded struct {
 	packets, fromSoftnic int
+	cnps                 int      // CNPs on the wire: never, with rxe on one end
 	mads                 []madRec // the MADs (QP 1 datagrams), in order
 }
 
@@ -694,6 +695,9 @@ func (s *suite) decode(ctx context.Context, pcap, out string, softnicAddr netip.
 			continue
 		}
 		d.packets++
+		if rec.Opcode == "CNP" {
+			d.cnps++
+		}
 		if m := rec.MAD; m != nil {
 			src, _ := netip.ParseAddr(rec.Src)
 			d.mads = append(d.mads, madRec{index: rec.Index, src: src, class: m.Class, attr: m.Attr, err: m.Error})
@@ -715,6 +719,9 @@ func (s *suite) decode(ctx context.Context, pcap, out string, softnicAddr netip.
 		return d, fmt.Errorf("capture: no RoCE packet from softnic (%v)", softnicAddr)
 	case d.packets == d.fromSoftnic && silent != "rxe":
 		return d, errors.New("capture: no RoCE packet from rxe")
+	case d.cnps > 0:
+		// rxe has no CNP opcode (rxe_opcode[]): one could reach its completer.
+		return d, fmt.Errorf("capture: %d CNPs on the wire", d.cnps)
 	}
 	return d, nil
 }

@@ -58,9 +58,11 @@ type tcase struct {
 	size  int      // message size in bytes; 0: the tool's own (atomics)
 	iters int      // -n
 	args  []string // more arguments to both tools, e.g. -A CMP_AND_SWAP
-	label string   // what args select, for the name, e.g. "cas"
-	netem string   // bed netem spec applied to both directions; "" none
-	rndv  int      // tmPingpong: -r, messages of at least this many bytes go rendezvous
+	// snArgs are more arguments to softnic's tool alone, e.g. --cc dcqcn
+	snArgs []string
+	label  string // what args select, for the name, e.g. "cas"
+	netem  string // bed netem spec applied to both directions; "" none
+	rndv   int    // tmPingpong: -r, messages of at least this many bytes go rendezvous
 	// missing, when set, says why this case cannot run against rxe at all:
 	// it is reported as expected-missing with that reason, never run.
 	missing string
@@ -225,6 +227,7 @@ func (c *tcase) softnicArgs(addr netip.Addr, port int, server netip.Addr, opts m
 		a = append(a, "-u", "18")
 	}
 	a = append(a, c.args...)
+	a = append(a, c.snArgs...)
 	if opts["timeout"] {
 		a = append(a, "--timeout=20s")
 	}
@@ -485,6 +488,21 @@ func matrix(full bool) []*tcase {
 	// softnic as the client: expected-missing, never silently left out
 	eager.mtu, eager.missing = 1024, tmClientMissing
 	add(eager, softnicClient)
+
+	// Congestion control on at softnic's end (--cc dcqcn): softnic marks
+	// what it sends ECN-capable, which rxe ignores, and answers only
+	// CE-marked packets with CNPs; rxe sends none ECN-capable, so no CNP
+	// may reach it (every case's capture is checked for CNPs: decode).
+	cc := []string{"--cc", "dcqcn"}
+	for _, tool := range []string{"rc_pingpong", "uc_pingpong"} {
+		add(tcase{tool: tool, kind: pingpong, mtu: 1024, size: 4096, snArgs: cc, label: "cc", needs: []string{"cc"}}, roles...)
+	}
+	add(tcase{tool: "ud_pingpong", kind: pingpong, mtu: 1024, size: 1024, snArgs: cc, label: "cc", needs: []string{"cc"}}, roles...)
+	for _, tool := range []string{"write_bw", "read_bw", "send_bw"} {
+		add(tcase{tool: tool, kind: perftest, mtu: 1024, size: 65536, snArgs: cc, label: "cc", needs: []string{"cc"}}, roles...)
+	}
+	add(tcase{tool: "write_lat", kind: perftest, mtu: 1024, size: 8, snArgs: cc, label: "cc", needs: []string{"cc"}}, roles...)
+	add(tcase{tool: "rc_pingpong", kind: pingpong, mtu: 1024, size: 4096, iters: 200, netem: lossSpec, snArgs: cc, label: "cc", needs: []string{"cc"}}, roles...)
 
 	cmCases(add)
 

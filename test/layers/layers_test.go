@@ -27,6 +27,7 @@ var rank = map[string]int{
 	// queues under the transports, the transports, then the NIC that
 	// drives them.
 	"internal/errno":        2,
+	"internal/cc":           2,
 	"internal/transport":    3,
 	"internal/mem":          4,
 	"internal/nic/cq":       4,

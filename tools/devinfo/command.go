@@ -70,7 +70,7 @@ func run(env *toolnic.Env, args []string) int {
 		List(env.Out, []string{dev})
 		return toolcmd.ExitOK
 	}
-	n, err := toolnic.Open(toolnic.Config{Addr: addr, Name: dev, Detached: true})
+	n, err := toolnic.Open(toolnic.Config{Addr: addr, Name: dev, Detached: true, CC: env.NIC.CC})
 	if err != nil {
 		return toolcmd.Fail(env, name, err)
 	}

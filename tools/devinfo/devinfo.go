@@ -289,6 +289,18 @@ func Write(w io.Writer, dev *verbs.Device, o Options) error {
 		for _, u := range verbs.Unsupported {
 			p("\t\t\t\t\t%s: %s\n", u.Call, u.Reason)
 		}
+		// Not in ibv_devinfo: congestion control, when on (--cc), with
+		// its parameters as mlx5's cc_params debugfs names them.
+		if cc := dev.CC(); cc != nil {
+			p("\tcongestion_control:\t\tdcqcn\n")
+			for _, q := range cc.List() {
+				unit := ""
+				if q.Unit != "" {
+					unit = " " + q.Unit
+				}
+				p("\t\t%-32s%g%s\n", q.Name+":", q.Value, unit)
+			}
+		}
 	}
 	for port := 1; port <= int(a.PhysPortCnt); port++ {
 		if o.Port != 0 && o.Port != port {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/softnic/softnic/fabric"
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -151,5 +152,38 @@ func TestShortAndIPv6(t *testing.T) {
 	}
 	if guid(0x505400fffe4d7702) != "5054:00ff:fe4d:7702" {
 		t.Error("guid")
+	}
+}
+
+// TestCCParams: a device with congestion control lists its parameters
+// under mlx5's names; one without prints none.
+func TestCCParams(t *testing.T) {
+	f := fabric.New(fabric.Config{})
+	t.Cleanup(func() { f.Close() })
+	ep, err := f.Attach(netip.MustParseAddr("10.0.0.5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ibv.DefaultCCParams()
+	p.RPAIRate = 10
+	d, err := verbs.Open(verbs.Config{Link: ep, CC: &p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	var b bytes.Buffer
+	if err := Write(&b, d, Options{Verbose: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"\tcongestion_control:\t\tdcqcn\n", "\t\trp_ai_rate:                     10 Mbps\n",
+		"\t\tnp_min_time_between_cnps:       4 usec\n", "\t\trp_gd:                          11\n"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("missing %q in:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	Write(&b, device(t, "10.0.0.6"), Options{Verbose: true})
+	if strings.Contains(b.String(), "congestion_control") {
+		t.Error("a device without congestion control lists it")
 	}
 }

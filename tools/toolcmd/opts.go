@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/tools/getopt"
 	"github.com/softnic/softnic/tools/toolnic"
 )
@@ -79,6 +81,10 @@ var NICOpts = []Opt{
 		"poll the link for this long (default 50us) before a wait for the peer sleeps, like SO_BUSY_POLL: lower latency for a spinning CPU (default: sleep at once)"},
 	{getopt.Option{Long: "accept-timeout", Arg: getopt.RequiredArg}, "<duration>", "server: give up when no client connects within this (default: wait forever)"},
 	{getopt.Option{Long: "connect-timeout", Arg: getopt.RequiredArg}, "<duration>", "client: keep trying a server that is not listening yet for this long (default: one try)"},
+	{getopt.Option{Long: "cc", Arg: getopt.RequiredArg}, "<algorithm>",
+		"congestion control: dcqcn (ECN marks and CNPs, with mlx5's parameters; only answers peers that send ECN-capable packets) or none (the default)"},
+	{getopt.Option{Long: "cc-param", Arg: getopt.RequiredArg}, "<name>=<value>",
+		"set a congestion control parameter by its mlx5 name in mlx5's unit, e.g. rp_ai_rate=10 (repeatable; softnic info --cc dcqcn lists them)"},
 }
 
 // DefaultBusyPoll is --busy-poll's time when none is given: the kernel
@@ -125,6 +131,9 @@ func ParseNICOpts(r *getopt.Result, env *toolnic.Env) error {
 			}
 			nic.BusyPoll = v
 		}
+	}
+	if err := parseCC(r, nic); err != nil {
+		return err
 	}
 	for _, d := range []struct {
 		name string
@@ -179,6 +188,38 @@ func ParseInts(r *getopt.Result, opts ...IntOpt) error {
 			return fmt.Errorf("invalid --%s %q (%d..%d)", o.name, m.Value, o.lo, o.hi)
 		}
 		*o.dst = int(v)
+	}
+	return nil
+}
+
+// parseCC sets the NIC's congestion control from --cc and --cc-param.
+func parseCC(r *getopt.Result, nic *toolnic.Config) error {
+	if m, ok := r.Last("cc"); ok {
+		switch m.Value {
+		case "dcqcn":
+			p := ibv.DefaultCCParams()
+			nic.CC = &p
+		case "none":
+			nic.CC = nil
+		default:
+			return fmt.Errorf("--cc %q: not dcqcn or none", m.Value)
+		}
+	}
+	for _, m := range r.Matches {
+		if m.Opt.Name() != "cc-param" {
+			continue
+		}
+		if nic.CC == nil {
+			return fmt.Errorf("--cc-param %s without --cc dcqcn", m.Value)
+		}
+		name, val, ok := strings.Cut(m.Value, "=")
+		v, err := strconv.ParseFloat(val, 64)
+		if !ok || err != nil {
+			return fmt.Errorf("--cc-param %q: not <name>=<number>", m.Value)
+		}
+		if err := nic.CC.Set(name, v); err != nil {
+			return fmt.Errorf("--cc-param %s: %v", m.Value, err)
+		}
 	}
 	return nil
 }

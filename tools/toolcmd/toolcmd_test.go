@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/tools/getopt"
 	"github.com/softnic/softnic/tools/toolnic"
 )
@@ -151,5 +152,36 @@ func TestParseArgs(t *testing.T) {
 	fs = NewFlagSet("x", "x", new(strings.Builder))
 	if _, st, ok := ParseArgs(fs, []string{"--nope"}); ok || st != ExitUsage {
 		t.Errorf("--nope: status %d, ok %v", st, ok)
+	}
+}
+
+// TestParseCC: --cc dcqcn turns congestion control on with mlx5's
+// defaults, --cc-param sets one by its mlx5 name; bad ones are refused.
+func TestParseCC(t *testing.T) {
+	var env toolnic.Env
+	if err := ParseNICOpts(parse(t, "--cc", "dcqcn", "--cc-param", "rp_ai_rate=10", "--cc-param=np_min_time_between_cnps=50"), &env); err != nil {
+		t.Fatal(err)
+	}
+	want := ibv.DefaultCCParams()
+	want.RPAIRate = 10
+	want.NPMinTimeBetweenCNPs = 50 * time.Microsecond
+	if env.NIC.CC == nil || *env.NIC.CC != want {
+		t.Errorf("got %+v, want %+v", env.NIC.CC, want)
+	}
+	var off toolnic.Env
+	if err := ParseNICOpts(parse(t, "--cc", "none"), &off); err != nil || off.NIC.CC != nil {
+		t.Errorf("--cc none: %v, %+v", err, off.NIC.CC)
+	}
+	for _, tt := range []struct{ args, want string }{
+		{"--cc reno", `--cc "reno": not dcqcn or none`},
+		{"--cc-param rp_ai_rate=1", `--cc-param rp_ai_rate=1 without --cc dcqcn`},
+		{"--cc dcqcn --cc-param rp_ai_rate", `--cc-param "rp_ai_rate": not <name>=<number>`},
+		{"--cc dcqcn --cc-param rp_bogus=1", `--cc-param rp_bogus=1: no congestion control parameter "rp_bogus"`},
+		{"--cc dcqcn --cc-param rp_gd=0", `--cc-param rp_gd=0: rp_gd 0 not in 1..20`},
+	} {
+		err := ParseNICOpts(parse(t, strings.Fields(tt.args)...), &toolnic.Env{})
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("%s: %v, want %q", tt.args, err, tt.want)
+		}
 	}
 }

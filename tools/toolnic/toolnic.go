@@ -62,6 +62,10 @@ type Config struct {
 	// PortMTU is the device's verbs.Config.PortMTU: the port's active
 	// MTU, 0 to follow the interface's.
 	PortMTU ibv.MTU
+	// CC is the device's verbs.Config.CC, congestion control (--cc,
+	// --cc-param); nil: off. With it the UDP link marks its packets
+	// ECN-capable by default (link.UDPConfig.ECN).
+	CC *ibv.CCParams
 	// Detached brings the NIC up on a private in-memory link instead of
 	// the network: enough to query its attributes (softnic info) without
 	// binding a port.
@@ -85,6 +89,12 @@ type NIC struct {
 // default.
 var UDP LinkFunc = func(addr netip.Addr, port uint16) (link.Link, error) {
 	return link.ListenUDP(link.UDPConfig{Addr: addr, Port: port})
+}
+
+// udpECN opens the UDP link of a NIC running congestion control: its
+// socket marks what it sends ECT(0).
+func udpECN(addr netip.Addr, port uint16) (link.Link, error) {
+	return link.ListenUDP(link.UDPConfig{Addr: addr, Port: port, ECN: true})
 }
 
 // ErrAddrInUse reports that the NIC's UDP port is taken.
@@ -129,6 +139,9 @@ func Open(cfg Config) (*NIC, error) {
 		}
 	} else if mk == nil {
 		mk = UDP
+		if cfg.CC != nil {
+			mk = udpECN
+		}
 	}
 	lk, err := mk(cfg.Addr, cfg.Port)
 	inner := lk
@@ -159,7 +172,7 @@ func Open(cfg Config) (*NIC, error) {
 		n.pcapLink = link.NewPcapLink(lk, w)
 		lk = n.pcapLink
 	}
-	dev, err := verbs.Open(verbs.Config{Link: lk, PeerPort: cfg.PeerPort, Name: cfg.Name, BusyPoll: cfg.BusyPoll, PortMTU: cfg.PortMTU})
+	dev, err := verbs.Open(verbs.Config{Link: lk, PeerPort: cfg.PeerPort, Name: cfg.Name, BusyPoll: cfg.BusyPoll, PortMTU: cfg.PortMTU, CC: cfg.CC})
 	if err != nil {
 		lk.Close()
 		n.closePcap()

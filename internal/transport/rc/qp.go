@@ -30,6 +30,7 @@ import (
 
 	"github.com/softnic/softnic/clock"
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/cc"
 	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/internal/tm"
@@ -104,6 +105,11 @@ type Config struct {
 	// OnAsync reports asynchronous events (QP fatal, SQ drained, last WQE
 	// reached); it runs without the QP lock held.
 	OnAsync func(ev ibv.AsyncEventType)
+	// CC, when set, is the NIC's congestion control (DCQCN): the QP has
+	// a reaction point (cc.RP) that CNPs addressed to it cut the rate
+	// of (NoteCNP), and its requester sends at that rate. nil: no
+	// congestion control, and nothing on the send path asks for it.
+	CC *ibv.CCParams
 }
 
 // XRCTarget is what an XRC_RECV QP uses of an XRC SRQ: its receive
@@ -148,8 +154,17 @@ type QP struct {
 	probeArmed bool        // guarded by mu
 	rnrTimer   clock.Timer // guarded by mu
 	timerFired atomic.Bool // set by the retransmit timer
-	rnrFired   atomic.Bool // set by the RNR timer
-	sqDrained  bool        // guarded by mu: SQ-drained event sent for this SQD
+	// rp is the reaction point of congestion control (Config.CC), nil
+	// without; guarded by mu but for rp.Note. paceTimer wakes the QP
+	// when its pacer lets it send again; paceArmed while it runs.
+	rp        *cc.RP
+	paceTimer clock.Timer // guarded by mu
+	paceArmed atomic.Bool
+	// peerQPN is attr.DestQPN, for the notification point, which
+	// reads it without the lock (PeerQPN).
+	peerQPN   atomic.Uint32
+	rnrFired  atomic.Bool // set by the RNR timer
+	sqDrained bool        // guarded by mu: SQ-drained event sent for this SQD
 
 	events transport.EventQueue // guarded by mu; delivered after unlock
 	wc     ibv.WorkCompletion   // guarded by mu; the completion being pushed
@@ -183,6 +198,9 @@ func New(cfg Config) (*QP, error) {
 		cfg.Waker = noWaker{}
 	}
 	qp := &QP{cfg: cfg, class: class, xrc: class == wire.ClassXRC}
+	if cfg.CC != nil {
+		qp.rp = cc.NewRP(cfg.CC)
+	}
 	qp.sq.init(int(cfg.Cap.MaxSendWR), int(cfg.Cap.MaxSendSGE), int(cfg.Cap.MaxInlineData))
 	qp.attr.Cap = cfg.Cap
 	qp.attr.PathMTU = ibv.MTU256 // rxe: path_mtu defaults to 256 until modified
@@ -265,6 +283,7 @@ func (qp *QP) modifyLocked(attr *ibv.QPAttr, mask ibv.AttrMask) {
 	}
 	if mask&(ibv.QPAttrAV|ibv.QPAttrDestQPN) != 0 {
 		qp.setPathLocked()
+		qp.peerQPN.Store(qp.attr.DestQPN)
 	}
 	if mask&ibv.QPAttrState == 0 {
 		return
@@ -322,6 +341,22 @@ func (qp *QP) resetLocked() {
 	qp.rnrFired.Store(false)
 	qp.inbox.Release()
 }
+
+// NoteCNP notes a CNP addressed to the QP, which the next pass's
+// requester acts on (cc.RP.Note); it reports false, the CNP ignored,
+// when the QP has no congestion control (Config.CC). Safe from any
+// goroutine.
+func (qp *QP) NoteCNP() bool {
+	if qp.rp == nil {
+		return false
+	}
+	qp.rp.Note()
+	return true
+}
+
+// PeerQPN returns the QP number of the QP's peer (its DestQPN): where
+// the notification point sends its CNPs. Safe from any goroutine.
+func (qp *QP) PeerQPN() uint32 { return qp.peerQPN.Load() }
 
 // Deliver queues a received packet for the QP; the QP releases it. It
 // returns false (and the caller keeps the packet) when the inbox is full.

@@ -94,6 +94,9 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output, now time.Time) 
 	if r.psn.Before(r.highPSN) {
 		w.askedAt = now // sent again (completer.askedLongAgoLocked)
 	}
+	if qp.rp != nil {
+		qp.rp.Sent(qp.encap.HeaderLen()+wire.PacketLen(h.BTH.Opcode, int(payload)), now)
+	}
 	if !qp.isRC() {
 		qp.ucSent = append(qp.ucSent, r.idx) // ucFlushLocked learns its fate
 	}

@@ -115,6 +115,14 @@ func (qp *QP) requesterLocked(out transport.Output, now time.Time) bool {
 		if qp.isRC() && r.psn.Diff(qp.comp.psn) >= qp.windowLocked() {
 			return false // window full (MaxUnackedPSNs, rxe's RXE_MAX_UNACKED_PSNS)
 		}
+		if qp.rp != nil {
+			if d := qp.rp.Wait(now); d > 0 {
+				// Over its rate (congestion control): the QP waits for
+				// its pacer's timer, and its processor runs others.
+				qp.armPaceLocked(d)
+				return false
+			}
+		}
 		qp.sendPacketLocked(w, out, now)
 	}
 	return qp.sq.valid(r.idx)

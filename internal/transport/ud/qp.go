@@ -18,8 +18,12 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
+	"time"
 
+	"github.com/softnic/softnic/clock"
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/cc"
 	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/mem"
 	"github.com/softnic/softnic/internal/transport"
@@ -84,6 +88,15 @@ type Config struct {
 	// OnAsync reports affiliated asynchronous events; it runs without the
 	// QP lock held.
 	OnAsync func(ev ibv.AsyncEventType)
+	// CC, when set, is the NIC's congestion control (DCQCN): the QP has
+	// a reaction point (cc.RP) that the CNPs addressed to it cut the rate
+	// of (NoteCNP), and it sends its datagrams at that rate, whatever
+	// their destinations (mlx5's rate limiter is the QP's too). Clock
+	// times the pacer and Waker wakes the QP when it may send again.
+	// nil: no congestion control, and nothing on the send path asks.
+	CC    *ibv.CCParams
+	Clock clock.Clock
+	Waker transport.Waker
 }
 
 // QP is a UD queue pair's transport state.
@@ -106,8 +119,14 @@ type QP struct {
 	// sqdPending is set from a modify to SQD until the drain is
 	// reported (sqDrainedLocked). Guarded by mu.
 	sqdPending bool
-	encap      wire.Encap         // guarded by mu: the datagram sendPacketLocked builds
-	wc         ibv.WorkCompletion // guarded by mu: the completion completeSendLocked builds
+	encap      wire.Encap // guarded by mu: the datagram sendPacketLocked builds
+	// rp is the reaction point of congestion control (Config.CC), nil
+	// without; guarded by mu but for rp.Note. paceTimer wakes the QP
+	// when its pacer lets it send again; paceArmed while it runs.
+	rp        *cc.RP
+	paceTimer clock.Timer // guarded by mu
+	paceArmed atomic.Bool
+	wc        ibv.WorkCompletion // guarded by mu: the completion completeSendLocked builds
 }
 
 // New makes a UD QP in the RESET state.
@@ -125,6 +144,12 @@ func New(cfg Config) (*QP, error) {
 		cfg.Counters = new(transport.Counters)
 	}
 	qp := &QP{cfg: cfg, srcPort: wire.RxeSrcPort(cfg.QPN)}
+	if cfg.CC != nil {
+		if cfg.Clock == nil || cfg.Waker == nil {
+			return nil, fmt.Errorf("%w: congestion control needs a clock and a waker", errno.Invalid)
+		}
+		qp.rp = cc.NewRP(cfg.CC)
+	}
 	if cfg.SrcPort != 0 {
 		qp.srcPort = cfg.SrcPort
 	}
@@ -304,7 +329,39 @@ func (qp *QP) Process(out transport.Output) (more bool) {
 	return more || !qp.inbox.Empty()
 }
 
-// Close releases queued datagrams (destroy).
+// Close releases queued datagrams and stops the pacer's timer (destroy).
 func (qp *QP) Close() {
+	qp.mu.Lock()
+	if qp.paceTimer != nil {
+		qp.paceTimer.Stop()
+	}
+	qp.mu.Unlock()
 	qp.inbox.Release()
 }
+
+// NoteCNP notes a CNP addressed to the QP, which its next pass acts on
+// (cc.RP.Note); it reports false, the CNP ignored, when the QP has no
+// congestion control (Config.CC). Safe from any goroutine.
+func (qp *QP) NoteCNP() bool {
+	if qp.rp == nil {
+		return false
+	}
+	qp.rp.Note()
+	return true
+}
+
+// armPaceLocked wakes the QP in d, when its pacer lets it send again,
+// unless the pacer's timer is running.
+func (qp *QP) armPaceLocked(d time.Duration) {
+	if qp.paceArmed.Swap(true) {
+		return
+	}
+	if qp.paceTimer == nil {
+		qp.paceTimer = qp.cfg.Clock.AfterFunc(d, qp.onPaceTimer)
+	} else {
+		qp.paceTimer.Reset(d)
+	}
+}
+
+// onPaceTimer only wakes the QP (STYLE.md 9).
+func (qp *QP) onPaceTimer() { qp.paceArmed.Store(false); qp.cfg.Waker.Wake() }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"syscall"
+	"time"
 
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/errno"
@@ -323,7 +324,14 @@ func (qp *QP) sendPassLocked(out transport.Output, finishing bool) bool {
 	if finishing {
 		limit = qp.sq.head + 1
 	}
-	for n := 0; n < budget && end != limit && len(qp.lens) < budget; n++ {
+	// paced: the pacer stopped the pass (congestion control); its timer
+	// wakes the QP, which is not run again before.
+	paced := false
+	var now time.Time
+	if qp.rp != nil {
+		now = qp.cfg.Clock.Now()
+	}
+	for n := 0; n < budget && end != limit && len(qp.lens) < budget && !paced; n++ {
 		w := qp.sq.at(end)
 		if w.status != ibv.WCSuccess {
 			break // it fails when its turn comes, below
@@ -346,10 +354,20 @@ func (qp *QP) sendPassLocked(out transport.Output, finishing bool) bool {
 			continue
 		}
 		for w.sent+w.queued < w.pieces && len(qp.lens) < budget {
+			if qp.rp != nil {
+				if d := qp.rp.Wait(now); d > 0 {
+					qp.armPaceLocked(d)
+					paced = true
+					break
+				}
+			}
 			n, ok := qp.sendPacketLocked(w, w.sent+w.queued, out)
 			if !ok {
 				w.status = ibv.WCLocProtErr
 				break
+			}
+			if qp.rp != nil {
+				qp.rp.Sent(n+qp.encap.HeaderLen(), now)
 			}
 			qp.lens = append(qp.lens, n)
 			w.queued++
@@ -414,7 +432,9 @@ func (qp *QP) sendPassLocked(out transport.Output, finishing bool) bool {
 			qp.sendErrorLocked(ibv.WCLocQPOpErr)
 			return false
 		default:
-			return true // not (all) sent yet, or to be sent again at once
+			// Not (all) sent yet, or to be sent again at once; a QP
+			// over its rate waits for its pacer's timer.
+			return !paced
 		}
 	}
 	return false

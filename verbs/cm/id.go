@@ -1208,6 +1208,7 @@ func (id *ID) destroy(wait bool) error {
 		}
 	}
 	id.ch.q = q
+	id.ch.changed()
 	for wait && id.completed < id.reported && !c.closed {
 		c.cond.Wait()
 	}

@@ -89,6 +89,7 @@ type ID struct {
 	connEr bool  // librdmacm connect_error
 
 	mcast map[netip.Addr]*mcJoin
+	opt   idOptions // rdma_set_option's (option.go)
 
 	reported, completed int
 	destroyed           bool
@@ -239,6 +240,9 @@ func (c *CM) bindPort(id *ID, addr netip.Addr, port uint16) (uint16, error) {
 	conflict := func(p uint16) bool {
 		for _, o := range c.binds[bindKey{id.ps, p}] {
 			oa := o.src.Addr()
+			if id.opt.sharesPort(&o.opt, o.state == stListen, addr, oa) {
+				continue
+			}
 			if oa.IsUnspecified() || addr.IsUnspecified() || oa == addr {
 				return true
 			}
@@ -432,6 +436,7 @@ func (id *ID) ResolveRoute(timeout time.Duration) error {
 		SGID: id.src.Addr(), DGID: id.dst.Addr(), HopLimit: cmaHopLimit,
 		FlowLabel: (uint32(id.src.Port())*31 + uint32(id.dst.Port())) & 0xFFFFF,
 		PKey:      defaultPKey, MTU: uint8(pa.ActiveMTU), PacketLifeTime: cmaPacketLifeTime,
+		TrafficClass: id.opt.tos,
 	}
 	id.state = stRouteResolved
 	id.post(&Event{Type: EventRouteResolved})
@@ -669,6 +674,9 @@ func (id *ID) initQPAttrLocked(state ibv.QPState) (ibv.QPAttr, ibv.AttrMask, err
 		if id.qpType == ibv.QPTypeRC {
 			a.RetryCnt, a.RNRRetry, a.MaxRdAtomic = conn.RetryCount, conn.RNRRetryCount, conn.InitiatorDepth
 			a.Timeout = conn.Timeout
+			if id.opt.ackTimeoutSet {
+				a.Timeout = id.opt.ackTimeout // rdma_init_qp_attr: the ID's own
+			}
 			mask |= ibv.QPAttrRetryCnt | ibv.QPAttrRNRRetry | ibv.QPAttrMaxQPRdAtomic | ibv.QPAttrTimeout
 		}
 		return a, mask, nil

@@ -159,6 +159,17 @@ func sne_query_qp(h C.sn_handle, a *C.struct_sn_qp_attr, in *C.struct_sn_qp_init
 		return einval
 	}
 	q, init := o.qp.Query()
+	putQPAttr(a, &q)
+	in.qp_type = C.uint32_t(init.Type)
+	in.sq_sig_all = C.uint32_t(b2c(init.SigAll))
+	in.send_ops_flags = C.uint64_t(init.SendOpsFlags)
+	in.max_tso_header = C.uint32_t(init.MaxTSOHeader)
+	putQPCap(&in.cap, &init.Cap)
+	return 0
+}
+
+// putQPAttr converts QP attributes to C.
+func putQPAttr(a *C.struct_sn_qp_attr, q *ibv.QPAttr) {
 	a.qp_state = C.uint32_t(q.State)
 	a.cur_qp_state = C.uint32_t(q.CurState)
 	a.path_mtu = C.uint32_t(q.PathMTU)
@@ -185,12 +196,6 @@ func sne_query_qp(h C.sn_handle, a *C.struct_sn_qp_attr, in *C.struct_sn_qp_init
 	a.rnr_retry = C.uint8_t(q.RNRRetry)
 	a.alt_port_num = C.uint8_t(q.AltPortNum)
 	a.alt_timeout = C.uint8_t(q.AltTimeout)
-	in.qp_type = C.uint32_t(init.Type)
-	in.sq_sig_all = C.uint32_t(b2c(init.SigAll))
-	in.send_ops_flags = C.uint64_t(init.SendOpsFlags)
-	in.max_tso_header = C.uint32_t(init.MaxTSOHeader)
-	putQPCap(&in.cap, &init.Cap)
-	return 0
 }
 
 //export sne_attach_mcast

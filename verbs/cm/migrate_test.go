@@ -8,6 +8,7 @@ import (
 
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/verbs/cm"
+	"github.com/softnic/softnic/wire"
 )
 
 // TestSetNotify: a channel's function hears when an event comes to wait
@@ -134,5 +135,52 @@ func TestRoute(t *testing.T) {
 		cli.Destroy()
 		l.Destroy()
 		bd.noIDs()
+	})
+}
+
+// TestOrphanDREQ: an established ID's orphan DREQ names both comm IDs
+// and the peer's QP, as the DREQ Disconnect sends, without sending it or
+// leaving the established state; an ID that is not connected has none.
+func TestOrphanDREQ(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bd := newBed(t)
+		l := bd.listen()
+		cli := bd.resolve(false)
+		if _, _, _, ok := cli.OrphanDREQ(); ok {
+			t.Error("an orphan DREQ before the connection")
+		}
+		if err := cli.Connect(&cm.ConnParam{RetryCount: 7, RNRRetryCount: 7}); err != nil {
+			t.Fatal(err)
+		}
+		srv := expect(t, bd.b.ch, cm.EventConnectRequest).ID
+		mkQP(t, srv)
+		if err := srv.Accept(&cm.ConnParam{RNRRetryCount: 7}); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, bd.a.ch, cm.EventEstablished)
+		expect(t, bd.b.ch, cm.EventEstablished)
+		from, to, mad, ok := cli.OrphanDREQ()
+		if !ok || from != addrA || to != addrB {
+			t.Fatalf("orphan DREQ %v from %v to %v", ok, from, to)
+		}
+		m := wire.CMDreq(mad)
+		if wire.MAD(mad).AttrID() != wire.CMAttrDREQ || wire.MAD(mad).MgmtClass() != wire.MgmtClassCM ||
+			m.RemoteQPN() != srv.QP().QPN() || m.LocalCommID() == 0 || m.RemoteCommID() == 0 {
+			t.Errorf("orphan DREQ attr %#x QPN %d comm IDs %#x %#x", wire.MAD(mad).AttrID(), m.RemoteQPN(),
+				m.LocalCommID(), m.RemoteCommID())
+		}
+		quiet(t, bd.b.ch)
+		if err := cli.Disconnect(); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, bd.b.ch, cm.EventDisconnected)
+		if _, _, _, ok := cli.OrphanDREQ(); ok {
+			t.Error("an orphan DREQ after the disconnect")
+		}
+		for _, id := range []*cm.ID{cli, srv} {
+			id.DestroyQP()
+			id.Destroy()
+		}
+		l.Destroy()
 	})
 }

@@ -56,6 +56,7 @@ type cmID struct {
 	cookie   uint64
 	reported int32                  // guarded by cmMu
 	joins    map[netip.Addr]*cmJoin // guarded by cmMu
+	orphan   int                    // its orphan slot + 1, 0 for none (cm_orphan.go); guarded by cmMu
 }
 
 type cmJoin struct {
@@ -159,6 +160,7 @@ func sne_cm_close() C.int {
 	p := theCM
 	theCM = nil
 	clear(byID)
+	orphans, orphanFree = nil, nil
 	cmMu.Unlock()
 	if p == nil {
 		return 0
@@ -310,6 +312,12 @@ func putEvent(ev *cm.Event, newCookie uint64, out *C.struct_sn_cm_event) bool {
 		}
 		e.reported++
 		out.cookie = C.uint64_t(e.cookie)
+		switch ev.Type {
+		case cm.EventEstablished:
+			keepOrphan(e)
+		case cm.EventDisconnected, cm.EventRejected, cm.EventConnectError, cm.EventUnreachable:
+			dropOrphan(e)
+		}
 	}
 	out.event = C.uint32_t(ev.Type)
 	out.status = C.int32_t(ev.Status)
@@ -374,6 +382,7 @@ func sne_cm_destroy_id(h C.sn_handle, reported *C.int32_t) C.int {
 	// The CM drops the ID's events not handed out; those handed out are
 	// acknowledged already (sne_cm_get_event), so this does not wait.
 	err := e.id.Destroy()
+	dropOrphan(e)
 	delete(byID, e.id)
 	cmIDs.del(handle(h))
 	*reported = C.int32_t(e.reported)
@@ -540,12 +549,19 @@ func sne_cm_listen(h C.sn_handle, backlog C.int32_t) C.int {
 
 //export sne_cm_accept
 func sne_cm_accept(h C.sn_handle, p *C.struct_sn_conn_param) C.int {
-	id, ok := getID(h)
+	e, ok := cmIDs.get(handle(h))
 	if !ok {
 		return einval
 	}
-	if err := id.Accept(connParam(p)); err != nil {
+	if err := e.id.Accept(connParam(p)); err != nil {
 		return fail(err, "accept")
+	}
+	if p == nil {
+		// The active side's RTU: established without an event of the
+		// CM's (the C library reports it).
+		cmMu.Lock()
+		keepOrphan(e)
+		cmMu.Unlock()
 	}
 	return 0
 }

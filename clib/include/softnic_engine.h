@@ -571,12 +571,47 @@ int sne_cm_join(sn_handle id, struct sn_addr *addr, uint64_t mc_cookie, uint32_t
 int sne_cm_leave(sn_handle id, struct sn_addr *addr, int32_t *reported);
 int sne_cm_set_option(sn_handle id, int32_t level, int32_t name, void *val, uint64_t len);
 
+/*
+ * The messages to send for the process once it is dead: the kernel's
+ * rdma_cm answers for a process that dies (closing its file destroys its
+ * IDs: a connection's DREQ goes to the peer), softnic's, which dies with
+ * the process, leaves them in this table, shared memory that a watcher
+ * process (clib/librdmacm/reaper.c) reads and sends when the process is
+ * gone. The engine writes each slot (a complete RoCEv2 UDP payload: BTH,
+ * DETH, the MAD, ICRC, for the NIC's port and address) while the
+ * connection it would end is established; state goes SN_ORPHAN_READY
+ * last, and back to SN_ORPHAN_FREE first.
+ */
+#define SN_ORPHAN_MAGIC 0x736e6f31 /* "sno1" */
+#define SN_ORPHAN_SLOTS 1024
+#define SN_ORPHAN_PKT 288
+enum { SN_ORPHAN_FREE, SN_ORPHAN_READY };
+
+struct sn_orphan {
+	uint32_t state;
+	uint16_t len;
+	uint16_t pad;
+	struct sn_addr dst;       /* the peer's address and UDP port */
+	uint8_t pkt[SN_ORPHAN_PKT];
+};
+
+struct sn_orphans {
+	uint32_t magic;
+	uint32_t closed;          /* the process closed its CM: nothing to send */
+	struct sn_addr src;       /* the NIC's address and UDP port */
+	struct sn_orphan slot[SN_ORPHAN_SLOTS];
+};
+
+/* sne_cm_orphans has the CM keep its connections' orphan messages in t
+ * (NULL: no more). */
+int sne_cm_orphans(struct sn_orphans *t);
+
 /* Every CM function, for librdmacm's table of them. */
 #define SN_CM_FUNCS(X)                                                         \
 	X(prefer_addr) X(open) X(close) X(create_channel) X(destroy_channel)   \
 	X(get_event) X(create_id) X(destroy_id) X(migrate_id) X(bind)          \
 	X(resolve_addr) X(resolve_route) X(query_route) X(init_qp_attr)        \
 	X(connect) X(listen) X(accept) X(reject) X(notify) X(disconnect)       \
-	X(join) X(leave) X(set_option)
+	X(join) X(leave) X(set_option) X(orphans)
 
 #endif /* SOFTNIC_ENGINE_H */

@@ -250,6 +250,7 @@ int ucma_start(const struct sockaddr *pref)
 	}
 	started = true;
 	started_pid = getpid();
+	ucma_watch();
 	goto out;
 close:
 	ibv_close_device(cma_dev.verbs);
@@ -273,6 +274,7 @@ __attribute__((destructor)) static void ucma_cleanup(void)
 	if (!started || getpid() != started_pid)
 		return;
 	started = false;
+	ucma_unwatch();
 	sn_cm->close();
 	if (cma_dev.xrcd)
 		ibv_close_xrcd(cma_dev.xrcd);

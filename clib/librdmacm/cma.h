@@ -89,6 +89,12 @@ extern struct cma_device cma_dev;
  * SOFTNIC_ADDR does not name one. 0 or -1 with errno set. */
 int ucma_start(const struct sockaddr *pref);
 
+/* ucma_watch starts the process's watcher, which sends what the CM leaves
+ * for a process that dies (orphan.c); ucma_unwatch tells it that the
+ * process closed its CM itself. */
+void ucma_watch(void);
+void ucma_unwatch(void);
+
 /* ucma_max_qpsize is the device's largest queue (rsockets' sizes). */
 int ucma_max_qpsize(struct rdma_cm_id *id);
 

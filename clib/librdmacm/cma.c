@@ -35,10 +35,23 @@
 
 /* An event channel: the fd a program polls, an eventfd the engine keeps
  * readable while an event waits; the engine's channel once the CM has it. */
+/*
+ * A channel. waiters counts the threads in rdma_get_cm_event on it and
+ * destroyed says rdma_destroy_event_channel ran: as over the kernel, where
+ * a read(2) in progress holds the rdma_cm file that close(2) leaves open,
+ * a thread waiting on a destroyed channel waits until the process ends
+ * (rping's event thread does, while main destroys the channel and
+ * returns), and the channel's memory stays until it is gone. Both guarded
+ * by chan_mut.
+ */
 struct cma_channel {
 	struct rdma_event_channel ch;
 	sn_handle h;
+	int waiters;
+	bool destroyed;
 };
+
+static pthread_mutex_t chan_mut = PTHREAD_MUTEX_INITIALIZER;
 
 struct cma_multicast {
 	struct cma_multicast *next;
@@ -344,11 +357,17 @@ SN_EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
 SN_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 {
 	struct cma_channel *ch = to_chan(channel);
+	bool busy;
 
+	pthread_mutex_lock(&chan_mut);
+	ch->destroyed = true;
+	busy = ch->waiters > 0;
+	pthread_mutex_unlock(&chan_mut);
 	if (ch->h)
 		sn_cm->destroy_channel(ch->h);
 	close(ch->ch.fd);
-	free(ch);
+	if (!busy)
+		free(ch);
 }
 
 /* ucma_channel gives the engine the channel. mut held. */
@@ -570,20 +589,37 @@ SN_EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 	return ucma_query_route(id);
 }
 
+static bool ucma_chan_destroyed(struct cma_channel *ch)
+{
+	bool d;
+
+	pthread_mutex_lock(&chan_mut);
+	d = ch->destroyed;
+	pthread_mutex_unlock(&chan_mut);
+	return d;
+}
+
 /* ucma_wait takes the channel's next event from the engine, waiting on
  * its fd unless the program made it non-blocking. */
 static int ucma_wait(struct cma_channel *ch, uint64_t new_cookie, struct sn_cm_event *ev)
 {
 	struct pollfd pfd = { .fd = ch->ch.fd, .events = POLLIN };
-	int err;
+	int err, fl;
 
 	for (;;) {
-		if (ch->h) {
+		err = EAGAIN;
+		if (ch->h)
 			err = sn_cm->get_event(ch->h, new_cookie, ev);
-			if (err != EAGAIN)
-				return err;
+		if (err == 0 || (err != EAGAIN && !ucma_chan_destroyed(ch)))
+			return err;
+		fl = fcntl(ch->ch.fd, F_GETFL);
+		if (ucma_chan_destroyed(ch)) {
+			/* Destroyed while this thread waited: as a read of
+			 * the kernel's closed rdma_cm file, it never returns. */
+			for (;;)
+				pause();
 		}
-		if (fcntl(ch->ch.fd, F_GETFL) & O_NONBLOCK)
+		if (fl >= 0 && (fl & O_NONBLOCK))
 			return EAGAIN;
 		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
 			return errno;
@@ -1525,7 +1561,14 @@ retry:
 		free(evt);
 		return ERR(ENOMEM);
 	}
-	if ((ret = ucma_wait(to_chan(channel), (uintptr_t)child, &resp))) {
+	pthread_mutex_lock(&chan_mut);
+	to_chan(channel)->waiters++;
+	pthread_mutex_unlock(&chan_mut);
+	ret = ucma_wait(to_chan(channel), (uintptr_t)child, &resp);
+	pthread_mutex_lock(&chan_mut);
+	to_chan(channel)->waiters--;
+	pthread_mutex_unlock(&chan_mut);
+	if (ret) {
 		free(child);
 		free(evt);
 		return ERR(ret);

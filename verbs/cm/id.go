@@ -106,7 +106,10 @@ func errf(err error, format string, a ...any) error {
 
 // CreateID creates an ID (rdma_create_id / rdma_create_id with a QP type
 // through rdma_create_ep): qpType is QPTypeRC or QPTypeUC for PSTCP and
-// PSIB, QPTypeUD for PSUDP and PSIPoIB. With a nil channel the ID is
+// PSIB, or for PSIB QPTypeXRCSend (an XRC initiator, which connects) or
+// QPTypeXRCRecv (an XRC target, which listens and accepts: ucma.c
+// ucma_get_qp_type takes the QP type of RDMA_PS_IB only), QPTypeUD for
+// PSUDP and PSIPoIB. With a nil channel the ID is
 // synchronous, as in librdmacm: ResolveAddr, ResolveRoute, Connect and
 // Accept block until their event and return its error, and GetRequest
 // returns the next connection request of a listening ID.
@@ -116,7 +119,8 @@ func (c *CM) CreateID(ch *EventChannel, context any, ps PortSpace, qpType ibv.QP
 	}
 	switch ps {
 	case PSTCP, PSIB:
-		if qpType != ibv.QPTypeRC && qpType != ibv.QPTypeUC {
+		xrc := ps == PSIB && (qpType == ibv.QPTypeXRCSend || qpType == ibv.QPTypeXRCRecv)
+		if qpType != ibv.QPTypeRC && qpType != ibv.QPTypeUC && !xrc {
 			return nil, errf(verbs.EINVAL, "port space %#x takes RC or UC QPs, not %v", uint16(ps), qpType)
 		}
 	case PSUDP, PSIPoIB:
@@ -655,7 +659,7 @@ func (id *ID) initQPAttrLocked(state ibv.QPState) (ibv.QPAttr, ibv.AttrMask, err
 		a.DestQPN = conn.RemoteQPN
 		a.RQPSN = id.seq // cma.c: rq_psn = id_priv->seq_num
 		mask := ibv.QPAttrState | ibv.QPAttrAV | ibv.QPAttrPathMTU | ibv.QPAttrDestQPN | ibv.QPAttrRQPSN
-		if id.qpType == ibv.QPTypeRC {
+		if id.qpType == ibv.QPTypeRC || id.qpType == ibv.QPTypeXRCRecv {
 			a.MaxDestRdAtomic = conn.ResponderResources
 			a.MinRNRTimer = 0
 			mask |= ibv.QPAttrMaxDestRdAtomic | ibv.QPAttrMinRNRTimer
@@ -671,13 +675,18 @@ func (id *ID) initQPAttrLocked(state ibv.QPState) (ibv.QPAttr, ibv.AttrMask, err
 		}
 		a.SQPSN = conn.SQPSN
 		mask := ibv.QPAttrState | ibv.QPAttrSQPSN
-		if id.qpType == ibv.QPTypeRC {
+		switch id.qpType {
+		case ibv.QPTypeRC, ibv.QPTypeXRCSend:
 			a.RetryCnt, a.RNRRetry, a.MaxRdAtomic = conn.RetryCount, conn.RNRRetryCount, conn.InitiatorDepth
+			mask |= ibv.QPAttrRetryCnt | ibv.QPAttrRNRRetry | ibv.QPAttrMaxQPRdAtomic
+			fallthrough
+		case ibv.QPTypeXRCRecv:
+			// cm_init_qp_rts_attr: an XRC target takes the timeout only.
 			a.Timeout = conn.Timeout
 			if id.opt.ackTimeoutSet {
 				a.Timeout = id.opt.ackTimeout // rdma_init_qp_attr: the ID's own
 			}
-			mask |= ibv.QPAttrRetryCnt | ibv.QPAttrRNRRetry | ibv.QPAttrMaxQPRdAtomic | ibv.QPAttrTimeout
+			mask |= ibv.QPAttrTimeout
 		}
 		return a, mask, nil
 	case ibv.QPStateErr:
@@ -813,8 +822,14 @@ func (id *ID) connectLocked(p *ConnParam) error {
 			qpn, srq = p.QPNum, p.SRQ
 		}
 		tt := uint8(ibcm.QPTypeRC)
-		if id.qpType == ibv.QPTypeUC {
+		switch id.qpType {
+		case ibv.QPTypeUC:
 			tt = ibcm.QPTypeUC
+		case ibv.QPTypeXRCSend:
+			tt = ibcm.QPTypeXRC
+		case ibv.QPTypeXRCRecv:
+			ib.Destroy()
+			return errf(verbs.EINVAL, "connect on an XRC target ID")
 		}
 		id.cm.byCM[ib] = id
 		// cma.c cma_connect_ib.

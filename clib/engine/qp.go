@@ -30,6 +30,9 @@ type qpObj struct {
 
 var qps table[*qpObj]
 
+// sgeSize is sizeof(struct ib_sge), the unit of rxe's send WQE.
+const sgeSize = 16
+
 //export sne_create_qp
 func sne_create_qp(ctx C.sn_handle, in *C.struct_sn_qp_init, h *C.sn_handle, qpn *C.uint32_t, cp *C.struct_sn_qp_cap) C.int {
 	c, ok := ctxs.get(handle(ctx))
@@ -43,6 +46,11 @@ func sne_create_qp(ctx C.sn_handle, in *C.struct_sn_qp_init, h *C.sn_handle, qpn
 		SendOpsFlags: verbs.SendOpsFlags(in.send_ops_flags),
 		MaxTSOHeader: int(in.max_tso_header),
 	}
+	// rxe_qp.c rxe_qp_init_req: a send WQE holds max_send_sge SGEs or
+	// max_inline_data bytes, whichever is larger, and the QP inlines as
+	// many bytes as its WQE holds; programs count on it (rdma_xclient
+	// inlines 16 bytes on a QP that asked for one SGE and no inline data).
+	attr.Cap.MaxInlineData = max(attr.Cap.MaxInlineData, attr.Cap.MaxSendSGE*sgeSize)
 	for _, x := range []struct {
 		h   C.sn_handle
 		dst **verbs.CQ
@@ -77,6 +85,10 @@ func sne_create_qp(ctx C.sn_handle, in *C.struct_sn_qp_init, h *C.sn_handle, qpn
 		if !ok {
 			return einval
 		}
+		// uverbs_cmd.c create_qp: an XRC_TGT QP takes its XRC domain
+		// only; the CQs and SRQ a program passes are not looked at
+		// (librdmacm's rdma_create_qp passes the ID's CQs).
+		attr.SendCQ, attr.RecvCQ, attr.SRQ = nil, nil, nil
 		qp, err = x.xrcd.CreateQP(attr)
 	} else {
 		p, ok := pds.get(handle(in.pd))

@@ -253,6 +253,10 @@ func TestCMPairs(t *testing.T) {
 				}
 				return nil
 			}},
+		{name: "rdma_xserver", pkg: "rdmacm-utils",
+			server: "rdma_xserver", client: "rdma_xclient -s %s", check: xDone},
+		{name: "rdma_xserver -c x", pkg: "rdmacm-utils",
+			server: "rdma_xserver -c x", client: "rdma_xclient -c x -s %s", check: xDone},
 		{name: "cmtime", pkg: "rdmacm-utils", keepServer: true,
 			server: "cmtime -b %s", client: "cmtime -s %s -c 20",
 			check: func(sout, cout string) error {
@@ -286,7 +290,7 @@ func TestCMPairs(t *testing.T) {
 				}
 				return f
 			}
-			needTools(t, tc.pkg, strings.TrimPrefix(tc.server, "stdbuf -oL ")[:strings.IndexByte(strings.TrimPrefix(tc.server, "stdbuf -oL "), ' ')])
+			needTools(t, tc.pkg, strings.Fields(strings.TrimPrefix(tc.server, "stdbuf -oL "))[0])
 			var mk func() cmPair
 			mk = func() cmPair {
 				sa, ca := cmPairAddrs()
@@ -303,6 +307,16 @@ func TestCMPairs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// xDone checks the end rdma_xserver.c and rdma_xclient.c print when the
+// client's SEND (to the server's XRC SRQ, whose number came in the REP's
+// private data, with -c x) completed on both sides.
+func xDone(sout, cout string) error {
+	if !strings.Contains(sout, "rdma_xserver: end 0") || !strings.Contains(cout, "rdma_xclient: end 0") {
+		return fmt.Errorf("server:\n%s\nclient:\n%s", sout, cout)
+	}
+	return nil
 }
 
 // cmatoseDone checks the end that cmatose.c, udaddy.c and mckey.c print

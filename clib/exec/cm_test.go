@@ -458,7 +458,8 @@ func goToolArgs(tool, s string, sa, ca netip.Addr, goTool bool) []string {
 // killed process's watcher sends as the kernel's rdma_cm sends it for a
 // process over rxe: the server in either role sees DISCONNECTED and exits
 // as rping does on a disconnect (0), where without it a server waiting
-// for its client's next SEND would wait for ever.
+// for its client's next SEND would wait for ever. A pair started again
+// at once on the same addresses runs.
 func TestCMPeerDies(t *testing.T) {
 	needLibs(t)
 	needTools(t, "rdmacm-utils", "rping")
@@ -506,6 +507,12 @@ func TestCMPeerDies(t *testing.T) {
 			case <-ctx.Done():
 				t.Fatalf("the peer never ended:\n%s", peer.out.String())
 			}
+			// The killed program started again at once at its address
+			// finds its UDP port free: the watcher holds it only while
+			// it sends.
+			argv := func(role string) []string { return []string{"rping", role, "-a", sa.String(), "-C", "1"} }
+			p := cmPair{server: argv("-s"), client: argv("-c"), sopts: Options{Addr: sa}, copts: Options{Addr: ca}, saddr: sa}
+			p.run(t)
 		})
 	}
 }

@@ -9,7 +9,8 @@
  * Started with fd 3 the table (a memfd) and fd 4 a pidfd of the process;
  * argv[1] is its PID, for ps. It leaves its parent at once (the program
  * never reaps it) and sends each message three times, 0.5 s and 1 s
- * apart, as a MAD layer resends one that goes unanswered.
+ * apart, as a MAD layer resends one that goes unanswered, holding the
+ * NIC's UDP port only while it sends.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -99,12 +100,15 @@ int main(void)
 		;
 	if (t->magic != SN_ORPHAN_MAGIC || __atomic_load_n(&t->closed, __ATOMIC_ACQUIRE))
 		return 0;
-	fd = nic_socket(t);
-	if (fd < 0)
-		return 1;
 	for (int round = 0; round < 3; round++) {
 		struct timespec gap = { .tv_sec = round, .tv_nsec = round ? 0 : 500000000 };
 
+		/* The port is the NIC's only while a round is sent: a program
+		 * started again at the address in between takes it, and the
+		 * rounds after that are its business (its CM answers). */
+		fd = nic_socket(t);
+		if (fd < 0)
+			return round == 0;
 		for (int i = 0; i < SN_ORPHAN_SLOTS; i++) {
 			const struct sn_orphan *s = &t->slot[i];
 			struct sockaddr_storage ss;
@@ -116,6 +120,7 @@ int main(void)
 			if (n)
 				sendto(fd, s->pkt, s->len, 0, (struct sockaddr *)&ss, n);
 		}
+		close(fd);
 		if (round < 2)
 			nanosleep(&gap, NULL);
 	}

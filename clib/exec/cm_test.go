@@ -16,7 +16,10 @@ import (
 // The RDMA CM through softnic's librdmacm: Debian's rdmacm-utils and
 // perftest's -R, unmodified, in pairs over softnic and against softnic's
 // Go tools, each pair on loopback addresses of its own (127.0.0.20 and
-// up, clear of the other suites'), so the pairs run in parallel.
+// up, clear of the other suites'), so the pairs run in parallel, and the
+// CM's tests with each other once the package's sequential tests are
+// done: a client where no NIC is waits about 98 s for the CM to give up,
+// while the others run.
 
 // cmAddrs hands each pair its addresses.
 var cmAddrs atomic.Int32
@@ -209,6 +212,7 @@ func rpingLine(i, size int) string {
 // libraries, checking the data where the program prints it.
 func TestCMPairs(t *testing.T) {
 	needLibs(t)
+	t.Parallel()
 	tests := []struct {
 		name           string
 		pkg            string
@@ -343,6 +347,7 @@ func perftestCM(sout, cout string) error {
 // softnic's Go look-alikes, in both roles.
 func TestCMWithGoTools(t *testing.T) {
 	needLibs(t)
+	t.Parallel()
 	tool := softnicTool(t)
 	for _, tc := range []struct {
 		name           string
@@ -462,6 +467,7 @@ func goToolArgs(tool, s string, sa, ca netip.Addr, goTool bool) []string {
 // at once on the same addresses runs.
 func TestCMPeerDies(t *testing.T) {
 	needLibs(t)
+	t.Parallel()
 	needTools(t, "rdmacm-utils", "rping")
 	for _, killServer := range []bool{false, true} {
 		name := "client killed"
@@ -544,6 +550,7 @@ func waitPings(ctx context.Context, c, s *cmProc) bool {
 // timeout), about 98 s, as over rxe.
 func TestCMNobodyListens(t *testing.T) {
 	needLibs(t)
+	t.Parallel()
 	needTools(t, "rdmacm-utils", "rping")
 	t.Run("rejected", func(t *testing.T) {
 		t.Parallel()

@@ -98,6 +98,9 @@ type tcase struct {
 	// impair is "LOSS DUP" (per mille) for every RoCE packet both ways
 	// ("bed impair"); "" none
 	impair string
+	// exec runs Debian's programs (cm's command lines) over softnic exec,
+	// on softnic's libibverbs and librdmacm, instead of softnic's tools
+	exec bool
 }
 
 func (c *tcase) name() string {
@@ -111,6 +114,9 @@ func (c *tcase) name() string {
 	}
 	if c.impair != "" {
 		n += "-lossy"
+	}
+	if c.exec {
+		n += "-exec"
 	}
 	return n
 }
@@ -228,6 +234,10 @@ type suite struct {
 	script  string // ./bed
 	softnic string
 	results string
+	// clib holds softnic's C libraries (scripts/clib) for the exec
+	// cases; clibErr is why they could not be built
+	clib    string
+	clibErr error
 	managed bool
 	start   time.Time
 	mtu     int    // the interfaces' MTU now
@@ -285,6 +295,14 @@ func (s *suite) setup() {
 	if env["TWOHOST_MTU_NOW"] == "" {
 		s.setupErr = fmt.Errorf("the bed is not up (namespace %s missing): run test/twohost/run, or test/twohost/bed up", s.bed.NSA)
 		return
+	}
+	s.clib = filepath.Join(s.results, "lib")
+	{
+		ctx, cancel := context.WithTimeout(s.ctx, 10*time.Minute) // it may install gcc and rdma-core's headers
+		if out, err := exec.CommandContext(ctx, "../../scripts/clib", "-o", s.clib).CombinedOutput(); err != nil {
+			s.clibErr = fmt.Errorf("scripts/clib: %v\n%s", err, out)
+		}
+		cancel()
 	}
 	s.softnic = os.Getenv("TWOHOST_SOFTNIC")
 	if s.softnic == "" {
@@ -381,6 +399,14 @@ func (s *suite) runPair(c *tcase, dir string) error {
 		cliArgs = append(append([]string(nil), common...), "--role", "client")
 	case cmtool:
 		srvArgs, cliArgs = c.cm(a, b, strconv.Itoa(s.port))
+		if c.exec {
+			if s.clibErr != nil {
+				return s.clibErr
+			}
+			srvArgs = append([]string{"exec", "--addr", a, "--lib", s.clib, "--"}, srvArgs...)
+			cliArgs = append([]string{"exec", "--addr", b, "--lib", s.clib, "--"}, cliArgs...)
+			break
+		}
 		srvArgs = append(srvArgs, "--timeout", "10s")
 		cliArgs = append(cliArgs, "--timeout", "10s")
 		if c.mcastGroup != "" {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -206,6 +207,39 @@ func rpingLine(i, size int) string {
 		}
 	}
 	return string(b[:max(size-1, 0)])
+}
+
+// noNIC is the rping of TestCMNobodyListens/no_NIC, which connects where
+// no NIC is and ends when the CM gives up, about 98 s later: TestCMStartNoNIC
+// starts it among the package's first tests, so that its wait overlaps
+// theirs, and the subtest, which runs with the parallel tests at the end,
+// checks how it ended.
+var noNIC struct {
+	once   sync.Once
+	c      *cmProc
+	t0     time.Time
+	cancel context.CancelFunc
+}
+
+// startNoNIC starts the rping of noNIC unless it runs already.
+func startNoNIC(t *testing.T) {
+	t.Helper()
+	noNIC.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+		nobody, ca := cmPairAddrs()
+		noNIC.t0, noNIC.cancel = time.Now(), cancel
+		noNIC.c = cmStart(t, ctx, Options{Addr: ca}, "rping", "-c", "-a", nobody.String(), "-C", "1")
+	})
+}
+
+// TestCMStartNoNIC starts the rping TestCMNobodyListens/no_NIC checks.
+func TestCMStartNoNIC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: no client where no NIC is")
+	}
+	needLibs(t)
+	needTools(t, "rdmacm-utils", "rping")
+	startNoNIC(t)
 }
 
 // TestCMPairs runs Debian's CM programs in pairs, both over softnic's
@@ -577,17 +611,14 @@ func TestCMNobodyListens(t *testing.T) {
 			t.Skip("-short: the CM gives up after about 98 s")
 		}
 		t.Parallel()
-		ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
-		defer cancel()
-		nobody, ca := cmPairAddrs()
-		t0 := time.Now()
-		c := cmStart(t, ctx, Options{Addr: ca}, "rping", "-c", "-a", nobody.String(), "-C", "1")
-		err := <-c.done
-		took := time.Since(t0)
+		startNoNIC(t)
+		defer noNIC.cancel()
+		err := <-noNIC.c.done
+		took := time.Since(noNIC.t0)
 		t.Logf("rping ended after %v: %v", took.Round(time.Millisecond), err)
-		if code := c.cmd.ProcessState.ExitCode(); code != 255 ||
-			!strings.Contains(c.out.String(), "RDMA_CM_EVENT_UNREACHABLE, error -110") {
-			t.Errorf("rping: exit %d, want 255 on RDMA_CM_EVENT_UNREACHABLE, error -110 (ETIMEDOUT)\n%s", code, c.out.String())
+		if code := noNIC.c.cmd.ProcessState.ExitCode(); code != 255 ||
+			!strings.Contains(noNIC.c.out.String(), "RDMA_CM_EVENT_UNREACHABLE, error -110") {
+			t.Errorf("rping: exit %d, want 255 on RDMA_CM_EVENT_UNREACHABLE, error -110 (ETIMEDOUT)\n%s", code, noNIC.c.out.String())
 		}
 		if took > 110*time.Second {
 			t.Errorf("rping took %v, over rxe about 98 s", took)

@@ -90,6 +90,13 @@ type suite struct {
 	tmSend    string
 	tmSendErr error
 
+	// clib is the directory of softnic's libibverbs and librdmacm
+	// (scripts/clib), which softnic exec runs Debian's programs over in
+	// the exec cases; clibErr why they cannot be built (the exec cases
+	// are missing)
+	clib    string
+	clibErr error
+
 	// what softnic has: its subcommands, and for each the options its help lists
 	tools   map[string]map[string]bool
 	noUDP   string         // why softnic has no UDP link, "" when it has one
@@ -172,6 +179,15 @@ func (s *suite) setup() {
 		if out, err := command(ctx, "tmpeer/build.sh", s.tmSend).CombinedOutput(); err != nil {
 			s.tmSendErr = fmt.Errorf("building tm_send: %v\n%s", err, out)
 		}
+	}
+
+	s.clib = filepath.Join(s.results, "lib")
+	{
+		ctx, cancel := context.WithTimeout(s.ctx, 10*time.Minute) // it may install gcc and rdma-core's headers
+		if out, err := command(ctx, "../../scripts/clib", "-o", s.clib).CombinedOutput(); err != nil {
+			s.clibErr = fmt.Errorf("scripts/clib: %v\n%s", err, out)
+		}
+		cancel()
 	}
 
 	script, _ := filepath.Abs("bed")
@@ -263,6 +279,18 @@ func (s *suite) missingReason(c *tcase) string {
 	}
 	if c.missing != "" {
 		return c.missing
+	}
+	if c.exec {
+		prog := c.execProgram()
+		switch _, err := exec.LookPath(prog); {
+		case s.tools["exec"] == nil:
+			return "softnic has no exec command"
+		case s.clibErr != nil:
+			return "softnic's C libraries: " + gist(s.clibErr.Error())
+		case err != nil:
+			return fmt.Sprintf("%s is not installed on the host", prog)
+		}
+		return ""
 	}
 	tool := c.softnicTool()
 	opts, ok := s.tools[tool]
@@ -443,6 +471,9 @@ func (s *suite) runTools(ctx context.Context, c *tcase, dir string) error {
 	addr := env.hostAddr(c.v6)
 	opts := s.tools[c.tool]
 	snArgs := func(server netip.Addr, wait time.Duration) []string {
+		if c.exec {
+			return execArgs(s.clib, addr, c.execProgram(), c.execPerftestArgs(port, server)...)
+		}
 		a := c.softnicArgs(addr, port, server, opts, wait)
 		if c.noCapture && opts["metrics-file"] {
 			// Before the server's address, which ends the command line.

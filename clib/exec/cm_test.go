@@ -219,6 +219,9 @@ var noNIC struct {
 	c      *cmProc
 	t0     time.Time
 	cancel context.CancelFunc
+	ended  chan struct{} // closed when it has ended, at end, with err
+	end    time.Time
+	err    error
 }
 
 // startNoNIC starts the rping of noNIC unless it runs already.
@@ -229,6 +232,12 @@ func startNoNIC(t *testing.T) {
 		nobody, ca := cmPairAddrs()
 		noNIC.t0, noNIC.cancel = time.Now(), cancel
 		noNIC.c = cmStart(t, ctx, Options{Addr: ca}, "rping", "-c", "-a", nobody.String(), "-C", "1")
+		noNIC.ended = make(chan struct{})
+		go func() {
+			noNIC.err = <-noNIC.c.done
+			noNIC.end = time.Now()
+			close(noNIC.ended)
+		}()
 	})
 }
 
@@ -613,9 +622,9 @@ func TestCMNobodyListens(t *testing.T) {
 		t.Parallel()
 		startNoNIC(t)
 		defer noNIC.cancel()
-		err := <-noNIC.c.done
-		took := time.Since(noNIC.t0)
-		t.Logf("rping ended after %v: %v", took.Round(time.Millisecond), err)
+		<-noNIC.ended
+		took := noNIC.end.Sub(noNIC.t0)
+		t.Logf("rping ended after %v: %v", took.Round(time.Millisecond), noNIC.err)
 		if code := noNIC.c.cmd.ProcessState.ExitCode(); code != 255 ||
 			!strings.Contains(noNIC.c.out.String(), "RDMA_CM_EVENT_UNREACHABLE, error -110") {
 			t.Errorf("rping: exit %d, want 255 on RDMA_CM_EVENT_UNREACHABLE, error -110 (ETIMEDOUT)\n%s", code, noNIC.c.out.String())

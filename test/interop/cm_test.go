@@ -231,9 +231,12 @@ func cmCases(add func(tcase, ...role)) {
 
 	// Debian's programs on both sides, softnic's over softnic exec (its
 	// librdmacm and libibverbs): rping's data checked in both outputs,
-	// ucmatose, and perftest -R below
+	// ucmatose, rdma_server/rdma_client, udaddy (SIDR), and perftest -R
+	// below
 	cm(tcase{tool: "rping", size: 64, iters: 100, exec: true}, roles...)
 	cm(tcase{tool: "ucmatose", size: 100, iters: 10, args: []string{"-c", "2"}, label: "2conn", exec: true}, roles...)
+	cm(tcase{tool: "rdma_server", size: 16, iters: 1, exec: true}, roles...)
+	cm(tcase{tool: "udaddy", size: 100, iters: 10, args: []string{"-c", "2"}, label: "2conn", exec: true}, roles...)
 
 	// The CM under loss (bed cmfault): the first of one message lost (each
 	// way; its retry passes) or every one duplicated, and the CM's retries

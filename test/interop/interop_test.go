@@ -92,10 +92,11 @@ type suite struct {
 
 	// clib is the directory of softnic's libibverbs and librdmacm
 	// (scripts/clib), which softnic exec runs Debian's programs over in
-	// the exec cases; clibErr why they cannot be built (the exec cases
-	// are missing)
-	clib    string
-	clibErr error
+	// the exec cases, built by the first (libs); clibErr why they cannot
+	// be built (the exec cases are missing)
+	clibOnce sync.Once
+	clib     string
+	clibErr  error
 
 	// what softnic has: its subcommands, and for each the options its help lists
 	tools   map[string]map[string]bool
@@ -181,15 +182,6 @@ func (s *suite) setup() {
 		}
 	}
 
-	s.clib = filepath.Join(s.results, "lib")
-	{
-		ctx, cancel := context.WithTimeout(s.ctx, 10*time.Minute) // it may install gcc and rdma-core's headers
-		if out, err := command(ctx, "../../scripts/clib", "-o", s.clib).CombinedOutput(); err != nil {
-			s.clibErr = fmt.Errorf("scripts/clib: %v\n%s", err, out)
-		}
-		cancel()
-	}
-
 	script, _ := filepath.Abs("bed")
 	s.bed = &bed{script: script, guest: "peer"}
 	ctx, cancel := context.WithTimeout(s.ctx, 20*time.Minute) // a cold guest build included
@@ -272,6 +264,20 @@ func (s *suite) probeUDP(ctx context.Context) {
 	}
 }
 
+// libs builds softnic's C libraries into the results, once, for the exec
+// cases (only a run with an exec case pays for it).
+func (s *suite) libs() (string, error) {
+	s.clibOnce.Do(func() {
+		s.clib = filepath.Join(s.results, "lib")
+		ctx, cancel := context.WithTimeout(s.ctx, 10*time.Minute) // it may install gcc and rdma-core's headers
+		defer cancel()
+		if out, err := command(ctx, "../../scripts/clib", "-o", s.clib).CombinedOutput(); err != nil {
+			s.clibErr = fmt.Errorf("scripts/clib: %v\n%s", err, out)
+		}
+	})
+	return s.clib, s.clibErr
+}
+
 // missingReason says why a case cannot run with this softnic, or "".
 func (s *suite) missingReason(c *tcase) string {
 	if c.kind == selfCheck {
@@ -282,12 +288,13 @@ func (s *suite) missingReason(c *tcase) string {
 	}
 	if c.exec {
 		prog := c.execProgram()
-		switch _, err := exec.LookPath(prog); {
-		case s.tools["exec"] == nil:
+		if s.tools["exec"] == nil {
 			return "softnic has no exec command"
-		case s.clibErr != nil:
-			return "softnic's C libraries: " + gist(s.clibErr.Error())
-		case err != nil:
+		}
+		if _, err := s.libs(); err != nil {
+			return "softnic's C libraries: " + gist(err.Error())
+		}
+		if _, err := exec.LookPath(prog); err != nil {
 			return fmt.Sprintf("%s is not installed on the host", prog)
 		}
 		return ""

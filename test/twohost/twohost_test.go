@@ -234,15 +234,17 @@ type suite struct {
 	script  string // ./bed
 	softnic string
 	results string
-	// clib holds softnic's C libraries (scripts/clib) for the exec
-	// cases; clibErr is why they could not be built
-	clib    string
-	clibErr error
 	managed bool
 	start   time.Time
 	mtu     int    // the interfaces' MTU now
 	impair  string // the bed's impairment now ("" none)
 	port    int    // the tools' TCP port, one per case
+
+	// clib holds softnic's C libraries (scripts/clib) for the exec
+	// cases, built by the first (libs); clibErr is why they could not be
+	clibOnce sync.Once
+	clib     string
+	clibErr  error
 
 	mu      sync.Mutex
 	rows    []row
@@ -296,14 +298,6 @@ func (s *suite) setup() {
 		s.setupErr = fmt.Errorf("the bed is not up (namespace %s missing): run test/twohost/run, or test/twohost/bed up", s.bed.NSA)
 		return
 	}
-	s.clib = filepath.Join(s.results, "lib")
-	{
-		ctx, cancel := context.WithTimeout(s.ctx, 10*time.Minute) // it may install gcc and rdma-core's headers
-		if out, err := exec.CommandContext(ctx, "../../scripts/clib", "-o", s.clib).CombinedOutput(); err != nil {
-			s.clibErr = fmt.Errorf("scripts/clib: %v\n%s", err, out)
-		}
-		cancel()
-	}
 	s.softnic = os.Getenv("TWOHOST_SOFTNIC")
 	if s.softnic == "" {
 		s.softnic = filepath.Join(s.results, "softnic")
@@ -314,6 +308,20 @@ func (s *suite) setup() {
 			return
 		}
 	}
+}
+
+// libs builds softnic's C libraries into the results, once, for the exec
+// cases (only a run with an exec case pays for it).
+func (s *suite) libs() (string, error) {
+	s.clibOnce.Do(func() {
+		s.clib = filepath.Join(s.results, "lib")
+		ctx, cancel := context.WithTimeout(s.ctx, 10*time.Minute) // it may install gcc and rdma-core's headers
+		defer cancel()
+		if out, err := exec.CommandContext(ctx, "../../scripts/clib", "-o", s.clib).CombinedOutput(); err != nil {
+			s.clibErr = fmt.Errorf("scripts/clib: %v\n%s", err, out)
+		}
+	})
+	return s.clib, s.clibErr
 }
 
 func (s *suite) setMTU(mtu int) error {
@@ -400,11 +408,12 @@ func (s *suite) runPair(c *tcase, dir string) error {
 	case cmtool:
 		srvArgs, cliArgs = c.cm(a, b, strconv.Itoa(s.port))
 		if c.exec {
-			if s.clibErr != nil {
-				return s.clibErr
+			lib, err := s.libs()
+			if err != nil {
+				return err
 			}
-			srvArgs = append([]string{"exec", "--addr", a, "--lib", s.clib, "--"}, srvArgs...)
-			cliArgs = append([]string{"exec", "--addr", b, "--lib", s.clib, "--"}, cliArgs...)
+			srvArgs = append([]string{"exec", "--addr", a, "--lib", lib, "--"}, srvArgs...)
+			cliArgs = append([]string{"exec", "--addr", b, "--lib", lib, "--"}, cliArgs...)
 			break
 		}
 		srvArgs = append(srvArgs, "--timeout", "10s")

@@ -27,6 +27,12 @@
 // arrives only when the test advances time; under testing/synctest the
 // default real clock runs on the bubble's fake time.
 //
+// An endpoint's interface can go down and come back
+// ([Endpoint.SetLinkState]): a NIC's port follows it. An address can be a
+// host without a RoCE NIC ([Fabric.AddHost]), which answers every
+// datagram with an ICMP port unreachable the sender's endpoint reports
+// ([Endpoint.WatchSendErrors]).
+//
 // The fabric starts no goroutines of its own. Delayed packets are
 // delivered from a single clock timer. [Fabric.Close] closes every
 // endpoint and stops that timer.

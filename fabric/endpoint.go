@@ -20,6 +20,11 @@ type Endpoint struct {
 	stats  counters
 	closed atomic.Bool  // mirrors qclosed for the lock-free check in WriteBatch
 	mtu    atomic.Int32 // the interface MTU the endpoint reports and sends within
+	// state is the interface's state (SetLinkState), replaced whole.
+	state   atomic.Pointer[link.LinkState]
+	stateMu sync.Mutex // serializes SetLinkState's change and its calls
+	stateW  watchers[func()]
+	errW    watchers[func(link.SendError)]
 
 	mu      sync.Mutex
 	cond    sync.Cond // L is &mu; signalled when the queue gains frames or closes
@@ -28,18 +33,80 @@ type Endpoint struct {
 	n       int       // guarded by mu
 	qclosed bool      // guarded by mu
 	seq     uint64    // the last datagram handed out (link.Datagram.Seq); guarded by mu
+	// errq are the errors reported back (Fabric.AddHost) that the next
+	// read hands to the error watchers; guarded by mu.
+	errq []link.SendError
+}
+
+// maxErrQueue bounds the errors reported back that wait for a read, as
+// the kernel bounds a socket's error queue by its receive buffer.
+const maxErrQueue = 64
+
+// watchers is a set of callbacks that may be added and removed while
+// they are called.
+type watchers[F any] struct {
+	mu   sync.Mutex
+	next int
+	fns  map[int]F // guarded by mu
+}
+
+// add adds fn and returns the function that removes it.
+func (w *watchers[F]) add(fn F) (remove func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fns == nil {
+		w.fns = map[int]F{}
+	}
+	k := w.next
+	w.next++
+	w.fns[k] = fn
+	return func() {
+		w.mu.Lock()
+		delete(w.fns, k)
+		w.mu.Unlock()
+	}
+}
+
+// any reports whether a callback is set.
+func (w *watchers[F]) any() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.fns) > 0
+}
+
+// each calls call with every callback, in the order they were added,
+// outside the lock.
+func (w *watchers[F]) each(call func(F)) {
+	w.mu.Lock()
+	keys := make([]int, 0, len(w.fns))
+	for k := range w.fns {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	fns := make([]F, 0, len(keys))
+	for _, k := range keys {
+		fns = append(fns, w.fns[k])
+	}
+	w.mu.Unlock()
+	for _, fn := range fns {
+		call(fn)
+	}
 }
 
 // The link capabilities an Endpoint has (link/caps.go): it reads without
-// waiting, receives multicast, numbers its datagrams and says when it is
-// closed. It has no use for the UDP link's busy-poll preference, read
-// yield, read wake-up, lending or split sends.
+// waiting, receives multicast, numbers its datagrams, says when it is
+// closed, has a state a test sets (SetLinkState) and reports the errors a
+// host without a RoCE NIC answers (Fabric.AddHost). It has no use for the
+// UDP link's busy-poll preference, read yield, read wake-up, lending or
+// split sends, and no routing table to resolve routes in.
 var (
-	_ link.Link        = (*Endpoint)(nil)
-	_ link.Poller      = (*Endpoint)(nil)
-	_ link.Multicaster = (*Endpoint)(nil)
-	_ link.Sequencer   = (*Endpoint)(nil)
-	_ link.LinkCloser  = (*Endpoint)(nil)
+	_ link.Link         = (*Endpoint)(nil)
+	_ link.Poller       = (*Endpoint)(nil)
+	_ link.Multicaster  = (*Endpoint)(nil)
+	_ link.Sequencer    = (*Endpoint)(nil)
+	_ link.LinkCloser   = (*Endpoint)(nil)
+	_ link.StateWatcher = (*Endpoint)(nil)
+	_ link.ErrorWatcher = (*Endpoint)(nil)
 )
 
 // JoinGroup makes the endpoint a member of multicast group g
@@ -117,6 +184,83 @@ func (e *Endpoint) SetMTU(n int) error {
 	return nil
 }
 
+// SetLinkState sets the state of the endpoint's interface, as `ip link
+// set DEV down` (Up false) or a cable pulled (Carrier false) would a
+// real one's; it applies at once. An endpoint that is down or has no
+// carrier receives nothing: what arrives is dropped and counted
+// (DropLinkDown). One administratively down refuses every send, each
+// datagram marked ENETDOWN, as the kernel refuses a packet through a
+// netdev without IFF_UP; one up without a carrier takes them and loses
+// them (DropLinkDown), as a netdev's queue without a carrier does. Speed
+// is what LinkState reports (Mb/s, 0 unknown): a NIC's port derives its
+// speed and width from it. The watchers (WatchLinkState) are called,
+// before SetLinkState returns, when Up or Carrier changed. A new
+// endpoint is up, with a carrier, of unknown speed.
+func (e *Endpoint) SetLinkState(s link.LinkState) {
+	e.stateMu.Lock()
+	defer e.stateMu.Unlock()
+	old := e.state.Swap(&s)
+	if old.Up != s.Up || old.Carrier != s.Carrier {
+		e.stateW.each(func(fn func()) { fn() })
+	}
+}
+
+// LinkState returns the state SetLinkState set (link.StateWatcher); the
+// zero LinkState, down, once the endpoint is closed.
+func (e *Endpoint) LinkState() (link.LinkState, bool) {
+	if e.closed.Load() {
+		return link.LinkState{}, true
+	}
+	return *e.state.Load(), true
+}
+
+// WatchLinkState has the endpoint call fn after each SetLinkState that
+// changed Up or Carrier, and once at Close (link.StateWatcher).
+func (e *Endpoint) WatchLinkState(fn func()) (stop func(), ok bool) {
+	return e.stateW.add(fn), true
+}
+
+// WatchSendErrors has the endpoint call fn with every error reported back
+// about a datagram it sent: the ICMP port unreachable a host without a
+// RoCE NIC answers (Fabric.AddHost), ECONNREFUSED from that host
+// (link.ErrorWatcher). As on the UDP link, whose reader finds them in
+// its socket's error queue, the calls come from the endpoint's next read
+// (ReadBatch, TryReadBatch), which a report wakes, never from the
+// sender's WriteBatch. Errors reported while no one watches are
+// discarded.
+func (e *Endpoint) WatchSendErrors(fn func(link.SendError)) (stop func(), ok bool) {
+	return e.errW.add(fn), true
+}
+
+// reportError queues an error reported back about a datagram e sent and
+// wakes a reader to hand it over.
+func (e *Endpoint) reportError(se link.SendError) {
+	if !e.errW.any() {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.qclosed || len(e.errq) >= maxErrQueue {
+		return
+	}
+	e.errq = append(e.errq, se)
+	e.cond.Signal()
+}
+
+// takeErrors takes the queued errors; e.mu is held.
+func (e *Endpoint) takeErrors() []link.SendError {
+	q := e.errq
+	e.errq = nil
+	return q
+}
+
+// tellErrors hands errors to the watchers; e.mu is not held.
+func (e *Endpoint) tellErrors(q []link.SendError) {
+	for _, se := range q {
+		e.errW.each(func(fn func(link.SendError)) { fn(se) })
+	}
+}
+
 // BatchSize returns Config.BatchSize.
 func (e *Endpoint) BatchSize() int { return e.f.batchSize }
 
@@ -130,17 +274,45 @@ func (e *Endpoint) Stats() Stats { return e.stats.snapshot() }
 // datagram is accepted, then delivered or dropped and counted. Each Buf is
 // copied, so the caller may reuse it at once. A datagram whose Encap.Src is
 // unset is sent from the endpoint's address; it is routed to the endpoint
-// at Encap.Dst. WriteBatch never blocks; after Close it returns
-// link.ErrLinkClosed.
+// at Encap.Dst. WriteBatch never blocks. While the endpoint is
+// administratively down (SetLinkState) it takes none, each marked
+// ENETDOWN; without a carrier it takes them and loses them. After Close
+// it returns link.ErrLinkClosed, each datagram marked EBADF, as the UDP
+// link does.
 func (e *Endpoint) WriteBatch(msgs []link.Datagram) (int, error) {
 	if e.closed.Load() {
+		markErr(msgs, syscall.EBADF)
 		return 0, link.ErrLinkClosed
+	}
+	switch s := e.state.Load(); {
+	case !s.Up:
+		for i := range msgs {
+			e.f.count(e, cSent, len(msgs[i].Buf))
+			e.f.count(e, cLinkDown, len(msgs[i].Buf))
+		}
+		markErr(msgs, syscall.ENETDOWN)
+		return 0, nil
+	case !s.Carrier:
+		for i := range msgs {
+			e.f.count(e, cSent, len(msgs[i].Buf))
+			e.f.count(e, cLinkDown, len(msgs[i].Buf))
+		}
+		return len(msgs), nil
 	}
 	h := e.f.hooks.Load()
 	for i := range msgs {
 		e.f.send(e, &msgs[i], h)
 	}
 	return len(msgs), nil
+}
+
+// markErr sets Err to errno on each datagram that has none.
+func markErr(msgs []link.Datagram, errno syscall.Errno) {
+	for i := range msgs {
+		if msgs[i].Err == 0 {
+			msgs[i].Err = errno
+		}
+	}
 }
 
 // NextSeq returns the Seq of the next datagram a read hands out
@@ -161,14 +333,24 @@ func (e *Endpoint) NextSeq() (uint64, bool) {
 // returns link.ErrLinkClosed.
 func (e *Endpoint) ReadBatch(msgs []link.Datagram) (int, error) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	for e.n == 0 && !e.qclosed && len(msgs) > 0 {
-		e.cond.Wait()
+	for {
+		for e.n == 0 && !e.qclosed && len(e.errq) == 0 && len(msgs) > 0 {
+			e.cond.Wait()
+		}
+		if e.qclosed {
+			e.mu.Unlock()
+			return 0, link.ErrLinkClosed
+		}
+		if q := e.takeErrors(); len(q) > 0 {
+			e.mu.Unlock()
+			e.tellErrors(q)
+			e.mu.Lock()
+			continue
+		}
+		n := e.take(msgs)
+		e.mu.Unlock()
+		return n, nil
 	}
-	if e.qclosed {
-		return 0, link.ErrLinkClosed
-	}
-	return e.take(msgs), nil
 }
 
 // TryReadBatch is ReadBatch without the wait (link.Poller): it fills
@@ -180,11 +362,18 @@ func (e *Endpoint) ReadBatch(msgs []link.Datagram) (int, error) {
 // link.ErrLinkClosed.
 func (e *Endpoint) TryReadBatch(msgs []link.Datagram) (int, error) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.qclosed {
+		e.mu.Unlock()
 		return 0, link.ErrLinkClosed
 	}
-	return e.take(msgs), nil
+	if q := e.takeErrors(); len(q) > 0 {
+		e.mu.Unlock()
+		e.tellErrors(q)
+		e.mu.Lock()
+	}
+	n := e.take(msgs)
+	e.mu.Unlock()
+	return n, nil
 }
 
 // take moves up to len(msgs) queued datagrams into msgs; e.mu is held.
@@ -213,13 +402,14 @@ func (e *Endpoint) take(msgs []link.Datagram) int {
 	return n
 }
 
-// Close detaches the endpoint, discards its queued datagrams and unblocks
-// ReadBatch. It is idempotent and always returns nil.
+// Close detaches the endpoint, discards its queued datagrams and errors,
+// unblocks ReadBatch and tells the state watchers (WatchLinkState): the
+// link is down for good. It is idempotent and always returns nil.
 func (e *Endpoint) Close() error {
 	e.f.detach(e)
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.qclosed {
+		e.mu.Unlock()
 		return nil
 	}
 	e.qclosed = true
@@ -230,7 +420,12 @@ func (e *Endpoint) Close() error {
 		e.head = (e.head + 1) % len(e.q)
 		e.n--
 	}
+	e.errq = nil
 	e.cond.Broadcast()
+	e.mu.Unlock()
+	e.stateMu.Lock()
+	e.stateW.each(func(fn func()) { fn() })
+	e.stateMu.Unlock()
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/softnic/softnic/clock"
@@ -68,6 +69,7 @@ type Fabric struct {
 	// so a sender may range over one after releasing mu.
 	groups map[netip.Addr][]*Endpoint // guarded by mu
 	paths  map[pathKey]*path          // guarded by mu
+	hosts  map[netip.Addr]bool        // AddHost's addresses, canonical; guarded by mu
 	closed bool                       // guarded by mu
 
 	imp    atomic.Pointer[impairment] // fabric-wide; nil when none
@@ -130,6 +132,7 @@ func (f *Fabric) Attach(addr netip.Addr) (*Endpoint, error) {
 	}
 	e := &Endpoint{f: f, addr: addr, key: key, q: make([]*frame, f.queueLen)}
 	e.mtu.Store(DefaultMTU)
+	e.state.Store(&link.LinkState{Up: true, Carrier: true})
 	e.cond.L = &e.mu
 	f.eps[key] = e
 	return e, nil
@@ -178,6 +181,30 @@ func (f *Fabric) endpoint(a netip.Addr) *Endpoint {
 	e := f.eps[a]
 	f.mu.RUnlock()
 	return e
+}
+
+// AddHost makes addr a host without a RoCE NIC: it has no endpoint, and a
+// datagram sent to it is answered as a kernel answers a UDP datagram to a
+// port no socket is bound to, with an ICMP port unreachable, which the
+// sender's endpoint reports to its watchers (Endpoint.WatchSendErrors:
+// ECONNREFUSED, from addr) when it next reads. A datagram to an address
+// that is neither an endpoint nor a host is lost silently (DropNoRoute),
+// as one to a host that does not exist. Attaching an endpoint at addr
+// later makes it an endpoint again.
+func (f *Fabric) AddHost(addr netip.Addr) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.hosts == nil {
+		f.hosts = make(map[netip.Addr]bool)
+	}
+	f.hosts[canon(addr)] = true
+}
+
+// isHost reports whether canonical address a was added by AddHost.
+func (f *Fabric) isHost(a netip.Addr) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.hosts[a]
 }
 
 // route returns the path from src to dst (creating it) and the endpoint at
@@ -397,6 +424,9 @@ func (f *Fabric) send(e *Endpoint, m *link.Datagram, h *hooks) {
 	if !routable || to == nil {
 		f.count(e, cNoRoute, n)
 		f.pool.put(fr)
+		if routable && f.isHost(dst) {
+			e.reportError(link.SendError{Dst: netip.AddrPortFrom(dst, enc.DstPort), From: dst, Errno: syscall.ECONNREFUSED})
+		}
 		return
 	}
 	f.pass(e, fr, to, idx, h, now)
@@ -590,6 +620,11 @@ func (f *Fabric) deliver(fr *frame, to *Endpoint) {
 	n := len(fr.data)
 	if to == nil {
 		f.count(fr.from, cNoRoute, n)
+		f.pool.put(fr)
+		return
+	}
+	if !to.state.Load().Active() {
+		f.count(to, cLinkDown, n)
 		f.pool.put(fr)
 		return
 	}

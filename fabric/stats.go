@@ -26,6 +26,11 @@ type Stats struct {
 	DropImpairment Counter // lost by a random Impairment
 	DropFilter     Counter // dropped by a Filter
 	DropOversize   Counter // longer than link.MaxDatagram or the sender's MTU (Endpoint.SetMTU)
+	// DropLinkDown counts datagrams a down link lost (Endpoint.SetLinkState):
+	// refused by a sender whose link is administratively down (each marked
+	// ENETDOWN), sent by one without a carrier, or arriving at an endpoint
+	// that is down or has no carrier.
+	DropLinkDown Counter
 
 	Duplicated Counter // extra copies made
 	Replicated Counter // copies of a multicast datagram beyond the first, one a further group member
@@ -37,7 +42,7 @@ type Stats struct {
 // Dropped returns the sum of the drop counters.
 func (s Stats) Dropped() Counter {
 	var c Counter
-	for _, d := range []Counter{s.DropNoRoute, s.DropQueueFull, s.DropImpairment, s.DropFilter, s.DropOversize} {
+	for _, d := range []Counter{s.DropNoRoute, s.DropQueueFull, s.DropImpairment, s.DropFilter, s.DropOversize, s.DropLinkDown} {
 		c.Packets += d.Packets
 		c.Bytes += d.Bytes
 	}
@@ -54,6 +59,7 @@ const (
 	cImpairment
 	cFilter
 	cOversize
+	cLinkDown
 	cDuplicated
 	cReplicated
 	cCorrupted
@@ -84,6 +90,7 @@ func (c *counters) snapshot() Stats {
 		DropImpairment: c.get(cImpairment),
 		DropFilter:     c.get(cFilter),
 		DropOversize:   c.get(cOversize),
+		DropLinkDown:   c.get(cLinkDown),
 		Duplicated:     c.get(cDuplicated),
 		Replicated:     c.get(cReplicated),
 		Corrupted:      c.get(cCorrupted),

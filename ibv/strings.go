@@ -11,7 +11,8 @@ import (
 // set prints its flags joined by "|" ("LOCAL_WRITE|REMOTE_READ"), and a
 // value with no name prints as the type and its number ("QPType(7)",
 // unknown flag bits in hex), so a bad value is never mistaken for a
-// good one.
+// good one. That is the %v and %s of fmt; its integer verbs (%d, %x)
+// print the number (FormatEnum, format.go).
 
 // unknown formats a value with no name: "Type(n)".
 func unknown(typ string, v uint64) string {

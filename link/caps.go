@@ -25,12 +25,22 @@ package link
 //	SplitSender             yes               -                 - (it records Buf alone)
 //	LinkCloser              yes               yes               - (the engine unwraps it)
 //	Unwrapper               -                 -                 yes
+//	StateWatcher            yes               yes               the inner link's
+//	ErrorWatcher            yes               yes               the inner link's
+//	Resolver                yes               -                 the inner link's
 //
 // A link's counters (UDPLink.Stats, fabric.Endpoint.Stats) are not a
 // capability: the engine never reads them; the tools and package metrics
 // do (metrics.LinkStatser).
 
-import "net/netip"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"syscall"
+)
 
 // Poller is implemented by links that can read without waiting. It lets
 // an application busy-polling an empty completion queue drive the NIC's
@@ -280,4 +290,166 @@ type LinkCloser interface {
 type Unwrapper interface {
 	// Unwrap returns the wrapped link.
 	Unwrap() Link
+}
+
+// LinkState is the state of the network interface under a link, as the
+// kernel's netdev flags and ethtool give it: what rxe's port follows
+// (rxe_verbs.c rxe_query_port: the state from ib_get_curr_port_state,
+// the physical state from IFF_UP, the speed and width from
+// ib_get_eth_speed). The zero LinkState is a link that is down: a
+// closed one.
+type LinkState struct {
+	// Up: the interface is administratively up (IFF_UP, netif_running).
+	Up bool
+	// Carrier: the interface has a carrier (IFF_LOWER_UP,
+	// netif_carrier_ok).
+	Carrier bool
+	// Speed is the interface's speed in Mb/s as ethtool reports it
+	// (ETHTOOL_GLINKSETTINGS), 0 when unknown: SPEED_UNKNOWN, or a
+	// driver that has no link settings (loopback, dummy).
+	Speed int
+}
+
+// Active reports whether a port on the interface is ACTIVE: up with a
+// carrier (ib_get_curr_port_state).
+func (s LinkState) Active() bool { return s.Up && s.Carrier }
+
+// StateWatcher is implemented by links on a network interface that can go
+// down and come up again, and that say so: the UDP link follows its
+// interface through netlink, a fabric endpoint is taken down by its test
+// (fabric.Endpoint.SetLinkState). The engine's port follows it as rxe's
+// follows its netdev (rxe_net.c rxe_notify). Without it the port is
+// ACTIVE while the link is open, at 1X SDR.
+type StateWatcher interface {
+	// LinkState returns the interface's state now and whether the link
+	// can tell (the package's State).
+	LinkState() (LinkState, bool)
+	// WatchLinkState has the link call fn after every change of its
+	// interface's Up or Carrier, and once when the link is closed; it
+	// returns the function that stops the calls and whether the link
+	// makes them (the package's WatchState).
+	WatchLinkState(fn func()) (stop func(), ok bool)
+}
+
+// State returns the state of l's network interface and whether l can tell
+// (l has a LinkState method that says so: StateWatcher). A link that
+// cannot tell is taken as up, with a carrier, of unknown speed, while it
+// is open.
+func State(l Link) (LinkState, bool) {
+	w, ok := l.(StateWatcher)
+	if !ok {
+		return LinkState{}, false
+	}
+	return w.LinkState()
+}
+
+// WatchState has l call fn after every change of its interface's state
+// (Up or Carrier) and once when l is closed, and reports whether it will
+// (StateWatcher). fn runs on a goroutine of the link's (the UDP link's
+// netlink reader) or of whoever changed the state (a fabric test, Close):
+// it must not block, and may call State. stop ends the calls; it is a
+// no-op when ok is false.
+func WatchState(l Link, fn func()) (stop func(), ok bool) {
+	w, ok := l.(StateWatcher)
+	if !ok {
+		return func() {}, false
+	}
+	return w.WatchLinkState(fn)
+}
+
+// SendError is what the network reported back about a datagram a link
+// sent: an ICMP or ICMPv6 destination unreachable that the UDP link read
+// from its socket's error queue (IP_RECVERR), or a fabric's model of one.
+type SendError struct {
+	// Dst is where the datagram was going: its destination address and
+	// UDP port.
+	Dst netip.AddrPort
+	// From is who reported it: the destination host itself for a port
+	// unreachable, a router on the way, or this host (a neighbour that
+	// did not answer).
+	From netip.Addr
+	// Errno is the error as the kernel maps the ICMP: ECONNREFUSED for a
+	// port unreachable (no socket at Dst: no RoCE NIC listens there),
+	// EHOSTUNREACH, ENETUNREACH, EACCES (administratively prohibited),
+	// EMSGSIZE (fragmentation needed), ...
+	Errno syscall.Errno
+}
+
+// ErrorWatcher is implemented by links that hear what the network reports
+// back about the datagrams they send (SendError): the UDP link, from its
+// socket's error queue; a fabric endpoint, for datagrams to a host
+// without a RoCE NIC (fabric.Fabric.AddHost). The RDMA CM listens: a port
+// unreachable for its MAD means no CM is there. Without it nothing is
+// heard and a lost datagram is only a timeout.
+type ErrorWatcher interface {
+	// WatchSendErrors has the link call fn with every error reported
+	// back; it returns the function that stops the calls and whether
+	// the link makes them (the package's WatchSendErrors).
+	WatchSendErrors(fn func(SendError)) (stop func(), ok bool)
+}
+
+// WatchSendErrors has l call fn with every error the network reports back
+// about a datagram l sent, and reports whether it will (ErrorWatcher). fn
+// runs on the goroutine that reads l (the NIC's receive goroutine, or an
+// application's poll): it must not block, nor wait for anything that
+// reads l. stop ends the calls; it is a no-op when ok is false.
+func WatchSendErrors(l Link, fn func(SendError)) (stop func(), ok bool) {
+	w, ok := l.(ErrorWatcher)
+	if !ok {
+		return func() {}, false
+	}
+	return w.WatchSendErrors(fn)
+}
+
+// Route is the route a link's host takes to a destination and the next
+// hop's link-layer address, as the kernel's rdma_resolve_addr resolves
+// them (drivers/infiniband/core/addr.c: addr4_resolve / addr6_resolve,
+// then the neighbour, fetch_ha).
+type Route struct {
+	// Src is the source address the route prefers (RTA_PREFSRC).
+	Src netip.Addr
+	// Gateway is the next hop when the destination is not on a network
+	// the host is on; invalid otherwise.
+	Gateway netip.Addr
+	// Iface is the index of the interface the route leaves by.
+	Iface int
+	// Local: the destination is an address of the host (a local route),
+	// reached without a neighbour.
+	Local bool
+	// HWAddr is the next hop's link-layer address once resolved; nil for
+	// a local or multicast destination, an interface without neighbours
+	// (IFF_NOARP), or a neighbour softnic could not ask the kernel to
+	// resolve (see UDPLink.ResolveRoute).
+	HWAddr net.HardwareAddr
+}
+
+// Resolver is implemented by links on a host's network stack, which can
+// ask it for the route and the neighbour to a destination (the UDP link,
+// through netlink, in the network namespace it was opened in). The RDMA
+// CM resolves addresses through it (rdma_resolve_addr). Without it (the
+// fabric, which has no routing table) there is nothing to ask:
+// ResolveRoute fails with ErrNoRouting.
+type Resolver interface {
+	// ResolveRoute resolves the route to dst and its neighbour (the
+	// package's ResolveRoute).
+	ResolveRoute(ctx context.Context, dst netip.Addr) (Route, error)
+}
+
+// ErrNoRouting is ResolveRoute's error for a link that has no routing
+// table to ask (not a Resolver). It wraps errors.ErrUnsupported.
+var ErrNoRouting = fmt.Errorf("link: no routing table: %w", errors.ErrUnsupported)
+
+// ResolveRoute resolves, on l's host, the route from l's address to dst
+// and the next hop's link-layer address, waiting for the neighbour until
+// ctx ends (Resolver). Its errors carry the kernel's errno, as
+// rdma_resolve_addr's ADDR_ERROR does: ENETUNREACH (no route),
+// EHOSTUNREACH (an unreachable route), EACCES (a prohibit route), EINVAL
+// (a blackhole route), ETIMEDOUT (no neighbour answered before ctx
+// ended). ErrNoRouting when l has no routing table.
+func ResolveRoute(ctx context.Context, l Link, dst netip.Addr) (Route, error) {
+	r, ok := l.(Resolver)
+	if !ok {
+		return Route{}, ErrNoRouting
+	}
+	return r.ResolveRoute(ctx, dst)
 }

@@ -15,7 +15,7 @@ import (
 // without (it lends only with GRO), and under the pcap recorder.
 func udpCapRows() []capRow {
 	udpIs := []string{"Poller", "Multicaster", "BusyPollPreferrer", "ReadYielder", "ReadWaker",
-		"Sequencer", "Lender", "SplitSender", "LinkCloser"}
+		"Sequencer", "Lender", "SplitSender", "LinkCloser", "StateWatcher", "ErrorWatcher", "Resolver"}
 	// udpSay is what the UDP link answers: lend with GRO; split sends
 	// only bare (the pcap recorder records Buf alone).
 	udpSay := func(lend, split bool) []string {
@@ -26,7 +26,7 @@ func udpCapRows() []capRow {
 		if split {
 			s = append(s, "CanSendSplit")
 		}
-		return s
+		return append(s, "State", "WatchState", "WatchSendErrors", "ResolveRoute")
 	}
 	gro := udpGRO()
 	noGRO := link.UDPConfig{DisableGRO: true}

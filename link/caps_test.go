@@ -1,6 +1,8 @@
 package link_test
 
 import (
+	"context"
+	"errors"
 	"net/netip"
 	"slices"
 	"testing"
@@ -27,6 +29,9 @@ var capabilities = []struct {
 	{"SplitSender", func(l link.Link) bool { _, ok := l.(link.SplitSender); return ok }},
 	{"LinkCloser", func(l link.Link) bool { _, ok := l.(link.LinkCloser); return ok }},
 	{"Unwrapper", func(l link.Link) bool { _, ok := l.(link.Unwrapper); return ok }},
+	{"StateWatcher", func(l link.Link) bool { _, ok := l.(link.StateWatcher); return ok }},
+	{"ErrorWatcher", func(l link.Link) bool { _, ok := l.(link.ErrorWatcher); return ok }},
+	{"Resolver", func(l link.Link) bool { _, ok := l.(link.Resolver); return ok }},
 }
 
 // answers are the package's capability functions, by name: what the
@@ -43,6 +48,17 @@ var answers = []struct {
 	{"NextSeq", func(l link.Link) bool { _, ok := link.NextSeq(l); return ok }},
 	{"Lend", link.Lend},
 	{"CanSendSplit", link.CanSendSplit},
+	{"State", func(l link.Link) bool { _, ok := link.State(l); return ok }},
+	{"WatchState", func(l link.Link) bool { stop, ok := link.WatchState(l, func() {}); stop(); return ok }},
+	{"WatchSendErrors", func(l link.Link) bool {
+		stop, ok := link.WatchSendErrors(l, func(link.SendError) {})
+		stop()
+		return ok
+	}},
+	{"ResolveRoute", func(l link.Link) bool {
+		_, err := link.ResolveRoute(context.Background(), l, l.LocalAddr())
+		return !errors.Is(err, link.ErrNoRouting)
+	}},
 }
 
 // capRow is one link and what it must have and answer, exactly.
@@ -55,9 +71,10 @@ type capRow struct {
 var (
 	// pcapIs is the method set of a PcapLink, whatever it wraps.
 	pcapIs = []string{"Poller", "ConditionalPoller", "Multicaster", "ConditionalMulticaster",
-		"BusyPollPreferrer", "ReadYielder", "ReadWaker", "Sequencer", "Lender", "Unwrapper"}
-	fabricIs  = []string{"Poller", "Multicaster", "Sequencer", "LinkCloser"}
-	fabricSay = []string{"CanPoll", "CanMulticast", "NextSeq"}
+		"BusyPollPreferrer", "ReadYielder", "ReadWaker", "Sequencer", "Lender", "Unwrapper",
+		"StateWatcher", "ErrorWatcher", "Resolver"}
+	fabricIs  = []string{"Poller", "Multicaster", "Sequencer", "LinkCloser", "StateWatcher", "ErrorWatcher"}
+	fabricSay = []string{"CanPoll", "CanMulticast", "NextSeq", "State", "WatchState", "WatchSendErrors"}
 )
 
 // TestCapabilities checks the table of caps.go: each link type has

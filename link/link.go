@@ -1,7 +1,9 @@
 // Package link carries softnic's RoCEv2 datagrams: the Link interface the
 // engine sends and receives through, the UDP link on port 4791 (batched
 // sendmmsg/recvmmsg, UDP GSO and GRO, errors counted by errno, the
-// interface's MTU followed through netlink) and the pcap recorder that
+// interface's MTU and state followed through netlink, the ICMP errors of
+// its error queue, routes and neighbours asked through rtnetlink) and the
+// pcap recorder that
 // wraps any link. The in-memory network of package fabric implements the
 // same interface. The engine (package nic) knows links only through Link,
 // as wireguard-go's device knows its conn.Bind, and through the optional

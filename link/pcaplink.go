@@ -1,6 +1,7 @@
 package link
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -60,6 +61,9 @@ var (
 	_ Sequencer              = (*PcapLink)(nil)
 	_ Lender                 = (*PcapLink)(nil)
 	_ Unwrapper              = (*PcapLink)(nil)
+	_ StateWatcher           = (*PcapLink)(nil)
+	_ ErrorWatcher           = (*PcapLink)(nil)
+	_ Resolver               = (*PcapLink)(nil)
 )
 
 // NewPcapLink returns l recording to w, timestamped with the wall clock.
@@ -204,6 +208,22 @@ func (p *PcapLink) MTU() int { return p.l.MTU() }
 
 // SrcPort returns the inner link's.
 func (p *PcapLink) SrcPort() uint16 { return p.l.SrcPort() }
+
+// LinkState returns the inner link's (State).
+func (p *PcapLink) LinkState() (LinkState, bool) { return State(p.l) }
+
+// WatchLinkState watches the inner link's (WatchState).
+func (p *PcapLink) WatchLinkState(fn func()) (func(), bool) { return WatchState(p.l, fn) }
+
+// WatchSendErrors watches the inner link's (WatchSendErrors).
+func (p *PcapLink) WatchSendErrors(fn func(SendError)) (func(), bool) {
+	return WatchSendErrors(p.l, fn)
+}
+
+// ResolveRoute asks the inner link (ResolveRoute).
+func (p *PcapLink) ResolveRoute(ctx context.Context, dst netip.Addr) (Route, error) {
+	return ResolveRoute(ctx, p.l, dst)
+}
 
 // Close closes the inner link; the writer is the caller's to flush and
 // close.

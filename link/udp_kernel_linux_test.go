@@ -8,20 +8,20 @@ package link_test
 // causes are set inside A with ip(8) and nft(8), on the bed's own
 // addresses only.
 //
-// Two of the counted errnos cannot come from the kernel to softnic's
-// socket, an unconnected UDP socket without IP_RECVERR, so they are
-// tested by fault injection returning the syscall's exact result
-// (TestUDPSyscallResults, TestUDPRecvFaults, TestUDPRCSendErrorsRecover,
-// TestUDPUDSendErrors):
+// The socket has IP_RECVERR, so the kernel reports to it what it swallows
+// for a socket without (TestKernelENOBUFSReported, TestKernelICMPReported):
 //
 //   - ENOBUFS: a queue that drops (qdisc full) makes ip_send_skb return
 //     -ENOBUFS, which udp_send_skb turns into success unless the socket has
 //     IP_RECVERR (it counts UDP_MIB_SNDBUFERRORS instead);
-//     TestKernelENOBUFSSwallowed shows it;
 //   - ECONNREFUSED: an ICMP port unreachable sets the socket's error only
 //     when the socket has IP_RECVERR or is connected (__udp4_lib_err,
 //     __udp6_lib_err: "if (!harderr || sk->sk_state != TCP_ESTABLISHED)
-//     goto out"); TestKernelICMPIgnored shows it.
+//     goto out"), and queues the ICMP on its error queue.
+//
+// The exact syscall results of every errno are also tested by fault
+// injection (TestUDPSyscallResults, TestUDPRecvFaults,
+// TestUDPRCSendErrorsRecover, TestUDPUDSendErrors).
 
 import (
 	"bufio"
@@ -438,11 +438,12 @@ func TestKernelUDUnroutable(t *testing.T) {
 	}
 }
 
-// TestKernelENOBUFSSwallowed shows why ENOBUFS is tested by injection: a
-// queue that drops everything (pfifo with limit 0) makes the kernel
-// drop the datagrams, but sendmmsg reports them sent (udp_send_skb
-// swallows -ENOBUFS on a socket without IP_RECVERR).
-func TestKernelENOBUFSSwallowed(t *testing.T) {
+// TestKernelENOBUFSReported: a queue that drops everything (pfifo with
+// limit 0) makes the kernel drop the datagrams, and sendmmsg says so:
+// udp_send_skb reports -ENOBUFS to a socket with IP_RECVERR (it would
+// swallow it for one without). Each datagram is marked ENOBUFS and
+// counted, none is counted sent.
+func TestKernelENOBUFSReported(t *testing.T) {
 	b := newKernelBed(t)
 	la, lb := b.links(t, false, link.UDPConfig{DisableGSO: true}) // one skb per datagram
 	// A permanent neighbour entry: every datagram goes to the qdisc at
@@ -451,12 +452,18 @@ func TestKernelENOBUFSSwallowed(t *testing.T) {
 	b.inA(t, "neigh", "replace", "10.79.0.2", "lladdr", "02:79:00:00:00:02", "dev", b.vA, "nud", "permanent")
 	run(t, "ip", "netns", "exec", b.nsA, "tc", "qdisc", "add", "dev", b.vA, "root", "pfifo", "limit", "0")
 	before, _ := qdiscDropped(t, b.nsA, b.vA)
-	n, err := la.WriteBatch(datagrams(t, la, lb, 100, 100, 100))
-	if err != nil || n != 3 {
-		t.Fatalf("WriteBatch = %d, %v; want 3 reported sent", n, err)
+	ds := datagrams(t, la, lb, 100, 100, 100)
+	n, err := la.WriteBatch(ds)
+	if err != nil || n != 0 {
+		t.Fatalf("WriteBatch = %d, %v; want 0 sent", n, err)
 	}
-	if st := la.Stats(); st.TxErrors != 0 {
-		t.Fatalf("errors counted: %+v", st)
+	for i, d := range ds {
+		if d.Err != syscall.ENOBUFS {
+			t.Errorf("datagram %d: Err %v, want ENOBUFS", i, d.Err)
+		}
+	}
+	if st := la.Stats(); st.TxErrnos[link.ErrnoENOBUFS] != 3 || st.TxPackets != 0 {
+		t.Fatalf("link counters %+v, want 3 ENOBUFS and nothing sent", st)
 	}
 	// At least the 3: the kernel's own packets on a new interface (IPv6
 	// neighbour discovery, MLD reports) meet the same queue, and one
@@ -481,14 +488,22 @@ func qdiscDropped(t *testing.T, ns, dev string) (uint64, string) {
 	return v, string(out)
 }
 
-// TestKernelICMPIgnored shows why ECONNREFUSED is tested by injection: a
-// datagram to a port nothing listens on draws an ICMP port unreachable
-// back to A's socket, which the kernel does not report to an
-// unconnected socket without IP_RECVERR: the next send and receive on
-// it succeed with no error counted.
-func TestKernelICMPIgnored(t *testing.T) {
+// TestKernelICMPReported: a datagram to a port nothing listens on draws
+// an ICMP port unreachable back to A's socket; with IP_RECVERR the
+// kernel queues it on the socket's error queue and sets the socket's
+// error, which a poll of the link returns once (counted) and which makes
+// it drain the queue: the watchers hear that the destination refused
+// (ECONNREFUSED from 10.79.0.2 about 10.79.0.2:4792). Traffic goes on
+// both ways after it with no send error.
+func TestKernelICMPReported(t *testing.T) {
 	b := newKernelBed(t)
 	la, lb := b.links(t, false, link.UDPConfig{})
+	heard := make(chan link.SendError, 4)
+	stop, ok := la.WatchSendErrors(func(se link.SendError) { heard <- se })
+	if !ok {
+		t.Fatal("the UDP link does not report send errors")
+	}
+	defer stop()
 	before := icmpInDestUnreachs(t, b.nsA)
 	ds := datagrams(t, la, lb, 100)
 	ds[0].Encap.DstPort = 4792 // nothing bound
@@ -502,6 +517,29 @@ func TestKernelICMPIgnored(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+	msgs := make([]link.Datagram, 4)
+	for i := range msgs {
+		msgs[i].Buf = make([]byte, link.MaxDatagram)
+	}
+	var se link.SendError
+	for got := false; !got; {
+		if _, err := la.TryReadBatch(msgs); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case se = <-heard:
+			got = true
+		default:
+			if time.Now().After(deadline) {
+				t.Fatal("the link did not report the ICMP port unreachable")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	want := link.SendError{Dst: netip.AddrPortFrom(b.b4, 4792), From: b.b4, Errno: syscall.ECONNREFUSED}
+	if se != want {
+		t.Errorf("reported %+v, want %+v", se, want)
+	}
 	if n, err := la.WriteBatch(datagrams(t, la, lb, 100)); err != nil || n != 1 {
 		t.Fatalf("WriteBatch after the ICMP = %d, %v", n, err)
 	}
@@ -510,8 +548,8 @@ func TestKernelICMPIgnored(t *testing.T) {
 		t.Fatalf("WriteBatch back = %d, %v", n, err)
 	}
 	receive(t, la, 1)
-	if st := la.Stats(); st.TxErrors != 0 || st.RxErrors != 0 {
-		t.Fatalf("errors counted: %+v", st)
+	if st := la.Stats(); st.TxErrors != 0 || st.RxErrnos[link.ErrnoECONNREFUSED] != 1 {
+		t.Fatalf("errors counted: %+v, want the socket error once on receive", st)
 	}
 }
 

@@ -531,10 +531,12 @@ func TestUDPSendFaults(t *testing.T) {
 // partial batch followed by the failing message's errno, and results no
 // kernel gives (no message and no error, a count above vlen) — and
 // checks that nothing panics, every datagram is either sent or marked
-// and counted, and the receiver gets exactly the sent ones.
+// and counted, and the receiver gets exactly the sent ones. (A send's
+// ECONNREFUSED is the socket's error, sent again once:
+// TestUDPSendRetriesSocketError.)
 func TestUDPSyscallResults(t *testing.T) {
 	errnos := []unix.Errno{unix.EMSGSIZE, unix.ENETUNREACH, unix.EHOSTUNREACH, unix.EPERM, unix.ENOBUFS,
-		unix.ECONNREFUSED, unix.EACCES}
+		unix.EACCES}
 	for _, gso := range []bool{false, true} {
 		for _, e := range errnos {
 			t.Run(fmt.Sprintf("gso=%v/%v", gso, e), func(t *testing.T) {
@@ -601,6 +603,45 @@ func TestUDPSyscallResults(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestUDPSendRetriesSocketError: a sendmmsg that fails with ECONNREFUSED
+// took the socket's error (an ICMP port unreachable about an earlier
+// datagram, with IP_RECVERR) and sent nothing: the link sends the
+// message again, once, and the datagram goes out uncounted as an error;
+// a second ECONNREFUSED for the same message drops it, marked and
+// counted.
+func TestUDPSendRetriesSocketError(t *testing.T) {
+	for _, refusals := range []int{1, 2} {
+		t.Run(fmt.Sprint(refusals), func(t *testing.T) {
+			la, lb := listenPair(t, lo1, lo2, UDPConfig{DisableGSO: true})
+			calls := 0
+			la.sendFault = func(_ *udpTx, vlen int) sysResult {
+				calls++
+				if calls <= refusals {
+					return sysFail(unix.ECONNREFUSED)
+				}
+				return sysResult{}
+			}
+			msgs := buildDatagrams(t, newRand(t), la, lb, []sample{{size: 256}, {size: 256}})
+			n, err := la.WriteBatch(msgs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := la.Stats()
+			switch refusals {
+			case 1:
+				if n != 2 || msgs[0].Err != 0 || st.TxErrors != 0 {
+					t.Fatalf("WriteBatch = %d, first Err %v, stats %+v; want both sent, no error", n, msgs[0].Err, st)
+				}
+			case 2:
+				if n != 1 || msgs[0].Err != unix.ECONNREFUSED || st.TxErrnos[ErrnoECONNREFUSED] != 1 {
+					t.Fatalf("WriteBatch = %d, first Err %v, stats %+v; want the first refused twice dropped", n, msgs[0].Err, st)
+				}
+			}
+			readN(t, lb, n)
+		})
 	}
 }
 

@@ -27,7 +27,7 @@ func newLinkMsg(index int32, mtu uint32) []byte {
 // MTU; one for another interface, another message type or a truncated
 // message changes nothing.
 func TestIfaceMTUParse(t *testing.T) {
-	var m ifaceMTU
+	var m ifaceWatch
 	m.index = 7
 	m.mtu.Store(1500)
 	m.parse(newLinkMsg(8, 9000))
@@ -58,7 +58,7 @@ func FuzzIfaceMTUParse(f *testing.F) {
 	f.Add(newLinkMsg(3, 1500))
 	f.Add(append(newLinkMsg(7, 1280), newLinkMsg(7, 65536)...))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var m ifaceMTU
+		var m ifaceWatch
 		m.index = 7
 		m.mtu.Store(-1)
 		m.parse(b)

@@ -1,12 +1,17 @@
 package link
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -17,9 +22,54 @@ import (
 // MTU returns the MTU of the network interface holding the link's
 // address (InterfaceMTU), read when the link opens and kept current by a
 // netlink subscription to the kernel's RTM_NEWLINK notifications (see
-// ifaceMTU), not by watching sends fail with EMSGSIZE; 0 when no
+// ifaceWatch), not by watching sends fail with EMSGSIZE; 0 when no
 // interface holds the address.
-func (l *UDPLink) MTU() int { return int(l.ifmtu.mtu.Load()) }
+func (l *UDPLink) MTU() int { return int(l.iface.mtu.Load()) }
+
+// LinkState returns the state of the network interface holding the
+// link's address (StateWatcher): Up and Carrier from its flags (IFF_UP,
+// IFF_LOWER_UP) as the kernel last notified them (see ifaceWatch), Speed
+// read now from ethtool (ETHTOOL_GLINKSETTINGS through the socket, as the
+// kernel's ib_get_eth_speed reads __ethtool_get_link_ksettings at every
+// ibv_query_port), 0 when the driver has no link settings or does not
+// know. A closed link is down. It reports false when no interface holds
+// the address.
+func (l *UDPLink) LinkState() (LinkState, bool) {
+	m := &l.iface
+	if m.index == 0 {
+		return LinkState{}, false
+	}
+	if l.closed.Load() {
+		return LinkState{}, true
+	}
+	f := m.flags.Load()
+	s := LinkState{Up: f&unix.IFF_UP != 0, Carrier: f&unix.IFF_LOWER_UP != 0}
+	if name := m.name.Load(); name != nil {
+		_ = l.raw.Control(func(fd uintptr) { s.Speed = ethtoolSpeed(int(fd), *name) })
+	}
+	return s, true
+}
+
+// WatchLinkState has the link call fn after every change of its
+// interface's IFF_UP or IFF_LOWER_UP, as the kernel notifies it
+// (RTM_NEWLINK: NETDEV_UP, NETDEV_DOWN, NETDEV_CHANGE), and once at Close
+// (StateWatcher). fn runs on the link's netlink reader or in Close. It
+// reports false, and never calls fn, when the link has no subscription
+// (no interface holds its address, or the netlink socket could not be
+// opened).
+func (l *UDPLink) WatchLinkState(fn func()) (stop func(), ok bool) {
+	m := &l.iface
+	if m.nl == nil {
+		return func() {}, false
+	}
+	return m.watchers.add(fn), true
+}
+
+// down reports whether the link's interface is administratively down: the
+// link then refuses every send with ENETDOWN (see WriteBatch).
+func (m *ifaceWatch) down() bool {
+	return m.index != 0 && m.flags.Load()&unix.IFF_UP == 0
+}
 
 // InterfaceMTU returns the name and MTU of the network interface holding
 // addr: the interface with addr among its addresses (for an IPv6
@@ -80,27 +130,83 @@ func interfaceOf(addr netip.Addr) (*net.Interface, error) {
 	return nil, fmt.Errorf("nic: no network interface holds %v: %w", addr, unix.EADDRNOTAVAIL)
 }
 
-// ifaceMTU follows the MTU of the interface holding a UDP link's address,
-// as rxe follows its netdev's: rxe_net.c's netdev notifier calls
-// rxe_set_mtu on NETDEV_CHANGEMTU. softnic subscribes to the kernel's
-// link notifications (a NETLINK_ROUTE socket bound to RTMGRP_LINK, the
-// RTM_NEWLINK messages that NETDEV_CHANGEMTU sends) before it reads the
-// MTU, so no change falls between the two, and stores each new IFLA_MTU
-// of its interface. If the notifications overflow the socket (ENOBUFS)
-// it reads the MTU again. Deliberate differences from rxe: the interface
-// is chosen once, when the link opens (rxe is bound to its netdev by
-// name; an address moved to another interface later is not followed), and
-// if the netlink socket cannot be opened the MTU read at open is kept.
-type ifaceMTU struct {
+// ifaceWatch follows the interface holding a UDP link's address, as rxe
+// follows its netdev: rxe_net.c's netdev notifier calls rxe_set_mtu on
+// NETDEV_CHANGEMTU and moves the port up and down on NETDEV_UP,
+// NETDEV_DOWN and NETDEV_CHANGE. softnic subscribes to the kernel's link
+// notifications (a NETLINK_ROUTE socket bound to RTMGRP_LINK: the
+// RTM_NEWLINK messages those events send) before it reads the interface,
+// so no change falls between the two, and stores each new IFLA_MTU,
+// IFLA_IFNAME and ifi_flags of its interface, calling the watchers
+// (WatchLinkState) when IFF_UP or IFF_LOWER_UP changed. If the
+// notifications overflow the socket (ENOBUFS) it asks the kernel for the
+// interface again on the same socket, so the answer comes from the
+// link's own network namespace. Deliberate differences from rxe: the
+// interface is chosen once, when the link opens (rxe is bound to its
+// netdev by name; an address moved to another interface later is not
+// followed), and if the netlink socket cannot be opened the MTU and
+// flags read at open are kept.
+type ifaceWatch struct {
 	index int
 	mtu   atomic.Int32
-	nl    *os.File      // the netlink socket; nil without a subscription
-	done  chan struct{} // closed when the watcher has returned
+	flags atomic.Uint32          // ifi_flags: IFF_UP, IFF_LOWER_UP, ...
+	name  atomic.Pointer[string] // the interface's name, for ethtool
+	nl    *os.File               // the netlink socket; nil without a subscription
+	done  chan struct{}          // closed when the watcher has returned
+
+	watchers watchers[func()]
 }
 
-// start subscribes, finds addr's interface and reads its MTU. Failures
-// leave the MTU 0 (unknown) or fixed; they never fail the link.
-func (m *ifaceMTU) start(addr netip.Addr) {
+// watchers is a set of callbacks that may be added and removed while
+// they are called.
+type watchers[F any] struct {
+	mu   sync.Mutex
+	next int
+	fns  map[int]F // guarded by mu
+}
+
+// add adds fn and returns the function that removes it.
+func (w *watchers[F]) add(fn F) (remove func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fns == nil {
+		w.fns = map[int]F{}
+	}
+	k := w.next
+	w.next++
+	w.fns[k] = fn
+	return func() {
+		w.mu.Lock()
+		delete(w.fns, k)
+		w.mu.Unlock()
+	}
+}
+
+// each calls call with every callback, outside the lock.
+func (w *watchers[F]) each(call func(F)) {
+	w.mu.Lock()
+	if len(w.fns) == 0 {
+		w.mu.Unlock()
+		return
+	}
+	keys := make([]int, 0, len(w.fns))
+	for k := range w.fns {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	fns := make([]F, 0, len(keys))
+	for _, k := range keys {
+		fns = append(fns, w.fns[k])
+	}
+	w.mu.Unlock()
+	for _, fn := range fns {
+		call(fn)
+	}
+}
+
+// start subscribes, finds addr's interface and reads its MTU and flags.
+// Failures leave the MTU 0 (unknown) or fixed; they never fail the link.
+func (m *ifaceWatch) start(addr netip.Addr) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.NETLINK_ROUTE)
 	if err == nil {
 		if err = unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: unix.RTMGRP_LINK}); err != nil {
@@ -121,24 +227,54 @@ func (m *ifaceMTU) start(addr netip.Addr) {
 	}
 	m.index = ifi.Index
 	m.mtu.Store(int32(ifi.MTU))
+	name := ifi.Name
+	m.name.Store(&name)
+	m.flags.Store(linkFlags(ifi))
 	if m.nl != nil {
 		m.done = make(chan struct{})
 		go m.watch()
 	}
 }
 
-// watch stores the MTU of every RTM_NEWLINK about the interface until the
-// socket is closed.
-func (m *ifaceMTU) watch() {
+// linkFlags returns ifi's ifi_flags as the kernel gives them (with
+// IFF_LOWER_UP, which net.Interface does not carry), from a dump of the
+// links in the calling thread's network namespace; from ifi.Flags if the
+// dump fails.
+func linkFlags(ifi *net.Interface) uint32 {
+	if b, err := syscall.NetlinkRIB(syscall.RTM_GETLINK, syscall.AF_UNSPEC); err == nil {
+		if msgs, err := syscall.ParseNetlinkMessage(b); err == nil {
+			for i := range msgs {
+				d := msgs[i].Data
+				if msgs[i].Header.Type != unix.RTM_NEWLINK || len(d) < unix.SizeofIfInfomsg {
+					continue
+				}
+				if info := (*unix.IfInfomsg)(unsafe.Pointer(&d[0])); int(info.Index) == ifi.Index {
+					return info.Flags
+				}
+			}
+		}
+	}
+	var f uint32
+	if ifi.Flags&net.FlagUp != 0 {
+		f |= unix.IFF_UP
+	}
+	if ifi.Flags&net.FlagRunning != 0 {
+		f |= unix.IFF_RUNNING | unix.IFF_LOWER_UP
+	}
+	return f
+}
+
+// watch applies every RTM_NEWLINK about the interface until the socket
+// is closed.
+func (m *ifaceWatch) watch() {
 	defer close(m.done)
 	buf := make([]byte, 1<<16)
 	for {
 		n, err := m.nl.Read(buf)
 		if errors.Is(err, unix.ENOBUFS) {
-			// Notifications were lost: read the MTU afresh.
-			if ifi, err := net.InterfaceByIndex(m.index); err == nil {
-				m.mtu.Store(int32(ifi.MTU))
-			}
+			// Notifications were lost: ask for the interface afresh;
+			// the answer is an RTM_NEWLINK like the others.
+			m.nl.Write(getLinkMsg(m.index))
 			continue
 		}
 		if err != nil {
@@ -148,13 +284,29 @@ func (m *ifaceMTU) watch() {
 	}
 }
 
+// getLinkMsg builds an RTM_GETLINK request for interface index.
+func getLinkMsg(index int) []byte {
+	n := unix.SizeofNlMsghdr + unix.SizeofIfInfomsg
+	b := make([]byte, n)
+	binary.NativeEndian.PutUint32(b[0:], uint32(n))
+	binary.NativeEndian.PutUint16(b[4:], unix.RTM_GETLINK)
+	binary.NativeEndian.PutUint16(b[6:], unix.NLM_F_REQUEST)
+	binary.NativeEndian.PutUint32(b[unix.SizeofNlMsghdr+4:], uint32(index))
+	return b
+}
+
+// stateFlags are the flags a port's state follows.
+const stateFlags = unix.IFF_UP | unix.IFF_LOWER_UP
+
 // parse applies the RTM_NEWLINK messages in b (several may share one
-// read); anything malformed is ignored.
-func (m *ifaceMTU) parse(b []byte) {
+// read); anything malformed is ignored. The watchers are called once per
+// read that changed IFF_UP or IFF_LOWER_UP.
+func (m *ifaceWatch) parse(b []byte) {
 	msgs, err := syscall.ParseNetlinkMessage(b)
 	if err != nil {
 		return
 	}
+	changed := false
 	for i := range msgs {
 		msg := &msgs[i]
 		if msg.Header.Type != unix.RTM_NEWLINK || len(msg.Data) < unix.SizeofIfInfomsg {
@@ -168,16 +320,27 @@ func (m *ifaceMTU) parse(b []byte) {
 		if err != nil {
 			continue
 		}
+		if old := m.flags.Swap(ifi.Flags); old&stateFlags != ifi.Flags&stateFlags {
+			changed = true
+		}
 		for _, a := range attrs {
-			if a.Attr.Type == unix.IFLA_MTU && len(a.Value) >= 4 {
+			switch {
+			case a.Attr.Type == unix.IFLA_MTU && len(a.Value) >= 4:
 				m.mtu.Store(int32(binary.NativeEndian.Uint32(a.Value)))
+			case a.Attr.Type == unix.IFLA_IFNAME && len(a.Value) > 0:
+				name := string(bytes.TrimRight(a.Value, "\x00"))
+				m.name.Store(&name)
 			}
 		}
 	}
+	if changed {
+		m.watchers.each(func(fn func()) { fn() })
+	}
 }
 
-// stop closes the subscription and waits for the watcher.
-func (m *ifaceMTU) stop() {
+// stop closes the subscription and waits for the watcher, then tells the
+// watchers (the link is closed).
+func (m *ifaceWatch) stop() {
 	if m.nl == nil {
 		return
 	}
@@ -185,4 +348,60 @@ func (m *ifaceMTU) stop() {
 	if m.done != nil {
 		<-m.done
 	}
+	m.watchers.each(func(fn func()) { fn() })
+}
+
+// The ethtool ioctl (include/uapi/linux/ethtool.h).
+const (
+	ethtoolGLinkSettings = 0x4c       // ETHTOOL_GLINKSETTINGS
+	speedUnknown         = 0xFFFFFFFF // SPEED_UNKNOWN, (u32)-1
+	linkSettingsLen      = 48         // struct ethtool_link_settings without its link mode masks
+	linkSettingsSpeed    = 4          // offset of its __u32 speed
+	linkSettingsNWords   = 15         // offset of its __s8 link_mode_masks_nwords
+)
+
+// ethtoolSpeed returns interface name's speed in Mb/s as ethtool reports
+// it (ETHTOOL_GLINKSETTINGS through SIOCETHTOOL on socket fd, in the
+// socket's network namespace), or 0 when unknown: SPEED_UNKNOWN, or an
+// error (EOPNOTSUPP from a driver without link settings: loopback,
+// dummy). The request is the two-step handshake of ethtool(8): the first
+// call learns the number of 32-bit words in each link mode mask, the
+// second reads the settings. The lanes, which only ethtool's netlink
+// interface reports, are not read (see nic.EthSpeed).
+func ethtoolSpeed(fd int, name string) int {
+	if len(name) >= unix.IFNAMSIZ {
+		return 0
+	}
+	call := func(buf []byte) bool {
+		var ifr struct {
+			name [unix.IFNAMSIZ]byte
+			data unsafe.Pointer
+			_    [16]byte
+		}
+		copy(ifr.name[:], name)
+		ifr.data = unsafe.Pointer(&buf[0])
+		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr)))
+		runtime.KeepAlive(buf)
+		return e == 0
+	}
+	buf := make([]byte, linkSettingsLen)
+	binary.NativeEndian.PutUint32(buf, ethtoolGLinkSettings)
+	if !call(buf) {
+		return 0
+	}
+	nwords := -int(int8(buf[linkSettingsNWords])) // negative from the handshake
+	if nwords <= 0 {
+		return 0
+	}
+	buf = make([]byte, linkSettingsLen+3*4*nwords)
+	binary.NativeEndian.PutUint32(buf, ethtoolGLinkSettings)
+	buf[linkSettingsNWords] = byte(int8(nwords))
+	if !call(buf) {
+		return 0
+	}
+	speed := binary.NativeEndian.Uint32(buf[linkSettingsSpeed:])
+	if speed == speedUnknown || speed > math.MaxInt32 {
+		return 0
+	}
+	return int(speed)
 }

@@ -157,6 +157,8 @@ func (r *udpRx) recvmmsg(fd uintptr, vlen int) (int, unix.Errno) {
 		got, errno := mmsgResult(r1, e, n)
 		if errno != 0 && errno != unix.EAGAIN {
 			r.l.ctr.rxError(errno)
+			// The socket's error: an ICMP error is on the error queue.
+			r.l.drainErrQueue(fd)
 		}
 		return got, errno
 	}
@@ -256,7 +258,9 @@ func (l *UDPLink) deliver(d *Datagram, m *udpRxMeta, n int, id uint16) {
 // hands out GRO leftovers or makes one non-blocking recvmmsg, so n may be
 // 0. It runs beside a ReadBatch parked on the socket without waiting for
 // it. A failed recvmmsg is counted and reported as n = 0: the datagrams
-// stay queued for the next call. After Close it returns ErrLinkClosed.
+// stay queued for the next call. Errors the network reported back go to
+// the watchers (WatchSendErrors) before it returns. After Close it
+// returns ErrLinkClosed.
 func (l *UDPLink) TryReadBatch(msgs []Datagram) (int, error) {
 	if l.closed.Load() {
 		return 0, ErrLinkClosed
@@ -277,6 +281,7 @@ func (l *UDPLink) TryReadBatch(msgs []Datagram) (int, error) {
 	r.tryMsgs = nil
 	left := r.cur < r.filled
 	l.rxMu.Unlock()
+	l.tellErrors()
 	if err != nil {
 		return 0, ErrLinkClosed // closed under us
 	}
@@ -299,6 +304,9 @@ func (r *udpRx) try(fd uintptr) {
 // the socket is empty), 0 when the call succeeded even if every datagram
 // was dropped.
 func (r *udpRx) pass(fd uintptr, msgs []Datagram) (int, unix.Errno) {
+	if r.l.errs.drain.Load() && r.l.errs.drain.Swap(false) {
+		r.l.drainErrQueue(fd)
+	}
 	if r.l.gro {
 		return r.readGRO(fd, msgs)
 	}

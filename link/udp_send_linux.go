@@ -103,12 +103,30 @@ func (t *udpTx) send(fd uintptr) bool {
 // limit). Datagrams the link cannot send (another address family, no
 // destination, a Payload's Split outside Buf) are dropped, counted, their Encap zeroed and their Err
 // set; datagrams a send error drops are counted by errno and get it in
-// their Err. It waits only for socket buffer space. After Close it
-// returns ErrLinkClosed, every datagram not sent marked EBADF.
+// their Err. It waits only for socket buffer space. While the link's
+// interface is administratively down it sends nothing and marks every
+// datagram ENETDOWN. After Close it returns ErrLinkClosed, every datagram
+// not sent marked EBADF.
 func (l *UDPLink) WriteBatch(msgs []Datagram) (int, error) {
 	if l.closed.Load() {
 		markUnsent(msgs)
 		return 0, ErrLinkClosed
+	}
+	if l.iface.down() {
+		// The interface is administratively down: rxe finds no route
+		// through a netdev without IFF_UP (rxe_net.c rxe_find_route4
+		// looks up with its ifindex, and ip_route_output_key answers
+		// -ENETUNREACH), and a packet that reaches one is refused with
+		// -ENETDOWN (__dev_queue_xmit). The socket, bound to an address
+		// and not to the interface, might still route it out of another
+		// one: the link refuses it itself, each datagram marked ENETDOWN.
+		for i := range msgs {
+			if msgs[i].Err == 0 {
+				msgs[i].Err = unix.ENETDOWN
+			}
+		}
+		l.ctr.txError(unix.ENETDOWN, len(msgs))
+		return 0, nil
 	}
 	t := l.getTx()
 	defer l.putTx(t)
@@ -214,6 +232,7 @@ func (t *udpTx) write(msgs []Datagram, resend, gso bool) (int, error) {
 	}
 	sent := 0
 	t.start, t.end = 0, nm
+	retried := -1 // the message sent again after a socket error
 	for t.start < t.end {
 		t.got, t.errno = 0, 0
 		if err := l.raw.Write(t.fn); err != nil {
@@ -240,6 +259,18 @@ func (t *udpTx) write(msgs []Datagram, resend, gso bool) (int, error) {
 		}
 		// The call failed and sent nothing: message t.start is the one.
 		g := t.start
+		if t.errno == unix.ECONNREFUSED && retried != g {
+			// A UDP send has no ECONNREFUSED of its own: this is the
+			// socket's error, an ICMP port unreachable about an earlier
+			// datagram (IP_RECVERR), which the send took
+			// (sock_alloc_send_pskb) instead of the datagram. Send it
+			// again, once; the readers drain the ICMP from the error
+			// queue (udp_errq_linux.go).
+			retried = g
+			l.errs.drain.Store(true)
+			l.wakeReader()
+			continue
+		}
 		if t.count[g] > 1 && (t.errno == unix.EIO || t.errno == unix.EINVAL) {
 			ds := msgs[t.first[g] : t.first[g]+t.count[g]]
 			if t.errno == unix.EIO {
@@ -263,6 +294,15 @@ func (t *udpTx) write(msgs []Datagram, resend, gso bool) (int, error) {
 		}
 		t.fail(msgs, g, t.errno)
 		l.ctr.txError(t.errno, t.count[g])
+		if t.errno != unix.ENOBUFS {
+			// The error queue may hold an entry for the readers: a
+			// local EMSGSIZE (ip_local_error), or the ICMP error whose
+			// socket error this send took (sock_alloc_send_pskb
+			// returns a pending sk_err, so the reader it woke may find
+			// none). The next pass drains it (udp_errq_linux.go).
+			l.errs.drain.Store(true)
+			l.wakeReader()
+		}
 		t.start++
 	}
 	return sent, nil

@@ -141,11 +141,15 @@ import (
 // datagram gets EMSGSIZE) goes out plainly, one datagram per message, so
 // that each is counted by its own errno. On receive, a failed call loses
 // nothing (the datagrams stay queued): it is counted by errno
-// (UDPStats.RxErrnos) and retried. Two errnos never come from the kernel
-// to this socket, which is unconnected and has no IP_RECVERR: ENOBUFS
-// (udp_send_skb swallows a full queue's drop) and ECONNREFUSED (an ICMP
-// error sets no socket error, __udp4_lib_err); they are counted all the
-// same should a kernel report them.
+// (UDPStats.RxErrnos) and retried. The socket has IP_RECVERR
+// (IPV6_RECVERR), so the kernel reports what it would otherwise swallow:
+// a queue's drop as ENOBUFS on send (udp_send_skb), and an ICMP error
+// about a datagram sent (a port unreachable: ECONNREFUSED) as the
+// socket's error, which the next recvmmsg (or sendmmsg: a datagram it
+// then did not send) returns once, and as an entry of the socket's error
+// queue, which the receive path drains and hands to the watchers
+// (WatchSendErrors; udp_errq_linux.go): the RDMA CM learns from it that
+// no RoCE NIC listens at an address.
 //
 // # Costs and limits
 //
@@ -180,8 +184,10 @@ type UDPLink struct {
 	// socket empty (nil: never).
 	yield atomic.Pointer[func() bool]
 	ctr   udpCounters
-	ifmtu ifaceMTU // the interface's MTU (udp_mtu_linux.go)
-	mc    udpMcast // joined multicast groups (udp_mcast_linux.go)
+	iface ifaceWatch // the interface: its MTU, flags and name (udp_mtu_linux.go)
+	mc    udpMcast   // joined multicast groups (udp_mcast_linux.go)
+	errs  udpErrs    // ICMP errors reported back (udp_errq_linux.go)
+	rtnl  rtnl       // routes and neighbours (udp_route_linux.go)
 	// sendFault and recvFault, set only by tests, stand in for the kernel
 	// at the syscall boundary: see sysResult.
 	sendFault func(t *udpTx, vlen int) sysResult
@@ -211,6 +217,9 @@ var (
 	_ Lender            = (*UDPLink)(nil)
 	_ SplitSender       = (*UDPLink)(nil)
 	_ LinkCloser        = (*UDPLink)(nil)
+	_ StateWatcher      = (*UDPLink)(nil)
+	_ ErrorWatcher      = (*UDPLink)(nil)
+	_ Resolver          = (*UDPLink)(nil)
 )
 
 // ListenUDP opens a UDP link on cfg.Addr and cfg.Port.
@@ -304,7 +313,8 @@ func ListenUDP(cfg UDPConfig) (*UDPLink, error) {
 		l.ttl = 64
 	}
 	l.rx.init(l)
-	l.ifmtu.start(cfg.Addr)
+	l.iface.start(cfg.Addr)
+	l.rtnl.open()
 	return l, nil
 }
 
@@ -336,6 +346,7 @@ func (l *UDPLink) setup(fd int) error {
 			{unix.IP_PKTINFO, 1, "IP_PKTINFO"},
 			{unix.IP_RECVTOS, 1, "IP_RECVTOS"},
 			{unix.IP_RECVTTL, 1, "IP_RECVTTL"},
+			{unix.IP_RECVERR, 1, "IP_RECVERR"},
 		} {
 			if err := set(unix.IPPROTO_IP, o.opt, o.v, o.name); err != nil {
 				return err
@@ -351,6 +362,7 @@ func (l *UDPLink) setup(fd int) error {
 		{unix.IPV6_RECVPKTINFO, 1, "IPV6_RECVPKTINFO"},
 		{unix.IPV6_RECVTCLASS, 1, "IPV6_RECVTCLASS"},
 		{unix.IPV6_RECVHOPLIMIT, 1, "IPV6_RECVHOPLIMIT"},
+		{unix.IPV6_RECVERR, 1, "IPV6_RECVERR"},
 	} {
 		if err := set(unix.IPPROTO_IPV6, o.opt, o.v, o.name); err != nil {
 			return err
@@ -397,7 +409,8 @@ func (l *UDPLink) Close() error {
 	if l.closed.Swap(true) {
 		return nil
 	}
-	l.ifmtu.stop()
+	l.iface.stop()
+	l.rtnl.close()
 	err := l.conn.Close()
 	l.closeGroups()
 	return err

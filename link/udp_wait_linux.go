@@ -96,6 +96,7 @@ func (w *udpWait) read(fd uintptr) bool {
 		l.rxMu.Lock()
 		n, e := l.rx.pass(fd, w.msgs)
 		l.rxMu.Unlock()
+		l.tellErrors()
 		if n > 0 {
 			w.n = n
 			return true

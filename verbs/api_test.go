@@ -967,28 +967,42 @@ func TestNilAndZeroObjects(t *testing.T) {
 				ch: &verbs.CompChannel{}, qp: &verbs.QP{}, x: &verbs.QPEx{}},
 		} {
 			errs := map[string]error{
-				"Device.Close":      o.dev.Close(),
-				"Device.QueryPort":  second2(o.dev.QueryPort(1)),
-				"Device.QueryGID":   second2(o.dev.QueryGID(1, 0)),
-				"Device.AllocPD":    second2(o.dev.AllocPD()),
-				"Device.CreateCQ":   second2(o.dev.CreateCQ(1, nil)),
-				"PD.Dealloc":        o.pd.Dealloc(),
-				"PD.RegMR":          second2(o.pd.RegMR(make([]byte, 8), 0)),
-				"PD.RegMRIOVA":      second2(o.pd.RegMRIOVA(make([]byte, 8), 0, 0)),
-				"PD.CreateQP":       second2(o.pd.CreateQP(verbs.QPInitAttr{})),
-				"MR.Dereg":          o.mr.Dereg(),
-				"CQ.ReqNotify":      o.cq.ReqNotify(false),
-				"CQ.AckEvents":      o.cq.AckEvents(1),
-				"CQ.Resize":         o.cq.Resize(4),
-				"CQ.Destroy":        o.cq.Destroy(),
-				"CompChannel.Get":   second2(o.ch.GetEvent(context.Background())),
-				"CompChannel.Close": o.ch.Close(),
-				"QP.Modify":         o.qp.Modify(&ibv.QPAttr{}, ibv.QPAttrState),
-				"QP.PostSend":       second(o.qp.PostSend(ibv.SendWR{})),
-				"QP.PostRecv":       second(o.qp.PostRecv(ibv.RecvWR{})),
-				"QP.Destroy":        o.qp.Destroy(),
-				"QP.Ex":             second2(o.qp.Ex()),
-				"QPEx.WrComplete":   o.x.WrComplete(),
+				"Device.Close":             o.dev.Close(),
+				"Device.QueryPort":         second2(o.dev.QueryPort(1)),
+				"Device.QueryGID":          second2(o.dev.QueryGID(1, 0)),
+				"Device.AllocPD":           second2(o.dev.AllocPD()),
+				"Device.CreateCQ":          second2(o.dev.CreateCQ(1, nil)),
+				"PD.Dealloc":               o.pd.Dealloc(),
+				"PD.RegMR":                 second2(o.pd.RegMR(make([]byte, 8), 0)),
+				"PD.RegMRIOVA":             second2(o.pd.RegMRIOVA(make([]byte, 8), 0, 0)),
+				"PD.CreateQP":              second2(o.pd.CreateQP(verbs.QPInitAttr{})),
+				"MR.Dereg":                 o.mr.Dereg(),
+				"CQ.ReqNotify":             o.cq.ReqNotify(false),
+				"CQ.AckEvents":             o.cq.AckEvents(1),
+				"CQ.Resize":                o.cq.Resize(4),
+				"CQ.Destroy":               o.cq.Destroy(),
+				"CompChannel.Get":          second2(o.ch.GetEvent(context.Background())),
+				"CompChannel.Close":        o.ch.Close(),
+				"QP.Modify":                o.qp.Modify(&ibv.QPAttr{}, ibv.QPAttrState),
+				"QP.PostSend":              second(o.qp.PostSend(ibv.SendWR{})),
+				"QP.PostRecv":              second(o.qp.PostRecv(ibv.RecvWR{})),
+				"QP.Destroy":               o.qp.Destroy(),
+				"QP.Ex":                    second2(o.qp.Ex()),
+				"QPEx.WrComplete":          o.x.WrComplete(),
+				"Device.AllocTD":           second2(o.dev.AllocTD()),
+				"Device.AllocParentDomain": second2(o.dev.AllocParentDomain(verbs.ParentDomainInitAttr{PD: o.pd})),
+				"Device.CreateCQEx":        second2(o.dev.CreateCQEx(verbs.CQInitAttrEx{CQE: 1})),
+				"Device.QueryRTValuesEx":   o.dev.QueryRTValuesEx(&ibv.ValuesEx{}),
+				"Device.QueryGIDEx":        second2(o.dev.QueryGIDEx(1, 0, 0)),
+				"Device.QueryGIDTable":     second2(o.dev.QueryGIDTable(make([]verbs.GIDEntry, 1), 0)),
+				"Device.QueryPKey":         second2(o.dev.QueryPKey(1, 0)),
+				"PD.AdviseMR":              o.pd.AdviseMR(0, 0, []ibv.SGE{{}}),
+				"PD.AllocNullMR":           second2(o.pd.AllocNullMR()),
+				"MR.Rereg":                 o.mr.Rereg(ibv.ReregMRChangeAccess, nil, nil, 0),
+				"MR.MapSGOffset":           second2(o.mr.MapSGOffset(nil, nil, 4096)),
+				"CQ.Modify":                o.cq.Modify(&ibv.ModifyCQAttr{}),
+				"CQEx.StartPoll":           (*verbs.CQEx)(nil).StartPoll(),
+				"TD.Dealloc":               (*verbs.TD)(nil).Dealloc(),
 			}
 			for name, err := range errs {
 				apiWantErr(t, o.name+" "+name, err, "", verbs.EINVAL)
@@ -1050,8 +1064,8 @@ func TestAfterDeviceClose(t *testing.T) {
 		} {
 			apiWantErr(t, name+" after Close", err, "closed", verbs.ENODEV)
 		}
-		if s := a.qp.State(); s != ibv.QPStateRTS {
-			t.Errorf("QP state after Close: %v", s)
+		if s := a.qp.State(); s != ibv.QPStateUnknown {
+			t.Errorf("QP state after Close: %v, want UNKNOWN (the device no longer runs it)", s)
 		}
 		must(t, a.dev.Close())
 		must(t, a.qp.Destroy())

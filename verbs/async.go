@@ -14,8 +14,14 @@ import (
 // GetAsyncEvent takes them one at a time (ibv_get_async_event). The event
 // types softnic raises, each exactly once per occurrence:
 //
-//   - EventPortActive: once, when the device is opened (rxe raises it
-//     when its port comes up).
+//   - EventPortActive: when the device is opened on a link that is up
+//     (rxe_enable_driver's rxe_set_port_state), and whenever the link
+//     comes back up after a fall (rxe_port_up on NETDEV_UP or
+//     NETDEV_CHANGE).
+//   - EventPortErr: when the device is opened on a link that is down,
+//     and whenever the link goes down (rxe_port_down: the interface set
+//     down or losing its carrier, or the link closed under the device);
+//     each counts link_downed. See QueryPort.
 //   - EventCQErr: a CQ overran (Other is the *CQ); the QP whose
 //     completion was lost goes to ERR and raises EventQPFatal.
 //   - EventQPFatal: a QP went to ERR on its own: retries or RNR retries
@@ -37,8 +43,8 @@ import (
 // path (QPAttrAltPath is refused) and QP.Modify accepts
 // QPAttrPathMigState only with 0 (IBV_MIG_MIGRATED), so migration is
 // never armed. Nor does it raise EventCommEst (rxe does not either),
-// EventSRQErr, EventWQFatal, EventDeviceFatal or the port and GID change
-// events: nothing in softnic produces them.
+// EventSRQErr, EventWQFatal, EventDeviceFatal or the LID, P_Key, SM and
+// GID change events: nothing in softnic produces them.
 //
 // Every event GetAsyncEvent returns must be acknowledged with
 // AckAsyncEvent; until then the QP, CQ, SRQ or WQ it is about cannot be

@@ -105,8 +105,8 @@ func DefaultConnectAttr(t ibv.QPType) ConnectAttr {
 // the QP stays in the state it reached (reset it with Modify to try
 // again).
 func (qp *QP) Connect(local, remote Endpoint, attr *ConnectAttr) error {
-	if !qp.ok() {
-		return errNil("QP")
+	if err := qp.live(); err != nil {
+		return err
 	}
 	if own := qp.Endpoint(local.PSN); local != own {
 		return fmt.Errorf("%w: connect QP %#x at %v: the local endpoint is QP %#x's at %v", EINVAL,
@@ -154,8 +154,8 @@ func (qp *QP) ToRTS(sqPSN uint32, attr *ConnectAttr) error {
 // table requires for the QP's type (nic.ModifyAttrs, the kernel's
 // qp_state_table), filled in from attr, remote and sqPSN.
 func (qp *QP) connectStep(from, to ibv.QPState, remote Endpoint, sqPSN uint32, attr *ConnectAttr) error {
-	if !qp.ok() {
-		return errNil("QP")
+	if err := qp.live(); err != nil {
+		return err
 	}
 	t := qp.init.Type
 	req, _, ok := nic.ModifyAttrs(t, from, to)

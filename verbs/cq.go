@@ -48,8 +48,8 @@ func (c *CompChannel) GetEventTimeout(ctx context.Context, timeout time.Duration
 
 // getEvent is GetEvent (timeout < 0) and GetEventTimeout.
 func (c *CompChannel) getEvent(ctx context.Context, timeout time.Duration) (*CQ, error) {
-	if !c.ok() {
-		return nil, errNil("CompChannel")
+	if err := c.live(); err != nil {
+		return nil, err
 	}
 	if ctx == nil {
 		return nil, errNilCtx
@@ -104,6 +104,9 @@ type CQ struct {
 	ch   *CompChannel // the channel given to CreateCQ, or nil
 	dead atomic.Bool  // destroyed
 	wait *cqWaiter    // CQ.Wait's wake-up (cqwait.go)
+	// parent is the parent domain CreateCQEx was given, held until
+	// Destroy (as mlx5 holds it: its ibv_dealloc_pd is EBUSY meanwhile).
+	parent *PD
 }
 
 // cqs maps engine CQs back to their verbs wrappers for GetEvent.
@@ -177,8 +180,8 @@ func (c *CQ) Poll(wc []ibv.WorkCompletion) int {
 // with solicitedOnly on the next solicited or failed one (ibv_req_notify_cq).
 // An overrun or destroyed CQ cannot be armed (EINVAL).
 func (c *CQ) ReqNotify(solicitedOnly bool) error {
-	if !c.ok() {
-		return errNil("CQ")
+	if err := c.live(); err != nil {
+		return err
 	}
 	return c.q.ReqNotify(solicitedOnly)
 }
@@ -204,8 +207,8 @@ func (c *CQ) AckEvents(n int) error {
 // completions queued (ibv_resize_cq); EINVAL when cqe is below the number
 // queued or above the device's max_cqe.
 func (c *CQ) Resize(cqe int) error {
-	if !c.ok() {
-		return errNil("CQ")
+	if err := c.live(); err != nil {
+		return err
 	}
 	return c.q.Resize(cqe)
 }
@@ -242,6 +245,11 @@ func (c *CQ) Destroy() error {
 	c.dead.Store(true)
 	if c.ch != nil {
 		c.ch.cqs.Add(-1)
+	}
+	if p := c.parent; p != nil {
+		p.mu.Lock()
+		p.cqs--
+		p.mu.Unlock()
 	}
 	c.wait.wake() // a Wait in progress returns EINVAL
 	if c.d.ok() {

@@ -64,6 +64,10 @@ func (w *cqWaiter) wake() {
 // has other CQs attached is EINVAL (it would take their events), and
 // GetEvent on the channel must not be called while Wait is used.
 //
+// A CQ's moderation (CQ.Modify) applies to the notification Wait blocks
+// on: once the CQ is empty, Wait returns when the moderation's count of
+// completions has arrived or its period has passed.
+//
 // Cost: when completions are queued, one Poll. Otherwise one arming,
 // a second Poll, the device's busy polling (Config.BusyPoll) and a block on a Go channel that the engine goroutine
 // pushing the next completion signals; no timer and no polling loop, so it
@@ -71,8 +75,8 @@ func (w *cqWaiter) wake() {
 // Wait does not allocate. Several goroutines may Wait on one CQ: each
 // completion goes to one of them.
 func (c *CQ) Wait(ctx context.Context, wc []ibv.WorkCompletion) (int, error) {
-	if !c.ok() {
-		return 0, errNil("CQ")
+	if err := c.live(); err != nil {
+		return 0, err
 	}
 	if ctx == nil {
 		return 0, errNilCtx

@@ -30,8 +30,8 @@ import (
 // drain's modify. As ib_drain_sq, it needs a QP that may go to ERR: one
 // in RESET is refused (EINVAL, RESET→ERR is not a transition).
 func (qp *QP) DrainSQ(ctx context.Context) error {
-	if !qp.ok() {
-		return errNil("QP")
+	if err := qp.live(); err != nil {
+		return err
 	}
 	if ctx == nil {
 		return errNilCtx
@@ -52,8 +52,8 @@ func (qp *QP) DrainSQ(ctx context.Context) error {
 // ERR, which flushes the WQE it held; the WQ keeps its WQEs (move the WQ
 // to ERR to flush them). ctx is handled as by DrainSQ.
 func (qp *QP) DrainRQ(ctx context.Context) error {
-	if !qp.ok() {
-		return errNil("QP")
+	if err := qp.live(); err != nil {
+		return err
 	}
 	if ctx == nil {
 		return errNilCtx

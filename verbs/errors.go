@@ -23,6 +23,7 @@ var (
 	ENODEV     error = syscall.ENODEV
 	EAGAIN     error = syscall.EAGAIN
 	ETIMEDOUT  error = syscall.ETIMEDOUT
+	EFAULT     error = syscall.EFAULT
 )
 
 // errNilCtx is the error of a blocking call given a nil context (use
@@ -59,8 +60,21 @@ func (d *Device) sameDevice(what string, other *Device) error {
 // checkWRs returns the index of the first of wrs naming a typed object of
 // another device than d (an *AH, a fast-registration MR) and why, or
 // len(wrs) and nil.
+// errIPCsum refuses IBV_SEND_IP_CSUM. mlx5 computes IP and L4 checksums
+// on RAW_PACKET QPs (and UD over an underlay) when it advertises
+// IBV_DEVICE_RAW_IP_CSUM or IBV_DEVICE_UD_IP_CSUM, and fails the post with
+// EINVAL when it does not (mlx5 qp.c: "IBV_SEND_IP_CSUM" without
+// MLX5_CSUM_SUPPORT_*). softnic has no RAW_PACKET QPs and its UD payload
+// is no IP packet, so it advertises neither capability (ibv.CapUDIPCsum,
+// ibv.CapRawIPCsum) and refuses the flag as mlx5 does without them,
+// rather than accept it and never report IBV_WC_IP_CSUM_OK.
+var errIPCsum = fmt.Errorf("%w: IBV_SEND_IP_CSUM: no checksum offload (the device has neither IBV_DEVICE_UD_IP_CSUM nor IBV_DEVICE_RAW_IP_CSUM)", EINVAL)
+
 func (d *Device) checkWRs(wrs []ibv.SendWR) (int, error) {
 	for i := range wrs {
+		if wrs[i].Flags&ibv.SendIPCsum != 0 {
+			return i, errIPCsum
+		}
 		if ah, ok := wrs[i].AH.(*AH); ok && ah.ok() {
 			if err := d.sameDevice("SendWR.AH", ah.pd.d); err != nil {
 				return i, err
@@ -73,4 +87,54 @@ func (d *Device) checkWRs(wrs []ibv.SendWR) (int, error) {
 		}
 	}
 	return len(wrs), nil
+}
+
+// After Device.Close every call on an object of the device fails with
+// ENODEV (the device's check), whatever it would have answered before,
+// except the calls that release what an object holds (Destroy, Dealloc,
+// Dereg, Close, AckEvents), which go on working so that a program can
+// tear down in any order; calls without an error answer as for an object
+// not made by this package (QP.State is QPStateUnknown). Each type's live
+// is that one check, the first thing every such call does.
+
+func (qp *QP) live() error {
+	if !qp.ok() {
+		return errNil("QP")
+	}
+	return qp.pd.d.check()
+}
+
+func (c *CQ) live() error {
+	if !c.ok() {
+		return errNil("CQ")
+	}
+	return c.d.check()
+}
+
+func (c *CompChannel) live() error {
+	if !c.ok() {
+		return errNil("CompChannel")
+	}
+	return c.d.check()
+}
+
+func (s *SRQ) live() error {
+	if !s.ok() {
+		return errNil("SRQ")
+	}
+	return s.pd.d.check()
+}
+
+func (w *WQ) live() error {
+	if !w.ok() {
+		return errNil("WQ")
+	}
+	return w.pd.d.check()
+}
+
+func (mr *MR) live() error {
+	if !mr.ok() {
+		return errNil("MR")
+	}
+	return mr.d.check()
 }

@@ -8,6 +8,7 @@ package verbs_test
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -214,7 +215,7 @@ func TestFastRegRules(t *testing.T) {
 		_, err = b.pd.AllocMR(verbs.MRTypeMemReg, b.dev.QueryDevice().MaxFastRegPageLen+1)
 		apiWantErr(t, "AllocMR above max_fast_reg_page_list_len", err, "", verbs.EINVAL)
 		_, err = b.pd.AllocMR(1, 4)
-		apiWantErr(t, "AllocMR of type SG_GAPS", err, "MEM_REG", verbs.EINVAL)
+		apiWantErr(t, "AllocMR of type SG_GAPS", err, "MEM_REG", verbs.EOPNOTSUPP) // deliberately unsupported: TestUnsupported
 		_, err = b.mr.MapSG(pages(1, 4096, 0), 4096)
 		apiWantErr(t, "MapSG of an ordinary MR", err, "", verbs.EINVAL)
 		apiWantErr(t, "UpdateFastRegKey of an ordinary MR", b.mr.UpdateFastRegKey(1), "fast-registration", verbs.EINVAL)
@@ -232,7 +233,7 @@ func TestFastRegRules(t *testing.T) {
 		if n, err := mr.MapSG(pages(3, 4096, 0), 4096); err != nil || n != 2 {
 			t.Errorf("MapSG of 3 pages into 2: %d, %v; want 2", n, err)
 		}
-		_, err = b.dev.MapMRSG(mr, pages(5, 4096, 0)[:1], 4096)
+		_, err = b.dev.MapMRSG(mr, pages(5, 4096, 0)[:1], nil, 4096)
 		must(t, err)
 		fastReg(t, b, mr, pages(1, 4096, 0), fastAccess)
 		_, err = mr.MapSG(pages(1, 4096, 0), 4096)
@@ -358,5 +359,60 @@ func TestFastRegChain(t *testing.T) {
 		}
 		// The second registration is read-only.
 		mrefusedWrite(t, a, b, k2, mr.Addr(), ibv.WCRemAccessErr)
+	})
+}
+
+// TestMapSGOffset: ib_map_mr_sg's sg_offset. An element larger than the
+// region's pages is mapped in part, as ib_sg_to_pages maps it (up to the
+// start of the last page set), and sg_offset says where it stopped; the
+// next region carries on from there, and a READ through both registered
+// regions returns the element's bytes in order. MapSG still refuses the
+// element whole (ENOMEM), and an offset beyond the first element is
+// EINVAL. (Before, there was no sg_offset: only the ENOMEM.)
+func TestMapSGOffset(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{})
+		defer f.Close()
+		a, b := mpair(t, f, mopts{})
+		// One element of three contiguous pages.
+		raw := make([]byte, 4*4096)
+		off := int(-uintptr(unsafe.Pointer(unsafe.SliceData(raw)))) & 4095
+		elem := raw[off : off+3*4096]
+		fill(elem, 9)
+		mr1, err := b.pd.AllocMR(verbs.MRTypeMemReg, 2)
+		must(t, err)
+		mr2, err := b.pd.AllocMR(verbs.MRTypeMemReg, 2)
+		must(t, err)
+		if _, err := mr1.MapSG([][]byte{elem}, 4096); !errors.Is(err, verbs.ENOMEM) {
+			t.Errorf("MapSG of 3 pages into 2: %v, want ENOMEM", err)
+		}
+		sgOff := uint32(3 * 4096)
+		if _, err := mr1.MapSGOffset([][]byte{elem}, &sgOff, 4096); !errors.Is(err, verbs.EINVAL) {
+			t.Errorf("MapSGOffset at the end of the element: %v, want EINVAL", err)
+		}
+		sgOff = 0
+		n, err := b.dev.MapMRSG(mr1, [][]byte{elem}, &sgOff, 4096)
+		must(t, err)
+		if n != 0 || sgOff != 4096 || mr1.Addr() != addrOf(elem) || mr1.Len() != 4096 {
+			t.Fatalf("first region: %d elements, stopped at %d, mapped %#x+%d; want 0, 4096, %#x+4096",
+				n, sgOff, mr1.Addr(), mr1.Len(), addrOf(elem))
+		}
+		n, err = mr2.MapSGOffset([][]byte{elem}, &sgOff, 4096)
+		must(t, err)
+		if n != 1 || sgOff != 0 || mr2.Addr() != addrOf(elem)+4096 || mr2.Len() != 2*4096 {
+			t.Fatalf("second region: %d elements, stopped at %d, mapped %#x+%d; want 1, 0, %#x+8192",
+				n, sgOff, mr2.Addr(), mr2.Len(), addrOf(elem)+4096)
+		}
+		var got []byte
+		for i, mr := range []*verbs.MR{mr1, mr2} {
+			must(t, mr.UpdateFastRegKey(verbs.IncKey(mr.RKey())))
+			mpost(t, b.qp, mr.RegWR(uint64(60+i), sig, fastAccess))
+			mone(t, b, uint64(60+i), ibv.WCSuccess, ibv.WCRegMR)
+			mpost(t, a.qp, ibv.SendWR{WRID: uint64(70 + i), Opcode: ibv.WRRDMARead, Flags: sig,
+				SGList: []ibv.SGE{a.mr.SGE(0, int(mr.Len()))}, RemoteAddr: mr.Addr(), RKey: mr.RKey()})
+			mone(t, a, uint64(70+i), ibv.WCSuccess, ibv.WCRDMARead)
+			got = append(got, a.buf[:mr.Len()]...)
+		}
+		checkBytes(t, "the element read through both regions", got, elem)
 	})
 }

@@ -36,8 +36,8 @@ import (
 // sender attached to the group receives its own datagrams (the UDP link
 // sets IP_MULTICAST_LOOP).
 func (qp *QP) AttachMcast(gid GID, lid uint16) error {
-	if !qp.ok() {
-		return errNil("QP")
+	if err := qp.live(); err != nil {
+		return err
 	}
 	return qp.qp.AttachMcast(gid)
 }
@@ -47,8 +47,8 @@ func (qp *QP) AttachMcast(gid GID, lid uint16) error {
 // AttachMcast refuses. The link leaves the group with its last QP;
 // destroying a QP detaches it from its groups.
 func (qp *QP) DetachMcast(gid GID, lid uint16) error {
-	if !qp.ok() {
-		return errNil("QP")
+	if err := qp.live(); err != nil {
+		return err
 	}
 	return qp.qp.DetachMcast(gid)
 }

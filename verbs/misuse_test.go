@@ -21,9 +21,11 @@ import (
 
 // TestInlineGather: a send posted with IBV_SEND_INLINE and SGEs is copied
 // at post time on every QP type: an SGE spanning two chunks of a
-// fast-registration MR carries the chunks' bytes; an SGE with a bad lkey
-// or outside its MR is refused by PostSend (EINVAL, bad_wr at it, nothing
-// posted before it undone), with no packet and no completion.
+// fast-registration MR carries the chunks' bytes; an SGE whose address no
+// MR of the QP's PD covers (outside its MR, in an MR of another PD) is
+// refused by PostSend (EINVAL, bad_wr at it, nothing posted before it
+// undone), with no packet and no completion. (The lkey is not checked:
+// TestInlineLKeyNotChecked.)
 func TestInlineGather(t *testing.T) {
 	for _, typ := range []ibv.QPType{ibv.QPTypeRC, ibv.QPTypeUC, ibv.QPTypeUD} {
 		t.Run(typ.String(), func(t *testing.T) {
@@ -61,12 +63,17 @@ func TestInlineGather(t *testing.T) {
 				}
 				checkBytes(t, "inline SGEs across fast-reg chunks", b.buf[e.recvAt(0):e.recvAt(len(want))], want)
 
+				opd, err := a.dev.AllocPD()
+				must(t, err)
+				omr, err := opd.RegMR(make([]byte, 64), ibv.AccessLocalWrite)
+				must(t, err)
 				for _, tc := range []struct {
 					name string
 					sge  ibv.SGE
 					text string
 				}{
-					{"bad lkey", ibv.SGE{Addr: a.mr.Addr(), Length: 16, LKey: a.mr.LKey() ^ 0xff}, "inline data: SGE 1"},
+					{"an MR of another PD", omr.SGE(0, 16), "inline data: SGE 1"},
+					{"no MR, lkey 0", ibv.SGE{Addr: omr.Addr() + 8, Length: 16}, "inline data: SGE 1"},
 					{"out of the MR", a.mr.SGE(len(a.buf)-8, 16), "inline data: SGE 1"},
 					{"out of the fast-reg MR", ibv.SGE{Addr: fr.Addr() + 8192 - 8, Length: 16, LKey: fr.LKey()}, "inline data: SGE 1"},
 				} {
@@ -87,6 +94,51 @@ func TestInlineGather(t *testing.T) {
 						t.Errorf("%s: %d packets sent, want 1 (the good WR's)", tc.name, got)
 					}
 				}
+			})
+		})
+	}
+}
+
+// TestInlineLKeyNotChecked: a send posted with IBV_SEND_INLINE and SGEs
+// reads the bytes at the SGEs' addresses without checking their lkeys
+// (ibv_post_send(3): "the L_Key will not be checked"), on every QP type:
+// lkey 0, a wrong key byte, the key of another MR of the PD, and an MR
+// with no access rights all carry the bytes at the address, found in the
+// PD's MRs. (Before, each was EINVAL.)
+func TestInlineLKeyNotChecked(t *testing.T) {
+	for _, typ := range []ibv.QPType{ibv.QPTypeRC, ibv.QPTypeUC, ibv.QPTypeUD} {
+		t.Run(typ.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := fabric.New(fabric.Config{})
+				defer f.Close()
+				a, b := mpair(t, f, mopts{typ: typ, maxInline: 256})
+				e := &opEnv{a: a, b: b, typ: typ}
+				if typ == ibv.QPTypeUD {
+					var err error
+					e.ah, err = a.pd.CreateAH(ibv.AHAttr{IsGlobal: true, PortNum: 1, GRH: ibv.GlobalRoute{DGID: b.dev.Addr()}})
+					must(t, err)
+				}
+				second := make([]byte, 64)
+				fill(second, 7)
+				mr2, err := a.pd.RegMR(second, 0) // no rights: a read needs none
+				must(t, err)
+				fill(a.buf[:64], 3)
+				sges := []ibv.SGE{
+					{Addr: a.mr.Addr() + 4, Length: 8},                            // lkey 0
+					{Addr: a.mr.Addr() + 20, Length: 8, LKey: a.mr.LKey() ^ 0x01}, // wrong key byte
+					{Addr: mr2.Addr() + 10, Length: 8, LKey: a.mr.LKey()},         // another MR's key
+					{Addr: mr2.Addr() + 40, Length: 8, LKey: mr2.LKey()},          // an MR without rights
+				}
+				var want []byte
+				want = append(want, a.buf[4:12]...)
+				want = append(want, a.buf[20:28]...)
+				want = append(want, second[10:18]...)
+				want = append(want, second[40:48]...)
+				postRecvMS(t, b, 1, 0, 256)
+				e.must(t, ibv.SendWR{WRID: 1, Opcode: ibv.WRSend, Flags: sig | ibv.SendInline, SGList: sges})
+				mone(t, a, 1, ibv.WCSuccess, ibv.WCSend)
+				mone(t, b, 1, ibv.WCSuccess, ibv.WCRecv)
+				checkBytes(t, "inline SGEs with unchecked lkeys", b.buf[e.recvAt(0):e.recvAt(len(want))], want)
 			})
 		})
 	}
@@ -242,7 +294,7 @@ func TestNilArguments(t *testing.T) {
 			{"WQ.Modify(nil)", func() error { return wq.Modify(nil, ibv.WQAttrState) }, ""},
 			{"InitAHFromWC(nil)", func() error { _, err := a.dev.InitAHFromWC(1, nil, make([]byte, 40)); return err }, ""},
 			{"CreateAHFromWC(nil)", func() error { _, err := a.pd.CreateAHFromWC(nil, make([]byte, 40), 1); return err }, ""},
-			{"MapMRSG(nil)", func() error { _, err := a.dev.MapMRSG(nil, nil, 4096); return err }, ""},
+			{"MapMRSG(nil)", func() error { _, err := a.dev.MapMRSG(nil, nil, nil, 4096); return err }, ""},
 			{"BindMW(nil)", func() error { _, err := a.qp.BindMW(nil, verbs.MWBind{}); return err }, "MW is nil"},
 			{"BIND_MW without Bind", func() error { _, err := a.qp.PostSend(ibv.SendWR{Opcode: ibv.WRBindMW}); return err }, "without bind information"},
 			{"REG_MR without Reg", func() error { _, err := a.qp.PostSend(ibv.SendWR{Opcode: ibv.WRRegMR}); return err }, "without registration information"},
@@ -262,10 +314,11 @@ func TestNilArguments(t *testing.T) {
 	})
 }
 
-// TestPostSendInBatch: PostSend and BindMW on a QP with an open WrStart
-// batch return EBUSY at once (from the batch's own goroutine they used to
-// wait forever) and post nothing; after WrComplete, and after WrAbort,
-// PostSend works again.
+// TestPostSendInBatch: from the goroutine that holds a WrStart batch, a
+// PostSend or BindMW on the QP is refused at once with EBUSY (it would
+// wait on itself), and so is a second WrStart, which fails the batch;
+// the batch then completes or aborts as usual. (Another goroutine's post
+// waits: TestPostWaitsForBatch.)
 func TestPostSendInBatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := fabric.New(fabric.Config{})
@@ -286,27 +339,13 @@ func TestPostSendInBatch(t *testing.T) {
 			x.WRID, x.WRFlags = id, sig
 			x.WrSend()
 			x.WrSetSGE(a.mr.LKey(), a.mr.Addr(), 8)
-			done := make(chan error, 2)
-			go func() {
-				n, err := a.qp.PostSend(send(id + 1))
-				if n != 0 {
-					err = fmt.Errorf("posted %d: %v", n, err)
-				}
-				done <- err
-				_, err = a.qp.BindMW(mw, verbs.MWBind{WRID: id + 9})
-				done <- err
-			}()
-			synctest.Wait()
-			select {
-			case err := <-done:
-				apiWantErr(t, "PostSend in an open batch", err, "open ibv_wr_start batch", verbs.EBUSY)
-				apiWantErr(t, "BindMW in an open batch", <-done, "open ibv_wr_start batch", verbs.EBUSY)
-			default:
-				t.Fatalf("PostSend in an open batch blocks")
+			n, err := a.qp.PostSend(send(id + 1))
+			if n != 0 {
+				t.Errorf("PostSend from the batch's goroutine posted %d", n)
 			}
-			if n, err := a.qp.PostSend(send(id + 1)); n != 0 || !errors.Is(err, verbs.EBUSY) {
-				t.Errorf("PostSend from the batch's goroutine: %d, %v; want 0, EBUSY", n, err)
-			}
+			apiWantErr(t, "PostSend in one's own batch", err, "open ibv_wr_start batch on this goroutine", verbs.EBUSY)
+			_, err = a.qp.BindMW(mw, verbs.MWBind{WRID: id + 9})
+			apiWantErr(t, "BindMW in one's own batch", err, "open ibv_wr_start batch on this goroutine", verbs.EBUSY)
 			if end == "WrComplete" {
 				must(t, x.WrComplete())
 				mone(t, a, id, ibv.WCSuccess, ibv.WCSend)
@@ -317,6 +356,17 @@ func TestPostSendInBatch(t *testing.T) {
 			mone(t, a, id+2, ibv.WCSuccess, ibv.WCSend)
 			noWC(t, a.cq, time.Millisecond)
 		}
+		// A second WrStart on the batch's goroutine fails the batch.
+		postRecvMS(t, b, 100, 0, 64)
+		x.WrStart()
+		x.WRID, x.WRFlags = 99, sig
+		x.WrSend()
+		x.WrSetSGE(a.mr.LKey(), a.mr.Addr(), 8)
+		x.WrStart()
+		apiWantErr(t, "WrComplete after a second WrStart", x.WrComplete(), "ibv_wr_start in the batch", verbs.EBUSY)
+		mpost(t, a.qp, send(100))
+		mone(t, a, 100, ibv.WCSuccess, ibv.WCSend)
+		noWC(t, a.cq, time.Millisecond)
 	})
 }
 

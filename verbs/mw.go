@@ -150,14 +150,15 @@ func BindMWWR(wrid uint64, flags ibv.SendFlags, mw *MW, rkey uint32, info MWBind
 // work request: BindMWWR, QPEx.WrBindMW), ZERO_BASED access (a type-1
 // window cannot be zero-based, IBA o10-36.2.2; rxe's provider checks it
 // here), an MR missing with a length, and everything PostSend refuses (a
-// UD QP, a QP not yet in RTS; EBUSY in an open WrStart batch), and a
+// UD QP, a QP not yet in RTS; EBUSY in a WrStart batch of the calling
+// goroutine; a batch of another goroutine makes it wait), and a
 // window or MR of another device. The other bind rules are the engine's and
 // fail the completion: QP, window and MR in one PD (C10-72), MR with
 // MW_BIND access (C10-73), writable rights only over a locally writable
 // MR (C10-74), the range inside the MR (C10-75), no zero-based MR.
 func (qp *QP) BindMW(mw *MW, bind MWBind) (uint32, error) {
-	if !qp.ok() {
-		return 0, errNil("QP")
+	if err := qp.live(); err != nil {
+		return 0, err
 	}
 	if !mw.ok() {
 		return 0, errNil("MW")
@@ -194,7 +195,7 @@ func (d *Device) checkBind(mw *MW, info *MWBindInfo) error {
 		}
 	}
 	if info.MR.ok() {
-		if err := d.sameDevice("MWBindInfo.MR", info.MR.pd.d); err != nil {
+		if err := d.sameDevice("MWBindInfo.MR", info.MR.d); err != nil {
 			return err
 		}
 	}

@@ -308,11 +308,12 @@ func opWR(e *opEnv, op ibv.WROpcode) ibv.SendWR {
 
 // sendOps is what the QP types may enable at creation (the rxe provider's
 // sets, with LOCAL_INV added on UC as mlx5 and the man page table have,
-// and TSO on UD, which rxe has not).
+// SEND_WITH_INV taken off UC, which has no such opcode, and TSO on UD,
+// which rxe has not).
 var sendOps = map[ibv.QPType]verbs.SendOpsFlags{
 	ibv.QPTypeRC: wrAllRC,
 	ibv.QPTypeUC: verbs.SendOpsRDMAWrite | verbs.SendOpsRDMAWriteWithImm | verbs.SendOpsSend | verbs.SendOpsSendWithImm |
-		verbs.SendOpsLocalInv | verbs.SendOpsBindMW | verbs.SendOpsSendWithInv,
+		verbs.SendOpsLocalInv | verbs.SendOpsBindMW,
 	ibv.QPTypeUD: verbs.SendOpsSend | verbs.SendOpsSendWithImm | verbs.SendOpsTSO,
 }
 

@@ -74,10 +74,13 @@ const (
 		SendOpsRDMARead | SendOpsAtomicCmpAndSwp | SendOpsAtomicFetchAdd | SendOpsLocalInv |
 		SendOpsBindMW | SendOpsSendWithInv | SendOpsFlush | SendOpsAtomicWrite
 	// UC also takes LOCAL_INV, as the ibv_post_send(3) table and mlx5 do
-	// (rxe's provider leaves it out); the engine still refuses
-	// SEND_WITH_INV on UC at WrComplete (no such UC opcode in IBTA).
+	// (rxe's provider leaves it out), and not SEND_WITH_INV, which IBTA
+	// has no UC opcode for (the ibv_post_send(3) table; mlx5's
+	// MLX5_SUPPORTED_SEND_OPS_FLAGS_UC): rxe's provider takes it in
+	// send_ops_flags and the kernel fails the WR later; softnic refuses it
+	// at creation.
 	ucSendOps = SendOpsRDMAWrite | SendOpsRDMAWriteWithImm | SendOpsSend | SendOpsSendWithImm |
-		SendOpsLocalInv | SendOpsBindMW | SendOpsSendWithInv
+		SendOpsLocalInv | SendOpsBindMW
 	// UD also takes TSO, which rxe has not (RXE_SUP_UD_QP_SEND_OPS_FLAGS
 	// is SEND and SEND_WITH_IMM).
 	udSendOps = SendOpsSend | SendOpsSendWithImm | SendOpsTSO
@@ -189,24 +192,26 @@ func (qp *QP) QPN() uint32 {
 // refusal wraps EINVAL, names the attribute in question and leaves the QP
 // as it was.
 func (qp *QP) Modify(attr *ibv.QPAttr, mask ibv.AttrMask) error {
-	if !qp.ok() {
-		return errNil("QP")
+	if err := qp.live(); err != nil {
+		return err
 	}
 	return qp.qp.Modify(attr, mask)
 }
 
-// Query returns the QP's attributes and creation attributes (ibv_query_qp).
+// Query returns the QP's attributes and creation attributes (ibv_query_qp);
+// after Device.Close, as for a QP not made by CreateQP, states
+// QPStateUnknown and no creation attributes.
 func (qp *QP) Query() (ibv.QPAttr, QPInitAttr) {
-	if !qp.ok() {
+	if qp.live() != nil {
 		return ibv.QPAttr{State: ibv.QPStateUnknown, CurState: ibv.QPStateUnknown}, QPInitAttr{}
 	}
 	return qp.qp.Query(), qp.init
 }
 
 // State returns the QP's current state (QPStateUnknown for a QP not made
-// by CreateQP).
+// by CreateQP, and after Device.Close).
 func (qp *QP) State() ibv.QPState {
-	if !qp.ok() {
+	if qp.live() != nil {
 		return ibv.QPStateUnknown
 	}
 	return qp.qp.State()
@@ -215,20 +220,35 @@ func (qp *QP) State() ibv.QPState {
 // PostSend posts wrs in order (ibv_post_send). It stops at the first WR it
 // refuses: the returned count is the number posted, which is also the
 // index of the bad WR (bad_wr), and err says why: EINVAL for a WR the QP
-// cannot carry, an AH or fast-registration MR of another device, inline
-// data (SendInline without InlineData) from SGEs that name no MR of the
-// QP's PD or lie outside it (softnic copies inline data at post time, so
-// it refuses there rather than send zeros), or a QP in RESET, INIT or
+// cannot carry, an AH or fast-registration MR of another device, the
+// IBV_SEND_IP_CSUM flag (softnic has no checksum offload: see
+// errIPCsum), inline data
+// (SendInline without InlineData) from SGEs at an address no MR of the
+// QP's PD covers, or a QP in RESET, INIT or
 // RTR; ENOMEM (also matching ENOSPC) for a full send queue. WRs posted in
 // ERR complete with WCWRFlushErr.
 //
-// While a WrStart batch of the QP's extended interface is open, PostSend
-// refuses at once with EBUSY, posting nothing: end the batch with
-// WrComplete or WrAbort first (a PostSend already waiting when a batch
-// starts still waits for it to end).
+// Inline data from SGEs is copied when the WR is posted, and, as
+// ibv_post_send(3) says, "the L_Key will not be checked": a C provider
+// reads the SGE's address whatever its lkey. A Go program's address
+// means something only through registered memory, so softnic finds it
+// among the PD's MRs: the SGE's own MR when its lkey names a valid MR of
+// the PD that covers the range, else any MR of the PD registered at its
+// buffer's own address (RegMR) that covers it, whatever the lkey and the
+// MR's access rights. Only an address no MR of the PD covers is refused,
+// there rather than sending zeros.
+//
+// PostSend and BindMW on one QP may be called from many goroutines at
+// once; each post is atomic. While a WrStart batch of the QP's extended
+// interface is open, a PostSend or BindMW from another goroutine waits
+// until WrComplete or WrAbort ends it, as on mlx5, whose ibv_post_send
+// and ibv_wr_start take the same send-queue lock; from the goroutine that
+// holds the batch it would wait on itself forever, so it is refused at
+// once with EBUSY, posting nothing (libibverbs leaves ibv_post_send
+// inside one's own ibv_wr_start batch undefined).
 func (qp *QP) PostSend(wrs ...ibv.SendWR) (int, error) {
-	if !qp.ok() {
-		return 0, errNil("QP")
+	if err := qp.live(); err != nil {
+		return 0, err
 	}
 	if err := qp.lockPost(); err != nil {
 		return 0, err
@@ -237,14 +257,19 @@ func (qp *QP) PostSend(wrs ...ibv.SendWR) (int, error) {
 	return qp.postLocked(wrs)
 }
 
-// lockPost takes postMu for a PostSend or BindMW, or refuses at once with
-// EBUSY while a WrStart batch is open on the QP: the goroutine holding
-// the batch would wait on itself forever (Go cannot tell it from
-// another), and libibverbs leaves PostSend inside an ibv_wr_start batch
-// undefined.
+// lockPost takes postMu for a PostSend or BindMW, waiting for a post or a
+// WrStart batch of another goroutine to end, or refuses at once with
+// EBUSY when the calling goroutine holds the QP's batch: it would wait on
+// itself. The batch records its goroutine's token (goroutine) once it
+// holds postMu, before that goroutine can call anything else, so the
+// token read here is the caller's own exactly when the caller holds the
+// batch.
 func (qp *QP) lockPost() error {
-	if qp.ex != nil && qp.ex.busy.Load() {
-		return fmt.Errorf("%w: QP %#x has an open ibv_wr_start batch: complete it with WrComplete or drop it with WrAbort first", EBUSY, qp.QPN())
+	if qp.postMu.TryLock() {
+		return nil
+	}
+	if x := qp.ex; x != nil && x.owner.Load() == goroutine() {
+		return fmt.Errorf("%w: QP %#x has an open ibv_wr_start batch on this goroutine: complete it with WrComplete or drop it with WrAbort first", EBUSY, qp.QPN())
 	}
 	qp.postMu.Lock()
 	return nil
@@ -265,8 +290,8 @@ func (qp *QP) postLocked(wrs []ibv.SendWR) (int, error) {
 // PostSend: EINVAL for too many SGEs or a QP in RESET, ENOMEM (and
 // ENOSPC) for a full receive queue.
 func (qp *QP) PostRecv(wrs ...ibv.RecvWR) (int, error) {
-	if !qp.ok() {
-		return 0, errNil("QP")
+	if err := qp.live(); err != nil {
+		return 0, err
 	}
 	n, err := qp.qp.PostRecv(wrs)
 	return n, err

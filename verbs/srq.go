@@ -81,16 +81,16 @@ func (pd *PD) CreateSRQ(attr SRQInitAttr) (*SRQ, error) {
 // and is not below the armed limit; SRQAttrLimit takes a limit up to the
 // capacity (0 disarms). A refusal is EINVAL and changes nothing.
 func (s *SRQ) Modify(attr *ibv.SRQAttr, mask ibv.SRQAttrMask) error {
-	if !s.ok() {
-		return errNil("SRQ")
+	if err := s.live(); err != nil {
+		return err
 	}
 	return s.s.Modify(attr, mask)
 }
 
 // Query returns the SRQ's attributes (ibv_query_srq).
 func (s *SRQ) Query() (ibv.SRQAttr, error) {
-	if !s.ok() {
-		return ibv.SRQAttr{}, errNil("SRQ")
+	if err := s.live(); err != nil {
+		return ibv.SRQAttr{}, err
 	}
 	a, err := s.s.Query()
 	return a, err
@@ -100,8 +100,8 @@ func (s *SRQ) Query() (ibv.SRQAttr, error) {
 // reporting as QP.PostRecv: EINVAL for too many SGEs, ENOMEM (and ENOSPC)
 // for a full SRQ.
 func (s *SRQ) PostRecv(wrs ...ibv.RecvWR) (int, error) {
-	if !s.ok() {
-		return 0, errNil("SRQ")
+	if err := s.live(); err != nil {
+		return 0, err
 	}
 	n, err := s.s.PostRecv(wrs)
 	return n, err

@@ -3,6 +3,8 @@ package verbs
 import (
 	"fmt"
 	"strings"
+
+	"github.com/softnic/softnic/ibv"
 )
 
 // The enums of package verbs print as the ones of package ibv do
@@ -35,10 +37,16 @@ func (s PortState) String() string {
 	return fmt.Sprintf("PortState(%d)", uint8(s))
 }
 
-// String returns "MEM_REG" for MRTypeMemReg (enum ib_mr_type).
+// String returns the enum ib_mr_type name without IB_MR_TYPE_
+// ("MEM_REG", "INTEGRITY").
 func (t MRType) String() string {
-	if t == MRTypeMemReg {
+	switch t {
+	case MRTypeMemReg:
 		return "MEM_REG"
+	case MRTypeSGGaps:
+		return "SG_GAPS"
+	case MRTypeIntegrity:
+		return "INTEGRITY"
 	}
 	return fmt.Sprintf("MRType(%d)", int(t))
 }
@@ -85,3 +93,16 @@ func (f SendOpsFlags) String() string {
 	}
 	return b.String()
 }
+
+// Format implements fmt.Formatter (ibv.FormatEnum): the name under %v,
+// the number under %d and %x.
+func (s PortState) Format(f fmt.State, verb rune) { ibv.FormatEnum(f, verb, uint64(s), s.String) }
+
+// Format implements fmt.Formatter (ibv.FormatEnum).
+func (t MRType) Format(f fmt.State, verb rune) { ibv.FormatEnum(f, verb, uint64(t), t.String) }
+
+// Format implements fmt.Formatter (ibv.FormatEnum).
+func (t MWType) Format(f fmt.State, verb rune) { ibv.FormatEnum(f, verb, uint64(t), t.String) }
+
+// Format implements fmt.Formatter (ibv.FormatEnum).
+func (s SendOpsFlags) Format(f fmt.State, verb rune) { ibv.FormatEnum(f, verb, uint64(s), s.String) }

@@ -58,3 +58,25 @@ func TestVerbsEnumStrings(t *testing.T) {
 		}
 	}
 }
+
+// TestVerbsEnumFormat: the enums of package verbs print their names under
+// %v and their numbers under %d and %x (ibv.FormatEnum).
+func TestVerbsEnumFormat(t *testing.T) {
+	for _, tc := range []struct {
+		format string
+		arg    any
+		want   string
+	}{
+		{"%v", verbs.PortActive, "ACTIVE"},
+		{"%x", verbs.PortActive, "4"},
+		{"%d", verbs.MWType2, "2"},
+		{"%x", verbs.MWType2, "2"},
+		{"%x", verbs.MRTypeMemReg, "0"},
+		{"%#x", verbs.SendOpsSend | verbs.SendOpsRDMAWrite, "0x5"},
+		{"%v", verbs.SendOpsSend | verbs.SendOpsRDMAWrite, "RDMA_WRITE|SEND"},
+	} {
+		if got := fmt.Sprintf(tc.format, tc.arg); got != tc.want {
+			t.Errorf("Sprintf(%q, %T) = %q, want %q", tc.format, tc.arg, got, tc.want)
+		}
+	}
+}

@@ -109,8 +109,8 @@ func (pd *PD) CreateSRQEx(attr SRQInitAttrEx) (*SRQ, error) {
 // max_sge, an unknown opcode or a handle outside the list (which mlx5
 // does not check); EOPNOTSUPP on a basic SRQ.
 func (s *SRQ) PostOps(ops []ibv.OpsWR) (bad int, err error) {
-	if !s.ok() {
-		return 0, errNil("SRQ")
+	if err := s.live(); err != nil {
+		return 0, err
 	}
 	n, err := s.s.PostOps(ops)
 	return n, err
@@ -120,10 +120,18 @@ func (s *SRQ) PostOps(ops []ibv.OpsWR) (bad int, err error) {
 // (ibv_query_device_ex): QueryDevice's, the tag-matching capabilities
 // (tm_caps: ibv.TMCapRC, max_num_tags, max_ops, max_sge,
 // max_rndv_hdr_size) and the TSO capabilities (tso_caps: max_tso and
-// supported_qpts, UD only; see QPEx.WrSendTSO).
+// supported_qpts, UD only; see QPEx.WrSendTSO), the on-demand paging
+// capabilities (odp_caps: every operation of RC, UC and UD, no implicit
+// ODP; see PD.AdviseMR), the completion clock (hca_core_clock 1 GHz and a
+// 64-bit completion_timestamp_mask; see CQEx.ReadCompletionTS), the CQ
+// moderation limits (cq_mod_caps; see CQ.Modify) and max_wq_type_rq; no
+// RSS (rss_caps zero: see CreateRWQIndTable).
 func (d *Device) QueryDeviceEx() ibv.DeviceAttrEx {
 	if !d.ok() {
 		return ibv.DeviceAttrEx{}
 	}
-	return ibv.DeviceAttrEx{DeviceAttr: d.n.QueryDevice(), TMCaps: nic.TMCaps(), TSOCaps: nic.TSOCaps()}
+	attr := d.n.QueryDevice()
+	return ibv.DeviceAttrEx{DeviceAttr: attr, TMCaps: nic.TMCaps(), TSOCaps: nic.TSOCaps(),
+		ODPCaps: odpCaps, CompletionTimestampMask: ^uint64(0), HCACoreClock: 1_000_000,
+		CQModCaps: cqModCaps, MaxWQTypeRQ: uint32(attr.MaxQP)}
 }

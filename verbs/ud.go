@@ -43,10 +43,18 @@ import (
 const GRHLen = nic.GRHLen
 
 // WrSetUDAddr gives the last WR built its UD destination
-// (ibv_wr_set_ud_addr).
+// (ibv_wr_set_ud_addr). Only a UD QP has one: on any other QP it fails
+// the batch with EINVAL (WrComplete reports it), as mlx5 gives only UD
+// QPs the setter (mlx5_qp_fill_wr_pfns: wr_set_ud_addr for IBV_QPT_UD
+// alone); rxe's provider sets it on every QP and the kernel ignores the
+// address on RC and UC, which would hide the mistake.
 func (x *QPEx) WrSetUDAddr(ah ibv.AddressHandle, remoteQPN, remoteQKey uint32) {
 	w, _ := x.cur()
 	if w == nil {
+		return
+	}
+	if t := x.qp.init.Type; t != ibv.QPTypeUD {
+		x.fail(fmt.Errorf("%w: ibv_wr_set_ud_addr on a %v QP: only a UD QP takes an address per WR", EINVAL, t))
 		return
 	}
 	w.AH, w.RemoteQPN, w.RemoteQKey = ah, remoteQPN, remoteQKey

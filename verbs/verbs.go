@@ -17,7 +17,16 @@
 //
 // Beyond libibverbs, QP.Connect (and ToInit, ToRTR, ToRTS) takes a QP
 // from RESET to RTS in one call, CQ.Wait waits for completions with a
-// context and CQ.All ranges over them; every enum prints its name.
+// context and CQ.All ranges over them; every enum prints its name under
+// %v and its number under %d and %x.
+//
+// Posting is safe from many goroutines: PostSend and BindMW on one QP
+// are atomic, and wait while another goroutine holds a WrStart batch of
+// the QP (its send queue), as on mlx5; from the goroutine holding the
+// batch they are EBUSY. docs/verbs-map.md maps every call of
+// libibverbs' verbs.h to its counterpart here, or says why there is
+// none; the calls softnic deliberately lacks return EOPNOTSUPP and are
+// listed in Unsupported.
 //
 // # Examples
 //
@@ -94,9 +103,12 @@ type Config struct {
 
 // Device is an open RDMA device: ibv_context of one softnic NIC. Only
 // Open makes a usable one: methods of a nil or zero Device return EINVAL
-// (or zero values), and after Close every call that would create an
-// object, post or modify fails with ENODEV, while destroy calls still
-// release what they hold.
+// (or zero values), and after Close every call on the device or one of
+// its objects (QP, CQ, SRQ, WQ, MR, ...) fails with an error wrapping
+// ENODEV that says the device is closed, calls without an error answer
+// as for an object not made by this package (QP.State is
+// QPStateUnknown), while destroy calls (Destroy, Dealloc, Dereg, Close,
+// AckEvents) still release what they hold.
 type Device struct {
 	n    *nic.NIC
 	acks asyncAcks
@@ -256,9 +268,9 @@ func (d *Device) Counters() ibv.Counters {
 }
 
 // PortAttr is a port's attributes (struct ibv_port_attr), as rxe reports
-// them (rxe.c rxe_init_port_param).
+// them (rxe.c rxe_init_port_param, rxe_verbs.c rxe_query_port).
 type PortAttr struct {
-	State        uint8 // a PortState: 4 = IBV_PORT_ACTIVE
+	State        uint8 // a PortState: 4 = IBV_PORT_ACTIVE, 1 = IBV_PORT_DOWN
 	MaxMTU       ibv.MTU
 	ActiveMTU    ibv.MTU
 	GIDTblLen    int
@@ -269,15 +281,15 @@ type PortAttr struct {
 	SMLID        uint16
 	LMC          uint8
 	MaxVLNum     uint8
-	ActiveWidth  uint8 // 1 = 1X
-	ActiveSpeed  uint8 // 1 = SDR (2.5 Gb/s)
-	PhysState    uint8 // 5 = LinkUp
+	ActiveWidth  uint8 // enum ib_port_width: 1 = 1X, 16 = 2X, 2 = 4X, 4 = 8X, 8 = 12X
+	ActiveSpeed  uint8 // enum ib_port_speed: 1 = SDR (2.5 Gb/s), 8 = FDR10, 32 = EDR, ...
+	PhysState    uint8 // 5 = LinkUp, 2 = Polling (up, no carrier), 3 = Disabled (down)
 	LinkLayer    uint8 // 2 = IBV_LINK_LAYER_ETHERNET
 }
 
 // Port state and link-layer values.
 const (
-	PortActive        PortState = 4 // IBV_PORT_ACTIVE, the state of softnic's port
+	PortActive        PortState = 4 // IBV_PORT_ACTIVE: the state of softnic's port while its link is up
 	LinkLayerEthernet           = 2
 	PortCapCMSup                = 1 << 16 // IB_PORT_CM_SUP
 )
@@ -294,18 +306,50 @@ func ActiveMTU(netdevMTU int) ibv.MTU { return nic.ActiveMTU(netdevMTU) }
 // max MTU is 4096, as rxe reports. The active MTU bounds UD messages; an
 // RC or UC QP's path MTU, checked against the max MTU only (rxe_qp.c
 // rxe_qp_chk_attr), bounds its packets.
+//
+// The state follows the link as rxe's follows its netdev (rxe_query_port):
+// ACTIVE while the link's interface is up with a carrier, DOWN otherwise
+// and once the link is closed; the physical state is LinkUp, Polling (up
+// without a carrier) or Disabled. The speed and width are the
+// interface's, mapped as the kernel's ib_get_eth_speed maps its ethtool
+// speed (nic.EthSpeed: 10 Gb/s, a veth's, is 1X FDR10; an unknown speed,
+// loopback's, 1X SDR). A link that cannot tell its state (a fabric
+// endpoint says it: fabric.Endpoint.SetLinkState) is ACTIVE at 1X SDR
+// while it is open. Each change raises EventPortErr or EventPortActive
+// (see GetAsyncEvent); each fall counts link_downed.
+//
+// While the link is administratively down or closed it sends nothing and
+// sent_pkts does not count what it refused. A UD or UC work request sent
+// then fails with IBV_WC_LOC_QP_OP_ERR (the QP to SQE for UD, ERR for
+// UC), as rxe's requester fails one when its netdev has no route. RC's
+// packets wait for the retransmit timer and the work request completes
+// if the link comes back within the QP's retries: a deliberate
+// difference, rxe fails RC's the same way.
 func (d *Device) QueryPort(port uint8) (PortAttr, error) {
-	if !d.ok() {
-		return PortAttr{}, errNil("Device")
+	if err := d.check(); err != nil {
+		return PortAttr{}, err
 	}
 	if port != 1 {
 		return PortAttr{}, fmt.Errorf("%w: port %d (the device has port 1)", EINVAL, port)
 	}
+	p := d.n.Port()
 	return PortAttr{
-		State: uint8(PortActive), MaxMTU: ibv.MTU4096, ActiveMTU: d.n.PortMTU(), GIDTblLen: 1,
+		State: p.State, MaxMTU: ibv.MTU4096, ActiveMTU: d.n.PortMTU(), GIDTblLen: 1,
 		PortCapFlags: PortCapCMSup, MaxMsgSz: uint64(d.n.QueryDevice().MaxMsgSize), PKeyTblLen: 1,
-		MaxVLNum: 1, ActiveWidth: 1, ActiveSpeed: 1, PhysState: 5, LinkLayer: LinkLayerEthernet,
+		MaxVLNum: 1, ActiveWidth: p.Width, ActiveSpeed: p.Speed, PhysState: p.PhysState, LinkLayer: LinkLayerEthernet,
 	}, nil
+}
+
+// Link returns the link the device was opened on (Config.Link), for what
+// only the link knows: its network's answers (link.WatchSendErrors), its
+// routes (link.ResolveRoute), its counters. The device owns it: closing
+// the device closes it, and a datagram written to it directly travels
+// beside the device's own. nil for a Device not made by Open.
+func (d *Device) Link() link.Link {
+	if !d.ok() {
+		return nil
+	}
+	return d.n.Link()
 }
 
 // GID is a 16-byte global identifier; for RoCEv2 an IPv6 address or an
@@ -343,8 +387,8 @@ func GIDFromAddr(a netip.Addr) GID { return GID(netip.AddrFrom16(a.As16()).As16(
 // QueryGID returns GID index of port 1 (ibv_query_gid). softnic's table
 // has one entry, the device address (a RoCEv2 GID).
 func (d *Device) QueryGID(port uint8, index int) (GID, error) {
-	if !d.ok() {
-		return GID{}, errNil("Device")
+	if err := d.check(); err != nil {
+		return GID{}, err
 	}
 	if port != 1 || index != 0 {
 		return GID{}, fmt.Errorf("%w: GID %d/%d (the table has port 1 index 0)", EINVAL, port, index)
@@ -371,8 +415,16 @@ type PD struct {
 	// mu orders Dealloc after the creations that take a reference on the
 	// PD (QPs, SRQs, AHs): they hold it shared, Dealloc exclusively, so
 	// none can reference a freed PD (nic.PD.Ref does not check).
-	mu   sync.RWMutex
-	dead bool // guarded by mu
+	mu      sync.RWMutex
+	dead    bool // guarded by mu
+	parents int  // guarded by mu; parent domains protecting with this PD
+	cqs     int  // guarded by mu; a parent domain's CQs (CreateCQEx)
+
+	// A parent domain (AllocParentDomain) shares its protection domain's
+	// engine PD and names it here, with its thread domain and context.
+	parent  *PD
+	td      *TD
+	context any
 }
 
 func (pd *PD) ok() bool { return pd != nil && pd.pd != nil && pd.d.ok() }
@@ -394,6 +446,10 @@ func (pd *PD) use() (release func(), err error) {
 	return pd.mu.RUnlock, nil
 }
 
+// The protection domain a parent domain names cannot be deallocated
+// before it (PD.Dealloc is EBUSY), so a parent domain that is not dead
+// has a live protection domain and use needs only its own lock.
+
 // AllocPD allocates a protection domain (ibv_alloc_pd).
 func (d *Device) AllocPD() (*PD, error) {
 	if err := d.check(); err != nil {
@@ -407,31 +463,24 @@ func (d *Device) AllocPD() (*PD, error) {
 }
 
 // Dealloc frees the PD (ibv_dealloc_pd); EBUSY while MRs, MWs, QPs,
-// SRQs, WQs or AHs use it (the error names them), EINVAL when it was
-// already freed.
+// SRQs, WQs or AHs use it (the error names them) or parent domains
+// protect with it, EINVAL when it was already freed. Of a parent domain
+// it frees the parent domain (ibv_dealloc_pd frees both kinds).
 func (pd *PD) Dealloc() error {
 	if !pd.ok() {
 		return errNil("PD")
 	}
+	if pd.parent != nil {
+		return pd.deallocParent()
+	}
 	pd.mu.Lock()
 	defer pd.mu.Unlock()
+	if pd.parents > 0 && !pd.dead {
+		return fmt.Errorf("%w: PD %d protects %d parent domains", EBUSY, pd.pd.Handle(), pd.parents)
+	}
 	if err := pd.d.n.Mem().DeallocPD(pd.pd); err != nil {
 		return pd.d.busy(err, fmt.Sprintf("PD %d", pd.pd.Handle()), func(obj any) bool {
-			switch v := obj.(type) {
-			case *QP:
-				return v.pd == pd
-			case *SRQ:
-				return v.pd == pd
-			case *WQ:
-				return v.pd == pd
-			case *AH:
-				return v.pd == pd
-			case *MR:
-				return v.pd == pd
-			case *MW:
-				return v.pd == pd
-			}
-			return false
+			return pdOf(obj) == pd
 		})
 	}
 	pd.dead = true
@@ -449,7 +498,8 @@ func (pd *PD) Handle() uint32 {
 // MR is a registered memory region (ibv_mr), or a fast-registration
 // region from PD.AllocMR (fastreg.go).
 type MR struct {
-	pd *PD
+	d  *Device
+	pd atomic.Pointer[PD] // Rereg with ReregChangePD changes it
 	mr *nic.MR
 	// key is a fast-registration MR's lkey and rkey as the application
 	// sees them (ib_mr.lkey/rkey): UpdateFastRegKey changes it before the
@@ -457,7 +507,7 @@ type MR struct {
 	key atomic.Uint32
 }
 
-func (mr *MR) ok() bool { return mr != nil && mr.mr != nil && mr.pd.ok() }
+func (mr *MR) ok() bool { return mr != nil && mr.mr != nil && mr.d.ok() }
 
 // RegMR registers buf (ibv_reg_mr): its address for lkey/rkey access is
 // the buffer's own address, as for a C program. REMOTE_WRITE or
@@ -474,19 +524,25 @@ func (pd *PD) RegMRIOVA(buf []byte, iova uint64, access ibv.Access) (*MR, error)
 }
 
 func (pd *PD) regMR(buf []byte, iova uint64, useIOVA bool, access ibv.Access) (*MR, error) {
-	if !pd.ok() {
-		return nil, errNil("PD")
-	}
-	if err := pd.d.check(); err != nil {
+	release, err := pd.use()
+	if err != nil {
 		return nil, err
 	}
+	defer release()
 	mr, err := pd.d.n.Mem().RegMR(pd.pd, buf, iova, useIOVA, access)
 	if err != nil {
 		return nil, err
 	}
-	m := &MR{pd: pd, mr: mr}
+	return pd.newMR(mr), nil
+}
+
+// newMR wraps an engine MR of pd and records it among the device's
+// objects.
+func (pd *PD) newMR(mr *nic.MR) *MR {
+	m := &MR{d: pd.d, mr: mr}
+	m.pd.Store(pd)
 	pd.d.objs.add(m)
-	return m, nil
+	return m
 }
 
 // Dereg deregisters the region (ibv_dereg_mr); EBUSY while memory windows
@@ -495,7 +551,7 @@ func (mr *MR) Dereg() error {
 	if !mr.ok() {
 		return errNil("MR")
 	}
-	d := mr.pd.d
+	d := mr.d
 	if err := d.n.Mem().DeregMR(mr.mr); err != nil {
 		return d.busy(err, fmt.Sprintf("MR %#x", mr.LKey()), func(obj any) bool {
 			mw, ok := obj.(*MW)

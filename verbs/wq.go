@@ -71,7 +71,7 @@ func (w *WQ) engine() (*nic.WQ, error) {
 
 // CreateWQ creates a receive work queue in RESET (ibv_create_wq): a type
 // other than WQTypeRQ, a MaxWR of 0 or above MaxQPWR, a MaxSGE above
-// MaxSGE or create flags are EINVAL.
+// MaxSGE or create flags are EINVAL. WQ.Cap reports the sizes granted.
 func (d *Device) CreateWQ(attr WQInitAttr) (*WQ, error) {
 	if err := d.check(); err != nil {
 		return nil, err
@@ -112,16 +112,16 @@ func (d *Device) CreateWQ(attr WQInitAttr) (*WQ, error) {
 // WQAttrFlags with a non-zero FlagsMask is EINVAL. A refused transition
 // is EINVAL and changes nothing.
 func (w *WQ) Modify(attr *ibv.WQAttr, mask ibv.WQAttrMask) error {
-	if !w.ok() {
-		return errNil("WQ")
+	if err := w.live(); err != nil {
+		return err
 	}
 	return w.w.Modify(attr, mask)
 }
 
 // State returns the WQ's state (ibv_wq.state; WQStateUnknown once
-// destroyed or for a WQ not made by CreateWQ).
+// destroyed, after Device.Close, or for a WQ not made by CreateWQ).
 func (w *WQ) State() ibv.WQState {
-	if !w.ok() {
+	if w.live() != nil {
 		return ibv.WQStateUnknown
 	}
 	return w.w.State()
@@ -133,6 +133,17 @@ func (w *WQ) Num() uint32 {
 		return 0
 	}
 	return w.w.Num()
+}
+
+// Cap returns the sizes CreateWQ granted: the WRs the WQ holds and the
+// SGEs a WR may have, at least what WQInitAttr asked for (what
+// ibv_create_wq writes back into wq_init_attr's max_wr and max_sge).
+func (w *WQ) Cap() (maxWR, maxSGE uint32) {
+	if !w.ok() {
+		return 0, 0
+	}
+	wr, sge := w.w.Cap()
+	return uint32(wr), uint32(sge)
 }
 
 // Len returns the number of WRs posted and not yet taken.
@@ -156,8 +167,8 @@ func (w *WQ) CQ() *CQ {
 // (and ENOSPC) for a full WQ. WRs posted in ERR complete with
 // WCWRFlushErr.
 func (w *WQ) PostRecv(wrs ...ibv.RecvWR) (int, error) {
-	if !w.ok() {
-		return 0, errNil("WQ")
+	if err := w.live(); err != nil {
+		return 0, err
 	}
 	n, err := w.w.PostRecv(wrs)
 	return n, err

@@ -34,13 +34,14 @@ const (
 // together by WrComplete or dropped by WrAbort (ibv_wr_post(3)).
 //
 // Between WrStart and WrComplete/WrAbort the QP's send queue is held by
-// the builder (the per-QP critical section of ibv_wr_start): the ibv_wr_*
-// batch must be completed or aborted before the QP takes other sends.
-// PostSend and BindMW on the QP refuse at once with EBUSY while a batch
-// is open (from the goroutine holding it they would wait forever); a
-// WrStart on the same QP waits until the batch ends, so one goroutine
-// must not call WrStart twice without ending the batch. Builders and setters belong to
-// the goroutine that called WrStart; outside a batch they do nothing.
+// the builder (the per-QP critical section of ibv_wr_start, mlx5's
+// send-queue lock): a PostSend, BindMW or WrStart on the QP from another
+// goroutine waits until the batch ends. The batch belongs to the
+// goroutine that called WrStart: its builders, setters and WrComplete or
+// WrAbort must be called there, and from there a PostSend or BindMW on
+// the QP is refused at once with EBUSY, and a second WrStart makes the
+// batch's WrComplete fail with EBUSY, since either would wait on itself.
+// Outside a batch builders and setters do nothing.
 //
 // An error in any builder or setter is remembered and reported by
 // WrComplete, which then posts nothing: a builder whose operation is not
@@ -59,11 +60,14 @@ type QPEx struct {
 	qp   *QP
 	ops  SendOpsFlags
 	busy atomic.Bool // between WrStart and WrComplete/WrAbort
-	wrs  []ibv.SendWR
-	meta []wrMeta  // where each WR's SGEs and inline data are stored
-	sges []ibv.SGE // backing store for the WRs' SGE lists
-	data []byte    // backing store for inline data
-	err  error
+	// owner is the goroutine token (goroutine) of the batch's goroutine,
+	// 0 outside a batch: lockPost refuses that goroutine.
+	owner atomic.Uintptr
+	wrs   []ibv.SendWR
+	meta  []wrMeta  // where each WR's SGEs and inline data are stored
+	sges  []ibv.SGE // backing store for the WRs' SGE lists
+	data  []byte    // backing store for inline data
+	err   error
 }
 
 // wrMeta locates a WR's SGE list and inline data in the backing stores,
@@ -79,8 +83,8 @@ type wrMeta struct {
 // Ex returns the QP's extended send interface (ibv_qp_to_qp_ex). The QP
 // must have been created with SendOpsFlags (EOPNOTSUPP otherwise).
 func (qp *QP) Ex() (*QPEx, error) {
-	if !qp.ok() {
-		return nil, errNil("QP")
+	if err := qp.live(); err != nil {
+		return nil, err
 	}
 	if qp.ex == nil {
 		return nil, fmt.Errorf("%w: QP %#x created without send_ops_flags", EOPNOTSUPP, qp.QPN())
@@ -90,12 +94,21 @@ func (qp *QP) Ex() (*QPEx, error) {
 
 func (x *QPEx) ok() bool { return x != nil && x.qp.ok() }
 
-// WrStart begins a batch of work requests (ibv_wr_start).
+// WrStart begins a batch of work requests (ibv_wr_start), waiting while
+// another goroutine posts on the QP or holds a batch of it. On the
+// goroutine that already holds the QP's batch it waits for nothing and
+// fails that batch: its WrComplete is EBUSY and posts nothing.
 func (x *QPEx) WrStart() {
 	if !x.ok() {
 		return
 	}
+	me := goroutine()
+	if x.owner.Load() == me {
+		x.fail(fmt.Errorf("%w: ibv_wr_start in the batch this goroutine holds on QP %#x", EBUSY, x.qp.QPN()))
+		return
+	}
 	x.qp.postMu.Lock()
+	x.owner.Store(me)
 	x.busy.Store(true)
 	x.wrs, x.meta, x.sges, x.data, x.err = x.wrs[:0], x.meta[:0], x.sges[:0], x.data[:0], nil
 }
@@ -113,6 +126,9 @@ func (x *QPEx) WrComplete() error {
 	defer x.end()
 	if x.err != nil {
 		return x.err
+	}
+	if err := x.qp.pd.d.check(); err != nil {
+		return err
 	}
 	x.fixup()
 	if i, err := x.qp.pd.d.checkWRs(x.wrs); err != nil {
@@ -135,6 +151,7 @@ func (x *QPEx) WrAbort() {
 
 func (x *QPEx) end() {
 	x.busy.Store(false)
+	x.owner.Store(0)
 	clear(x.wrs)
 	x.qp.postMu.Unlock()
 }

@@ -119,8 +119,8 @@ func (x *XRCD) OpenQP(qpn uint32) (*QP, error) {
 // an XRC_SEND QP put in RemoteSRQN to reach it; numbers are 24 bits and
 // unique on their device. Other SRQs have none: EINVAL.
 func (s *SRQ) Num() (uint32, error) {
-	if !s.ok() {
-		return 0, errNil("SRQ")
+	if err := s.live(); err != nil {
+		return 0, err
 	}
 	n, err := s.s.Num()
 	return n, err

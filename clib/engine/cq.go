@@ -13,12 +13,16 @@ import (
 )
 
 // cqObj is a CQ: its completion events go to its channel's queue as its
-// C object (cookie).
+// C object (cookie). An extended CQ (ibv_create_cq_ex) is a verbs.CQEx,
+// read through it so that its completions carry their timestamps.
 type cqObj struct {
 	ctx    *devCtx
 	cq     *verbs.CQ
 	ch     *channelObj // or nil
 	cookie uint64      // the struct ibv_cq *
+
+	x   *verbs.CQEx // or nil
+	xmu sync.Mutex  // one poll of x at a time (its StartPoll..EndPoll)
 }
 
 // channelObj is a completion channel. Its goroutine waits for the
@@ -122,28 +126,60 @@ func sne_get_cq_event(h C.sn_handle, cookie *C.uint64_t) C.int {
 }
 
 //export sne_create_cq
-func sne_create_cq(ctx C.sn_handle, cqe C.int32_t, chh C.sn_handle, cookie C.uint64_t, h *C.sn_handle, cp *C.int32_t) C.int {
+func sne_create_cq(ctx C.sn_handle, in *C.struct_sn_cq_init, h *C.sn_handle, cp *C.int32_t) C.int {
 	c, ok := ctxs.get(handle(ctx))
 	if !ok {
 		return einval
 	}
 	var ch *channelObj
 	var vch *verbs.CompChannel
-	if chh != 0 {
-		if ch, ok = channels.get(handle(chh)); !ok {
+	if in.channel != 0 {
+		if ch, ok = channels.get(handle(in.channel)); !ok {
 			return einval
 		}
 		vch = ch.ch
 	}
-	cq, err := c.d.dev.CreateCQ(int(cqe), vch)
-	if err != nil {
-		return fail(err, "create CQ")
+	o := &cqObj{ctx: c, ch: ch, cookie: uint64(in.cookie)}
+	if in.wc_flags == 0 && in.flags == 0 && in.parent_domain == 0 && in.comp_vector == 0 {
+		cq, err := c.d.dev.CreateCQ(int(in.cqe), vch)
+		if err != nil {
+			return fail(err, "create CQ")
+		}
+		o.cq = cq
+	} else {
+		attr := verbs.CQInitAttrEx{CQE: int(in.cqe), Channel: vch, CompVector: uint32(in.comp_vector),
+			WCFlags: ibv.CreateCQWCFlags(in.wc_flags), Flags: uint32(in.flags)}
+		if in.parent_domain != 0 {
+			p, ok := pds.get(handle(in.parent_domain))
+			if !ok {
+				return einval
+			}
+			attr.ParentDomain = p.pd
+		}
+		x, err := c.d.dev.CreateCQEx(attr)
+		if err != nil {
+			return fail(err, "create CQ")
+		}
+		o.cq, o.x = x.CQ, x
 	}
-	o := &cqObj{ctx: c, cq: cq, ch: ch, cookie: uint64(cookie)}
-	cqsByVerbs.Store(cq, o)
-	addOwner(cq, c, uint64(cookie))
+	cqsByVerbs.Store(o.cq, o)
+	addOwner(o.cq, c, o.cookie)
 	*h = C.sn_handle(cqs.add(o))
-	*cp = C.int32_t(cq.Cap())
+	*cp = C.int32_t(o.cq.Cap())
+	return 0
+}
+
+//export sne_modify_cq
+func sne_modify_cq(h C.sn_handle, mask C.uint32_t, count, period C.uint16_t) C.int {
+	o, ok := cqs.get(handle(h))
+	if !ok {
+		return einval
+	}
+	attr := ibv.ModifyCQAttr{AttrMask: ibv.CQAttrMask(mask),
+		Moderate: ibv.ModerateCQ{CQCount: uint16(count), CQPeriod: uint16(period)}}
+	if err := o.cq.Modify(&attr); err != nil {
+		return fail(err, "modify CQ")
+	}
 	return 0
 }
 
@@ -210,8 +246,11 @@ func sne_poll_cq(h C.sn_handle, n C.int32_t, out unsafe.Pointer, stride C.int32_
 	if !ok || n <= 0 {
 		return 0
 	}
-	var buf [pollBatch]ibv.WorkCompletion
 	ex := uintptr(stride) >= unsafe.Sizeof(C.struct_sn_wc_ex{})
+	if ex && o.x != nil {
+		return o.pollEx(int(n), out, int(stride))
+	}
+	var buf [pollBatch]ibv.WorkCompletion
 	done := 0
 	for done < int(n) {
 		want := min(int(n)-done, pollBatch)
@@ -231,6 +270,38 @@ func sne_poll_cq(h C.sn_handle, n C.int32_t, out unsafe.Pointer, stride C.int32_
 		}
 	}
 	return C.int(done)
+}
+
+// pollEx reads up to n completions of an extended CQ with their
+// timestamps, as struct sn_wc_ex stride bytes apart.
+func (o *cqObj) pollEx(n int, out unsafe.Pointer, stride int) C.int {
+	o.xmu.Lock()
+	defer o.xmu.Unlock()
+	x := o.x
+	if x.StartPoll() != nil {
+		return 0
+	}
+	defer x.EndPoll()
+	done := 0
+	for {
+		p := (*C.struct_sn_wc_ex)(unsafe.Add(out, done*stride))
+		wc := ibv.WorkCompletion{WRID: x.WRID, Status: x.Status, Opcode: x.ReadOpcode(),
+			VendorErr: x.ReadVendorErr(), ByteLen: x.ReadByteLen(), QPNum: x.ReadQPNum(),
+			SrcQP: x.ReadSrcQP(), Flags: x.ReadWCFlags(), SLID: uint16(x.ReadSLID()),
+			SL: x.ReadSL(), DLIDPathBits: x.ReadDLIDPathBits()}
+		wc.Imm = x.ReadImmData()
+		if wc.Flags&ibv.WCWithInv != 0 {
+			wc.Imm = x.ReadInvalidatedRKey()
+		}
+		putWC(&p.wc, &wc)
+		tag, priv := x.ReadTMInfo()
+		p.tm_tag, p.tm_priv = C.uint64_t(tag), C.uint32_t(priv)
+		p.ts = C.uint64_t(max(x.ReadCompletionTS(), x.ReadCompletionWallclockNS()))
+		done++
+		if done == n || x.NextPoll() != nil {
+			return C.int(done)
+		}
+	}
 }
 
 // putWC writes a completion as struct ibv_wc.

@@ -220,6 +220,9 @@ func sne_ctx_open(name *C.char, asyncFD C.int, h *C.sn_handle, info *C.struct_sn
 	*h = C.sn_handle(ctxs.add(c))
 	gid := verbs.GIDFromAddr(d.dev.Addr())
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(&info.gid[0])), 16), gid[:])
+	if e, err := d.dev.QueryGIDEx(1, 0, 0); err == nil {
+		info.ifindex = C.uint32_t(e.NdevIfindex)
+	}
 	return 0
 }
 
@@ -293,6 +296,18 @@ func sne_query_device(h C.sn_handle, a *C.struct_sn_device_attr) C.int {
 	a.tm_max_sge = C.uint32_t(x.TMCaps.MaxSGE)
 	a.max_tso = C.uint32_t(x.TSOCaps.MaxTSO)
 	a.tso_supported_qpts = C.uint32_t(x.TSOCaps.SupportedQPTs)
+	a.odp_general_caps = C.uint64_t(x.ODPCaps.GeneralCaps)
+	a.odp_rc_caps = C.uint32_t(x.ODPCaps.RCODPCaps)
+	a.odp_uc_caps = C.uint32_t(x.ODPCaps.UCODPCaps)
+	a.odp_ud_caps = C.uint32_t(x.ODPCaps.UDODPCaps)
+	// XRC runs RC's transport over the same MRs, every one of them
+	// on-demand (verbs' odp_caps): what RC may do with them, XRC may.
+	a.odp_xrc_caps = a.odp_rc_caps
+	a.max_wq_type_rq = C.uint32_t(x.MaxWQTypeRQ)
+	a.completion_timestamp_mask = C.uint64_t(x.CompletionTimestampMask)
+	a.hca_core_clock = C.uint64_t(x.HCACoreClock)
+	a.max_cq_count = C.uint16_t(x.CQModCaps.MaxCQCount)
+	a.max_cq_period = C.uint16_t(x.CQModCaps.MaxCQPeriod)
 	return 0
 }
 

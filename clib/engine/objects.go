@@ -15,8 +15,9 @@ import (
 // the context that made it, for ibv_close_device's cleanup.
 type (
 	pdObj struct {
-		ctx *devCtx
-		pd  *verbs.PD
+		ctx    *devCtx
+		pd     *verbs.PD
+		parent bool // a parent domain
 	}
 	mrObj struct {
 		ctx *devCtx
@@ -34,6 +35,10 @@ type (
 		ctx  *devCtx
 		xrcd *verbs.XRCD
 	}
+	tdObj struct {
+		ctx *devCtx
+		td  *verbs.TD
+	}
 )
 
 var (
@@ -42,6 +47,7 @@ var (
 	mws   table[*mwObj]
 	ahs   table[*ahObj]
 	xrcds table[*xrcdObj]
+	tds   table[*tdObj]
 )
 
 // destroyAll destroys what the context still holds, users before what
@@ -85,9 +91,18 @@ func (c *devCtx) destroyAll() {
 	for _, h := range hs {
 		sne_close_xrcd(C.sn_handle(h))
 	}
+	// Parent domains before the PDs and TDs they hold.
+	hs, _ = pds.all(func(p *pdObj) bool { return mine(p.ctx) && p.parent })
+	for _, h := range hs {
+		sne_dealloc_pd(C.sn_handle(h))
+	}
 	hs, _ = pds.all(func(p *pdObj) bool { return mine(p.ctx) })
 	for _, h := range hs {
 		sne_dealloc_pd(C.sn_handle(h))
+	}
+	hs, _ = tds.all(func(t *tdObj) bool { return mine(t.ctx) })
+	for _, h := range hs {
+		sne_dealloc_td(C.sn_handle(h))
 	}
 }
 
@@ -115,6 +130,94 @@ func sne_dealloc_pd(h C.sn_handle) C.int {
 		return fail(err, "dealloc PD")
 	}
 	pds.del(handle(h))
+	return 0
+}
+
+//export sne_alloc_td
+func sne_alloc_td(ctx C.sn_handle, h *C.sn_handle) C.int {
+	c, ok := ctxs.get(handle(ctx))
+	if !ok {
+		return einval
+	}
+	td, err := c.d.dev.AllocTD()
+	if err != nil {
+		return fail(err, "alloc TD")
+	}
+	*h = C.sn_handle(tds.add(&tdObj{ctx: c, td: td}))
+	return 0
+}
+
+//export sne_dealloc_td
+func sne_dealloc_td(h C.sn_handle) C.int {
+	t, ok := tds.get(handle(h))
+	if !ok {
+		return einval
+	}
+	if err := t.td.Dealloc(); err != nil {
+		return fail(err, "dealloc TD")
+	}
+	tds.del(handle(h))
+	return 0
+}
+
+// sne_alloc_parent_domain allocates a parent domain, which the C library
+// and the engine treat as a PD: its handle is in the PD table, so every
+// call that takes a PD takes it.
+//
+//export sne_alloc_parent_domain
+func sne_alloc_parent_domain(ctx, pd, td C.sn_handle, h *C.sn_handle) C.int {
+	c, ok := ctxs.get(handle(ctx))
+	if !ok {
+		return einval
+	}
+	var attr verbs.ParentDomainInitAttr
+	if pd != 0 {
+		p, ok := pds.get(handle(pd))
+		if !ok {
+			return einval
+		}
+		attr.PD = p.pd
+	}
+	if td != 0 {
+		t, ok := tds.get(handle(td))
+		if !ok {
+			return einval
+		}
+		attr.TD = t.td
+	}
+	par, err := c.d.dev.AllocParentDomain(attr)
+	if err != nil {
+		return fail(err, "alloc parent domain")
+	}
+	*h = C.sn_handle(pds.add(&pdObj{ctx: c, pd: par, parent: true}))
+	return 0
+}
+
+//export sne_query_pkey
+func sne_query_pkey(ctx C.sn_handle, port C.uint8_t, index C.int32_t, pkey *C.uint16_t) C.int {
+	c, ok := ctxs.get(handle(ctx))
+	if !ok {
+		return einval
+	}
+	k, err := c.d.dev.QueryPKey(uint8(port), int(index))
+	if err != nil {
+		return fail(err, "query P_Key")
+	}
+	*pkey = C.uint16_t(k)
+	return 0
+}
+
+//export sne_query_rt_values
+func sne_query_rt_values(ctx C.sn_handle, ns *C.uint64_t) C.int {
+	c, ok := ctxs.get(handle(ctx))
+	if !ok {
+		return einval
+	}
+	v := ibv.ValuesEx{CompMask: ibv.ValuesMaskRawClock}
+	if err := c.d.dev.QueryRTValuesEx(&v); err != nil {
+		return fail(err, "query real-time values")
+	}
+	*ns = C.uint64_t(v.RawClock.Sec*1e9 + v.RawClock.Nsec)
 	return 0
 }
 
@@ -155,6 +258,43 @@ func sne_dereg_mr(h C.sn_handle) C.int {
 		return fail(err, "dereg MR")
 	}
 	mrs.del(handle(h))
+	return 0
+}
+
+//export sne_rereg_mr
+func sne_rereg_mr(h C.sn_handle, flags C.uint32_t, pd C.sn_handle, addr unsafe.Pointer, length C.uint64_t, access C.uint32_t) C.int {
+	m, ok := mrs.get(handle(h))
+	if !ok {
+		return einval
+	}
+	f := ibv.ReregMRFlags(flags)
+	var p *verbs.PD
+	if f&ibv.ReregMRChangePD != 0 {
+		o, ok := pds.get(handle(pd))
+		if !ok {
+			return einval
+		}
+		p = o.pd
+	}
+	var buf []byte
+	if f&ibv.ReregMRChangeTranslation != 0 && length > 0 && addr != nil {
+		buf = unsafe.Slice((*byte)(addr), int(length))
+	}
+	if err := m.mr.Rereg(f, p, buf, ibv.Access(access)); err != nil {
+		return fail(err, "rereg MR")
+	}
+	return 0
+}
+
+//export sne_advise_mr
+func sne_advise_mr(pd C.sn_handle, advice, flags C.uint32_t, sg *C.struct_sn_sge, n C.uint32_t) C.int {
+	p, ok := pds.get(handle(pd))
+	if !ok {
+		return einval
+	}
+	if err := p.pd.AdviseMR(ibv.AdviseMRAdvice(advice), uint32(flags), sges(sg, C.int32_t(n))); err != nil {
+		return fail(err, "advise MR")
+	}
 	return 0
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	osexec "os/exec"
@@ -30,6 +31,7 @@ var (
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	pickAddrBase()
 	code := m.Run()
 	for _, d := range cleanup {
 		os.RemoveAll(d)
@@ -98,8 +100,33 @@ func needTools(t *testing.T, pkg string, progs ...string) {
 }
 
 // Loopback addresses for the tests' NICs: 127.0.0.5 and up, clear of the
-// addresses other suites' tools take (127.0.0.1-4).
-func testAddr(i int) netip.Addr { return netip.AddrFrom4([4]byte{127, 0, 0, byte(5 + i)}) }
+// addresses other suites' tools take (127.0.0.1-4), or three further up
+// whose UDP port is free (pickAddrBase).
+func testAddr(i int) netip.Addr { return netip.AddrFrom4([4]byte{127, 0, 0, addrBase + byte(i)}) }
+
+// addrBase is the last byte of testAddr(0).
+var addrBase byte = 5
+
+// pickAddrBase moves the tests' addresses past any of 127.0.0.5 and up
+// whose UDP port 4791 another program holds (another run of these tests
+// on a shared machine): to the first three in a row that are free.
+func pickAddrBase() {
+	for b := 5; b+2 < 255; b += 3 {
+		free := true
+		for i := range 3 {
+			c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, byte(b+i)), Port: 4791})
+			if err != nil {
+				free = false
+				break
+			}
+			c.Close()
+		}
+		if free {
+			addrBase = byte(b)
+			return
+		}
+	}
+}
 
 // command returns a command running argv over softnic with opts.
 func command(ctx context.Context, opts Options, argv ...string) *osexec.Cmd {

@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -11,7 +12,7 @@ func TestIbvDevices(t *testing.T) {
 	needLibs(t)
 	needTools(t, "ibverbs-utils", "ibv_devices")
 	out := run(t, Options{Addr: testAddr(0)}, "ibv_devices")
-	if want := "    softnic0        \t0200ffff7f000005\n"; !strings.Contains(out, want) {
+	if want := fmt.Sprintf("    softnic0        \t0200ffff7f0000%02x\n", addrBase); !strings.Contains(out, want) {
 		t.Errorf("ibv_devices:\n%s\nwant the line %q", out, want)
 	}
 	out = run(t, Options{Addr: testAddr(0), Dev: "rxe7"}, "ibv_devices")
@@ -30,13 +31,13 @@ func TestIbvDevinfo(t *testing.T) {
 	for _, want := range []string{
 		"hca_id:\tsoftnic0\n",
 		"\ttransport:\t\t\tInfiniBand (0)\n",
-		"\tnode_guid:\t\t\t0200:ffff:7f00:0005\n",
+		fmt.Sprintf("\tnode_guid:\t\t\t0200:ffff:7f00:%04x\n", addrBase),
 		"\tvendor_id:\t\t\t0xffffff\n",
 		"\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n",
 		"\t\t\tlink_layer:\t\tEthernet\n",
 		"\t\t\tgid_tbl_len:\t\t1024\n",
-		"\t\t\tGID[  0]:\t\tfe80::200:ffff:7f00:5, RoCE v2\n",
-		"\t\t\tGID[  1]:\t\t::ffff:127.0.0.5, RoCE v2\n",
+		fmt.Sprintf("\t\t\tGID[  0]:\t\tfe80::200:ffff:7f00:%x, RoCE v2\n", addrBase),
+		"\t\t\tGID[  1]:\t\t::ffff:" + testAddr(0).String() + ", RoCE v2\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("ibv_devinfo -v lacks %q:\n%s", want, out)

@@ -39,6 +39,7 @@ func cprog(t *testing.T, name string) string {
 			{"fork", "fork.c", "-libverbs"},
 			{"signals", "signals.c", "-libverbs"},
 			{"threads", "threads.c", "-libverbs", "-lpthread"},
+			{"calls", "calls.c", "-libverbs", "-lpthread"},
 			{"bench", "bench.c", "-libverbs", "-ldl"},
 			{"libloopplugin.so", "plugin.c", "-shared", "-fPIC", "-libverbs"},
 			{"dlopen", "dlopen.c", "-ldl", "-lpthread"},

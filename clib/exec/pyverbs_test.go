@@ -81,7 +81,8 @@ func TestPyverbs(t *testing.T) {
 		len(got), counts["PASS"], counts["FAIL"], counts["ERROR"], counts["SKIP"])
 }
 
-// readVerdicts returns the softnic column of verdicts.md by test id.
+// readVerdicts returns the softnic column of verdicts.md by test id; every
+// result there but PASS must say why.
 func readVerdicts(t *testing.T, path string) map[string]string {
 	t.Helper()
 	f, err := os.Open(path)
@@ -96,7 +97,11 @@ func readVerdicts(t *testing.T, path string) map[string]string {
 		if len(cells) < 5 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "tests.") {
 			continue
 		}
-		v[strings.TrimSpace(cells[1])] = strings.TrimSpace(cells[3])
+		id, result := strings.TrimSpace(cells[1]), strings.TrimSpace(cells[3])
+		if result != "PASS" && strings.TrimSpace(cells[4]) == "" {
+			t.Errorf("%s: %s in verdicts.md without a reason", id, result)
+		}
+		v[id] = result
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)

@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 /* The engine's ABI version; sne_abi_version must return it. */
-#define SN_ABI_VERSION 1
+#define SN_ABI_VERSION 2
 
 /* Handles are 32-bit; 0 is no object. */
 typedef uint32_t sn_handle;
@@ -109,12 +109,15 @@ struct sn_wc {
 	uint8_t pad[2];
 };
 
-/* A completion with what ibv_cq_ex reads beyond struct ibv_wc. */
+/* A completion with what ibv_cq_ex reads beyond struct ibv_wc: the
+ * tag-matching info and the completion's time (ns of the device's clock,
+ * which ibv_wc_read_completion_ts and _wallclock_ns both read). */
 struct sn_wc_ex {
 	struct sn_wc wc;
 	uint64_t tm_tag;
 	uint32_t tm_priv;
 	uint32_t pad;
+	uint64_t ts;
 };
 
 /*
@@ -148,6 +151,8 @@ struct sn_mr_head {
 /* What a context learns of its device when it opens. */
 struct sn_dev_info {
 	uint8_t gid[16];      /* the device's address as a RoCEv2 GID */
+	uint32_t ifindex;     /* the network interface holding it, or 0 */
+	uint32_t pad;
 };
 
 /* struct ibv_device_attr with the ex fields softnic reports. */
@@ -197,6 +202,19 @@ struct sn_device_attr {
 	/* tso_caps */
 	uint32_t max_tso;
 	uint32_t tso_supported_qpts;
+	/* odp_caps and xrc_odp_caps */
+	uint32_t odp_rc_caps;
+	uint64_t odp_general_caps;
+	uint32_t odp_uc_caps;
+	uint32_t odp_ud_caps;
+	uint32_t odp_xrc_caps;
+	uint32_t max_wq_type_rq;
+	/* the completion clock */
+	uint64_t completion_timestamp_mask;
+	uint64_t hca_core_clock;
+	/* cq_mod_caps */
+	uint16_t max_cq_count;
+	uint16_t max_cq_period;
 	uint32_t pad2;
 };
 
@@ -292,6 +310,18 @@ struct sn_qp_init {
 	struct sn_qp_cap cap;
 };
 
+/* struct ibv_cq_init_attr_ex, with objects as handles. */
+struct sn_cq_init {
+	uint64_t cookie;         /* the struct ibv_cq * */
+	uint64_t wc_flags;       /* 0 for a CQ of ibv_create_cq */
+	int32_t cqe;
+	sn_handle channel;
+	uint32_t comp_vector;
+	uint32_t flags;
+	sn_handle parent_domain;
+	uint32_t pad;
+};
+
 /* struct ibv_srq_init_attr_ex, with objects as handles. */
 struct sn_srq_init {
 	uint64_t cookie;         /* the struct ibv_srq * */
@@ -367,11 +397,26 @@ int sne_query_port(sn_handle ctx, uint8_t port, struct sn_port_attr *attr);
 int sne_get_async_event(sn_handle ctx, struct sn_async_event *ev);
 
 int sne_alloc_pd(sn_handle ctx, sn_handle *pd);
+/* sne_dealloc_pd deallocates a PD or a parent domain. */
 int sne_dealloc_pd(sn_handle pd);
+int sne_alloc_td(sn_handle ctx, sn_handle *td);
+int sne_dealloc_td(sn_handle td);
+/* A parent domain is a PD (its handle is one), td 0 for none. */
+int sne_alloc_parent_domain(sn_handle ctx, sn_handle pd, sn_handle td, sn_handle *h);
+
+/* The device's P_Key table (host order) and its clock now (ns). */
+int sne_query_pkey(sn_handle ctx, uint8_t port, int32_t index, uint16_t *pkey);
+int sne_query_rt_values(sn_handle ctx, uint64_t *ns);
 
 int sne_reg_mr(sn_handle pd, void *addr, uint64_t length, uint64_t iova,
 	      uint32_t access, sn_handle *mr, uint32_t *lkey);
 int sne_dereg_mr(sn_handle mr);
+/* ibv_rereg_mr: flags say which of pd, the memory (addr, length) and
+ * access change; the keys stay. */
+int sne_rereg_mr(sn_handle mr, uint32_t flags, sn_handle pd, void *addr, uint64_t length,
+		 uint32_t access);
+int sne_advise_mr(sn_handle pd, uint32_t advice, uint32_t flags, struct sn_sge *sg,
+		  uint32_t n);
 
 int sne_alloc_mw(sn_handle pd, uint32_t type, sn_handle *mw, uint32_t *rkey);
 int sne_dealloc_mw(sn_handle mw);
@@ -385,8 +430,8 @@ int sne_create_channel(sn_handle ctx, int efd, sn_handle *ch);
 int sne_destroy_channel(sn_handle ch);
 int sne_get_cq_event(sn_handle ch, uint64_t *cookie);
 
-int sne_create_cq(sn_handle ctx, int32_t cqe, sn_handle ch, uint64_t cookie,
-		 sn_handle *cq, int32_t *cap);
+/* An extended CQ (wc_flags set) is read with its timestamps. */
+int sne_create_cq(sn_handle ctx, struct sn_cq_init *init, sn_handle *cq, int32_t *cap);
 int sne_destroy_cq(sn_handle cq);
 int sne_resize_cq(sn_handle cq, int32_t cqe, int32_t *cap);
 /* sne_poll_cq writes up to n completions, stride bytes apart, and returns
@@ -394,6 +439,8 @@ int sne_resize_cq(sn_handle cq, int32_t cqe, int32_t *cap);
  * is its size. */
 int sne_poll_cq(sn_handle cq, int32_t n, void *wc, int32_t stride);
 int sne_req_notify_cq(sn_handle cq, int32_t solicited_only);
+/* ibv_modify_cq: mask is attr_mask (IBV_CQ_ATTR_MODERATE). */
+int sne_modify_cq(sn_handle cq, uint32_t mask, uint16_t count, uint16_t period);
 
 int sne_create_qp(sn_handle ctx, struct sn_qp_init *init, sn_handle *qp,
 		 uint32_t *qpn, struct sn_qp_cap *cap);
@@ -447,6 +494,13 @@ int sne_post_wq_recv(sn_handle wq, struct sn_recv_wr *wr,
 	X(destroy_ah) X(create_srq) X(modify_srq) X(query_srq) X(destroy_srq)  \
 	X(post_srq_recv) X(post_srq_ops) X(open_xrcd) X(close_xrcd)            \
 	X(create_wq) X(modify_wq) X(destroy_wq) X(post_wq_recv)
+
+/* And those of the calls beyond the data path: CQ moderation, thread and
+ * parent domains, the P_Key table, the device clock, MR re-registration
+ * and advice. */
+#define SN_ENGINE_FUNCS_EX(X)                                                  \
+	X(alloc_td) X(dealloc_td) X(alloc_parent_domain) X(query_pkey)         \
+	X(query_rt_values) X(rereg_mr) X(advise_mr) X(modify_cq)
 
 /* ---- The RDMA connection manager (softnic's librdmacm.so.1) ---- */
 

@@ -13,13 +13,13 @@
 
 #include "softnic.h"
 
-/* The ibv_create_cq_wc_flags softnic fills: rxe's, and tag matching's. */
-#define SN_WC_FLAGS (IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_TM_INFO)
+/* The ibv_cq_init_attr_ex comp_mask bits softnic takes. */
+#define SN_CQ_INIT_ATTR_SUP (IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD)
 
-static struct sn_cq *new_cq(struct ibv_context *ctx, int cqe, struct ibv_comp_channel *channel)
+/* new_cq asks the engine for a CQ; in.cookie is filled in here. */
+static struct sn_cq *new_cq(struct ibv_context *ctx, struct sn_cq_init *in)
 {
 	struct sn_cq *cq = calloc(1, sizeof(*cq));
-	sn_handle ch = channel ? ((struct sn_channel *)channel)->h : 0;
 	int32_t cap;
 	int err;
 
@@ -27,7 +27,8 @@ static struct sn_cq *new_cq(struct ibv_context *ctx, int cqe, struct ibv_comp_ch
 		errno = ENOMEM;
 		return NULL;
 	}
-	err = sn_e->create_cq(to_sctx(ctx)->h, cqe, ch, (uintptr_t)cq, &cq->cq.handle, &cap);
+	in->cookie = (uintptr_t)cq;
+	err = sn_e->create_cq(to_sctx(ctx)->h, in, &cq->cq.handle, &cap);
 	if (err) {
 		free(cq);
 		errno = err;
@@ -35,6 +36,11 @@ static struct sn_cq *new_cq(struct ibv_context *ctx, int cqe, struct ibv_comp_ch
 	}
 	cq->cq.cqe = cap;
 	return cq;
+}
+
+static sn_handle channel_handle(struct ibv_comp_channel *channel)
+{
+	return channel ? ((struct sn_channel *)channel)->h : 0;
 }
 
 struct ibv_cq *sn_create_cq(struct ibv_context *ctx, int cqe, struct ibv_comp_channel *channel,
@@ -46,7 +52,7 @@ struct ibv_cq *sn_create_cq(struct ibv_context *ctx, int cqe, struct ibv_comp_ch
 		errno = EINVAL;
 		return NULL;
 	}
-	cq = new_cq(ctx, cqe, channel);
+	cq = new_cq(ctx, &(struct sn_cq_init){ .cqe = cqe, .channel = channel_handle(channel) });
 	return cq ? (struct ibv_cq *)cq : NULL;
 }
 
@@ -138,33 +144,39 @@ static void cq_read_tm_info(struct ibv_cq_ex *c, struct ibv_wc_tm_info *tm)
 	tm->priv = to_scq(c)->cur.tm_priv;
 }
 
+/* Both timestamps are ns of the device's clock: hca_core_clock is 1 GHz,
+ * and the clock is the wall clock (ibv_query_rt_values_ex reads it). */
+static uint64_t cq_read_completion_ts(struct ibv_cq_ex *c)
+{
+	return to_scq(c)->cur.ts;
+}
+
 struct ibv_cq_ex *sn_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *attr)
 {
 	struct sn_cq *cq;
 	struct ibv_cq_ex *x;
 
-	if (attr->comp_mask & ~(uint32_t)IBV_CQ_INIT_ATTR_MASK_FLAGS) {
-		sn_debug("create_cq_ex: comp_mask %#x (a parent domain is not supported)", attr->comp_mask);
-		errno = EOPNOTSUPP;
-		return NULL;
-	}
-	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
-	    (attr->flags & ~(uint32_t)IBV_CREATE_CQ_ATTR_SINGLE_THREADED)) {
-		sn_debug("create_cq_ex: flags %#x", attr->flags);
-		errno = EOPNOTSUPP;
-		return NULL;
-	}
-	if (attr->wc_flags & ~(uint64_t)SN_WC_FLAGS) {
-		sn_debug("create_cq_ex: wc_flags %#llx (timestamps, cvlan and flow tags are not supported)",
-			 (unsigned long long)attr->wc_flags);
-		errno = EOPNOTSUPP;
-		return NULL;
-	}
-	if (attr->comp_vector >= (uint32_t)ctx->num_comp_vectors) {
+	struct sn_cq_init in = {
+		.cqe = attr->cqe,
+		.channel = channel_handle(attr->channel),
+		.comp_vector = attr->comp_vector,
+		/* The engine refuses the wc_flags and flags it has not
+		 * (cvlan, flow tags, IGNORE_OVERRUN: EOPNOTSUPP). */
+		.wc_flags = attr->wc_flags,
+	};
+
+	if (attr->comp_mask & ~(uint32_t)SN_CQ_INIT_ATTR_SUP) {
+		sn_debug("create_cq_ex: comp_mask %#x", attr->comp_mask);
 		errno = EINVAL;
 		return NULL;
 	}
-	cq = new_cq(ctx, attr->cqe, attr->channel);
+	if (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS)
+		in.flags = attr->flags;
+	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) && attr->parent_domain)
+		in.parent_domain = attr->parent_domain->handle;
+	/* The engine tells a CQ made here from ibv_create_cq's by its
+	 * wc_flags; a CQ without any is read as a plain one. */
+	cq = new_cq(ctx, &in);
 	if (!cq)
 		return NULL;
 	sn_init_cq((struct ibv_cq *)cq, ctx, attr->channel, attr->cq_context);
@@ -192,6 +204,10 @@ struct ibv_cq_ex *sn_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_at
 		x->read_dlid_path_bits = cq_read_dlid_path_bits;
 	if (attr->wc_flags & IBV_WC_EX_WITH_TM_INFO)
 		x->read_tm_info = cq_read_tm_info;
+	if (attr->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP)
+		x->read_completion_ts = cq_read_completion_ts;
+	if (attr->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+		x->read_completion_wallclock_ns = cq_read_completion_ts;
 	return x;
 }
 
@@ -229,4 +245,10 @@ int sn_poll_cq(struct ibv_cq *c, int n, struct ibv_wc *wc)
 int sn_req_notify_cq(struct ibv_cq *c, int solicited_only)
 {
 	return sn_e->req_notify_cq(c->handle, solicited_only);
+}
+
+int sn_modify_cq(struct ibv_cq *c, struct ibv_modify_cq_attr *attr)
+{
+	return sn_e->modify_cq(c->handle, attr->attr_mask, attr->moderate.cq_count,
+			       attr->moderate.cq_period);
 }

@@ -158,6 +158,7 @@ SN_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *dev)
 	c->vctx.sz = sizeof(c->vctx);
 	sn_set_ops(&c->vctx);
 	memcpy(c->gid[SN_GID_ADDR].raw, info.gid, 16);
+	c->ifindex = info.ifindex;
 	link_local_gid(&c->gid[SN_GID_LINK_LOCAL], &c->gid[SN_GID_ADDR]);
 	pthread_mutex_lock(&device_mu);
 	open_contexts++;
@@ -252,6 +253,16 @@ int sn_query_device_ex(struct ibv_context *ctx, const struct ibv_query_device_ex
 	x.tm_caps.max_ops = a.tm_max_ops;
 	x.tm_caps.max_sge = a.tm_max_sge;
 	x.phys_port_cnt_ex = a.phys_port_cnt;
+	x.odp_caps.general_caps = a.odp_general_caps;
+	x.odp_caps.per_transport_caps.rc_odp_caps = a.odp_rc_caps;
+	x.odp_caps.per_transport_caps.uc_odp_caps = a.odp_uc_caps;
+	x.odp_caps.per_transport_caps.ud_odp_caps = a.odp_ud_caps;
+	x.xrc_odp_caps = a.odp_xrc_caps;
+	x.max_wq_type_rq = a.max_wq_type_rq;
+	x.completion_timestamp_mask = a.completion_timestamp_mask;
+	x.hca_core_clock = a.hca_core_clock;
+	x.cq_mod_caps.max_cq_count = a.max_cq_count;
+	x.cq_mod_caps.max_cq_period = a.max_cq_period;
 	memcpy(out, &x, size < sizeof(x) ? size : sizeof(x));
 	if (size > sizeof(x))
 		memset((uint8_t *)out + sizeof(x), 0, size - sizeof(x));
@@ -319,7 +330,9 @@ static int gid_entry(struct ibv_context *ctx, uint32_t port, uint32_t index, str
 	e->gid_index = index;
 	e->port_num = port;
 	e->gid_type = IBV_GID_TYPE_ROCE_V2;
-	e->ndev_ifindex = 0;
+	/* Both GIDs belong to the interface holding the address, as rxe's
+	 * belong to its netdev. */
+	e->ndev_ifindex = c->ifindex;
 	return 0;
 }
 
@@ -459,24 +472,54 @@ void sn_ah_from_engine(struct ibv_context *ctx, const struct sn_ah_attr *in, str
 
 /* ---- P_Keys: the table holds the default P_Key only (rxe's pkey_tbl_len 1) ---- */
 
+/* libibverbs reads ports/N/pkeys/I from sysfs: an entry out of the table
+ * is -1 with errno ENOENT, the file's absence. */
 SN_EXPORT int ibv_query_pkey(struct ibv_context *ctx, uint8_t port, int index, __be16 *pkey)
 {
-	(void)ctx;
-	if (port != 1 || index != 0) {
-		errno = EINVAL;
+	uint16_t k;
+	int err = sn_e->query_pkey(to_sctx(ctx)->h, port, index, &k);
+
+	if (err) {
+		errno = err == EINVAL ? ENOENT : err;
 		return -1;
 	}
-	*pkey = htobe16(0xffff);
+	*pkey = htobe16(k);
 	return 0;
 }
 
+/* As libibverbs: the first index whose P_Key is pkey, or the failed
+ * query's -1 at the end of the table. */
 SN_EXPORT int ibv_get_pkey_index(struct ibv_context *ctx, uint8_t port, __be16 pkey)
 {
 	__be16 p;
 
-	if (ibv_query_pkey(ctx, port, 0, &p))
-		return -1;
-	return p == pkey ? 0 : -1;
+	for (int i = 0;; i++) {
+		if (ibv_query_pkey(ctx, port, i, &p))
+			return -1;
+		if (p == pkey)
+			return i;
+	}
+}
+
+/* ---- The device's clock ---- */
+
+int sn_query_rt_values(struct ibv_context *ctx, struct ibv_values_ex *v)
+{
+	uint64_t ns;
+	int err;
+
+	if (v->comp_mask & ~(uint32_t)IBV_VALUES_MASK_RAW_CLOCK)
+		return EINVAL;
+	if (!(v->comp_mask & IBV_VALUES_MASK_RAW_CLOCK))
+		return 0;
+	err = sn_e->query_rt_values(to_sctx(ctx)->h, &ns);
+	if (err)
+		return err;
+	/* In hca_core_clock cycles in tv_nsec, as mlx5 reports its cycle
+	 * counter: the clock is 1 GHz, so they are nanoseconds. */
+	v->raw_clock.tv_sec = 0;
+	v->raw_clock.tv_nsec = ns;
+	return 0;
 }
 
 /* ---- Asynchronous events ---- */

@@ -61,6 +61,7 @@ static int dead_poll(void)
 static struct sn_engine dead_engine = {
 #define SN_DEAD(name) .name = (__typeof__(sne_##name) *)(void (*)(void))dead,
 	SN_ENGINE_FUNCS(SN_DEAD)
+	SN_ENGINE_FUNCS_EX(SN_DEAD)
 #undef SN_DEAD
 };
 
@@ -154,6 +155,7 @@ static int load_locked(void)
 		return ENOENT;                                                 \
 	}
 	SN_ENGINE_FUNCS(SN_ENGINE_LOOKUP)
+	SN_ENGINE_FUNCS_EX(SN_ENGINE_LOOKUP)
 #undef SN_ENGINE_LOOKUP
 	if (engine.abi_version() != SN_ABI_VERSION) {
 		fprintf(stderr, "softnic: %s has ABI version %d, want %d\n", path,

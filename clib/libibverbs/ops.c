@@ -5,20 +5,14 @@
  * as libibverbs/dummy_ops.c answers for what a device lacks: EOPNOTSUPP,
  * as an int or in errno beside a NULL.
  *
- * A dummy stands where verbs (softnic's Go API) has no call yet: device
- * memory, counters, flows and flow actions, thread and parent domains,
- * CQ moderation, on-demand paging advice, MR re-registration, null MRs,
- * dma-buf MRs, imported objects, ECE, rate limits and real-time values.
+ * A dummy stands for what softnic deliberately lacks (verbs.Unsupported
+ * lists each with its reason): device memory, counter objects, flows and
+ * flow actions, null MRs, dma-buf MRs, imported objects, ECE and rate
+ * limits.
  */
 #include <errno.h>
 
 #include "softnic.h"
-
-static int dummy_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags,
-			   struct ibv_sge *sg, uint32_t n)
-{
-	return EOPNOTSUPP;
-}
 
 static struct ibv_dm *dummy_alloc_dm(struct ibv_context *c, struct ibv_alloc_dm_attr *a)
 {
@@ -27,19 +21,6 @@ static struct ibv_dm *dummy_alloc_dm(struct ibv_context *c, struct ibv_alloc_dm_
 }
 
 static struct ibv_mr *dummy_alloc_null_mr(struct ibv_pd *pd)
-{
-	errno = EOPNOTSUPP;
-	return NULL;
-}
-
-static struct ibv_pd *dummy_alloc_parent_domain(struct ibv_context *c,
-						struct ibv_parent_domain_init_attr *a)
-{
-	errno = EOPNOTSUPP;
-	return NULL;
-}
-
-static struct ibv_td *dummy_alloc_td(struct ibv_context *c, struct ibv_td_init_attr *a)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
@@ -69,11 +50,6 @@ static struct ibv_flow_action *dummy_create_flow_action_esp(struct ibv_context *
 {
 	errno = EOPNOTSUPP;
 	return NULL;
-}
-
-static int dummy_dealloc_td(struct ibv_td *td)
-{
-	return EOPNOTSUPP;
 }
 
 static int dummy_destroy_counters(struct ibv_counters *c)
@@ -114,11 +90,6 @@ static struct ibv_pd *dummy_import_pd(struct ibv_context *c, uint32_t h)
 	return NULL;
 }
 
-static int dummy_modify_cq(struct ibv_cq *cq, struct ibv_modify_cq_attr *a)
-{
-	return EOPNOTSUPP;
-}
-
 static int dummy_modify_flow_action_esp(struct ibv_flow_action *f, struct ibv_flow_action_esp_attr *a)
 {
 	return EOPNOTSUPP;
@@ -140,11 +111,6 @@ static int dummy_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op
 	return 0;
 }
 
-static int dummy_query_rt_values(struct ibv_context *c, struct ibv_values_ex *v)
-{
-	return EOPNOTSUPP;
-}
-
 static int dummy_read_counters(struct ibv_counters *c, uint64_t *v, uint32_t n, uint32_t flags)
 {
 	return EOPNOTSUPP;
@@ -162,13 +128,6 @@ static struct ibv_mr *dummy_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t off, size_
 {
 	errno = EOPNOTSUPP;
 	return NULL;
-}
-
-static int dummy_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t len,
-			  int access)
-{
-	errno = EOPNOTSUPP;
-	return EOPNOTSUPP;
 }
 
 static int dummy_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
@@ -189,13 +148,13 @@ static void dummy_unimport_pd(struct ibv_pd *pd)
 }
 
 const struct sn_ops sn_ops = {
-	.advise_mr = dummy_advise_mr,
+	.advise_mr = sn_advise_mr,
 	.alloc_dm = dummy_alloc_dm,
 	.alloc_mw = sn_alloc_mw,
 	.alloc_null_mr = dummy_alloc_null_mr,
-	.alloc_parent_domain = dummy_alloc_parent_domain,
+	.alloc_parent_domain = sn_alloc_parent_domain,
 	.alloc_pd = sn_alloc_pd,
-	.alloc_td = dummy_alloc_td,
+	.alloc_td = sn_alloc_td,
 	.attach_counters_point_flow = dummy_attach_counters_point_flow,
 	.attach_mcast = sn_attach_mcast,
 	.bind_mw = sn_bind_mw,
@@ -214,7 +173,7 @@ const struct sn_ops sn_ops = {
 	.create_wq = sn_create_wq,
 	.dealloc_mw = sn_dealloc_mw,
 	.dealloc_pd = sn_dealloc_pd,
-	.dealloc_td = dummy_dealloc_td,
+	.dealloc_td = sn_dealloc_td,
 	.dereg_mr = sn_dereg_mr,
 	.destroy_ah = sn_destroy_ah,
 	.destroy_counters = dummy_destroy_counters,
@@ -231,7 +190,7 @@ const struct sn_ops sn_ops = {
 	.import_dm = dummy_import_dm,
 	.import_mr = dummy_import_mr,
 	.import_pd = dummy_import_pd,
-	.modify_cq = dummy_modify_cq,
+	.modify_cq = sn_modify_cq,
 	.modify_flow_action_esp = dummy_modify_flow_action_esp,
 	.modify_qp = sn_modify_qp,
 	.modify_qp_rate_limit = dummy_modify_qp_rate_limit,
@@ -249,14 +208,14 @@ const struct sn_ops sn_ops = {
 	.query_port = sn_query_port,
 	.query_qp = sn_query_qp,
 	.query_qp_data_in_order = dummy_query_qp_data_in_order,
-	.query_rt_values = dummy_query_rt_values,
+	.query_rt_values = sn_query_rt_values,
 	.query_srq = sn_query_srq,
 	.read_counters = dummy_read_counters,
 	.reg_dm_mr = dummy_reg_dm_mr,
 	.reg_dmabuf_mr = dummy_reg_dmabuf_mr,
 	.reg_mr = sn_reg_mr,
 	.req_notify_cq = sn_req_notify_cq,
-	.rereg_mr = dummy_rereg_mr,
+	.rereg_mr = sn_rereg_mr,
 	.resize_cq = sn_resize_cq,
 	.set_ece = dummy_set_ece,
 	.unimport_dm = dummy_unimport_dm,

@@ -295,7 +295,20 @@ int sn_destroy_qp(struct ibv_qp *q)
 
 int sn_post_send(struct ibv_qp *q, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
-	return sn_e->post_send(q->handle, (struct sn_send_wr *)wr, (struct sn_send_wr **)bad);
+	struct sn_qp *qp = (struct sn_qp *)q;
+	int err;
+
+	if (!qp->ex)
+		return sn_e->post_send(q->handle, (struct sn_send_wr *)wr, (struct sn_send_wr **)bad);
+	/* An extended QP's batch holds its send queue (qpex.c). */
+	if (sn_post_held(qp)) {
+		*bad = wr;
+		return EBUSY;
+	}
+	pthread_mutex_lock(&qp->post_mu);
+	err = sn_e->post_send(q->handle, (struct sn_send_wr *)wr, (struct sn_send_wr **)bad);
+	pthread_mutex_unlock(&qp->post_mu);
+	return err;
 }
 
 int sn_post_recv(struct ibv_qp *q, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)

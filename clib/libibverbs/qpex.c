@@ -85,20 +85,46 @@ static struct sn_sge *add_sges(struct ibv_qp_ex *x, int n, bool inline_)
 	return &b->sge[b->nsge - n];
 }
 
-static void wr_start(struct ibv_qp_ex *x)
+static void reset(struct sn_wr_batch *b)
 {
-	struct sn_wr_batch *b = &to_sqp(x)->batch;
-
 	b->n = b->nsge = 0;
 	b->ndata = 0;
 	b->err = 0;
 }
 
+/* end releases the send queue a batch held. */
+static void end(struct sn_qp *qp)
+{
+	reset(&qp->batch);
+	__atomic_store_n(&qp->owned, false, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&qp->post_mu);
+}
+
+/* ibv_wr_start waits while another thread holds a batch of the QP or
+ * posts to it; in the batch its own thread holds, it fails that batch
+ * (its ibv_wr_complete is EBUSY), as verbs' QPEx.WrStart. */
+static void wr_start(struct ibv_qp_ex *x)
+{
+	struct sn_qp *qp = to_sqp(x);
+
+	if (sn_post_held(qp)) {
+		qp->batch.err = EBUSY;
+		return;
+	}
+	pthread_mutex_lock(&qp->post_mu);
+	qp->owner = pthread_self();
+	__atomic_store_n(&qp->owned, true, __ATOMIC_RELEASE);
+	reset(&qp->batch);
+}
+
 static int wr_complete(struct ibv_qp_ex *x)
 {
-	struct sn_wr_batch *b = &to_sqp(x)->batch;
+	struct sn_qp *qp = to_sqp(x);
+	struct sn_wr_batch *b = &qp->batch;
 	int err = b->err;
 
+	if (!sn_post_held(qp))
+		return EINVAL; /* no ibv_wr_start */
 	if (!err) {
 		for (int i = 0; i < b->n; i++) {
 			struct sn_send_wr *w = &b->wr[i];
@@ -115,15 +141,16 @@ static int wr_complete(struct ibv_qp_ex *x)
 		}
 		err = sn_e->post_send_all(x->qp_base.handle, b->wr, b->n);
 	}
-	b->n = b->nsge = 0;
-	b->ndata = 0;
-	b->err = 0;
+	end(qp);
 	return err;
 }
 
 static void wr_abort(struct ibv_qp_ex *x)
 {
-	wr_start(x);
+	struct sn_qp *qp = to_sqp(x);
+
+	if (sn_post_held(qp))
+		end(qp);
 }
 
 static void wr_send(struct ibv_qp_ex *x)
@@ -330,6 +357,7 @@ void sn_qp_ex_init(struct sn_qp *qp)
 {
 	struct ibv_qp_ex *x = &qp->qpx;
 
+	pthread_mutex_init(&qp->post_mu, NULL);
 	x->wr_start = wr_start;
 	x->wr_complete = wr_complete;
 	x->wr_abort = wr_abort;
@@ -355,6 +383,8 @@ void sn_qp_ex_init(struct sn_qp *qp)
 
 void sn_qp_ex_free(struct sn_qp *qp)
 {
+	if (qp->ex)
+		pthread_mutex_destroy(&qp->post_mu);
 	free(qp->batch.wr);
 	free(qp->batch.meta);
 	free(qp->batch.sge);

@@ -29,6 +29,7 @@
 struct sn_engine {
 #define SN_ENGINE_FIELD(name) __typeof__(sne_##name) *name;
 	SN_ENGINE_FUNCS(SN_ENGINE_FIELD)
+	SN_ENGINE_FUNCS_EX(SN_ENGINE_FIELD)
 #undef SN_ENGINE_FIELD
 };
 
@@ -75,6 +76,7 @@ struct sn_context {
 	struct verbs_context vctx; /* ends with the struct ibv_context */
 	sn_handle h;
 	union ibv_gid gid[SN_GIDS];
+	uint32_t ifindex; /* the network interface holding the address, or 0 */
 };
 
 static inline struct sn_context *to_sctx(struct ibv_context *c)
@@ -92,8 +94,14 @@ void sn_ah_from_engine(struct ibv_context *c, const struct sn_ah_attr *in,
 
 /* ---- Objects ---- */
 
+/* A PD or a parent domain (the engine's handle is a PD's either way). */
 struct sn_pd {
 	struct ibv_pd pd; /* pd.handle: the engine's */
+};
+
+struct sn_td {
+	struct ibv_td td;
+	sn_handle h;
 };
 
 struct sn_mr {
@@ -134,6 +142,13 @@ struct sn_qp {
 	struct ibv_qp_ex qpx; /* qp_base first; qpx.qp_base.handle */
 	bool ex;              /* created with send_ops_flags: ibv_qp_to_qp_ex */
 	uint32_t events_reported;
+	/* An extended QP's send queue is held from ibv_wr_start to
+	 * ibv_wr_complete or ibv_wr_abort, as a provider holds its send
+	 * queue's lock (mlx5): posts from other threads wait for the batch;
+	 * the thread holding it gets EBUSY (sn_post_held). */
+	pthread_mutex_t post_mu;
+	pthread_t owner;
+	bool owned; /* atomic: owner holds post_mu for a batch */
 	/* The address vectors last set, which ibv_query_qp returns as the
 	 * program gave them (the engine knows them by its own GIDs). */
 	struct ibv_ah_attr av, alt_av;
@@ -264,8 +279,14 @@ int sn_query_device_ex(struct ibv_context *, const struct ibv_query_device_ex_in
 int sn_query_port(struct ibv_context *, uint8_t, struct ibv_port_attr *, size_t);
 struct ibv_pd *sn_alloc_pd(struct ibv_context *);
 int sn_dealloc_pd(struct ibv_pd *);
+struct ibv_td *sn_alloc_td(struct ibv_context *, struct ibv_td_init_attr *);
+int sn_dealloc_td(struct ibv_td *);
+struct ibv_pd *sn_alloc_parent_domain(struct ibv_context *, struct ibv_parent_domain_init_attr *);
+int sn_query_rt_values(struct ibv_context *, struct ibv_values_ex *);
 struct ibv_mr *sn_reg_mr(struct ibv_pd *, void *, size_t, uint64_t, int);
 int sn_dereg_mr(struct ibv_mr *);
+int sn_rereg_mr(struct ibv_mr *, int, struct ibv_pd *, void *, size_t, int);
+int sn_advise_mr(struct ibv_pd *, enum ibv_advise_mr_advice, uint32_t, struct ibv_sge *, uint32_t);
 struct ibv_mw *sn_alloc_mw(struct ibv_pd *, enum ibv_mw_type);
 int sn_dealloc_mw(struct ibv_mw *);
 int sn_bind_mw(struct ibv_qp *, struct ibv_mw *, struct ibv_mw_bind *);
@@ -275,6 +296,7 @@ int sn_destroy_cq(struct ibv_cq *);
 int sn_resize_cq(struct ibv_cq *, int);
 int sn_poll_cq(struct ibv_cq *, int, struct ibv_wc *);
 int sn_req_notify_cq(struct ibv_cq *, int);
+int sn_modify_cq(struct ibv_cq *, struct ibv_modify_cq_attr *);
 struct ibv_qp *sn_create_qp(struct ibv_pd *, struct ibv_qp_init_attr *);
 struct ibv_qp *sn_create_qp_ex(struct ibv_context *, struct ibv_qp_init_attr_ex *);
 struct ibv_qp *sn_open_qp(struct ibv_context *, struct ibv_qp_open_attr *);
@@ -310,6 +332,13 @@ void sn_init_cq(struct ibv_cq *cq, struct ibv_context *ctx, struct ibv_comp_chan
 /* sn_qp_ex_init points a QP's wr_* at softnic's batch builders (qpex.c). */
 void sn_qp_ex_init(struct sn_qp *qp);
 void sn_qp_ex_free(struct sn_qp *qp);
+
+/* sn_post_held reports whether the calling thread holds qp's batch:
+ * it may not post beside it (EBUSY). */
+static inline bool sn_post_held(struct sn_qp *qp)
+{
+	return __atomic_load_n(&qp->owned, __ATOMIC_ACQUIRE) && pthread_equal(qp->owner, pthread_self());
+}
 
 /* sn_wait_events waits until the program has acknowledged every event it
  * was given about an object (ibv_destroy_* wait so, as libibverbs does). */

@@ -1,7 +1,7 @@
 // Command bench is scripts/bench: it measures the machine's raw UDP
-// limits and softnic's bandwidth, message rate and latency in one run and
-// prints them as one table with ratios and issue 13's goals (package
-// tools/bench). scripts/bench builds it, softnic and udpbench and runs
+// limits and softnic's bandwidth, message rate, CPU per GB and latency in
+// one run and prints them as one table with ratios and the goals of
+// issues 34 and 13 (package tools/bench). scripts/bench builds it, softnic and udpbench and runs
 // it; run that, not this.
 package main
 
@@ -19,20 +19,38 @@ import (
 	"github.com/softnic/softnic/tools/toolnic"
 )
 
-const usage = `usage: scripts/bench [--quick] [--json] [--qps N] [--gomaxprocs N] [--cpuprofile FILE]
+const usage = `usage: scripts/bench [--quick] [--json] [--qps N] [--gomaxprocs N] [--cpuprofile FILE] [--clib DIR]
        scripts/bench --guests [--quick] [--json] [--results DIR] [--rounds N]
 
 Measures, in one run on this machine:
   - the raw UDP limits with cmd/udpbench (raw/plain, raw/gso+gro, and
-    softnic's UDP link without the engine, link/gso+gro), 4112-byte datagrams;
+    softnic's UDP link without the engine, link/gso+gro), 4112-byte
+    datagrams, and again with 80-byte ones, a 64-byte SEND's packet: the
+    message-rate limit;
   - softnic between two processes on 127.0.0.1 and 127.0.0.2 with the
     perftest look-alikes' --json: write_bw 64 KiB, read_bw 64 KiB, send_bw 64 B
     (message rate), write_lat 8 B twice, with blocking waits and with
     --busy-poll on both sides (typical, p99 and a histogram of every
     sample, for each), and write_bw 64 KiB over --qps QPs;
-and prints them with write_bw over raw gso+gro and issue 13's goals, each
-PASS or SHORT. It binds UDP port 4791 on 127.0.0.1 and 127.0.0.2 and TCP
-ports from --port: run it where nothing else does (a network namespace).
+  - the CPU time (user + system) per 10^9 bytes moved: udpbench's process
+    over each mode's run; softnic's two processes from start to exit,
+    less the same of a setup run (the same pair with -n 5), over the
+    bytes beyond the setup run's;
+  - with --clib (scripts/bench builds softnic's libibverbs and gives it):
+    Debian's perftest over that library (softnic exec), ib_write_bw 64 KiB,
+    ib_send_bw 64 B and ib_write_lat 8 B with the look-alikes' arguments,
+    each against its look-alike's figure of the same run (issue 31's goals:
+    bandwidth and message rate >= 90%, latency <= 1.2x);
+and prints them with each figure over raw gso+gro (send_bw: over the
+80-byte datagrams' gso+gro rate) and the goals, each PASS or SHORT:
+issue 34's (write_bw and read_bw >= 0.75 of raw gso+gro and CPU/GB <=
+1.5x link/gso+gro's; send_bw >= 2 M msg/s and >= 0.5 of the 80-byte
+gso+gro; --busy-poll write_lat <= 1.5x the busy ping-pong and <= the
+blocking one, p99 <= 3x typical; write_bw over --qps QPs >= 0.85 of one
+QP's), issue 31's for --clib's rows, and issue 13's absolute ones (write_bw >= 20 Gbit/s, write_lat
+<= 25 us blocking and <= 10 us busy-poll). It binds UDP port 4791 on
+127.0.0.1 and 127.0.0.2 and TCP ports from --port: run it where nothing
+else does (a network namespace).
 Exit status 1 when a measurement failed (its row says FAILED and why); a
 SHORT figure is a measurement, not a failure. --cpuprofile profiles the
 blocking write_lat 8 B client (the run without --busy-poll). Each softnic
@@ -71,6 +89,7 @@ func main() {
 	procs := fs.Int("gomaxprocs", toolnic.CPUShare(runtime.NumCPU(), 2), "GOMAXPROCS of each softnic process (default: half the CPUs each, at least 1); 0: Go's default, every CPU")
 	prof := fs.String("cpuprofile", "", "write the blocking write_lat 8 B client's CPU profile (the run without --busy-poll) to `file`")
 	softnic := fs.String("softnic", "softnic", "the softnic binary")
+	clib := fs.String("clib", "", "the directory of softnic's libibverbs (scripts/clib): Debian's perftest runs over it too")
 	udpbench := fs.String("udpbench", "udpbench", "the udpbench binary (--guests: a static one, for the floor; empty: no floor)")
 	port := fs.Int("port", 18600, "first TCP port of the tools' out-of-band exchanges")
 	guests := fs.Bool("guests", false, "the guest mode: rxe <-> rxe then softnic <-> softnic on two 1-vCPU guests of the interop bed (root)")
@@ -109,7 +128,7 @@ func main() {
 			Results: *results, Quick: *quick, Rounds: *rounds, Log: os.Stderr}, *asJSON))
 	}
 	m := bench.Run(ctx, bench.Config{Softnic: *softnic, UDPBench: *udpbench, Quick: *quick,
-		TCPPort: *port, ManyQPs: *qps, CPUProfile: *prof, GOMAXPROCS: *procs, Log: os.Stderr})
+		TCPPort: *port, ManyQPs: *qps, CPUProfile: *prof, GOMAXPROCS: *procs, CLib: *clib, Log: os.Stderr})
 	t := bench.Build(m)
 	if *asJSON {
 		b, err := t.JSON()

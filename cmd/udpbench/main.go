@@ -6,10 +6,19 @@
 //
 //	go run ./cmd/udpbench                   # every mode, 4112-byte datagrams
 //	go run ./cmd/udpbench -size 1052 -d 5s  # 1 KiB PMTU, longer runs
+//	go run ./cmd/udpbench -size 80          # the message-rate limit
+//
+// -size 80 is the packet of a 64-byte SEND (BTH, 64 bytes, ICRC): the
+// kpkt/s column is then the limit of softnic's send_bw -s 64, plainly
+// (raw/plain) and with up to 64 equal-size datagrams a UDP GSO send and
+// UDP GRO on receive (raw/gso+gro).
 //
 // One sender goroutine and one receiver goroutine, each on its own OS
 // thread, send from 127.0.0.1 to 127.0.0.2 for -d per run; the table shows
-// the median of -runs runs of what was delivered. Modes:
+// the median of -runs runs of what was delivered, and the CPU time the
+// process (both sides, user and system) spent in that run per 10^9 bytes
+// delivered (cpu_s/GB; "-" with -peer, where the receiver is elsewhere).
+// Modes:
 //
 //	raw/plain     sendmmsg of -batch datagrams -> recvmmsg of -batch
 //	raw/gso       sendmmsg of UDP GSO sends (up to 64 KiB each) -> recvmmsg
@@ -56,7 +65,7 @@ import (
 )
 
 var (
-	size      = flag.Int("size", 4112, "UDP payload bytes per datagram (4112: a 4096-byte RoCEv2 WRITE_MIDDLE)")
+	size      = flag.Int("size", 4112, "UDP payload bytes per datagram (4112: a 4096-byte RoCEv2 WRITE_MIDDLE; 80: a 64-byte SEND_ONLY)")
 	batch     = flag.Int("batch", 64, "datagrams per sendmmsg/recvmmsg (the UDP link's default batch)")
 	duration  = flag.Duration("d", 2*time.Second, "length of one run")
 	runs      = flag.Int("runs", 3, "runs per mode; the median is shown")
@@ -102,15 +111,17 @@ func main() {
 	}
 	fmt.Printf("udpbench: %d-byte datagrams, batch %d, %v x %d runs, GOMAXPROCS %d, %s -> %s\n",
 		*size, *batch, *duration, *runs, runtime.GOMAXPROCS(0), localAddr(), to)
-	fmt.Printf("%-14s %10s %10s %8s\n", "mode", "Gbit/s", "kpkt/s", "loss%")
+	fmt.Printf("%-14s %10s %10s %8s %9s\n", "mode", "Gbit/s", "kpkt/s", "loss%", "cpu_s/GB")
 	for _, m := range splitComma(*modes) {
 		var res []result
 		for range *runs {
+			cpu := cpuTime()
 			r, err := run(m)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "%s: %v\n", m, err)
 				os.Exit(1)
 			}
+			r.cpu = cpuTime() - cpu
 			res = append(res, r)
 		}
 		slices.SortFunc(res, func(a, b result) int { return int(a.bytes - b.bytes) })
@@ -120,7 +131,11 @@ func main() {
 		if r.sent > 0 {
 			loss = 100 * (1 - float64(r.pkts)/float64(r.sent))
 		}
-		fmt.Printf("%-14s %10.3f %10.1f %8.2f\n", m, float64(r.bytes)*8/secs/1e9, float64(r.pkts)/secs/1e3, loss)
+		cpu := cpuPerGB(r.cpu, r.bytes)
+		if *peer != "" {
+			cpu = "-" // the receiver's CPU is on the other host
+		}
+		fmt.Printf("%-14s %10.3f %10.1f %8.2f %9s\n", m, float64(r.bytes)*8/secs/1e9, float64(r.pkts)/secs/1e3, loss, cpu)
 	}
 	if *pingpong <= 0 {
 		return
@@ -154,6 +169,29 @@ func splitComma(s string) []string {
 type result struct {
 	bytes, pkts, sent int64
 	elapsed           time.Duration
+	// cpu is the process's CPU time (user and system, every thread)
+	// over the run, its setup and drain included.
+	cpu time.Duration
+}
+
+// cpuTime returns the CPU time this process has used so far, user and
+// system, over all its threads (getrusage RUSAGE_SELF): a run's sender
+// and receiver are both in it.
+func cpuTime() time.Duration {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpuPerGB formats cpu seconds per 10^9 bytes delivered, "-" when nothing
+// was.
+func cpuPerGB(cpu time.Duration, bytes int64) string {
+	if bytes <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", cpu.Seconds()/(float64(bytes)/1e9))
 }
 
 // run measures one mode once.

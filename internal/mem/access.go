@@ -26,7 +26,7 @@ func (t *Table) lookupLocal(pd *PD, sge ibv.SGE, write bool) (*mrView, error) {
 	if v.state != mrValid {
 		return nil, errMRNotValid
 	}
-	if mr.pd != pd {
+	if v.pd != pd {
 		return nil, errPD
 	}
 	if write && v.access&ibv.AccessLocalWrite == 0 {
@@ -95,7 +95,7 @@ func (t *Table) resolveRemote(pd *PD, qpn, rkey uint32, va, n uint64, need ibv.A
 		if v.state != mrValid {
 			return nil, 0, errMRNotValid
 		}
-		if mr.pd != pd {
+		if v.pd != pd {
 			return nil, 0, errPD
 		}
 		if v.access&need != need {
@@ -262,11 +262,64 @@ func (t *Table) CheckGather(pd *PD, sgl []ibv.SGE) error {
 		if s.Length == 0 {
 			continue
 		}
-		if _, err := t.lookupLocal(pd, s, false); err != nil {
+		if _, err := t.lookupInline(pd, s); err != nil {
 			return gatherError(i, s, err)
 		}
 	}
 	return nil
+}
+
+// CheckAdvise checks an SGE of ibv_advise_mr: its lkey must name a valid
+// MR of pd registered with IBV_ACCESS_ON_DEMAND, with LOCAL_WRITE when
+// write, holding the range (Local's checks), else the lookup's error or
+// ErrAccess (mlx5_ib_advise_mr's EFAULT cases).
+func (t *Table) CheckAdvise(pd *PD, s ibv.SGE, write bool) error {
+	v, err := t.lookupLocal(pd, s, write)
+	if err != nil {
+		return err
+	}
+	if v.access&ibv.AccessOnDemand == 0 {
+		return errNotODP
+	}
+	return nil
+}
+
+// lookupInline resolves an SGE of inline data (IBV_SEND_INLINE with
+// SGEs), whose lkey ibv_post_send(3) says "will not be checked": a C
+// provider copies the bytes from the address. A Go program's addresses
+// mean something only through the memory softnic holds, so the address
+// is looked up among the QP's PD's MRs instead: the SGE's own MR when its
+// lkey names a valid MR of pd that covers the range (an MR registered at
+// another IOVA than its buffer's address is found only so), else any
+// valid MR of pd registered at its buffer's own address (RegMR: its
+// addresses are the process's) that covers the range, whatever the lkey
+// and the MR's rights (a read needs none, as in Local). Only an address no
+// MR of the PD covers is refused, with the SGE's own lookup error
+// (ErrInvalidKey for a key naming nothing, ErrRange for an address
+// outside its MR). The scan over the PD's MRs runs only when the lkey
+// does not do.
+func (t *Table) lookupInline(pd *PD, s ibv.SGE) (*mrView, error) {
+	v, err := t.lookupLocal(pd, s, false)
+	if err == nil {
+		return v, nil
+	}
+	for c := range t.mrs.dir[:MaxMRIndex>>slotBits+1] {
+		chunk := t.mrs.dir[c].Load()
+		if chunk == nil {
+			continue
+		}
+		for i := range chunk {
+			mr := chunk[i].Load()
+			if mr == nil || mr.v.Load().pd != pd {
+				continue
+			}
+			w := mr.v.Load()
+			if w.state == mrValid && len(w.chunks) == 1 && w.iova == addrOf(w.chunks[0].b) && w.contains(s.Addr, uint64(s.Length)) {
+				return w, nil
+			}
+		}
+	}
+	return nil, err
 }
 
 func gatherError(i int, s ibv.SGE, err error) error {

@@ -58,6 +58,7 @@ var (
 	errMWKeyLocal   = fmt.Errorf("%w: a memory window key is no lkey", ErrInvalidKey)
 	errPD           = fmt.Errorf("%w", ErrWrongPD)
 	errNeedLWrite   = fmt.Errorf("%w: local write", ErrAccess)
+	errNotODP       = fmt.Errorf("%w: not an on-demand MR (IBV_ACCESS_ON_DEMAND)", ErrAccess)
 	errNeedRights   = fmt.Errorf("%w: remote", ErrAccess)
 	errOutOfRegion  = fmt.Errorf("%w", ErrRange)
 	errOutOfWindow  = fmt.Errorf("%w: outside the memory window", ErrRange)

@@ -1,6 +1,7 @@
 package mem
 
 import (
+	"fmt"
 	"sort"
 	"sync/atomic"
 	"unsafe"
@@ -50,6 +51,7 @@ type chunk struct {
 // mrView is an immutable snapshot of an MR's mutable state; lookups load
 // it with one atomic load and never see a half-made change.
 type mrView struct {
+	pd     *PD // the MR's PD, which ReregMR may change
 	key    uint32
 	state  mrState
 	access ibv.Access
@@ -253,6 +255,7 @@ func (t *Table) RegMR(pd *PD, buf []byte, iova uint64, useIOVA bool, access ibv.
 	}
 	mr.buf = buf
 	mr.v.Store(&mrView{
+		pd:     pd,
 		key:    mr.index<<8 | t.keyByteLocked(-1),
 		state:  mrValid,
 		access: access,
@@ -284,6 +287,90 @@ func (t *Table) DeregMR(mr *MR) error {
 	t.nMR--
 	mr.pd.refs.Add(-1)
 	mr.mapped = nil
+	return nil
+}
+
+// The flags of ReregMR (enum ibv_rereg_mr_flags).
+const (
+	ReregTranslation = 1 << 0 // IBV_REREG_MR_CHANGE_TRANSLATION: buf and iova
+	ReregPD          = 1 << 1 // IBV_REREG_MR_CHANGE_PD: pd
+	ReregAccess      = 1 << 2 // IBV_REREG_MR_CHANGE_ACCESS: access
+	ReregFlags       = ReregTranslation | ReregPD | ReregAccess
+)
+
+// ReregMR re-registers mr (ibv_rereg_mr): with ReregTranslation its
+// memory becomes buf at iova (buf's own address unless useIOVA, 0 with
+// ZERO_BASED access), with ReregPD its PD becomes pd, with ReregAccess its
+// access becomes access (RegMR's rules); its keys stay (rxe_rereg_user_mr
+// keeps them). Nothing changes on a refusal: errno.Invalid for a
+// fast-registration MR, unknown or no flags, access without
+// ReregAccess, an empty buf, a dead PD or MR; errno.Busy while memory
+// windows are bound to it (a window's range and PD were checked against
+// the MR as it was). The new view replaces the old at once: an access
+// already resolved finishes on the old memory, every later one sees the
+// new.
+func (t *Table) ReregMR(mr *MR, flags int, pd *PD, buf []byte, iova uint64, useIOVA bool, access ibv.Access) error {
+	switch {
+	case flags == 0 || flags&^ReregFlags != 0:
+		return fmt.Errorf("%w: rereg flags %#x", errno.Invalid, flags)
+	case access != 0 && flags&ReregAccess == 0:
+		return fmt.Errorf("%w: access flags without IBV_REREG_MR_CHANGE_ACCESS", errno.Invalid)
+	case flags&ReregTranslation != 0 && len(buf) == 0:
+		return errZeroLen
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.checkMRLocked(mr); err != nil {
+		return err
+	}
+	if mr.fast {
+		return fmt.Errorf("%w: ibv_rereg_mr of a fast-registration MR", errno.Invalid)
+	}
+	if mr.nMW > 0 {
+		return errno.Busy
+	}
+	old := mr.v.Load()
+	v := *old
+	if flags&ReregAccess != 0 {
+		if err := t.checkMRAccess(access); err != nil {
+			return err
+		}
+		v.access = access
+	}
+	if flags&ReregPD != 0 {
+		if err := t.checkPDLocked(pd); err != nil {
+			return err
+		}
+		v.pd = pd
+	}
+	if flags&(ReregTranslation|ReregAccess) != 0 {
+		b := mr.buf
+		switch {
+		case flags&ReregTranslation != 0:
+			b = buf
+		case old.access&ibv.AccessZeroBased != 0:
+			useIOVA = false // leaving ZERO_BASED: the buffer's address
+		default:
+			iova, useIOVA = old.iova, true
+		}
+		switch {
+		case v.access&ibv.AccessZeroBased != 0:
+			iova = 0
+		case !useIOVA:
+			iova = addrOf(b)
+		}
+		if iova+uint64(len(b)) < iova {
+			return errIOVAOverflow
+		}
+		mr.buf = b
+		v.iova, v.length, v.chunks = iova, uint64(len(b)), []chunk{{b: b}}
+	}
+	if v.pd != mr.pd {
+		v.pd.refs.Add(1)
+		mr.pd.refs.Add(-1)
+		mr.pd = v.pd
+	}
+	mr.v.Store(&v)
 	return nil
 }
 
@@ -332,6 +419,7 @@ func (t *Table) AllocMR(pd *PD, maxPages int) (*MR, error) {
 	mr.fast = true
 	mr.maxPages = maxPages
 	mr.v.Store(&mrView{
+		pd:     pd,
 		key:    mr.index<<8 | t.keyByteLocked(-1),
 		state:  mrFree,
 		access: RemoteAccess, // rxe_mr_init_fast: "always allow remote access for FMRs"
@@ -360,11 +448,11 @@ const (
 // MapMRSG maps the longest prefix of sg that obeys these rules and fits in
 // the MR's maxPages pages, and returns how many elements it mapped (the
 // kernel's return value; fewer than len(sg) means the element at n broke a
-// rule or did not fit). Unlike ib_sg_to_pages it never maps part of an
-// element. A zero-length element stops the mapping. The mapped IOVA
-// becomes the first element's address and the mapped length the sum of the
-// mapped elements; RegFast may name another iova. Each element stays its
-// own chunk: in the IOVA space the elements follow each other without gaps.
+// rule or did not fit). It never maps part of an element: MapMRSGAt does.
+// A zero-length element stops the mapping. The mapped IOVA becomes the
+// first element's address and the mapped length the sum of the mapped
+// elements; RegFast may name another iova. Each element stays its own
+// chunk: in the IOVA space the elements follow each other without gaps.
 //
 // Errors: not a fast-reg MR, a page size not a power of two in
 // [MinPageSize, MaxPageSize], or a zero-length first element (errno.Invalid);
@@ -372,33 +460,46 @@ const (
 // needs more than maxPages pages (errno.NoMemory). An empty sg maps nothing
 // and returns 0, nil.
 func (t *Table) MapMRSG(mr *MR, sg [][]byte, pageSize int) (int, error) {
+	n, _, err := t.mapMRSG(mr, sg, 0, pageSize, false)
+	return n, err
+}
+
+// MapMRSGAt is MapMRSG with ib_map_mr_sg's sg_offset: the mapping starts
+// off bytes into the first element, and an element that does not fit the
+// MR's pages is mapped in part, as ib_sg_to_pages maps it: up to the start
+// of the last page it set (the kernel's prev_addr), never before where the
+// element's mapping began. It returns the number of whole elements mapped
+// and where the mapping stopped: 0 when every mapped element was whole,
+// else the byte offset into element n at which the next call should
+// start. Errors are MapMRSG's, plus errno.Invalid for an off beyond the
+// first element; errno.NoMemory only when not one byte fits.
+func (t *Table) MapMRSGAt(mr *MR, sg [][]byte, off uint64, pageSize int) (n int, stop uint64, err error) {
+	return t.mapMRSG(mr, sg, off, pageSize, true)
+}
+
+func (t *Table) mapMRSG(mr *MR, sg [][]byte, off uint64, pageSize int, partial bool) (int, uint64, error) {
 	if pageSize < MinPageSize || pageSize > MaxPageSize || pageSize&(pageSize-1) != 0 {
-		return 0, errno.Invalid
+		return 0, 0, errno.Invalid
+	}
+	if len(sg) > 0 && off > uint64(len(sg[0])) {
+		return 0, 0, fmt.Errorf("%w: sg_offset %d beyond the first element's %d bytes", errno.Invalid, off, len(sg[0]))
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.checkMRLocked(mr); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if !mr.fast {
-		return 0, errNotFast
+		return 0, 0, errNotFast
 	}
 	if mr.v.Load().state == mrValid {
-		return 0, errno.Busy
+		return 0, 0, errno.Busy
 	}
-	if len(sg) > 0 && len(sg[0]) == 0 {
-		return 0, errZeroLen
+	if len(sg) > 0 && uint64(len(sg[0])) == off {
+		return 0, 0, errZeroLen
 	}
 	ps := uint64(pageSize)
 	mask := ^(ps - 1)
-	// pagesFrom counts the pages the kernel's set_page loop adds for
-	// page addresses p, p+ps, ... below end.
-	pagesFrom := func(p, end uint64) int {
-		if p >= end {
-			return 0
-		}
-		return int((end - p + ps - 1) / ps)
-	}
 	var (
 		chunks  []chunk
 		total   uint64
@@ -406,27 +507,48 @@ func (t *Table) MapMRSG(mr *MR, sg [][]byte, pageSize int) (int, error) {
 		lastEnd uint64
 		lastOff uint64
 		n       int
+		stop    uint64
 	)
 	for i, b := range sg {
+		if i > 0 {
+			off = 0
+		}
+		b = b[off:]
 		if len(b) == 0 {
 			break
 		}
 		start := addrOf(b)
 		end := start + uint64(len(b))
 		pageAddr := start & mask
-		var need int
 		if i > 0 && (lastOff != 0 || pageAddr != start) {
 			if lastEnd != start {
 				break // a gap: stop mapping
 			}
-			need = pagesFrom(pageAddr+ps, end) // continues the last page
-		} else {
-			need = pagesFrom(pageAddr, end)
+			pageAddr += ps // continues the last page
+		}
+		need := 0
+		if pageAddr < end {
+			need = int((end - pageAddr + ps - 1) / ps)
 		}
 		if pages+need > mr.maxPages {
-			if i == 0 {
-				return 0, errno.NoMemory
+			// ib_sg_to_pages: the pages that fit are set; the element's
+			// mapping ends at the start of the last one set (prev_addr),
+			// or where it began when none was.
+			fit := mr.maxPages - pages
+			prev := start
+			if fit > 0 {
+				prev = max(start, pageAddr+uint64(fit-1)*ps)
 			}
+			if !partial || prev == start {
+				if i == 0 {
+					return 0, 0, errno.NoMemory
+				}
+				break
+			}
+			part := prev - start
+			chunks = append(chunks, chunk{off: total, b: b[:part]})
+			total += part
+			stop = off + part
 			break
 		}
 		pages += need
@@ -439,12 +561,11 @@ func (t *Table) MapMRSG(mr *MR, sg [][]byte, pageSize int) (int, error) {
 	mr.mapped = chunks
 	mr.mappedLen = total
 	mr.pageSize = pageSize
-	if n > 0 {
-		mr.mappedVA = addrOf(sg[0])
-	} else {
-		mr.mappedVA = 0
+	mr.mappedVA = 0
+	if len(chunks) > 0 {
+		mr.mappedVA = addrOf(chunks[0].b)
 	}
-	return n, nil
+	return n, stop, nil
 }
 
 // Mapped returns what the last MapMRSG mapped: the IOVA of the first byte
@@ -512,6 +633,7 @@ func (t *Table) RegFast(pd *PD, mr *MR, newKey uint32, iova uint64, length uint6
 		chunks = append(chunks, c)
 	}
 	mr.v.Store(&mrView{
+		pd:     mr.pd,
 		key:    newKey,
 		state:  mrValid,
 		access: access,

@@ -267,7 +267,7 @@ func (t *Table) bindTargetLocked(qpPD *PD, mrKey uint32, addr, length uint64, ac
 	if v.state != mrValid {
 		return nil, errMRNotValid
 	}
-	if mr.pd != qpPD {
+	if v.pd != qpPD {
 		return nil, errPD
 	}
 	if v.access&ibv.AccessZeroBased != 0 {
@@ -329,7 +329,7 @@ func (t *Table) Invalidate(pd *PD, qpn uint32, rkey uint32) error {
 		if v.key != rkey {
 			return errKeyByte
 		}
-		if mr.pd != pd {
+		if v.pd != pd {
 			return errPD
 		}
 		if !mr.fast {

@@ -119,17 +119,19 @@ func (t *Table) copySGL(pd *PD, sgl []ibv.SGE, off uint64, b []byte, write bool)
 // Gather appends to dst the bytes the SGEs of sgl name, read locally by a
 // QP of pd: the data of a send posted with IBV_SEND_INLINE and SGEs,
 // which softnic copies when the WR is posted (a Go program has no raw
-// pointers to hand over, so the SGEs are resolved through the MR table,
-// lkey and bounds checked as Local checks them). A range spanning chunks
-// of a fast-registration MR is read piece by piece. On the first SGE
-// refused it returns dst as it was and the error, naming the SGE.
+// pointers to hand over, so the SGEs are resolved through the PD's MRs,
+// without checking the lkey, as ibv_post_send(3) says: lookupInline). A
+// range spanning chunks of a fast-registration MR is read piece by
+// piece. On
+// the first SGE no MR of the PD covers it returns dst as it was and the
+// error, naming the SGE.
 func (t *Table) Gather(pd *PD, sgl []ibv.SGE, dst []byte) ([]byte, error) {
 	n := len(dst)
 	for i, s := range sgl {
 		if s.Length == 0 {
 			continue
 		}
-		v, err := t.lookupLocal(pd, s, false)
+		v, err := t.lookupInline(pd, s)
 		if err != nil {
 			return dst[:n], gatherError(i, s, err)
 		}

@@ -65,3 +65,10 @@ const GRHLen = ud.GRHLen
 // Wrapf gives an engine error context, its errno's text kept first
 // (errno.Wrapf): "invalid argument: alloc MR of 0 pages".
 func Wrapf(err error, format string, args ...any) error { return errno.Wrapf(err, format, args...) }
+
+// MaxCQModCount and MaxCQModPeriod are the largest CQ moderation
+// (cq.MaxModCount, cq.MaxModPeriod).
+const (
+	MaxCQModCount  = cq.MaxModCount
+	MaxCQModPeriod = cq.MaxModPeriod
+)

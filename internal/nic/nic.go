@@ -23,6 +23,7 @@
 //   - txbatch.go: the send batch a pass builds its packets into, written
 //     to the link in batches.
 //   - async.go: asynchronous events.
+//   - port.go: the port, which follows the link's state.
 //   - qp.go, ud.go, srq.go, sharedrq.go, wq.go, xrc.go, ah.go, mcast.go,
 //     drain.go, mtu.go, link.go, timerslot.go: the objects verbs makes
 //     and the device's attributes.
@@ -121,6 +122,10 @@ type NIC struct {
 	wg      sync.WaitGroup // the receive goroutine
 	procWG  sync.WaitGroup // the processors
 	closed  atomic.Bool
+	port    port // the port's state (port.go)
+	// linkGone: the receive goroutine found the link closed under the
+	// NIC (linkClosed).
+	linkGone atomic.Bool
 
 	asyncMu sync.Mutex
 	async   []ibv.AsyncEvent // guarded by asyncMu
@@ -204,7 +209,7 @@ func New(cfg Config) (*NIC, error) {
 		defer n.wg.Done()
 		n.rxLoop()
 	}()
-	n.postAsync(ibv.AsyncEvent{Type: ibv.EventPortActive})
+	n.startPort()
 	return n, nil
 }
 
@@ -220,6 +225,9 @@ func (n *NIC) Addr() netip.Addr { return n.addr }
 func (n *NIC) GID() [16]byte {
 	return netip.AddrFrom16(n.addr.As16()).As16()
 }
+
+// Link returns the link the NIC was made on (Config.Link).
+func (n *NIC) Link() link.Link { return n.cfg.Link }
 
 // Name returns the device name.
 func (n *NIC) Name() string { return n.cfg.Name }
@@ -249,6 +257,9 @@ func (n *NIC) Close() error {
 		return nil
 	}
 	close(n.done)
+	if n.port.stop != nil {
+		n.port.stop()
+	}
 	for _, p := range n.procs {
 		p.close()
 	}

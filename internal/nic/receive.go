@@ -22,6 +22,7 @@ func (n *NIC) rxLoop() {
 			return
 		}
 		if _, ok := r.read(n.cfg.Link.ReadBatch); !ok {
+			n.linkClosed()
 			return
 		}
 	}

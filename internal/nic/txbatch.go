@@ -19,12 +19,15 @@ import (
 // preallocated buffers and written to the link in batches.
 //
 // Send errors: the link marks each datagram it could not send (Datagram.
-// Err); flush counts each as send_err, as rxe_net.c rxe_xmit_packet
-// counts RXE_CNT_SEND_ERR for every packet rxe_send fails. RC and UC need
-// nothing more (an RC packet lost here is recovered by the retransmit
-// timer like one lost on the wire). For UD, which has no retransmission,
-// txBatch is a transport.Flusher: the UD transport flushes after each
-// pass and gets the errno of each datagram it queued.
+// Err); write counts each as send_err, as rxe_net.c rxe_xmit_packet
+// counts RXE_CNT_SEND_ERR for every packet rxe_send fails, and every
+// other one as sent_pkts (with its bytes), as rxe_xmit_packet counts
+// RXE_CNT_SENT_PKTS once rxe_send took it: a packet a closed or down link
+// refused is not counted sent. RC needs nothing more (an RC packet lost
+// here is recovered by the retransmit timer like one lost on the wire).
+// For UD and UC, which do not resend, txBatch is a transport.Flusher:
+// those transports flush after each pass and get the errno of each
+// datagram they queued.
 type txBatch struct {
 	link link.Link
 	ctr  *transport.Counters
@@ -251,15 +254,24 @@ func (t *txBatch) write() {
 	if swap {
 		t.dgs[0], t.dgs[1] = t.dgs[1], t.dgs[0]
 	}
+	var pkts, bytes uint64
 	for i := range t.n {
-		t.dgs[i].Payload = nil // the application's memory: not kept past the write
-		e := t.dgs[i].Err
+		d := &t.dgs[i]
+		e := d.Err
 		if e != 0 {
 			t.ctr.SendErr.Add(1)
+		} else {
+			pkts++
+			bytes += uint64(d.Len())
 		}
+		d.Payload = nil // the application's memory: not kept past the write
 		if i >= t.mark {
 			t.errs = append(t.errs, e)
 		}
+	}
+	if pkts > 0 {
+		t.ctr.SentPkts.Add(pkts)
+		t.ctr.SentBytes.Add(bytes)
 	}
 	t.n, t.mark = 0, 0
 }

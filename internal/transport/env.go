@@ -67,8 +67,10 @@ type SplitOutput interface {
 
 // Flusher is an Output that can write what it holds at once and say
 // which datagrams the link could not send. The engine's Output is one;
-// the UD transport uses it (RC and UC recover a packet lost on send like
-// one lost on the wire, and need no result).
+// the UD and UC transports use it (RC recovers a packet lost on send like
+// one lost on the wire, and needs no result). The Output counts sent_pkts
+// and the bytes sent, for the datagrams the link took; the transports do
+// not.
 type Flusher interface {
 	// Flush writes every queued datagram to the link and returns the
 	// errno of each datagram queued with Send since the current Process
@@ -79,17 +81,20 @@ type Flusher interface {
 
 // Unroutable reports whether a link's send error e means the NIC cannot
 // reach the destination at all: no route (ENETUNREACH; EHOSTUNREACH from
-// an unreachable route; EACCES from a prohibit route), or an address the
+// an unreachable route; EACCES from a prohibit route), the interface down
+// (ENETDOWN) or the link closed under the NIC (EBADF), or an address the
 // link cannot send to (EAFNOSUPPORT, EDESTADDRREQ). rxe meets these
 // before it sends, when it resolves the route (rxe_net.c rxe_find_route
-// fails, prepare4/prepare6 return -EHOSTUNREACH) and fails the WQE with
-// IB_WC_LOC_QP_OP_ERR (rxe_req.c rxe_requester, finish_packet's error);
-// every other error comes in rxe from ip_local_out, after the packet was
-// built, and rxe_send returns it as -EAGAIN: the requester rolls the WQE
-// back and sends the packet again.
+// fails, prepare4/prepare6 return -EHOSTUNREACH; it looks up with its
+// netdev's index, which finds no route while the netdev is down) and
+// fails the WQE with IB_WC_LOC_QP_OP_ERR (rxe_req.c rxe_requester,
+// finish_packet's error); every other error comes in rxe from
+// ip_local_out, after the packet was built, and rxe_send returns it as
+// -EAGAIN: the requester rolls the WQE back and sends the packet again.
 func Unroutable(e syscall.Errno) bool {
 	switch e {
-	case syscall.ENETUNREACH, syscall.EHOSTUNREACH, syscall.EACCES, syscall.EAFNOSUPPORT, syscall.EDESTADDRREQ:
+	case syscall.ENETUNREACH, syscall.EHOSTUNREACH, syscall.EACCES, syscall.EAFNOSUPPORT, syscall.EDESTADDRREQ,
+		syscall.ENETDOWN, syscall.EBADF:
 		return true
 	}
 	return false

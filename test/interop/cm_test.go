@@ -275,7 +275,7 @@ func (s *suite) runCM(ctx context.Context, c *tcase, dir string) error {
 		snArgs = append(snArgs, "--timeout="+(c.timeout-10*time.Second).Round(time.Second).String())
 	}
 	if c.exec {
-		snArgs = execArgs(s.clib, sn, c.execProgram(), c.cmArgs(c.role == softnicServer, sn, rx, port)...)
+		snArgs = execArgs(s.clibDir, sn, c.execProgram(), c.cmArgs(c.role == softnicServer, sn, rx, port)...)
 	}
 	// rxe's tool with its standard error kept apart and printed after its
 	// standard output: rping writes its stdout block-buffered and its

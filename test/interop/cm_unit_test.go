@@ -97,7 +97,7 @@ func TestCMMissing(t *testing.T) {
 		t.Errorf("exec without softnic exec: %q, want %q", got, want)
 	}
 	s.tools["exec"] = map[string]bool{}
-	s.clibOnce.Do(func() { s.clibErr = errors.New("scripts/clib: no gcc") })
+	s.clibErr = errors.New("scripts/clib: no gcc")
 	if got, want := s.missingReason(&ex), "softnic's C libraries: scripts/clib: no gcc"; got != want {
 		t.Errorf("exec without the libraries: %q, want %q", got, want)
 	}

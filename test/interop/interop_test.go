@@ -26,6 +26,7 @@ import (
 //
 //	INTEROP_SOFTNIC   softnic binary to test (default: built from ./cmd/softnic into the results)
 //	INTEROP_TMSEND    tm_send, the guest's tm_pingpong client (default: built by tmpeer/build.sh into the results)
+//	INTEROP_CLIB      softnic's libibverbs for the clib cases (default: built by scripts/clib into the results)
 //	INTEROP_RESULTS   results directory (default: results/YYYYMMDD-HHMMSS here)
 //	INTEROP_MANAGED=1 the bed is brought up and down by the caller (test/interop/run)
 //	INTEROP_BUDGET    the whole matrix's time budget (Go duration, default 40m): cases
@@ -90,13 +91,10 @@ type suite struct {
 	tmSend    string
 	tmSendErr error
 
-	// clib is the directory of softnic's libibverbs and librdmacm
-	// (scripts/clib), which softnic exec runs Debian's programs over in
-	// the exec cases, built by the first (libs); clibErr why they cannot
-	// be built (the exec cases are missing)
-	clibOnce sync.Once
-	clib     string
-	clibErr  error
+	// softnic's libibverbs (and librdmacm) for the clib and exec cases,
+	// or why there is none
+	clibDir string
+	clibErr error
 
 	// what softnic has: its subcommands, and for each the options its help lists
 	tools   map[string]map[string]bool
@@ -171,6 +169,7 @@ func (s *suite) setup() {
 		s.setupErr = err
 		return
 	}
+	s.clibDir, s.clibErr = buildCLib(s.ctx, s.results)
 
 	s.tmSend = os.Getenv("INTEROP_TMSEND")
 	if s.tmSend == "" {
@@ -264,20 +263,6 @@ func (s *suite) probeUDP(ctx context.Context) {
 	}
 }
 
-// libs builds softnic's C libraries into the results, once, for the exec
-// cases (only a run with an exec case pays for it).
-func (s *suite) libs() (string, error) {
-	s.clibOnce.Do(func() {
-		s.clib = filepath.Join(s.results, "lib")
-		ctx, cancel := context.WithTimeout(s.ctx, 10*time.Minute) // it may install gcc and rdma-core's headers
-		defer cancel()
-		if out, err := command(ctx, "../../scripts/clib", "-o", s.clib).CombinedOutput(); err != nil {
-			s.clibErr = fmt.Errorf("scripts/clib: %v\n%s", err, out)
-		}
-	})
-	return s.clib, s.clibErr
-}
-
 // missingReason says why a case cannot run with this softnic, or "".
 func (s *suite) missingReason(c *tcase) string {
 	if c.kind == selfCheck {
@@ -291,13 +276,18 @@ func (s *suite) missingReason(c *tcase) string {
 		if s.tools["exec"] == nil {
 			return "softnic has no exec command"
 		}
-		if _, err := s.libs(); err != nil {
-			return "softnic's C libraries: " + gist(err.Error())
+		if s.clibErr != nil {
+			return "softnic's C libraries: " + gist(s.clibErr.Error())
 		}
 		if _, err := exec.LookPath(prog); err != nil {
 			return fmt.Sprintf("%s is not installed on the host", prog)
 		}
 		return ""
+	}
+	if c.clib {
+		if why := s.clibMissing(c); why != "" {
+			return why
+		}
 	}
 	tool := c.softnicTool()
 	opts, ok := s.tools[tool]
@@ -479,7 +469,10 @@ func (s *suite) runTools(ctx context.Context, c *tcase, dir string) error {
 	opts := s.tools[c.tool]
 	snArgs := func(server netip.Addr, wait time.Duration) []string {
 		if c.exec {
-			return execArgs(s.clib, addr, c.execProgram(), c.execPerftestArgs(port, server)...)
+			return execArgs(s.clibDir, addr, c.execProgram(), c.execPerftestArgs(port, server)...)
+		}
+		if c.clib {
+			return c.clibArgs(s.clibDir, addr, port, server)
 		}
 		a := c.softnicArgs(addr, port, server, opts, wait)
 		if c.noCapture && opts["metrics-file"] {
@@ -566,6 +559,9 @@ func (s *suite) runTools(ctx context.Context, c *tcase, dir string) error {
 	case c.kind == perftest && c.role == softnicServer && !perftestRow.MatchString(rxeOut) &&
 		!(clockUncalibrated.MatchString(rxeOut) && perftestInfRow.MatchString(rxeOut)):
 		errs = append(errs, fmt.Errorf("rxe %s printed no result row", c.tool))
+	}
+	if c.clib {
+		errs = append(errs, checkCLib(c, dir))
 	}
 	return errors.Join(errs...)
 }

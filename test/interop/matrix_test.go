@@ -72,6 +72,10 @@ type tcase struct {
 	// "DREQ dup"; "" none
 	cmfault string
 	timeout time.Duration
+	// clib runs rdma-core's or perftest's own program on softnic's side
+	// too, over softnic's libibverbs (softnic exec; clib_test.go), instead
+	// of softnic's look-alike tool.
+	clib bool
 	// exec runs Debian's program on softnic's side too, over softnic's
 	// libraries (softnic exec), instead of softnic's look-alike
 	exec bool
@@ -160,7 +164,13 @@ func (c *tcase) bridgeMTU() (bridge, active int) {
 // rxeCommand is the command line of rxe's tool in the guest. server is the
 // softnic server's out-of-band address, or invalid when rxe is the server.
 func (c *tcase) rxeCommand(gidIndex, port int, server netip.Addr) string {
-	a := []string{"-d", "rxe0", "-p", strconv.Itoa(port), "-n", strconv.Itoa(c.iters)}
+	return strings.Join(c.toolArgs("rxe0", gidIndex, port, server), " ")
+}
+
+// toolArgs is the command line of the original tool on device dev: rxe's
+// in the guest, or softnic's libibverbs' through softnic exec (clib_test.go).
+func (c *tcase) toolArgs(dev string, gidIndex, port int, server netip.Addr) []string {
+	a := []string{"-d", dev, "-p", strconv.Itoa(port), "-n", strconv.Itoa(c.iters)}
 	switch c.kind {
 	case tmPingpong:
 		a = append([]string{tmSendGuest}, a...)
@@ -186,7 +196,7 @@ func (c *tcase) rxeCommand(gidIndex, port int, server netip.Addr) string {
 	if server.IsValid() {
 		a = append(a, server.String())
 	}
-	return strings.Join(a, " ")
+	return a
 }
 
 // execPerftestArgs is perftest's command line on softnic's side of an
@@ -375,6 +385,19 @@ func matrix(full bool) []*tcase {
 	for _, tool := range []string{"atomic_bw", "atomic_lat"} {
 		add(tcase{tool: tool, kind: perftest, mtu: 1024, args: []string{"-A", "FETCH_AND_ADD"}, label: "fadd"}, roles...)
 		add(tcase{tool: tool, kind: perftest, mtu: 1024, args: []string{"-A", "CMP_AND_SWAP"}, label: "cas"}, roles...)
+	}
+
+	// Debian's own programs over softnic's libibverbs against the same
+	// programs over rxe (clib_test.go).
+	for _, c := range []tcase{
+		{tool: "rc_pingpong", kind: pingpong, mtu: 1024, size: 4096, iters: 100},
+		{tool: "write_bw", kind: perftest, mtu: 1024, size: 65536, iters: 50},
+		{tool: "read_bw", kind: perftest, mtu: 1024, size: 65536, iters: 50},
+		{tool: "send_bw", kind: perftest, mtu: 1024, size: 4096, iters: 100},
+		{tool: "rc_pingpong", kind: pingpong, v6: true, mtu: 1024, size: 4096, iters: 100},
+	} {
+		c.clib, c.label = true, "clib"
+		add(c, roles...)
 	}
 
 	// Options that change the wire or the completion path: outstanding RDMA

@@ -28,6 +28,7 @@ const checkedOut = "every byte checked out"
 //	TWOHOST_SOFTNIC   softnic binary to test (default: built from ./cmd/softnic into the results)
 //	TWOHOST_RESULTS   results directory (default: results/YYYYMMDD-HHMMSS here)
 //	TWOHOST_MANAGED=1 the bed is brought up and down by the caller (test/twohost/run)
+//	TWOHOST_CLIB      softnic's libibverbs for the clib cases (default: built by scripts/clib into the results)
 //	TWOHOST_PREFIX    the bed's names' prefix (default th; see ./bed)
 //	CI=true           a bed that is not up fails the run instead of skipping it
 var theSuite = &suite{}
@@ -72,6 +73,7 @@ const (
 	tmpp            // softnic tm_pingpong: the received counts add up on both sides
 	xsrq            // softnic xsrq_pingpong: "success" on both sides, the SRQ numbers agree
 	cmtool          // a librdmacm example: its success lines on both sides (cm: the command lines)
+	clibpair        // a Debian program over softnic's libibverbs on one side or both (clib_test.go)
 )
 
 // tcase is one row of the matrix.
@@ -95,6 +97,8 @@ type tcase struct {
 	// mckey: the group; the receiver (A) writes a pcap in which B's
 	// datagrams to the group must be
 	mcastGroup string
+	// clibpair: what runs on each side; tool is the Debian program
+	srv, cli clibSide
 	// impair is "LOSS DUP" (per mille) for every RoCE packet both ways
 	// ("bed impair"); "" none
 	impair string
@@ -111,6 +115,9 @@ func (c *tcase) name() string {
 	n := fmt.Sprintf("%s-%s-mtu%d", c.tool, fam, c.mtu)
 	if c.label != "" {
 		n += "-" + c.label
+	}
+	if c.kind == clibpair {
+		n += "-" + c.srv.String() + "_" + c.cli.String()
 	}
 	if c.impair != "" {
 		n += "-lossy"
@@ -187,6 +194,7 @@ func matrix() []*tcase {
 			add(tcase{kind: info, tool: "info"})
 		}
 	}
+	clibCases(func(c tcase) { c.mtu = 1500; cs = append(cs, &c) })
 	// Lossy everywhere (issue 35): every RoCE packet both ways, ACKs
 	// too, 3% lost and 1% duplicated over a real link between the
 	// namespaces (no reordering: the host kernel has no netem; the
@@ -239,12 +247,8 @@ type suite struct {
 	mtu     int    // the interfaces' MTU now
 	impair  string // the bed's impairment now ("" none)
 	port    int    // the tools' TCP port, one per case
-
-	// clib holds softnic's C libraries (scripts/clib) for the exec
-	// cases, built by the first (libs); clibErr is why they could not be
-	clibOnce sync.Once
-	clib     string
-	clibErr  error
+	clibDir string // softnic's libibverbs (and librdmacm) for the clib and exec cases
+	clibErr error  // or why it could not be built
 
 	mu      sync.Mutex
 	rows    []row
@@ -308,20 +312,7 @@ func (s *suite) setup() {
 			return
 		}
 	}
-}
-
-// libs builds softnic's C libraries into the results, once, for the exec
-// cases (only a run with an exec case pays for it).
-func (s *suite) libs() (string, error) {
-	s.clibOnce.Do(func() {
-		s.clib = filepath.Join(s.results, "lib")
-		ctx, cancel := context.WithTimeout(s.ctx, 10*time.Minute) // it may install gcc and rdma-core's headers
-		defer cancel()
-		if out, err := exec.CommandContext(ctx, "../../scripts/clib", "-o", s.clib).CombinedOutput(); err != nil {
-			s.clibErr = fmt.Errorf("scripts/clib: %v\n%s", err, out)
-		}
-	})
-	return s.clib, s.clibErr
+	s.clibDir, s.clibErr = buildCLib(s.ctx, s.results)
 }
 
 func (s *suite) setMTU(mtu int) error {
@@ -366,6 +357,16 @@ func (s *suite) runCase(t *testing.T, c *tcase) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if c.kind == clibpair {
+		if s.clibErr != nil {
+			r.note = "softnic's libibverbs: " + s.clibErr.Error()
+			t.Fatal(s.clibErr)
+		}
+		if why := clibMissing(c); why != "" {
+			r.result, r.note = "MISSING", why
+			t.Skip(why)
+		}
+	}
 	if err := s.setMTU(c.mtu); err != nil {
 		r.note = err.Error()
 		t.Fatal(err)
@@ -405,15 +406,16 @@ func (s *suite) runPair(c *tcase, dir string) error {
 		common := []string{"demo", "--addr-a", a, "--addr-b", b, "--port", strconv.Itoa(s.port)}
 		srvArgs = append(append([]string(nil), common...), "--role", "server")
 		cliArgs = append(append([]string(nil), common...), "--role", "client")
+	case clibpair:
+		srvArgs, cliArgs = s.clibArgs(c, a, b)
 	case cmtool:
 		srvArgs, cliArgs = c.cm(a, b, strconv.Itoa(s.port))
 		if c.exec {
-			lib, err := s.libs()
-			if err != nil {
-				return err
+			if s.clibErr != nil {
+				return fmt.Errorf("softnic's C libraries: %w", s.clibErr)
 			}
-			srvArgs = append([]string{"exec", "--addr", a, "--lib", lib, "--"}, srvArgs...)
-			cliArgs = append([]string{"exec", "--addr", b, "--lib", lib, "--"}, cliArgs...)
+			srvArgs = append([]string{"exec", "--addr", a, "--lib", s.clibDir, "--"}, srvArgs...)
+			cliArgs = append([]string{"exec", "--addr", b, "--lib", s.clibDir, "--"}, cliArgs...)
 			break
 		}
 		srvArgs = append(srvArgs, "--timeout", "10s")
@@ -434,6 +436,9 @@ func (s *suite) runPair(c *tcase, dir string) error {
 		return err
 	}
 	defer srv.stop()
+	if c.kind == clibpair {
+		waitTCPListen(ctx, srv, s.port, 30*time.Second)
+	}
 	var cli *proc
 	if c.cmRetry {
 		cli, err = s.startCMClient(ctx, srv, cliArgs, filepath.Join(dir, "client.out"))
@@ -480,7 +485,14 @@ func (s *suite) runPair(c *tcase, dir string) error {
 		return errors.New(strings.Join(errs, "; "))
 	}
 	so, co := srv.stdout.String(), cli.stdout.String()
-	switch c.kind {
+	kind := c.kind
+	if c.kind == clibpair {
+		kind = perftest
+		if strings.HasPrefix(c.tool, "ibv_") {
+			kind = pingpong
+		}
+	}
+	switch kind {
 	case pingpong:
 		for _, p := range []struct {
 			side, out string
@@ -535,7 +547,7 @@ func (s *suite) runPair(c *tcase, dir string) error {
 		if c.check && !strings.Contains(srv.stderr.String()+cli.stderr.String(), checkedOut) {
 			return fmt.Errorf("--check: neither side said %q", checkedOut)
 		}
-		if !c.cmRetry { // the figures are those of the TCP-exchange runs
+		if !c.cmRetry && c.kind == perftest { // the figures are those of the Go tools' TCP-exchange runs
 			s.figure(c, co)
 		}
 	case demo:

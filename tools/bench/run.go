@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/softnic/softnic/tools/perftest"
 	"github.com/softnic/softnic/tools/tooljson"
 	"github.com/softnic/softnic/tools/toolnic"
+	"github.com/softnic/softnic/wire"
 )
 
 // Config says what to run and how long.
@@ -41,17 +43,59 @@ type Config struct {
 	// default, every CPU the process may use. toolnic.CPUShare gives
 	// each process its share of the machine.
 	GOMAXPROCS int
+	// CLib, when set, is the directory of softnic's libibverbs
+	// (scripts/clib): Debian's perftest (ib_write_bw, ib_send_bw,
+	// ib_write_lat) then runs over it through softnic exec, beside the
+	// look-alikes, with the same arguments.
+	CLib string
 	// Log receives progress lines.
 	Log io.Writer
 }
 
+// SmallDatagram is the UDP payload of a 64-byte SEND_ONLY's packet (BTH,
+// the 64 bytes, ICRC): udpbench's datagrams for the message-rate limit,
+// send_bw -s 64's.
+const SmallDatagram = wire.BTHLen + 64 + wire.ICRCLen
+
+// SetupIters is the iterations (a QP) of a bandwidth run's setup run,
+// perftest's least: the setup run's CPU time is what the processes spend
+// on everything but moving the data (start, device, QPs, memory
+// registration, the connection, exit), which the CPU per GB leaves out.
+const SetupIters = perftest.MinIter
+
+// SetupRun ends the name of the row whose setup run failed, in
+// Measurements.Errors.
+const SetupRun = " (setup run)"
+
+// setupArgs returns args with -n's value SetupIters, and whether args run
+// more iterations than that.
+func setupArgs(args []string) ([]string, bool) {
+	out := append([]string(nil), args...)
+	for i := 0; i+1 < len(out); i++ {
+		if out[i] == "-n" {
+			n, err := strconv.Atoi(out[i+1])
+			if err != nil || n <= SetupIters {
+				return nil, false
+			}
+			out[i+1] = strconv.Itoa(SetupIters)
+			return out, true
+		}
+	}
+	return nil, false
+}
+
 // Plan is the arguments of each measurement.
 type Plan struct {
-	UDPBench                              []string
+	// UDPBench is udpbench's run of RoCEv2-sized datagrams and the
+	// ping-pong; UDPSmall its run of SmallDatagram-byte ones.
+	UDPBench, UDPSmall                    []string
 	WriteBW, ReadBW, SendBW, WriteLat, QP []string
 	// WriteLatBusy is WriteLat with --busy-poll (its default time, 50 µs)
 	// on both sides.
 	WriteLatBusy []string
+	// CWriteLat is Debian's ib_write_lat's: WriteLat without -H, whose
+	// every sample perftest would print.
+	CWriteLat []string
 }
 
 // PlanFor returns the arguments each tool runs with: udpbench's modes and
@@ -62,6 +106,7 @@ type Plan struct {
 func PlanFor(c Config) Plan {
 	p := Plan{
 		UDPBench: []string{"-modes", "raw/plain,raw/gso+gro,link/gso+gro", "-d", "2s", "-runs", "3", "-pingpong", "20000"},
+		UDPSmall: []string{"-size", strconv.Itoa(SmallDatagram), "-modes", "raw/plain,raw/gso+gro,link/gso+gro", "-d", "2s", "-runs", "3"},
 		WriteBW:  []string{"-s", "65536", "-n", "20000"},
 		ReadBW:   []string{"-s", "65536", "-n", "20000"},
 		SendBW:   []string{"-s", "64", "-n", "1000000", "-N"},
@@ -70,6 +115,7 @@ func PlanFor(c Config) Plan {
 	}
 	if c.Quick {
 		p.UDPBench = []string{"-modes", "raw/plain,raw/gso+gro,link/gso+gro", "-d", "500ms", "-runs", "1", "-pingpong", "2000"}
+		p.UDPSmall = []string{"-size", strconv.Itoa(SmallDatagram), "-modes", "raw/plain,raw/gso+gro,link/gso+gro", "-d", "500ms", "-runs", "1"}
 		p.WriteBW = []string{"-s", "65536", "-n", "2000"}
 		p.ReadBW = []string{"-s", "65536", "-n", "2000"}
 		p.SendBW = []string{"-s", "64", "-n", "100000", "-N"}
@@ -77,6 +123,7 @@ func PlanFor(c Config) Plan {
 		p.QP = []string{"-s", "65536", "-q", strconv.Itoa(c.ManyQPs), "-n", "5"}
 	}
 	p.WriteLatBusy = append(append([]string(nil), p.WriteLat...), "--busy-poll")
+	p.CWriteLat = p.WriteLat[:len(p.WriteLat)-1]
 	return p
 }
 
@@ -94,7 +141,7 @@ func Run(ctx context.Context, c Config) Measurements {
 	port := c.TCPPort
 
 	logf("udpbench %s", strings.Join(p.UDPBench, " "))
-	out, err := command(ctx, nil, c.UDPBench, p.UDPBench...)
+	out, _, err := command(ctx, nil, c.UDPBench, p.UDPBench...)
 	if err == nil {
 		m.UDP, m.DatagramSize, err = ParseUDPBench(out)
 	}
@@ -106,20 +153,45 @@ func Run(ctx context.Context, c Config) Measurements {
 			m.Errors[r] = "udpbench: " + err.Error()
 		}
 	}
+	logf("udpbench %s", strings.Join(p.UDPSmall, " "))
+	out, _, err = command(ctx, nil, c.UDPBench, p.UDPSmall...)
+	if err == nil {
+		m.UDPSmall, m.SmallDatagramSize, err = ParseUDPBench(out)
+	}
+	if err != nil {
+		for _, r := range []string{RowSmallPlain, RowSmallGSOGRO, RowSmallLink} {
+			m.Errors[r] = "udpbench: " + err.Error()
+		}
+	}
 
-	bw := func(row, tool string, args []string) *perftest.BWResult {
+	run := func(tool string, args []string) (*BW, error) {
 		logf("%s %s", tool, strings.Join(args, " "))
-		r, err := c.pair(ctx, tool, port, args, nil)
+		r, cpu, err := c.pair(ctx, tool, port, args, nil)
 		port++
 		if err == nil && len(r.BW) != 1 {
 			err = fmt.Errorf("%d result lines, want 1", len(r.BW))
 		}
 		if err != nil {
-			m.Errors[row] = err.Error()
 			logf("%s: %v", tool, err)
+			return nil, err
+		}
+		return &BW{BWResult: r.BW[0], CPU: cpu}, nil
+	}
+	// bw runs a bandwidth or message-rate pair, then the same pair with
+	// SetupIters iterations (a QP), whose CPU time is everything but
+	// moving the data.
+	bw := func(row, tool string, args []string) *BW {
+		b, err := run(tool, args)
+		if err != nil {
+			m.Errors[row] = err.Error()
 			return nil
 		}
-		return &r.BW[0]
+		if short, ok := setupArgs(args); ok {
+			if b.Setup, err = run(tool, short); err != nil {
+				m.Errors[row+SetupRun] = err.Error()
+			}
+		}
+		return b
 	}
 	m.WriteBW = bw(RowWriteBW, "write_bw", p.WriteBW)
 	m.ReadBW = bw(RowReadBW, "read_bw", p.ReadBW)
@@ -127,7 +199,7 @@ func Run(ctx context.Context, c Config) Measurements {
 
 	lat := func(row string, args, extra []string) *perftest.LatResult {
 		logf("write_lat %s", strings.Join(args, " "))
-		r, err := c.pair(ctx, "write_lat", port, args, extra)
+		r, _, err := c.pair(ctx, "write_lat", port, args, extra)
 		port++
 		if err == nil && len(r.Lat) != 1 {
 			err = fmt.Errorf("%d result lines, want 1", len(r.Lat))
@@ -149,14 +221,111 @@ func Run(ctx context.Context, c Config) Measurements {
 	if c.ManyQPs > 0 {
 		m.ManyQP = bw(fmt.Sprintf(RowManyQP, c.ManyQPs), "write_bw", p.QP)
 	}
+
+	if c.CLib != "" {
+		m.CLib = true
+		perftestC := func(row, program string, args []string) (perftest.Result, bool) {
+			logf("%s %s over softnic's libibverbs", program, strings.Join(args, " "))
+			r, err := c.pairC(ctx, program, port, args)
+			port++
+			if err != nil {
+				m.Errors[row] = err.Error()
+				logf("%s: %v", program, err)
+				return r, false
+			}
+			return r, true
+		}
+		one := func(row string, n int) bool {
+			if n != 1 {
+				m.Errors[row] = fmt.Sprintf("%d result lines, want 1", n)
+				return false
+			}
+			return true
+		}
+		if r, ok := perftestC(RowCWriteBW, "ib_write_bw", p.WriteBW); ok && one(RowCWriteBW, len(r.BW)) {
+			m.CWriteBW = &r.BW[0]
+		}
+		if r, ok := perftestC(RowCSendBW, "ib_send_bw", p.SendBW); ok && one(RowCSendBW, len(r.BW)) {
+			m.CSendBW = &r.BW[0]
+		}
+		if r, ok := perftestC(RowCWriteLat, "ib_write_lat", p.CWriteLat); ok && one(RowCWriteLat, len(r.Lat)) {
+			m.CWriteLat = &r.Lat[0]
+		}
+	}
 	m.Machine.LoadAfter = ReadLoad()
 	return m
 }
 
+// pairC runs Debian's perftest program over softnic's libibverbs (softnic
+// exec, device softnic0, GID index 1: its address) as a server on
+// 127.0.0.1 and, once that listens, as a client on 127.0.0.2, both with
+// args, and returns the client's result from its text.
+func (c Config) pairC(ctx context.Context, program string, port int, args []string) (perftest.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	side := func(addr string) []string {
+		return append([]string{"exec", "--addr", addr, "--lib", c.CLib, "--", program,
+			"-d", "softnic0", "-x", "1", "-F", "-p", strconv.Itoa(port)}, args...)
+	}
+	env := toolnic.GOMAXPROCSEnv(c.GOMAXPROCS)
+	srvDone := make(chan struct{})
+	var srvErr error
+	go func() {
+		defer close(srvDone)
+		_, _, srvErr = command(ctx, env, c.Softnic, side("127.0.0.1")...)
+	}()
+	// perftest's client tries to connect once
+	if !waitListen(ctx, port, srvDone, 30*time.Second) {
+		cancel()
+		<-srvDone
+		return perftest.Result{}, fmt.Errorf("server: not listening on TCP %d: %v", port, srvErr)
+	}
+	out, _, err := command(ctx, env, c.Softnic, append(side("127.0.0.2"), "127.0.0.1")...)
+	if err != nil {
+		cancel()
+	}
+	<-srvDone
+	if err != nil {
+		return perftest.Result{}, fmt.Errorf("client: %w", err)
+	}
+	if srvErr != nil {
+		return perftest.Result{}, fmt.Errorf("server: %w", srvErr)
+	}
+	return perftest.ParseText(out)
+}
+
+// waitListen reports whether a socket of this network namespace listens
+// on TCP port (/proc/net/tcp{,6}: state 0A) before limit passes, ctx ends
+// or done closes.
+func waitListen(ctx context.Context, port int, done <-chan struct{}, limit time.Duration) bool {
+	hex := fmt.Sprintf(":%04X", port)
+	end := time.Now().Add(limit)
+	for time.Now().Before(end) {
+		for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+			b, _ := os.ReadFile(f)
+			for _, l := range strings.Split(string(b), "\n") {
+				// local_address is the second field (ADDR:PORT), st the fourth
+				if fs := strings.Fields(l); len(fs) > 3 && strings.HasSuffix(fs[1], hex) && fs[3] == "0A" {
+					return true
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-done:
+			return false
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return false
+}
+
 // pair runs softnic <tool> as a server on 127.0.0.1 and as a client on
 // 127.0.0.2, both with args and --json, the client with extra too, and
-// returns the client's Result, read strictly.
-func (c Config) pair(ctx context.Context, tool string, port int, args, extra []string) (perftest.Result, error) {
+// returns the client's Result, read strictly, and the CPU time both
+// processes used, user and system (their rusage when they ended).
+func (c Config) pair(ctx context.Context, tool string, port int, args, extra []string) (perftest.Result, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	common := append([]string{tool, "--json", "-p", strconv.Itoa(port), "--timeout", "60s"}, args...)
@@ -165,23 +334,25 @@ func (c Config) pair(ctx context.Context, tool string, port int, args, extra []s
 	env := toolnic.GOMAXPROCSEnv(c.GOMAXPROCS)
 	var wg sync.WaitGroup
 	var srvErr error
+	var srvCPU time.Duration
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_, srvErr = command(ctx, env, c.Softnic, srvArgs...)
+		_, srvCPU, srvErr = command(ctx, env, c.Softnic, srvArgs...)
 	}()
-	out, err := command(ctx, env, c.Softnic, cliArgs...)
+	out, cpu, err := command(ctx, env, c.Softnic, cliArgs...)
 	if err != nil {
 		cancel()
 	}
 	wg.Wait()
 	if err != nil {
-		return perftest.Result{}, fmt.Errorf("client: %w", err)
+		return perftest.Result{}, 0, fmt.Errorf("client: %w", err)
 	}
 	if srvErr != nil {
-		return perftest.Result{}, fmt.Errorf("server: %w", srvErr)
+		return perftest.Result{}, 0, fmt.Errorf("server: %w", srvErr)
 	}
-	return ParseResult(out)
+	r, err := ParseResult(out)
+	return r, cpu + srvCPU, err
 }
 
 // ParseResult reads a perftest look-alike's --json document strictly.
@@ -197,23 +368,26 @@ func ParseResult(b []byte) (perftest.Result, error) {
 }
 
 // command runs name with args in the environment env (nil: this
-// process's) and returns its standard output; a failure carries the last
+// process's) and returns its standard output and the CPU time it used,
+// user and system (its rusage, from wait4); a failure carries the last
 // line of its standard error.
-func command(ctx context.Context, env []string, name string, args ...string) ([]byte, error) {
+func command(ctx context.Context, env []string, name string, args ...string) ([]byte, time.Duration, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = env
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {
 		lines := strings.Split(strings.TrimSpace(errOut.String()), "\n")
-		return nil, fmt.Errorf("%w: %s", err, lines[len(lines)-1])
+		return nil, 0, fmt.Errorf("%w: %s", err, lines[len(lines)-1])
 	}
-	return out.Bytes(), nil
+	return out.Bytes(), cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), nil
 }
 
 // ParseUDPBench reads cmd/udpbench's output: the header line with the
-// datagram size, then the "mode Gbit/s kpkt/s loss%" table, up to an
-// empty line (before the ping-pong table, ParsePingPong's) or the end.
+// datagram size, then the "mode Gbit/s kpkt/s loss% cpu_s/GB" table (or,
+// from a udpbench before the CPU column, "mode Gbit/s kpkt/s loss%"), up
+// to an empty line (before the ping-pong table, ParsePingPong's) or the
+// end. A "-" in the CPU column (udpbench -peer) is no figure.
 func ParseUDPBench(b []byte) ([]UDP, int, error) {
 	s, _, _ := strings.Cut(strings.TrimRight(string(b), "\n"), "\n\n")
 	lines := strings.Split(s, "\n")
@@ -224,13 +398,15 @@ func ParseUDPBench(b []byte) ([]UDP, int, error) {
 	if err != nil || !strings.HasSuffix(strings.Fields(lines[0])[1], "-byte") {
 		return nil, 0, fmt.Errorf("no datagram size in %q", lines[0])
 	}
-	if f := strings.Fields(lines[1]); len(f) != 4 || f[0] != "mode" || f[1] != "Gbit/s" || f[2] != "kpkt/s" || f[3] != "loss%" {
+	titles := strings.Fields(lines[1])
+	if !slices.Equal(titles, []string{"mode", "Gbit/s", "kpkt/s", "loss%", "cpu_s/GB"}) &&
+		!slices.Equal(titles, []string{"mode", "Gbit/s", "kpkt/s", "loss%"}) {
 		return nil, 0, fmt.Errorf("unexpected column titles %q", lines[1])
 	}
 	var us []UDP
 	for _, l := range lines[2:] {
 		f := strings.Fields(l)
-		if len(f) != 4 {
+		if len(f) != len(titles) {
 			return nil, 0, fmt.Errorf("unexpected line %q", l)
 		}
 		u := UDP{Mode: f[0]}
@@ -240,6 +416,13 @@ func ParseUDPBench(b []byte) ([]UDP, int, error) {
 				return nil, 0, fmt.Errorf("line %q: %v", l, err)
 			}
 			*dst = v
+		}
+		if len(f) == 5 && f[4] != "-" {
+			v, err := strconv.ParseFloat(f[4], 64)
+			if err != nil {
+				return nil, 0, fmt.Errorf("line %q: %v", l, err)
+			}
+			u.CPUPerGB = &v
 		}
 		us = append(us, u)
 	}

@@ -216,12 +216,34 @@ func Write(w io.Writer, dev *verbs.Device, o Options) error {
 		}
 		p("\tmax_pkeys:\t\t\t%d\n", a.MaxPKeys)
 		p("\tlocal_ca_ack_delay:\t\t%d\n", a.LocalCAAckDelay)
+		ax := dev.QueryDeviceEx()
+		// libibverbs/examples/devinfo.c print_odp_caps: rxe has no ODP;
+		// softnic, which pins nothing, has it on every transport but XRC.
 		p("\tgeneral_odp_caps:\n")
-		for _, t := range []string{"rc", "uc", "ud", "xrc"} {
-			p("\t%s_odp_caps:\n\t\t\t\t\tNO SUPPORT\n", t)
+		if ax.ODPCaps.GeneralCaps&ibv.ODPSupport != 0 {
+			p("\t\t\t\t\tODP_SUPPORT\n")
 		}
-		p("\tcompletion_timestamp_mask not supported\n")
-		p("\tcore clock not supported\n")
+		if ax.ODPCaps.GeneralCaps&ibv.ODPSupportImplicit != 0 {
+			p("\t\t\t\t\tODP_SUPPORT_IMPLICIT\n")
+		}
+		for _, tc := range []struct {
+			name string
+			caps uint32
+		}{{"rc", ax.ODPCaps.RCODPCaps}, {"uc", ax.ODPCaps.UCODPCaps}, {"ud", ax.ODPCaps.UDODPCaps}, {"xrc", 0}} {
+			p("\t%s_odp_caps:\n", tc.name)
+			printODPTransCaps(p, tc.caps)
+		}
+		// The completion clock (devinfo.c; rxe has none).
+		if ax.CompletionTimestampMask != 0 {
+			p("\tcompletion timestamp_mask:\t\t\t0x%016x\n", ax.CompletionTimestampMask)
+		} else {
+			p("\tcompletion_timestamp_mask not supported\n")
+		}
+		if ax.HCACoreClock != 0 {
+			p("\thca_core_clock:\t\t\t%dkHZ\n", ax.HCACoreClock)
+		} else {
+			p("\tcore clock not supported\n")
+		}
 		p("\tdevice_cap_flags_ex:\t\t0x%X\n", a.DeviceCapFlags)
 		// libibverbs/examples/devinfo.c print_tso_caps: max_tso, then,
 		// when it is not 0, the QP types (rxe: 0; softnic: UD).
@@ -238,7 +260,7 @@ func Write(w io.Writer, dev *verbs.Device, o Options) error {
 		p("\t\tmax_rwq_indirection_table_size:\t\t\t%d\n", 0)
 		p("\t\trx_hash_function:\t\t\t\t0x%x\n", 0)
 		p("\t\trx_hash_fields_mask:\t\t\t\t0x%X\n", 0)
-		p("\tmax_wq_type_rq:\t\t\t%d\n", 0)
+		p("\tmax_wq_type_rq:\t\t\t%d\n", ax.MaxWQTypeRQ)
 		p("\tpacket_pacing_caps:\n\t\tqp_rate_limit_min:\t%dkbps\n\t\tqp_rate_limit_max:\t%dkbps\n", 0, 0)
 		// libibverbs/examples/devinfo.c print_tm_caps: rxe has no tag
 		// matching and prints "tag matching not supported"; softnic has.
@@ -254,7 +276,19 @@ func Write(w io.Writer, dev *verbs.Device, o Options) error {
 		} else {
 			p("\ttag matching not supported\n")
 		}
+		// devinfo.c print_cq_moderation_caps (rxe has no ibv_modify_cq).
+		if m := ax.CQModCaps; m.MaxCQCount != 0 && m.MaxCQPeriod != 0 {
+			p("\n\tcq moderation caps:\n")
+			p("\t\tmax_cq_count:\t%d\n", m.MaxCQCount)
+			p("\t\tmax_cq_period:\t%d us\n\n", m.MaxCQPeriod)
+		}
 		p("\tnum_comp_vectors:\t\t%d\n", 1)
+		// Not in ibv_devinfo: the calls softnic deliberately does not
+		// offer (they return EOPNOTSUPP), one line each.
+		p("\tnot supported (EOPNOTSUPP):\n")
+		for _, u := range verbs.Unsupported {
+			p("\t\t\t\t\t%s: %s\n", u.Call, u.Reason)
+		}
 	}
 	for port := 1; port <= int(a.PhysPortCnt); port++ {
 		if o.Port != 0 && o.Port != port {
@@ -307,6 +341,24 @@ func Write(w io.Writer, dev *verbs.Device, o Options) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// printODPTransCaps prints a transport's ODP capabilities as devinfo.c
+// print_odp_trans_caps does.
+func printODPTransCaps(p func(string, ...any), caps uint32) {
+	if caps == 0 {
+		p("\t\t\t\t\tNO SUPPORT\n")
+		return
+	}
+	for _, c := range []struct {
+		bit  uint32
+		name string
+	}{{ibv.ODPSupportSend, "SUPPORT_SEND"}, {ibv.ODPSupportRecv, "SUPPORT_RECV"}, {ibv.ODPSupportWrite, "SUPPORT_WRITE"},
+		{ibv.ODPSupportRead, "SUPPORT_READ"}, {ibv.ODPSupportAtomic, "SUPPORT_ATOMIC"}, {ibv.ODPSupportSRQRecv, "SUPPORT_SRQ"}} {
+		if caps&c.bit != 0 {
+			p("\t\t\t\t\t%s\n", c.name)
+		}
+	}
 }
 
 // List prints ibv_devinfo -l's list of device names.

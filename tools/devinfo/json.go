@@ -88,8 +88,18 @@ type Device struct {
 	LocalCAAckDelay uint8 `json:"local_ca_ack_delay"`
 	// NumCompVectors is the number of completion vectors.
 	NumCompVectors int `json:"num_comp_vectors"`
+	// NotSupported are the libibverbs calls softnic deliberately does
+	// not offer (they return EOPNOTSUPP; verbs.Unsupported), as the text
+	// output's "not supported" lines list them.
+	NotSupported []NotSupported `json:"not_supported"`
 	// Ports are the ports shown: all of them, or the one -i names.
 	Ports []Port `json:"ports"`
+}
+
+// NotSupported is a libibverbs call softnic does not offer, and why.
+type NotSupported struct {
+	Call   string `json:"call"`
+	Reason string `json:"reason"`
 }
 
 // TMCaps are a device's tag-matching capabilities (struct ibv_tm_caps),
@@ -222,6 +232,10 @@ func Query(dev *verbs.Device, o Options) (Device, error) {
 		if a.DeviceCapFlags&c.bit != 0 {
 			d.DeviceCapNames = append(d.DeviceCapNames, c.name)
 		}
+	}
+	d.NotSupported = []NotSupported{}
+	for _, u := range verbs.Unsupported {
+		d.NotSupported = append(d.NotSupported, NotSupported{Call: u.Call, Reason: u.Reason})
 	}
 	tc := dev.QueryDeviceEx().TMCaps
 	d.TMCaps = TMCaps{MaxRndvHdrSize: int(tc.MaxRndvHdrSize), MaxNumTags: int(tc.MaxNumTags), MaxOps: int(tc.MaxOps),

@@ -16,12 +16,27 @@
 // Events carry the whole private data field of the message they come
 // from, as librdmacm reports it (a REQ's 92 bytes less the 36-byte CMA
 // header, a REP's 196, a REJ's 148): the peer's data, then zeros.
+//
+// Addresses resolve as the kernel's rdma_resolve_addr resolves them
+// (addr.c): on a device whose link is a UDP link, through the host's
+// routing and neighbour tables in the link's network namespace
+// (link.ResolveRoute), ADDR_ERROR with the kernel's errno when there is
+// no route or no neighbour answers within timeout_ms. Deliberate
+// differences: a device on the fabric, which has no routing table,
+// resolves any address of its family at once; the device for an ID
+// bound to no address is chosen among the CM's devices (ID.ResolveAddr),
+// not from the route's source address; and the CM hears the network's
+// ICMP port unreachable for its MADs (link.WatchSendErrors), which the
+// kernel's CM does not for rxe's socket: Connect to an address where no
+// RoCE NIC listens ends with UNREACHABLE -ECONNREFUSED within a round
+// trip, not with -ETIMEDOUT after 16 REQs and 98 s.
 package cm
 
 import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -186,7 +201,7 @@ type CM struct {
 	// its own lock held.
 	qmu    sync.Mutex
 	qcond  *sync.Cond
-	queue  []*ibcm.Event
+	queue  []work
 	qstop  bool
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
@@ -286,15 +301,29 @@ func (c *CM) Close() error {
 	return nil
 }
 
-// handleIB is every ibcm ID's handler: it only queues.
-func (c *CM) handleIB(ev *ibcm.Event) {
+// work is what the CM's work goroutine does, in order: an IB CM event
+// to deliver, or news from a device's link that no CM listens at an
+// address (cmDev.sendError), for its agent.
+type work struct {
+	ev          *ibcm.Event
+	dev         *cmDev
+	unreachable netip.Addr
+}
+
+// queueWork queues w for the work goroutine.
+func (c *CM) queueWork(w work) {
 	c.qmu.Lock()
-	c.queue = append(c.queue, ev)
-	c.qcond.Signal()
+	if !c.qstop {
+		c.queue = append(c.queue, w)
+		c.qcond.Signal()
+	}
 	c.qmu.Unlock()
 }
 
-// work delivers the IB CM's events in order.
+// handleIB is every ibcm ID's handler: it only queues.
+func (c *CM) handleIB(ev *ibcm.Event) { c.queueWork(work{ev: ev}) }
+
+// work delivers the IB CM's events in order, and the links' news.
 func (c *CM) work() {
 	for {
 		c.qmu.Lock()
@@ -306,10 +335,15 @@ func (c *CM) work() {
 			c.qmu.Unlock()
 			return
 		}
-		ev := c.queue[0]
+		w := c.queue[0]
+		c.queue[0] = work{}
 		c.queue = c.queue[1:]
 		c.qmu.Unlock()
-		c.ibEvent(ev)
+		if w.ev != nil {
+			c.ibEvent(w.ev)
+		} else {
+			w.dev.agent.PortUnreachable(w.unreachable)
+		}
 	}
 }
 

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/verbs/cm/internal/ibcm"
 	"github.com/softnic/softnic/wire"
@@ -39,6 +41,7 @@ type cmDev struct {
 	smr   *verbs.MR
 
 	upd       *verbs.PD // the PD of IDs' QPs made without one (ucma_get_pd)
+	stopErrs  func()    // ends the link's error reports (sendError)
 	mu        sync.Mutex
 	free      []int
 	sent      sync.Cond // on mu: signalled when a send slot is freed
@@ -108,7 +111,25 @@ func newCMDev(c *CM, d *verbs.Device, hiTID uint32) (*cmDev, error) {
 	if err != nil {
 		return fail(err)
 	}
+	cd.stopErrs, _ = link.WatchSendErrors(d.Link(), cd.sendError)
 	return cd, nil
+}
+
+// sendError hears what the network reported back about a datagram the
+// device sent (link.WatchSendErrors): a port unreachable (ECONNREFUSED)
+// says no RoCE NIC, and so no CM, listens at the destination, and the
+// agent fails the messages waiting for an answer from it at once
+// (ibcm.Agent.PortUnreachable): Connect ends with UNREACHABLE within a
+// round trip instead of after the REQ's 16 tries. Softnic's own: rxe's
+// UDP socket drops ICMP errors, and the kernel's CM retries until the
+// timeout. Every datagram of the device goes to its peers' RoCE port, so
+// the destination port is not compared. It runs on the link's reader and
+// only queues, for the CM's work goroutine.
+func (cd *cmDev) sendError(se link.SendError) {
+	if se.Errno != syscall.ECONNREFUSED || !se.Dst.Addr().IsValid() {
+		return
+	}
+	cd.c.queueWork(work{dev: cd, unreachable: se.Dst.Addr().Unmap()})
 }
 
 func (cd *cmDev) postRecv(slot int) error {
@@ -130,6 +151,9 @@ func (cd *cmDev) userPD() (*verbs.PD, error) {
 
 // close releases the device's CM resources (the device stays open).
 func (cd *cmDev) close() {
+	if cd.stopErrs != nil {
+		cd.stopErrs()
+	}
 	if cd.upd != nil {
 		cd.upd.Dealloc() // EBUSY while the application still has objects on it
 	}
@@ -218,6 +242,17 @@ func (cd *cmDev) drainSends(d time.Duration) {
 	cd.mu.Unlock()
 }
 
+// recoverSQE takes QP1 back to RTS after a send error moved it to SQE (a
+// MAD to an address the link cannot reach: no route, the interface down),
+// as the kernel's MAD layer does (mad.c mad_error_handler: "Send errors
+// will transition the QP to SQE - move QP to RTS"); the IB CM resends
+// what it still waits an answer for on its own timers.
+func (cd *cmDev) recoverSQE() {
+	if cd.qp.State() == ibv.QPStateSQE {
+		cd.qp.Modify(&ibv.QPAttr{State: ibv.QPStateRTS}, ibv.QPAttrState)
+	}
+}
+
 // reap polls send completions that the receive loop has not seen. cd.mu held.
 func (cd *cmDev) reap() {}
 
@@ -239,6 +274,9 @@ func (cd *cmDev) recvLoop(ctx context.Context) {
 				cd.free = append(cd.free, int(wc.WRID&^sendWRID))
 				cd.sent.Broadcast()
 				cd.mu.Unlock()
+				if wc.Status != ibv.WCSuccess && wc.Status != ibv.WCWRFlushErr {
+					cd.recoverSQE()
+				}
 				continue
 			}
 			slot := int(wc.WRID)

@@ -26,7 +26,11 @@ func (c *CM) ibEvent(ev *ibcm.Event) {
 	out := &Event{}
 	switch ev.Type {
 	case ibcm.EventReqError, ibcm.EventRepError:
-		out.Type, out.Status = EventUnreachable, -int(syscall.ETIMEDOUT)
+		// cma.c cma_ib_handler: -ETIMEDOUT when the retries ran out;
+		// -ECONNREFUSED when the network said no CM listens at the
+		// peer (an ICMP port unreachable: cmDev.sendError), softnic's
+		// own.
+		out.Type, out.Status = EventUnreachable, -int(whyFailed(ev))
 	case ibcm.EventRepReceived:
 		r := ev.Rep
 		out.Conn = ConnParam{PrivateData: ev.PrivateData, ResponderResources: r.ResponderResources,
@@ -57,7 +61,7 @@ func (c *CM) ibEvent(ev *ibcm.Event) {
 		out.Type = EventEstablished
 	case ibcm.EventDreqError, ibcm.EventDreqReceived, ibcm.EventDrepReceived:
 		if ev.Type == ibcm.EventDreqError {
-			out.Status = -int(syscall.ETIMEDOUT)
+			out.Status = -int(whyFailed(ev))
 		}
 		if id.state != stConnect {
 			return
@@ -77,7 +81,7 @@ func (c *CM) ibEvent(ev *ibcm.Event) {
 		out.Type, out.Status = EventRejected, int(ev.RejReason)
 		out.Conn.PrivateData = ev.PrivateData
 	case ibcm.EventSIDRReqError:
-		out.Type, out.Status = EventUnreachable, -int(syscall.ETIMEDOUT)
+		out.Type, out.Status = EventUnreachable, -int(whyFailed(ev))
 	case ibcm.EventSIDRRepReceived:
 		s := ev.SIDR
 		out.UD.PrivateData = ev.PrivateData
@@ -96,6 +100,15 @@ func (c *CM) ibEvent(ev *ibcm.Event) {
 		return // MRA_RECEIVED and the rest: nothing for the consumer
 	}
 	id.post(out)
+}
+
+// whyFailed is the errno of an IB CM message's failure: ETIMEDOUT unless
+// the IB CM says otherwise (ibcm.Event.Err).
+func whyFailed(ev *ibcm.Event) syscall.Errno {
+	if ev.Err != 0 {
+		return ev.Err
+	}
+	return syscall.ETIMEDOUT
 }
 
 // ahToPeer is the address vector to the ID's peer (ib_init_ah_attr_from_path).

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/link"
 	"github.com/softnic/softnic/verbs"
 	"github.com/softnic/softnic/verbs/cm/internal/ibcm"
 	"github.com/softnic/softnic/wire"
@@ -81,12 +82,15 @@ type ID struct {
 
 	qp     *verbs.QP
 	pd     *verbs.PD
-	ownCQ  *verbs.CQ
+	own    idCQs  // the CQs CreateQP made for the QP
 	qpNum  uint32 // conn_param.qp_num when the ID has no QP
 	srq    bool
 	resp   uint8 // id_priv->responder_resources
 	init   uint8 // id_priv->initiator_depth
 	connEr bool  // librdmacm connect_error
+
+	// cancelQuery ends the address query in progress (ResolveAddr).
+	cancelQuery context.CancelFunc
 
 	mcast map[netip.Addr]*mcJoin
 	opt   idOptions // rdma_set_option's (option.go)
@@ -334,9 +338,22 @@ func (id *ID) bindLocked(addr netip.AddrPort) error {
 
 // ResolveAddr resolves dst and, when src is invalid (zero), picks a
 // device and source address for it (rdma_resolve_addr); ADDR_RESOLVED or
-// ADDR_ERROR follows. On RoCE the device chosen for a zero source is the
-// one whose address dst is, else the only device of dst's family, else
-// one of that family in dst's subnet (/24, /64); none is ADDR_ERROR.
+// ADDR_ERROR follows, with the errno the kernel reports in the event's
+// Status. On RoCE the device chosen for a zero source is the one whose
+// address dst is, else the only device of dst's family, else one of that
+// family in dst's subnet (/24, /64); none is ADDR_ERROR -ENETUNREACH.
+//
+// Then, as the kernel's rdma_resolve_addr (drivers/infiniband/core/
+// addr.c), it resolves the route from the device's address to dst and
+// the next hop's neighbour, through the host's routing and neighbour
+// tables, on a device whose link can ask them (link.ResolveRoute: a UDP
+// link): no route is ADDR_ERROR -ENETUNREACH (an unreachable route
+// -EHOSTUNREACH, a prohibit route -EACCES), and a neighbour that does not
+// answer within timeout (addr.c's timeout_ms) -ETIMEDOUT; the wait goes
+// on in the background, the ID in the address query meanwhile (a
+// synchronous ID waits for it). A device on the fabric, which has no
+// routing table, resolves any address of its family at once, as before:
+// an address with no endpoint shows only when Connect gets no answer.
 func (id *ID) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) error {
 	if err := id.lock(); err != nil {
 		return err
@@ -376,13 +393,45 @@ func (id *ID) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) error 
 	}
 	if status != 0 {
 		id.post(&Event{Type: EventAddrError, Status: status})
-	} else {
-		id.dev = d
-		id.src = netip.AddrPortFrom(d.addr, id.src.Port())
-		id.dst = netip.AddrPortFrom(da, dst.Port())
+		c.mu.Unlock()
+		return id.syncWait()
+	}
+	bound, boundSrc := id.dev, id.src
+	id.dev = d
+	id.src = netip.AddrPortFrom(d.addr, id.src.Port())
+	id.dst = netip.AddrPortFrom(da, dst.Port())
+	if _, ok := d.dev.Link().(link.Resolver); !ok {
 		id.state = stAddrResolved
 		id.post(&Event{Type: EventAddrResolved})
+		c.mu.Unlock()
+		return id.syncWait()
 	}
+	// addr.c rdma_resolve_ip: the query runs on its own, bounded by
+	// timeout; the ID is in ADDR_QUERY until it ends (cma.c addr_handler
+	// moves it on only from there: cma_comp_exch).
+	id.state = stAddrQuery
+	ctx, cancel := context.WithTimeout(context.Background(), max(timeout, 0))
+	id.cancelQuery = cancel
+	c.wg.Go(func() {
+		defer cancel()
+		_, err := link.ResolveRoute(ctx, d.dev.Link(), da)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if id.state != stAddrQuery || id.destroyed {
+			return
+		}
+		id.cancelQuery = nil
+		if err != nil {
+			// cma.c addr_handler: back to ADDR_BOUND, ADDR_ERROR with
+			// the resolution's status.
+			id.state = stAddrBound
+			id.dev, id.src, id.dst = bound, boundSrc, netip.AddrPort{}
+			id.post(&Event{Type: EventAddrError, Status: -int(errno(err))})
+			return
+		}
+		id.state = stAddrResolved
+		id.post(&Event{Type: EventAddrResolved})
+	})
 	c.mu.Unlock()
 	return id.syncWait()
 }
@@ -474,7 +523,8 @@ func (id *ID) PD() *verbs.PD {
 }
 
 // CreateQP creates the ID's QP on its device (rdma_create_qp); pd nil
-// takes the device's shared PD (see PD), nil CQs get one CQ of the ID's.
+// takes the device's shared PD (see PD), a nil send or receive CQ one of
+// the ID's, each on a completion channel (SendCQ, RecvCQ).
 // The CM moves the QP through INIT, RTR and RTS from the connection's
 // attributes (UD: INIT..RTS at once with the port space's Q_Key).
 func (id *ID) CreateQP(pd *verbs.PD, attr verbs.QPInitAttr) (*verbs.QP, error) {
@@ -505,20 +555,9 @@ func (id *ID) createQPLocked(pd *verbs.PD, attr verbs.QPInitAttr) (*verbs.QP, er
 			return nil, err
 		}
 	}
-	var ownCQ *verbs.CQ
-	if attr.SendCQ == nil || (attr.RecvCQ == nil && attr.SRQ == nil && attr.WQ == nil) {
-		n := max(int(attr.Cap.MaxSendWR)+int(attr.Cap.MaxRecvWR), 1)
-		cq, err := id.dev.dev.CreateCQ(n, nil)
-		if err != nil {
-			return nil, err
-		}
-		ownCQ = cq
-		if attr.SendCQ == nil {
-			attr.SendCQ = cq
-		}
-		if attr.RecvCQ == nil && attr.SRQ == nil && attr.WQ == nil {
-			attr.RecvCQ = cq
-		}
+	var own idCQs
+	if err := own.create(id.dev.dev, &attr); err != nil {
+		return nil, err
 	}
 	qp, err := pd.CreateQP(attr)
 	if err == nil {
@@ -528,15 +567,117 @@ func (id *ID) createQPLocked(pd *verbs.PD, attr verbs.QPInitAttr) (*verbs.QP, er
 		}
 	}
 	if err != nil {
-		if ownCQ != nil {
-			ownCQ.Destroy()
-		}
+		own.destroy()
 		return nil, err
 	}
-	id.qp, id.ownCQ = qp, ownCQ
+	id.qp, id.own = qp, own
 	id.srq = attr.SRQ != nil
 	id.pd = pd
 	return qp, nil
+}
+
+// idCQs are the CQs and completion channels the CM made for an ID's QP
+// (rdma_cm_id's send_cq_channel, send_cq, recv_cq_channel, recv_cq).
+type idCQs struct {
+	sendCh, recvCh *verbs.CompChannel
+	send, recv     *verbs.CQ
+}
+
+// create makes, as librdmacm's rdma_create_qp does (ucma_create_cqs), a
+// send CQ of max_send_wr entries on a channel of its own when attr has
+// no send CQ, and a receive CQ of max_recv_wr entries on another when it
+// has none (and no SRQ or WQ to receive through), and puts them in attr.
+// librdmacm makes no CQ of 0 entries, and the QP's creation then fails;
+// softnic makes one of 1.
+func (o *idCQs) create(d *verbs.Device, attr *verbs.QPInitAttr) error {
+	mk := func(n uint32) (*verbs.CompChannel, *verbs.CQ, error) {
+		ch := d.CreateCompChannel()
+		cq, err := d.CreateCQ(max(int(n), 1), ch)
+		if err != nil {
+			ch.Close()
+			return nil, nil, err
+		}
+		return ch, cq, nil
+	}
+	var err error
+	if attr.RecvCQ == nil && attr.SRQ == nil && attr.WQ == nil {
+		if o.recvCh, o.recv, err = mk(attr.Cap.MaxRecvWR); err != nil {
+			return err
+		}
+		attr.RecvCQ = o.recv
+	}
+	if attr.SendCQ == nil {
+		if o.sendCh, o.send, err = mk(attr.Cap.MaxSendWR); err != nil {
+			o.destroy()
+			return err
+		}
+		attr.SendCQ = o.send
+	}
+	return nil
+}
+
+// destroy destroys what create made (ucma_destroy_cqs).
+func (o *idCQs) destroy() {
+	for _, cq := range []*verbs.CQ{o.send, o.recv} {
+		if cq != nil {
+			cq.Destroy()
+		}
+	}
+	for _, ch := range []*verbs.CompChannel{o.sendCh, o.recvCh} {
+		if ch != nil {
+			ch.Close()
+		}
+	}
+	*o = idCQs{}
+}
+
+// SendCQ is the CQ the CM made for the sends of the ID's QP
+// (rdma_cm_id.send_cq): CreateQP makes one, on a completion channel of
+// its own (SendCQChannel), when given no send CQ, as librdmacm's
+// rdma_create_qp does; nil otherwise, and after DestroyQP, which
+// destroys it.
+func (id *ID) SendCQ() *verbs.CQ {
+	if !id.ok() {
+		return nil
+	}
+	id.cm.mu.Lock()
+	defer id.cm.mu.Unlock()
+	return id.own.send
+}
+
+// RecvCQ is the CQ the CM made for the receives of the ID's QP
+// (rdma_cm_id.recv_cq): CreateQP makes one, on a completion channel of
+// its own (RecvCQChannel), when given no receive CQ, SRQ or WQ; nil
+// otherwise.
+func (id *ID) RecvCQ() *verbs.CQ {
+	if !id.ok() {
+		return nil
+	}
+	id.cm.mu.Lock()
+	defer id.cm.mu.Unlock()
+	return id.own.recv
+}
+
+// SendCQChannel is the completion channel of SendCQ
+// (rdma_cm_id.send_cq_channel), nil without it.
+func (id *ID) SendCQChannel() *verbs.CompChannel {
+	if !id.ok() {
+		return nil
+	}
+	id.cm.mu.Lock()
+	defer id.cm.mu.Unlock()
+	return id.own.sendCh
+}
+
+// RecvCQChannel is the completion channel of RecvCQ
+// (rdma_cm_id.recv_cq_channel), nil without it.
+func (id *ID) RecvCQChannel() *verbs.CompChannel {
+	if !id.ok() {
+		return nil
+	}
+	id.cm.mu.Lock()
+	defer id.cm.mu.Unlock()
+	return id.own.recvCh
 }
 
 // initQP is librdmacm's ucma_init_conn_qp / ucma_init_ud_qp. c.mu held.
@@ -567,8 +708,8 @@ func (id *ID) QP() *verbs.QP {
 	return id.qp
 }
 
-// DestroyQP destroys the ID's QP (rdma_destroy_qp) and the CQ CreateQP
-// made for it.
+// DestroyQP destroys the ID's QP (rdma_destroy_qp) and the CQs and
+// channels CreateQP made for it.
 func (id *ID) DestroyQP() error {
 	if err := id.lock(); err != nil {
 		return err
@@ -585,10 +726,7 @@ func (id *ID) destroyQPLocked() error {
 		return err
 	}
 	id.qp = nil
-	if id.ownCQ != nil {
-		id.ownCQ.Destroy()
-		id.ownCQ = nil
-	}
+	id.own.destroy()
 	return nil
 }
 
@@ -1207,6 +1345,10 @@ func (id *ID) destroy(wait bool) error {
 	}
 	id.destroyed = true
 	id.state = stDestroying
+	if id.cancelQuery != nil {
+		id.cancelQuery()
+		id.cancelQuery = nil
+	}
 	for _, d := range id.listenDevs {
 		d.unlisten(wire.RDMAServiceID(uint16(id.ps), id.src.Port()))
 	}

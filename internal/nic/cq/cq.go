@@ -14,7 +14,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
+	"github.com/softnic/softnic/clock"
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/errno"
 	"github.com/softnic/softnic/internal/transport"
@@ -64,6 +66,20 @@ type CQ struct {
 	notify     func()               // guarded by mu
 	onOverflow func()               // guarded by mu
 	ch         *Channel             // guarded by mu
+
+	// Moderation (Moderate): an armed CQ's event waits for modCount
+	// completions that satisfy the arm, or modPeriod after the first of
+	// them, whichever comes first; pending counts them since the arm.
+	modCount  int           // guarded by mu; 0: no count bound
+	modPeriod time.Duration // guarded by mu; 0: no time bound
+	pending   int           // guarded by mu
+	modClock  clock.Clock   // guarded by mu
+	modTimer  clock.Timer   // guarded by mu; running while pending > 0 and modPeriod > 0
+
+	// stamps, when the CQ records completion times (Stamp), holds each
+	// ring slot's time of Push as Unix nanoseconds of stampClock.
+	stamps     []int64     // guarded by mu
+	stampClock clock.Clock // guarded by mu
 
 	context atomic.Value // the creator's cq_context (ibv_create_cq), returned with events
 
@@ -157,21 +173,138 @@ func (c *CQ) Push(wc *ibv.WorkCompletion, solicited bool) bool {
 		return false
 	}
 	c.ring[c.tail&c.mask] = *wc
+	if c.stamps != nil {
+		c.stamps[c.tail&c.mask] = c.stampClock.Now().UnixNano()
+	}
 	c.tail++
 	var f func()
 	var ch *Channel
 	if c.arm == armNext || c.arm == armSolicited && (solicited || wc.Status != ibv.WCSuccess) {
-		c.arm = armNone
-		f, ch = c.notify, c.ch
+		f, ch = c.moderateLocked()
 	}
 	c.mu.Unlock()
+	c.fire(f, ch)
+	return true
+}
+
+// moderateLocked counts a completion that satisfies the arm and returns
+// what to notify when the event is due: at once without moderation, at
+// the modCount-th such completion with a count, else when the period
+// started by the first one ends (the timer's expire).
+func (c *CQ) moderateLocked() (func(), *Channel) {
+	c.pending++
+	if c.modCount == 0 && c.modPeriod == 0 || c.modCount > 0 && c.pending >= c.modCount {
+		return c.eventLocked()
+	}
+	if c.modPeriod > 0 && c.pending == 1 {
+		if c.modTimer == nil {
+			c.modTimer = c.modClock.AfterFunc(c.modPeriod, c.expire)
+		} else {
+			c.modTimer.Reset(c.modPeriod)
+		}
+	}
+	return nil, nil
+}
+
+// eventLocked disarms the CQ for the event it is about to generate and
+// returns its notifier and channel.
+func (c *CQ) eventLocked() (func(), *Channel) {
+	c.arm, c.pending = armNone, 0
+	if c.modTimer != nil {
+		c.modTimer.Stop()
+	}
+	return c.notify, c.ch
+}
+
+// expire ends a moderation period: the armed CQ's event is due if a
+// completion satisfied the arm since.
+func (c *CQ) expire() {
+	c.mu.Lock()
+	var f func()
+	var ch *Channel
+	if c.arm != armNone && c.pending > 0 && !c.destroyed {
+		f, ch = c.eventLocked()
+	}
+	c.mu.Unlock()
+	c.fire(f, ch)
+}
+
+// fire generates a completion event, outside the lock.
+func (c *CQ) fire(f func(), ch *Channel) {
 	if ch != nil {
 		ch.post(c)
 	}
 	if f != nil {
 		f()
 	}
-	return true
+}
+
+// MaxModCount and MaxModPeriod are the largest moderation Moderate takes
+// (ibv_device_attr_ex.cq_mod_caps max_cq_count and max_cq_period, in
+// completions and microseconds, as mlx5 reports them).
+const (
+	MaxModCount  = 1<<16 - 1
+	MaxModPeriod = (1<<12 - 1) * time.Microsecond
+)
+
+// Moderate sets the CQ's event moderation (ibv_modify_cq with
+// IBV_CQ_ATTR_MODERATE): once armed, the CQ generates its event when
+// count completions that satisfy the arm have arrived, or period after
+// the first of them, whichever comes first; count 0 bounds by time only,
+// and count and period both 0 (the default) generate the event at the
+// first completion. clk times the period. count above MaxModCount or
+// period above MaxModPeriod is EINVAL. It applies from the next
+// completion on.
+func (c *CQ) Moderate(count int, period time.Duration, clk clock.Clock) error {
+	if count < 0 || count > MaxModCount || period < 0 || period > MaxModPeriod {
+		return fmt.Errorf("%w: moderation of %d completions or %v not in 0..%d, 0..%v", errno.Invalid,
+			count, period, MaxModCount, MaxModPeriod)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.destroyed:
+		return fmt.Errorf("%w: CQ destroyed", errno.Invalid)
+	case c.overflowed:
+		return ErrOverflow
+	}
+	if c.modTimer != nil && c.modClock != clk {
+		c.modTimer.Stop()
+		c.modTimer = nil
+	}
+	c.modCount, c.modPeriod, c.modClock = count, period, clk
+	return nil
+}
+
+// Stamp makes the CQ record the time of each completion pushed from now
+// on, read with clk (ibv_create_cq_ex's completion timestamps); PollStamped
+// returns them.
+func (c *CQ) Stamp(clk clock.Clock) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stamps == nil && c.ring != nil {
+		c.stamps = make([]int64, len(c.ring))
+	}
+	c.stampClock = clk
+}
+
+// PollStamped is Poll that also returns, in stamps (as long as out), the
+// time each completion was pushed as Unix nanoseconds of the clock Stamp
+// was given (0 for a completion pushed before Stamp).
+func (c *CQ) PollStamped(out []ibv.WorkCompletion, stamps []int64) int {
+	c.mu.Lock()
+	n := min(len(out), len(stamps), int(c.tail-c.head))
+	for k := range n {
+		i := c.head & c.mask
+		out[k] = c.ring[i]
+		stamps[k] = 0
+		if c.stamps != nil {
+			stamps[k] = c.stamps[i]
+		}
+		c.head++
+	}
+	c.mu.Unlock()
+	return n
 }
 
 // Poll moves up to len(out) completions, oldest first, into out and
@@ -248,8 +381,15 @@ func (c *CQ) Resize(cqe int) error {
 	case cqe < n:
 		return fmt.Errorf("%w: cqe %d below the %d completions queued", errno.Invalid, cqe, n)
 	}
+	var stamps []int64
+	if c.stamps != nil {
+		stamps = make([]int64, len(ring))
+		for k := range int(c.tail - c.head) {
+			stamps[k] = c.stamps[(c.head+uint32(k))&c.mask]
+		}
+	}
 	n := c.drainLocked(ring)
-	c.ring, c.mask, c.cqe = ring, uint32(len(ring)-1), len(ring)-1
+	c.ring, c.mask, c.cqe, c.stamps = ring, uint32(len(ring)-1), len(ring)-1, stamps
 	c.head, c.tail = 0, uint32(n)
 	return nil
 }
@@ -308,7 +448,10 @@ func (c *CQ) Destroy() error {
 	c.destroyed = true
 	c.dead.Store(true)
 	ch := c.ch
-	c.ch, c.notify, c.onOverflow, c.ring = nil, nil, nil, nil
+	c.ch, c.notify, c.onOverflow, c.ring, c.stamps = nil, nil, nil, nil, nil
+	if c.modTimer != nil {
+		c.modTimer.Stop()
+	}
 	c.head, c.tail = 0, 0
 	c.mu.Unlock()
 	if ch != nil {

@@ -162,7 +162,7 @@ func (c *completer) responseLocked(qp *QP, p *wire.Packet, now time.Time) {
 	// received responses ago, or all of them once the last outstanding
 	// PSN was answered (nothing more is on its way to tell them apart).
 	if c.dupacks >= reaskDupThresh || !psn.Next().Before(qp.req.highPSN) {
-		c.reaskLocked(qp, !psn.Next().Before(qp.req.highPSN))
+		c.reaskLocked(qp, !psn.Next().Before(qp.req.highPSN), now)
 	}
 }
 
@@ -436,7 +436,7 @@ func (c *completer) holesLocked() bool { return !c.ahead.empty() }
 // missing responses again with one request (requester.reaskLocked). A
 // response is re-asked once this way; if that is lost too, the
 // retransmit timer recovers it.
-func (c *completer) reaskLocked(qp *QP, all bool) {
+func (c *completer) reaskLocked(qp *QP, all bool, now time.Time) {
 	from := c.psn
 	if c.askedTo.After(from) {
 		from = c.askedTo
@@ -454,6 +454,12 @@ func (c *completer) reaskLocked(qp *QP, all bool) {
 			}
 			lost = n >= reaskDupThresh
 		}
+		if lost && !all {
+			lost = c.replyEndedLocked(qp, h)
+		}
+		if lost {
+			lost = c.askedLongAgoLocked(qp, h, now)
+		}
 		if !lost {
 			break
 		}
@@ -464,6 +470,53 @@ func (c *completer) reaskLocked(qp *QP, all bool) {
 	}
 	c.askedTo = end
 	qp.req.reask(from, end)
+}
+
+// replyEndedLocked reports whether the responder has ended the reply
+// that missing response h belongs to, so that asking for h now asks for
+// every hole of it at once: true unless h is a READ's whose last response
+// has not come and no response after its last PSN has. An ACK or NAK
+// past the READ does not count: the responder sends it after the reply,
+// but it is one small packet that overtakes the reply's responses where
+// the network reorders, and the holes it would call lost are late. A
+// READ is asked again from its first missing response
+// (requester.reaskRequestsLocked: rxe's duplicate_request moves the
+// READ's start, res->read.va_org, to where a re-ask begins and refuses
+// one that begins before it); re-asking
+// each hole as soon as it is found while the reply still streams would
+// ask for the first one again with every later one, and a responder
+// that answers a re-ask only after the reply in progress (rxe_resp.c
+// get_req: RESPST_READ_REPLY while qp->resp.res is set) leaves the first
+// hole open long enough for the later ones to be found.
+func (c *completer) replyEndedLocked(qp *QP, h wire.PSN) bool {
+	_, w := qp.wqeAtLocked(h)
+	if w == nil || w.kind != kindRead || c.ahead.has(c.psn, w.lastPSN) {
+		return true
+	}
+	_, beyond := c.ahead.next(c.psn, w.lastPSN.Next(), qp.req.highPSN)
+	return beyond
+}
+
+// askedLongAgoLocked reports whether the answer to the last request for
+// missing response h is overdue: more than a retransmission timeout
+// (RFC 6298: srtt + 4 rttvar, at least minProbeTimeout) since a request
+// for h's WQE last went out. A go-back-N sends a READ again from its
+// first missing response, and the holes the original reply left behind
+// are the new request's to fill: asking again before its reply can have
+// come draws that reply twice, and a responder slower than the network
+// (rxe in a guest) queues every replay behind the others, so that each
+// came later than the last and was asked for again (6-9 packets
+// received for each one needed). Until a round trip is measured, every
+// hole may be asked for.
+func (c *completer) askedLongAgoLocked(qp *QP, h wire.PSN, now time.Time) bool {
+	if c.srtt == 0 {
+		return true
+	}
+	_, w := qp.wqeAtLocked(h)
+	if w == nil || w.askedAt.IsZero() {
+		return true
+	}
+	return now.Sub(w.askedAt) >= max(c.srtt+4*c.rttvar, minProbeTimeout)
 }
 
 // completeLocked completes WQE i successfully and moves the acknowledged

@@ -296,6 +296,34 @@ func TestRequesterRetryWindow(t *testing.T) {
 	}
 }
 
+// A re-ask leaves to a go-back-N under way the READs it has still to
+// send again: after a timeout the window (RetryUnackedPSNs) lets the
+// retry resend READs 0 and 1 only, and a late response of READ 3 that
+// then shows every earlier response missing re-asks none of READs 2 and
+// 3, which the retry sends when the window opens (asked for twice, each
+// reply came twice; with a responder slower than the network, rxe in a
+// guest, the replies piled up behind each other and a run received
+// 6-9 packets for each one needed).
+func TestReaskLeavesRewoundReadsToRetry(t *testing.T) {
+	h := newHarness(t) // timeout 14, MaxRdAtomic 4, path MTU 1024
+	timeout := time.Duration(4096<<14) * time.Nanosecond
+	const size, per = 65536, 64 // 64 responses a READ
+	for i := range 4 {
+		h.post(h.wr(uint64(i+1), ibv.WRRDMARead, 0, size))
+	}
+	check(t, "the READs", h.process(), "RC_RDMA_READ_REQUEST/0", "RC_RDMA_READ_REQUEST/64",
+		"RC_RDMA_READ_REQUEST/128", "RC_RDMA_READ_REQUEST/192")
+	h.clk.Advance(timeout)
+	check(t, "the timeout's go-back-N, in a window of 128", h.process(),
+		"RC_RDMA_READ_REQUEST/0", "RC_RDMA_READ_REQUEST/64")
+	h.respond(wire.RCReadResponseLast, 4*per-1, wire.AckUnlimited, make([]byte, 1024))
+	for _, p := range h.process() {
+		if p == "RC_RDMA_READ_REQUEST/128" || p == "RC_RDMA_READ_REQUEST/192" {
+			t.Errorf("a late response re-asked %s, which the go-back-N has still to send", p)
+		}
+	}
+}
+
 // An RNR wait holds the early retry (QP.armProbeLocked): with the window
 // shrunk by losses and a round trip measured, a READ response that comes
 // during the wait moves the completer, and the early retry is not armed;

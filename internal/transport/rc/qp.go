@@ -154,6 +154,9 @@ type QP struct {
 	events transport.EventQueue // guarded by mu; delivered after unlock
 	wc     ibv.WorkCompletion   // guarded by mu; the completion being pushed
 	batch  []*transport.RxPacket
+	// ucSent holds, for a UC QP, the send queue index of the WQE of each
+	// packet the current pass queued (ucFlushLocked); guarded by mu.
+	ucSent []uint64
 }
 
 // New makes a QP in the RESET state.
@@ -368,6 +371,9 @@ func (qp *QP) Process(out transport.Output) (more bool) {
 	if qp.requesterLocked(out, now) {
 		more = true
 	}
+	if !qp.isRC() {
+		qp.ucFlushLocked(out)
+	}
 	qp.mu.Unlock()
 	qp.flushEvents()
 
@@ -491,7 +497,6 @@ func (qp *QP) finishSplitPacket(out transport.SplitOutput, b []byte, hdr int, pa
 		panic(err) // sizes are bounded by the PMTU: unreachable
 	}
 	out.SendSplit(n, hdr, payload, &qp.encap)
-	qp.countSent(n + len(payload))
 }
 
 // finishPacket pads, checksums and queues a packet whose headers are at
@@ -502,11 +507,4 @@ func (qp *QP) finishPacket(out transport.Output, b []byte, hdr, n int) {
 		panic(err) // sizes are bounded by the PMTU: unreachable
 	}
 	out.Send(total, &qp.encap)
-	qp.countSent(total)
-}
-
-// countSent counts a request or response packet of total bytes queued.
-func (qp *QP) countSent(total int) {
-	qp.cfg.Counters.SentPkts.Add(1)
-	qp.cfg.Counters.SentBytes.Add(uint64(total))
 }

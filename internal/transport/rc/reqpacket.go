@@ -4,6 +4,7 @@ package rc
 // request packet (rxe_req.c next_opcode, init_req_packet, finish_packet).
 
 import (
+	"syscall"
 	"time"
 
 	"github.com/softnic/softnic/ibv"
@@ -90,6 +91,12 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output, now time.Time) 
 		qp.localErrorLocked(w, ibv.WCLocProtErr)
 		return
 	}
+	if r.psn.Before(r.highPSN) {
+		w.askedAt = now // sent again (completer.askedLongAgoLocked)
+	}
+	if !qp.isRC() {
+		qp.ucSent = append(qp.ucSent, r.idx) // ucFlushLocked learns its fate
+	}
 
 	switch w.kind {
 	case kindSend, kindWrite:
@@ -121,12 +128,60 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output, now time.Time) 
 	if w.kind == kindSend {
 		qp.cfg.Counters.RDMASends.Add(1)
 	}
-	if !qp.isRC() {
-		// UC has no acknowledgements: a WQE completes once sent (rxe_comp.c
-		// handles UC/UD WQEs at send time).
-		qp.completeSendLocked(w, false)
-		qp.retireLocked()
+	// UC has no acknowledgements: a WQE completes once its packets are
+	// sent (rxe_net.c rxe_xmit_packet marks a UC WQE done when the link
+	// took its last packet), after the pass writes them
+	// (ucFlushLocked).
+}
+
+// ucFlushLocked writes the packets the pass queued for a UC QP and
+// learns what the link did with them (transport.Flusher), then completes
+// in order the WQEs sent whole, as rxe_xmit_packet completes a UC WQE
+// once rxe_send took its last packet. A packet the link refused because
+// the destination cannot be reached at all (transport.Unroutable: no
+// route, the interface down, the link closed) fails its WQE with
+// IBV_WC_LOC_QP_OP_ERR and moves the QP to ERR, as rxe_requester does
+// when rxe_prepare finds no route (finish_packet's error) or rxe_send
+// fails with other than -EAGAIN. Any other refusal (ENOBUFS, EMSGSIZE)
+// loses the packet as the wire would: UC does not resend, and the WQE
+// completes. An Output that cannot say (not a Flusher) has taken every
+// packet.
+func (qp *QP) ucFlushLocked(out transport.Output) {
+	if len(qp.ucSent) > 0 {
+		var errs []syscall.Errno
+		if f, ok := out.(transport.Flusher); ok {
+			errs = f.Flush()
+		}
+		for i, idx := range qp.ucSent {
+			if i < len(errs) && transport.Unroutable(errs[i]) && qp.sq.valid(idx) {
+				if w := qp.sq.at(idx); w.sendErr == 0 {
+					w.sendErr = errs[i]
+				}
+			}
+		}
+		qp.ucSent = qp.ucSent[:0]
 	}
+	for i := qp.sq.headIdx; i < qp.req.idx && qp.sq.valid(i); i++ {
+		w := qp.sq.at(i)
+		if w.state == wqeDone {
+			continue
+		}
+		if w.state != wqePending {
+			break
+		}
+		switch {
+		case w.kind == kindLocal:
+			if !qp.completeLocalLocked(w) {
+				return
+			}
+		case w.sendErr != 0:
+			qp.localErrorLocked(w, ibv.WCLocQPOpErr)
+			return
+		default:
+			qp.completeSendLocked(w, false)
+		}
+	}
+	qp.retireLocked()
 }
 
 // lastMissingLocked returns the last PSN from psn up to end whose response
@@ -155,7 +210,7 @@ func (qp *QP) nextMissingLocked(psn, end wire.PSN) wire.PSN {
 // up to readEnd (a READ's run; the request itself for an atomic, FLUSH or
 // ATOMIC WRITE), leaving the requester where it is: the completer's
 // re-ask of lost responses (reaskRequestsLocked).
-func (qp *QP) sendRequestLocked(w *sendWQE, psn, readEnd wire.PSN, out transport.Output) {
+func (qp *QP) sendRequestLocked(w *sendWQE, psn, readEnd wire.PSN, out transport.Output, now time.Time) {
 	var h wire.Headers
 	payload, _ := qp.requestHeaders(w, psn, readEnd, &h)
 	h.BTH.AckReq = true
@@ -163,6 +218,7 @@ func (qp *QP) sendRequestLocked(w *sendWQE, psn, readEnd wire.PSN, out transport
 		qp.localErrorLocked(w, ibv.WCLocProtErr)
 		return
 	}
+	w.askedAt = now
 	qp.cfg.Counters.Reasked.Add(1)
 }
 

@@ -136,7 +136,10 @@ func (qp *QP) reaskRequestsLocked(out transport.Output, now time.Time) int {
 		if h.Before(c.psn) {
 			h = c.psn
 		}
-		if !h.Before(r.reaskEnd) || !h.Before(r.highPSN) {
+		if !h.Before(r.reaskEnd) || !h.Before(r.psn) {
+			// From r.psn on, a go-back-N under way (retryLocked) sends
+			// the requests again by itself: asking here too would draw
+			// each reply twice.
 			break
 		}
 		_, w := qp.wqeAtLocked(h)
@@ -165,7 +168,7 @@ func (qp *QP) reaskRequestsLocked(out transport.Output, now time.Time) int {
 			} else {
 				end = h.Next()
 			}
-			qp.sendRequestLocked(w, from, end, out)
+			qp.sendRequestLocked(w, from, end, out, now)
 			qp.armRetryLocked(now)
 			r.reaskPSN = end
 			sent++

@@ -6,6 +6,8 @@ package rc
 
 import (
 	"fmt"
+	"syscall"
+	"time"
 
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/errno"
@@ -59,10 +61,17 @@ type sendWQE struct {
 	// aheadSafe: the WQE's responses may be placed before those of the
 	// WQEs ahead of it (completer.aheadSafeLocked).
 	aheadSafe bool
-	orig      uint64       // atomic: original remote value
-	bind      ibv.MWBindWR // BIND_MW: a copy of wr.Bind
-	reg       ibv.RegMRWR  // REG_MR: a copy of wr.Reg
-	rndv      rndvWQE      // a rendezvous's READ or FIN (tm.go), not the application's
+	// askedAt is when a request for the WQE's responses last went out
+	// again (a READ or atomic sent again by a go-back-N, or re-asked); a
+	// re-ask waits until its answer is overdue (completer.askedLongAgo).
+	askedAt time.Time
+	orig    uint64       // atomic: original remote value
+	bind    ibv.MWBindWR // BIND_MW: a copy of wr.Bind
+	reg     ibv.RegMRWR  // REG_MR: a copy of wr.Reg
+	rndv    rndvWQE      // a rendezvous's READ or FIN (tm.go), not the application's
+	// sendErr is the errno of a UC packet of the WQE the link refused
+	// as unroutable (ucFlushLocked).
+	sendErr syscall.Errno
 }
 
 // needsResponse reports whether the WQE completes only on an explicit

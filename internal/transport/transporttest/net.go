@@ -121,7 +121,7 @@ func (n *Net) Node(addr string) *Node {
 		n.t.Fatal(err)
 	}
 	nd := &Node{net: n, addr: a, ep: ep, nextQPN: 0x11}
-	nd.out.init(ep)
+	nd.out.init(ep, &nd.Counters)
 	nd.rd = make([]link.Datagram, ep.BatchSize())
 	nd.rx = make([]*transport.RxPacket, ep.BatchSize())
 	for i := range nd.rx {
@@ -342,6 +342,7 @@ func (p *Port) Wake() { p.woken.Store(true) }
 // flushes (transport.Flusher, as UD does to learn each datagram's fate).
 type output struct {
 	ep   *fabric.Endpoint
+	ctr  *transport.Counters
 	bufs [][]byte // the datagrams' buffers, reused: the fabric copies what it is given
 	dgs  []link.Datagram
 	errs []syscall.Errno
@@ -352,7 +353,7 @@ var (
 	_ transport.Flusher = (*output)(nil)
 )
 
-func (o *output) init(ep *fabric.Endpoint) { o.ep = ep }
+func (o *output) init(ep *fabric.Endpoint, ctr *transport.Counters) { o.ep, o.ctr = ep, ctr }
 
 func (o *output) begin() { o.errs = o.errs[:0] }
 
@@ -383,6 +384,14 @@ func (o *output) flush() {
 	}
 	if _, err := o.ep.WriteBatch(o.dgs); err != nil {
 		panic(fmt.Sprintf("transporttest: fabric write: %v", err))
+	}
+	// sent_pkts and the bytes, for the datagrams the fabric took, as
+	// the engine's Output counts them.
+	for i := range o.dgs {
+		if o.dgs[i].Err == 0 {
+			o.ctr.SentPkts.Add(1)
+			o.ctr.SentBytes.Add(uint64(o.dgs[i].Len()))
+		}
 	}
 	clear(o.dgs)
 	o.dgs = o.dgs[:0]

@@ -385,11 +385,10 @@ func (qp *QP) sendPassLocked(out transport.Output, finishing bool) bool {
 				w.sendErr = e
 				continue
 			}
-			// Counted once sent, as rxe_xmit_packet counts sent_pkts.
-			c := qp.cfg.Counters
-			c.SentPkts.Add(1)
-			c.SentBytes.Add(uint64(qp.lens[j+k]))
-			c.RDMASends.Add(1)
+			// sent_pkts and the bytes are counted by the Output, for
+			// what the link took (rxe_xmit_packet counts sent_pkts
+			// after rxe_send); a UD SEND is counted once sent.
+			qp.cfg.Counters.RDMASends.Add(1)
 			w.sent++
 		}
 		j += w.queued

@@ -107,7 +107,8 @@ func checkPieces(t *testing.T, dgs [][]byte, psn0 wire.PSN, first int, hdr, payl
 // sent again, with its PSN, in the next pass together with the pieces
 // after it, as rxe's requester rolls a WQE back to the packet that
 // failed; the WR completes once, as TSO, when the last piece is out, and
-// sent_pkts counts each piece once for each time the link took it.
+// rdma_sends counts each piece once the link took it. (sent_pkts is the
+// Output's to count, for what the link took.)
 func TestTSOResendsFromRefusedPiece(t *testing.T) {
 	qp, cq, mr, buf := tsoQP(t)
 	hdr := []byte("hdr-hdr-")
@@ -123,8 +124,8 @@ func TestTSOResendsFromRefusedPiece(t *testing.T) {
 		t.Fatalf("after a refused piece: more %v, completions %+v; want more work and none", more, cq.wcs)
 	}
 	checkPieces(t, out.sent, 0, 0, hdr, payload, mss)
-	if got := qp.cfg.Counters.SentPkts.Load(); got != 1 {
-		t.Errorf("sent_pkts %d after the first pass, want 1 (the pieces before the refused one)", got)
+	if got := qp.cfg.Counters.RDMASends.Load(); got != 1 {
+		t.Errorf("rdma_sends %d after the first pass, want 1 (the pieces before the refused one)", got)
 	}
 	out.sent = nil
 	if more := qp.Process(out); more {
@@ -137,8 +138,8 @@ func TestTSOResendsFromRefusedPiece(t *testing.T) {
 	if len(cq.wcs) != 1 || cq.wcs[0].Opcode != ibv.WCTSO || cq.wcs[0].Status != ibv.WCSuccess || cq.wcs[0].ByteLen != n || cq.wcs[0].WRID != 9 {
 		t.Fatalf("completions %+v, want one TSO of %d bytes", cq.wcs, n)
 	}
-	if got := qp.cfg.Counters.SentPkts.Load(); got != 5 {
-		t.Errorf("sent_pkts %d, want 5", got)
+	if got := qp.cfg.Counters.RDMASends.Load(); got != 5 {
+		t.Errorf("rdma_sends %d, want 5", got)
 	}
 	if a := qp.Query(); a.SQPSN != 5 {
 		t.Errorf("next PSN %d, want 5", a.SQPSN)

@@ -260,6 +260,11 @@ type Event struct {
 	ARI         []byte // REJ_RECEIVED: the additional rejection information
 	MRATimeout  uint8  // MRA_RECEIVED: the service timeout
 	PrivateData []byte
+	// Err is, for the errors of a message that expected an answer
+	// (REQ_ERROR, REP_ERROR, DREQ_ERROR, SIDR_REQ_ERROR), why it failed:
+	// ETIMEDOUT when its retries ran out, ECONNREFUSED when the network
+	// said no CM listens at its destination (Agent.PortUnreachable).
+	Err syscall.Errno
 }
 
 // Handler receives an ID's events (ib_cm_handler). It runs on the

@@ -3,6 +3,7 @@ package ibcm
 import (
 	"bytes"
 	"errors"
+	"net/netip"
 	"syscall"
 	"testing"
 	"time"
@@ -985,5 +986,65 @@ func TestXRCExtendedTransport(t *testing.T) {
 	bd.p.pump()
 	if rej == nil || rej.Reason() != wire.CMRejInvalidTransport {
 		t.Fatalf("REJ %v", rej)
+	}
+}
+
+// TestPortUnreachable: told that no CM listens at B (a MAD to it drew an
+// ICMP port unreachable), the agent fails at once, with ECONNREFUSED,
+// every message to B still waiting for a first answer, REQ and SIDR_REQ
+// alike, in the order the IDs were made, and stops their timers; a REQ
+// to another address, and one B answered with an MRA (B is there), go
+// on; the timeout still reports ETIMEDOUT.
+func TestPortUnreachable(t *testing.T) {
+	bd := newBed(t)
+	addrC := netip.MustParseAddr("10.0.0.3")
+	bd.p.drop = func(pkt) bool { return true }
+	req := bd.connect(7)
+	sidr, _ := bd.a.CreateID(bd.ra.handle, "sidr")
+	if err := sidr.SendSIDRReq(&SIDRReqParam{DGID: addrB, ServiceID: service, Timeout: time.Second, MaxCMRetries: 15}); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := bd.a.CreateID(bd.ra.handle, "other")
+	p := reqParam(service, 9, nil)
+	p.Path.DGID = addrC
+	if err := other.SendREQ(p); err != nil {
+		t.Fatal(err)
+	}
+	bd.p.pump()
+	bd.a.PortUnreachable(addrB)
+	wantEvents(t, bd.ra, "IB_CM_REQ_ERROR IB_CM_SIDR_REQ_ERROR")
+	for i, ev := range bd.ra.evs {
+		if ev.Err != syscall.ECONNREFUSED || ev.ID != []*ID{req, sidr}[i] {
+			t.Errorf("event %d: %v for %v, Err %v; want ECONNREFUSED", i, ev.Type, ev.ID.Context, ev.Err)
+		}
+	}
+	if req.State() != StateIdle || sidr.State() != StateIdle || other.State() != StateReqSent {
+		t.Errorf("states %v %v %v, want idle, idle, REQ_SENT", req.State(), sidr.State(), other.State())
+	}
+	if n := bd.clk.Pending(); n != 1 {
+		t.Errorf("%d timers, want the other REQ's alone", n)
+	}
+	// A REQ that B answered with an MRA is not failed.
+	bd.p.drop = nil
+	bd.ra.evs = nil
+	bd.listen()
+	bd.rb.onEvent = func(ev *Event) {
+		if ev.Type == EventReqReceived {
+			ev.ID.SendMRA(24, nil)
+		}
+	}
+	mra := bd.connect(11)
+	bd.p.pump()
+	if mra.State() != StateMRAReqRcvd {
+		t.Fatalf("state %v after the MRA", mra.State())
+	}
+	bd.a.PortUnreachable(addrB)
+	if mra.State() != StateMRAReqRcvd || len(bd.ra.evs) != 1 || bd.ra.evs[0].Type != EventMRAReceived {
+		t.Errorf("after an MRA: state %v, events %s; want unchanged", mra.State(), bd.ra.types())
+	}
+	bd.p.drop = func(pkt) bool { return true }
+	bd.clk.Advance(100 * time.Second)
+	if ev := bd.ra.last(t); ev.ID != other || ev.Type != EventReqError || ev.Err != syscall.ETIMEDOUT {
+		t.Errorf("the other REQ's end: %v for %v, Err %v; want REQ_ERROR, ETIMEDOUT", ev.Type, ev.ID.Context, ev.Err)
 	}
 }

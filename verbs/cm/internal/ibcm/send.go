@@ -1,8 +1,10 @@
 package ibcm
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
+	"slices"
 	"syscall"
 	"time"
 
@@ -75,7 +77,41 @@ func (a *Agent) retransmit(msg *sendMsg, gen int) {
 		return
 	}
 	msg.done = true
-	a.sendError(msg)
+	a.sendError(msg, syscall.ETIMEDOUT)
+	a.unlockAndDeliver()
+}
+
+// PortUnreachable tells the agent that no CM listens at dst: a MAD sent
+// there drew an ICMP port unreachable (the RDMA CM hears it from its
+// link: link.SendError). Every message to dst still waiting for its
+// first answer (a REQ, a REP, a DREQ, a SIDR_REQ: an ID in REQ_SENT,
+// REP_SENT, DREQ_SENT or SIDR_REQ_SENT; not one the peer answered with an
+// MRA, which proved it there) fails now, as its last retry timing out
+// would (cm_process_send_error), its event carrying ECONNREFUSED.
+// softnic's own: the kernel's MAD layer hears no ICMP for rxe's socket
+// and retries until the timeout (16 REQs over about 100 s for the RDMA
+// CM's).
+func (a *Agent) PortUnreachable(dst netip.Addr) {
+	dst = dst.Unmap()
+	a.mu.Lock()
+	var msgs []*sendMsg
+	for _, id := range a.ids {
+		msg := id.msg
+		if msg == nil || msg.done || msg.dst.Unmap() != dst || msg.state != id.state {
+			continue
+		}
+		switch id.state {
+		case StateReqSent, StateRepSent, StateDreqSent, StateSIDRReqSent:
+			msgs = append(msgs, msg)
+		}
+	}
+	// In the order the IDs were made, so that events come in a fixed
+	// order whatever the map's.
+	slices.SortFunc(msgs, func(x, y *sendMsg) int { return cmp.Compare(x.id.localID^a.operand, y.id.localID^a.operand) })
+	for _, msg := range msgs {
+		a.cancel(msg)
+		a.sendError(msg, syscall.ECONNREFUSED)
+	}
 	a.unlockAndDeliver()
 }
 
@@ -104,8 +140,9 @@ func (a *Agent) cancel(msg *sendMsg) {
 	}
 }
 
-// sendError is cm.c cm_process_send_error: the message timed out. a.mu held.
-func (a *Agent) sendError(msg *sendMsg) {
+// sendError is cm.c cm_process_send_error: the message failed, timed out
+// (ETIMEDOUT) or refused (ECONNREFUSED: PortUnreachable). a.mu held.
+func (a *Agent) sendError(msg *sendMsg, why syscall.Errno) {
 	id := msg.id
 	if id.destroyed || msg != id.msg || msg.state != id.state {
 		return
@@ -128,7 +165,7 @@ func (a *Agent) sendError(msg *sendMsg) {
 	default:
 		return
 	}
-	a.queueEvent(Event{Type: t, ID: id})
+	a.queueEvent(Event{Type: t, ID: id, Err: why})
 }
 
 // removeRemote is cm.c cm_remove_remote. a.mu held.

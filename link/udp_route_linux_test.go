@@ -1,0 +1,112 @@
+package link_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/softnic/softnic/link"
+	"github.com/softnic/softnic/test/netnstest"
+)
+
+// TestUDPLinkResolveRoute resolves routes and neighbours from UDP links on
+// a veth in a namespace of their own, as rdma_resolve_addr does, against
+// what the kernel says: the peer (10.94.0.2, fd94::2) through the veth,
+// its link-layer address resolved (ARP, neighbour discovery) though the
+// table had no entry; the link's own address, local, no neighbour; a
+// destination with no route, ENETUNREACH; behind an unreachable route,
+// EHOSTUNREACH; a prohibit route, EACCES; one on the veth's subnet that
+// nobody answers for, ETIMEDOUT when the context ends (after it, not
+// before); through a gateway, the gateway's address resolved; and with
+// the veth set down, no route. Root only.
+func TestUDPLinkResolveRoute(t *testing.T) {
+	netnstest.Require(t)
+	a := netnstest.New(t, fmt.Sprintf("p30b-%d-ra", os.Getpid()))
+	b := netnstest.New(t, fmt.Sprintf("p30b-%d-rb", os.Getpid()))
+	netnstest.Veth(t, a, "p30br0", "10.94.0.1/24", b, "p30br1", "10.94.0.2/24", 1500)
+	a.AddAddr(t, "p30br0", "fd94::1/64")
+	b.AddAddr(t, "p30br1", "fd94::2/64")
+	b.IP(t, "link", "set", "p30br1", "address", "02:94:00:00:00:02")
+	a.IP(t, "route", "add", "unreachable", "10.95.0.0/16")
+	a.IP(t, "route", "add", "prohibit", "10.96.0.0/16")
+	a.IP(t, "route", "add", "10.97.0.0/16", "via", "10.94.0.2")
+	peerMAC := net.HardwareAddr{0x02, 0x94, 0, 0, 0, 2}
+
+	var l4, l6 *link.UDPLink
+	err := a.Do(func() error {
+		var err error
+		if l4, err = link.ListenUDP(link.UDPConfig{Addr: netip.MustParseAddr("10.94.0.1")}); err != nil {
+			return err
+		}
+		l6, err = link.ListenUDP(link.UDPConfig{Addr: netip.MustParseAddr("fd94::1")})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l4.Close()
+	defer l6.Close()
+	ifindex := 0
+	a.Do(func() error {
+		ifi, err := net.InterfaceByName("p30br0")
+		if err == nil {
+			ifindex = ifi.Index
+		}
+		return err
+	})
+
+	resolve := func(l link.Link, dst string, d time.Duration) (link.Route, time.Duration, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		start := time.Now()
+		// Through the pcap recorder: a wrapper forwards the question.
+		rt, err := link.ResolveRoute(ctx, link.NewPcapLink(l, nil), netip.MustParseAddr(dst))
+		return rt, time.Since(start), err
+	}
+	for _, c := range []struct {
+		l    link.Link
+		dst  string
+		want link.Route
+	}{
+		{l4, "10.94.0.2", link.Route{Src: netip.MustParseAddr("10.94.0.1"), Iface: ifindex, HWAddr: peerMAC}},
+		{l6, "fd94::2", link.Route{Src: netip.MustParseAddr("fd94::1"), Iface: ifindex, HWAddr: peerMAC}},
+		{l4, "10.97.1.1", link.Route{Src: netip.MustParseAddr("10.94.0.1"), Gateway: netip.MustParseAddr("10.94.0.2"),
+			Iface: ifindex, HWAddr: peerMAC}},
+	} {
+		rt, _, err := resolve(c.l, c.dst, 5*time.Second)
+		if err != nil || rt.Src != c.want.Src || rt.Gateway != c.want.Gateway || rt.Iface != c.want.Iface ||
+			rt.Local || rt.HWAddr.String() != c.want.HWAddr.String() {
+			t.Errorf("route to %s: %+v, %v; want %+v", c.dst, rt, err, c.want)
+		}
+	}
+	if rt, _, err := resolve(l4, "10.94.0.1", time.Second); err != nil || !rt.Local || rt.HWAddr != nil {
+		t.Errorf("route to the link's own address: %+v, %v; want local, no neighbour", rt, err)
+	}
+	for _, c := range []struct {
+		dst  string
+		want syscall.Errno
+	}{{"10.98.0.1", syscall.ENETUNREACH}, {"10.95.0.1", syscall.EHOSTUNREACH}, {"10.96.0.1", syscall.EACCES}} {
+		if _, _, err := resolve(l4, c.dst, time.Second); !errors.Is(err, c.want) {
+			t.Errorf("route to %s: %v, want %v", c.dst, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		l   link.Link
+		dst string
+	}{{l4, "10.94.0.99"}, {l6, "fd94::99"}} {
+		_, took, err := resolve(c.l, c.dst, 300*time.Millisecond)
+		if !errors.Is(err, syscall.ETIMEDOUT) || took < 300*time.Millisecond || took > 2*time.Second {
+			t.Errorf("route to %s, nobody there: %v after %v; want ETIMEDOUT after the context's 300 ms", c.dst, err, took)
+		}
+	}
+	a.IP(t, "link", "set", "p30br0", "down")
+	if _, _, err := resolve(l4, "10.94.0.2", time.Second); !errors.Is(err, syscall.ENETUNREACH) {
+		t.Errorf("route to the peer with the veth down: %v, want ENETUNREACH", err)
+	}
+}

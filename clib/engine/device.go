@@ -67,6 +67,9 @@ func openDevice(name string) (*device, error) {
 	}
 	cfg := toolnic.Config{Addr: o.Addr, Port: o.Port, Name: name, BusyPoll: o.BusyPoll,
 		PortMTU: ibv.MTUFromBytes(o.MTU), Pcap: o.PcapPath(), Metrics: o.Metrics, MetricsFile: o.MetricsFile}
+	if !cfg.Addr.IsValid() {
+		cfg.Addr = preferAddr // the address a CM program binds (sne_cm_prefer_addr)
+	}
 	var n *toolnic.NIC
 	if cfg.Addr.IsValid() {
 		n, err = toolnic.Open(cfg)

@@ -30,6 +30,9 @@ type qpObj struct {
 
 var qps table[*qpObj]
 
+// sgeSize is sizeof(struct ib_sge), the unit of rxe's send WQE.
+const sgeSize = 16
+
 //export sne_create_qp
 func sne_create_qp(ctx C.sn_handle, in *C.struct_sn_qp_init, h *C.sn_handle, qpn *C.uint32_t, cp *C.struct_sn_qp_cap) C.int {
 	c, ok := ctxs.get(handle(ctx))
@@ -43,6 +46,11 @@ func sne_create_qp(ctx C.sn_handle, in *C.struct_sn_qp_init, h *C.sn_handle, qpn
 		SendOpsFlags: verbs.SendOpsFlags(in.send_ops_flags),
 		MaxTSOHeader: int(in.max_tso_header),
 	}
+	// rxe_qp.c rxe_qp_init_req: a send WQE holds max_send_sge SGEs or
+	// max_inline_data bytes, whichever is larger, and the QP inlines as
+	// many bytes as its WQE holds; programs count on it (rdma_xclient
+	// inlines 16 bytes on a QP that asked for one SGE and no inline data).
+	attr.Cap.MaxInlineData = max(attr.Cap.MaxInlineData, attr.Cap.MaxSendSGE*sgeSize)
 	for _, x := range []struct {
 		h   C.sn_handle
 		dst **verbs.CQ
@@ -77,6 +85,10 @@ func sne_create_qp(ctx C.sn_handle, in *C.struct_sn_qp_init, h *C.sn_handle, qpn
 		if !ok {
 			return einval
 		}
+		// uverbs_cmd.c create_qp: an XRC_TGT QP takes its XRC domain
+		// only; the CQs and SRQ a program passes are not looked at
+		// (librdmacm's rdma_create_qp passes the ID's CQs).
+		attr.SendCQ, attr.RecvCQ, attr.SRQ = nil, nil, nil
 		qp, err = x.xrcd.CreateQP(attr)
 	} else {
 		p, ok := pds.get(handle(in.pd))
@@ -159,6 +171,17 @@ func sne_query_qp(h C.sn_handle, a *C.struct_sn_qp_attr, in *C.struct_sn_qp_init
 		return einval
 	}
 	q, init := o.qp.Query()
+	putQPAttr(a, &q)
+	in.qp_type = C.uint32_t(init.Type)
+	in.sq_sig_all = C.uint32_t(b2c(init.SigAll))
+	in.send_ops_flags = C.uint64_t(init.SendOpsFlags)
+	in.max_tso_header = C.uint32_t(init.MaxTSOHeader)
+	putQPCap(&in.cap, &init.Cap)
+	return 0
+}
+
+// putQPAttr converts QP attributes to C.
+func putQPAttr(a *C.struct_sn_qp_attr, q *ibv.QPAttr) {
 	a.qp_state = C.uint32_t(q.State)
 	a.cur_qp_state = C.uint32_t(q.CurState)
 	a.path_mtu = C.uint32_t(q.PathMTU)
@@ -185,12 +208,6 @@ func sne_query_qp(h C.sn_handle, a *C.struct_sn_qp_attr, in *C.struct_sn_qp_init
 	a.rnr_retry = C.uint8_t(q.RNRRetry)
 	a.alt_port_num = C.uint8_t(q.AltPortNum)
 	a.alt_timeout = C.uint8_t(q.AltTimeout)
-	in.qp_type = C.uint32_t(init.Type)
-	in.sq_sig_all = C.uint32_t(b2c(init.SigAll))
-	in.send_ops_flags = C.uint64_t(init.SendOpsFlags)
-	in.max_tso_header = C.uint32_t(init.MaxTSOHeader)
-	putQPCap(&in.cap, &init.Cap)
-	return 0
 }
 
 //export sne_attach_mcast

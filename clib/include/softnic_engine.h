@@ -502,4 +502,170 @@ int sne_post_wq_recv(sn_handle wq, struct sn_recv_wr *wr,
 	X(alloc_td) X(dealloc_td) X(alloc_parent_domain) X(query_pkey)         \
 	X(query_rt_values) X(rereg_mr) X(advise_mr) X(modify_cq)
 
+/* ---- The RDMA connection manager (softnic's librdmacm.so.1) ---- */
+
+/*
+ * librdmacm (clib/librdmacm) is to these functions what rdma-core's
+ * librdmacm is to the kernel's rdma_cm (ucma.c): the engine keeps the
+ * connection manager (package verbs/cm, over the process's NIC) and its
+ * IDs and channels, the C library the structs a program sees and every
+ * verbs object (a cm_id's QP, PD and CQs are libibverbs objects the C
+ * library makes and moves through its states with the attributes
+ * sne_cm_init_qp_attr gives, as librdmacm does). The C library finds
+ * these functions through libibverbs' softnic_engine_sym.
+ */
+
+/* A socket address: AF_INET (the address in addr[0..3]) or AF_INET6;
+ * family 0 is none. The port is in host order. */
+struct sn_addr {
+	uint16_t family;
+	uint16_t port;
+	uint32_t scope_id;
+	uint8_t addr[16];
+};
+
+/* What librdmacm's ucma_query_route learns of an ID. */
+struct sn_cm_route {
+	struct sn_addr src;
+	struct sn_addr dst;
+	uint8_t sgid[16];         /* the addresses as RoCEv2 GIDs */
+	uint8_t dgid[16];
+	uint8_t bound;            /* bound to the device (cm_id.verbs) */
+	uint8_t resolved;         /* the path below is the route's */
+	uint8_t hop_limit;
+	uint8_t traffic_class;
+	uint8_t sl;
+	uint8_t mtu;              /* enum ibv_mtu */
+	uint8_t packet_life_time;
+	uint8_t pad;
+	uint16_t pkey;
+	uint16_t pad2;
+	uint32_t flow_label;
+};
+
+/* struct rdma_conn_param as the C library hands it over, its private data
+ * (private_data_len bytes) read while the call lasts. */
+struct sn_conn_param {
+	const void *private_data;
+	uint8_t private_data_len;
+	uint8_t responder_resources;
+	uint8_t initiator_depth;
+	uint8_t flow_control;
+	uint8_t retry_count;
+	uint8_t rnr_retry_count;
+	uint8_t srq;
+	uint8_t pad;
+	uint32_t qp_num;
+	uint32_t pad2;
+};
+
+/* The longest private data an event carries (RDMA_MAX_PRIVATE_DATA). */
+#define SN_CM_MAX_PRIVATE_DATA 256
+
+/* An event (struct ucma_abi_event_resp): for the C id whose cookie it
+ * names, both the connected and the datagram parameters (the C library
+ * keeps those of the ID's QP type). */
+struct sn_cm_event {
+	uint64_t cookie;          /* the C id (for CONNECT_REQUEST: the listener's) */
+	uint64_t mc_cookie;       /* MULTICAST_JOIN and _ERROR: the join's */
+	sn_handle id;             /* CONNECT_REQUEST: the new ID, its cookie new_cookie */
+	uint32_t event;           /* enum rdma_cm_event_type */
+	int32_t status;
+	uint32_t qp_num;
+	uint32_t qkey;
+	uint8_t private_data_len;
+	uint8_t responder_resources;
+	uint8_t initiator_depth;
+	uint8_t flow_control;
+	uint8_t retry_count;
+	uint8_t rnr_retry_count;
+	uint8_t srq;
+	uint8_t pad;
+	struct sn_ah_attr ah_attr;
+	uint8_t private_data[SN_CM_MAX_PRIVATE_DATA];
+};
+
+/* sne_cm_prefer_addr names the address the NIC opens at when the next
+ * ibv_open_device opens it and SOFTNIC_ADDR is unset (a program that binds
+ * 127.0.0.20 gets its NIC there); family 0 forgets it. */
+int sne_cm_prefer_addr(struct sn_addr *addr);
+/* sne_cm_open starts the process's CM over its NIC, which a context must
+ * hold open; it holds the NIC open itself until sne_cm_close. */
+int sne_cm_open(void);
+int sne_cm_close(void);
+
+/* Event channels: efd is the channel's fd, an eventfd the engine keeps
+ * readable exactly while an event waits (ucma_poll). */
+int sne_cm_create_channel(int efd, sn_handle *ch);
+int sne_cm_destroy_channel(sn_handle ch);
+/* sne_cm_get_event takes the channel's next event, EAGAIN when none waits;
+ * a CONNECT_REQUEST's new ID takes new_cookie. */
+int sne_cm_get_event(sn_handle ch, uint64_t new_cookie, struct sn_cm_event *ev);
+
+int sne_cm_create_id(sn_handle ch, uint64_t cookie, uint32_t ps, uint32_t qp_type, sn_handle *id);
+/* The destroy, leave and migrate functions return in *reported how many
+ * events of the ID (of the join) the channel has handed out, which
+ * librdmacm waits to see acknowledged. */
+int sne_cm_destroy_id(sn_handle id, int32_t *reported);
+int sne_cm_migrate_id(sn_handle id, sn_handle ch, int32_t *reported);
+int sne_cm_bind(sn_handle id, struct sn_addr *addr);
+int sne_cm_resolve_addr(sn_handle id, struct sn_addr *src, struct sn_addr *dst, int32_t timeout_ms);
+int sne_cm_resolve_route(sn_handle id, int32_t timeout_ms);
+int sne_cm_query_route(sn_handle id, struct sn_cm_route *route);
+int sne_cm_init_qp_attr(sn_handle id, uint32_t state, struct sn_qp_attr *attr, uint32_t *mask);
+int sne_cm_connect(sn_handle id, struct sn_conn_param *param);
+int sne_cm_listen(sn_handle id, int32_t backlog);
+/* sne_cm_accept answers a request; on an active ID (param NULL) it sends
+ * the RTU of a connection whose REP came (librdmacm's ACCEPT command). */
+int sne_cm_accept(sn_handle id, struct sn_conn_param *param);
+int sne_cm_reject(sn_handle id, void *private_data, uint8_t len, uint8_t reason);
+int sne_cm_notify(sn_handle id, uint32_t event);
+int sne_cm_disconnect(sn_handle id);
+int sne_cm_join(sn_handle id, struct sn_addr *addr, uint64_t mc_cookie, uint32_t join_flags);
+int sne_cm_leave(sn_handle id, struct sn_addr *addr, int32_t *reported);
+int sne_cm_set_option(sn_handle id, int32_t level, int32_t name, void *val, uint64_t len);
+
+/*
+ * The messages to send for the process once it is dead: the kernel's
+ * rdma_cm answers for a process that dies (closing its file destroys its
+ * IDs: a connection's DREQ goes to the peer), softnic's, which dies with
+ * the process, leaves them in this table, shared memory that a watcher
+ * process (clib/librdmacm/reaper.c) reads and sends when the process is
+ * gone. The engine writes each slot (a complete RoCEv2 UDP payload: BTH,
+ * DETH, the MAD, ICRC, for the NIC's port and address) while the
+ * connection it would end is established; state goes SN_ORPHAN_READY
+ * last, and back to SN_ORPHAN_FREE first.
+ */
+#define SN_ORPHAN_MAGIC 0x736e6f31 /* "sno1" */
+#define SN_ORPHAN_SLOTS 1024
+#define SN_ORPHAN_PKT 288
+enum { SN_ORPHAN_FREE, SN_ORPHAN_READY };
+
+struct sn_orphan {
+	uint32_t state;
+	uint16_t len;
+	uint16_t pad;
+	struct sn_addr dst;       /* the peer's address and UDP port */
+	uint8_t pkt[SN_ORPHAN_PKT];
+};
+
+struct sn_orphans {
+	uint32_t magic;
+	uint32_t closed;          /* the process closed its CM: nothing to send */
+	struct sn_addr src;       /* the NIC's address and UDP port */
+	struct sn_orphan slot[SN_ORPHAN_SLOTS];
+};
+
+/* sne_cm_orphans has the CM keep its connections' orphan messages in t
+ * (NULL: no more). */
+int sne_cm_orphans(struct sn_orphans *t);
+
+/* Every CM function, for librdmacm's table of them. */
+#define SN_CM_FUNCS(X)                                                         \
+	X(prefer_addr) X(open) X(close) X(create_channel) X(destroy_channel)   \
+	X(get_event) X(create_id) X(destroy_id) X(migrate_id) X(bind)          \
+	X(resolve_addr) X(resolve_route) X(query_route) X(init_qp_attr)        \
+	X(connect) X(listen) X(accept) X(reject) X(notify) X(disconnect)       \
+	X(join) X(leave) X(set_option) X(orphans)
+
 #endif /* SOFTNIC_ENGINE_H */

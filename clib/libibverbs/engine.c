@@ -36,6 +36,7 @@
 const struct sn_engine *sn_e;
 
 static struct sn_engine engine;
+static void *engine_lib; /* its dlopen handle, for softnic_engine_sym */
 static pthread_mutex_t engine_mu = PTHREAD_MUTEX_INITIALIZER;
 static volatile bool forked;
 
@@ -161,6 +162,7 @@ static int load_locked(void)
 			engine.abi_version(), SN_ABI_VERSION);
 		return ENOENT;
 	}
+	engine_lib = lib;
 	return 0;
 }
 
@@ -222,4 +224,24 @@ const struct sn_engine *sn_engine_load(void)
 		return NULL;
 	}
 	return sn_e;
+}
+
+/*
+ * softnic_engine_sym gives softnic's librdmacm.so.1 the engine's function
+ * name (its sne_cm_* functions), the engine loaded first: the two
+ * libraries share the process's one engine and NIC. NULL with errno set
+ * as sn_engine_load sets it, or ENOENT when the engine lacks name.
+ */
+SN_EXPORT void *softnic_engine_sym(const char *name)
+{
+	void *fn;
+
+	if (!sn_engine_load())
+		return NULL;
+	fn = dlsym(engine_lib, name);
+	if (!fn) {
+		fprintf(stderr, "softnic: the engine lacks %s\n", name);
+		errno = ENOENT;
+	}
+	return fn;
 }

@@ -79,6 +79,24 @@ func (c *tcase) cmTool(server bool) string {
 	return c.tool
 }
 
+// execProgram is the Debian program softnic's side of an exec case runs
+// over softnic exec: the CM tool of its role, or perftest's ib_ tool.
+func (c *tcase) execProgram() string {
+	if c.kind == rdmaCM {
+		return c.cmTool(c.role == softnicServer)
+	}
+	return "ib_" + c.tool
+}
+
+// execArgs is softnic's command line in an exec case: softnic exec with
+// the libraries in lib and the NIC at addr running prog args, its
+// standard output line-buffered
+// (stdbuf: rping writes its data lines block-buffered and its end on
+// standard error, which in one file could cut a line).
+func execArgs(lib string, addr netip.Addr, prog string, args ...string) []string {
+	return append([]string{"exec", "--lib=" + lib, "--addr=" + addr.String(), "--", "stdbuf", "-oL", prog}, args...)
+}
+
 // softnicTool is the softnic command a case runs.
 func (c *tcase) softnicTool() string {
 	if c.kind == rdmaCM {
@@ -209,6 +227,16 @@ func cmCases(add func(tcase, ...role)) {
 	add(tcase{tool: "send_bw", kind: perftest, mtu: 1024, size: 1024, iters: 200, args: []string{"-R", "-c", "UD"}, label: "rdma_cm-ud", needs: []string{"-R"}}, roles...)
 	add(tcase{tool: "write_bw", kind: perftest, v6: true, mtu: 1024, size: 4096, iters: 200, args: []string{"-R"}, label: "rdma_cm",
 		needs: []string{"-R"}, missing: perftestRV6Missing}, roles...)
+	add(tcase{tool: "write_bw", kind: perftest, mtu: 1024, size: 4096, iters: 200, args: []string{"-R"}, label: "rdma_cm", exec: true}, roles...)
+
+	// Debian's programs on both sides, softnic's over softnic exec (its
+	// librdmacm and libibverbs): rping's data checked in both outputs,
+	// ucmatose, rdma_server/rdma_client, udaddy (SIDR), and perftest -R
+	// below
+	cm(tcase{tool: "rping", size: 64, iters: 100, exec: true}, roles...)
+	cm(tcase{tool: "ucmatose", size: 100, iters: 10, args: []string{"-c", "2"}, label: "2conn", exec: true}, roles...)
+	cm(tcase{tool: "rdma_server", size: 16, iters: 1, exec: true}, roles...)
+	cm(tcase{tool: "udaddy", size: 100, iters: 10, args: []string{"-c", "2"}, label: "2conn", exec: true}, roles...)
 
 	// The CM under loss (bed cmfault): the first of one message lost (each
 	// way; its retry passes) or every one duplicated, and the CM's retries
@@ -245,6 +273,9 @@ func (s *suite) runCM(ctx context.Context, c *tcase, dir string) error {
 	}
 	if opts["timeout"] {
 		snArgs = append(snArgs, "--timeout="+(c.timeout-10*time.Second).Round(time.Second).String())
+	}
+	if c.exec {
+		snArgs = execArgs(s.clibDir, sn, c.execProgram(), c.cmArgs(c.role == softnicServer, sn, rx, port)...)
 	}
 	// rxe's tool with its standard error kept apart and printed after its
 	// standard output: rping writes its stdout block-buffered and its

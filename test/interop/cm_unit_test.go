@@ -3,6 +3,7 @@
 package interop
 
 import (
+	"errors"
 	"net/netip"
 	"strings"
 	"testing"
@@ -56,7 +57,9 @@ func TestCMCases(t *testing.T) {
 	}
 	for _, name := range []string{"rping-v4-mtu1024-64B-sn_server", "mckey-v4-mtu1024-100B-sn_sender",
 		"rdma_server-v6-mtu1024-16B-sn_client", "write_bw-v4-mtu1024-4096B-sn_server-rdma_cm",
-		"rping-v4-mtu1024-64B-sn_client-req_lost", "ucmatose-v4-mtu1024-100B-sn_server-2conn-dreq_lost"} {
+		"rping-v4-mtu1024-64B-sn_client-req_lost", "ucmatose-v4-mtu1024-100B-sn_server-2conn-dreq_lost",
+		"rping-v4-mtu1024-64B-sn_server-exec", "ucmatose-v4-mtu1024-100B-sn_client-2conn-exec",
+		"write_bw-v4-mtu1024-4096B-sn_client-rdma_cm-exec"} {
 		if !seen[name] {
 			t.Errorf("no case %s", name)
 		}
@@ -87,5 +90,15 @@ func TestCMMissing(t *testing.T) {
 		if got := s.missingReason(&c.c); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.c, got, c.want)
 		}
+	}
+	// The exec cases need softnic exec and the C libraries, not the look-alikes.
+	ex := tcase{tool: "rping", kind: rdmaCM, exec: true}
+	if got, want := s.missingReason(&ex), "softnic has no exec command"; got != want {
+		t.Errorf("exec without softnic exec: %q, want %q", got, want)
+	}
+	s.tools["exec"] = map[string]bool{}
+	s.clibErr = errors.New("scripts/clib: no gcc")
+	if got, want := s.missingReason(&ex), "softnic's C libraries: scripts/clib: no gcc"; got != want {
+		t.Errorf("exec without the libraries: %q, want %q", got, want)
 	}
 }

@@ -91,7 +91,8 @@ type suite struct {
 	tmSend    string
 	tmSendErr error
 
-	// softnic's libibverbs for the clib cases, or why there is none
+	// softnic's libibverbs (and librdmacm) for the clib and exec cases,
+	// or why there is none
 	clibDir string
 	clibErr error
 
@@ -269,6 +270,19 @@ func (s *suite) missingReason(c *tcase) string {
 	}
 	if c.missing != "" {
 		return c.missing
+	}
+	if c.exec {
+		prog := c.execProgram()
+		if s.tools["exec"] == nil {
+			return "softnic has no exec command"
+		}
+		if s.clibErr != nil {
+			return "softnic's C libraries: " + gist(s.clibErr.Error())
+		}
+		if _, err := exec.LookPath(prog); err != nil {
+			return fmt.Sprintf("%s is not installed on the host", prog)
+		}
+		return ""
 	}
 	if c.clib {
 		if why := s.clibMissing(c); why != "" {
@@ -454,6 +468,9 @@ func (s *suite) runTools(ctx context.Context, c *tcase, dir string) error {
 	addr := env.hostAddr(c.v6)
 	opts := s.tools[c.tool]
 	snArgs := func(server netip.Addr, wait time.Duration) []string {
+		if c.exec {
+			return execArgs(s.clibDir, addr, c.execProgram(), c.execPerftestArgs(port, server)...)
+		}
 		if c.clib {
 			return c.clibArgs(s.clibDir, addr, port, server)
 		}

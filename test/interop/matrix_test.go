@@ -78,6 +78,9 @@ type tcase struct {
 	// too, over softnic's libibverbs (softnic exec; clib_test.go), instead
 	// of softnic's look-alike tool.
 	clib bool
+	// exec runs Debian's program on softnic's side too, over softnic's
+	// libraries (softnic exec), instead of softnic's look-alike
+	exec bool
 	// noCapture runs the case without capturing the bridge: a run too
 	// long to capture and decode (the lossy-everywhere cases at
 	// INTEROP_LOSSY_ITERS); the packet counts then come from softnic's
@@ -96,6 +99,9 @@ func (c *tcase) name() string {
 	n := fmt.Sprintf("%s-%s-mtu%d-%s-%s", c.tool, fam, c.mtu, sizeName(c.size), c.roleName())
 	if c.label != "" {
 		n += "-" + c.label
+	}
+	if c.exec {
+		n += "-exec"
 	}
 	switch {
 	case strings.HasPrefix(c.netem, "all "):
@@ -187,6 +193,22 @@ func (c *tcase) toolArgs(dev string, gidIndex, port int, server netip.Addr) []st
 		if c.size > 0 {
 			a = append(a, "-s", strconv.Itoa(c.size))
 		}
+	}
+	a = append(a, c.args...)
+	if server.IsValid() {
+		a = append(a, server.String())
+	}
+	return a
+}
+
+// execPerftestArgs is perftest's command line on softnic's side of an
+// exec case: rxe's (rxeCommand) without its device, softnic's longer
+// local ACK timeout (-u 18, see softnicArgs), and server, the rxe
+// server's address, when valid.
+func (c *tcase) execPerftestArgs(port int, server netip.Addr) []string {
+	a := []string{"-p", strconv.Itoa(port), "-n", strconv.Itoa(c.iters), "-m", strconv.Itoa(c.mtu), "-F", "-u", "18"}
+	if c.size > 0 {
+		a = append(a, "-s", strconv.Itoa(c.size))
 	}
 	a = append(a, c.args...)
 	if server.IsValid() {

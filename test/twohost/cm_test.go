@@ -73,6 +73,33 @@ func cmCases(mtu int, v6 bool, add func(tcase)) {
 		c.kind, c.cmRetry = cmtool, true
 		add(c)
 	}
+	// Debian's programs on both hosts over softnic exec (softnic's
+	// librdmacm and libibverbs): rping's data checked, ucmatose, and XRC
+	// through the CM (rdma_xserver -c x: the client's SEND into the
+	// server's XRC SRQ)
+	for _, c := range []tcase{
+		{tool: "rping", label: "100",
+			cm: func(a, b, port string) ([]string, []string) {
+				return []string{"rping", "-s", "-a", a, "-p", port, "-v"},
+					[]string{"rping", "-c", "-a", a, "-I", b, "-p", port, "-C", strconv.Itoa(rpingCount), "-v", "-V"}
+			},
+			srvWant: rpingServerLines, cliWant: rpingClientLines},
+		{tool: "ucmatose", label: "c4",
+			cm: func(a, b, port string) ([]string, []string) {
+				return []string{"ucmatose", "-b", a, "-p", port, "-c", "4"}, []string{"ucmatose", "-s", a, "-p", port, "-c", "4"}
+			},
+			srvWant: regexp.MustCompile(`disconnected\ntest complete\nreturn status 0\n$`),
+			cliWant: regexp.MustCompile(`data transfers complete\ntest complete\nreturn status 0\n$`)},
+		{tool: "rdma_xserver", label: "xrc",
+			cm: func(a, _, port string) ([]string, []string) {
+				return []string{"rdma_xserver", "-c", "x", "-p", port}, []string{"rdma_xclient", "-c", "x", "-s", a, "-p", port}
+			},
+			srvWant: regexp.MustCompile(`^rdma_xserver: start\nrdma_xserver: end 0\n$`),
+			cliWant: regexp.MustCompile(`^rdma_xclient: start\nrdma_xclient: end 0\n$`)},
+	} {
+		c.kind, c.cmRetry, c.exec = cmtool, true, true
+		add(c)
+	}
 	// perftests through the CM (-R): a result row, every byte checked
 	for _, tool := range []string{"write_bw", "read_bw", "send_bw"} {
 		add(tcase{kind: perftest, tool: tool, label: "R-64KiB", cmRetry: true, check: true,

@@ -102,6 +102,9 @@ type tcase struct {
 	// impair is "LOSS DUP" (per mille) for every RoCE packet both ways
 	// ("bed impair"); "" none
 	impair string
+	// exec runs Debian's programs (cm's command lines) over softnic exec,
+	// on softnic's libibverbs and librdmacm, instead of softnic's tools
+	exec bool
 }
 
 func (c *tcase) name() string {
@@ -118,6 +121,9 @@ func (c *tcase) name() string {
 	}
 	if c.impair != "" {
 		n += "-lossy"
+	}
+	if c.exec {
+		n += "-exec"
 	}
 	return n
 }
@@ -241,7 +247,7 @@ type suite struct {
 	mtu     int    // the interfaces' MTU now
 	impair  string // the bed's impairment now ("" none)
 	port    int    // the tools' TCP port, one per case
-	clibDir string // softnic's libibverbs for the clib cases
+	clibDir string // softnic's libibverbs (and librdmacm) for the clib and exec cases
 	clibErr error  // or why it could not be built
 
 	mu      sync.Mutex
@@ -404,6 +410,14 @@ func (s *suite) runPair(c *tcase, dir string) error {
 		srvArgs, cliArgs = s.clibArgs(c, a, b)
 	case cmtool:
 		srvArgs, cliArgs = c.cm(a, b, strconv.Itoa(s.port))
+		if c.exec {
+			if s.clibErr != nil {
+				return fmt.Errorf("softnic's C libraries: %w", s.clibErr)
+			}
+			srvArgs = append([]string{"exec", "--addr", a, "--lib", s.clibDir, "--"}, srvArgs...)
+			cliArgs = append([]string{"exec", "--addr", b, "--lib", s.clibDir, "--"}, cliArgs...)
+			break
+		}
 		srvArgs = append(srvArgs, "--timeout", "10s")
 		cliArgs = append(cliArgs, "--timeout", "10s")
 		if c.mcastGroup != "" {

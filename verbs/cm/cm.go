@@ -355,6 +355,9 @@ type EventChannel struct {
 	users  int
 	closed bool
 	sync   bool // an ID's private channel (a synchronous ID)
+
+	onReady func(bool) // SetNotify's
+	ready   bool       // what onReady last heard
 }
 
 // CreateEventChannel is rdma_create_event_channel.
@@ -372,6 +375,7 @@ func (c *CM) CreateEventChannel() *EventChannel {
 // post queues ev on the channel. c.mu held.
 func (ch *EventChannel) post(ev *Event) {
 	ch.q = append(ch.q, ev)
+	ch.changed()
 	select {
 	case ch.notify <- struct{}{}:
 	default:
@@ -393,6 +397,7 @@ func (ch *EventChannel) GetEvent(ctx context.Context) (*Event, error) {
 		if len(ch.q) > 0 {
 			ev := ch.q[0]
 			ch.q = ch.q[1:]
+			ch.changed()
 			if len(ch.q) > 0 {
 				select {
 				case ch.notify <- struct{}{}:

@@ -179,7 +179,9 @@ func (c *CM) connRequest(ev *ibcm.Event) {
 		ev.ID.Destroy()
 		return
 	}
-	if (l.qpType == ibv.QPTypeUD) != ud {
+	// cma.c cma_check_req_qp_type: an XRC REQ is for an XRC target's
+	// listener, and only an XRC REQ is.
+	if (l.qpType == ibv.QPTypeUD) != ud || (!ud && (ev.Req.QPType == ibcm.QPTypeXRC) != (l.qpType == ibv.QPTypeXRCRecv)) {
 		c.mu.Unlock()
 		ev.ID.Destroy()
 		return

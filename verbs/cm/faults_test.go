@@ -1151,3 +1151,98 @@ func TestCloseSendsLastDREP(t *testing.T) {
 		log.want(t, "B>A DREQ, A>B DREP")
 	})
 }
+
+// TestXRCNoQP: XRC through the CM as the kernel's rdma_cm makes it, the
+// QPs the application's (rdma_xserver, rdma_xclient): RDMA_PS_IB IDs of
+// type XRC_SEND connect and XRC_RECV listen (ucma.c ucma_get_qp_type;
+// RDMA_PS_TCP takes neither); the initiator's QP number reaches the
+// target, the target's the initiator (in the REP's EECN field); an RC
+// REQ finds no XRC listener; rdma_init_qp_attr gives each side its own
+// attributes (cm.c cm_init_qp_rtr_attr, cm_init_qp_rts_attr).
+func TestXRCNoQP(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bd := newBed(t)
+		if _, err := bd.a.cm.CreateID(bd.a.ch, nil, cm.PSTCP, ibv.QPTypeXRCSend); err == nil {
+			t.Error("an RDMA_PS_TCP XRC_SEND ID was created")
+		}
+		l, err := bd.b.cm.CreateID(bd.b.ch, "listener", cm.PSIB, ibv.QPTypeXRCRecv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.BindAddr(netip.AddrPortFrom(addrB, port)); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Listen(4); err != nil {
+			t.Fatal(err)
+		}
+		resolve := func(qpType ibv.QPType) *cm.ID {
+			id, err := bd.a.cm.CreateID(bd.a.ch, "client", cm.PSIB, qpType)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := id.ResolveAddr(netip.AddrPort{}, netip.AddrPortFrom(addrB, port), time.Second); err != nil {
+				t.Fatal(err)
+			}
+			expect(t, bd.a.ch, cm.EventAddrResolved)
+			if err := id.ResolveRoute(time.Second); err != nil {
+				t.Fatal(err)
+			}
+			expect(t, bd.a.ch, cm.EventRouteResolved)
+			return id
+		}
+		// An RC REQ for the XRC target's port: cma_check_req_qp_type.
+		rc := resolve(ibv.QPTypeRC)
+		if err := rc.Connect(&cm.ConnParam{QPNum: 0x66}); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, bd.a.ch, cm.EventRejected)
+		rc.Destroy()
+		quiet(t, bd.b.ch)
+
+		cli := resolve(ibv.QPTypeXRCSend)
+		if err := cli.Connect(&cm.ConnParam{QPNum: 0x77}); err != nil {
+			t.Fatal(err)
+		}
+		req := expect(t, bd.b.ch, cm.EventConnectRequest)
+		if req.Conn.QPNum != 0x77 || req.ID.QPType() != ibv.QPTypeXRCRecv {
+			t.Errorf("request %+v on a %v ID", req.Conn, req.ID.QPType())
+		}
+		if err := req.ID.Accept(&cm.ConnParam{QPNum: 0x88, PrivateData: []byte{0, 0, 0, 5}}); err != nil {
+			t.Fatal(err)
+		}
+		ev := expect(t, bd.a.ch, cm.EventConnectResponse)
+		if ev.Conn.QPNum != 0x88 || !bytes.HasPrefix(ev.Conn.PrivateData, []byte{0, 0, 0, 5}) {
+			t.Errorf("response %+v", ev.Conn)
+		}
+		for _, c := range []struct {
+			id       *cm.ID
+			state    ibv.QPState
+			has, not ibv.AttrMask
+		}{
+			{cli, ibv.QPStateRTR, ibv.QPAttrDestQPN, ibv.QPAttrMaxDestRdAtomic},
+			{cli, ibv.QPStateRTS, ibv.QPAttrRetryCnt | ibv.QPAttrRNRRetry | ibv.QPAttrMaxQPRdAtomic | ibv.QPAttrTimeout, 0},
+			{req.ID, ibv.QPStateRTR, ibv.QPAttrDestQPN | ibv.QPAttrMaxDestRdAtomic | ibv.QPAttrMinRNRTimer, 0},
+			{req.ID, ibv.QPStateRTS, ibv.QPAttrTimeout, ibv.QPAttrRetryCnt | ibv.QPAttrRNRRetry | ibv.QPAttrMaxQPRdAtomic},
+		} {
+			a, m, err := c.id.InitQPAttr(c.state)
+			if err != nil || m&c.has != c.has || m&c.not != 0 {
+				t.Errorf("%v %v attributes: mask %v, want %v and not %v: %v", c.id.QPType(), c.state, m, c.has, c.not, err)
+			}
+			if c.state == ibv.QPStateRTR && (c.id == cli) != (a.DestQPN == 0x88) {
+				t.Errorf("%v RTR: dest QPN %#x", c.id.QPType(), a.DestQPN)
+			}
+		}
+		if err := cli.Accept(nil); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, bd.b.ch, cm.EventEstablished)
+		if err := cli.Disconnect(); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, bd.b.ch, cm.EventDisconnected)
+		if err := req.ID.Disconnect(); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, bd.a.ch, cm.EventDisconnected)
+	})
+}

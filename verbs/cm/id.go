@@ -93,6 +93,7 @@ type ID struct {
 	cancelQuery context.CancelFunc
 
 	mcast map[netip.Addr]*mcJoin
+	opt   idOptions // rdma_set_option's (option.go)
 
 	reported, completed int
 	destroyed           bool
@@ -109,7 +110,10 @@ func errf(err error, format string, a ...any) error {
 
 // CreateID creates an ID (rdma_create_id / rdma_create_id with a QP type
 // through rdma_create_ep): qpType is QPTypeRC or QPTypeUC for PSTCP and
-// PSIB, QPTypeUD for PSUDP and PSIPoIB. With a nil channel the ID is
+// PSIB, or for PSIB QPTypeXRCSend (an XRC initiator, which connects) or
+// QPTypeXRCRecv (an XRC target, which listens and accepts: ucma.c
+// ucma_get_qp_type takes the QP type of RDMA_PS_IB only), QPTypeUD for
+// PSUDP and PSIPoIB. With a nil channel the ID is
 // synchronous, as in librdmacm: ResolveAddr, ResolveRoute, Connect and
 // Accept block until their event and return its error, and GetRequest
 // returns the next connection request of a listening ID.
@@ -119,7 +123,8 @@ func (c *CM) CreateID(ch *EventChannel, context any, ps PortSpace, qpType ibv.QP
 	}
 	switch ps {
 	case PSTCP, PSIB:
-		if qpType != ibv.QPTypeRC && qpType != ibv.QPTypeUC {
+		xrc := ps == PSIB && (qpType == ibv.QPTypeXRCSend || qpType == ibv.QPTypeXRCRecv)
+		if qpType != ibv.QPTypeRC && qpType != ibv.QPTypeUC && !xrc {
 			return nil, errf(verbs.EINVAL, "port space %#x takes RC or UC QPs, not %v", uint16(ps), qpType)
 		}
 	case PSUDP, PSIPoIB:
@@ -243,6 +248,9 @@ func (c *CM) bindPort(id *ID, addr netip.Addr, port uint16) (uint16, error) {
 	conflict := func(p uint16) bool {
 		for _, o := range c.binds[bindKey{id.ps, p}] {
 			oa := o.src.Addr()
+			if id.opt.sharesPort(&o.opt, o.state == stListen, addr, oa) {
+				continue
+			}
 			if oa.IsUnspecified() || addr.IsUnspecified() || oa == addr {
 				return true
 			}
@@ -481,6 +489,7 @@ func (id *ID) ResolveRoute(timeout time.Duration) error {
 		SGID: id.src.Addr(), DGID: id.dst.Addr(), HopLimit: cmaHopLimit,
 		FlowLabel: (uint32(id.src.Port())*31 + uint32(id.dst.Port())) & 0xFFFFF,
 		PKey:      defaultPKey, MTU: uint8(pa.ActiveMTU), PacketLifeTime: cmaPacketLifeTime,
+		TrafficClass: id.opt.tos,
 	}
 	id.state = stRouteResolved
 	id.post(&Event{Type: EventRouteResolved})
@@ -788,7 +797,7 @@ func (id *ID) initQPAttrLocked(state ibv.QPState) (ibv.QPAttr, ibv.AttrMask, err
 		a.DestQPN = conn.RemoteQPN
 		a.RQPSN = id.seq // cma.c: rq_psn = id_priv->seq_num
 		mask := ibv.QPAttrState | ibv.QPAttrAV | ibv.QPAttrPathMTU | ibv.QPAttrDestQPN | ibv.QPAttrRQPSN
-		if id.qpType == ibv.QPTypeRC {
+		if id.qpType == ibv.QPTypeRC || id.qpType == ibv.QPTypeXRCRecv {
 			a.MaxDestRdAtomic = conn.ResponderResources
 			a.MinRNRTimer = 0
 			mask |= ibv.QPAttrMaxDestRdAtomic | ibv.QPAttrMinRNRTimer
@@ -804,10 +813,18 @@ func (id *ID) initQPAttrLocked(state ibv.QPState) (ibv.QPAttr, ibv.AttrMask, err
 		}
 		a.SQPSN = conn.SQPSN
 		mask := ibv.QPAttrState | ibv.QPAttrSQPSN
-		if id.qpType == ibv.QPTypeRC {
+		switch id.qpType {
+		case ibv.QPTypeRC, ibv.QPTypeXRCSend:
 			a.RetryCnt, a.RNRRetry, a.MaxRdAtomic = conn.RetryCount, conn.RNRRetryCount, conn.InitiatorDepth
+			mask |= ibv.QPAttrRetryCnt | ibv.QPAttrRNRRetry | ibv.QPAttrMaxQPRdAtomic
+			fallthrough
+		case ibv.QPTypeXRCRecv:
+			// cm_init_qp_rts_attr: an XRC target takes the timeout only.
 			a.Timeout = conn.Timeout
-			mask |= ibv.QPAttrRetryCnt | ibv.QPAttrRNRRetry | ibv.QPAttrMaxQPRdAtomic | ibv.QPAttrTimeout
+			if id.opt.ackTimeoutSet {
+				a.Timeout = id.opt.ackTimeout // rdma_init_qp_attr: the ID's own
+			}
+			mask |= ibv.QPAttrTimeout
 		}
 		return a, mask, nil
 	case ibv.QPStateErr:
@@ -943,8 +960,14 @@ func (id *ID) connectLocked(p *ConnParam) error {
 			qpn, srq = p.QPNum, p.SRQ
 		}
 		tt := uint8(ibcm.QPTypeRC)
-		if id.qpType == ibv.QPTypeUC {
+		switch id.qpType {
+		case ibv.QPTypeUC:
 			tt = ibcm.QPTypeUC
+		case ibv.QPTypeXRCSend:
+			tt = ibcm.QPTypeXRC
+		case ibv.QPTypeXRCRecv:
+			ib.Destroy()
+			return errf(verbs.EINVAL, "connect on an XRC target ID")
 		}
 		id.cm.byCM[ib] = id
 		// cma.c cma_connect_ib.
@@ -1350,6 +1373,7 @@ func (id *ID) destroy(wait bool) error {
 		}
 	}
 	id.ch.q = q
+	id.ch.changed()
 	for wait && id.completed < id.reported && !c.closed {
 		c.cond.Wait()
 	}

@@ -119,11 +119,18 @@ const (
 // (ib_cm.h IB_CM_MRA_FLAG_DELAY).
 const MRAFlagDelay = 0x80
 
-// QP types the CM connects (cm.c cm_req_set_qp_type).
+// QP types the CM connects (cm.c cm_req_set_qp_type). QPTypeXRC is XRC:
+// the active side's QP an XRC initiator (IB_QPT_XRC_INI), the passive
+// side's an XRC target (IB_QPT_XRC_TGT); its REQ has transport service
+// type 3 with extended transport type 1 (cm_msgs.h cm_req_get_qp_type).
 const (
-	QPTypeRC = wire.CMTransportRC
-	QPTypeUC = wire.CMTransportUC
+	QPTypeRC  = wire.CMTransportRC
+	QPTypeUC  = wire.CMTransportUC
+	QPTypeXRC = wire.CMTransportXRC
 )
+
+// extTransportXRC is the REQ's extended transport type of XRC.
+const extTransportXRC = 1
 
 // Path is what a REQ carries of the primary path (struct sa_path_rec as
 // cm_format_req reads it), for RoCE: GIDs are IP addresses.
@@ -144,7 +151,7 @@ type ReqParam struct {
 	Path                    Path
 	ServiceID               uint64
 	QPNum                   uint32
-	QPType                  uint8 // QPTypeRC or QPTypeUC
+	QPType                  uint8 // QPTypeRC, QPTypeUC or QPTypeXRC
 	StartingPSN             uint32
 	PrivateData             []byte
 	ResponderResources      uint8

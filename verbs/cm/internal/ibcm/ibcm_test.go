@@ -608,7 +608,7 @@ func TestMisuse(t *testing.T) {
 		"SIDR": id.SendSIDRRep(&SIDRRepParam{}),
 		"est":  id.Establish(),
 		"nil":  id.SendREQ(nil),
-		"UD":   id.SendREQ(&ReqParam{QPType: 3, Path: Path{DGID: addrB}}),
+		"RD":   id.SendREQ(&ReqParam{QPType: wire.CMTransportRD, Path: Path{DGID: addrB}}),
 		"pd":   id.SendREQ(&ReqParam{Path: Path{DGID: addrB}, PrivateData: make([]byte, 93)}),
 	} {
 		if !errors.Is(err, syscall.EINVAL) {
@@ -896,6 +896,97 @@ func TestMRAForREP(t *testing.T) {
 	bd.clk.Advance(time.Millisecond)
 	bd.p.pump()
 	bd.wantLog("B>A REP", "A>B MRA")
+}
+
+// TestXRC: an XRC connection (cm.c cm_req_set_qp_type, cm_format_req,
+// cm_format_rep, cm_rep_get_qpn): the REQ's transport service type 3
+// with extended transport type 1 and, an XRC initiator having no
+// responder, no responder resources, retry counts or SRQ; the passive
+// side sees an XRC REQ; its REP carries the XRC target's QP number in the
+// EECN field (local QPN 0) with SRQ set, and the active side's remote QPN
+// is that number.
+func TestXRC(t *testing.T) {
+	bd := newBed(t)
+	bd.listen()
+	var req wire.CMReq
+	var rep wire.CMRep
+	bd.p.drop = func(p pkt) bool {
+		switch wire.MAD(p.mad).AttrID() {
+		case wire.CMAttrREQ:
+			req = append(wire.CMReq(nil), p.mad...)
+		case wire.CMAttrREP:
+			rep = append(wire.CMRep(nil), p.mad...)
+		}
+		return false
+	}
+	act, err := bd.a.CreateID(bd.ra.handle, "active")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := reqParam(service, 0x1c, []byte("hello"))
+	p.QPType = QPTypeXRC
+	if err := act.SendREQ(p); err != nil {
+		t.Fatal(err)
+	}
+	bd.p.pump()
+	if req == nil {
+		t.Fatal("no REQ")
+	}
+	if req.TransportServiceType() != wire.CMTransportXRC || req.ExtendedTransportType() != 1 || req.LocalQPN() != 0x1c ||
+		req.ResponderResources() != 0 || req.RetryCount() != 0 || req.RNRRetryCount() != 0 || req.SRQ() ||
+		req.InitiatorDepth() != p.InitiatorDepth {
+		t.Errorf("XRC REQ: transport %d/%d qpn %#x rr %d retry %d rnr %d srq %v id %d", req.TransportServiceType(),
+			req.ExtendedTransportType(), req.LocalQPN(), req.ResponderResources(), req.RetryCount(), req.RNRRetryCount(),
+			req.SRQ(), req.InitiatorDepth())
+	}
+	ev := bd.rb.last(t)
+	if ev.Type != EventReqReceived || ev.Req.QPType != QPTypeXRC {
+		t.Fatalf("passive event %+v", ev)
+	}
+	pas := ev.ID
+	if err := pas.SendREP(&RepParam{QPNum: 0x2d, StartingPSN: 0x6a0f89, ResponderResources: 1, InitiatorDepth: 1,
+		RNRRetryCount: 7}); err != nil {
+		t.Fatal(err)
+	}
+	bd.p.pump()
+	if rep == nil {
+		t.Fatal("no REP")
+	}
+	if rep.LocalQPN() != 0 || rep.LocalEECN() != 0x2d || !rep.SRQ() || rep.InitiatorDepth() != 0 {
+		t.Errorf("XRC REP: qpn %#x eecn %#x srq %v initiator depth %d", rep.LocalQPN(), rep.LocalEECN(), rep.SRQ(), rep.InitiatorDepth())
+	}
+	ev = bd.ra.last(t)
+	if ev.Type != EventRepReceived || ev.Rep.RemoteQPN != 0x2d {
+		t.Fatalf("active event %+v %+v", ev, ev.Rep)
+	}
+	if err := act.SendRTU(nil); err != nil {
+		t.Fatal(err)
+	}
+	bd.p.pump()
+	if act.State() != StateEstablished || pas.State() != StateEstablished || act.Conn().RemoteQPN != 0x2d || pas.Conn().RemoteQPN != 0x1c {
+		t.Errorf("states %v %v, remote QPNs %#x %#x", act.State(), pas.State(), act.Conn().RemoteQPN, pas.Conn().RemoteQPN)
+	}
+}
+
+// TestXRCExtendedTransport: transport service type 3 with any extended
+// transport type but 1 is no transport the CM knows (cm_req_get_qp_type
+// returns 0): REJ invalid transport type.
+func TestXRCExtendedTransport(t *testing.T) {
+	bd := newBed(t)
+	bd.listen()
+	m := wire.CMReq(wire.PutCM(make([]byte, wire.MADLen), wire.CMAttrREQ, 5))
+	m.SetLocalCommID(77)
+	m.SetServiceID(service)
+	m.SetTransportServiceType(wire.CMTransportXRC)
+	m.SetExtendedTransportType(2)
+	m.SetPrimaryRemotePortGID(gidBytes(addrB))
+	bd.b.Receive(m.MAD(), addrA)
+	var rej wire.CMRej
+	bd.p.drop = func(p pkt) bool { rej = wire.CMRej(p.mad); return true }
+	bd.p.pump()
+	if rej == nil || rej.Reason() != wire.CMRejInvalidTransport {
+		t.Fatalf("REJ %v", rej)
+	}
 }
 
 // TestPortUnreachable: told that no CM listens at B (a MAD to it drew an

@@ -111,7 +111,8 @@ func (a *Agent) recvREQ(req wire.CMReq, src netip.Addr) {
 		a.cnt.Unmatched++
 		return
 	}
-	if tt := req.TransportServiceType(); tt != QPTypeRC && tt != QPTypeUC {
+	if tt := req.TransportServiceType(); tt != QPTypeRC && tt != QPTypeUC &&
+		(tt != QPTypeXRC || req.ExtendedTransportType() != extTransportXRC) {
 		a.issueRej(req.MAD(), src, wire.CMRejInvalidTransport, wire.CMMsgResponseREQ)
 		return
 	}
@@ -299,7 +300,12 @@ func (a *Agent) recvREP(m wire.CMRep, src netip.Addr) {
 		a.cnt.Duplicates++
 		return
 	}
-	qk := remoteKey{m.LocalQPN(), guid}
+	// cm_rep_get_qpn: an XRC target's QP number is in the EECN field.
+	rqpn := m.LocalQPN()
+	if id.qpType == QPTypeXRC {
+		rqpn = m.LocalEECN()
+	}
+	qk := remoteKey{rqpn, guid}
 	if cur := a.remoteQP[qk]; cur != nil {
 		// Stale connection: REJ the REP, DREQ the old connection; the
 		// REQ's ID stays as it was, its REQ still retried (cm.c
@@ -313,7 +319,7 @@ func (a *Agent) recvREP(m wire.CMRep, src netip.Addr) {
 	}
 	id.remoteID = m.LocalCommID()
 	id.remoteCAGUID = guid
-	id.remoteQPN = m.LocalQPN()
+	id.remoteQPN = rqpn
 	a.remoteID[rk] = id
 	id.inRemoteID = true
 	a.remoteQP[qk] = id
@@ -329,7 +335,7 @@ func (a *Agent) recvREP(m wire.CMRep, src netip.Addr) {
 	a.cancel(id.msg)
 	id.msg = nil
 	a.queueEvent(Event{Type: EventRepReceived, ID: id, PrivateData: copyBytes(m.PrivateData()), Rep: &RepEvent{
-		RemoteCAGUID: guid, RemoteQKey: m.LocalQKey(), RemoteQPN: m.LocalQPN(), StartingPSN: m.StartingPSN(),
+		RemoteCAGUID: guid, RemoteQKey: m.LocalQKey(), RemoteQPN: rqpn, StartingPSN: m.StartingPSN(),
 		ResponderResources: m.InitiatorDepth(), InitiatorDepth: m.ResponderResources(),
 		TargetACKDelay: m.TargetACKDelay(), FailoverAccepted: m.FailoverAccepted(),
 		FlowControl: m.EndToEndFlowControl(), RNRRetryCount: m.RNRRetryCount(), SRQ: m.SRQ(),

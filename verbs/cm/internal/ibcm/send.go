@@ -263,7 +263,7 @@ func (a *Agent) findListen(serviceID uint64) *ID {
 // MaxCMRetries times, then reports REQ_ERROR.
 func (id *ID) SendREQ(p *ReqParam) error {
 	a := id.a
-	if p == nil || (p.QPType != QPTypeRC && p.QPType != QPTypeUC) || len(p.PrivateData) > wire.CMReqPrivateDataLen ||
+	if p == nil || (p.QPType != QPTypeRC && p.QPType != QPTypeUC && p.QPType != QPTypeXRC) || len(p.PrivateData) > wire.CMReqPrivateDataLen ||
 		!p.Path.DGID.IsValid() {
 		return fmt.Errorf("ibcm: bad REQ parameters: %w", syscall.EINVAL)
 	}
@@ -294,16 +294,23 @@ func (id *ID) SendREQ(p *ReqParam) error {
 	m.SetInitiatorDepth(p.InitiatorDepth)
 	m.SetRemoteCMResponseTimeout(p.RemoteCMResponseTimeout)
 	m.SetTransportServiceType(p.QPType)
+	if p.QPType == QPTypeXRC {
+		m.SetExtendedTransportType(extTransportXRC)
+	}
 	m.SetEndToEndFlowControl(p.FlowControl)
 	m.SetStartingPSN(p.StartingPSN)
 	m.SetLocalCMResponseTimeout(p.LocalCMResponseTimeout)
 	m.SetPartitionKey(p.Path.PKey)
 	m.SetPathMTU(p.Path.MTU)
 	m.SetMaxCMRetries(p.MaxCMRetries)
-	m.SetResponderResources(p.ResponderResources)
-	m.SetRetryCount(p.RetryCount)
-	m.SetRNRRetryCount(p.RNRRetryCount)
-	m.SetSRQ(p.SRQ)
+	if p.QPType != QPTypeXRC {
+		// cm_format_req: an XRC initiator has no responder, and its
+		// retries are its own QP's business.
+		m.SetResponderResources(p.ResponderResources)
+		m.SetRetryCount(p.RetryCount)
+		m.SetRNRRetryCount(p.RNRRetryCount)
+		m.SetSRQ(p.SRQ)
+	}
 	sg, dg := gid16(p.Path.SGID), gid16(p.Path.DGID)
 	m.SetPrimaryLocalPortGID(sg[:])
 	m.SetPrimaryRemotePortGID(dg[:])
@@ -354,10 +361,17 @@ func (id *ID) SendREP(p *RepParam) error {
 	m.SetFailoverAccepted(p.FailoverAccepted)
 	m.SetRNRRetryCount(min(p.RNRRetryCount, 7))
 	m.SetLocalCAGUID(a.cfg.CAGUID)
-	m.SetInitiatorDepth(p.InitiatorDepth)
-	m.SetEndToEndFlowControl(p.FlowControl)
-	m.SetSRQ(p.SRQ)
-	m.SetLocalQPN(p.QPNum)
+	if id.qpType != QPTypeXRC {
+		m.SetInitiatorDepth(p.InitiatorDepth)
+		m.SetEndToEndFlowControl(p.FlowControl)
+		m.SetSRQ(p.SRQ)
+		m.SetLocalQPN(p.QPNum)
+	} else {
+		// cm_format_rep: an XRC target receives into SRQs, and its QP
+		// number goes where an EE context's would.
+		m.SetSRQ(true)
+		m.SetLocalEECN(p.QPNum)
+	}
 	m.SetPrivateData(p.PrivateData)
 	id.msg = a.post(id, m, id.timeout, id.maxRetries, StateRepSent)
 	id.state = StateRepSent

@@ -155,11 +155,10 @@ type QP struct {
 	rnrTimer   clock.Timer // guarded by mu
 	timerFired atomic.Bool // set by the retransmit timer
 	// rp is the reaction point of congestion control (Config.CC), nil
-	// without; guarded by mu but for rp.Note. paceTimer wakes the QP
-	// when its pacer lets it send again; paceArmed while it runs.
-	rp        *cc.RP
-	paceTimer clock.Timer // guarded by mu
-	paceArmed atomic.Bool
+	// without; guarded by mu but for rp.Note. pace wakes the QP when
+	// its pacer lets it send again.
+	rp   *cc.RP
+	pace transport.PaceTimer // guarded by mu
 	// peerQPN is attr.DestQPN, for the notification point, which
 	// reads it without the lock (PeerQPN).
 	peerQPN   atomic.Uint32

@@ -119,7 +119,7 @@ func (qp *QP) requesterLocked(out transport.Output, now time.Time) bool {
 			if d := qp.rp.Wait(now); d > 0 {
 				// Over its rate (congestion control): the QP waits for
 				// its pacer's timer, and its processor runs others.
-				qp.armPaceLocked(d)
+				qp.pace.Arm(qp.cfg.Clock, d, qp.cfg.Waker)
 				return false
 			}
 		}

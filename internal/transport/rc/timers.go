@@ -94,30 +94,9 @@ func (qp *QP) stopTimersLocked() {
 	if qp.rnrTimer != nil {
 		qp.rnrTimer.Stop()
 	}
-	if qp.paceTimer != nil {
-		qp.paceTimer.Stop()
-		qp.paceArmed.Store(false)
-	}
+	qp.pace.Stop()
 	qp.req.rnrWait = false
 }
-
-// armPaceLocked wakes the QP in d, when its pacer lets it send again
-// (congestion control, Config.CC), unless the pacer's timer is running:
-// the pass it wakes arms it again if the QP must still wait.
-func (qp *QP) armPaceLocked(d time.Duration) {
-	if qp.paceArmed.Swap(true) {
-		return
-	}
-	if qp.paceTimer == nil {
-		qp.paceTimer = qp.cfg.Clock.AfterFunc(d, qp.onPaceTimer)
-	} else {
-		qp.paceTimer.Reset(d)
-	}
-}
-
-// onPaceTimer wakes the QP for its pacer; the requester asks the pacer
-// again.
-func (qp *QP) onPaceTimer() { qp.paceArmed.Store(false); qp.cfg.Waker.Wake() }
 
 // Timer callbacks only set a flag and wake the QP (STYLE.md 9).
 func (qp *QP) onRetryTimer() { qp.timerFired.Store(true); qp.cfg.Waker.Wake() }

@@ -18,8 +18,6 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/softnic/softnic/clock"
 	"github.com/softnic/softnic/ibv"
@@ -121,12 +119,11 @@ type QP struct {
 	sqdPending bool
 	encap      wire.Encap // guarded by mu: the datagram sendPacketLocked builds
 	// rp is the reaction point of congestion control (Config.CC), nil
-	// without; guarded by mu but for rp.Note. paceTimer wakes the QP
-	// when its pacer lets it send again; paceArmed while it runs.
-	rp        *cc.RP
-	paceTimer clock.Timer // guarded by mu
-	paceArmed atomic.Bool
-	wc        ibv.WorkCompletion // guarded by mu: the completion completeSendLocked builds
+	// without; guarded by mu but for rp.Note. pace wakes the QP when
+	// its pacer lets it send again.
+	rp   *cc.RP
+	pace transport.PaceTimer // guarded by mu
+	wc   ibv.WorkCompletion  // guarded by mu: the completion completeSendLocked builds
 }
 
 // New makes a UD QP in the RESET state.
@@ -332,9 +329,7 @@ func (qp *QP) Process(out transport.Output) (more bool) {
 // Close releases queued datagrams and stops the pacer's timer (destroy).
 func (qp *QP) Close() {
 	qp.mu.Lock()
-	if qp.paceTimer != nil {
-		qp.paceTimer.Stop()
-	}
+	qp.pace.Stop()
 	qp.mu.Unlock()
 	qp.inbox.Release()
 }
@@ -349,19 +344,3 @@ func (qp *QP) NoteCNP() bool {
 	qp.rp.Note()
 	return true
 }
-
-// armPaceLocked wakes the QP in d, when its pacer lets it send again,
-// unless the pacer's timer is running.
-func (qp *QP) armPaceLocked(d time.Duration) {
-	if qp.paceArmed.Swap(true) {
-		return
-	}
-	if qp.paceTimer == nil {
-		qp.paceTimer = qp.cfg.Clock.AfterFunc(d, qp.onPaceTimer)
-	} else {
-		qp.paceTimer.Reset(d)
-	}
-}
-
-// onPaceTimer only wakes the QP (STYLE.md 9).
-func (qp *QP) onPaceTimer() { qp.paceArmed.Store(false); qp.cfg.Waker.Wake() }

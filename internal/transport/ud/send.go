@@ -356,7 +356,7 @@ func (qp *QP) sendPassLocked(out transport.Output, finishing bool) bool {
 		for w.sent+w.queued < w.pieces && len(qp.lens) < budget {
 			if qp.rp != nil {
 				if d := qp.rp.Wait(now); d > 0 {
-					qp.armPaceLocked(d)
+					qp.pace.Arm(qp.cfg.Clock, d, qp.cfg.Waker)
 					paced = true
 					break
 				}

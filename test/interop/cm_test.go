@@ -227,7 +227,12 @@ func cmCases(add func(tcase, ...role)) {
 	add(tcase{tool: "send_bw", kind: perftest, mtu: 1024, size: 1024, iters: 200, args: []string{"-R", "-c", "UD"}, label: "rdma_cm-ud", needs: []string{"-R"}}, roles...)
 	add(tcase{tool: "write_bw", kind: perftest, v6: true, mtu: 1024, size: 4096, iters: 200, args: []string{"-R"}, label: "rdma_cm",
 		needs: []string{"-R"}, missing: perftestRV6Missing}, roles...)
-	add(tcase{tool: "write_bw", kind: perftest, mtu: 1024, size: 4096, iters: 200, args: []string{"-R"}, label: "rdma_cm", exec: true}, roles...)
+	// Debian's ib_write_bw -R over softnic exec as the server only: as the
+	// client, softnic's fast start meets perftest 4.5's own -R race (its
+	// client connects the test's QPs before the server listens again, is
+	// rejected and gives up; over rxe too), which failed a CI run; the
+	// client role runs in clib/exec, which remakes such a pair
+	add(tcase{tool: "write_bw", kind: perftest, mtu: 1024, size: 4096, iters: 200, args: []string{"-R"}, label: "rdma_cm", exec: true}, softnicServer)
 
 	// Debian's programs on both sides, softnic's over softnic exec (its
 	// librdmacm and libibverbs): rping's data checked in both outputs,

@@ -59,7 +59,7 @@ func TestCMCases(t *testing.T) {
 		"rdma_server-v6-mtu1024-16B-sn_client", "write_bw-v4-mtu1024-4096B-sn_server-rdma_cm",
 		"rping-v4-mtu1024-64B-sn_client-req_lost", "ucmatose-v4-mtu1024-100B-sn_server-2conn-dreq_lost",
 		"rping-v4-mtu1024-64B-sn_server-exec", "ucmatose-v4-mtu1024-100B-sn_client-2conn-exec",
-		"write_bw-v4-mtu1024-4096B-sn_client-rdma_cm-exec"} {
+		"write_bw-v4-mtu1024-4096B-sn_server-rdma_cm-exec"} {
 		if !seen[name] {
 			t.Errorf("no case %s", name)
 		}

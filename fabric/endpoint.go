@@ -23,8 +23,8 @@ type Endpoint struct {
 	// state is the interface's state (SetLinkState), replaced whole.
 	state   atomic.Pointer[link.LinkState]
 	stateMu sync.Mutex // serializes SetLinkState's change and its calls
-	stateW  watchers[func()]
-	errW    watchers[func(link.SendError)]
+	stateW  link.Watchers[func()]
+	errW    link.Watchers[func(link.SendError)]
 
 	mu      sync.Mutex
 	cond    sync.Cond // L is &mu; signalled when the queue gains frames or closes
@@ -41,57 +41,6 @@ type Endpoint struct {
 // maxErrQueue bounds the errors reported back that wait for a read, as
 // the kernel bounds a socket's error queue by its receive buffer.
 const maxErrQueue = 64
-
-// watchers is a set of callbacks that may be added and removed while
-// they are called.
-type watchers[F any] struct {
-	mu   sync.Mutex
-	next int
-	fns  map[int]F // guarded by mu
-}
-
-// add adds fn and returns the function that removes it.
-func (w *watchers[F]) add(fn F) (remove func()) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.fns == nil {
-		w.fns = map[int]F{}
-	}
-	k := w.next
-	w.next++
-	w.fns[k] = fn
-	return func() {
-		w.mu.Lock()
-		delete(w.fns, k)
-		w.mu.Unlock()
-	}
-}
-
-// any reports whether a callback is set.
-func (w *watchers[F]) any() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.fns) > 0
-}
-
-// each calls call with every callback, in the order they were added,
-// outside the lock.
-func (w *watchers[F]) each(call func(F)) {
-	w.mu.Lock()
-	keys := make([]int, 0, len(w.fns))
-	for k := range w.fns {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	fns := make([]F, 0, len(keys))
-	for _, k := range keys {
-		fns = append(fns, w.fns[k])
-	}
-	w.mu.Unlock()
-	for _, fn := range fns {
-		call(fn)
-	}
-}
 
 // The link capabilities an Endpoint has (link/caps.go): it reads without
 // waiting, receives multicast, numbers its datagrams, says when it is
@@ -201,7 +150,7 @@ func (e *Endpoint) SetLinkState(s link.LinkState) {
 	defer e.stateMu.Unlock()
 	old := e.state.Swap(&s)
 	if old.Up != s.Up || old.Carrier != s.Carrier {
-		e.stateW.each(func(fn func()) { fn() })
+		e.stateW.Each(func(fn func()) { fn() })
 	}
 }
 
@@ -217,7 +166,7 @@ func (e *Endpoint) LinkState() (link.LinkState, bool) {
 // WatchLinkState has the endpoint call fn after each SetLinkState that
 // changed Up or Carrier, and once at Close (link.StateWatcher).
 func (e *Endpoint) WatchLinkState(fn func()) (stop func(), ok bool) {
-	return e.stateW.add(fn), true
+	return e.stateW.Add(fn), true
 }
 
 // WatchSendErrors has the endpoint call fn with every error reported back
@@ -229,13 +178,13 @@ func (e *Endpoint) WatchLinkState(fn func()) (stop func(), ok bool) {
 // sender's WriteBatch. Errors reported while no one watches are
 // discarded.
 func (e *Endpoint) WatchSendErrors(fn func(link.SendError)) (stop func(), ok bool) {
-	return e.errW.add(fn), true
+	return e.errW.Add(fn), true
 }
 
 // reportError queues an error reported back about a datagram e sent and
 // wakes a reader to hand it over.
 func (e *Endpoint) reportError(se link.SendError) {
-	if !e.errW.any() {
+	if !e.errW.Any() {
 		return
 	}
 	e.mu.Lock()
@@ -257,7 +206,7 @@ func (e *Endpoint) takeErrors() []link.SendError {
 // tellErrors hands errors to the watchers; e.mu is not held.
 func (e *Endpoint) tellErrors(q []link.SendError) {
 	for _, se := range q {
-		e.errW.each(func(fn func(link.SendError)) { fn(se) })
+		e.errW.Each(func(fn func(link.SendError)) { fn(se) })
 	}
 }
 
@@ -424,7 +373,7 @@ func (e *Endpoint) Close() error {
 	e.cond.Broadcast()
 	e.mu.Unlock()
 	e.stateMu.Lock()
-	e.stateW.each(func(fn func()) { fn() })
+	e.stateW.Each(func(fn func()) { fn() })
 	e.stateMu.Unlock()
 	return nil
 }

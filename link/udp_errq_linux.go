@@ -40,7 +40,7 @@ type udpErrs struct {
 	any      atomic.Bool // pending has errors
 	mu       sync.Mutex
 	pending  []SendError // guarded by mu
-	watchers watchers[func(SendError)]
+	watchers Watchers[func(SendError)]
 	buf      [512]byte // the drained datagram's head, discarded; guarded by rxMu
 	oob      [256]byte // guarded by rxMu
 }
@@ -52,7 +52,7 @@ type udpErrs struct {
 // reader that found the error (ReadBatch, or TryReadBatch), outside the
 // receive state's lock.
 func (l *UDPLink) WatchSendErrors(fn func(SendError)) (stop func(), ok bool) {
-	return l.errs.watchers.add(fn), true
+	return l.errs.watchers.Add(fn), true
 }
 
 // drainErrQueue takes the entries of the socket's error queue, keeping
@@ -158,6 +158,6 @@ func (l *UDPLink) tellErrors() {
 	e.any.Store(false)
 	e.mu.Unlock()
 	for _, se := range q {
-		e.watchers.each(func(fn func(SendError)) { fn(se) })
+		e.watchers.Each(func(fn func(SendError)) { fn(se) })
 	}
 }

@@ -10,8 +10,6 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
-	"slices"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -62,7 +60,7 @@ func (l *UDPLink) WatchLinkState(fn func()) (stop func(), ok bool) {
 	if m.nl == nil {
 		return func() {}, false
 	}
-	return m.watchers.add(fn), true
+	return m.watchers.Add(fn), true
 }
 
 // down reports whether the link's interface is administratively down: the
@@ -154,54 +152,7 @@ type ifaceWatch struct {
 	nl    *os.File               // the netlink socket; nil without a subscription
 	done  chan struct{}          // closed when the watcher has returned
 
-	watchers watchers[func()]
-}
-
-// watchers is a set of callbacks that may be added and removed while
-// they are called.
-type watchers[F any] struct {
-	mu   sync.Mutex
-	next int
-	fns  map[int]F // guarded by mu
-}
-
-// add adds fn and returns the function that removes it.
-func (w *watchers[F]) add(fn F) (remove func()) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.fns == nil {
-		w.fns = map[int]F{}
-	}
-	k := w.next
-	w.next++
-	w.fns[k] = fn
-	return func() {
-		w.mu.Lock()
-		delete(w.fns, k)
-		w.mu.Unlock()
-	}
-}
-
-// each calls call with every callback, outside the lock.
-func (w *watchers[F]) each(call func(F)) {
-	w.mu.Lock()
-	if len(w.fns) == 0 {
-		w.mu.Unlock()
-		return
-	}
-	keys := make([]int, 0, len(w.fns))
-	for k := range w.fns {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	fns := make([]F, 0, len(keys))
-	for _, k := range keys {
-		fns = append(fns, w.fns[k])
-	}
-	w.mu.Unlock()
-	for _, fn := range fns {
-		call(fn)
-	}
+	watchers Watchers[func()]
 }
 
 // start subscribes, finds addr's interface and reads its MTU and flags.
@@ -334,7 +285,7 @@ func (m *ifaceWatch) parse(b []byte) {
 		}
 	}
 	if changed {
-		m.watchers.each(func(fn func()) { fn() })
+		m.watchers.Each(func(fn func()) { fn() })
 	}
 }
 
@@ -348,7 +299,7 @@ func (m *ifaceWatch) stop() {
 	if m.done != nil {
 		<-m.done
 	}
-	m.watchers.each(func(fn func()) { fn() })
+	m.watchers.Each(func(fn func()) { fn() })
 }
 
 // The ethtool ioctl (include/uapi/linux/ethtool.h).

@@ -454,11 +454,9 @@ func (c *completer) reaskLocked(qp *QP, all bool, now time.Time) {
 			}
 			lost = n >= reaskDupThresh
 		}
-		if lost && !all {
-			lost = c.replyEndedLocked(qp, h)
-		}
 		if lost {
-			lost = c.askedLongAgoLocked(qp, h, now)
+			_, w := qp.wqeAtLocked(h)
+			lost = (all || c.replyEndedLocked(qp, w)) && c.askedLongAgo(w, now)
 		}
 		if !lost {
 			break
@@ -473,7 +471,7 @@ func (c *completer) reaskLocked(qp *QP, all bool, now time.Time) {
 }
 
 // replyEndedLocked reports whether the responder has ended the reply
-// that missing response h belongs to, so that asking for h now asks for
+// of w, the WQE missing response h belongs to, so that asking for h now asks for
 // every hole of it at once: true unless h is a READ's whose last response
 // has not come and no response after its last PSN has. An ACK or NAK
 // past the READ does not count: the responder sends it after the reply,
@@ -488,8 +486,7 @@ func (c *completer) reaskLocked(qp *QP, all bool, now time.Time) {
 // that answers a re-ask only after the reply in progress (rxe_resp.c
 // get_req: RESPST_READ_REPLY while qp->resp.res is set) leaves the first
 // hole open long enough for the later ones to be found.
-func (c *completer) replyEndedLocked(qp *QP, h wire.PSN) bool {
-	_, w := qp.wqeAtLocked(h)
+func (c *completer) replyEndedLocked(qp *QP, w *sendWQE) bool {
 	if w == nil || w.kind != kindRead || c.ahead.has(c.psn, w.lastPSN) {
 		return true
 	}
@@ -497,8 +494,8 @@ func (c *completer) replyEndedLocked(qp *QP, h wire.PSN) bool {
 	return beyond
 }
 
-// askedLongAgoLocked reports whether the answer to the last request for
-// missing response h is overdue: more than a retransmission timeout
+// askedLongAgo reports whether the answer to the last request for
+// w's missing responses is overdue: more than a retransmission timeout
 // (RFC 6298: srtt + 4 rttvar, at least minProbeTimeout) since a request
 // for h's WQE last went out. A go-back-N sends a READ again from its
 // first missing response, and the holes the original reply left behind
@@ -508,12 +505,8 @@ func (c *completer) replyEndedLocked(qp *QP, h wire.PSN) bool {
 // came later than the last and was asked for again (6-9 packets
 // received for each one needed). Until a round trip is measured, every
 // hole may be asked for.
-func (c *completer) askedLongAgoLocked(qp *QP, h wire.PSN, now time.Time) bool {
-	if c.srtt == 0 {
-		return true
-	}
-	_, w := qp.wqeAtLocked(h)
-	if w == nil || w.askedAt.IsZero() {
+func (c *completer) askedLongAgo(w *sendWQE, now time.Time) bool {
+	if c.srtt == 0 || w == nil || w.askedAt.IsZero() {
 		return true
 	}
 	return now.Sub(w.askedAt) >= max(c.srtt+4*c.rttvar, minProbeTimeout)

@@ -92,7 +92,7 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output, now time.Time) 
 		return
 	}
 	if r.psn.Before(r.highPSN) {
-		w.askedAt = now // sent again (completer.askedLongAgoLocked)
+		w.askedAt = now // sent again (completer.askedLongAgo)
 	}
 	if qp.rp != nil {
 		qp.rp.Sent(qp.encap.HeaderLen()+wire.PacketLen(h.BTH.Opcode, int(payload)), now)

@@ -147,11 +147,11 @@ func sne_post_send(h C.sn_handle, wr *C.struct_sn_send_wr, bad **C.struct_sn_sen
 	n, err := q.qp.PostSend(q.wrs...)
 	clear(q.wrs)
 	if err != nil {
-		*bad = q.bad[n]
+		*bad = badWR(q.bad, n, wr)
 		return fail(err, "post send")
 	}
 	if cerr != 0 {
-		*bad = q.bad[n]
+		*bad = badWR(q.bad, n, wr)
 		debugf("post send: WR %d names an AH, MW or MR softnic does not know", n)
 		return C.int(cerr)
 	}
@@ -268,14 +268,41 @@ func sne_post_recv(h C.sn_handle, wr *C.struct_sn_recv_wr, bad **C.struct_sn_rec
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.rwrs, q.rbad = recvWRs(q.rwrs[:0], q.rbad[:0], wr)
-	n, err := q.qp.PostRecv(q.rwrs...)
-	clear(q.rwrs)
+	return q.recv.post(wr, bad, "post recv", q.qp.PostRecv)
+}
+
+// recvScratch is a receive queue's reusable conversion of a C chain of
+// receive work requests (a QP's, an SRQ's, a WQ's), guarded by its
+// owner's mu: programs may post from several threads.
+type recvScratch struct {
+	wrs []ibv.RecvWR
+	bad []*C.struct_sn_recv_wr // the C work request of each of wrs
+}
+
+// post converts the chain wr and posts it with post; when post refuses
+// the WR at index n, *bad is its C work request (badWR), as
+// ibv_post_recv(3) says.
+func (r *recvScratch) post(wr *C.struct_sn_recv_wr, bad **C.struct_sn_recv_wr, what string,
+	post func(...ibv.RecvWR) (int, error)) C.int {
+	r.wrs, r.bad = recvWRs(r.wrs[:0], r.bad[:0], wr)
+	n, err := post(r.wrs...)
+	clear(r.wrs)
 	if err != nil {
-		*bad = q.rbad[n]
-		return fail(err, "post recv")
+		*bad = badWR(r.bad, n, wr)
+		return fail(err, what)
 	}
 	return 0
+}
+
+// badWR is the C work request a post's error points at: the n-th of the
+// chain whose work requests are ptrs, or its first when a refusal comes
+// before any (an empty chain, a QP already gone), so that no index out
+// of range ends the host program.
+func badWR[T any](ptrs []*T, n int, first *T) *T {
+	if n >= 0 && n < len(ptrs) {
+		return ptrs[n]
+	}
+	return first
 }
 
 // recvWRs appends a chain of C receive work requests to wrs, and each's

@@ -23,8 +23,7 @@ type qpObj struct {
 	mu     sync.Mutex
 	wrs    []ibv.SendWR
 	bad    []*C.struct_sn_send_wr // the C work request of each of wrs
-	rwrs   []ibv.RecvWR
-	rbad   []*C.struct_sn_recv_wr
+	recv   recvScratch
 	inline []byte
 }
 

@@ -15,8 +15,7 @@ type srqObj struct {
 	srq *verbs.SRQ
 
 	mu   sync.Mutex // the post scratch
-	rwrs []ibv.RecvWR
-	rbad []*C.struct_sn_recv_wr
+	recv recvScratch
 	ops  []ibv.OpsWR
 }
 
@@ -25,8 +24,7 @@ type wqObj struct {
 	wq  *verbs.WQ
 
 	mu   sync.Mutex // the post scratch
-	rwrs []ibv.RecvWR
-	rbad []*C.struct_sn_recv_wr
+	recv recvScratch
 }
 
 var (
@@ -127,14 +125,7 @@ func sne_post_srq_recv(h C.sn_handle, wr *C.struct_sn_recv_wr, bad **C.struct_sn
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.rwrs, s.rbad = recvWRs(s.rwrs[:0], s.rbad[:0], wr)
-	n, err := s.srq.PostRecv(s.rwrs...)
-	clear(s.rwrs)
-	if err != nil {
-		*bad = s.rbad[n]
-		return fail(err, "post SRQ recv")
-	}
-	return 0
+	return s.recv.post(wr, bad, "post SRQ recv", s.srq.PostRecv)
 }
 
 //export sne_post_srq_ops
@@ -164,7 +155,7 @@ func sne_post_srq_ops(h C.sn_handle, op *C.struct_sn_ops_wr, bad **C.struct_sn_o
 	}
 	clear(s.ops)
 	if err != nil {
-		*bad = ptrs[n]
+		*bad = badWR(ptrs, n, op)
 		return fail(err, "post SRQ ops")
 	}
 	return 0
@@ -234,12 +225,5 @@ func sne_post_wq_recv(h C.sn_handle, wr *C.struct_sn_recv_wr, bad **C.struct_sn_
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.rwrs, w.rbad = recvWRs(w.rwrs[:0], w.rbad[:0], wr)
-	n, err := w.wq.PostRecv(w.rwrs...)
-	clear(w.rwrs)
-	if err != nil {
-		*bad = w.rbad[n]
-		return fail(err, "post WQ recv")
-	}
-	return 0
+	return w.recv.post(wr, bad, "post WQ recv", w.wq.PostRecv)
 }

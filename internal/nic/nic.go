@@ -308,7 +308,7 @@ func (n *NIC) Close() error {
 	n.release()
 	n.qpMu.Lock()
 	for _, e := range n.qps {
-		e.close()
+		e.close(nil)
 	}
 	n.qps = nil
 	n.qpMu.Unlock()

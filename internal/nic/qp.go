@@ -506,7 +506,8 @@ func (qp *QP) PostRecv(wrs []ibv.RecvWR) (int, error) {
 }
 
 // Destroy destroys the QP (ibv_destroy_qp): outstanding work is dropped
-// without completions.
+// without completions, but for the sends a UD or UC QP was posted, which
+// go out first (NIC.drainSends).
 func (qp *QP) Destroy() error {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
@@ -525,7 +526,7 @@ func (qp *QP) Destroy() error {
 	}
 	qp.detachAllMcastLocked()
 	qp.dead.Store(true)
-	qp.n.UnregisterQP(qp.qpn)
+	qp.n.unregisterQP(qp.qpn, sendsAlone(qp.typ) && qp.t.State() == ibv.QPStateRTS)
 	if qp.xrcd == nil {
 		qp.pd.Unref()
 		qp.sendCQ.Unref()

@@ -85,14 +85,50 @@ func (e *qpEntry) run(out *txBatch) {
 	out.held = append(out.held, heldQP{e, more})
 }
 
-// close waits for a pass in progress to end and closes the transport;
-// the QP is never run again (running stays set).
-func (e *qpEntry) close() {
+// close waits for a pass in progress to end, calls last (when not nil)
+// with the QP taken, and closes the transport; the QP is never run again
+// (running stays set).
+func (e *qpEntry) close(last func()) {
 	for !e.running.CompareAndSwap(false, true) {
 		runtime.Gosched()
 	}
+	if last != nil {
+		last()
+	}
 	e.h.Close()
 }
+
+// maxDrainPasses bounds the passes drainSends makes over a QP.
+const maxDrainPasses = 64
+
+// drainSends makes the last passes over a UD or UC QP that is being
+// destroyed, and writes what they build: the sends posted before the
+// destroy reach the wire. A post to such a QP only wakes its processor
+// (a UD send waits for the pass after its datagram's flush to complete),
+// and a program may destroy the QP right after its last post without
+// polling for those sends, as mckey.c's sender does (unsignaled sends,
+// then rdma_leave_multicast and rdma_destroy_qp). On a NIC the doorbell
+// of those posts was served within microseconds, before the destroy
+// command reached the QP; so is it here. (ibv_destroy_qp drops what the
+// NIC did not start, without completions; RC is left so: its sends wait
+// for the peer's ACKs, which a destroyed QP never takes.) The caller
+// holds e (close's last).
+func (n *NIC) drainSends(e *qpEntry) {
+	out := n.getTx()
+	defer n.putTx(out)
+	for range maxDrainPasses {
+		out.begin()
+		more := e.h.Process(out)
+		out.flush() // writes only: out holds no QP (e.run was not used)
+		if !more {
+			return
+		}
+	}
+}
+
+// sendsAlone reports whether a QP of type typ sends without waiting for
+// anything from its peer (UD and UC): drainSends is for them.
+func sendsAlone(typ ibv.QPType) bool { return typ == ibv.QPTypeUD || typ == ibv.QPTypeUC }
 
 // RegisterQP allocates a QPN and registers a transport built by mk for it.
 // mk receives the QPN and the Waker the transport's timers wake the QP
@@ -151,15 +187,24 @@ func (n *NIC) registerQP(typ ibv.QPType, fixed uint32, mk func(qpn uint32, w tra
 }
 
 // UnregisterQP removes a QP; its transport is closed.
-func (n *NIC) UnregisterQP(qpn uint32) {
+func (n *NIC) UnregisterQP(qpn uint32) { n.unregisterQP(qpn, false) }
+
+// unregisterQP is UnregisterQP; with drain, what the QP's send queue
+// holds goes out first (drainSends).
+func (n *NIC) unregisterQP(qpn uint32, drain bool) {
 	n.qpMu.Lock()
 	e := n.qps[qpn]
 	delete(n.qps, qpn)
 	n.qpMu.Unlock()
-	if e != nil {
-		n.flushDeferred() // a poll's deferred output may hold the QP (reader.deferred)
-		e.close()
+	if e == nil {
+		return
 	}
+	n.flushDeferred() // a poll's deferred output may hold the QP (reader.deferred)
+	var last func()
+	if drain && !n.closed.Load() {
+		last = func() { n.drainSends(e) }
+	}
+	e.close(last)
 }
 
 func (n *NIC) lookup(qpn uint32) *qpEntry {

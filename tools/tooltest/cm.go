@@ -61,23 +61,39 @@ func (s *SyncBuffer) String() string {
 
 // CMPair runs a server on 10.0.0.1 and its client on 10.0.0.2, each
 // with its own CM on an in-memory fabric and an Env of it with stall,
-// and returns what each printed and its error. The client runs again
-// while it failed only because the server was not listening yet: its
-// output names an RDMA CM event (the C tools' "event: RDMA_CM_EVENT_...").
+// and returns what each printed and its error. When the client failed
+// only because the server was not listening yet (its output names an
+// RDMA CM event, the C tools' "event: RDMA_CM_EVENT_..."), the pair runs
+// again, server and client, on a new fabric, the client started a little
+// later each time: a client of several connections may have had some of
+// them refused and others taken by a server that then listened, and
+// destroying those on its way out fails that server's run (its REQ_RCVD
+// IDs are rejected, its accept finds the IB CM ID idle). Only the last
+// pair's outputs and errors are returned.
 func CMPair(t testing.TB, stall time.Duration, server, client func(ctx context.Context, env toolnic.Env) error) (sout, cout string, serr, cerr error) {
 	t.Helper()
-	cms, _ := CMs(t, "10.0.0.1", "10.0.0.2")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var so, co bytes.Buffer
-	Pair(func() {
-		serr = server(ctx, toolnic.Env{CM: cms[0], Out: &so, Stall: stall})
-	}, func() bool {
-		co.Reset()
-		cerr = client(ctx, toolnic.Env{CM: cms[1], Out: &co, Stall: stall})
-		return cerr != nil && strings.Contains(co.String(), "RDMA_CM_EVENT_")
-	})
-	return so.String(), co.String(), serr, cerr
+	for i := 0; ; i++ {
+		cms, _ := CMs(t, "10.0.0.1", "10.0.0.2")
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		var so, co bytes.Buffer
+		var refused bool
+		Pair(func() {
+			serr = server(ctx, toolnic.Env{CM: cms[0], Out: &so, Stall: stall})
+		}, func() bool {
+			time.Sleep(time.Duration(i) * 20 * time.Millisecond)
+			cerr = client(ctx, toolnic.Env{CM: cms[1], Out: &co, Stall: stall})
+			refused = cerr != nil && strings.Contains(co.String(), "RDMA_CM_EVENT_")
+			if refused && i < 50 {
+				cancel() // the server's run ends: the pair goes again
+			}
+			return false
+		})
+		cancel()
+		if !refused || i >= 50 {
+			return so.String(), co.String(), serr, cerr
+		}
+		t.Logf("the client came before the server listened (%d): the pair again", i+1)
+	}
 }
 
 // Pair runs server and client at once and waits for both. The client

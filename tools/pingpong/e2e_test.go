@@ -155,7 +155,11 @@ func TestLastACKLost(t *testing.T) {
 	devs := tooltest.Devices(t, f, "10.0.0.1", "10.0.0.2")
 	srvIP, cliIP := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
 	cfg := Defaults(RC)
-	cfg.Iters, cfg.Size, cfg.QPTimeout = 5, 64, 8
+	// A local ACK timeout of 67 ms (14): the client's retries of its
+	// last send run out in about half a second, and a peer that a loaded
+	// machine leaves unscheduled for a few milliseconds is not taken for
+	// dead (8, 1 ms, failed the whole pair now and then under -race).
+	cfg.Iters, cfg.Size, cfg.QPTimeout = 5, 64, 14
 	var lastPSN, dropped atomic.Int64
 	lastPSN.Store(-1)
 	var mu sync.Mutex

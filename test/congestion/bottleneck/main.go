@@ -6,10 +6,12 @@
 // IP socket, which routes it by the main table to the receiver.
 //
 // Usage: bottleneck -tun NAME [-rate-mbit 200] [-limit-kb 512] [-kmin-kb K] [-kmax-kb K]
-// [-pmax P] [-stats FILE] [-backlog FILE]
+// [-pmax P] [-stats FILE] [-backlog FILE] [-trace FILE]
 //
 // On SIGTERM or SIGINT it writes its counters and the backlog's mean and maximum as JSON to
-// -stats and exits; -backlog gets the backlog in bytes every 100 ms.
+// -stats and exits; -backlog gets the backlog in bytes every 100 ms, -trace a line every 10 ms
+// (the backlog, and the bytes offered and sent, the packets marked and dropped since the line
+// before).
 package main
 
 import (
@@ -37,6 +39,7 @@ func main() {
 	pmax := flag.Float64("pmax", 0.2, "RED's marking probability just below Kmax")
 	statsFile := flag.String("stats", "", "write the counters here as JSON on exit")
 	backlogFile := flag.String("backlog", "", "write the backlog in bytes here every 100 ms")
+	traceFile := flag.String("trace", "", "write a line here every 10 ms: ms since start, backlog, then since the line before: bytes offered, bytes sent, packets marked, packets dropped")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("bottleneck: ")
@@ -67,19 +70,36 @@ func main() {
 		}
 	}
 
+	var trace *os.File
+	if *traceFile != "" {
+		if trace, err = os.Create(*traceFile); err != nil {
+			log.Fatal(err)
+		}
+	}
+
 	s := &sw{port: NewPort(cfg, rand.Float64), kick: make(chan struct{}, 1), raw: rawFD}
 	go s.read(tunFD)
 	go s.drain()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	tick := time.NewTicker(100 * time.Millisecond)
-	var sum, samples, peak int
+	tick := time.NewTicker(10 * time.Millisecond)
+	start := time.Now()
+	var sum, samples, peak, ticks, lastB int
+	var last Stats
 	for {
 		select {
-		case <-tick.C:
+		case now := <-tick.C:
 			s.mu.Lock()
-			b := s.port.Backlog()
+			b, st := s.port.Backlog(), s.port.Stats
 			s.mu.Unlock()
+			if trace != nil {
+				offered := st.SentBytes + st.DroppedBytes + uint64(b) - (last.SentBytes + last.DroppedBytes + uint64(lastB))
+				fmt.Fprintln(trace, now.Sub(start).Milliseconds(), b, offered, st.SentBytes-last.SentBytes, st.Marked-last.Marked, st.Dropped-last.Dropped)
+			}
+			last, lastB = st, b
+			if ticks++; ticks%10 != 0 {
+				break
+			}
 			sum, samples, peak = sum+b, samples+1, max(peak, b)
 			if backlog != nil {
 				fmt.Fprintln(backlog, b)

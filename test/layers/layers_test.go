@@ -83,6 +83,8 @@ var rank = map[string]int{
 	"test/twohost": 17,
 	"test/layers":  17,
 	"test/testsum": 17,
+	// The congestion bed's switch port.
+	"test/congestion/bottleneck": 17,
 }
 
 // graph returns every package of the module with the module packages it

@@ -92,7 +92,7 @@ func openDevice(name string) (*device, error) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	d := &device{nic: n, dev: n.Dev, refs: 1, fd: -1, stop: stop, done: make(chan struct{})}
-	if !o.SpinPoll {
+	if o.PollWait {
 		d.fd = linkFD(n.Dev.Link())
 	}
 	go d.asyncLoop(ctx)

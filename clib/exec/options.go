@@ -31,11 +31,11 @@ const (
 	// EnvBusyPoll is how long blocking waits poll the link before they
 	// sleep, a Go duration ("50us"); verbs.Config.BusyPoll.
 	EnvBusyPoll = "SOFTNIC_BUSY_POLL"
-	// EnvSpinPoll, set to 1, has ibv_poll_cq spin on an empty CQ for
-	// as long as the program polls; unset, once a CQ has polled empty
-	// for 50 µs each empty poll first waits up to 50 µs for the link to
-	// bring something (clib/libibverbs/cq.c).
-	EnvSpinPoll = "SOFTNIC_SPIN_POLL"
+	// EnvPollWait, set to 1, has ibv_poll_cq, once a CQ has polled
+	// empty for 50 µs, first wait up to 50 µs for the link to bring
+	// something at each empty poll (clib/libibverbs/cq.c); unset, polls
+	// of an empty CQ spin for as long as the program polls.
+	EnvPollWait = "SOFTNIC_POLL_WAIT"
 	// EnvPcap names a pcap file that receives every datagram the NIC
 	// sends and receives; "%p" in it becomes the process ID.
 	EnvPcap = "SOFTNIC_PCAP"
@@ -61,7 +61,7 @@ type Options struct {
 	Dev         string        // EnvDev; "" is DefaultDev
 	MTU         int           // EnvMTU in bytes; 0 follows the interface
 	BusyPoll    time.Duration // EnvBusyPoll
-	SpinPoll    bool          // EnvSpinPoll
+	PollWait    bool          // EnvPollWait
 	Pcap        string        // EnvPcap
 	Metrics     string        // EnvMetrics
 	MetricsFile string        // EnvMetricsFile
@@ -98,12 +98,12 @@ func FromEnv(getenv func(string) string) (Options, error) {
 			return o, fmt.Errorf("%s=%q: not a duration (50us, 1ms)", EnvBusyPoll, s)
 		}
 	}
-	switch s := getenv(EnvSpinPoll); s {
+	switch s := getenv(EnvPollWait); s {
 	case "", "0":
 	case "1":
-		o.SpinPoll = true
+		o.PollWait = true
 	default:
-		return o, fmt.Errorf("%s=%q: 0 or 1", EnvSpinPoll, s)
+		return o, fmt.Errorf("%s=%q: 0 or 1", EnvPollWait, s)
 	}
 	o.Pcap = getenv(EnvPcap)
 	o.Metrics = getenv(EnvMetrics)
@@ -140,8 +140,8 @@ func (o Options) Environ() []string {
 	if o.BusyPoll != 0 {
 		add(EnvBusyPoll, o.BusyPoll.String())
 	}
-	if o.SpinPoll {
-		add(EnvSpinPoll, "1")
+	if o.PollWait {
+		add(EnvPollWait, "1")
 	}
 	add(EnvPcap, o.Pcap)
 	add(EnvMetrics, o.Metrics)

@@ -62,18 +62,19 @@ struct ibv_cq *sn_create_cq(struct ibv_context *ctx, int cqe, struct ibv_comp_ch
 
 /*
  * A program that waits for a completion spins on ibv_poll_cq, and every
- * poll of an empty CQ reads the link (a recvmmsg; verbs.CQ.Poll). Spun
- * for ever, that keeps a CPU busy that the peer, softnic's own goroutines
- * and the rest of the machine need, and on two CPUs it halved
- * ib_send_bw's message rate (docs/performance.md). So once a CQ has
- * polled empty for SPIN_NS, each empty poll first waits, up to WAIT_NS,
- * for the link's socket to turn readable (poll(2); the thread holds no
- * Go processor meanwhile), as softnic's Go tools spin 50 µs and then
- * block (toolnic.DefaultSpin). A poll still returns 0 when nothing came:
- * ibv_poll_cq never blocks beyond WAIT_NS. WAIT_NS also bounds the one
- * wake-up this can miss: a completion the receive goroutine delivers
- * between the poll and the wait. A device without a socket (link_fd -1:
- * SOFTNIC_SPIN_POLL=1, or a link that is none) always spins.
+ * poll of an empty CQ reads the link (a recvmmsg; verbs.CQ.Poll). With
+ * SOFTNIC_POLL_WAIT=1, once a CQ has polled empty for SPIN_NS, each
+ * empty poll first waits, up to WAIT_NS, for the link's socket to turn
+ * readable (poll(2); the thread holds no Go processor meanwhile), as
+ * softnic's Go tools spin 50 µs and then block (toolnic.DefaultSpin):
+ * the CPU goes to the peer and the rest of the machine. A poll still
+ * returns 0 when nothing came: ibv_poll_cq never blocks beyond WAIT_NS,
+ * which also bounds the one wake-up this can miss (a completion the
+ * receive goroutine delivers between the poll and the wait). It is not
+ * the default: on a quiet machine it cost ib_send_bw a fifth of its
+ * message rate, and on a loaded one ib_write_lat its typical latency
+ * (docs/performance.md, "softnic's libibverbs"). Without it (link_fd -1)
+ * polls spin.
  */
 #define SPIN_NS 50000
 #define WAIT_NS 50000

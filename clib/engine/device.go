@@ -26,6 +26,7 @@ type device struct {
 	nic  *toolnic.NIC
 	dev  *verbs.Device
 	refs int // contexts open; guarded by devMu
+	fd   int // the link's socket (linkFD), or -1: ibv_poll_cq never waits
 
 	stop context.CancelFunc // ends the async event goroutine
 	done chan struct{}      // closed when it has ended
@@ -90,7 +91,10 @@ func openDevice(name string) (*device, error) {
 		return nil, err
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	d := &device{nic: n, dev: n.Dev, refs: 1, stop: stop, done: make(chan struct{})}
+	d := &device{nic: n, dev: n.Dev, refs: 1, fd: -1, stop: stop, done: make(chan struct{})}
+	if o.PollWait {
+		d.fd = linkFD(n.Dev.Link())
+	}
 	go d.asyncLoop(ctx)
 	dev = d
 	return d, nil
@@ -223,6 +227,7 @@ func sne_ctx_open(name *C.char, asyncFD C.int, h *C.sn_handle, info *C.struct_sn
 	if e, err := d.dev.QueryGIDEx(1, 0, 0); err == nil {
 		info.ifindex = C.uint32_t(e.NdevIfindex)
 	}
+	info.link_fd = C.int32_t(d.fd)
 	return 0
 }
 

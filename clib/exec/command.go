@@ -33,6 +33,9 @@ Options:
                       interface's, as rxe's)
   --busy-poll=<d>     blocking waits poll the link this long first, e.g. 50us
                       (SOFTNIC_BUSY_POLL)
+  --poll-wait         after 50us of empty polls of a CQ, each ibv_poll_cq waits up
+                      to 50us for the link first (SOFTNIC_POLL_WAIT=1; default:
+                      polls of an empty CQ spin)
   --pcap=<file>       write every datagram to a pcap file; %p is the process ID
                       (SOFTNIC_PCAP)
   --metrics=<addr>    serve Prometheus metrics there (SOFTNIC_METRICS)
@@ -54,6 +57,7 @@ func Parse(args []string) (lib string, o Options, argv []string, err error) {
 	fs.StringVar(&o.Dev, "dev", "", "")
 	fs.IntVar(&o.MTU, "mtu", 0, "")
 	fs.DurationVar(&o.BusyPoll, "busy-poll", 0, "")
+	fs.BoolVar(&o.PollWait, "poll-wait", false, "")
 	fs.StringVar(&o.Pcap, "pcap", "", "")
 	fs.StringVar(&o.Metrics, "metrics", "", "")
 	fs.StringVar(&o.MetricsFile, "metrics-file", "", "")

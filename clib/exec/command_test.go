@@ -13,12 +13,12 @@ import (
 // follow "--" untouched.
 func TestParse(t *testing.T) {
 	lib, o, argv, err := Parse([]string{"--addr", "127.0.0.9", "--mtu", "1024", "--busy-poll", "20us",
-		"--pcap", "x-%p.pcap", "--debug", "--lib", "/l", "--", "ib_write_bw", "-x", "1", "10.0.0.1"})
+		"--poll-wait", "--pcap", "x-%p.pcap", "--debug", "--lib", "/l", "--", "ib_write_bw", "-x", "1", "10.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Options{Addr: netip.MustParseAddr("127.0.0.9"), MTU: 1024, BusyPoll: 20 * time.Microsecond,
-		Pcap: "x-%p.pcap", Debug: true}
+		PollWait: true, Pcap: "x-%p.pcap", Debug: true}
 	if lib != "/l" || o != want || !slices.Equal(argv, []string{"ib_write_bw", "-x", "1", "10.0.0.1"}) {
 		t.Errorf("Parse = %q, %+v, %q", lib, o, argv)
 	}

@@ -31,6 +31,11 @@ const (
 	// EnvBusyPoll is how long blocking waits poll the link before they
 	// sleep, a Go duration ("50us"); verbs.Config.BusyPoll.
 	EnvBusyPoll = "SOFTNIC_BUSY_POLL"
+	// EnvPollWait, set to 1, has ibv_poll_cq, once a CQ has polled
+	// empty for 50 µs, first wait up to 50 µs for the link to bring
+	// something at each empty poll (clib/libibverbs/cq.c); unset, polls
+	// of an empty CQ spin for as long as the program polls.
+	EnvPollWait = "SOFTNIC_POLL_WAIT"
 	// EnvPcap names a pcap file that receives every datagram the NIC
 	// sends and receives; "%p" in it becomes the process ID.
 	EnvPcap = "SOFTNIC_PCAP"
@@ -56,6 +61,7 @@ type Options struct {
 	Dev         string        // EnvDev; "" is DefaultDev
 	MTU         int           // EnvMTU in bytes; 0 follows the interface
 	BusyPoll    time.Duration // EnvBusyPoll
+	PollWait    bool          // EnvPollWait
 	Pcap        string        // EnvPcap
 	Metrics     string        // EnvMetrics
 	MetricsFile string        // EnvMetricsFile
@@ -92,6 +98,13 @@ func FromEnv(getenv func(string) string) (Options, error) {
 			return o, fmt.Errorf("%s=%q: not a duration (50us, 1ms)", EnvBusyPoll, s)
 		}
 	}
+	switch s := getenv(EnvPollWait); s {
+	case "", "0":
+	case "1":
+		o.PollWait = true
+	default:
+		return o, fmt.Errorf("%s=%q: 0 or 1", EnvPollWait, s)
+	}
 	o.Pcap = getenv(EnvPcap)
 	o.Metrics = getenv(EnvMetrics)
 	o.MetricsFile = getenv(EnvMetricsFile)
@@ -126,6 +139,9 @@ func (o Options) Environ() []string {
 	}
 	if o.BusyPoll != 0 {
 		add(EnvBusyPoll, o.BusyPoll.String())
+	}
+	if o.PollWait {
+		add(EnvPollWait, "1")
 	}
 	add(EnvPcap, o.Pcap)
 	add(EnvMetrics, o.Metrics)

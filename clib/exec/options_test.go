@@ -13,7 +13,7 @@ func TestOptionsRoundTrip(t *testing.T) {
 	for _, o := range []Options{
 		{},
 		{Addr: netip.MustParseAddr("10.1.2.3"), Port: 4792, Dev: "rxe0", MTU: 1024, BusyPoll: 50 * time.Microsecond,
-			Pcap: "/tmp/x-%p.pcap", Metrics: ":9100", MetricsFile: "/tmp/m", Debug: true},
+			PollWait: true, Pcap: "/tmp/x-%p.pcap", Metrics: ":9100", MetricsFile: "/tmp/m", Debug: true},
 		{Addr: netip.MustParseAddr("fd00::8")},
 	} {
 		env := map[string]string{}
@@ -32,6 +32,7 @@ func TestOptionsRoundTrip(t *testing.T) {
 func TestFromEnvErrors(t *testing.T) {
 	for name, val := range map[string]string{
 		EnvAddr: "nowhere", EnvPort: "0", EnvMTU: "1500", EnvBusyPoll: "fast", EnvDebug: "yes",
+		EnvPollWait: "on",
 	} {
 		_, err := FromEnv(func(k string) string {
 			if k == name {

@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 /* The engine's ABI version; sne_abi_version must return it. */
-#define SN_ABI_VERSION 2
+#define SN_ABI_VERSION 3
 
 /* Handles are 32-bit; 0 is no object. */
 typedef uint32_t sn_handle;
@@ -152,7 +152,7 @@ struct sn_mr_head {
 struct sn_dev_info {
 	uint8_t gid[16];      /* the device's address as a RoCEv2 GID */
 	uint32_t ifindex;     /* the network interface holding it, or 0 */
-	uint32_t pad;
+	int32_t link_fd;      /* the link's UDP socket with SOFTNIC_POLL_WAIT, for poll(2) only; or -1 */
 };
 
 /* struct ibv_device_attr with the ex fields softnic reports. */

@@ -7,7 +7,10 @@
  * into the CQ, which the read_* functions read; end_poll has nothing
  * left to do.
  */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +38,7 @@ static struct sn_cq *new_cq(struct ibv_context *ctx, struct sn_cq_init *in)
 		return NULL;
 	}
 	cq->cq.cqe = cap;
+	cq->link_fd = to_sctx(ctx)->link_fd;
 	return cq;
 }
 
@@ -56,6 +60,59 @@ struct ibv_cq *sn_create_cq(struct ibv_context *ctx, int cqe, struct ibv_comp_ch
 	return cq ? (struct ibv_cq *)cq : NULL;
 }
 
+/*
+ * A program that waits for a completion spins on ibv_poll_cq, and every
+ * poll of an empty CQ reads the link (a recvmmsg; verbs.CQ.Poll). With
+ * SOFTNIC_POLL_WAIT=1, once a CQ has polled empty for SPIN_NS, each
+ * empty poll first waits, up to WAIT_NS, for the link's socket to turn
+ * readable (poll(2); the thread holds no Go processor meanwhile), as
+ * softnic's Go tools spin 50 µs and then block (toolnic.DefaultSpin):
+ * the CPU goes to the peer and the rest of the machine. A poll still
+ * returns 0 when nothing came: ibv_poll_cq never blocks beyond WAIT_NS,
+ * which also bounds the one wake-up this can miss (a completion the
+ * receive goroutine delivers between the poll and the wait). It is not
+ * the default: on a quiet machine it cost ib_send_bw a fifth of its
+ * message rate, and on a loaded one ib_write_lat its typical latency
+ * (docs/performance.md, "softnic's libibverbs"). Without it (link_fd -1)
+ * polls spin.
+ */
+#define SPIN_NS 50000
+#define WAIT_NS 50000
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* polled notes a poll's count: n completions (negative: an error). */
+static void polled(struct sn_cq *cq, int n)
+{
+	struct pollfd p = { .fd = cq->link_fd, .events = POLLIN };
+	struct timespec wait = { .tv_nsec = WAIT_NS };
+	uint64_t since, now;
+
+	/* Relaxed atomics: threads may poll one CQ, and a stale idle_since
+	 * only moves a wait by a poll or two. */
+	since = __atomic_load_n(&cq->idle_since, __ATOMIC_RELAXED);
+	if (n != 0) {
+		if (since)
+			__atomic_store_n(&cq->idle_since, 0, __ATOMIC_RELAXED);
+		return;
+	}
+	if (cq->link_fd < 0)
+		return;
+	now = mono_ns();
+	if (!since) {
+		__atomic_store_n(&cq->idle_since, now, __ATOMIC_RELAXED);
+		return;
+	}
+	if (now - since >= SPIN_NS)
+		ppoll(&p, 1, &wait, NULL);
+}
+
 static inline struct sn_cq *to_scq(struct ibv_cq_ex *c)
 {
 	return (struct sn_cq *)c;
@@ -65,6 +122,7 @@ static int take(struct sn_cq *cq)
 {
 	int n = sn_e->poll_cq(cq->cq.handle, 1, &cq->cur, sizeof(cq->cur));
 
+	polled(cq, n);
 	if (n <= 0)
 		return ENOENT;
 	cq->cq.status = cq->cur.wc.status;
@@ -239,7 +297,11 @@ int sn_resize_cq(struct ibv_cq *c, int cqe)
 
 int sn_poll_cq(struct ibv_cq *c, int n, struct ibv_wc *wc)
 {
-	return sn_e->poll_cq(c->handle, n, wc, sizeof(*wc));
+	int k = sn_e->poll_cq(c->handle, n, wc, sizeof(*wc));
+
+	if (n > 0)
+		polled((struct sn_cq *)c, k);
+	return k;
 }
 
 int sn_req_notify_cq(struct ibv_cq *c, int solicited_only)

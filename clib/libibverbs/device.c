@@ -159,6 +159,7 @@ SN_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *dev)
 	sn_set_ops(&c->vctx);
 	memcpy(c->gid[SN_GID_ADDR].raw, info.gid, 16);
 	c->ifindex = info.ifindex;
+	c->link_fd = info.link_fd;
 	link_local_gid(&c->gid[SN_GID_LINK_LOCAL], &c->gid[SN_GID_ADDR]);
 	pthread_mutex_lock(&device_mu);
 	open_contexts++;

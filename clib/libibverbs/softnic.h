@@ -77,6 +77,7 @@ struct sn_context {
 	sn_handle h;
 	union ibv_gid gid[SN_GIDS];
 	uint32_t ifindex; /* the network interface holding the address, or 0 */
+	int link_fd;      /* the link's UDP socket (cq.c: idle), or -1 */
 };
 
 static inline struct sn_context *to_sctx(struct ibv_context *c)
@@ -119,6 +120,8 @@ struct sn_cq {
 	uint32_t async_events_reported; /* CQ_ERR events returned */
 	uint64_t wc_flags;              /* an extended CQ's, or 0 */
 	struct sn_wc_ex cur;            /* an extended CQ's current completion */
+	int link_fd;                    /* the device's (cq.c: idle), or -1 */
+	uint64_t idle_since;            /* ns (CLOCK_MONOTONIC) since the CQ polled empty, or 0 */
 };
 
 /* An ibv_wr_start batch: the work requests recorded, their scatter lists

@@ -472,6 +472,51 @@ func TestCCOffIgnoresCNPs(t *testing.T) {
 	})
 }
 
+// TestCCCNPFromAStranger: a connected QP takes CNPs from its peer only
+// (rc.QP.NoteCNP): one sent from another address to a's QP, whose
+// congestion control is on, is ignored (rp_cnp_ignored) and leaves its
+// rate alone, while the CNPs its peer b sends for CE-marked packets are
+// handled.
+func TestCCCNPFromAStranger(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fabric.New(fabric.Config{Seed: 2})
+		defer f.Close()
+		o := pairOpts{timeout: 14, retry: 7}
+		o.defaults()
+		o.cc = ccTestParams()
+		a := newEnd(t, f, netip.MustParseAddr("10.0.0.1"), o)
+		b := newEnd(t, f, netip.MustParseAddr("10.0.0.2"), o)
+		connect(t, a, b, o, 0, 0)
+		connect(t, b, a, o, 0, 0)
+
+		ep, err := f.Attach(netip.MustParseAddr("10.0.0.9"))
+		must(t, err)
+		enc := wire.Encap{Src: ep.LocalAddr(), Dst: a.dev.Addr(), SrcPort: 0xC000, DstPort: wire.UDPPort, HopLimit: 64, FragOff: wire.IPv4DF}
+		buf := make([]byte, 64)
+		n, err := wire.BuildCNP(buf, &enc, a.qp.QPN())
+		must(t, err)
+		if _, err := ep.WriteBatch([]link.Datagram{{Encap: enc, Buf: buf[:n]}}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if ca := a.dev.Counters(); ca.RPCNPIgnored != 1 || ca.RPCNPHandled != 0 {
+			t.Fatalf("a stranger's CNP: rp_cnp_ignored %d, rp_cnp_handled %d; want 1, 0", ca.RPCNPIgnored, ca.RPCNPHandled)
+		}
+
+		// Now b marks what a sends: its CNPs come from a's peer.
+		f.AddFilter(fabric.OnMatch(fabric.From(a.dev.Addr()), fabric.MarkCE))
+		for i := range 20 {
+			post(t, a, rdmaWR(a, b, uint64(i), ibv.WRRDMAWrite, 0, 0, 4096))
+		}
+		waitWC(t, a.cq, 20)
+		ca, cb := a.dev.Counters(), b.dev.Counters()
+		if cb.NPCNPSent == 0 || ca.RPCNPHandled != cb.NPCNPSent || ca.RPCNPIgnored != 1 {
+			t.Errorf("the peer's CNPs: sent %d, handled %d, ignored %d; want all handled, the stranger's 1 ignored",
+				cb.NPCNPSent, ca.RPCNPHandled, ca.RPCNPIgnored)
+		}
+	})
+}
+
 // TestCCUDNotification: a CE-marked UD datagram is answered with a CNP
 // to its DETH source QP at the sender's address, whose reaction point
 // handles it.

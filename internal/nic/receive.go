@@ -6,6 +6,8 @@ package nic
 // packets.
 
 import (
+	"net/netip"
+
 	"github.com/softnic/softnic/internal/transport"
 	"github.com/softnic/softnic/internal/transport/rc"
 	"github.com/softnic/softnic/internal/transport/ud"
@@ -69,7 +71,7 @@ func (n *NIC) receive(r *reader, p *transport.RxPacket, d *link.Datagram) bool {
 	qpn := p.Pkt.DestQP()
 	e := n.lookup(qpn)
 	if p.Pkt.Opcode == wire.CNP {
-		n.receiveCNP(e, &p.Pkt)
+		n.receiveCNP(e, &p.Pkt, p.Encap.Src)
 		return false
 	}
 	if e == nil || !transport.ClassMatches(p.Pkt.Opcode, e.typ) {
@@ -136,13 +138,14 @@ func (n *NIC) notifyCongestion(r *reader, e *qpEntry, p *transport.RxPacket) {
 // receiveCNP is congestion control's reaction point's end of a CNP for
 // QP e (nil: no such QP): the QP's reaction point notes it (cc.RP.Note)
 // and the QP's next pass cuts its rate. A CNP for a QP without one (CC
-// off, an XRC_RECV QP, which sends no requests, no such QP) is counted as
-// rp_cnp_ignored and dropped; a CNP never reaches a transport's receive
-// path.
-func (n *NIC) receiveCNP(e *qpEntry, p *wire.Packet) {
+// off, an XRC_RECV QP, which sends no requests, no such QP), or from
+// another address than a connected QP's peer (rc.QP.NoteCNP), is counted
+// as rp_cnp_ignored and dropped; a CNP never reaches a transport's
+// receive path.
+func (n *NIC) receiveCNP(e *qpEntry, p *wire.Packet, src netip.Addr) {
 	c := &n.ctr
 	if e != nil && n.cfg.CC != nil && p.CheckCNP() == nil {
-		if q, ok := e.h.(cnpNoter); ok && q.NoteCNP() {
+		if q, ok := e.h.(cnpNoter); ok && q.NoteCNP(src) {
 			c.RPCNPHandled.Add(1)
 			return
 		}
@@ -155,7 +158,7 @@ func (n *NIC) receiveCNP(e *qpEntry, p *wire.Packet) {
 // ud.QP.NoteCNP).
 type (
 	peerQPNer interface{ PeerQPN() uint32 }
-	cnpNoter  interface{ NoteCNP() bool }
+	cnpNoter  interface{ NoteCNP(src netip.Addr) bool }
 )
 
 var (

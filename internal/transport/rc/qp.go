@@ -160,8 +160,11 @@ type QP struct {
 	rp   *cc.RP
 	pace transport.PaceTimer // guarded by mu
 	// peerQPN is attr.DestQPN, for the notification point, which
-	// reads it without the lock (PeerQPN).
+	// reads it without the lock (PeerQPN); peerAddr the peer's address
+	// (the path's destination), for the reaction point's check of a
+	// CNP's source (NoteCNP).
 	peerQPN   atomic.Uint32
+	peerAddr  atomic.Pointer[netip.Addr]
 	rnrFired  atomic.Bool // set by the RNR timer
 	sqDrained bool        // guarded by mu: SQ-drained event sent for this SQD
 
@@ -283,6 +286,8 @@ func (qp *QP) modifyLocked(attr *ibv.QPAttr, mask ibv.AttrMask) {
 	if mask&(ibv.QPAttrAV|ibv.QPAttrDestQPN) != 0 {
 		qp.setPathLocked()
 		qp.peerQPN.Store(qp.attr.DestQPN)
+		peer := qp.encap.Dst.Unmap()
+		qp.peerAddr.Store(&peer)
 	}
 	if mask&ibv.QPAttrState == 0 {
 		return
@@ -341,12 +346,19 @@ func (qp *QP) resetLocked() {
 	qp.inbox.Release()
 }
 
-// NoteCNP notes a CNP addressed to the QP, which the next pass's
-// requester acts on (cc.RP.Note); it reports false, the CNP ignored,
-// when the QP has no congestion control (Config.CC). Safe from any
-// goroutine.
-func (qp *QP) NoteCNP() bool {
+// NoteCNP notes a CNP from src addressed to the QP, which the next
+// pass's requester acts on (cc.RP.Note); it reports false, the CNP
+// ignored, when the QP has no congestion control (Config.CC) or src is
+// not its peer's address: only the notification point at the far end of
+// the QP's path may slow it down, as only its peer's packets reach it
+// (rxe_recv.c check_addr), and a CNP from anywhere else — a stale path,
+// a forged one — would cut the rate of a QP it says nothing about.
+// Safe from any goroutine.
+func (qp *QP) NoteCNP(src netip.Addr) bool {
 	if qp.rp == nil {
+		return false
+	}
+	if peer := qp.peerAddr.Load(); peer == nil || *peer != src.Unmap() {
 		return false
 	}
 	qp.rp.Note()

@@ -336,8 +336,10 @@ func (qp *QP) Close() {
 
 // NoteCNP notes a CNP addressed to the QP, which its next pass acts on
 // (cc.RP.Note); it reports false, the CNP ignored, when the QP has no
-// congestion control (Config.CC). Safe from any goroutine.
-func (qp *QP) NoteCNP() bool {
+// congestion control (Config.CC). A UD QP sends to any address, so the
+// CNP's source src is not checked (a connected QP's is: rc.QP.NoteCNP).
+// Safe from any goroutine.
+func (qp *QP) NoteCNP(src netip.Addr) bool {
 	if qp.rp == nil {
 		return false
 	}

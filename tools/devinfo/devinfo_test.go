@@ -9,6 +9,7 @@ import (
 
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/tools/tooljson"
 	"github.com/softnic/softnic/verbs"
 )
 
@@ -181,9 +182,41 @@ func TestCCParams(t *testing.T) {
 			t.Errorf("missing %q in:\n%s", want, b.String())
 		}
 	}
+	// --json: the same parameters, in congestion_control.params, with
+	// their units apart.
 	b.Reset()
-	Write(&b, device(t, "10.0.0.6"), Options{Verbose: true})
-	if strings.Contains(b.String(), "congestion_control") {
-		t.Error("a device without congestion control lists it")
+	if err := WriteJSON(&b, d, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	var js Device
+	if err := tooljson.Decode(b.Bytes(), &js); err != nil {
+		t.Fatalf("not one Device: %v\n%s", err, b.String())
+	}
+	cc := js.CongestionControl
+	if cc == nil || cc.Algorithm != "dcqcn" || len(cc.Params) != len(p.List()) {
+		t.Fatalf("congestion_control %+v, want dcqcn with the %d parameters", cc, len(p.List()))
+	}
+	for name, want := range map[string]float64{"rp_ai_rate": 10, "np_min_time_between_cnps": 4, "rp_gd": 11} {
+		if got, ok := cc.Params[name]; !ok || got != want {
+			t.Errorf("params[%s] = %v (%v), want %v", name, got, ok, want)
+		}
+	}
+	if cc.Units["rp_ai_rate"] != "Mbps" || cc.Units["np_min_time_between_cnps"] != "usec" {
+		t.Errorf("units %v", cc.Units)
+	}
+	if _, ok := cc.Units["rp_gd"]; ok {
+		t.Errorf("rp_gd, a plain number, has a unit: %v", cc.Units)
+	}
+
+	for _, json := range []bool{false, true} {
+		b.Reset()
+		if json {
+			WriteJSON(&b, device(t, "10.0.0.6"), Options{})
+		} else {
+			Write(&b, device(t, "10.0.0.6"), Options{Verbose: true})
+		}
+		if strings.Contains(b.String(), "congestion_control") {
+			t.Errorf("a device without congestion control lists it (json %v)", json)
+		}
 	}
 }

@@ -92,8 +92,21 @@ type Device struct {
 	// not offer (they return EOPNOTSUPP; verbs.Unsupported), as the text
 	// output's "not supported" lines list them.
 	NotSupported []NotSupported `json:"not_supported"`
+	// CongestionControl is the device's congestion control when it is
+	// on (--cc dcqcn), absent when off, as the text output's
+	// "congestion_control" lines show it.
+	CongestionControl *CongestionControl `json:"congestion_control,omitempty"`
 	// Ports are the ports shown: all of them, or the one -i names.
 	Ports []Port `json:"ports"`
+}
+
+// CongestionControl is the algorithm ("dcqcn") and its parameters, each
+// under mlx5's name (cc_params in debugfs, drivers/infiniband/hw/mlx5/
+// cong.c) in mlx5's unit, which the key's unit object names.
+type CongestionControl struct {
+	Algorithm string             `json:"algorithm"`
+	Params    map[string]float64 `json:"params"`
+	Units     map[string]string  `json:"units"`
 }
 
 // NotSupported is a libibverbs call softnic does not offer, and why.
@@ -236,6 +249,15 @@ func Query(dev *verbs.Device, o Options) (Device, error) {
 	d.NotSupported = []NotSupported{}
 	for _, u := range verbs.Unsupported {
 		d.NotSupported = append(d.NotSupported, NotSupported{Call: u.Call, Reason: u.Reason})
+	}
+	if cc := dev.CC(); cc != nil {
+		d.CongestionControl = &CongestionControl{Algorithm: "dcqcn", Params: map[string]float64{}, Units: map[string]string{}}
+		for _, q := range cc.List() {
+			d.CongestionControl.Params[q.Name] = q.Value
+			if q.Unit != "" {
+				d.CongestionControl.Units[q.Name] = q.Unit
+			}
+		}
 	}
 	tc := dev.QueryDeviceEx().TMCaps
 	d.TMCaps = TMCaps{MaxRndvHdrSize: int(tc.MaxRndvHdrSize), MaxNumTags: int(tc.MaxNumTags), MaxOps: int(tc.MaxOps),

@@ -6,6 +6,7 @@ package verbs_test
 // it builds (fabric.Bottleneck).
 
 import (
+	"bytes"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -558,6 +559,57 @@ func TestCCUDNotification(t *testing.T) {
 			t.Errorf("sender: rp_cnp_handled %d, rp_cnp_ignored %d; want %d, 0", ca.RPCNPHandled, ca.RPCNPIgnored, cb.NPCNPSent)
 		}
 	})
+}
+
+// TestCCReadResponsesPaced: a READ's responder is the sender of its
+// data, so its responses keep to its QP's rate as requests do: b, whose
+// line rate is 8 Mb/s (a byte per µs), answers a's READ of 40 KiB in
+// about 40 ms of the fabric's time, waiting on its pacer's timer (a QP
+// that spun would keep synctest's clock from moving), and the data
+// arrives whole. Without congestion control at b the same READ takes
+// a millisecond or two (waitWC looks every 1 ms).
+func TestCCReadResponsesPaced(t *testing.T) {
+	for _, paced := range []bool{false, true} {
+		t.Run(fmt.Sprintf("paced=%v", paced), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := fabric.New(fabric.Config{Seed: 4})
+				defer f.Close()
+				o := pairOpts{timeout: 18, retry: 7}
+				o.defaults()
+				a := newEnd(t, f, netip.MustParseAddr("10.0.0.1"), o)
+				if paced {
+					o.cc = ccTestParams()
+					o.cc.RPMaxRate = 8
+				}
+				b := newEnd(t, f, netip.MustParseAddr("10.0.0.2"), o)
+				connect(t, a, b, o, 0, 0)
+				connect(t, b, a, o, 0, 0)
+				const size = 40 << 10
+				for i := range size {
+					b.buf[i] = byte(i * 7)
+				}
+				start := time.Now()
+				post(t, a, rdmaWR(a, b, 1, ibv.WRRDMARead, 0, 0, size))
+				waitWC(t, a.cq, 1)
+				took := time.Since(start)
+				if !bytes.Equal(a.buf[:size], b.buf[:size]) {
+					t.Fatal("the READ's data differ from the responder's")
+				}
+				// 40 responses of 1 KiB plus headers at a byte per µs, less
+				// the last (its time is not waited for) and the pacer's
+				// first burst (at most 4 KiB).
+				pkt := 1024 + 12 + 4 + 4 + 20 + 8 // BTH, AETH, ICRC, IPv4, UDP
+				lo := time.Duration(39*pkt-4096) * time.Microsecond
+				switch {
+				case paced && (took < lo || took > 2*lo):
+					t.Errorf("paced: the READ of %d bytes took %v, want about %v", size, took, lo)
+				case !paced && took > 2*time.Millisecond:
+					t.Errorf("unpaced: the READ of %d bytes took %v, want 2ms at most (waitWC looks every 1ms)", size, took)
+				}
+				t.Logf("READ of %d bytes, responder paced %v: %v", size, paced, took)
+			})
+		})
+	}
 }
 
 // TestCCUDPaced: a UD QP with a line rate of 8 Mb/s (a byte per µs)

@@ -397,12 +397,14 @@ func (qp *QP) Process(out transport.Output) (more bool) {
 	now := qp.cfg.Clock.Now()
 	// A read reply in progress goes first: later requests wait behind it
 	// so responses leave in PSN order (rxe_resp.c read_reply).
-	more = qp.resp.readReplyLocked(qp, out)
+	more = qp.resp.readReplyLocked(qp, out, now)
 	for i, p := range qp.batch {
 		if qp.resp.reading() {
-			// Put the rest back at the front of the inbox.
+			// Put the rest back at the front of the inbox: the reply's
+			// pacer's timer wakes the QP when it stopped for its rate,
+			// else the next pass goes on at once.
 			qp.inbox.PutBack(qp.batch[i:])
-			more = true
+			more = more || !qp.resp.reply.paced
 			break
 		}
 		qp.receiveLocked(p, out, now)
@@ -410,8 +412,8 @@ func (qp *QP) Process(out transport.Output) (more bool) {
 	}
 	clear(qp.batch)
 	qp.resp.flushAckLocked(qp, out)
-	if qp.resp.reading() {
-		more = qp.resp.readReplyLocked(qp, out) || more
+	if qp.resp.reading() && !qp.resp.reply.paced {
+		more = qp.resp.readReplyLocked(qp, out, now) || more
 	}
 	qp.timersLocked(now)
 	if qp.requesterLocked(out, now) {
@@ -423,7 +425,9 @@ func (qp *QP) Process(out transport.Output) (more bool) {
 	qp.mu.Unlock()
 	qp.flushEvents()
 
-	return more || !qp.inbox.Empty()
+	// What waits in the inbox behind a reply held by its pacer waits for
+	// the pacer's timer too (a pass now would only put it back).
+	return more || (!qp.inbox.Empty() && !qp.resp.reply.paced)
 }
 
 // receiveLocked routes one packet to the responder or the completer

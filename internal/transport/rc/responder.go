@@ -2,6 +2,7 @@ package rc
 
 import (
 	"encoding/binary"
+	"time"
 
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/transport"
@@ -42,6 +43,9 @@ type readReply struct {
 	off    int      // bytes of data already sent
 	left   int      // bytes of data still to send
 	first  bool     // the next packet is the first of this reply
+	// paced: the last pass stopped for the QP's rate (congestion
+	// control), and the pacer's timer wakes the QP.
+	paced bool
 }
 
 // responder is the receive side of the QP (rxe_resp.c).
@@ -640,10 +644,24 @@ func (r *responder) findResource(k resKind, psn wire.PSN) *resource {
 }
 
 // readReplyLocked sends up to budget packets of the READ reply in
-// progress and reports whether any remain (rxe_resp.c read_reply).
-func (r *responder) readReplyLocked(qp *QP, out transport.Output) bool {
+// progress and reports whether any remain to send at once (rxe_resp.c
+// read_reply). With congestion control, the responses are paced as the
+// requests are (requesterLocked): the responder is the sender of a READ's
+// data, so a CNP for the QP (its peer's notification point answering
+// CE-marked responses) slows its replies too (DCQCN, Zhu et al. §3: the
+// reaction point is the sender of the data). A reply over the QP's rate
+// stops, paced is set, and the pacer's timer wakes the QP.
+func (r *responder) readReplyLocked(qp *QP, out transport.Output, now time.Time) bool {
 	rp := &r.reply
+	rp.paced = false
 	for sent := 0; rp.active && sent < budget; sent++ {
+		if qp.rp != nil {
+			if d := qp.rp.Wait(now); d > 0 {
+				qp.pace.Arm(qp.cfg.Clock, d, qp.cfg.Waker)
+				rp.paced = true
+				return false
+			}
+		}
 		n := min(rp.left, qp.pmtu)
 		last := n == rp.left
 		h := wire.Headers{}
@@ -675,6 +693,9 @@ func (r *responder) readReplyLocked(qp *QP, out transport.Output) bool {
 		} else {
 			rp.data.readAt(rp.off, b[hdr:hdr+n])
 			qp.finishPacket(out, b, hdr, n)
+		}
+		if qp.rp != nil {
+			qp.rp.Sent(qp.encap.HeaderLen()+wire.PacketLen(h.BTH.Opcode, n), now)
 		}
 		rp.off += n
 		rp.left -= n

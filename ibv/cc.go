@@ -75,7 +75,16 @@ type CCParams struct {
 // 0), Mb/s: above what a software NIC sends.
 const CCDefaultLineRate = 100_000
 
-// DefaultCCParams returns mlx5's defaults.
+// DefaultCCParams returns mlx5's defaults: the firmware's, which the
+// kernel does not hold (mlx5's cong.c reads and writes them). Those of
+// the alpha update and the rate decrease — rp_dce_tcp_g 1019,
+// rp_dce_tcp_rtt 1 µs, rp_initial_alpha_value 1023,
+// rp_rate_to_set_on_first_cnp 0, rp_min_dec_fac 50, rp_min_rate 1,
+// rp_gd 11, rp_rate_reduce_monitor_period 4 µs — are NVIDIA's table of
+// DCQCN parameters for ConnectX-4 and later (DOCA documentation, "DCQCN
+// CC Parameters"); the rate increase's and the notification point's are
+// recalled from the same vendor's documentation and not checked against
+// it.
 func DefaultCCParams() CCParams {
 	return CCParams{
 		NPMinTimeBetweenCNPs:      4 * time.Microsecond,

@@ -417,6 +417,21 @@ func TestCCCNPsLost(t *testing.T) {
 	})
 }
 
+// sendCNP sends a CNP for e's QP from a fabric endpoint at from: a
+// stranger's, neither e nor its peer.
+func sendCNP(t *testing.T, f *fabric.Fabric, from netip.Addr, e *end) {
+	t.Helper()
+	ep, err := f.Attach(from)
+	must(t, err)
+	enc := wire.Encap{Src: ep.LocalAddr(), Dst: e.dev.Addr(), SrcPort: 0xC000, DstPort: wire.UDPPort, HopLimit: 64, FragOff: wire.IPv4DF}
+	buf := make([]byte, 64)
+	n, err := wire.BuildCNP(buf, &enc, e.qp.QPN())
+	must(t, err)
+	if _, err := ep.WriteBatch([]link.Datagram{{Encap: enc, Buf: buf[:n]}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestCCOffIgnoresCNPs: a device with congestion control off drops the
 // CNPs that come to it (rp_cnp_ignored) without touching the QP, and
 // sends none itself for CE-marked packets; a device with it on sends
@@ -439,15 +454,7 @@ func TestCCOffIgnoresCNPs(t *testing.T) {
 		f.AddFilter(fabric.OnMatch(nil, fabric.MarkCE))
 		// A CNP to a's QP, as an rxe peer's switch could not make but a
 		// confused peer could: ignored.
-		ep, err := f.Attach(netip.MustParseAddr("10.0.0.9"))
-		must(t, err)
-		enc := wire.Encap{Src: ep.LocalAddr(), Dst: a.dev.Addr(), SrcPort: 0xC000, DstPort: wire.UDPPort, HopLimit: 64, FragOff: wire.IPv4DF}
-		buf := make([]byte, 64)
-		n, err := wire.BuildCNP(buf, &enc, a.qp.QPN())
-		must(t, err)
-		if _, err := ep.WriteBatch([]link.Datagram{{Encap: enc, Buf: buf[:n]}}); err != nil {
-			t.Fatal(err)
-		}
+		sendCNP(t, f, netip.MustParseAddr("10.0.0.9"), a)
 		for i := range 20 {
 			post(t, a, rdmaWR(a, b, uint64(i), ibv.WRRDMAWrite, 0, 0, 4096))
 			post(t, b, rdmaWR(b, a, uint64(i), ibv.WRRDMAWrite, 0, 0, 4096))
@@ -490,15 +497,7 @@ func TestCCCNPFromAStranger(t *testing.T) {
 		connect(t, a, b, o, 0, 0)
 		connect(t, b, a, o, 0, 0)
 
-		ep, err := f.Attach(netip.MustParseAddr("10.0.0.9"))
-		must(t, err)
-		enc := wire.Encap{Src: ep.LocalAddr(), Dst: a.dev.Addr(), SrcPort: 0xC000, DstPort: wire.UDPPort, HopLimit: 64, FragOff: wire.IPv4DF}
-		buf := make([]byte, 64)
-		n, err := wire.BuildCNP(buf, &enc, a.qp.QPN())
-		must(t, err)
-		if _, err := ep.WriteBatch([]link.Datagram{{Encap: enc, Buf: buf[:n]}}); err != nil {
-			t.Fatal(err)
-		}
+		sendCNP(t, f, netip.MustParseAddr("10.0.0.9"), a)
 		synctest.Wait()
 		if ca := a.dev.Counters(); ca.RPCNPIgnored != 1 || ca.RPCNPHandled != 0 {
 			t.Fatalf("a stranger's CNP: rp_cnp_ignored %d, rp_cnp_handled %d; want 1, 0", ca.RPCNPIgnored, ca.RPCNPHandled)

@@ -420,43 +420,44 @@ func getID(h C.sn_handle) (*cm.ID, bool) {
 	return e.id, true
 }
 
-//export sne_cm_bind
-func sne_cm_bind(h C.sn_handle, a *C.struct_sn_addr) C.int {
-	id, ok := getID(h)
-	ap, aok := goAddr(a)
-	if !ok || !aok {
-		return einval
-	}
-	if err := id.BindAddr(ap); err != nil {
-		return fail(err, "bind")
-	}
-	return 0
-}
-
-//export sne_cm_resolve_addr
-func sne_cm_resolve_addr(h C.sn_handle, src, dst *C.struct_sn_addr, timeoutMS C.int32_t) C.int {
-	id, ok := getID(h)
-	s, sok := goAddr(src)
-	d, dok := goAddr(dst)
-	if !ok || !sok || !dok {
-		return einval
-	}
-	if err := id.ResolveAddr(s, d, time.Duration(timeoutMS)*time.Millisecond); err != nil {
-		return fail(err, "resolve address")
-	}
-	return 0
-}
-
-//export sne_cm_resolve_route
-func sne_cm_resolve_route(h C.sn_handle, timeoutMS C.int32_t) C.int {
+// onID runs f on the ID h names, as the entry points that only pass
+// their arguments on do: EINVAL for a handle that names no ID, f's error
+// as fail reports it (what names the call), 0 on success.
+func onID(h C.sn_handle, what string, f func(*cm.ID) error) C.int {
 	id, ok := getID(h)
 	if !ok {
 		return einval
 	}
-	if err := id.ResolveRoute(time.Duration(timeoutMS) * time.Millisecond); err != nil {
-		return fail(err, "resolve route")
+	if err := f(id); err != nil {
+		return fail(err, what)
 	}
 	return 0
+}
+
+//export sne_cm_bind
+func sne_cm_bind(h C.sn_handle, a *C.struct_sn_addr) C.int {
+	ap, ok := goAddr(a)
+	if !ok {
+		return einval
+	}
+	return onID(h, "bind", func(id *cm.ID) error { return id.BindAddr(ap) })
+}
+
+//export sne_cm_resolve_addr
+func sne_cm_resolve_addr(h C.sn_handle, src, dst *C.struct_sn_addr, timeoutMS C.int32_t) C.int {
+	s, sok := goAddr(src)
+	d, dok := goAddr(dst)
+	if !sok || !dok {
+		return einval
+	}
+	return onID(h, "resolve address", func(id *cm.ID) error {
+		return id.ResolveAddr(s, d, time.Duration(timeoutMS)*time.Millisecond)
+	})
+}
+
+//export sne_cm_resolve_route
+func sne_cm_resolve_route(h C.sn_handle, timeoutMS C.int32_t) C.int {
+	return onID(h, "resolve route", func(id *cm.ID) error { return id.ResolveRoute(time.Duration(timeoutMS) * time.Millisecond) })
 }
 
 //export sne_cm_query_route
@@ -525,26 +526,12 @@ func connParam(p *C.struct_sn_conn_param) *cm.ConnParam {
 
 //export sne_cm_connect
 func sne_cm_connect(h C.sn_handle, p *C.struct_sn_conn_param) C.int {
-	id, ok := getID(h)
-	if !ok {
-		return einval
-	}
-	if err := id.Connect(connParam(p)); err != nil {
-		return fail(err, "connect")
-	}
-	return 0
+	return onID(h, "connect", func(id *cm.ID) error { return id.Connect(connParam(p)) })
 }
 
 //export sne_cm_listen
 func sne_cm_listen(h C.sn_handle, backlog C.int32_t) C.int {
-	id, ok := getID(h)
-	if !ok {
-		return einval
-	}
-	if err := id.Listen(int(backlog)); err != nil {
-		return fail(err, "listen")
-	}
-	return 0
+	return onID(h, "listen", func(id *cm.ID) error { return id.Listen(int(backlog)) })
 }
 
 //export sne_cm_accept
@@ -568,18 +555,11 @@ func sne_cm_accept(h C.sn_handle, p *C.struct_sn_conn_param) C.int {
 
 //export sne_cm_reject
 func sne_cm_reject(h C.sn_handle, data unsafe.Pointer, n, reason C.uint8_t) C.int {
-	id, ok := getID(h)
-	if !ok {
-		return einval
-	}
 	var b []byte
 	if data != nil && n > 0 {
 		b = C.GoBytes(data, C.int(n))
 	}
-	if err := id.Reject(b); err != nil {
-		return fail(err, "reject")
-	}
-	return 0
+	return onID(h, "reject", func(id *cm.ID) error { return id.Reject(b) })
 }
 
 // IBV_EVENT_COMM_EST, the one event rdma_notify passes on here
@@ -588,29 +568,15 @@ const ibvEventCommEst = 9
 
 //export sne_cm_notify
 func sne_cm_notify(h C.sn_handle, event C.uint32_t) C.int {
-	id, ok := getID(h)
-	if !ok {
-		return einval
-	}
 	if event != ibvEventCommEst {
 		return einval
 	}
-	if err := id.Establish(); err != nil {
-		return fail(err, "notify")
-	}
-	return 0
+	return onID(h, "notify", func(id *cm.ID) error { return id.Establish() })
 }
 
 //export sne_cm_disconnect
 func sne_cm_disconnect(h C.sn_handle) C.int {
-	id, ok := getID(h)
-	if !ok {
-		return einval
-	}
-	if err := id.Disconnect(); err != nil {
-		return fail(err, "disconnect")
-	}
-	return 0
+	return onID(h, "disconnect", func(id *cm.ID) error { return id.Disconnect() })
 }
 
 //export sne_cm_join

@@ -454,23 +454,6 @@ int sn_ah_to_engine(struct ibv_context *ctx, const struct ibv_ah_attr *in, struc
 	return 0;
 }
 
-void sn_ah_from_engine(struct ibv_context *ctx, const struct sn_ah_attr *in, struct ibv_ah_attr *out)
-{
-	(void)ctx;
-	memset(out, 0, sizeof(*out));
-	memcpy(out->grh.dgid.raw, in->dgid, 16);
-	out->grh.flow_label = in->flow_label;
-	out->grh.sgid_index = in->is_global ? SN_GID_ADDR : 0;
-	out->grh.hop_limit = in->hop_limit;
-	out->grh.traffic_class = in->traffic_class;
-	out->dlid = in->dlid;
-	out->sl = in->sl;
-	out->src_path_bits = in->src_path_bits;
-	out->static_rate = in->static_rate;
-	out->is_global = in->is_global;
-	out->port_num = in->port_num;
-}
-
 /* ---- P_Keys: the table holds the default P_Key only (rxe's pkey_tbl_len 1) ---- */
 
 /* libibverbs reads ports/N/pkeys/I from sysfs: an entry out of the table

@@ -28,15 +28,6 @@ static void cap_to_engine(const struct ibv_qp_cap *in, struct sn_qp_cap *out)
 	out->max_inline_data = in->max_inline_data;
 }
 
-static void cap_from_engine(const struct sn_qp_cap *in, struct ibv_qp_cap *out)
-{
-	out->max_send_wr = in->max_send_wr;
-	out->max_recv_wr = in->max_recv_wr;
-	out->max_send_sge = in->max_send_sge;
-	out->max_recv_sge = in->max_recv_sge;
-	out->max_inline_data = in->max_inline_data;
-}
-
 struct ibv_qp *sn_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr)
 {
 	struct sn_qp_init in = { 0 };
@@ -103,7 +94,7 @@ struct ibv_qp *sn_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_
 		errno = err;
 		return NULL;
 	}
-	cap_from_engine(&cap, &attr->cap);
+	sn_cap_to_ibv(&cap, &attr->cap);
 	q = &qp->qpx.qp_base;
 	q->context = ctx;
 	q->qp_context = attr->qp_context;
@@ -233,39 +224,12 @@ int sn_query_qp(struct ibv_qp *q, struct ibv_qp_attr *attr, int mask, struct ibv
 	(void)mask;
 	if (err)
 		return err;
-	memset(attr, 0, sizeof(*attr));
-	attr->qp_state = a.qp_state;
-	attr->cur_qp_state = a.cur_qp_state;
-	attr->path_mtu = a.path_mtu;
-	attr->path_mig_state = a.path_mig_state;
-	attr->qkey = a.qkey;
-	attr->rq_psn = a.rq_psn;
-	attr->sq_psn = a.sq_psn;
-	attr->dest_qp_num = a.dest_qp_num;
-	attr->qp_access_flags = a.qp_access_flags;
-	attr->rate_limit = a.rate_limit;
-	cap_from_engine(&a.cap, &attr->cap);
+	sn_qp_attr_to_ibv(&a, attr);
+	/* The address vectors as the program gave them, when it did. */
 	if (qp->have_av)
 		attr->ah_attr = qp->av;
-	else
-		sn_ah_from_engine(q->context, &a.ah_attr, &attr->ah_attr);
 	if (qp->have_alt_av)
 		attr->alt_ah_attr = qp->alt_av;
-	else
-		sn_ah_from_engine(q->context, &a.alt_ah_attr, &attr->alt_ah_attr);
-	attr->pkey_index = a.pkey_index;
-	attr->alt_pkey_index = a.alt_pkey_index;
-	attr->en_sqd_async_notify = a.en_sqd_async_notify;
-	attr->sq_draining = a.sq_draining;
-	attr->max_rd_atomic = a.max_rd_atomic;
-	attr->max_dest_rd_atomic = a.max_dest_rd_atomic;
-	attr->min_rnr_timer = a.min_rnr_timer;
-	attr->port_num = a.port_num;
-	attr->timeout = a.timeout;
-	attr->retry_cnt = a.retry_cnt;
-	attr->rnr_retry = a.rnr_retry;
-	attr->alt_port_num = a.alt_port_num;
-	attr->alt_timeout = a.alt_timeout;
 	if (init) {
 		memset(init, 0, sizeof(*init));
 		init->qp_context = q->qp_context;
@@ -274,7 +238,7 @@ int sn_query_qp(struct ibv_qp *q, struct ibv_qp_attr *attr, int mask, struct ibv
 		init->srq = q->srq;
 		init->qp_type = q->qp_type;
 		init->sq_sig_all = in.sq_sig_all;
-		cap_from_engine(&in.cap, &init->cap);
+		sn_cap_to_ibv(&in.cap, &init->cap);
 	}
 	return 0;
 }

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "softnic_engine.h"
+#include "softnic_verbs.h"
 
 #define SN_EXPORT __attribute__((visibility("default")))
 
@@ -68,6 +69,7 @@ struct sn_device {
 
 /* The GID table: GID[0] the link-local GID, GID[1] the address. */
 enum { SN_GID_LINK_LOCAL, SN_GID_ADDR, SN_GIDS };
+_Static_assert(SN_GID_ADDR == SN_GID_ADDR_INDEX, "the address GID's index, as softnic_verbs.h names it");
 
 /* rxe's GID table length (RXE_PORT_GID_TBL_LEN). */
 #define SN_GID_TBL_LEN 1024
@@ -90,8 +92,6 @@ static inline struct sn_context *to_sctx(struct ibv_context *c)
  * a softnic link-local GID becomes the address it stands for. */
 int sn_ah_to_engine(struct ibv_context *c, const struct ibv_ah_attr *in,
 		    struct sn_ah_attr *out);
-void sn_ah_from_engine(struct ibv_context *c, const struct sn_ah_attr *in,
-		       struct ibv_ah_attr *out);
 
 /* ---- Objects ---- */
 

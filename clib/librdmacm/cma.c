@@ -688,24 +688,6 @@ static int ucma_is_ud_qp(enum ibv_qp_type qp_type)
 	return qp_type == IBV_QPT_UD;
 }
 
-/* The engine's address vector as libibverbs takes it: its GIDs are the
- * addresses (GID[1] of softnic's table is the source). */
-static void ah_from_engine(const struct sn_ah_attr *in, struct ibv_ah_attr *out)
-{
-	memset(out, 0, sizeof(*out));
-	memcpy(out->grh.dgid.raw, in->dgid, 16);
-	out->grh.flow_label = in->flow_label;
-	out->grh.sgid_index = in->is_global ? 1 : 0;
-	out->grh.hop_limit = in->hop_limit;
-	out->grh.traffic_class = in->traffic_class;
-	out->dlid = in->dlid;
-	out->sl = in->sl;
-	out->src_path_bits = in->src_path_bits;
-	out->static_rate = in->static_rate;
-	out->is_global = in->is_global;
-	out->port_num = in->port_num;
-}
-
 SN_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_attr, int *qp_attr_mask)
 {
 	struct cma_id_private *id_priv = to_priv(id);
@@ -716,36 +698,7 @@ SN_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_at
 	NEED_ENGINE(id_priv);
 	if ((err = sn_cm->init_qp_attr(id_priv->h, qp_attr->qp_state, &a, &mask)))
 		return ERR(err);
-	memset(qp_attr, 0, sizeof(*qp_attr));
-	qp_attr->qp_state = a.qp_state;
-	qp_attr->cur_qp_state = a.cur_qp_state;
-	qp_attr->path_mtu = a.path_mtu;
-	qp_attr->path_mig_state = a.path_mig_state;
-	qp_attr->qkey = a.qkey;
-	qp_attr->rq_psn = a.rq_psn;
-	qp_attr->sq_psn = a.sq_psn;
-	qp_attr->dest_qp_num = a.dest_qp_num;
-	qp_attr->qp_access_flags = a.qp_access_flags;
-	qp_attr->cap.max_send_wr = a.cap.max_send_wr;
-	qp_attr->cap.max_recv_wr = a.cap.max_recv_wr;
-	qp_attr->cap.max_send_sge = a.cap.max_send_sge;
-	qp_attr->cap.max_recv_sge = a.cap.max_recv_sge;
-	qp_attr->cap.max_inline_data = a.cap.max_inline_data;
-	ah_from_engine(&a.ah_attr, &qp_attr->ah_attr);
-	ah_from_engine(&a.alt_ah_attr, &qp_attr->alt_ah_attr);
-	qp_attr->pkey_index = a.pkey_index;
-	qp_attr->alt_pkey_index = a.alt_pkey_index;
-	qp_attr->en_sqd_async_notify = a.en_sqd_async_notify;
-	qp_attr->sq_draining = a.sq_draining;
-	qp_attr->max_rd_atomic = a.max_rd_atomic;
-	qp_attr->max_dest_rd_atomic = a.max_dest_rd_atomic;
-	qp_attr->min_rnr_timer = a.min_rnr_timer;
-	qp_attr->port_num = a.port_num;
-	qp_attr->timeout = a.timeout;
-	qp_attr->retry_cnt = a.retry_cnt;
-	qp_attr->rnr_retry = a.rnr_retry;
-	qp_attr->alt_port_num = a.alt_port_num;
-	qp_attr->alt_timeout = a.alt_timeout;
+	sn_qp_attr_to_ibv(&a, qp_attr);
 	*qp_attr_mask = (int)mask;
 	return 0;
 }
@@ -1526,7 +1479,7 @@ static void ucma_copy_ud_event(struct cma_event *event, const struct sn_cm_event
 		dst->private_data = &event->private_data;
 		memcpy(&event->private_data, src->private_data, src->private_data_len);
 	}
-	ah_from_engine(&src->ah_attr, &dst->ah_attr);
+	sn_ah_to_ibv(&src->ah_attr, &dst->ah_attr);
 	dst->qp_num = src->qp_num;
 	dst->qkey = src->qkey;
 }

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "softnic_engine.h"
+#include "softnic_verbs.h"
 
 #define SN_EXPORT __attribute__((visibility("default")))
 

@@ -469,3 +469,39 @@ func TestUDSendLocalError(t *testing.T) {
 		}
 	})
 }
+
+// TestUDIdlePostRunsNow: one WR posted to an idle send queue asks the
+// engine to send it at once on the posting goroutine (transport.RunNow),
+// so its completion is queued before the post returns, as rxe's
+// post_send runs its requester at once (pyverbs' test_resize_cq counts
+// the completions right after posting); several WRs, or a post behind
+// queued work, leave the sending to the processor (RunLater).
+func TestUDIdlePostRunsNow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := tt.NewNet(t, 1)
+		a := newEnd(t, n, "10.0.0.1", opts{qkey: 0x1111})
+		b := newEnd(t, n, "10.0.0.2", opts{qkey: 0x2222})
+		av := a.avTo(b, 0, 64, 0)
+		wr := func(id uint64) ibv.SendWR {
+			return ibv.SendWR{WRID: id, Opcode: ibv.WRSend, Flags: ibv.SendSignaled,
+				SGList: []ibv.SGE{a.sge(0, 64)}, AH: av, RemoteQPN: b.qpn(), RemoteQKey: 0x2222}
+		}
+		for _, c := range []struct {
+			name string
+			wrs  []ibv.SendWR
+			want transport.Run
+		}{
+			{"one WR to an idle queue", []ibv.SendWR{wr(1)}, transport.RunNow},
+			{"one WR behind a queued one", []ibv.SendWR{wr(2)}, transport.RunLater},
+		} {
+			if _, run, err := a.qp.PostSend(c.wrs); err != nil || run != c.want {
+				t.Errorf("%s: run %v, err %v; want %v", c.name, run, err, c.want)
+			}
+		}
+		a.run(transport.RunLater)
+		a.waitWC(2)
+		if _, run, err := a.qp.PostSend([]ibv.SendWR{wr(3), wr(4)}); err != nil || run != transport.RunLater {
+			t.Errorf("two WRs to an idle queue: run %v, err %v; want later", run, err)
+		}
+	})
+}

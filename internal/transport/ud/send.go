@@ -104,11 +104,15 @@ func (qp *QP) PostSendAll(wrs []ibv.SendWR) (transport.Run, error) {
 }
 
 // post runs the shared post path (transport.SendPost) with the UD rules
-// for wrs: all of them or none when all is set. What it queues is sent
-// by the QP's processor (transport.RunLater), a UD send never on the
-// posting goroutine.
+// for wrs: all of them or none when all is set. One WR posted to an idle
+// send queue is sent at once, on the posting goroutine, as RC sends one
+// packet to an idle queue (transport.RunNow): its completion is queued
+// before the post returns, as rxe's post_send runs its requester at
+// once; a post to a queue with work outstanding joins it and leaves the
+// sending to the processor, which sends the backlog in batches.
 func (qp *QP) post(wrs []ibv.SendWR, all bool) (int, transport.Run, error) {
 	qp.mu.Lock()
+	now := qp.sq.empty() && len(wrs) == 1
 	p := transport.SendPost{SQ: postSQ{qp}, N: len(wrs), All: all}
 	for p.Next() {
 		switch p.Step {
@@ -120,7 +124,7 @@ func (qp *QP) post(wrs []ibv.SendWR, all bool) (int, transport.Run, error) {
 	}
 	qp.mu.Unlock()
 	qp.flushEvents() // a flush in ERR or SQE may have raised some
-	return p.Posted, transport.PostRun(p.Posted, false), p.Err
+	return p.Posted, transport.PostRun(p.Posted, now), p.Err
 }
 
 // postSQ is the QP's send queue as transport.SendPost reads it, with

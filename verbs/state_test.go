@@ -632,6 +632,48 @@ func TestModifyResetAndBack(t *testing.T) {
 	})
 }
 
+// TestResetCleansCQ: a QP entering RESET takes its completions out of its
+// CQs, as libmlx5 does (pyverbs' test_mr_rereg_addr takes a failed QP
+// through RESET back to RTS and must not poll the old flushed receive);
+// another QP's completions in the same CQ stay, in order.
+func TestResetCleansCQ(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newStEnv(t)
+		a := e.qpIn(ibv.QPTypeRC, ibv.QPStateRTR)
+		b := e.qpIn(ibv.QPTypeRC, ibv.QPStateRTR)
+		for i, q := range []*verbs.QP{a, b, a, b} {
+			must(t, second(q.PostRecv(ibv.RecvWR{WRID: uint64(i)})))
+		}
+		toErr := ibv.QPAttr{State: ibv.QPStateErr}
+		must(t, a.Modify(&toErr, ibv.QPAttrState))
+		must(t, b.Modify(&toErr, ibv.QPAttrState))
+		must(t, second(a.PostSend(ibv.SendWR{WRID: 9, Opcode: ibv.WRSend, Flags: ibv.SendSignaled})))
+		synctest.Wait()
+		reset := ibv.QPAttr{State: ibv.QPStateReset}
+		must(t, a.Modify(&reset, ibv.QPAttrState))
+		wc := make([]ibv.WorkCompletion, 8)
+		n := e.cq.Poll(wc)
+		var got []uint64
+		for _, c := range wc[:n] {
+			if c.QPNum != b.QPN() || c.Status != ibv.WCWRFlushErr {
+				t.Errorf("after RESET of QP %#x: completion %+v, want only QP %#x's flushes", a.QPN(), c, b.QPN())
+			}
+			got = append(got, c.WRID)
+		}
+		if len(got) != 2 || got[0] != 1 || got[1] != 3 {
+			t.Errorf("after RESET: WR IDs %v, want QP b's 1 and 3 in order", got)
+		}
+		// Up again, the QP's new completions are its own and only them.
+		e.drive(a, ibv.QPTypeRC, ibv.QPStateRTR)
+		must(t, second(a.PostRecv(ibv.RecvWR{WRID: 20})))
+		must(t, a.Modify(&toErr, ibv.QPAttrState))
+		synctest.Wait()
+		if n := e.cq.Poll(wc); n != 1 || wc[0].WRID != 20 || wc[0].Status != ibv.WCWRFlushErr {
+			t.Errorf("second stay: %d completions %+v, want the flush of WR 20", n, wc[:n])
+		}
+	})
+}
+
 // TestModifySQD: RTS->SQD with IBV_QP_EN_SQD_ASYNC_NOTIFY drains (nothing
 // is outstanding) and reports IBV_EVENT_SQ_DRAINED; SQD->RTS resumes.
 func TestModifySQD(t *testing.T) {

@@ -97,5 +97,40 @@ func (qp *QP) afterModify() {
 	case ibv.QPStateReset:
 		qp.lastWQE.Store(false)
 		qp.dr.lastWQERearm()
+		qp.cleanCQs()
 	}
 }
+
+// cleanCQs removes the QP's completions from its CQs as it enters RESET,
+// as libmlx5 does (mlx5_modify_qp: mlx5_cq_clean of the receive and the
+// send CQ): a program that takes a failed QP through RESET back to RTS
+// does not poll the old QP's flushed WRs among the new ones' (pyverbs'
+// test_mr_rereg_addr). softnic departs from rxe here, whose provider and
+// kernel driver leave them queued; the IBTA leaves what happens to the
+// CQEs of a QP reset open. Receives from an SRQ or a WQ stay: libmlx5
+// gives such a WQE back to its SRQ, softnic has no way to, and their
+// completions are the only record of the data they took.
+func (qp *QP) cleanCQs() {
+	qpn := qp.qpn
+	if qp.wq != nil || qp.srq != nil || qp.shared != nil {
+		sends := func(wc *ibv.WorkCompletion) bool { return wc.QPNum == qpn && !isRecvWC(wc) }
+		if qp.sendCQ != nil {
+			qp.sendCQ.Remove(sends)
+		}
+		if qp.recvCQ != nil && qp.recvCQ != qp.sendCQ {
+			qp.recvCQ.Remove(sends)
+		}
+		return
+	}
+	mine := func(wc *ibv.WorkCompletion) bool { return wc.QPNum == qpn }
+	if qp.sendCQ != nil {
+		qp.sendCQ.Remove(mine)
+	}
+	if qp.recvCQ != nil && qp.recvCQ != qp.sendCQ {
+		qp.recvCQ.Remove(mine)
+	}
+}
+
+// isRecvWC reports whether wc is of the receive side (IBV_WC_RECV and
+// the opcodes after it, all with bit 7 set in verbs.h).
+func isRecvWC(wc *ibv.WorkCompletion) bool { return wc.Opcode&ibv.WCRecv != 0 }

@@ -394,6 +394,33 @@ func (c *CQ) Resize(cqe int) error {
 	return nil
 }
 
+// Remove takes out of the queue every completion for which drop reports
+// true, keeping the others in order (with their times, on a stamped CQ),
+// and returns how many it removed (libmlx5's __mlx5_cq_clean, run when a
+// QP enters RESET). A completion event already generated is not taken
+// back.
+func (c *CQ) Remove(drop func(*ibv.WorkCompletion) bool) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	kept := c.head
+	for k := c.head; k != c.tail; k++ {
+		i := k & c.mask
+		if drop(&c.ring[i]) {
+			continue
+		}
+		if j := kept & c.mask; j != i {
+			c.ring[j] = c.ring[i]
+			if c.stamps != nil {
+				c.stamps[j] = c.stamps[i]
+			}
+		}
+		kept++
+	}
+	n := int(c.tail - kept)
+	c.tail = kept
+	return n
+}
+
 // drainLocked copies every queued completion to out, in order, and returns
 // how many; out must have room. It leaves the ring as it is.
 func (c *CQ) drainLocked(out []ibv.WorkCompletion) int {

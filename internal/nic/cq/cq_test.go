@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softnic/softnic/clock"
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/errno"
 )
@@ -620,4 +621,50 @@ func BenchmarkPushParallel(b *testing.B) {
 	})
 	stop.Store(true)
 	<-done
+}
+
+// TestRemove: Remove takes out exactly the completions it is told to,
+// keeps the rest in order with their stamps across the ring's wrap, and
+// the CQ goes on taking and giving completions after it.
+func TestRemove(t *testing.T) {
+	c := newCQ(t, 7) // a ring of 8
+	clk := clock.NewManual(time.Unix(0, 0))
+	c.Stamp(clk)
+	out := make([]ibv.WorkCompletion, 8)
+	// Move head and tail on so that the queue wraps the ring.
+	for id := range uint64(5) {
+		c.Push(wc(100+id), false)
+	}
+	if n := c.Poll(out[:5]); n != 5 {
+		t.Fatalf("Poll = %d, want 5", n)
+	}
+	for id := range uint64(7) {
+		clk.Set(time.Unix(0, int64(id+1)))
+		c.Push(wc(id), false)
+	}
+	odd := func(w *ibv.WorkCompletion) bool { return w.WRID%2 == 1 }
+	if n := c.Remove(odd); n != 3 {
+		t.Errorf("Remove(odd) = %d, want 3", n)
+	}
+	if c.Len() != 4 {
+		t.Errorf("Len after Remove = %d, want 4", c.Len())
+	}
+	c.Push(wc(8), false)
+	stamps := make([]int64, 8)
+	n := c.PollStamped(out, stamps)
+	want := []uint64{0, 2, 4, 6, 8}
+	if n != len(want) {
+		t.Fatalf("PollStamped = %d completions, want %d", n, len(want))
+	}
+	for k, id := range want {
+		if out[k].WRID != id {
+			t.Errorf("completion %d: WR %d, want %d", k, out[k].WRID, id)
+		}
+		if id < 8 && stamps[k] != int64(id+1) {
+			t.Errorf("completion %d (WR %d): stamp %d, want %d", k, id, stamps[k], id+1)
+		}
+	}
+	if n := c.Remove(odd); n != 0 {
+		t.Errorf("Remove on an empty CQ = %d, want 0", n)
+	}
 }

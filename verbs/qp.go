@@ -190,7 +190,9 @@ func (qp *QP) QPN() uint32 {
 // mask are checked against the IBTA QP state table as the kernel's
 // ib_modify_qp_is_ok does, and the values against the device limits; a
 // refusal wraps EINVAL, names the attribute in question and leaves the QP
-// as it was.
+// as it was. A QP entering RESET takes its completions out of its CQs, as
+// libmlx5 does (rxe's provider leaves them); receives of an SRQ or a WQ
+// stay queued.
 func (qp *QP) Modify(attr *ibv.QPAttr, mask ibv.AttrMask) error {
 	if err := qp.live(); err != nil {
 		return err

@@ -67,3 +67,6 @@ func (*UDPLink) JoinGroup(netip.Addr) error { return errNoUDP }
 
 // LeaveGroup returns an error: the UDP link needs Linux.
 func (*UDPLink) LeaveGroup(netip.Addr) error { return errNoUDP }
+
+// PollFD returns -1: there is no socket.
+func (*UDPLink) PollFD() int { return -1 }

@@ -395,6 +395,22 @@ func (l *UDPLink) LocalAddr() netip.Addr { return l.addr }
 // everything the link sends.
 func (l *UDPLink) Port() uint16 { return l.port }
 
+// PollFD returns the descriptor of the link's socket, for a caller that
+// only waits for it to turn readable (poll(2), as softnic's libibverbs
+// does in ibv_poll_cq with SOFTNIC_POLL_WAIT): it must not read, write or
+// close it, and a wait that outlives the link finds it closed (POLLNVAL)
+// or, the number reused, another file. -1 once the link is closed.
+func (l *UDPLink) PollFD() int {
+	if l.closed.Load() {
+		return -1
+	}
+	fd := -1
+	if err := l.raw.Control(func(d uintptr) { fd = int(d) }); err != nil {
+		return -1
+	}
+	return fd
+}
+
 // BatchSize returns the configured batch size.
 func (l *UDPLink) BatchSize() int { return l.bs }
 

@@ -41,6 +41,19 @@ func TestPingpongPairs(t *testing.T) {
 	}
 }
 
+// With --poll-wait each side's empty polls, once a CQ has been empty for
+// a while, wait on the link's socket (link.UDPLink.PollFD) before polling
+// again: the ping-pong still finishes with its data checked.
+func TestPingpongPollWait(t *testing.T) {
+	needLibs(t)
+	needTools(t, "ibverbs-utils", "ibv_rc_pingpong")
+	port := freePort(t)
+	args := []string{"ibv_rc_pingpong", "-g", "1", "-c", "-n", "200", "-p", strconv.Itoa(port)}
+	sout, cout := pair(t, port, args, append(args, testAddr(0).String()),
+		Options{Addr: testAddr(0), PollWait: true}, Options{Addr: testAddr(1), PollWait: true})
+	checkPingpong(t, "ibv_rc_pingpong", sout, cout)
+}
+
 // checkPingpong checks that both sides of a ping-pong finished: the
 // examples print their rate, ibv_xsrq_pingpong "success".
 func checkPingpong(t *testing.T, prog, sout, cout string) {

@@ -142,6 +142,9 @@ type QP struct {
 	req  requester // guarded by mu
 	comp completer // guarded by mu
 	resp responder // guarded by mu
+	// flight is the QP's share of the budget toward its peer
+	// (PeerBudget); guarded by mu, some of it by the budget's.
+	flight flight
 
 	timeout       time.Duration // guarded by mu; 0 = no retransmit timer
 	retryTimer    clock.Timer   // guarded by mu
@@ -419,6 +422,7 @@ func (qp *QP) Process(out transport.Output) (more bool) {
 	if qp.requesterLocked(out, now) {
 		more = true
 	}
+	qp.settleFlightLocked(true)
 	if !qp.isRC() {
 		qp.ucFlushLocked(out)
 	}
@@ -518,6 +522,7 @@ func (qp *QP) flushEvents() { qp.events.Deliver(&qp.mu, qp.cfg.OnAsync) }
 func (qp *QP) Close() {
 	qp.mu.Lock()
 	qp.stopTimersLocked()
+	qp.leaveBudgetLocked()
 	qp.mu.Unlock()
 	qp.inbox.Release()
 }

@@ -35,16 +35,18 @@ const PSNCost = 256
 //
 // Fair shares: a QP that finds the budget spent, or others waiting for
 // it, waits in line (first come, first served) and is woken when what
-// the acknowledgements of all the QPs return covers what it asked for;
-// what a QP's acknowledgements return goes to those waiting before the
-// QP may take it again (QP.settleFlightLocked), so no QP starves while
-// others send. A go-back-N resends within what the QP holds, so many
-// QPs timing out at once resend no more than the budget.
+// the acknowledgements of all the QPs return covers what it asked for
+// (grantLocked); what a QP's acknowledgements return goes to those
+// waiting before the QP may take it again (QP.startFlightLocked), so no
+// QP starves while others send. A go-back-N resends within what the QP
+// holds, so many QPs timing out at once resend no more than the budget.
+// A QP alone takes what it lacks at once and never waits: the budget
+// binds only when the QPs toward one peer want more than it together.
 //
 // rxe has no such budget: each QP has its RXE_MAX_UNACKED_PSNS in flight
-// whatever the others do. The IBTA leaves how much a requester has
-// outstanding to it (9.7.7.2: the requester may limit what it sends
-// ahead of acknowledgements); nothing on the wire changes.
+// whatever the others do. The IBTA leaves how much a requester keeps
+// outstanding to it, bounding it only by half the PSN space; nothing on
+// the wire changes.
 type PeerBudget struct {
 	limit int
 	mu    sync.Mutex
@@ -86,9 +88,14 @@ func (b *PeerBudget) Waiting() int {
 type flight struct {
 	b    *PeerBudget // guarded by the QP's mu
 	held int         // guarded by the QP's mu: bytes the QP holds
-	// blocked: the requester stopped for the budget in this pass;
-	// guarded by the QP's mu.
-	blocked bool
+	// keep: the requester stopped in this pass for the budget or its
+	// pacer (congestion control), and keeps what it holds and was
+	// granted for the pass the grant or the pacer's timer wakes it for
+	// (endFlightLocked); acked is the completer's PSN when the QP last gave back what
+	// acknowledgements retired (startFlightLocked); guarded by the QP's
+	// mu.
+	keep  bool
+	acked wire.PSN
 	// granted is what the budget set aside for the QP while it waited,
 	// which it adds to held when it next runs; need and want are what
 	// it waits for (at least need, want if there is as much), waiting
@@ -108,6 +115,7 @@ func (qp *QP) SetBudget(b *PeerBudget) {
 	defer qp.mu.Unlock()
 	qp.leaveBudgetLocked()
 	qp.flight.b = b
+	qp.flight.acked = qp.comp.psn
 }
 
 // leaveBudgetLocked gives back all the QP holds and was granted, and
@@ -146,39 +154,58 @@ func (qp *QP) inFlightLocked() int {
 	return max(int(qp.req.psn.Diff(qp.comp.psn)), 0) * qp.psnCostLocked()
 }
 
-// settleFlightLocked gives back what the QP holds beyond what its PSNs
-// in flight need, which the QPs waiting take first. The requester runs
-// it before it sends: what the acknowledgements of the pass retired is
-// not the QP's to send again ahead of those waiting. It runs it after
-// (after): what the QP was granted and did not use goes back too, and
-// the QP leaves the line if it stopped for another reason than the
-// budget; what it was granted while it stopped for the budget stays
-// set aside for the pass the grant woke it for. A QP that no longer
-// sends gives back everything.
-func (qp *QP) settleFlightLocked(after bool) {
+// startFlightLocked gives back, before the requester sends, what the
+// acknowledgements since its last pass retired: the QPs waiting take it
+// first, and the QP, its turn over, goes to the back of the line if it
+// asks again. What it took for packets it has not sent yet it keeps: a
+// pass that ends at its bound (budget) goes on with it, and a go-back-N
+// resends with what its lost packets held. A QP that no longer sends (ERR,
+// RESET) gives back everything.
+func (qp *QP) startFlightLocked() {
 	f := &qp.flight
 	b := f.b
 	if b == nil {
 		return
 	}
 	need := qp.inFlightLocked()
-	b.mu.Lock()
-	if !qp.sendingLocked() || after && !f.blocked {
+	retired := max(int(qp.comp.psn.Diff(f.acked)), 0) * qp.psnCostLocked()
+	f.acked = qp.comp.psn
+	f.keep = false
+	if !qp.sendingLocked() {
+		qp.endFlightLocked(false)
+		return
+	}
+	if n := min(retired, f.held-need); n > 0 {
+		b.mu.Lock()
+		f.held -= n
 		b.unlinkLocked(qp)
-		f.held += f.granted
-		f.granted = 0
+		b.putLocked(n)
+		b.mu.Unlock()
 	}
-	if !after {
-		f.blocked = false
+}
+
+// endFlightLocked settles the QP's share after the requester's pass.
+// Unless the pass stopped at its bound with more to send (left), for the
+// budget or for its pacer (flight.keep), it gives back what the QP holds
+// beyond its PSNs in flight and what it was granted, and leaves the
+// line. A QP that stopped in the middle of a message keeps what it took
+// for the rest: the packet it stopped after asked for an
+// acknowledgement only if the budget's edge was there
+// (atFlightEdgeLocked).
+func (qp *QP) endFlightLocked(left bool) {
+	f := &qp.flight
+	b := f.b
+	if b == nil || qp.sendingLocked() && (left || f.keep) {
+		return
 	}
+	need := qp.inFlightLocked()
+	b.mu.Lock()
+	b.unlinkLocked(qp)
+	f.held += f.granted
+	f.granted = 0
 	if f.held > need {
 		n := f.held - need
 		f.held = need
-		if !after {
-			// Its turn is over: to the back of the line, if it asks
-			// again, behind those its acknowledgements now serve.
-			b.unlinkLocked(qp)
-		}
 		b.putLocked(n)
 	}
 	b.mu.Unlock()
@@ -230,7 +257,7 @@ func (qp *QP) takeFlightLocked(end wire.PSN, want int32) bool {
 		return true
 	}
 	f.need, f.want = lack, more
-	f.blocked = true
+	f.keep = true
 	if !f.waiting {
 		f.waiting = true
 		f.prev, f.next = b.tail, nil
@@ -264,15 +291,18 @@ func (b *PeerBudget) putLocked(n int) {
 }
 
 // grantLocked sets aside for the QPs waiting, first in line first, what
-// each asked for while the budget has at least what it lacks, and wakes
-// them; b.mu is held. The first in line waits for what it lacks with the
-// others behind it, so a QP that needs much (a large READ) is not
-// passed over for ever by QPs that need little.
+// each asked for, and wakes them; b.mu is held. A grant waits until the
+// budget has what the QP asked for (a quarter of the budget at most), or
+// at least what it lacks for its next packet if that is more: a QP woken
+// for a few PSNs would send them alone, and the wake-ups, a hand-off to
+// its processor each, not the budget, would bound the transfer. The
+// first in line waits with the others behind it, so a QP that needs much
+// (a large READ) is not passed over for ever by QPs that need little.
 func (b *PeerBudget) grantLocked() {
 	for b.head != nil {
 		q := b.head
 		f := &q.flight
-		if b.free < f.need {
+		if b.free < max(f.need, min(f.want, b.limit/4)) {
 			return
 		}
 		g := min(f.want, b.free)

@@ -419,10 +419,11 @@ func (qp *QP) Process(out transport.Output) (more bool) {
 		more = qp.resp.readReplyLocked(qp, out, now) || more
 	}
 	qp.timersLocked(now)
-	if qp.requesterLocked(out, now) {
+	left := qp.requesterLocked(out, now)
+	qp.endFlightLocked(left)
+	if left {
 		more = true
 	}
-	qp.settleFlightLocked(true)
 	if !qp.isRC() {
 		qp.ucFlushLocked(out)
 	}

@@ -80,7 +80,7 @@ func (qp *QP) requesterLocked(out transport.Output, now time.Time) bool {
 	}
 	// What the acknowledgements of this pass retired goes to the QPs
 	// waiting for the peer's budget first (PeerBudget).
-	qp.settleFlightLocked(false)
+	qp.startFlightLocked()
 	r := &qp.req
 	if r.rnrWait {
 		// Nothing goes out before the RNR timer fires, not even a retry a
@@ -126,6 +126,7 @@ func (qp *QP) requesterLocked(out transport.Output, now time.Time) bool {
 				// Over its rate (congestion control): the QP waits for
 				// its pacer's timer, and its processor runs others.
 				qp.pace.Arm(qp.cfg.Clock, d, qp.cfg.Waker)
+				qp.flight.keep = true
 				return false
 			}
 		}

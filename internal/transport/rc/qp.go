@@ -44,11 +44,12 @@ const (
 	// have sent and not yet seen acknowledged. softnic deliberately keeps
 	// 512 where rxe keeps 128 (RXE_MAX_UNACKED_PSNS); the IBTA bounds it
 	// only by half the 24-bit PSN space. At 128 a bandwidth test between
-	// slow hosts idles waiting for ACKs; the cost is more socket-buffer
-	// overflow with many QPs at once, which the go-back-N recovers
-	// (docs/performance.md, "rc.MaxUnackedPSNs: why 512"). A softnic
-	// peer's socket buffer holds the window even at path MTU 4096 when it
-	// may set its 8 MiB (UDPConfig.SocketBuffer; root or rmem_max).
+	// slow hosts idles waiting for ACKs (docs/performance.md,
+	// "rc.MaxUnackedPSNs: why 512"). A softnic peer's socket buffer holds
+	// the window even at path MTU 4096 when it may set its 8 MiB
+	// (UDPConfig.SocketBuffer; root or rmem_max); what many QPs toward one
+	// peer have in flight together is bounded by the NIC's budget toward
+	// it (PeerBudget).
 	MaxUnackedPSNs = 512
 	// RetryUnackedPSNs is the most the window can be after a timeout
 	// (completer.lossLocked): the go-back-N sends at most rxe's whole

@@ -14,6 +14,7 @@ import (
 	"github.com/softnic/softnic/ibv"
 	"github.com/softnic/softnic/internal/transport/rc"
 	tt "github.com/softnic/softnic/internal/transport/transporttest"
+	"github.com/softnic/softnic/wire"
 )
 
 // manyPairs makes k connected pairs of QPs, the a ends on one node at
@@ -228,6 +229,33 @@ func TestPeerBudgetBoundsTheGoBackN(t *testing.T) {
 		// time out, once each.
 		if got, most := ctr.Timeouts.Load(), uint64(budget.Limit()/(1024+rc.PSNCost)/16); got == 0 || got > most {
 			t.Errorf("%d timeouts, want 1 to %d (the QPs the budget let send)", got, most)
+		}
+	})
+}
+
+// A QP that stops in the middle of a message for the budget asks for an
+// acknowledgement with the last packet its share covers: only one lets
+// it, or the QPs waiting, go on; without it the QP would wait for its
+// retransmit timer.
+func TestPeerBudgetEdgeAsksForAnACK(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := tt.NewNet(t, 1)
+		budget := rc.NewPeerBudget(5 * (1024 + rc.PSNCost))
+		a, b := manyPairs(t, n, 1, opts{mtu: ibv.MTU1024, timeout: 14, retry: 7, rnr: 7, bufSize: 16 << 10}, budget)
+		n.Fabric().SetPathImpairment(b[0].node.Addr(), a[0].node.Addr(), fabric.Impairment{Delay: time.Millisecond})
+		rec := n.Recorder()
+		writeAll(a, b, 1, 16<<10)
+		n.Settle()
+		sent := rec.Match(from(a[0]))
+		if len(sent) != 5 {
+			t.Fatalf("the QP sent %d packets within a budget of 5 PSNs, want 5", len(sent))
+		}
+		for i, p := range sent {
+			tt.Check(t, &p, tt.PSN(wire.PSN(i)), tt.AckReq(i == 4))
+		}
+		checkWrites(t, n, a, b, 1, 16<<10, time.Second)
+		if got := a[0].ctr().Timeouts.Load(); got != 0 {
+			t.Errorf("%d timeouts, want none", got)
 		}
 	})
 }

@@ -91,9 +91,9 @@ type flight struct {
 	// keep: the requester stopped in this pass for the budget or its
 	// pacer (congestion control), and keeps what it holds and was
 	// granted for the pass the grant or the pacer's timer wakes it for
-	// (endFlightLocked); acked is the completer's PSN when the QP last gave back what
-	// acknowledgements retired (startFlightLocked); guarded by the QP's
-	// mu.
+	// (endFlightLocked). acked is the completer's PSN when the QP last
+	// gave back what acknowledgements retired (startFlightLocked). Both
+	// guarded by the QP's mu.
 	keep  bool
 	acked wire.PSN
 	// granted is what the budget set aside for the QP while it waited,

@@ -32,7 +32,11 @@ type Endpoint struct {
 	head    int       // guarded by mu
 	n       int       // guarded by mu
 	qclosed bool      // guarded by mu
-	seq     uint64    // the last datagram handed out (link.Datagram.Seq); guarded by mu
+	// qbytes are the bytes of the datagrams queued, rcvbuf the most
+	// they may be (SetRecvBuffer; 0: no bound but the queue's length);
+	// guarded by mu.
+	qbytes, rcvbuf int
+	seq            uint64 // the last datagram handed out (link.Datagram.Seq); guarded by mu
 	// errq are the errors reported back (Fabric.AddHost) that the next
 	// read hands to the error watchers; guarded by mu.
 	errq []link.SendError
@@ -133,6 +137,20 @@ func (e *Endpoint) SetMTU(n int) error {
 	return nil
 }
 
+// SetRecvBuffer bounds the bytes of the datagrams (UDP payloads) queued
+// for the endpoint's reader to n, as a UDP socket's receive buffer
+// (SO_RCVBUF) bounds what waits for its reader: a datagram arriving
+// while the queue holds more than n less its size is dropped and counted
+// (DropQueueFull), as the kernel drops one that finds the buffer full
+// (UdpRcvbufErrors). 0, the default, leaves only the queue's length
+// (Config.QueueLen). It applies to the datagrams that arrive from then
+// on.
+func (e *Endpoint) SetRecvBuffer(n int) {
+	e.mu.Lock()
+	e.rcvbuf = max(n, 0)
+	e.mu.Unlock()
+}
+
 // SetLinkState sets the state of the endpoint's interface, as `ip link
 // set DEV down` (Up false) or a cable pulled (Carrier false) would a
 // real one's; it applies at once. An endpoint that is down or has no
@@ -216,7 +234,8 @@ func (e *Endpoint) BatchSize() int { return e.f.batchSize }
 // Stats returns the endpoint's counters: Sent and the drops of what it
 // sent (no route, impairment, filter, oversize) and what the fabric did to
 // it (duplicated, corrupted, reordered, delayed) on the sending side;
-// Delivered and DropQueueFull on the receiving side.
+// Delivered and DropQueueFull (the queue's length or SetRecvBuffer) on
+// the receiving side.
 func (e *Endpoint) Stats() Stats { return e.stats.snapshot() }
 
 // WriteBatch offers msgs to the fabric and returns len(msgs): every
@@ -336,6 +355,7 @@ func (e *Endpoint) take(msgs []link.Datagram) int {
 			e.head = 0
 		}
 		e.n--
+		e.qbytes -= len(fr.data)
 		m := &msgs[n]
 		m.Encap = fr.enc
 		m.Buf = m.Buf[:copy(m.Buf[:cap(m.Buf)], fr.data)]
@@ -369,6 +389,7 @@ func (e *Endpoint) Close() error {
 		e.head = (e.head + 1) % len(e.q)
 		e.n--
 	}
+	e.qbytes = 0
 	e.errq = nil
 	e.cond.Broadcast()
 	e.mu.Unlock()
@@ -393,9 +414,10 @@ func (e *Endpoint) enqueue(fr *frame) enqueueResult {
 	switch {
 	case e.qclosed:
 		return endpointClosed
-	case e.n == len(e.q):
+	case e.n == len(e.q), e.rcvbuf > 0 && e.qbytes+len(fr.data) > e.rcvbuf:
 		return queueFull
 	}
+	e.qbytes += len(fr.data)
 	i := e.head + e.n
 	if i >= len(e.q) {
 		i -= len(e.q)

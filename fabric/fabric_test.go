@@ -191,6 +191,33 @@ func TestQueueOverflow(t *testing.T) {
 	}
 }
 
+// A receive buffer bounds the bytes queued, as a socket's does: what
+// arrives beyond it is dropped and counted, and reading makes room.
+func TestRecvBufferOverflow(t *testing.T) {
+	_, _, a, b := pair(t, Config{})
+	sendSeq(t, a, addrB, 1)
+	size := len(drain(t, b)[0].Buf) // every datagram of sendSeq has this size
+	b.SetRecvBuffer(3*size + size/2)
+	sendSeq(t, a, addrB, 10)
+	st := b.Stats()
+	if st.Delivered.Packets != 1+3 || st.DropQueueFull.Packets != 7 {
+		t.Errorf("receiver stats Delivered %d DropQueueFull %d, want 4 and 7",
+			st.Delivered.Packets, st.DropQueueFull.Packets)
+	}
+	if got, want := psns(t, drain(t, b)), []wire.PSN{0, 1, 2}; !slices.Equal(got, want) {
+		t.Errorf("received PSNs %v, want %v", got, want)
+	}
+	sendSeq(t, a, addrB, 4)
+	if got := queued(b); got != 3 {
+		t.Errorf("after draining, queued %d, want 3", got)
+	}
+	b.SetRecvBuffer(0) // the queue's length alone again
+	sendSeq(t, a, addrB, 4)
+	if got := queued(b); got != 7 {
+		t.Errorf("without a receive buffer, queued %d, want 7", got)
+	}
+}
+
 func TestReadBatchPartialAndTruncate(t *testing.T) {
 	_, _, a, b := pair(t, Config{})
 	sendSeq(t, a, addrB, 3)

@@ -24,6 +24,8 @@
 //     to the link in batches.
 //   - async.go: asynchronous events.
 //   - port.go: the port, which follows the link's state.
+//   - peerbudget.go: the budgets of what the RC requesters have in
+//     flight toward each peer.
 //   - qp.go, ud.go, srq.go, sharedrq.go, wq.go, xrc.go, ah.go, mcast.go,
 //     drain.go, mtu.go, link.go, timerslot.go: the objects verbs makes
 //     and the device's attributes.
@@ -98,6 +100,13 @@ type Config struct {
 	// with CC off, or to a QP without a reaction point, is counted
 	// (rp_cnp_ignored) and dropped, never handed to a transport.
 	CC *ibv.CCParams
+	// PeerBudget is the bytes the NIC's RC and XRC_SEND QPs may have in
+	// flight toward one peer address together, each PSN charged its
+	// path MTU and rc.PSNCost (rc.PeerBudget): what the peer's socket
+	// buffer must hold whatever the number of QPs. 0 means
+	// DefaultPeerBudget; a negative value, no budget (each QP bounded by
+	// its own window alone, as rxe).
+	PeerBudget int
 }
 
 // NIC is one software RDMA NIC.
@@ -120,6 +129,8 @@ type NIC struct {
 	xrc xrcTables // XRC SRQs by number, XRC_RECV QPs by QPN
 
 	mcast mcastTable // multicast groups and their QPs
+
+	peers peerBudgets // what the RC requesters may have in flight toward each peer
 
 	procs  []*processor
 	txs    txPool      // outputs of the goroutines that run QPs inline
@@ -195,6 +206,7 @@ func New(cfg Config) (*NIC, error) {
 		lease:   newPollLease(link.PreferBusyPoll(cfg.Link)),
 		done:    make(chan struct{}),
 	}
+	n.peers.init(cfg.PeerBudget)
 	if link.CanPoll(cfg.Link) {
 		n.poll = cfg.Link.(link.Poller)
 	}

@@ -170,6 +170,11 @@ type QP struct {
 	xrcd    *XRCD
 	handles int // guarded by mu
 
+	// peer is the address the QP's path leads to, whose budget
+	// (peerBudgets) it uses when budgeted; guarded by mu.
+	peer     netip.Addr
+	budgeted bool
+
 	mu   sync.Mutex  // serialises Modify and Destroy
 	dead atomic.Bool // destroyed; read without mu by the post paths
 }
@@ -398,6 +403,9 @@ func (qp *QP) Modify(attr *ibv.QPAttr, mask ibv.AttrMask) error {
 	if err != nil {
 		return err
 	}
+	if mask&ibv.QPAttrAV != 0 {
+		qp.setPeerBudgetLocked()
+	}
 	qp.n.run(qp.e, run)
 	qp.afterModify()
 	return nil
@@ -527,6 +535,7 @@ func (qp *QP) Destroy() error {
 	qp.detachAllMcastLocked()
 	qp.dead.Store(true)
 	qp.n.unregisterQP(qp.qpn, sendsAlone(qp.typ) && qp.t.State() == ibv.QPStateRTS)
+	qp.dropPeerBudgetLocked()
 	if qp.xrcd == nil {
 		qp.pd.Unref()
 		qp.sendCQ.Unref()

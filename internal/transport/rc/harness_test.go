@@ -107,8 +107,15 @@ func newPair(t testing.TB, n *tt.Net, o opts) (a, b *end) {
 // newEnd makes a node at addr with a QP of type o.typ in RESET.
 func newEnd(t testing.TB, n *tt.Net, addr string, o opts) *end {
 	t.Helper()
+	return newEndOn(t, n, n.Node(addr), o)
+}
+
+// newEndOn makes a QP of type o.typ in RESET on node, beside the QPs
+// the node has.
+func newEndOn(t testing.TB, n *tt.Net, node *tt.Node, o opts) *end {
+	t.Helper()
 	o.defaults()
-	e := &end{t: t, net: n, node: n.Node(addr), typ: o.typ, buf: make([]byte, o.bufSize), cq: new(tt.CQ)}
+	e := &end{t: t, net: n, node: node, typ: o.typ, buf: make([]byte, o.bufSize), cq: new(tt.CQ)}
 	e.tbl = mem.NewTable(mem.Limits{KeySeed: 1})
 	var err error
 	if e.pd, err = e.tbl.AllocPD(); err != nil {
@@ -229,6 +236,10 @@ func (e *end) modify(attr ibv.QPAttr, mask ibv.AttrMask) {
 		e.t.Fatalf("modify QP: %v", err)
 	}
 }
+
+// setBudget makes b the budget e's requests take from (nil: none), as
+// the engine does for the QP's peer (nic's peer budgets).
+func (e *end) setBudget(b *rc.PeerBudget) { e.qp.SetBudget(b) }
 
 // post posts send WRs on e's QP, failing the test on error.
 func (e *end) post(wrs ...ibv.SendWR) {

@@ -44,11 +44,12 @@ const (
 	// have sent and not yet seen acknowledged. softnic deliberately keeps
 	// 512 where rxe keeps 128 (RXE_MAX_UNACKED_PSNS); the IBTA bounds it
 	// only by half the 24-bit PSN space. At 128 a bandwidth test between
-	// slow hosts idles waiting for ACKs; the cost is more socket-buffer
-	// overflow with many QPs at once, which the go-back-N recovers
-	// (docs/performance.md, "rc.MaxUnackedPSNs: why 512"). A softnic
-	// peer's socket buffer holds the window even at path MTU 4096 when it
-	// may set its 8 MiB (UDPConfig.SocketBuffer; root or rmem_max).
+	// slow hosts idles waiting for ACKs (docs/performance.md,
+	// "rc.MaxUnackedPSNs: why 512"). A softnic peer's socket buffer holds
+	// the window even at path MTU 4096 when it may set its 8 MiB
+	// (UDPConfig.SocketBuffer; root or rmem_max); what many QPs toward one
+	// peer have in flight together is bounded by the NIC's budget toward
+	// it (PeerBudget).
 	MaxUnackedPSNs = 512
 	// RetryUnackedPSNs is the most the window can be after a timeout
 	// (completer.lossLocked): the go-back-N sends at most rxe's whole
@@ -142,6 +143,9 @@ type QP struct {
 	req  requester // guarded by mu
 	comp completer // guarded by mu
 	resp responder // guarded by mu
+	// flight is the QP's share of the budget toward its peer
+	// (PeerBudget); guarded by mu, some of it by the budget's.
+	flight flight
 
 	timeout       time.Duration // guarded by mu; 0 = no retransmit timer
 	retryTimer    clock.Timer   // guarded by mu
@@ -416,7 +420,9 @@ func (qp *QP) Process(out transport.Output) (more bool) {
 		more = qp.resp.readReplyLocked(qp, out, now) || more
 	}
 	qp.timersLocked(now)
-	if qp.requesterLocked(out, now) {
+	left := qp.requesterLocked(out, now)
+	qp.endFlightLocked(left)
+	if left {
 		more = true
 	}
 	if !qp.isRC() {
@@ -518,6 +524,7 @@ func (qp *QP) flushEvents() { qp.events.Deliver(&qp.mu, qp.cfg.OnAsync) }
 func (qp *QP) Close() {
 	qp.mu.Lock()
 	qp.stopTimersLocked()
+	qp.leaveBudgetLocked()
 	qp.mu.Unlock()
 	qp.inbox.Release()
 }

@@ -75,10 +75,11 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output, now time.Time) 
 	// long ones (rxe_req.c: RXE_MAX_PKT_PER_ACK), and at least twice a
 	// window when losses made the window smaller than that: the
 	// requester stops at the window's edge, and only an ACK lets it go
-	// on. Never on UC.
+	// on; so at the edge of its share of the peer's budget
+	// (atFlightEdgeLocked). Never on UC.
 	if qp.isRC() {
 		r.noack++
-		if last || r.noack > maxPktPerAck || int32(r.noack) >= qp.comp.win/2 {
+		if last || r.noack > maxPktPerAck || int32(r.noack) >= qp.comp.win/2 || qp.atFlightEdgeLocked() {
 			h.BTH.AckReq = true
 			r.noack = 0
 			if !r.rttOn && !qp.comp.retrying && !r.psn.Before(r.highPSN) {

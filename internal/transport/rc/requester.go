@@ -78,6 +78,9 @@ func (qp *QP) requesterLocked(out transport.Output, now time.Time) bool {
 	if qp.state != ibv.QPStateRTS && qp.state != ibv.QPStateSQD {
 		return false
 	}
+	// What the acknowledgements of this pass retired goes to the QPs
+	// waiting for the peer's budget first (PeerBudget).
+	qp.startFlightLocked()
 	r := &qp.req
 	if r.rnrWait {
 		// Nothing goes out before the RNR timer fires, not even a retry a
@@ -115,17 +118,30 @@ func (qp *QP) requesterLocked(out transport.Output, now time.Time) bool {
 		if qp.isRC() && r.psn.Diff(qp.comp.psn) >= qp.windowLocked() {
 			return false // window full (MaxUnackedPSNs, rxe's RXE_MAX_UNACKED_PSNS)
 		}
+		if qp.isRC() && !qp.takeFlightLocked(qp.packetEndLocked(w), min(r.psn.Diff(qp.comp.psn)+budget, qp.windowLocked())) {
+			return false // the peer's budget is spent: the grant wakes the QP
+		}
 		if qp.rp != nil {
 			if d := qp.rp.Wait(now); d > 0 {
 				// Over its rate (congestion control): the QP waits for
 				// its pacer's timer, and its processor runs others.
 				qp.pace.Arm(qp.cfg.Clock, d, qp.cfg.Waker)
+				qp.flight.keep = true
 				return false
 			}
 		}
 		qp.sendPacketLocked(w, out, now)
 	}
 	return qp.sq.valid(r.idx)
+}
+
+// packetEndLocked is the PSN after the next packet of w: a READ
+// request's takes every PSN of its responses.
+func (qp *QP) packetEndLocked(w *sendWQE) wire.PSN {
+	if w.kind == kindRead {
+		return w.lastPSN.Next()
+	}
+	return qp.req.psn.Next()
 }
 
 // reaskRequestsLocked sends again the requests of the responses the

@@ -27,7 +27,8 @@ import (
 // several QPs toward the same peer send at once. A peer whose buffer is
 // smaller (rmem_max's 208 KiB without privileges; a kernel rxe's
 // socket) overflows before the budget binds, as it would without it.
-// rxe has no such budget (rc.PeerBudget).
+// rxe has no such budget (rc.PeerBudget). The measurements behind the
+// size: docs/performance.md, "nic.DefaultPeerBudget".
 const DefaultPeerBudget = link.DefaultUDPSocketBuffer / 2
 
 // peerBudgets are the NIC's budgets by peer address, each kept while a

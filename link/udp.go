@@ -70,6 +70,15 @@ type UDPConfig struct {
 	// traffic classes differ (inet_gro_receive, ipv6_gro_receive), so a
 	// coalesced buffer's one control message is every segment's.
 	ECN bool
+	// Unpolled keeps the socket out of Go's netpoller: a ReadBatch with
+	// nothing to read waits in ppoll(2), a blocking system call that
+	// holds its thread (and its P until the runtime hands it off), so
+	// that a datagram wakes no thread of the process unless a reader
+	// waits for it. For a process that runs the engine beside a program
+	// which polls the link itself from a thread of its own, with at least
+	// two Ps (softnic's libibverbs); with GOMAXPROCS=1 a waiting reader
+	// would stall every other goroutine. See udp_unpolled_linux.go.
+	Unpolled bool
 }
 
 // LinkErrno is a class of errno a link counts its send and receive

@@ -386,7 +386,3 @@ func (l *UDPLink) takeMcast(msgs []Datagram) int {
 	}
 	return n
 }
-
-// isWake reports whether err is the read deadline a group's reader set
-// to wake ReadBatch.
-func isWake(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }

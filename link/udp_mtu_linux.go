@@ -43,7 +43,7 @@ func (l *UDPLink) LinkState() (LinkState, bool) {
 	f := m.flags.Load()
 	s := LinkState{Up: f&unix.IFF_UP != 0, Carrier: f&unix.IFF_LOWER_UP != 0}
 	if name := m.name.Load(); name != nil {
-		_ = l.raw.Control(func(fd uintptr) { s.Speed = ethtoolSpeed(int(fd), *name) })
+		_ = l.sock.Control(func(fd uintptr) { s.Speed = ethtoolSpeed(int(fd), *name) })
 	}
 	return s, true
 }

@@ -55,7 +55,7 @@ func queued(l *UDPLink) error {
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		var n int
 		var ierr error
-		if err := l.raw.Control(func(fd uintptr) { n, ierr = unix.IoctlGetInt(int(fd), unix.SIOCINQ) }); err != nil {
+		if err := l.sock.Control(func(fd uintptr) { n, ierr = unix.IoctlGetInt(int(fd), unix.SIOCINQ) }); err != nil {
 			return err
 		}
 		if ierr != nil {

@@ -276,7 +276,7 @@ func (l *UDPLink) TryReadBatch(msgs []Datagram) (int, error) {
 	l.rxMu.Lock()
 	r := &l.rx
 	r.tryMsgs, r.tryN = msgs, 0
-	err := l.raw.Control(r.tryFn)
+	err := l.sock.Control(r.tryFn)
 	n := r.tryN
 	r.tryMsgs = nil
 	left := r.cur < r.filled

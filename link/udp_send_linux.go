@@ -235,7 +235,7 @@ func (t *udpTx) write(msgs []Datagram, resend, gso bool) (int, error) {
 	retried := -1 // the message sent again after a socket error
 	for t.start < t.end {
 		t.got, t.errno = 0, 0
-		if err := l.raw.Write(t.fn); err != nil {
+		if err := l.sock.Write(t.fn); err != nil {
 			for g := t.start; g < t.end; g++ {
 				t.fail(msgs, g, unix.EBADF) // closed: not an error to count
 			}

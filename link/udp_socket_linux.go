@@ -160,7 +160,9 @@ import (
 // free list). golang.org/x/net's ipv4.PacketConn.ReadBatch would
 // allocate a net.IP and a *net.UDPAddr per datagram, so the link calls
 // recvmmsg and sendmmsg itself through the socket's syscall.RawConn,
-// which keeps Go's poller (Close unblocks a waiting reader). With GRO
+// which keeps Go's poller (Close unblocks a waiting reader), or through
+// one of its own outside the poller (UDPConfig.Unpolled,
+// udp_unpolled_linux.go). With GRO
 // the link holds BatchSize receive buffers of 64 KiB. Socket buffers
 // default to 8 MiB (SO_SNDBUFFORCE / SO_RCVBUFFORCE when permitted, else
 // capped by net.core.wmem_max / rmem_max); rxe-interop-facts.md §3 saw
@@ -171,8 +173,7 @@ type UDPLink struct {
 	addr   netip.Addr // bound address, IPv4 unmapped
 	port   uint16
 	v4     bool
-	conn   *net.UDPConn
-	raw    syscall.RawConn
+	sock   udpSock // the socket (udp_unpolled_linux.go)
 	bs     int
 	gro    bool
 	gso    atomic.Bool // cleared for good when the kernel refuses GSO
@@ -224,6 +225,10 @@ var (
 	_ Resolver          = (*UDPLink)(nil)
 )
 
+// unpolledTest, set only by the package's tests (TestMain), opens every
+// link unpolled: the suite runs once in each mode.
+var unpolledTest bool
+
 // ListenUDP opens a UDP link on cfg.Addr and cfg.Port.
 func ListenUDP(cfg UDPConfig) (*UDPLink, error) {
 	if !cfg.Addr.IsValid() || cfg.Addr.IsUnspecified() || cfg.Addr.IsMulticast() {
@@ -237,6 +242,9 @@ func ListenUDP(cfg UDPConfig) (*UDPLink, error) {
 	}
 	if cfg.SocketBuffer <= 0 {
 		cfg.SocketBuffer = DefaultUDPSocketBuffer
+	}
+	if unpolledTest {
+		cfg.Unpolled = true
 	}
 	if cfg.IPv4ICRC > IPv4ICRCSkip {
 		return nil, fmt.Errorf("%w: IPv4 ICRC mode %d", syscall.EINVAL, cfg.IPv4ICRC)
@@ -266,11 +274,13 @@ func ListenUDP(cfg UDPConfig) (*UDPLink, error) {
 		}
 		return nil, fmt.Errorf("nic: UDP link on %v: %w", ap, err)
 	}
-	l.conn = pc.(*net.UDPConn)
-	if l.raw, err = l.conn.SyscallConn(); err != nil {
-		l.conn.Close()
+	conn := pc.(*net.UDPConn)
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		conn.Close()
 		return nil, err
 	}
+	l.sock = netSock{RawConn: raw, conn: conn}
 	if z := cfg.Addr.Zone(); z != "" {
 		if ifi, err := net.InterfaceByName(z); err == nil {
 			l.scope = uint32(ifi.Index)
@@ -278,7 +288,7 @@ func ListenUDP(cfg UDPConfig) (*UDPLink, error) {
 	}
 	// Probe the offloads now that the socket exists.
 	var probeErr error
-	err = l.raw.Control(func(fd uintptr) {
+	err = l.sock.Control(func(fd uintptr) {
 		s := int(fd)
 		if !cfg.DisableGSO {
 			// quic-go's test: the option exists if it can be read.
@@ -307,8 +317,11 @@ func ListenUDP(cfg UDPConfig) (*UDPLink, error) {
 	if err == nil {
 		err = probeErr
 	}
+	if err == nil && cfg.Unpolled {
+		err = l.unpoll(conn)
+	}
 	if err != nil {
-		l.conn.Close()
+		l.sock.close()
 		return nil, fmt.Errorf("nic: UDP link on %v: %w", ap, err)
 	}
 	if l.ttl == 0 {
@@ -405,7 +418,7 @@ func (l *UDPLink) PollFD() int {
 		return -1
 	}
 	fd := -1
-	if err := l.raw.Control(func(d uintptr) { fd = int(d) }); err != nil {
+	if err := l.sock.Control(func(d uintptr) { fd = int(d) }); err != nil {
 		return -1
 	}
 	return fd
@@ -443,7 +456,7 @@ func (l *UDPLink) Close() error {
 	}
 	l.iface.stop()
 	l.rtnl.close()
-	err := l.conn.Close()
+	err := l.sock.close()
 	l.closeGroups()
 	return err
 }

@@ -22,12 +22,13 @@ package link
 // an empty socket, and whatever arrives later wakes it; datagrams or GRO
 // leftovers TryReadBatch leaves behind came from such arrivals. A woken
 // reader whose datagrams TryReadBatch took finds nothing and parks again.
+//
+// An unpolled socket (UDPConfig.Unpolled, fdSock) waits in ppoll(2)
+// instead, which reports the socket's state when it is called (level,
+// not edge): a datagram queued after the last empty pass is seen by the
+// next ppoll, and the same holds.
 
-import (
-	"time"
-
-	"golang.org/x/sys/unix"
-)
+import "golang.org/x/sys/unix"
 
 // udpWait is ReadBatch's state for RawConn.Read's callback, guarded by
 // waitMu, which ReadBatch holds while it waits.
@@ -62,13 +63,13 @@ func (l *UDPLink) ReadBatch(msgs []Datagram) (int, error) {
 			// A reader that queues after the Swap also sets the
 			// deadline, so the Read below returns at once: no datagram
 			// waits for the next unicast one.
-			_ = l.conn.SetReadDeadline(time.Time{})
+			l.sock.clearWake()
 			if n := l.takeMcast(msgs); n > 0 {
 				return n, nil
 			}
 		}
 		w.msgs, w.n, w.closed = msgs, 0, false
-		err := l.raw.Read(w.fn)
+		err := l.sock.Read(w.fn)
 		n, closed := w.n, w.closed
 		w.msgs = nil
 		if err != nil && !closed && !l.closed.Load() && isWake(err) {
@@ -147,4 +148,4 @@ func (l *UDPLink) WakeRead() bool {
 // socket (with its read yield). ReadBatch clears the deadline before it
 // looks, so a wake-up set after the look is not lost. The multicast
 // readers, TryReadBatch's GRO leftovers and WakeRead use it.
-func (l *UDPLink) wakeReader() { _ = l.conn.SetReadDeadline(time.Now()) }
+func (l *UDPLink) wakeReader() { l.sock.wake() }

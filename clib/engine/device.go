@@ -67,7 +67,11 @@ func openDevice(name string) (*device, error) {
 		return nil, err
 	}
 	cfg := toolnic.Config{Addr: o.Addr, Port: o.Port, Name: name, BusyPoll: o.BusyPoll,
-		PortMTU: ibv.MTUFromBytes(o.MTU), Pcap: o.PcapPath(), Metrics: o.Metrics, MetricsFile: o.MetricsFile}
+		PortMTU: ibv.MTUFromBytes(o.MTU), Pcap: o.PcapPath(), Metrics: o.Metrics, MetricsFile: o.MetricsFile,
+		// The program's thread polls the link (NIC.Progress) and the
+		// engine runs with at least two Ps (minProcs): a socket in Go's
+		// netpoller would wake the other P's thread for every datagram.
+		Unpolled: true}
 	if !cfg.Addr.IsValid() {
 		cfg.Addr = preferAddr // the address a CM program binds (sne_cm_prefer_addr)
 	}

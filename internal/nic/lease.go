@@ -50,7 +50,11 @@ import (
 // application blocking (EndPoll), the QP's destruction, Close, or the
 // receive goroutine taking the link back when the lease runs out. A poll
 // defers only while the receive goroutine waits on the lease's timer
-// (pollLease.parked), so that timer bounds the delay.
+// (pollLease.parked), so that timer bounds the delay. For the same
+// reason, and bounded the same way, a post that leaves its pass to the
+// QP's processor (transport.RunLater) leaves it to the next poll instead
+// while the receive goroutine is parked (deferRun): nothing wakes
+// another thread while the application polls.
 type pollLease struct {
 	on    bool // the link prefers it (link.PreferBusyPoll)
 	epoch time.Time
@@ -58,7 +62,8 @@ type pollLease struct {
 	// (0: no lease).
 	last, until atomic.Int64
 	// parked: the receive goroutine waits in awaitLease. deferred: the
-	// poll reader holds output (reader.deferred).
+	// poll reader holds output (reader.deferred), or posts left passes
+	// for the next poll (NIC.later).
 	parked, deferred atomic.Bool
 	// stepOff: the NIC's application busy-polls (Config.BusyPoll), and
 	// the link steps off for the lease (link.SetReadYield). begun is
@@ -199,19 +204,85 @@ func (n *NIC) flushDeferred() {
 
 // flushDeferredLocked writes the poll reader's deferred output, under
 // progMu, after a pass over each of its QPs that a post marked pending
-// meanwhile (txBatch.repass): the answer leaves with the ACKs.
+// meanwhile (txBatch.repass): the answer leaves with the ACKs. Then it
+// makes the passes posts left for this moment (deferRun), into the same
+// output.
 func (n *NIC) flushDeferredLocked() {
 	r := n.prog
-	if r == nil || !r.deferred {
+	if r == nil || !r.deferred && len(n.later) == 0 {
 		return
 	}
-	r.deferred = false
 	n.lease.deferred.Store(false)
-	if r.out.anyPending() {
-		n.ctr.AnswerJoined.Add(1)
-		r.out.repass()
-	} else {
-		n.ctr.AnswerMissed.Add(1)
+	if r.deferred {
+		r.deferred = false
+		if r.out.anyPending() {
+			n.ctr.AnswerJoined.Add(1)
+			r.out.repass()
+		} else {
+			n.ctr.AnswerMissed.Add(1)
+		}
 	}
+	n.runLaterLocked(r.out)
 	r.out.finish()
+}
+
+// deferRun takes a post's transport.RunLater (a pass over the QP's send
+// queue that the post did not make itself: RC with work outstanding)
+// while the application holds the lease and the receive goroutine waits
+// on the lease's timer: the pass waits for the application's next poll
+// instead of waking the QP's processor. An application that polls in a
+// loop (ibv_poll_cq in a C program's thread) then runs the engine on its
+// own thread, posts and polls alike, and no other thread is woken for a
+// post: a processor's wake-up is a goroutine made runnable on another P,
+// a thread woken on another CPU (docs/performance.md, "softnic's
+// libibverbs: the context switches of the engine's second P"). The delay
+// is bounded as a poll's deferred ACKs are: the next poll, a post's
+// kick, EndPoll, the QP's destruction, or the receive goroutine leaving
+// awaitLease when the lease runs out (leaseTime) makes the pass
+// (flushDeferredLocked). It reports whether it took the QP: not when no
+// lease is held, nor while another goroutine polls (progMu taken), which
+// leaves the QP to its processor.
+func (n *NIC) deferRun(e *qpEntry) bool {
+	if !n.lease.parked.Load() || !n.progMu.TryLock() {
+		return false
+	}
+	ok := n.deferRunLocked(e)
+	n.progMu.Unlock()
+	return ok
+}
+
+// deferRunLocked is deferRun under progMu. It is also the poll reader's
+// txBatch.later: a QP the poll's output releases with more work (its
+// pass ran out of budget) waits for the next poll too, while the lease
+// holds. awaitLease clears parked before it takes progMu to flush, so a
+// QP taken here is always run by someone. A QP already scheduled (on its
+// processor, or here) is taken without being queued twice.
+func (n *NIC) deferRunLocked(e *qpEntry) bool {
+	if n.prog == nil || !n.lease.parked.Load() || n.closed.Load() {
+		return false
+	}
+	if e.scheduled.CompareAndSwap(false, true) {
+		n.later = append(n.later, e)
+		n.lease.deferred.Store(true)
+	}
+	return true
+}
+
+// runLaterLocked makes the passes deferRunLocked left, into out; a pass
+// that leaves more work queues its QP again (txBatch.later) for the next
+// poll, or, once the lease has ended, on its processor.
+func (n *NIC) runLaterLocked(out *txBatch) {
+	if len(n.later) == 0 {
+		return
+	}
+	later := n.later
+	n.later = nil
+	for _, e := range later {
+		e.scheduled.Store(false)
+		e.run(out)
+	}
+	clear(later)
+	if n.later == nil {
+		n.later = later[:0]
+	}
 }

@@ -139,6 +139,10 @@ type NIC struct {
 	// rxTurn is the Seq of the next datagram to deliver (awaitTurn).
 	rxTurn atomic.Uint64
 	prog   *reader // guarded by progMu
+	// later are the QPs whose next pass waits for the application's
+	// next poll instead of their processors (deferRun); guarded by
+	// progMu.
+	later []*qpEntry
 	// holding: the receive goroutine holds a batch's ACKs for the
 	// application's answer (holdForAnswer) until they are written; a
 	// Progress meanwhile does not read the link.

@@ -337,13 +337,16 @@ func (r *reader) touch(e *qpEntry, writes, answer bool) {
 
 // run does what a QP's transport asked after an application's call
 // (transport.Run): a pass at once on the calling goroutine (kick), a pass
-// on the QP's processor, or nothing.
+// on the QP's processor or, while an application busy-polls, at its next
+// poll (deferRun), or nothing.
 func (n *NIC) run(e *qpEntry, r transport.Run) {
 	switch r {
 	case transport.RunNow:
 		n.kick(e)
 	case transport.RunLater:
-		e.Wake()
+		if !n.deferRun(e) {
+			e.Wake()
+		}
 	}
 }
 
@@ -394,6 +397,7 @@ func (n *NIC) Progress() int {
 	if n.prog == nil {
 		n.prog = n.newReader()
 		n.prog.deferAck = true
+		n.prog.out.later = n.deferRunLocked
 	}
 	n.flushDeferredLocked() // no answer came before this poll
 	if n.holding.Load() {

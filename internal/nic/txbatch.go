@@ -50,6 +50,10 @@ type txBatch struct {
 	held  []heldQP
 	again []*qpEntry
 	spare []*qpEntry // again's other buffer
+	// later, when set, takes a QP released with more work instead of its
+	// processor (the poll reader's: NIC.deferRunLocked), reporting whether
+	// it took it.
+	later func(*qpEntry) bool
 }
 
 // heldQP is a QP a pass was made over; more is what its Process said.
@@ -162,7 +166,9 @@ func (t *txBatch) flush() {
 		h.e.running.Store(false)
 		switch {
 		case h.more:
-			h.e.Wake()
+			if t.later == nil || !t.later(h.e) {
+				h.e.Wake()
+			}
 		case h.e.pending.Load():
 			t.again = append(t.again, h.e)
 		}

@@ -70,6 +70,10 @@ type Config struct {
 	// the network: enough to query its attributes (softnic info) without
 	// binding a port.
 	Detached bool
+	// Unpolled opens the UDP link with its socket out of Go's netpoller
+	// (link.UDPConfig.Unpolled): for softnic's libibverbs, whose engine
+	// runs with at least two Ps beside the program's polling thread.
+	Unpolled bool
 }
 
 // NIC is an open device and what was opened with it.
@@ -91,10 +95,13 @@ var UDP LinkFunc = func(addr netip.Addr, port uint16) (link.Link, error) {
 	return link.ListenUDP(link.UDPConfig{Addr: addr, Port: port})
 }
 
-// udpECN opens the UDP link of a NIC running congestion control: its
-// socket marks what it sends ECT(0).
-func udpECN(addr netip.Addr, port uint16) (link.Link, error) {
-	return link.ListenUDP(link.UDPConfig{Addr: addr, Port: port, ECN: true})
+// udpWith returns the opener of a UDP link whose socket marks what it
+// sends ECT(0) (ecn: a NIC running congestion control) and is out of
+// Go's netpoller (unpolled: Config.Unpolled).
+func udpWith(ecn, unpolled bool) LinkFunc {
+	return func(addr netip.Addr, port uint16) (link.Link, error) {
+		return link.ListenUDP(link.UDPConfig{Addr: addr, Port: port, ECN: ecn, Unpolled: unpolled})
+	}
 }
 
 // ErrAddrInUse reports that the NIC's UDP port is taken.
@@ -139,8 +146,8 @@ func Open(cfg Config) (*NIC, error) {
 		}
 	} else if mk == nil {
 		mk = UDP
-		if cfg.CC != nil {
-			mk = udpECN
+		if cfg.CC != nil || cfg.Unpolled {
+			mk = udpWith(cfg.CC != nil, cfg.Unpolled)
 		}
 	}
 	lk, err := mk(cfg.Addr, cfg.Port)

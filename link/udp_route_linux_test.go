@@ -101,8 +101,11 @@ func TestUDPLinkResolveRoute(t *testing.T) {
 		dst string
 	}{{l4, "10.94.0.99"}, {l6, "fd94::99"}} {
 		_, took, err := resolve(c.l, c.dst, 300*time.Millisecond)
-		if !errors.Is(err, syscall.ETIMEDOUT) || took < 300*time.Millisecond || took > 2*time.Second {
-			t.Errorf("route to %s, nobody there: %v after %v; want ETIMEDOUT after the context's 300 ms", c.dst, err, took)
+		// Not before the context's end; the upper bound only catches a
+		// resolve that ignores the context (a loaded machine may take
+		// seconds to run the goroutine again).
+		if !errors.Is(err, syscall.ETIMEDOUT) || took < 300*time.Millisecond || took > 30*time.Second {
+			t.Errorf("route to %s, nobody there: %v after %v; want ETIMEDOUT at the context's end (300 ms)", c.dst, err, took)
 		}
 	}
 	a.IP(t, "link", "set", "p30br0", "down")

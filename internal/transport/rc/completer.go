@@ -156,6 +156,9 @@ func (c *completer) responseLocked(qp *QP, p *wire.Packet, now time.Time) {
 		}
 	} else {
 		c.dupacks++
+		if !isAck {
+			c.aliveLocked(qp, now)
+		}
 	}
 	// Something beyond the oldest unanswered response came: re-ask the
 	// responses that must be lost, those at least reaskDupThresh
@@ -164,6 +167,28 @@ func (c *completer) responseLocked(qp *QP, p *wire.Packet, now time.Time) {
 	if c.dupacks >= reaskDupThresh || !psn.Next().Before(qp.req.highPSN) {
 		c.reaskLocked(qp, !psn.Next().Before(qp.req.highPSN), now)
 	}
+}
+
+// aliveLocked runs when a response beyond the oldest unanswered PSN came
+// at now, and c.psn did not move: the responder is answering the
+// requests, in their order, and what it left out is the re-ask's to
+// recover (reaskLocked), so the retransmit timer's deadline and the
+// early retry are pushed out as progress pushes them (progressLocked),
+// but no retry counter is restored: a response out of order is not the
+// forward progress IBTA 9.7.6.1.3 restores them on. The local ACK timeout
+// is a time without an answer (9.7.6.1.3); a responder slower than the
+// link keeps a window's worth of answers queued, and with only in-order
+// progress pushing it the timer expired while the answers behind a lost
+// one still came, and its go-back-N asked again for every READ in flight,
+// whose answers were still on their way. (rxe's completer keeps no
+// response beyond the one it expects, rxe_comp.c check_psn, so none
+// waits behind a hole there.) When the responses stop, the timer runs
+// out one timeout after the last of them.
+func (c *completer) aliveLocked(qp *QP, now time.Time) {
+	if qp.retryArmed {
+		qp.retryDeadline = now.Add(qp.timeout)
+	}
+	qp.armProbeLocked(now)
 }
 
 // sampleRTTLocked takes a round-trip sample when an ACK or a response

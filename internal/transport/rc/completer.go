@@ -802,7 +802,7 @@ func (qp *QP) retryLocked() {
 	}
 	// The go-back-N asks again for everything the re-asks would.
 	qp.comp.askedTo = qp.comp.psn
-	r.reaskPSN, r.reaskEnd = 0, 0
+	r.reaskPSN, r.reaskEnd = qp.comp.psn, qp.comp.psn
 	if !first {
 		qp.cfg.Counters.Retransmits.Add(1)
 	}

@@ -137,7 +137,7 @@ func (c *completer) responseLocked(qp *QP, p *wire.Packet, now time.Time) {
 	} else {
 		// A response acknowledges every request before it.
 		c.ackTo(psn)
-		if !c.acceptLocked(qp, p, psn) {
+		if !c.acceptLocked(qp, p, psn, now) {
 			return // dropped, or a bad response moved the QP to ERR
 		}
 	}
@@ -156,6 +156,9 @@ func (c *completer) responseLocked(qp *QP, p *wire.Packet, now time.Time) {
 		}
 	} else {
 		c.dupacks++
+		if !isAck {
+			c.aliveLocked(qp, now)
+		}
 	}
 	// Something beyond the oldest unanswered response came: re-ask the
 	// responses that must be lost, those at least reaskDupThresh
@@ -166,20 +169,48 @@ func (c *completer) responseLocked(qp *QP, p *wire.Packet, now time.Time) {
 	}
 }
 
+// aliveLocked runs when a response beyond the oldest unanswered PSN came
+// at now, and c.psn did not move: the responder is answering the
+// requests, in their order, and what it left out is the re-ask's to
+// recover (reaskLocked), so the retransmit timer's deadline and the
+// early retry are pushed out as progress pushes them (progressLocked),
+// but no retry counter is restored: a response out of order is not the
+// forward progress IBTA 9.7.6.1.3 restores them on. The local ACK timeout
+// is a time without an answer (9.7.6.1.3); a responder slower than the
+// link keeps a window's worth of answers queued, and with only in-order
+// progress pushing it the timer expired while the answers behind a lost
+// one still came, and its go-back-N asked again for every READ in flight,
+// whose answers were still on their way. (rxe's completer keeps no
+// response beyond the one it expects, rxe_comp.c check_psn, so none
+// waits behind a hole there.) When the responses stop, the timer runs
+// out one timeout after the last of them.
+func (c *completer) aliveLocked(qp *QP, now time.Time) {
+	if qp.retryArmed {
+		qp.retryDeadline = now.Add(qp.timeout)
+	}
+	qp.armProbeLocked(now)
+}
+
 // sampleRTTLocked takes a round-trip sample when an ACK or a response
 // moved c.psn: past the PSN the requester timed (requester.rttPSN), or,
 // while a retry is under way, past the first PSN it resent (timed from
 // the retry's start: the responder had dropped the original, having NAKed
 // it, so the acknowledgement is the resent packet's; under constant loss
-// Karn's rule alone would leave no sample). srtt = 7/8 srtt + 1/8 sample
-// and rttvar = 3/4 rttvar + 1/4 |srtt - sample| (RFC 6298 2.3), the
-// first sample as it is, its variation half of it (2.2).
+// Karn's rule alone would leave no sample). Not when that PSN is a
+// READ's: a READ request the responder did not drop (one only overtaken
+// by the request it NAKed, IBTA 9.7.5.1.2) is answered in its turn, and
+// its first response, come after the retry began, is as likely the
+// original's answer as the resent one's; READs time themselves
+// (timeReadLocked).
 func (c *completer) sampleRTTLocked(qp *QP, now time.Time) {
 	r := &qp.req
 	var sample time.Duration
 	switch {
 	case c.retrying && !c.retryTimed && c.psn.After(c.retryFrom):
 		c.retryTimed = true
+		if _, w := qp.wqeAtLocked(c.retryFrom); w != nil && w.kind == kindRead {
+			return
+		}
 		sample = now.Sub(c.retryAt)
 	case r.rttOn && c.psn.After(r.rttPSN):
 		r.rttOn = false
@@ -187,6 +218,34 @@ func (c *completer) sampleRTTLocked(qp *QP, now time.Time) {
 	default:
 		return
 	}
+	c.addSample(sample)
+}
+
+// timeReadLocked takes the round-trip sample of READ w at the first of
+// its responses to come, in order or ahead of a hole (acceptLocked):
+// from its request to that response, if the request was never sent again
+// (Karn's rule: the answer could be the second request's), whatever the
+// completer waits for before it and whether a retry is under way.
+// A responder slower than the link answers each request after every
+// request before it (rxe_resp.c: one request at a time from the QP's
+// req_pkts, a READ's reply whole before the next), so the round trip a
+// READ measures is mostly that queue, which is what the answer to the
+// next re-ask will wait behind (askedLongAgo) and what the early retry
+// must not fire within (QP.armProbeLocked). Timing only requests sent
+// while no retry was under way, to the acknowledgement of their first
+// PSN, kept the first READ's round trip, taken before any queue had
+// built, for a whole run under steady loss.
+func (c *completer) timeReadLocked(w *sendWQE, now time.Time) {
+	if w.askedAt.IsZero() {
+		c.addSample(now.Sub(w.sentAt))
+	}
+	w.sentAt = time.Time{}
+}
+
+// addSample folds a round-trip sample into srtt and rttvar: srtt = 7/8
+// srtt + 1/8 sample and rttvar = 3/4 rttvar + 1/4 |srtt - sample| (RFC
+// 6298 2.3), the first sample as it is, its variation half of it (2.2).
+func (c *completer) addSample(sample time.Duration) {
 	if c.srtt == 0 {
 		c.srtt, c.rttvar = sample, sample/2
 		return
@@ -251,13 +310,14 @@ func (qp *QP) wqeAtLocked(psn wire.PSN) (uint64, *sendWQE) {
 }
 
 // acceptLocked takes the READ response, atomic ACK or empty READ
-// response (FLUSH, ATOMIC WRITE) p with PSN psn, at or beyond c.psn:
-// its payload or result goes to its WQE, and psn is marked received. It
+// response (FLUSH, ATOMIC WRITE) p with PSN psn, at or beyond c.psn,
+// received at now: its payload or result goes to its WQE, psn is marked
+// received, and a READ's first response to come times it. It
 // reports false when p is dropped (a PSN already received, one beyond
 // the window ahead, a response that answers no WQE there) or, at c.psn,
 // when p does not fit its WQE: a bad response that moves the QP to ERR
 // (rxe_comp.c check_ack: COMPST_ERROR, IB_WC_BAD_RESP_ERR).
-func (c *completer) acceptLocked(qp *QP, p *wire.Packet, psn wire.PSN) bool {
+func (c *completer) acceptLocked(qp *QP, p *wire.Packet, psn wire.PSN, now time.Time) bool {
 	ctr := qp.cfg.Counters
 	if c.ahead.has(c.psn, psn) || psn.Diff(c.psn) >= aheadWindow {
 		ctr.DropResponse.Add(1)
@@ -323,6 +383,9 @@ func (c *completer) acceptLocked(qp *QP, p *wire.Packet, psn wire.PSN) bool {
 		}
 	}
 	c.ahead.add(psn)
+	if w.kind == kindRead && !w.sentAt.IsZero() {
+		c.timeReadLocked(w, now)
+	}
 	return true
 }
 
@@ -739,7 +802,7 @@ func (qp *QP) retryLocked() {
 	}
 	// The go-back-N asks again for everything the re-asks would.
 	qp.comp.askedTo = qp.comp.psn
-	r.reaskPSN, r.reaskEnd = 0, 0
+	r.reaskPSN, r.reaskEnd = qp.comp.psn, qp.comp.psn
 	if !first {
 		qp.cfg.Counters.Retransmits.Add(1)
 	}

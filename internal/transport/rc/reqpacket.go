@@ -82,8 +82,9 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output, now time.Time) 
 		if last || r.noack > maxPktPerAck || int32(r.noack) >= qp.comp.win/2 || qp.atFlightEdgeLocked() {
 			h.BTH.AckReq = true
 			r.noack = 0
-			if !r.rttOn && !qp.comp.retrying && !r.psn.Before(r.highPSN) {
-				// A first transmission: time its round trip.
+			if !r.rttOn && !qp.comp.retrying && !r.psn.Before(r.highPSN) && w.kind != kindRead {
+				// A first transmission: time its round trip (a READ
+				// times its own, completer.timeReadLocked).
 				r.rttPSN, r.rttAt, r.rttOn = r.psn, now, true
 			}
 		}
@@ -94,6 +95,8 @@ func (qp *QP) sendPacketLocked(w *sendWQE, out transport.Output, now time.Time) 
 	}
 	if r.psn.Before(r.highPSN) {
 		w.askedAt = now // sent again (completer.askedLongAgo)
+	} else if w.kind == kindRead {
+		w.sentAt = now // timed to its first response (completer.timeReadLocked)
 	}
 	if qp.rp != nil {
 		qp.rp.Sent(qp.encap.HeaderLen()+wire.PacketLen(h.BTH.Opcode, int(payload)), now)

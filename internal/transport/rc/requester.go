@@ -47,9 +47,19 @@ type requester struct {
 // ones come twice.
 //
 // reask adds the PSNs from..end to those whose missing responses the
-// requester asks again.
+// requester asks again. With none left to ask, from..end is the range
+// as it is: the ends of an empty one are compared with nothing, for
+// 24-bit PSNs compare only within half their space of each other, and an
+// empty range at PSN 0 (a new QP's, or one a go-back-N emptied) made
+// every PSN of the upper half come before its end: the range then
+// stretched to the end of the space, and every READ was asked for again
+// as soon as it was sent.
 func (r *requester) reask(from, end wire.PSN) {
-	if !r.reaskPSN.Before(r.reaskEnd) || from.Before(r.reaskPSN) {
+	if !r.reaskPSN.Before(r.reaskEnd) {
+		r.reaskPSN, r.reaskEnd = from, end
+		return
+	}
+	if from.Before(r.reaskPSN) {
 		r.reaskPSN = from
 	}
 	if end.After(r.reaskEnd) {

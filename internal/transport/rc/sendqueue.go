@@ -65,10 +65,13 @@ type sendWQE struct {
 	// again (a READ or atomic sent again by a go-back-N, or re-asked); a
 	// re-ask waits until its answer is overdue (completer.askedLongAgo).
 	askedAt time.Time
-	orig    uint64       // atomic: original remote value
-	bind    ibv.MWBindWR // BIND_MW: a copy of wr.Bind
-	reg     ibv.RegMRWR  // REG_MR: a copy of wr.Reg
-	rndv    rndvWQE      // a rendezvous's READ or FIN (tm.go), not the application's
+	// sentAt is when a READ's request first went out, until the first
+	// of its responses came and timed it (completer.timeReadLocked).
+	sentAt time.Time
+	orig   uint64       // atomic: original remote value
+	bind   ibv.MWBindWR // BIND_MW: a copy of wr.Bind
+	reg    ibv.RegMRWR  // REG_MR: a copy of wr.Reg
+	rndv   rndvWQE      // a rendezvous's READ or FIN (tm.go), not the application's
 	// sendErr is the errno of a UC packet of the WQE the link refused
 	// as unroutable (ucFlushLocked).
 	sendErr syscall.Errno

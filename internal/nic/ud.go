@@ -111,23 +111,15 @@ func (qp *QP) afterModify() {
 // gives such a WQE back to its SRQ, softnic has no way to, and their
 // completions are the only record of the data they took.
 func (qp *QP) cleanCQs() {
-	qpn := qp.qpn
-	if qp.wq != nil || qp.srq != nil || qp.shared != nil {
-		sends := func(wc *ibv.WorkCompletion) bool { return wc.QPNum == qpn && !isRecvWC(wc) }
-		if qp.sendCQ != nil {
-			qp.sendCQ.Remove(sends)
-		}
-		if qp.recvCQ != nil && qp.recvCQ != qp.sendCQ {
-			qp.recvCQ.Remove(sends)
-		}
-		return
+	qpn, keepRecvs := qp.qpn, qp.shared != nil // an SRQ's or a WQ's receives
+	drop := func(wc *ibv.WorkCompletion) bool {
+		return wc.QPNum == qpn && !(keepRecvs && isRecvWC(wc))
 	}
-	mine := func(wc *ibv.WorkCompletion) bool { return wc.QPNum == qpn }
 	if qp.sendCQ != nil {
-		qp.sendCQ.Remove(mine)
+		qp.sendCQ.Remove(drop)
 	}
 	if qp.recvCQ != nil && qp.recvCQ != qp.sendCQ {
-		qp.recvCQ.Remove(mine)
+		qp.recvCQ.Remove(drop)
 	}
 }
 

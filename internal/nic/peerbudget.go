@@ -101,22 +101,22 @@ func (qp *QP) setPeerBudgetLocked() {
 		return
 	}
 	peer, ok := t.PeerAddr()
-	if !ok || qp.budgeted && peer == qp.peer {
+	if !ok || !peer.IsValid() || peer == qp.peer {
 		return
 	}
 	b := qp.n.peers.get(peer)
 	t.SetBudget(b)
-	if qp.budgeted {
+	if qp.peer.IsValid() {
 		qp.n.peers.put(qp.peer)
 	}
-	qp.peer, qp.budgeted = peer, true
+	qp.peer = peer
 }
 
 // dropPeerBudgetLocked ends the QP's use of its peer's budget (destroy:
 // the transport, closed, gave back what it held); qp.mu is held.
 func (qp *QP) dropPeerBudgetLocked() {
-	if qp.budgeted {
+	if qp.peer.IsValid() {
 		qp.n.peers.put(qp.peer)
-		qp.budgeted = false
+		qp.peer = netip.Addr{}
 	}
 }

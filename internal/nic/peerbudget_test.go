@@ -41,7 +41,7 @@ func TestPeerBudgetsByPeer(t *testing.T) {
 		budget := func(qp *QP) *rc.PeerBudget {
 			n.peers.mu.Lock()
 			defer n.peers.mu.Unlock()
-			if p := n.peers.m[qp.peer]; p != nil && qp.budgeted {
+			if p := n.peers.m[qp.peer]; p != nil && qp.peer.IsValid() {
 				return p.b
 			}
 			return nil
@@ -83,7 +83,7 @@ func TestPeerBudgetsByPeer(t *testing.T) {
 		defer off.Close()
 		qp := createQP(t, off, ibv.QPTypeRC)
 		pathTo(t, qp, p1)
-		if qp.budgeted || len(off.peers.m) != 0 {
+		if qp.peer.IsValid() || len(off.peers.m) != 0 {
 			t.Errorf("a NIC with PeerBudget -1 gave its QP a budget")
 		}
 		if err := qp.Destroy(); err != nil {

@@ -171,9 +171,9 @@ type QP struct {
 	handles int // guarded by mu
 
 	// peer is the address the QP's path leads to, whose budget
-	// (peerBudgets) it uses when budgeted; guarded by mu.
-	peer     netip.Addr
-	budgeted bool
+	// (peerBudgets) it uses; the zero Addr while it uses none. Guarded
+	// by mu.
+	peer netip.Addr
 
 	mu   sync.Mutex  // serialises Modify and Destroy
 	dead atomic.Bool // destroyed; read without mu by the post paths

@@ -4,6 +4,7 @@ package interop
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -111,6 +112,9 @@ type row struct {
 	dur          time.Duration
 	sn, rxe      int // RoCE packets softnic (or the self-check) and rxe sent
 	note         string
+	// detail is a failure's whole error (its last lines when long): the table's note is
+	// one line, and CI's log keeps the end of the run, where the failures are repeated.
+	detail string
 }
 
 func (s *suite) setup() {
@@ -355,6 +359,7 @@ func (s *suite) runCase(t *testing.T, c *tcase) {
 	}
 	if err != nil {
 		r.note = gist(err.Error())
+		r.detail = lastLines(strings.TrimSpace(err.Error()), 30)
 		t.Fatalf("%v\n(outputs and capture in %s)", err, dir)
 	}
 	r.result = "PASS"
@@ -809,6 +814,11 @@ func (s *suite) finish() {
 	if s.setupErr != nil {
 		fmt.Fprintf(&b, "bed did not start: %v\n", s.setupErr)
 	}
+	for _, r := range rows {
+		if r.result == "FAIL" {
+			fmt.Fprintf(&b, "FAILED %s (%s):\n%s\n", r.name, filepath.Join(s.results, r.name), indent(cmp.Or(r.detail, r.note)))
+		}
+	}
 	fmt.Fprintf(&b, "results: %s\n", s.results)
 	fmt.Fprintf(&b, "matrix: %d cases in %.0fs: %d PASS, %d FAIL, %d MISSING (expected-missing: NOTE names what softnic, or rxe, lacks)\n",
 		len(rows), time.Since(s.start).Seconds(), n["PASS"], n["FAIL"], n["MISSING"])
@@ -846,6 +856,11 @@ func lastLines(s string, n int) string {
 
 // gist shortens an error for the summary: its first line and, when there
 // are more, its last (where the tools print why they stopped).
+// indent puts four spaces before each of s's lines.
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
+}
+
 func gist(s string) string {
 	l := strings.Split(strings.TrimSpace(s), "\n")
 	g := strings.TrimSpace(l[0])

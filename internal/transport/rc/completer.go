@@ -27,10 +27,15 @@ type completer struct {
 	retryFrom, retryHigh wire.PSN
 	retryAt              time.Time
 	retryTimed           bool // the retry gave its round-trip sample
-	// win is the requester's window (windowLocked): MaxUnackedPSNs, halved
-	// at each loss a go-back-N answers and grown back by what
-	// acknowledgements cover (lossLocked, progressLocked).
-	win int32
+	// win is the requester's window (windowLocked): MaxUnackedPSNs until
+	// a loss, cut at each loss a go-back-N answers and grown back by what
+	// acknowledgements cover (lossLocked, growLocked). ssthresh is what
+	// the last costly loss left it (MaxUnackedPSNs before any): below it
+	// the window grows fast, from it on by one PSN a window's worth (RFC
+	// 5681 3.1: slow start and congestion avoidance); grown counts the
+	// PSNs acknowledged toward that one. delivered counts the PSNs
+	// acknowledged since the last costly loss, at most MaxUnackedPSNs.
+	win, ssthresh, grown, delivered int32
 	// probes counts the early retries since the last progress: each
 	// doubles the next one's timeout (QP.armProbeLocked).
 	probes uint8
@@ -61,7 +66,7 @@ func (c *completer) startAt(psn wire.PSN) {
 	c.ahead = aheadSet{}
 	c.held.clear()
 	c.dupacks = 0
-	c.win = MaxUnackedPSNs
+	c.win, c.ssthresh, c.grown, c.delivered = MaxUnackedPSNs, MaxUnackedPSNs, 0, 0
 }
 
 // rnrTimeout is the RNR NAK timer table of IBTA 9.7.5.2.8 (Table 45):
@@ -258,26 +263,78 @@ func (c *completer) addSample(sample time.Duration) {
 	c.srtt += (sample - c.srtt) / 8
 }
 
-// growLocked grows the window by half the PSNs an acknowledgement
-// covered since before, up to MaxUnackedPSNs: about half again a round
-// trip, so that one loss costs a few round trips of a smaller window and
-// losses that keep coming keep it small (lossLocked).
+// growLocked grows the window by the PSNs an acknowledgement covered
+// since before, up to MaxUnackedPSNs: below ssthresh by half of them,
+// about half again a round trip (TCP's slow start, RFC 5681 3.1, at half
+// its pace), from ssthresh on by one PSN for each window's worth
+// acknowledged, about one a round trip (congestion avoidance). A window
+// that no loss ever cut stays at MaxUnackedPSNs, and one a timeout cut
+// below ssthresh is back there in a few round trips; but under losses
+// that keep coming the window gains about one PSN a round trip between
+// them, so it stays near what the loss rate allows (TCP's window under
+// random loss p is about 1.2/sqrt(p) segments, RFC 3649's response
+// function) rather than grow back in a few round trips to where the next
+// loss halves it: every packet in flight behind a lost one is sent again
+// (lossLocked), so what each loss costs is the window.
 func (c *completer) growLocked(before wire.PSN) {
-	if n := c.psn.Diff(before); n > 0 {
-		c.win = min(c.win+max(n/2, 1), MaxUnackedPSNs)
+	n := c.psn.Diff(before)
+	if n <= 0 {
+		return
+	}
+	c.delivered = min(c.delivered+n, MaxUnackedPSNs)
+	if c.win < c.ssthresh {
+		c.win = min(c.win+max(n/2, 1), c.ssthresh)
+		return
+	}
+	for c.grown += n; c.grown >= c.win && c.win < MaxUnackedPSNs; {
+		c.grown -= c.win
+		c.win++
+	}
+	if c.win == MaxUnackedPSNs {
+		c.grown = 0
 	}
 }
 
-// lossLocked shrinks the window at a loss the go-back-N answers: half of
-// it, at most RetryUnackedPSNs after a timeout, never below
-// minUnackedPSNs. Every packet in flight behind a lost one is sent again
-// (the responder drops what follows a gap, IBTA 9.7.5.1.2), so under
-// steady loss the window bounds what a loss costs; TCP's congestion
-// window shrinks alike (RFC 5681 3.1), and the IBTA leaves how much a
-// requester sends at once to it. rxe keeps its 128 (RXE_MAX_UNACKED_PSNS)
-// whatever is lost.
-func (c *completer) lossLocked(timeout bool) {
-	c.win = max(c.win/2, minUnackedPSNs)
+// lossLocked cuts the window at a loss the go-back-N answers (a PSN
+// sequence NAK, an early retry, a timeout; nakLocked starts one
+// go-back-N for one loss event), never below minUnackedPSNs, and to at
+// most RetryUnackedPSNs after a timeout.
+//
+// A go-back-N from a SEND or WRITE is costly: the responder dropped
+// every packet behind the lost one (IBTA 9.7.5.1.2) and each is sent
+// again, so under steady loss the window bounds what a loss costs.
+// There ssthresh becomes half the window (RFC 5681 3.1: half the flight
+// size) and so does the window, which after a NAK or an early retry is
+// also at most the PSNs acknowledged since the last such loss: a window
+// larger than what the path delivers between two losses resends more at
+// each than it delivers, and halving alone would take a loss for each
+// halving to come down from MaxUnackedPSNs, each costing the window it
+// had. It grows back fast to ssthresh (growLocked), so a path that lost
+// one packet early is soon back at half its window. A timeout is not
+// capped so: no acknowledgement came, and the go-back-N it starts sends
+// at most RetryUnackedPSNs (TCP's window after a retransmit timeout is
+// below ssthresh too).
+//
+// A go-back-N from a READ costs little: the responses beyond a lost one
+// are kept (acceptLocked), and the go-back-N asks only for the missing
+// ones (retryLocked). There the window is halved and grows back fast
+// (growLocked below ssthresh), which is left as it was.
+//
+// The IBTA sets what is resent (from the oldest unacknowledged PSN) and
+// leaves how much a requester sends at once to it; rxe keeps its 128
+// (RXE_MAX_UNACKED_PSNS) whatever is lost.
+func (c *completer) lossLocked(qp *QP, timeout bool) {
+	if _, w := qp.wqeAtLocked(c.psn); w != nil && w.kind == kindRead {
+		c.win = max(c.win/2, minUnackedPSNs)
+	} else {
+		c.ssthresh = max(c.win/2, minUnackedPSNs)
+		c.win = c.ssthresh
+		if !timeout {
+			c.win = max(min(c.win, c.delivered), minUnackedPSNs)
+		}
+		c.delivered = 0
+	}
+	c.grown = 0
 	if timeout {
 		c.win = min(c.win, RetryUnackedPSNs)
 	}
@@ -729,7 +786,7 @@ func (c *completer) triggerRetryLocked(qp *QP, timeout bool, now time.Time) {
 	c.retryCnt-- // 7 too: seven retries, not infinite (see above)
 	qp.cfg.Counters.CompleterRetryErr.Add(1)
 	c.retrying = true
-	c.lossLocked(timeout)
+	c.lossLocked(qp, timeout)
 	c.retryFrom, c.retryHigh, c.retryAt, c.retryTimed = c.psn, qp.req.highPSN, now, false
 	qp.req.rttOn = false // Karn's rule: no sample across a retry
 	qp.req.needRetry = true
@@ -741,7 +798,7 @@ func (c *completer) earlyRetryLocked(qp *QP) {
 	if !qp.outstandingLocked() {
 		return
 	}
-	c.lossLocked(false)
+	c.lossLocked(qp, false)
 	c.probes = min(c.probes+1, 10)
 	c.retrying = true
 	c.retryFrom, c.retryHigh, c.retryTimed = c.psn, qp.req.highPSN, true

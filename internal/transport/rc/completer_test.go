@@ -368,3 +368,57 @@ func TestEarlyRetryHeldByRNRWait(t *testing.T) {
 		t.Errorf("%d early retries during the RNR wait, want none", got)
 	}
 }
+
+// The window's rules (completer.growLocked, lossLocked), PSN by PSN:
+// untouched at MaxUnackedPSNs while nothing is lost; at a loss of a SEND
+// or WRITE, half of it, and at most what was acknowledged since the last
+// loss; back to ssthresh fast, and beyond it by one PSN a window's worth
+// acknowledged (RFC 5681 3.1); a timeout is capped at RetryUnackedPSNs,
+// not at what was acknowledged; never below minUnackedPSNs.
+func TestWindowRules(t *testing.T) {
+	h := newHarness(t)
+	c := &h.qp.comp // an empty send queue: every loss is a SEND's or WRITE's
+	ack := func(n int32) {
+		before := c.psn
+		c.psn = c.psn.Add(uint32(n))
+		c.growLocked(before)
+	}
+	want := func(step string, win, ssthresh int32) {
+		t.Helper()
+		if c.win != win || c.ssthresh != ssthresh {
+			t.Fatalf("%s: window %d, ssthresh %d; want %d, %d", step, c.win, c.ssthresh, win, ssthresh)
+		}
+	}
+	want("new", MaxUnackedPSNs, MaxUnackedPSNs)
+	ack(10 * MaxUnackedPSNs)
+	want("lossless", MaxUnackedPSNs, MaxUnackedPSNs)
+
+	c.lossLocked(h.qp, false)
+	want("a loss after many PSNs", MaxUnackedPSNs/2, MaxUnackedPSNs/2)
+	ack(MaxUnackedPSNs/2 - 1)
+	want("a window's worth less one", MaxUnackedPSNs/2, MaxUnackedPSNs/2)
+	ack(1)
+	want("a window's worth", MaxUnackedPSNs/2+1, MaxUnackedPSNs/2)
+
+	c.lossLocked(h.qp, false)
+	want("a loss a window's worth after the last", MaxUnackedPSNs/4, MaxUnackedPSNs/4)
+	ack(20)
+	c.lossLocked(h.qp, false)
+	want("a loss 20 PSNs after the last", 20, MaxUnackedPSNs/8)
+	ack(20)
+	want("slow start", 30, MaxUnackedPSNs/8)
+	ack(1000)
+	want("back to ssthresh", MaxUnackedPSNs/8, MaxUnackedPSNs/8)
+
+	for range 10 {
+		ack(3)
+		c.lossLocked(h.qp, false)
+	}
+	want("losses every 3 PSNs", minUnackedPSNs, minUnackedPSNs)
+
+	c.win, c.ssthresh = MaxUnackedPSNs, MaxUnackedPSNs
+	c.lossLocked(h.qp, true)
+	want("a timeout", RetryUnackedPSNs, MaxUnackedPSNs/2)
+	ack(2 * RetryUnackedPSNs)
+	want("after the timeout", MaxUnackedPSNs/2, MaxUnackedPSNs/2)
+}

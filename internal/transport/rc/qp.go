@@ -63,8 +63,14 @@ const (
 	// the window after a retransmit timeout is one segment).
 	RetryUnackedPSNs = 128
 	// minUnackedPSNs is the smallest window losses shrink it to
-	// (completer.lossLocked).
-	minUnackedPSNs = 16
+	// (completer.lossLocked). A window of w costs about w packets a loss
+	// (go-back-N, IBTA 9.7.5.1.2), and a path losing one packet in p
+	// sustains about 1.2/sqrt(p) (completer.growLocked), 7 at 3%: the
+	// floor sets the cost of every loss once losses are that frequent.
+	// TCP's is two segments (RFC 5681 3.1); at 8 the requester asks for
+	// an ACK every fourth packet (AckReq at half the window,
+	// sendPacketLocked; docs/performance.md, "rc.minUnackedPSNs: why 8").
+	minUnackedPSNs = 8
 	// maxPktPerAck forces AckReq on one in this many middle packets
 	// (RXE_MAX_PKT_PER_ACK).
 	maxPktPerAck = 64

@@ -661,12 +661,12 @@ func (s *session) cmListen() (*cm.ID, error) {
 }
 
 // cmServerQPs is the rest of rdma_cm_server_connection, once cmListen
-// listens: take one connection request per QP, make the resources, accept
-// each.
+// listens: each connection request as it comes gets its QP (the first the
+// run's resources too) and is accepted (rdma_cm_connection_request_handler),
+// until there is one per QP.
 func (s *session) cmServerQPs(ctx context.Context, outReads int, mk func(ids []*cm.ID) (*res, error)) error {
 	cfg, env := s.cfg, s.env
 	n := s.nodes
-	var err error
 	for len(n.ids) < cfg.NumQP {
 		ev, err := getEvent(ctx, n.ch, env.Stall)
 		if err != nil {
@@ -674,52 +674,66 @@ func (s *session) cmServerQPs(ctx context.Context, outReads int, mk func(ids []*
 		}
 		switch ev.Type {
 		case cm.EventConnectRequest:
-			n.ids = append(n.ids, ev.ID)
-			n.connected = append(n.connected, false)
+			err = s.cmTake(ctx, ev.ID, outReads, mk)
 		case cm.EventAddrError, cm.EventRouteError, cm.EventConnectError, cm.EventUnreachable, cm.EventRejected:
-			err := s.cmEventError(ev)
-			ev.Ack()
-			return err
+			err = s.cmEventError(ev)
 		}
 		ev.Ack()
-	}
-	if s.res, err = mk(n.ids); err != nil {
-		for _, id := range n.ids {
-			id.Reject(nil)
+		if err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// cmTake makes the QP of the connection request on id, the run's
+// resources with it if it is the first, and accepts it; a request it
+// cannot take is rejected.
+func (s *session) cmTake(ctx context.Context, id *cm.ID, outReads int, mk func(ids []*cm.ID) (*res, error)) error {
+	cfg, n := s.cfg, s.nodes
+	var err error
+	if s.res == nil {
+		if s.res, err = mk([]*cm.ID{id}); err == nil {
+			s.res.udPeers = make([]udPeer, cfg.NumQP)
+		}
+	} else {
+		err = s.res.addQP(id)
+	}
+	if err != nil {
+		id.Reject(nil)
 		return err
 	}
-	s.res.udPeers = make([]udPeer, len(n.ids))
-	for i, id := range n.ids {
-		// perftest 4.5 accepts with its own out_reads (later perftests
-		// take the smaller of it and the request's).
-		p := s.cmConnParam(outReads)
-		if cfg.Conn == UD {
-			p.QPNum = id.QP().QPN()
-			if cfg.udNeedsPeer() {
-				// rdma_cm_request_ud_connection_parameters: a receive
-				// for the client's first datagram
-				off := s.res.localBase(i)
-				if _, err := id.QP().PostRecv(ibv.RecvWR{SGList: []ibv.SGE{s.res.mr.SGE(off, UDAddition+4)}}); err != nil {
-					return fmt.Errorf("Failed to post receive for connection %d for RDMA CM UD request connection parameters: %w", i, err)
-				}
-			}
-		}
-		if err := id.Accept(p); err != nil {
-			return fmt.Errorf("Failed to accept RDMA CM connection: %w", err)
-		}
+	i := len(n.ids)
+	n.ids = append(n.ids, id)
+	n.connected = append(n.connected, false)
+	// perftest 4.5 accepts with its own out_reads (later perftests take
+	// the smaller of it and the request's).
+	p := s.cmConnParam(outReads)
+	if cfg.Conn == UD {
+		p.QPNum = id.QP().QPN()
 		if cfg.udNeedsPeer() {
-			if err := s.udGetPeer(ctx, i); err != nil {
-				return err
+			// rdma_cm_request_ud_connection_parameters: a receive for the
+			// client's first datagram
+			off := s.res.localBase(i)
+			if _, err := id.QP().PostRecv(ibv.RecvWR{SGList: []ibv.SGE{s.res.mr.SGE(off, UDAddition+4)}}); err != nil {
+				return fmt.Errorf("Failed to post receive for connection %d for RDMA CM UD request connection parameters: %w", i, err)
 			}
 		}
-		if cfg.Conn == RC {
-			// perftest sets min_rnr_timer on the accepted QP and ignores
-			// the outcome.
-			id.QP().Modify(&ibv.QPAttr{MinRNRTimer: minRNRTimer}, ibv.QPAttrMinRNRTimer)
-		}
-		n.connected[i] = true
 	}
+	if err := id.Accept(p); err != nil {
+		return fmt.Errorf("Failed to accept RDMA CM connection: %w", err)
+	}
+	if cfg.udNeedsPeer() {
+		if err := s.udGetPeer(ctx, i); err != nil {
+			return err
+		}
+	}
+	if cfg.Conn == RC {
+		// perftest sets min_rnr_timer on the accepted QP and ignores the
+		// outcome.
+		id.QP().Modify(&ibv.QPAttr{MinRNRTimer: minRNRTimer}, ibv.QPAttrMinRNRTimer)
+	}
+	n.connected[i] = true
 	return nil
 }
 
@@ -782,6 +796,25 @@ func (s *session) cmClientTry(ctx context.Context, outReads int, dst netip.AddrP
 		}
 		return -1
 	}
+	// connect sends the REQs of ids (rdma_cm_route_handler's rdma_connect).
+	// The first ID connects alone and the others once it is established:
+	// perftest connects every ID at once, and its server listens only
+	// after the sync before, so a quick client's REQs can find no listener
+	// (REJ reason 8, invalid service ID; cm.c: cm_req_handler). When only
+	// some of them do, perftest's client destroys the others to try again
+	// (rdma_cm_destroy_cma; cm.c: cm_destroy_id sends REJ, timeout, for a
+	// REQ pending), which the server may already have taken, and perftest
+	// 4.5's server then fails ("Couldn't create rdma old QP"). One REQ first
+	// leaves the server nothing to lose on such a retry; the connections
+	// made are the same.
+	connect := func(ids []*cm.ID) error {
+		for _, id := range ids {
+			if err := id.Connect(s.cmConnParam(outReads)); err != nil {
+				return fmt.Errorf("Failed to connect through RDMA CM: %w", err)
+			}
+		}
+		return nil
+	}
 	routes, established := 0, 0
 	for established < cfg.NumQP {
 		ev, err := getEvent(ctx, n.ch, env.Stall)
@@ -805,11 +838,9 @@ func (s *session) cmClientTry(ctx context.Context, outReads int, dst netip.AddrP
 					return err
 				}
 				s.res.udPeers = make([]udPeer, len(n.ids))
-				for _, id := range n.ids {
-					if err := id.Connect(s.cmConnParam(outReads)); err != nil {
-						ev.Ack()
-						return fmt.Errorf("Failed to connect through RDMA CM: %w", err)
-					}
+				if err := connect(n.ids[:1]); err != nil {
+					ev.Ack()
+					return err
 				}
 			}
 		case cm.EventEstablished:
@@ -822,7 +853,12 @@ func (s *session) cmClientTry(ctx context.Context, outReads int, dst netip.AddrP
 					}
 				}
 			}
-			established++
+			if established++; established == 1 {
+				if err := connect(n.ids[1:]); err != nil {
+					ev.Ack()
+					return err
+				}
+			}
 		case cm.EventAddrError, cm.EventRouteError, cm.EventConnectError, cm.EventUnreachable, cm.EventRejected:
 			err := s.cmEventError(ev)
 			ev.Ack()

@@ -38,6 +38,9 @@ type res struct {
 	mtu       ibv.MTU
 	outReads  int
 	inline    int
+	// askInline is the inline size each QP asks for (inline is the
+	// smallest any QP was given).
+	askInline int
 	sgid      int
 }
 
@@ -75,10 +78,11 @@ func (r *res) addr(off int) uint64 { return r.mr.Addr() + uint64(off) }
 // (alloc_ctx, ctx_init), and moves the QPs to INIT.
 //
 // With ids (-R) QP i is made on ids[i] (rdma_create_qp), and the CM moves
-// it through its states.
+// it through its states; a server adds the QPs of later requests with
+// addQP as they come.
 func newRes(cfg *Config, dev *verbs.Device, cycle, cacheLine int, mtu ibv.MTU, outReads, inline int, ids []*cm.ID) (*res, error) {
 	r := &res{cfg: cfg, dev: dev, cycle: cycle, cacheLine: cacheLine, size: int(cfg.Size), mtu: mtu,
-		outReads: outReads, inline: inline}
+		outReads: outReads, inline: inline, askInline: inline}
 	ok := false
 	defer func() {
 		if !ok {
@@ -118,60 +122,79 @@ func newRes(cfg *Config, dev *verbs.Device, cycle, cacheLine int, mtu ibv.MTU, o
 	if r.sendCQ, err = dev.CreateCQ(cfg.TxDepth*cfg.NumQP, r.sendCh); err != nil {
 		return nil, fmt.Errorf("Couldn't create CQ: %w", err)
 	}
-	recvCQ := r.sendCQ
 	if cfg.Verb == Send {
 		r.recvCh = dev.CreateCompChannel()
 		if r.recvCQ, err = dev.CreateCQ(cfg.RxDepth*cfg.NumQP, r.recvCh); err != nil {
 			return nil, fmt.Errorf("Couldn't create a receiver CQ: %w", err)
 		}
-		recvCQ = r.recvCQ
 	}
-	typ := map[Conn]ibv.QPType{RC: ibv.QPTypeRC, UC: ibv.QPTypeUC, UD: ibv.QPTypeUD}[cfg.Conn]
-	for i := 0; i < cfg.NumQP; i++ {
-		init := verbs.QPInitAttr{Type: typ, SendCQ: r.sendCQ, RecvCQ: recvCQ,
-			Cap: ibv.QPCap{MaxSendWR: uint32(cfg.TxDepth), MaxRecvWR: uint32(cfg.RxDepth), MaxSendSGE: 1,
-				MaxRecvSGE: 1, MaxInlineData: uint32(inline)}}
-		var qp *verbs.QP
-		var err error
-		if ids != nil {
-			qp, err = ids[i].CreateQP(r.pd, init)
-		} else {
-			qp, err = r.pd.CreateQP(init)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("Couldn't create QP: %w", err)
-		}
-		r.qps = append(r.qps, qp)
-		if _, got := qp.Query(); r.inline > int(got.Cap.MaxInlineData) {
-			r.inline = int(got.Cap.MaxInlineData)
-		}
-		if ids != nil {
-			continue // rdma_create_qp moved it to INIT
-		}
-		attr := ibv.QPAttr{State: ibv.QPStateInit, PortNum: uint8(cfg.IBPort)}
-		mask := ibv.QPAttrState | ibv.QPAttrPKeyIndex | ibv.QPAttrPort
-		if cfg.Conn == UD {
-			attr.QKey = DefQKey
-			mask |= ibv.QPAttrQKey
-		} else {
-			switch cfg.Verb {
-			case Atomic:
-				attr.AccessFlags = ibv.AccessRemoteAtomic
-			case Read:
-				attr.AccessFlags = ibv.AccessRemoteRead
-			case Write:
-				attr.AccessFlags = ibv.AccessRemoteWrite
-			case Send:
-				attr.AccessFlags = ibv.AccessRemoteWrite | ibv.AccessLocalWrite
+	if ids == nil {
+		for range cfg.NumQP {
+			if err := r.addQP(nil); err != nil {
+				return nil, err
 			}
-			mask |= ibv.QPAttrAccessFlags
 		}
-		if err := qp.Modify(&attr, mask); err != nil {
-			return nil, fmt.Errorf("Failed to modify QP to INIT, ret=%w", err)
+	}
+	for _, id := range ids {
+		if err := r.addQP(id); err != nil {
+			return nil, err
 		}
 	}
 	ok = true
 	return r, nil
+}
+
+// addQP makes the run's next QP: on id (rdma_create_qp, which moves it to
+// INIT) or, without one, on the PD and moved to INIT here.
+func (r *res) addQP(id *cm.ID) error {
+	cfg := r.cfg
+	recvCQ := r.sendCQ
+	if r.recvCQ != nil {
+		recvCQ = r.recvCQ
+	}
+	typ := map[Conn]ibv.QPType{RC: ibv.QPTypeRC, UC: ibv.QPTypeUC, UD: ibv.QPTypeUD}[cfg.Conn]
+	init := verbs.QPInitAttr{Type: typ, SendCQ: r.sendCQ, RecvCQ: recvCQ,
+		Cap: ibv.QPCap{MaxSendWR: uint32(cfg.TxDepth), MaxRecvWR: uint32(cfg.RxDepth), MaxSendSGE: 1,
+			MaxRecvSGE: 1, MaxInlineData: uint32(r.askInline)}}
+	var qp *verbs.QP
+	var err error
+	if id != nil {
+		qp, err = id.CreateQP(r.pd, init)
+	} else {
+		qp, err = r.pd.CreateQP(init)
+	}
+	if err != nil {
+		return fmt.Errorf("Couldn't create QP: %w", err)
+	}
+	r.qps = append(r.qps, qp)
+	if _, got := qp.Query(); r.inline > int(got.Cap.MaxInlineData) {
+		r.inline = int(got.Cap.MaxInlineData)
+	}
+	if id != nil {
+		return nil // rdma_create_qp moved it to INIT
+	}
+	attr := ibv.QPAttr{State: ibv.QPStateInit, PortNum: uint8(cfg.IBPort)}
+	mask := ibv.QPAttrState | ibv.QPAttrPKeyIndex | ibv.QPAttrPort
+	if cfg.Conn == UD {
+		attr.QKey = DefQKey
+		mask |= ibv.QPAttrQKey
+	} else {
+		switch cfg.Verb {
+		case Atomic:
+			attr.AccessFlags = ibv.AccessRemoteAtomic
+		case Read:
+			attr.AccessFlags = ibv.AccessRemoteRead
+		case Write:
+			attr.AccessFlags = ibv.AccessRemoteWrite
+		case Send:
+			attr.AccessFlags = ibv.AccessRemoteWrite | ibv.AccessLocalWrite
+		}
+		mask |= ibv.QPAttrAccessFlags
+	}
+	if err := qp.Modify(&attr, mask); err != nil {
+		return fmt.Errorf("Failed to modify QP to INIT, ret=%w", err)
+	}
+	return nil
 }
 
 // cqs returns the CQs of the run (the receive CQ only when it is one of

@@ -1431,6 +1431,16 @@ static int rs_send_chunk(struct rsocket *rs, const struct iovec **iov, size_t *o
 	return ret;
 }
 
+/* rs_send_closed is the error of a send on an rsocket that no longer
+ * sends: EPIPE after its own shutdown, ECONNRESET after the peer's (as
+ * rsocket.c's rsend answers), the error that ended the connection. */
+static int rs_send_closed(struct rsocket *rs)
+{
+	if (rs->state & rs_error)
+		return ERR(rs->err ? rs->err : EIO);
+	return ERR(rs->state & rs_connected ? EPIPE : ECONNRESET);
+}
+
 /* rs_sendv_locked is rsendv: transfers growing from RS_OLAP_START_SIZE
  * to RS_MAX_TRANSFER, each bounded by the send buffer's room and the
  * peer's target buffer (as rsocket.c: rsend, rsendv). */
@@ -1446,7 +1456,7 @@ static ssize_t rs_sendv_locked(struct rsocket *rs, const struct iovec *iov, int 
 		len += iov[i].iov_len;
 	for (left = len; left; left -= xfer) {
 		if (!(rs->state & rs_writable)) {
-			ret = ERR(rs->state & rs_error ? rs->err : EPIPE);
+			ret = rs_send_closed(rs);
 			break;
 		}
 		if (!rs_can_send(rs)) {
@@ -1570,7 +1580,9 @@ static int rs_shutdown_locked(struct rsocket *rs, int how)
 	if (rs->state & rs_connected)
 		rs_get_comp(rs, false, rs_conn_all_sends_done);
 	if (rs->state & rs_disconnected) {
+		/* The flushed receives wake a thread in rpoll. */
 		ibv_req_notify_cq(rs->cm_id->recv_cq, 0);
+		rs->cq_armed = true;
 		rs_qp_err(rs);
 	}
 	return ret;
@@ -2063,11 +2075,12 @@ static int rs_poll_arm(struct pollfd *rfds, struct pollfd *fds, nfds_t nfds)
 		}
 		pthread_mutex_lock(&rs->mu);
 		if (rs->cm_id->qp && !(rs->state & rs_opening)) {
-			if (!rs->cq_armed) {
+			/* Armed with no event taken since: an event taken
+			 * while it checks leaves it to be armed again. */
+			while (!(fds[i].revents = rs_poll_rs(rs, fds[i].events)) && !rs->cq_armed) {
 				ibv_req_notify_cq(rs->cm_id->recv_cq, 0);
 				rs->cq_armed = true;
 			}
-			fds[i].revents = rs_poll_rs(rs, fds[i].events);
 			r[0] = (struct pollfd){ .fd = rs->cm_id->recv_cq_channel->fd, .events = POLLIN };
 		}
 		r[1] = (struct pollfd){ .fd = rs->cm_id->channel->fd, .events = POLLIN };

@@ -1,0 +1,112 @@
+package exec
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// rsockets through softnic's librdmacm: Debian's rstream, unmodified,
+// in pairs of softnic exec processes; a plain TCP echo turned into
+// rsockets by Debian's librspreload.so; and rsockets misused, each call
+// failing with a socket call's errno.
+
+// rstreamDone matches the line rstream prints for a test it completed
+// (rstream.c show_perf: name, size, transfers, iterations, total, time).
+var rstreamDone = regexp.MustCompile(`(?m)^custom +\S+ +\S+ +\S+ +\S+ +\S+s `)
+
+// TestRstream runs rstream's server and client over softnic in its
+// blocking, non-blocking and asynchronous (rpoll) modes with -T v, which
+// checks every byte and makes rstream fail on a difference, at sizes
+// from one byte to several times the receive ring, and with small
+// buffers and no inline data (the credits' descriptors then go from the
+// send buffer).
+func TestRstream(t *testing.T) {
+	needLibs(t)
+	needTools(t, "rdmacm-utils", "rstream")
+	t.Parallel()
+	tests := []struct {
+		name, args string
+	}{
+		{"blocking 1B", "-T b -T v -S 1 -C 200"},
+		{"blocking 1000B", "-T b -T v -S 1000 -C 500"},
+		{"blocking 64KiB", "-T b -T v -S 65536 -C 50"},
+		{"blocking 1MiB", "-T b -T v -S 1048576 -C 8"},
+		{"nonblocking 100B", "-T n -T v -S 100 -C 500"},
+		{"nonblocking 100000B", "-T n -T v -S 100000 -C 40"},
+		{"async 3000B", "-T a -T v -S 3000 -C 300"},
+		{"async 1MiB", "-T a -T v -S 1048576 -C 8"},
+		{"async blocking 64KiB", "-T a -T b -T v -S 65536 -C 40"},
+		{"small buffers no inline", "-T b -T v -B 4096 -i 0 -S 20000 -C 40"},
+		{"iterations", "-T n -T v -S 4096 -C 10 -I 20"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sa, ca := cmPairAddrs()
+			args := strings.Fields(tc.args)
+			// The server prints its header once it listens: line-buffered,
+			// it says when the client may come.
+			p := cmPair{
+				server: append([]string{"stdbuf", "-oL", "rstream", "-b", sa.String()}, args...),
+				client: append([]string{"rstream", "-s", sa.String()}, args...),
+				sopts:  Options{Addr: sa}, copts: Options{Addr: ca}, saddr: sa, ready: "usec/xfer",
+			}
+			sout, cout := p.run(t)
+			for side, out := range map[string]string{"server": sout, "client": cout} {
+				if !rstreamDone.MatchString(out) {
+					t.Errorf("the %s did not complete the test:\n%s", side, out)
+				}
+			}
+		})
+	}
+}
+
+// TestRsocketPreload runs a TCP echo written over plain sockets, its
+// server and client each under LD_PRELOAD=librspreload.so, which makes
+// their sockets rsockets: 3 MB echoed and checked in chunks of growing
+// size, then a shutdown read as the end of the stream by both.
+func TestRsocketPreload(t *testing.T) {
+	prog := cprog(t, "tcpecho")
+	preload := ""
+	for _, dir := range []string{"/usr/lib/x86_64-linux-gnu/rsocket", "/usr/lib/aarch64-linux-gnu/rsocket", "/usr/lib/rsocket"} {
+		if _, err := os.Stat(dir + "/librspreload.so.1"); err == nil {
+			preload = dir + "/librspreload.so.1"
+			break
+		}
+	}
+	if preload == "" {
+		t.Skip("librspreload.so is not installed (apt-get install librdmacm1)")
+	}
+	t.Parallel()
+	sa, ca := cmPairAddrs()
+	pre := []string{"env", "LD_PRELOAD=" + preload, prog}
+	p := cmPair{
+		server: append(pre, "server", sa.String(), "7490"),
+		client: append(pre[:3:3], "client", sa.String(), "7490", "3000000"),
+		sopts:  Options{Addr: sa}, copts: Options{Addr: ca}, saddr: sa, ready: "tcpecho: listening",
+	}
+	sout, cout := p.run(t)
+	if !strings.Contains(sout, "tcpecho: echoed 3000000 bytes") || !strings.Contains(cout, "tcpecho: 3000000 bytes echoed") {
+		t.Errorf("server:\n%s\nclient:\n%s", sout, cout)
+	}
+}
+
+// TestRsocketMisuse runs testdata/rsock.c: calls on descriptors that are
+// not rsockets (EBADF), on an rsocket not connected (ENOTCONN) or in the
+// wrong state (EINVAL, EISCONN), unsupported types (ENOTSUP), a connect
+// nobody listens to (ECONNREFUSED); rpoll waiting 300 ms on a listener
+// and on a connection without data, using little CPU; and one connection
+// to itself: data, MSG_PEEK, MSG_DONTWAIT, and the peer's close read as
+// the end of the stream, POLLHUP, and ECONNRESET on a send.
+func TestRsocketMisuse(t *testing.T) {
+	prog := cprog(t, "rsock")
+	a, _ := cmPairAddrs()
+	out := runC(t, Options{Addr: a}, prog, a.String())
+	if !strings.Contains(out, "rsock: ok") {
+		t.Error(out)
+	}
+	t.Log(strings.TrimSpace(fmt.Sprint(out)))
+}

@@ -8,13 +8,13 @@ import (
 	"testing"
 )
 
-// rsockets through softnic's librdmacm: Debian's rstream, unmodified,
+// rsockets through softnic's librdmacm: Debian's rstream and riostream, unmodified,
 // in pairs of softnic exec processes; a plain TCP echo turned into
 // rsockets by Debian's librspreload.so; and rsockets misused, each call
 // failing with a socket call's errno.
 
 // rstreamDone matches the line rstream prints for a test it completed
-// (rstream.c show_perf: name, size, transfers, iterations, total, time).
+// (rstream.c and riostream.c show_perf: name, size, transfers, iterations, total, time).
 var rstreamDone = regexp.MustCompile(`(?m)^custom +\S+ +\S+ +\S+ +\S+ +\S+s `)
 
 // TestRstream runs rstream's server and client over softnic in its
@@ -22,36 +22,41 @@ var rstreamDone = regexp.MustCompile(`(?m)^custom +\S+ +\S+ +\S+ +\S+ +\S+s `)
 // checks every byte and makes rstream fail on a difference, at sizes
 // from one byte to several times the receive ring, and with small
 // buffers and no inline data (the credits' descriptors then go from the
-// send buffer).
+// send buffer); and riostream, whose data go by riowrite into a buffer
+// the peer announced with riomap.
 func TestRstream(t *testing.T) {
 	needLibs(t)
-	needTools(t, "rdmacm-utils", "rstream")
 	t.Parallel()
 	tests := []struct {
-		name, args string
+		name, prog, args string
 	}{
-		{"blocking 1B", "-T b -T v -S 1 -C 200"},
-		{"blocking 1000B", "-T b -T v -S 1000 -C 500"},
-		{"blocking 64KiB", "-T b -T v -S 65536 -C 50"},
-		{"blocking 1MiB", "-T b -T v -S 1048576 -C 8"},
-		{"nonblocking 100B", "-T n -T v -S 100 -C 500"},
-		{"nonblocking 100000B", "-T n -T v -S 100000 -C 40"},
-		{"async 3000B", "-T a -T v -S 3000 -C 300"},
-		{"async 1MiB", "-T a -T v -S 1048576 -C 8"},
-		{"async blocking 64KiB", "-T a -T b -T v -S 65536 -C 40"},
-		{"small buffers no inline", "-T b -T v -B 4096 -i 0 -S 20000 -C 40"},
-		{"iterations", "-T n -T v -S 4096 -C 10 -I 20"},
+		{"blocking 1B", "rstream", "-T b -T v -S 1 -C 200"},
+		{"blocking 1000B", "rstream", "-T b -T v -S 1000 -C 500"},
+		{"blocking 64KiB", "rstream", "-T b -T v -S 65536 -C 50"},
+		{"blocking 1MiB", "rstream", "-T b -T v -S 1048576 -C 8"},
+		{"nonblocking 100B", "rstream", "-T n -T v -S 100 -C 500"},
+		{"nonblocking 100000B", "rstream", "-T n -T v -S 100000 -C 40"},
+		{"async 3000B", "rstream", "-T a -T v -S 3000 -C 300"},
+		{"async 1MiB", "rstream", "-T a -T v -S 1048576 -C 8"},
+		{"async blocking 64KiB", "rstream", "-T a -T b -T v -S 65536 -C 40"},
+		{"small buffers no inline", "rstream", "-T b -T v -B 4096 -i 0 -S 20000 -C 40"},
+		{"iterations", "rstream", "-T n -T v -S 4096 -C 10 -I 20"},
+		{"riostream blocking", "riostream", "-T b -T v -S 100000 -C 20"},
+		{"riostream nonblocking", "riostream", "-T n -T v -S 4096 -C 100"},
+		{"riostream async", "riostream", "-T a -T v -S 1000000 -C 10"},
+		{"riostream small", "riostream", "-T a -T b -T v -S 10 -C 100"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			needTools(t, "rdmacm-utils", tc.prog)
 			t.Parallel()
 			sa, ca := cmPairAddrs()
 			args := strings.Fields(tc.args)
 			// The server prints its header once it listens: line-buffered,
 			// it says when the client may come.
 			p := cmPair{
-				server: append([]string{"stdbuf", "-oL", "rstream", "-b", sa.String()}, args...),
-				client: append([]string{"rstream", "-s", sa.String()}, args...),
+				server: append([]string{"stdbuf", "-oL", tc.prog, "-b", sa.String()}, args...),
+				client: append([]string{tc.prog, "-s", sa.String()}, args...),
 				sopts:  Options{Addr: sa}, copts: Options{Addr: ca}, saddr: sa, ready: "usec/xfer",
 			}
 			sout, cout := p.run(t)

@@ -35,12 +35,17 @@
  * in rpoll, so a listener takes a connection when the program calls
  * raccept.
  *
+ *  - Direct writes (riomap, riowrite): a receiver registers a buffer and
+ *    writes its descriptor into the sender's target iomap (after the
+ *    target SGL; its size in the connection data) with RS_OP_IOMAP_SGL;
+ *    the sender RDMA-WRITEs into it without immediate data.
+ *
  * Not done (each fails with the errno named): SOCK_DGRAM rsockets and
  * AF_IB (ENOTSUP, as rdma-core answers a type it does not take: preload
- * then falls back to a kernel socket), riomap/riowrite (ENOSYS; the
- * connection advertises an empty iomap, as rdma-core's does by default),
- * RDMA_ROUTE (ENOTSUP), keepalive messages (SO_KEEPALIVE is recorded
- * and reported, no keepalive is sent), the iWARP message-send mode.
+ * then falls back to a kernel socket), RDMA_ROUTE (ENOTSUP), keepalive
+ * messages (SO_KEEPALIVE is recorded and reported, no keepalive is
+ * sent), the iWARP message-send mode, rdma-core's configuration files
+ * (/etc/rdma/rsocket: the defaults are rdma-core's built-in ones).
  */
 #define _GNU_SOURCE
 #include <byteswap.h>
@@ -53,7 +58,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
+#include <sys/mman.h> /* madvise, PROT_WRITE */
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -223,6 +228,23 @@ struct rsocket {
 	struct rs_msg *rmsg;
 
 	bool cq_armed;
+
+	/* riomap's registrations: those the peer may write, announced in
+	 * its target iomap at their index (remote_iomap.length of them),
+	 * and the read-only ones. */
+	struct rs_iomap_mr *remote_iomappings;
+	struct rs_iomap_mr *local_iomappings; /* a list */
+	bool iomap_pending;		      /* some to announce */
+	struct rs_iomap *target_iomap;	      /* written by the peer */
+};
+
+/* A registration of riomap (as rsocket.c: struct rs_iomap_mr). */
+struct rs_iomap_mr {
+	uint64_t offset;
+	struct ibv_mr *mr;
+	int index; /* -1: not announced, in the local list */
+	bool pending;
+	struct rs_iomap_mr *next;
 };
 
 /* The rsockets by number. */
@@ -327,6 +349,23 @@ static void rs_free_buf(struct ibv_mr *mr, void *buf)
 	free(buf);
 }
 
+/* rs_free_iomappings deregisters what riomap registered. */
+static void rs_free_iomappings(struct rsocket *rs)
+{
+	struct rs_iomap_mr *iomr;
+	uint32_t i;
+
+	for (i = 0; rs->remote_iomappings && i < rs->remote_iomap.length; i++)
+		if (rs->remote_iomappings[i].mr)
+			ibv_dereg_mr(rs->remote_iomappings[i].mr);
+	free(rs->remote_iomappings);
+	while ((iomr = rs->local_iomappings)) {
+		rs->local_iomappings = iomr->next;
+		ibv_dereg_mr(iomr->mr);
+		free(iomr);
+	}
+}
+
 /* as rsocket.c: rs_free. */
 static void rs_free(struct rsocket *rs)
 {
@@ -335,6 +374,7 @@ static void rs_free(struct rsocket *rs)
 	rs_free_buf(rs->smr, rs->sbuf);
 	rs_free_buf(rs->rmr, rs->rbuf);
 	rs_free_buf(rs->target_mr, rs->target_buffer_list);
+	rs_free_iomappings(rs);
 	if (rs->cm_id) {
 		if (rs->cm_id->qp)
 			rdma_destroy_qp(rs->cm_id);
@@ -401,6 +441,8 @@ static int rs_init_bufs(struct rsocket *rs)
 	if (!(rs->target_mr = rdma_reg_write(rs->cm_id, rs->target_buffer_list, tlen)))
 		return -1;
 	rs->target_sgl = rs->target_buffer_list;
+	if (rs->target_iomap_size)
+		rs->target_iomap = (struct rs_iomap *)((struct rs_sge *)rs->target_buffer_list + RS_SGL_SIZE);
 
 	if (!(rs->rbuf = forksafe_alloc(rs->rbuf_size)))
 		return ERR(ENOMEM);
@@ -1431,6 +1473,8 @@ static int rs_send_chunk(struct rsocket *rs, const struct iovec **iov, size_t *o
 	return ret;
 }
 
+static int rs_send_iomaps(struct rsocket *rs, int flags);
+
 /* rs_send_closed is the error of a send on an rsocket that no longer
  * sends: EPIPE after its own shutdown, ECONNRESET after the peer's (as
  * rsocket.c's rsend answers), the error that ended the connection. */
@@ -1452,6 +1496,8 @@ static ssize_t rs_sendv_locked(struct rsocket *rs, const struct iovec *iov, int 
 
 	if (rs_ready_locked(rs))
 		return -1;
+	if (rs->iomap_pending && (ret = rs_send_iomaps(rs, flags)))
+		return ret;
 	for (i = 0; i < iovcnt; i++)
 		len += iov[i].iov_len;
 	for (left = len; left; left -= xfer) {
@@ -1767,8 +1813,8 @@ static int rs_setsockopt_rdma(struct rsocket *rs, int optname, const void *optva
 		rs->sq_inline = (uint32_t)v < RS_QP_MAX_SIZE ? (uint32_t)v : RS_QP_MAX_SIZE;
 		return 0;
 	case RDMA_IOMAPSIZE:
-		/* Kept and reported; riomap is not done, so no iomap is
-		 * offered: the connection data say 0. */
+		/* What the connection data's 8 bits can say. */
+		rs->target_iomap_size = (uint16_t)rs_scale_to_value((uint8_t)rs_value_to_scale(v, 8), 8);
 		return 0;
 	default:
 		return ERR(ENOTSUP);
@@ -1969,24 +2015,325 @@ SN_EXPORT int rfcntl(int socket, int cmd, ...)
 	return ret;
 }
 
+/* ---- Direct writes (riomap, riowrite) ---- */
+
+/* rs_get_iomap_mr is a free entry of the peer's target iomap (as
+ * rsocket.c: rs_get_iomap_mr), NULL when all are taken. */
+static struct rs_iomap_mr *rs_get_iomap_mr(struct rsocket *rs)
+{
+	uint32_t i;
+
+	if (!rs->remote_iomappings) {
+		rs->remote_iomappings = calloc(rs->remote_iomap.length, sizeof(*rs->remote_iomappings));
+		if (!rs->remote_iomappings)
+			return NULL;
+		for (i = 0; i < rs->remote_iomap.length; i++)
+			rs->remote_iomappings[i].index = i;
+	}
+	for (i = 0; i < rs->remote_iomap.length; i++)
+		if (!rs->remote_iomappings[i].mr)
+			return &rs->remote_iomappings[i];
+	return NULL;
+}
+
+/* as rsocket.c: rs_write_iomap: an entry written into the peer's target
+ * iomap with RS_OP_IOMAP_SGL, which takes one of its receives. */
+static int rs_write_iomap(struct rsocket *rs, struct rs_iomap_mr *iomr, struct ibv_sge *sgl, int nsge, int flags)
+{
+	rs->sseq_no++;
+	rs->sqe_avail--;
+	rs->sbuf_bytes_avail -= sizeof(struct rs_iomap);
+	return rs_post_write_msg(rs, sgl, nsge, rs_msg_set(RS_OP_IOMAP_SGL, iomr->index), flags,
+				 rs->remote_iomap.addr + iomr->index * sizeof(struct rs_iomap), rs->remote_iomap.key);
+}
+
+/* rs_send_iomap announces one registration (inline, or from the send
+ * buffer, in two SGEs when it wraps). */
+static int rs_send_iomap(struct rsocket *rs, struct rs_iomap_mr *iomr)
+{
+	struct rs_iomap iom = {
+		.offset = iomr->offset,
+		.sge = { .addr = (uintptr_t)iomr->mr->addr, .key = iomr->mr->rkey, .length = iomr->mr->length },
+	};
+	struct ibv_sge sge = { .addr = (uintptr_t)&iom, .length = sizeof(iom) };
+	const struct iovec iov = { .iov_base = &iom, .iov_len = sizeof(iom) }, *piov = &iov;
+	size_t off = 0;
+	int ret;
+
+	if (rs->opts & RS_OPT_SWAP_SGL) {
+		iom.offset = bswap_64(iom.offset);
+		iom.sge.addr = bswap_64(iom.sge.addr);
+		iom.sge.key = bswap_32(iom.sge.key);
+		iom.sge.length = bswap_32(iom.sge.length);
+	}
+	if (rs->sq_inline >= sizeof(iom))
+		return rs_write_iomap(rs, iomr, &sge, 1, IBV_SEND_INLINE);
+	if (rs_sbuf_left(rs) >= sizeof(iom)) {
+		rs_copy_iov((uint8_t *)(uintptr_t)rs->ssgl[0].addr, &piov, &off, sizeof(iom));
+		rs->ssgl[0].length = sizeof(iom);
+		ret = rs_write_iomap(rs, iomr, rs->ssgl, 1, 0);
+		if (rs_sbuf_left(rs) > sizeof(iom))
+			rs->ssgl[0].addr += sizeof(iom);
+		else
+			rs->ssgl[0].addr = (uintptr_t)rs->sbuf;
+		return ret;
+	}
+	rs->ssgl[0].length = rs_sbuf_left(rs);
+	rs_copy_iov((uint8_t *)(uintptr_t)rs->ssgl[0].addr, &piov, &off, rs->ssgl[0].length);
+	rs->ssgl[1].length = sizeof(iom) - rs->ssgl[0].length;
+	rs_copy_iov(rs->sbuf, &piov, &off, rs->ssgl[1].length);
+	ret = rs_write_iomap(rs, iomr, rs->ssgl, 2, 0);
+	rs->ssgl[0].addr = (uintptr_t)rs->sbuf + rs->ssgl[1].length;
+	return ret;
+}
+
+/* as rsocket.c: rs_send_iomaps: the registrations riomap queued, each
+ * when the rsocket can send; before any data that follows them. */
+static int rs_send_iomaps(struct rsocket *rs, int flags)
+{
+	uint32_t i;
+	int ret;
+
+	for (i = 0; i < rs->remote_iomap.length; i++) {
+		struct rs_iomap_mr *iomr = &rs->remote_iomappings[i];
+
+		if (!iomr->pending)
+			continue;
+		if (!rs_can_send(rs)) {
+			if ((ret = rs_get_comp(rs, rs_nonblocking(rs, flags), rs_conn_can_send)))
+				return ret;
+			if (!(rs->state & rs_writable))
+				return ERR(ECONNRESET);
+		}
+		iomr->pending = false;
+		if ((ret = rs_send_iomap(rs, iomr)))
+			return ret;
+	}
+	rs->iomap_pending = false;
+	return 0;
+}
+
+/*
+ * riomap registers buf for the peer to write (PROT_WRITE: announced in
+ * the peer's target iomap with the next send, at offset, or at buf's
+ * address when offset is -1) or for nothing but the record (as
+ * rsocket.c: riomap). ENOMEM when the peer's iomap is full (or it offered
+ * none: RDMA_IOMAPSIZE on its side).
+ */
 SN_EXPORT off_t riomap(int socket, void *buf, size_t len, int prot, int flags, off_t offset)
 {
-	if (!rs_lookup(socket))
+	struct rsocket *rs = rs_lookup(socket);
+	struct rs_iomap_mr *iomr;
+	int access = IBV_ACCESS_LOCAL_WRITE;
+
+	if (!rs)
 		return ERR(EBADF);
-	return ERR(ENOSYS);
+	if (!rs->cm_id->pd || (prot & ~PROT_WRITE) || !buf || !len)
+		return ERR(EINVAL);
+	pthread_mutex_lock(&rs->mu);
+	if (prot & PROT_WRITE) {
+		iomr = rs_get_iomap_mr(rs);
+		access |= IBV_ACCESS_REMOTE_WRITE;
+	} else if ((iomr = calloc(1, sizeof(*iomr)))) {
+		iomr->index = -1;
+	}
+	if (!iomr) {
+		offset = ERR(ENOMEM);
+		goto out;
+	}
+	if (!(iomr->mr = ibv_reg_mr(rs->cm_id->pd, buf, len, access))) {
+		if (iomr->index < 0)
+			free(iomr);
+		offset = -1;
+		goto out;
+	}
+	if (offset == -1)
+		offset = (uintptr_t)buf;
+	iomr->offset = offset;
+	if (iomr->index >= 0) {
+		iomr->pending = true;
+		rs->iomap_pending = true;
+	} else {
+		iomr->next = rs->local_iomappings;
+		rs->local_iomappings = iomr;
+	}
+out:
+	pthread_mutex_unlock(&rs->mu);
+	return offset;
 }
 
+/* rs_unmap_local drops the read-only registration of buf. */
+static bool rs_unmap_local(struct rsocket *rs, void *buf, size_t len)
+{
+	struct rs_iomap_mr **p, *iomr;
+
+	for (p = &rs->local_iomappings; (iomr = *p); p = &iomr->next) {
+		if (iomr->mr->addr == buf && iomr->mr->length == len) {
+			*p = iomr->next;
+			ibv_dereg_mr(iomr->mr);
+			free(iomr);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* as rsocket.c: riounmap. The peer's entry stays as it is (rdma-core
+ * sends nothing either): a write to it then fails the connection. */
 SN_EXPORT int riounmap(int socket, void *buf, size_t len)
 {
-	if (!rs_lookup(socket))
+	struct rsocket *rs = rs_lookup(socket);
+	uint32_t i;
+	int ret = -1;
+
+	if (!rs)
 		return ERR(EBADF);
-	return ERR(ENOSYS);
+	pthread_mutex_lock(&rs->mu);
+	for (i = 0; rs->remote_iomappings && i < rs->remote_iomap.length; i++) {
+		struct rs_iomap_mr *iomr = &rs->remote_iomappings[i];
+
+		if (iomr->mr && iomr->mr->addr == buf && iomr->mr->length == len) {
+			ibv_dereg_mr(iomr->mr);
+			iomr->mr = NULL;
+			iomr->pending = false;
+			ret = 0;
+			break;
+		}
+	}
+	if (ret && rs_unmap_local(rs, buf, len))
+		ret = 0;
+	pthread_mutex_unlock(&rs->mu);
+	return ret ? ERR(EINVAL) : 0;
 }
 
+/* as rsocket.c: rs_find_iomap: the entry of the target iomap (written by
+ * the peer) holding offset. */
+static struct rs_iomap *rs_find_iomap(struct rsocket *rs, uint64_t offset)
+{
+	int i;
+
+	for (i = 0; rs->target_iomap && i < rs->target_iomap_size; i++) {
+		volatile struct rs_iomap *m = &rs->target_iomap[i];
+
+		if (offset >= m->offset && offset < m->offset + m->sge.length)
+			return (struct rs_iomap *)m;
+	}
+	return NULL;
+}
+
+/* as rsocket.c: rs_write_direct: a plain RDMA WRITE into the peer's
+ * mapping, which takes none of its receives. */
+static int rs_write_direct(struct rsocket *rs, struct rs_iomap *iom, uint64_t offset, struct ibv_sge *sgl,
+			   int nsge, uint32_t length, int flags)
+{
+	struct ibv_send_wr wr, *bad;
+
+	rs->sqe_avail--;
+	rs->sbuf_bytes_avail -= length;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = rs_msg_set(RS_OP_WRITE, length);
+	wr.sg_list = sgl;
+	wr.num_sge = nsge;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.send_flags = flags;
+	wr.wr.rdma.remote_addr = iom->sge.addr + offset - iom->offset;
+	wr.wr.rdma.rkey = iom->sge.key;
+	return rdma_seterrno(ibv_post_send(rs->cm_id->qp, &wr, &bad));
+}
+
+/* rs_direct_chunk writes xfer bytes of buf at offset, through the send
+ * buffer as rs_send_chunk, inline when small enough. */
+static int rs_direct_chunk(struct rsocket *rs, struct rs_iomap *iom, uint64_t offset, const uint8_t *buf,
+			   uint32_t xfer)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = xfer };
+	int ret;
+
+	if (xfer <= rs->sq_inline)
+		return rs_write_direct(rs, iom, offset, &sge, 1, xfer, IBV_SEND_INLINE);
+	if (xfer <= rs_sbuf_left(rs)) {
+		memcpy((void *)(uintptr_t)rs->ssgl[0].addr, buf, xfer);
+		rs->ssgl[0].length = xfer;
+		ret = rs_write_direct(rs, iom, offset, rs->ssgl, 1, xfer, 0);
+		if (xfer < rs_sbuf_left(rs))
+			rs->ssgl[0].addr += xfer;
+		else
+			rs->ssgl[0].addr = (uintptr_t)rs->sbuf;
+		return ret;
+	}
+	rs->ssgl[0].length = rs_sbuf_left(rs);
+	memcpy((void *)(uintptr_t)rs->ssgl[0].addr, buf, rs->ssgl[0].length);
+	rs->ssgl[1].length = xfer - rs->ssgl[0].length;
+	memcpy(rs->sbuf, buf + rs->ssgl[0].length, rs->ssgl[1].length);
+	ret = rs_write_direct(rs, iom, offset, rs->ssgl, 2, xfer, 0);
+	rs->ssgl[0].addr = (uintptr_t)rs->sbuf + rs->ssgl[1].length;
+	return ret;
+}
+
+/* rs_iowrite_locked is riowrite: the bytes written, up to the end of the
+ * peer's mappings; -1 with errno when none was. */
+static ssize_t rs_iowrite_locked(struct rsocket *rs, const uint8_t *buf, size_t count, uint64_t offset, int flags)
+{
+	uint32_t xfer, olen = RS_OLAP_START_SIZE;
+	struct rs_iomap *iom = NULL;
+	size_t left = count;
+	int ret = 0;
+
+	if (rs_ready_locked(rs))
+		return -1;
+	if (rs->iomap_pending && (ret = rs_send_iomaps(rs, flags)))
+		return ret;
+	for (; left; left -= xfer, buf += xfer, offset += xfer) {
+		if (!iom || offset >= iom->offset + iom->sge.length) {
+			if (!(iom = rs_find_iomap(rs, offset))) {
+				if (left == count)
+					ret = ERR(EINVAL);
+				break;
+			}
+		}
+		if (!(rs->state & rs_writable)) {
+			ret = rs_send_closed(rs);
+			break;
+		}
+		if (!rs_can_send(rs)) {
+			if ((ret = rs_get_comp(rs, rs_nonblocking(rs, flags), rs_conn_can_send)))
+				break;
+			if (!(rs->state & rs_writable)) {
+				ret = ERR(ECONNRESET);
+				break;
+			}
+		}
+		if (olen < left) {
+			xfer = olen;
+			if (olen < RS_MAX_TRANSFER)
+				olen <<= 1;
+		} else {
+			xfer = left;
+		}
+		if (xfer > (uint32_t)rs->sbuf_bytes_avail)
+			xfer = rs->sbuf_bytes_avail;
+		if (xfer > iom->offset + iom->sge.length - offset)
+			xfer = iom->offset + iom->sge.length - offset;
+		if ((ret = rs_direct_chunk(rs, iom, offset, buf, xfer)))
+			break;
+	}
+	return (ret && left == count) ? ret : (ssize_t)(count - left);
+}
+
+/* riowrite writes into the peer's mapping at offset (as rsocket.c:
+ * riowrite); its size_t result is (size_t)-1 with errno on failure, as
+ * rdma-core's. An offset no mapping of the peer holds is EINVAL. */
 SN_EXPORT size_t riowrite(int socket, const void *buf, size_t count, off_t offset, int flags)
 {
-	ERR(rs_lookup(socket) ? ENOSYS : EBADF);
-	return 0;
+	struct rsocket *rs = rs_lookup(socket);
+	ssize_t ret;
+
+	if (!rs)
+		return ERR(EBADF);
+	pthread_mutex_lock(&rs->mu);
+	ret = rs_iowrite_locked(rs, buf, count, offset, flags);
+	pthread_mutex_unlock(&rs->mu);
+	return ret;
 }
 
 /* ---- rpoll and rselect ---- */

@@ -1,5 +1,5 @@
 /*
- * rsock.c - rsockets misused and on one connection to itself, over
+ * rsock.c - rsockets (and riomap) misused and on one connection to itself, over
  * softnic's librdmacm: every misuse fails with the errno a socket call
  * would give, never crashes; rpoll waits without burning the CPU; a
  * close is an end of stream on the other side.
@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -106,6 +107,10 @@ static void misuse(void)
 	FAILS(rconnect(s, NULL, 0), EINVAL);
 	FAILS(rsetsockopt(s, SOL_RDMA, RDMA_SQSIZE, &v, 2), EINVAL);
 	FAILS(rsetsockopt(s, 12345, 1, &v, sizeof(v)), ENOTSUP);
+	FAILS(riomap(s, b, sizeof(b), PROT_WRITE, 0, 0), EINVAL);
+	FAILS(riounmap(s, b, sizeof(b)), EINVAL);
+	FAILS(riowrite(s, b, sizeof(b), 0, 0), ENOTCONN);
+	FAILS(riomap(7, b, sizeof(b), PROT_WRITE, 0, 0), EBADF);
 	len = sizeof(v);
 	OK(rgetsockopt(s, SOL_SOCKET, SO_ERROR, &v, &len));
 	if (v) {
@@ -189,6 +194,16 @@ static void loop(const char *ip)
 		failed = 1;
 	}
 	FAILS(rrecv(sv.fd, b, sizeof(b), MSG_DONTWAIT), EAGAIN);
+
+	/* Neither side offered an iomap (RDMA_IOMAPSIZE): nothing to map
+	 * for the peer, nothing to write to. */
+	FAILS(riomap(sv.fd, b, sizeof(b), PROT_WRITE, 0, 0), ENOMEM);
+	FAILS(riowrite(c, "x", 1, 0, 0), EINVAL);
+	FAILS(riomap(sv.fd, b, sizeof(b), PROT_READ, 0, 0), EINVAL);
+	if (riomap(sv.fd, b, sizeof(b), 0, 0, 0) != 0 || riounmap(sv.fd, b, sizeof(b))) {
+		printf("FAIL riomap and riounmap of a local mapping: errno %d\n", errno);
+		failed = 1;
+	}
 
 	/* The client closes: the server reads the end of the stream, rpoll
 	 * says POLLHUP, and a send fails. */

@@ -1361,7 +1361,13 @@ static ssize_t rs_recv_locked(struct rsocket *rs, uint8_t *buf, size_t len, int 
 	/* Credits for what was read. */
 	if (rs->state & rs_connected)
 		rs_update_credits(rs);
-	return (ret && left == len) ? ret : (ssize_t)(len - left);
+	if (ret && left == len)
+		return ret;
+	/* The end of the stream with errno 0, not the EAGAIN of a poll on
+	 * the way: rstream reads on while errno is EAGAIN. */
+	if (len && left == len)
+		errno = 0;
+	return len - left;
 }
 
 SN_EXPORT ssize_t rrecv(int socket, void *buf, size_t len, int flags)

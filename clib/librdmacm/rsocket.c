@@ -44,8 +44,8 @@
  * AF_IB (ENOTSUP, as rdma-core answers a type it does not take: preload
  * then falls back to a kernel socket), RDMA_ROUTE (ENOTSUP), keepalive
  * messages (SO_KEEPALIVE is recorded and reported, no keepalive is
- * sent), the iWARP message-send mode, rdma-core's configuration files
- * (/etc/rdma/rsocket: the defaults are rdma-core's built-in ones).
+ * sent), the iWARP message-send mode, wake_up_interval of rdma-core's
+ * configuration files (softnic has no rpoll wake-up thread).
  */
 #define _GNU_SOURCE
 #include <byteswap.h>
@@ -56,6 +56,7 @@
 #include <poll.h>
 #include <rdma/rsocket.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h> /* madvise, PROT_WRITE */
@@ -77,15 +78,16 @@
 #define RS_CONN_RETRIES 6
 #define RS_SGL_SIZE 2
 
-/* The defaults of rsocket.c (without its configuration files). */
-enum {
-	def_inline = 64,
-	def_sqsize = 384,
-	def_rqsize = 384,
-	def_mem = 1 << 17,
-	def_wmem = 1 << 17,
-	polling_time_us = 10,
-};
+/* The defaults of rsocket.c, which files of RS_CONF_DIR change
+ * (rs_configure). */
+#define RS_CONF_DIR "/etc/rdma/rsocket"
+static uint16_t def_iomap_size = 0;
+static uint16_t def_inline = 64;
+static uint16_t def_sqsize = 384;
+static uint16_t def_rqsize = 384;
+static uint32_t def_mem = 1 << 17;
+static uint32_t def_wmem = 1 << 17;
+static uint32_t polling_time_us = 10;
 
 /* The operation in an immediate value's bits 31-29. */
 enum {
@@ -297,6 +299,53 @@ static struct rsocket *rs_lookup(int socket)
 	return rs;
 }
 
+/* rs_conf reads an unsigned number from the file name of RS_CONF_DIR
+ * into *v, which stays as it is when there is none. */
+static void rs_conf(const char *name, uint32_t *v)
+{
+	char path[64];
+	unsigned int u;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", RS_CONF_DIR, name);
+	if (!(f = fopen(path, "re")))
+		return;
+	if (fscanf(f, "%u", &u) == 1)
+		*v = u;
+	fclose(f);
+}
+
+static void rs_conf16(const char *name, uint16_t *v)
+{
+	uint32_t u = *v;
+
+	rs_conf(name, &u);
+	*v = (uint16_t)u;
+}
+
+static int rs_value_to_scale(int value, int bits);
+static int rs_scale_to_value(int value, int bits);
+
+/* as rsocket.c: rs_configure: the defaults from the files an
+ * administrator left in RS_CONF_DIR, once. */
+static void rs_configure(void)
+{
+	rs_conf("polling_time", &polling_time_us);
+	rs_conf16("inline_default", &def_inline);
+	rs_conf16("sqsize_default", &def_sqsize);
+	rs_conf16("rqsize_default", &def_rqsize);
+	rs_conf("mem_default", &def_mem);
+	if (def_mem < 1)
+		def_mem = 1;
+	rs_conf("wmem_default", &def_wmem);
+	if (def_wmem < RS_SNDLOWAT)
+		def_wmem = RS_SNDLOWAT << 1;
+	rs_conf16("iomap_size", &def_iomap_size);
+	def_iomap_size = (uint8_t)rs_value_to_scale((uint16_t)rs_scale_to_value(def_iomap_size, 8), 8);
+}
+
+static pthread_once_t rs_configured = PTHREAD_ONCE_INIT;
+
 /* as rsocket.c: rs_alloc; sizes inherited from a listener. */
 static struct rsocket *rs_alloc(struct rsocket *inherited)
 {
@@ -323,6 +372,7 @@ static struct rsocket *rs_alloc(struct rsocket *inherited)
 		rs->sq_size = def_sqsize;
 		rs->rq_size = def_rqsize;
 		rs->ctrl_max_seqno = RS_QP_CTRL_SIZE;
+		rs->target_iomap_size = def_iomap_size;
 	}
 	return rs;
 }
@@ -808,7 +858,8 @@ static void rs_send_credits(struct rsocket *rs)
 
 	rs->ctrl_seqno++;
 	rs->rseq_comp = rs->rseq_no + (rs->rq_size >> 1);
-	msg = rs_msg_set(RS_OP_SGL, (uint16_t)(rs->rseq_no + rs->rq_size));
+	/* Not cut to 16 bits: the receiver cuts it (rsocket.c sends the sum). */
+	msg = rs_msg_set(RS_OP_SGL, (uint32_t)rs->rseq_no + rs->rq_size);
 	if (rs->rbuf_bytes_avail < (int)(rs->rbuf_size >> 1)) {
 		rs_post_msg(rs, msg);
 		return;
@@ -1091,6 +1142,7 @@ SN_EXPORT int rsocket(int domain, int type, int protocol)
 	if ((domain != AF_INET && domain != AF_INET6) || socket_type != SOCK_STREAM ||
 	    (protocol && protocol != IPPROTO_TCP))
 		return ERR(ENOTSUP);
+	pthread_once(&rs_configured, rs_configure);
 	if (!(rs = rs_alloc(NULL)))
 		return ERR(ENOMEM);
 	rs->fd_flags = (type & SOCK_CLOEXEC) ? FD_CLOEXEC : 0;

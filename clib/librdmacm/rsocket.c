@@ -186,6 +186,12 @@ struct rs_msg {
 
 /* ---- An rsocket ---- */
 
+/*
+ * An rsocket. The static functions that take one run with its mu held
+ * (the calls take it), except rs_free and those that say otherwise;
+ * rs_cq_wait drops it while it waits, so that a thread in rsend and one
+ * in rrecv each make progress (as rsocket.c's cq_lock and cq_wait_lock).
+ */
 struct rsocket {
 	int index; /* the rsocket's number: its ID's channel fd */
 	pthread_mutex_t mu;
@@ -1329,8 +1335,9 @@ static int rs_ready_locked(struct rsocket *rs)
 	return 0;
 }
 
-/* rs_copy_out copies len bytes of the ring from rs->rbuf_offset (as
- * rsocket.c: rrecv's loop), moving the offset when consume. */
+/* rs_copy_ring copies len bytes of the receive ring from *offset into
+ * buf, wrapping at its end, and moves *offset on (as rsocket.c: rrecv's
+ * loop). */
 static void rs_copy_ring(struct rsocket *rs, int *offset, uint8_t *buf, uint32_t len)
 {
 	uint32_t end = rs->rbuf_size - *offset;

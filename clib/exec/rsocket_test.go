@@ -104,7 +104,8 @@ func TestRsocketPreload(t *testing.T) {
 // wrong state (EINVAL, EISCONN), unsupported types (ENOTSUP), a connect
 // nobody listens to (ECONNREFUSED); rpoll waiting 300 ms on a listener
 // and on a connection without data, using little CPU; and one connection
-// to itself: data, MSG_PEEK, MSG_DONTWAIT, and the peer's close read as
+// to itself: keepalives every second leaving it as it was, data,
+// MSG_PEEK, MSG_DONTWAIT, riomap's errors, and the peer's close read as
 // the end of the stream, POLLHUP, and ECONNRESET on a send.
 func TestRsocketMisuse(t *testing.T) {
 	prog := cprog(t, "rsock")

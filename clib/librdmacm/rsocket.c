@@ -42,9 +42,8 @@
  *
  * Not done (each fails with the errno named): SOCK_DGRAM rsockets and
  * AF_IB (ENOTSUP, as rdma-core answers a type it does not take: preload
- * then falls back to a kernel socket), RDMA_ROUTE (ENOTSUP), keepalive
- * messages (SO_KEEPALIVE is recorded and reported, no keepalive is
- * sent), the iWARP message-send mode, wake_up_interval of rdma-core's
+ * then falls back to a kernel socket), RDMA_ROUTE (ENOTSUP), the iWARP
+ * message-send mode, wake_up_interval of rdma-core's
  * configuration files (softnic has no rpoll wake-up thread).
  */
 #define _GNU_SOURCE
@@ -244,6 +243,11 @@ struct rsocket {
 	struct rs_iomap_mr *local_iomappings; /* a list */
 	bool iomap_pending;		      /* some to announce */
 	struct rs_iomap *target_iomap;	      /* written by the peer */
+
+	/* Keepalive (SO_KEEPALIVE), guarded by ka_mut. */
+	bool ka_on;
+	uint64_t ka_due_us;
+	struct rsocket *ka_next;
 };
 
 /* A registration of riomap (as rsocket.c: struct rs_iomap_mr). */
@@ -1649,6 +1653,160 @@ SN_EXPORT ssize_t rwritev(int socket, const struct iovec *iov, int iovcnt)
 	return rsendv(socket, iov, iovcnt, 0);
 }
 
+/* ---- Keepalive ---- */
+
+/*
+ * The rsockets with SO_KEEPALIVE, and the thread that sends each its
+ * keepalive every keepalive_time seconds (as rsocket.c: tcp_svc_run,
+ * tcp_svc_send_keepalive): a zero-length RDMA WRITE, RS_OP_CTRL
+ * RS_CTRL_KEEPALIVE in its wr_id only, which the peer's NIC acknowledges
+ * and its program never sees; a peer gone makes it fail, and the rsocket
+ * with it. Started with the first rsocket that asks.
+ */
+static pthread_mutex_t ka_mut = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ka_cond;
+static struct rsocket *ka_list; /* guarded by ka_mut */
+static bool ka_started;		/* guarded by ka_mut */
+
+/* rs_send_keepalive posts a keepalive when a control message may go.
+ * Called with rs->mu held. */
+static void rs_send_keepalive(struct rsocket *rs)
+{
+	struct ibv_send_wr wr, *bad;
+
+	if (!rs_ctrl_avail(rs) || !(rs->state & rs_connected))
+		return;
+	rs->ctrl_seqno++;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = rs_msg_set(RS_OP_CTRL, RS_CTRL_KEEPALIVE);
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	if (ibv_post_send(rs->cm_id->qp, &wr, &bad))
+		rs->ctrl_seqno--;
+}
+
+/* ka_next_due is the earliest deadline of the list, 0 when it is empty.
+ * Called with ka_mut held. */
+static uint64_t ka_next_due(void)
+{
+	uint64_t due = 0;
+	struct rsocket *rs;
+
+	for (rs = ka_list; rs; rs = rs->ka_next)
+		if (!due || rs->ka_due_us < due)
+			due = rs->ka_due_us;
+	return due;
+}
+
+/* ka_run sends the keepalives that are due, then sleeps until the next.
+ * An rsocket busy in a call is passed over until its next period (it
+ * takes ka_mut with its mu held, so this thread only tries its mu). */
+static void *ka_run(void *arg)
+{
+	struct rsocket *rs;
+	struct timespec ts;
+	uint64_t now, due;
+
+	pthread_mutex_lock(&ka_mut);
+	for (;;) {
+		now = rs_time_us();
+		for (rs = ka_list; rs; rs = rs->ka_next) {
+			if (rs->ka_due_us > now)
+				continue;
+			if (!pthread_mutex_trylock(&rs->mu)) {
+				rs_send_keepalive(rs);
+				pthread_mutex_unlock(&rs->mu);
+			}
+			rs->ka_due_us = now + rs->keepalive_time * 1000000ULL;
+		}
+		if (!(due = ka_next_due())) {
+			pthread_cond_wait(&ka_cond, &ka_mut);
+			continue;
+		}
+		ts.tv_sec = due / 1000000;
+		ts.tv_nsec = (due % 1000000) * 1000;
+		pthread_cond_timedwait(&ka_cond, &ka_mut, &ts);
+	}
+	return NULL;
+}
+
+/* ka_start starts the keepalive thread. Called with ka_mut held. */
+static int ka_start(void)
+{
+	pthread_condattr_t attr;
+	pthread_attr_t tattr;
+	pthread_t t;
+	int err;
+
+	if (ka_started)
+		return 0;
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&ka_cond, &attr);
+	pthread_condattr_destroy(&attr);
+	pthread_attr_init(&tattr);
+	pthread_attr_setdetachstate(&tattr, PTHREAD_CREATE_DETACHED);
+	err = pthread_create(&t, &tattr, ka_run, NULL);
+	pthread_attr_destroy(&tattr);
+	if (err)
+		return ERR(err);
+	ka_started = true;
+	return 0;
+}
+
+/* rs_default_keepalive is the kernel's tcp_keepalive_time, 7200 s
+ * without it (as rsocket.c: rs_set_keepalive). */
+static unsigned int rs_default_keepalive(void)
+{
+	unsigned int t = 7200;
+	FILE *f = fopen("/proc/sys/net/ipv4/tcp_keepalive_time", "re");
+
+	if (f) {
+		if (fscanf(f, "%u", &t) != 1 || !t)
+			t = 7200;
+		fclose(f);
+	}
+	return t;
+}
+
+/* rs_set_keepalive puts rs on the keepalive thread's list or takes it
+ * off. */
+static int rs_set_keepalive(struct rsocket *rs, bool on)
+{
+	struct rsocket **p;
+	int ret = 0;
+
+	if (on && !rs->keepalive_time)
+		rs->keepalive_time = rs_default_keepalive();
+	pthread_mutex_lock(&ka_mut);
+	if (on && !rs->ka_on) {
+		if (!(ret = ka_start())) {
+			rs->ka_on = true;
+			rs->ka_due_us = rs_time_us() + rs->keepalive_time * 1000000ULL;
+			rs->ka_next = ka_list;
+			ka_list = rs;
+			pthread_cond_signal(&ka_cond);
+		}
+	} else if (!on && rs->ka_on) {
+		for (p = &ka_list; *p != rs; p = &(*p)->ka_next)
+			;
+		*p = rs->ka_next;
+		rs->ka_on = false;
+	}
+	pthread_mutex_unlock(&ka_mut);
+	return ret;
+}
+
+/* rs_keepalive_moved makes a new keepalive_time count from now. */
+static void rs_keepalive_moved(struct rsocket *rs)
+{
+	pthread_mutex_lock(&ka_mut);
+	if (rs->ka_on) {
+		rs->ka_due_us = rs_time_us() + rs->keepalive_time * 1000000ULL;
+		pthread_cond_signal(&ka_cond);
+	}
+	pthread_mutex_unlock(&ka_mut);
+}
+
 /* ---- Shutdown and close ---- */
 
 /* rs_qp_err moves the QP to the error state, flushing its receives
@@ -1708,6 +1866,7 @@ SN_EXPORT int rshutdown(int socket, int how)
 		return ERR(EBADF);
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
 		return ERR(EINVAL);
+	rs_set_keepalive(rs, false);
 	pthread_mutex_lock(&rs->mu);
 	if (!rs->cm_id->qp || (rs->state & rs_opening))
 		ret = ERR(ENOTCONN);
@@ -1724,6 +1883,7 @@ SN_EXPORT int rclose(int socket)
 	if (!rs)
 		return ERR(EBADF);
 	rs_remove(rs);
+	rs_set_keepalive(rs, false);
 	pthread_mutex_lock(&rs->mu);
 	if ((rs->state & rs_connected) && rs->cm_id->qp)
 		rs_shutdown_locked(rs, SHUT_RDWR);
@@ -1818,8 +1978,8 @@ static int rs_setsockopt_socket(struct rsocket *rs, int optname, const void *opt
 			rs->sbuf_size = RS_SNDLOWAT << 1;
 		return 0;
 	case SO_KEEPALIVE:
-		if (v && !rs->keepalive_time)
-			rs->keepalive_time = 7200;
+		if (rs_set_keepalive(rs, v))
+			return -1;
 		break;
 	case SO_OOBINLINE:
 		break;
@@ -1846,6 +2006,7 @@ static int rs_setsockopt_tcp(struct rsocket *rs, int optname, const void *optval
 		if (v <= 0)
 			return ERR(EINVAL);
 		rs->keepalive_time = v;
+		rs_keepalive_moved(rs);
 		return 0;
 	case TCP_NODELAY:
 		rs_set_bit(&rs->tcp_opts, optname, v);

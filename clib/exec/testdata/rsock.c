@@ -9,6 +9,8 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -144,7 +146,7 @@ static void loop(const char *ip)
 	pthread_t th;
 	socklen_t len;
 	char b[8];
-	int c, n;
+	int c, n, v;
 
 	OK(sv.lfd = rsocket(AF_INET, SOCK_STREAM, 0));
 	OK(rbind(sv.lfd, (struct sockaddr *)&sin, sizeof(sin)));
@@ -175,6 +177,20 @@ static void loop(const char *ip)
 		printf("FAIL rgetpeername: len %u port %u\n", len, ntohs(peer.sin_port));
 		failed = 1;
 	}
+
+	/* Keepalives every second (zero-length RDMA WRITEs) leave the
+	 * connection as it was. */
+	v = 1;
+	OK(rsetsockopt(c, SOL_SOCKET, SO_KEEPALIVE, &v, sizeof(v)));
+	OK(rsetsockopt(c, IPPROTO_TCP, TCP_KEEPIDLE, &v, sizeof(v)));
+	v = 0;
+	len = sizeof(v);
+	OK(rgetsockopt(c, SOL_SOCKET, SO_KEEPALIVE, &v, &len));
+	if (v != 1) {
+		printf("FAIL SO_KEEPALIVE: %d\n", v);
+		failed = 1;
+	}
+	usleep(2500 * 1000);
 
 	idle_poll("a connection without data", sv.fd, POLLIN);
 	OK(rsend(c, "ping", 4, 0));

@@ -105,7 +105,8 @@ func TestRsocketPreload(t *testing.T) {
 // nobody listens to (ECONNREFUSED); rpoll waiting 300 ms on a listener
 // and on a connection without data, using little CPU; and one connection
 // to itself: keepalives every second leaving it as it was, data,
-// MSG_PEEK, MSG_DONTWAIT, riomap's errors, and the peer's close read as
+// MSG_PEEK, MSG_DONTWAIT, rwritev, rselect and rreadv, riomap's errors,
+// and the peer's close read as
 // the end of the stream, POLLHUP, and ECONNRESET on a send.
 func TestRsocketMisuse(t *testing.T) {
 	prog := cprog(t, "rsock")

@@ -20,6 +20,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/select.h>
+#include <sys/uio.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -136,6 +138,34 @@ static void *accept_one(void *arg)
 	return NULL;
 }
 
+/* vectors sends "ping" with rwritev, waits for it with rselect and
+ * reads it with rreadv, two bytes a vector. */
+static void vectors(int c, int s)
+{
+	struct iovec out[2] = { { "pi", 2 }, { "ng", 2 } };
+	char b1[2], b2[2];
+	struct iovec in[2] = { { b1, 2 }, { b2, 2 } };
+	struct timeval tv = { .tv_sec = 5 };
+	fd_set rd;
+	ssize_t n;
+
+	if ((n = rwritev(c, out, 2)) != 4) {
+		printf("FAIL rwritev: %zd errno %d\n", n, errno);
+		failed = 1;
+	}
+	FD_ZERO(&rd);
+	FD_SET(s, &rd);
+	if (rselect(s + 1, &rd, NULL, NULL, &tv) != 1 || !FD_ISSET(s, &rd)) {
+		printf("FAIL rselect after a send\n");
+		failed = 1;
+	}
+	n = rreadv(s, in, 2);
+	if (n != 4 || memcmp(b1, "pi", 2) || memcmp(b2, "ng", 2)) {
+		printf("FAIL rreadv: %zd errno %d\n", n, errno);
+		failed = 1;
+	}
+}
+
 /* loop connects an rsocket to a listener of the same process and checks
  * the connection's ends. */
 static void loop(const char *ip)
@@ -210,6 +240,7 @@ static void loop(const char *ip)
 		failed = 1;
 	}
 	FAILS(rrecv(sv.fd, b, sizeof(b), MSG_DONTWAIT), EAGAIN);
+	vectors(c, sv.fd);
 
 	/* Neither side offered an iomap (RDMA_IOMAPSIZE): nothing to map
 	 * for the peer, nothing to write to. */

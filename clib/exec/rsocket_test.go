@@ -1,11 +1,13 @@
 package exec
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // rsockets through softnic's librdmacm: Debian's rstream and riostream, unmodified,
@@ -75,16 +77,7 @@ func TestRstream(t *testing.T) {
 // size, then a shutdown read as the end of the stream by both.
 func TestRsocketPreload(t *testing.T) {
 	prog := cprog(t, "tcpecho")
-	preload := ""
-	for _, dir := range []string{"/usr/lib/x86_64-linux-gnu/rsocket", "/usr/lib/aarch64-linux-gnu/rsocket", "/usr/lib/rsocket"} {
-		if _, err := os.Stat(dir + "/librspreload.so.1"); err == nil {
-			preload = dir + "/librspreload.so.1"
-			break
-		}
-	}
-	if preload == "" {
-		t.Skip("librspreload.so is not installed (apt-get install librdmacm1)")
-	}
+	preload := rspreload(t)
 	t.Parallel()
 	sa, ca := cmPairAddrs()
 	pre := []string{"env", "LD_PRELOAD=" + preload, prog}
@@ -96,6 +89,50 @@ func TestRsocketPreload(t *testing.T) {
 	sout, cout := p.run(t)
 	if !strings.Contains(sout, "tcpecho: echoed 3000000 bytes") || !strings.Contains(cout, "tcpecho: 3000000 bytes echoed") {
 		t.Errorf("server:\n%s\nclient:\n%s", sout, cout)
+	}
+}
+
+// rspreload returns the path of Debian's librspreload.so, skipping t
+// when it is not installed.
+func rspreload(t *testing.T) string {
+	t.Helper()
+	for _, dir := range []string{"/usr/lib/x86_64-linux-gnu/rsocket", "/usr/lib/aarch64-linux-gnu/rsocket", "/usr/lib/rsocket"} {
+		if _, err := os.Stat(dir + "/librspreload.so.1"); err == nil {
+			return dir + "/librspreload.so.1"
+		}
+	}
+	t.Skip("librspreload.so is not installed (apt-get install librdmacm1)")
+	return ""
+}
+
+// TestRsocketPeerDies kills the client of the TCP echo over rsockets
+// (librspreload.so) in the middle of its transfer: the server, waiting
+// in poll or recv, reads the end of the stream once the CM says the
+// connection is gone, and ends.
+func TestRsocketPeerDies(t *testing.T) {
+	prog := cprog(t, "tcpecho")
+	preload := rspreload(t)
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sa, ca := cmPairAddrs()
+	s := cmStart(t, ctx, Options{Addr: sa}, "env", "LD_PRELOAD="+preload, prog, "server", sa.String(), "7491")
+	waitOutput(t, ctx, s, "tcpecho: listening")
+	c := cmStart(t, ctx, Options{Addr: ca}, "env", "LD_PRELOAD="+preload, prog, "client", sa.String(), "7491", "1000000000000")
+	waitOutput(t, ctx, c, "tcpecho: connected")
+	if err := c.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-c.done
+	t0 := time.Now()
+	select {
+	case err := <-s.done:
+		t.Logf("the server ended %v after the kill: %v", time.Since(t0).Round(time.Millisecond), err)
+		if err != nil || !strings.Contains(s.out.String(), "tcpecho: echoed") {
+			t.Errorf("the server: %v, want exit 0 at the end of the stream\n%s", err, s.out.String())
+		}
+	case <-ctx.Done():
+		t.Fatalf("the server never ended:\n%s", s.out.String())
 	}
 }
 

@@ -95,6 +95,8 @@ static int client(const char *ip, const char *port, long bytes)
 		die("socket");
 	if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)))
 		die("connect");
+	printf("tcpecho: connected\n");
+	fflush(stdout);
 	while (done < bytes) {
 		long len = chunk < bytes - done ? chunk : bytes - done;
 		char *src = out + done % CHUNK;

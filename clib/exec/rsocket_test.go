@@ -43,6 +43,8 @@ func TestRstream(t *testing.T) {
 		{"async blocking 64KiB", "rstream", "-T a -T b -T v -S 65536 -C 40"},
 		{"small buffers no inline", "rstream", "-T b -T v -B 4096 -i 0 -S 20000 -C 40"},
 		{"iterations", "rstream", "-T n -T v -S 4096 -C 10 -I 20"},
+		{"rdma_getaddrinfo", "rstream", "-T r -T b -T v -S 1000 -C 100"},
+		{"keepalive", "rstream", "-T b -T v -k 1 -S 4096 -C 100"},
 		{"riostream blocking", "riostream", "-T b -T v -S 100000 -C 20"},
 		{"riostream nonblocking", "riostream", "-T n -T v -S 4096 -C 100"},
 		{"riostream async", "riostream", "-T a -T v -S 1000000 -C 10"},

@@ -43,6 +43,8 @@ func cprog(t *testing.T, name string) string {
 			{"bench", "bench.c", "-libverbs", "-ldl"},
 			{"libloopplugin.so", "plugin.c", "-shared", "-fPIC", "-libverbs"},
 			{"dlopen", "dlopen.c", "-ldl", "-lpthread"},
+			{"rsock", "rsock.c", "-lrdmacm", "-lpthread"},
+			{"tcpecho", "tcpecho.c"},
 		} {
 			args := append(append(append([]string{}, cflags...), "-o", filepath.Join(dir, b[0]),
 				filepath.Join("testdata", b[1])), b[2:]...)

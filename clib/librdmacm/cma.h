@@ -96,6 +96,11 @@ int ucma_start(const struct sockaddr *pref);
 void ucma_watch(void);
 void ucma_unwatch(void);
 
+/* ucma_complete takes a synchronous ID's next event into id->event (the
+ * one before acknowledged): 0, or -1 with errno (EAGAIN when its channel
+ * is non-blocking and no event is there; the event's status otherwise). */
+int ucma_complete(struct rdma_cm_id *id);
+
 /* ucma_max_qpsize is the device's largest queue (rsockets' sizes). */
 int ucma_max_qpsize(struct rdma_cm_id *id);
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,6 +43,10 @@ import (
 //   - mckey (UD multicast): -m group, -b bind, -s sender, -C messages; the
 //     receiver waits for all -C messages; the join is local on RoCE (no
 //     MAD), so only the sender puts packets on the wire.
+//   - rstream / riostream (rsockets): -b bind (server), -s server, -p
+//     port, -S size, -C transfers, -T options (b blocking, n non-blocking,
+//     a rpoll, v verify every byte, failing on a difference); each side
+//     prints a result line ("custom ...") for the test it completed.
 //   - none of them listens on TCP: rxe's server is ready when `rdma res
 //     show cm_id` lists its listening ID; softnic's once its NIC's UDP
 //     socket is bound, and cmSettle more.
@@ -142,6 +147,13 @@ func (c *tcase) cmArgs(server bool, self, peer netip.Addr, port int) []string {
 			a = []string{"-s", peer.String(), "-b", self.String()}
 		}
 		a = append(a, "-C", n)
+	case "rstream", "riostream":
+		if server {
+			a = []string{"-b", self.String()}
+		} else {
+			a = []string{"-s", peer.String()}
+		}
+		a = append(a, "-p", p, "-S", strconv.Itoa(c.size), "-C", n)
 	case "mckey": // the server is the receiver
 		a = []string{"-m", mckeyGroup(c.v6), "-b", self.String(), "-C", n}
 		if !server {
@@ -242,6 +254,19 @@ func cmCases(add func(tcase, ...role)) {
 	cm(tcase{tool: "ucmatose", size: 100, iters: 10, args: []string{"-c", "2"}, label: "2conn", exec: true}, roles...)
 	cm(tcase{tool: "rdma_server", size: 16, iters: 1, exec: true}, roles...)
 	cm(tcase{tool: "udaddy", size: 100, iters: 10, args: []string{"-c", "2"}, label: "2conn", exec: true}, roles...)
+	// rsockets (librdmacm's socket API, rdma-core's own protocol over RC:
+	// the connect data, WRITE WITH IMM into the peer's ring, credits and
+	// control messages as zero-length writes): Debian's rstream and
+	// riostream on both sides, softnic's over its librdmacm, every byte
+	// checked (-T v); blocking, and rpoll-driven with transfers larger than
+	// the 128 KiB ring; riostream's riowrite into the riomap'd buffer
+	rs := func(tool, label string, size, iters int, args ...string) {
+		cm(tcase{tool: tool, size: size, iters: iters, args: append([]string{"-T", "v"}, args...), label: label, exec: true}, roles...)
+	}
+	rs("rstream", "blocking", 65536, 100, "-T", "b")
+	rs("rstream", "async", 1<<20, 10, "-T", "a")
+	rs("rstream", "nonblocking-small", 20000, 40, "-T", "n", "-B", "4096", "-i", "0")
+	rs("riostream", "blocking", 100000, 20, "-T", "b")
 
 	// The CM under loss (bed cmfault): the first of one message lost (each
 	// way; its retry passes) or every one duplicated, and the CM's retries
@@ -383,6 +408,13 @@ func checkCMOutput(c *tcase, side, out string) error {
 			return fmt.Errorf("%s rping: %d of %d pings' data missing or wrong, the first rdma-ping-%d (want %q)",
 				side, missing, c.iters, first, rpingLine(first, c.size))
 		}
+	case "rstream", "riostream":
+		// show_perf's line for the one test -S and -C ask for (name
+		// "custom", size, transfers, iterations, total, time); -T v makes
+		// the tool fail on a byte that differs
+		if !rstreamDone.MatchString(out) {
+			return fmt.Errorf("%s %s printed no result line (custom ...)", side, c.tool)
+		}
 	case "rdma_server":
 		want := c.cmTool(side == "softnic" && c.role == softnicServer || side == "rxe" && c.role == softnicClient) + ": end 0"
 		if !strings.Contains(out, want) {
@@ -395,6 +427,11 @@ func checkCMOutput(c *tcase, side, out string) error {
 	}
 	return nil
 }
+
+// rstreamDone matches the result line rstream and riostream print for a
+// test they completed (show_perf: name, size, transfers, iterations,
+// total, time).
+var rstreamDone = regexp.MustCompile(`(?m)^custom +\S+ +\S+ +\S+ +\S+ +\S+s `)
 
 // wantMADs are the CM messages a case's capture must hold at least once,
 // with who sends them: the connection's REQ from the client, REP from the

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/softnic/softnic/link"
+	"github.com/softnic/softnic/wire"
 )
 
 // burstLink is a feedLink whose reads take whole bursts: ReadBatch waits
@@ -112,5 +113,39 @@ func TestNoReadAheadAfterFewDatagrams(t *testing.T) {
 	}
 	if k := l.tries.Load(); k != 0 {
 		t.Errorf("%d reads ahead after a batch of %d datagrams", k, readAheadMin-1)
+	}
+}
+
+// Only a burst that ended SENDs or WRITEs reads ahead: a batch whose
+// output is not their ACKs (here the first packets of SENDs, which end
+// no message) sends what it built at once.
+func TestNoReadAheadWithoutAnswerable(t *testing.T) {
+	defer func(w int) { answerSpins = w }(answerSpins)
+	answerSpins = 0
+	l := newBurstLink()
+	n, _, feed, _ := answerSetupOn(t, l, l.feedLink)
+	t.Cleanup(func() { n.Close() })
+	go feed()
+	proto := <-l.in
+	h := wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCSendFirst, PKey: wire.DefaultPKey, DestQP: wire.BTH(proto.Buf).DestQP()}}
+	b := make([]byte, link.MaxDatagram)
+	k, err := wire.Build(b, &proto.Encap, &h, make([]byte, 256))
+	if err != nil {
+		t.Fatal(err)
+	}
+	burst := make([]link.Datagram, readAheadMin)
+	for i := range burst {
+		burst[i] = link.Datagram{Encap: proto.Encap, Buf: b[:k]}
+	}
+	l.bursts <- burst
+	l.bursts <- burst[:2]
+	l.gate <- struct{}{}
+	l.gate <- struct{}{}
+	w := waitWrites(t, l.feedLink, 2)
+	if len(w[0]) != readAheadMin || len(w[1]) != 2 {
+		t.Fatalf("batches written %q, want %d, then 2", w, readAheadMin)
+	}
+	if k := l.tries.Load(); k != 0 {
+		t.Errorf("%d reads ahead after a batch that ended no SEND or WRITE", k)
 	}
 }

@@ -97,7 +97,7 @@ func (r *reader) read(readBatch func([]link.Datagram) (int, error)) (int, bool) 
 	}
 	inline := len(r.touched) <= maxInlineQPs
 	r.runTouched(inline)
-	if inline && cnt >= readAheadMin && r.out.n > 0 {
+	if inline && r.answerable && cnt >= readAheadMin && r.out.n > 0 {
 		cnt += r.readAhead()
 	}
 	// The batch ended a SEND or WRITE and has ACKs to send: the
@@ -189,8 +189,10 @@ func (r *reader) runTouched(inline bool) {
 // them as a few GSO sends) the responder sent an ACK after each, a
 // system call on its side and a read on the requester's between the
 // bursts. It runs only after a batch of readAheadMin datagrams or more
-// (read): a ping-pong's turn brings one or two, and its ACK must not
-// wait for an empty read. A QP the batch holds takes the new packets in
+// that ended SENDs or WRITEs (read), whose output is their ACKs: a
+// ping-pong's turn brings one or two datagrams, and its ACK must not
+// wait for an empty read; a READ requester's output is its next
+// requests, which leave at once as before. A QP the batch holds takes the new packets in
 // another pass into the same output (txBatch.repass); more QPs than
 // maxInlineQPs go to their processors, as in read. The read is
 // serialized with Progress's (link.Poller: TryReadBatch callers take

@@ -91,6 +91,42 @@ func (r *reader) release() {
 // datagrams read, and false when the link failed (closed).
 func (r *reader) read(readBatch func([]link.Datagram) (int, error)) (int, bool) {
 	n := r.n
+	cnt, ok := r.deliver(readBatch)
+	if !ok {
+		return 0, false
+	}
+	inline := len(r.touched) <= maxInlineQPs
+	r.runTouched(inline)
+	if inline && r.answerable && cnt >= readAheadMin && r.out.n > 0 {
+		cnt += r.readAhead()
+	}
+	// The batch ended a SEND or WRITE and has ACKs to send: the
+	// application may answer with them (the receive goroutine's hold, a
+	// poll's deferral).
+	waitAnswer := inline && r.answerable && r.out.n > 0
+	held := r.hold && waitAnswer && r.holdForAnswer()
+	if r.deferAck && waitAnswer && n.lease.parked.Load() {
+		r.deferred = true
+		n.lease.deferred.Store(true)
+	} else {
+		r.out.finish()
+	}
+	if held {
+		n.holding.Store(false)
+	}
+	r.answerable = false
+	if r.active {
+		r.active = false
+		n.noteActivity()
+	}
+	return cnt, true
+}
+
+// deliver reads one batch with readBatch and hands each datagram to its
+// QP (receive), noting the QPs in r.touched. It returns the datagrams
+// read, and false when the link failed (closed).
+func (r *reader) deliver(readBatch func([]link.Datagram) (int, error)) (int, bool) {
+	n := r.n
 	// Only the slots the last read filled: refilling all of them made
 	// every empty poll cost a pass over the whole batch.
 	for i := range r.dirty {
@@ -127,7 +163,12 @@ func (r *reader) read(readBatch func([]link.Datagram) (int, error)) (int, bool) 
 	if seq != 0 {
 		n.endTurn(seq + uint64(cnt))
 	}
-	inline := len(r.touched) <= maxInlineQPs
+	return cnt, true
+}
+
+// runTouched runs each QP the batch delivered to, into r.out, on this
+// goroutine when inline, else on its processor, and empties r.touched.
+func (r *reader) runTouched(inline bool) {
 	for i, e := range r.touched {
 		if inline {
 			e.run(r.out)
@@ -137,26 +178,48 @@ func (r *reader) read(readBatch func([]link.Datagram) (int, error)) (int, bool) 
 		r.touched[i] = nil
 	}
 	r.touched = r.touched[:0]
-	// The batch ended a SEND or WRITE and has ACKs to send: the
-	// application may answer with them (the receive goroutine's hold, a
-	// poll's deferral).
-	waitAnswer := inline && r.answerable && r.out.n > 0
-	held := r.hold && waitAnswer && r.holdForAnswer()
-	if r.deferAck && waitAnswer && n.lease.parked.Load() {
-		r.deferred = true
-		n.lease.deferred.Store(true)
-	} else {
-		r.out.finish()
+}
+
+// readAhead reads once more, without waiting, before the batch's output
+// (its ACKs) is written, and handles what it finds into the same output:
+// the next burst of a stream that arrived while this one was handled.
+// Its requests then leave one ACK send for both bursts, and the peer
+// reads one datagram (a GSO pair) instead of two: in send_bw's bursts
+// (perftest posts a hundred SENDs at each completion, and the NIC sends
+// them as a few GSO sends) the responder sent an ACK after each, a
+// system call on its side and a read on the requester's between the
+// bursts. It runs only after a batch of readAheadMin datagrams or more
+// that ended SENDs or WRITEs (read), whose output is their ACKs: a
+// ping-pong's turn brings one or two datagrams, and its ACK must not
+// wait for an empty read; a READ requester's output is its next
+// requests, which leave at once as before. A QP the batch holds takes the new packets in
+// another pass into the same output (txBatch.repass); more QPs than
+// maxInlineQPs go to their processors, as in read. The read is
+// serialized with Progress's (link.Poller: TryReadBatch callers take
+// turns): the receive goroutine skips it while a poll runs, which reads
+// the link itself. It returns the datagrams it read.
+func (r *reader) readAhead() int {
+	n := r.n
+	if n.poll == nil {
+		return 0
 	}
-	if held {
-		n.holding.Store(false)
+	if r.hold {
+		// The receive goroutine's reader; Progress's holds progMu already.
+		if !n.progMu.TryLock() {
+			return 0
+		}
+		defer n.progMu.Unlock()
 	}
-	r.answerable = false
-	if r.active {
-		r.active = false
-		n.noteActivity()
+	cnt, ok := r.deliver(n.poll.TryReadBatch)
+	if !ok || cnt == 0 {
+		return 0
 	}
-	return cnt, true
+	inline := len(r.touched) <= maxInlineQPs
+	r.runTouched(inline)
+	if inline {
+		r.out.repass()
+	}
+	return cnt
 }
 
 // awaitTurn waits until the batches the link numbered before seq
@@ -300,6 +363,14 @@ const answerBackoff = 6
 // hand-off. Run inline, a 1000-QP write_bw lost half its bandwidth
 // (docs/performance.md, "nic.maxInlineQPs: why 4").
 const maxInlineQPs = 4
+
+// readAheadMin is the fewest datagrams a read batch brings for the
+// reader to read once more before it writes the batch's output
+// (readAhead): a stream's burst. A ping-pong's or an RPC's turn brings
+// one or two datagrams (the request, and the ACK of this side's last
+// one), whose ACK must leave at once; a stream's burst tens, over which
+// a read that finds nothing costs little.
+const readAheadMin = 16
 
 // writesMemory reports whether handling p may write the application's
 // memory: anything but a bare ACK, whose news (a completion) is in the

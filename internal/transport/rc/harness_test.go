@@ -251,6 +251,18 @@ func (e *end) post(wrs ...ibv.SendWR) {
 	}
 }
 
+// postRun posts one send WR on e's QP, failing the test on error, and
+// returns what the transport asked the engine to run (transport.Run).
+func (e *end) postRun(wr ibv.SendWR) transport.Run {
+	e.t.Helper()
+	_, run, err := e.qp.PostSend([]ibv.SendWR{wr})
+	e.run(run)
+	if err != nil {
+		e.t.Fatalf("post send: %v", err)
+	}
+	return run
+}
+
 // postRecv posts receive WRs to e's receive queue, failing the test on
 // error; in ERR they are flushed at once, as the engine does (nic qp.go
 // PostRecv).

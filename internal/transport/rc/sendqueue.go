@@ -98,6 +98,9 @@ type sendQueue struct {
 	ring    []sendWQE
 	headIdx uint64 // oldest not yet retired
 	tailIdx uint64 // next free
+	// idleTail is tailIdx when a post last found the queue empty: the
+	// WQEs posted since are the queue's last busy spell (QP.post).
+	idleTail uint64
 }
 
 func (q *sendQueue) init(n, maxSGE, maxInline int) {
@@ -111,7 +114,7 @@ func (q *sendQueue) init(n, maxSGE, maxInline int) {
 	}
 }
 
-func (q *sendQueue) reset()               { q.headIdx, q.tailIdx = 0, 0 }
+func (q *sendQueue) reset()               { q.headIdx, q.tailIdx, q.idleTail = 0, 0, 0 }
 func (q *sendQueue) empty() bool          { return q.headIdx == q.tailIdx }
 func (q *sendQueue) at(i uint64) *sendWQE { return &q.ring[i%uint64(len(q.ring))] }
 func (q *sendQueue) head() *sendWQE       { return q.at(q.headIdx) }
@@ -172,10 +175,15 @@ func (qp *QP) PostSendAll(wrs []ibv.SendWR) (transport.Run, error) {
 // request of one packet to an idle send queue (onePacketLocked): the
 // WRs then leave before the post returns. A post to a queue with work
 // outstanding joins it and leaves the sending to the processor, which
-// sends the backlog in batches.
+// sends the backlog in batches; so does the first post after a stream
+// (streamPosts), which the posts behind it join.
 func (qp *QP) post(wrs []ibv.SendWR, all bool) (int, transport.Run, error) {
 	qp.mu.Lock()
-	now := qp.sq.count() == 0 && len(wrs) == 1 && qp.onePacketLocked(&wrs[0])
+	now := false
+	if q := &qp.sq; q.count() == 0 {
+		now = len(wrs) == 1 && qp.onePacketLocked(&wrs[0]) && q.tailIdx-q.idleTail < streamPosts
+		q.idleTail = q.tailIdx
+	}
 	p := transport.SendPost{SQ: postSQ{qp}, N: len(wrs), All: all}
 	for p.Next() {
 		switch p.Step {
@@ -189,6 +197,18 @@ func (qp *QP) post(wrs []ibv.SendWR, all bool) (int, transport.Run, error) {
 	qp.flushEvents() // a flush in ERR may have raised some
 	return p.Posted, transport.PostRun(p.Posted, now), p.Err
 }
+
+// streamPosts is the fewest WQEs a send queue's last busy spell (from a
+// post that found it empty to the next) took for a post to the empty
+// queue not to send at once (post): the application streams, and posts
+// more right behind this one. A ping-pong or an RPC posts one request,
+// or a few, a turn and waits for them, and its next post leaves at once
+// as before. A stream that refills its window (perftest's send_bw posts
+// a hundred SENDs at each completion, and the ACK that brings it retires
+// every request) sent its first post alone: a system call, and on the
+// peer a read and an ACK of its own, for one packet, where the posts
+// behind it leave together moments later.
+const streamPosts = 16
 
 // postSQ is the QP's send queue as transport.SendPost reads it, with
 // qp.mu held.

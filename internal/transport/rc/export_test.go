@@ -1,0 +1,4 @@
+package rc
+
+// StreamPosts is streamPosts, for the tests of package rc_test.
+const StreamPosts = streamPosts

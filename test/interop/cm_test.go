@@ -259,14 +259,23 @@ func cmCases(add func(tcase, ...role)) {
 	// control messages as zero-length writes): Debian's rstream and
 	// riostream on both sides, softnic's over its librdmacm, every byte
 	// checked (-T v); blocking, and rpoll-driven with transfers larger than
-	// the 128 KiB ring; riostream's riowrite into the riomap'd buffer
-	rs := func(tool, label string, size, iters int, args ...string) {
-		cm(tcase{tool: tool, size: size, iters: iters, args: append([]string{"-T", "v"}, args...), label: label, exec: true}, roles...)
+	// the 128 KiB ring; riostream's riowrite into the riomap'd buffer.
+	rs := func(rs []role, tool, label string, size, iters int, args ...string) {
+		cm(tcase{tool: tool, size: size, iters: iters, args: append([]string{"-T", "v"}, args...), label: label, exec: true}, rs...)
 	}
-	rs("rstream", "blocking", 65536, 100, "-T", "b")
-	rs("rstream", "async", 1<<20, 10, "-T", "a")
-	rs("rstream", "nonblocking-small", 20000, 40, "-T", "n", "-B", "4096", "-i", "0")
-	rs("riostream", "blocking", 100000, 20, "-T", "b")
+	rs(roles, "rstream", "blocking", 65536, 100, "-T", "b")
+	rs(roles, "rstream", "nonblocking-small", 20000, 40, "-T", "n", "-B", "4096", "-i", "0")
+	rs(roles, "riostream", "blocking", 100000, 20, "-T", "b")
+	// rpoll-driven (-T a) with softnic's rstream receiving last only: the
+	// server sends last and then closes, and its rshutdown sends
+	// RS_CTRL_DISCONNECT once its sends complete, not once the peer read
+	// them (rsocket.c: rshutdown), while rdma-core's rpoll reports POLLHUP
+	// as soon as it has that message, beside POLLIN with data still in
+	// the ring (rs_poll_rs), and rstream's do_poll fails on POLLHUP. A
+	// receiver slower than its sender, as rxe's rstream in the emulated
+	// guest is, fails so whoever sends: rdma-core's own rsockets on both
+	// sides race alike (softnic's rpoll reports the data first).
+	rs([]role{softnicClient}, "rstream", "async", 1<<20, 10, "-T", "a")
 
 	// The CM under loss (bed cmfault): the first of one message lost (each
 	// way; its retry passes) or every one duplicated, and the CM's retries

@@ -1554,6 +1554,36 @@ static int rs_send_closed(struct rsocket *rs)
 	return ERR(rs->state & rs_connected ? EPIPE : ECONNRESET);
 }
 
+/* rs_wait_send waits (unless flags or the rsocket say not to) until the
+ * rsocket can send: 0, or the error to return; ECONNRESET when the peer
+ * shut the stream down meanwhile (as rsocket.c: rsend's wait). */
+static int rs_wait_send(struct rsocket *rs, int flags)
+{
+	int ret;
+
+	if (rs_can_send(rs))
+		return 0;
+	if ((ret = rs_get_comp(rs, rs_nonblocking(rs, flags), rs_conn_can_send)))
+		return ret;
+	if (!(rs->state & rs_writable))
+		return ERR(ECONNRESET);
+	return 0;
+}
+
+/* rs_next_xfer is the size of a transfer's next chunk with left bytes to
+ * go: *olen, doubled after each chunk up to RS_MAX_TRANSFER, or what is
+ * left (as rsocket.c: rsend). */
+static uint32_t rs_next_xfer(uint32_t *olen, size_t left)
+{
+	uint32_t xfer = *olen;
+
+	if (xfer >= left)
+		return (uint32_t)left;
+	if (*olen < RS_MAX_TRANSFER)
+		*olen <<= 1;
+	return xfer;
+}
+
 /* rs_sendv_locked is rsendv: transfers growing from RS_OLAP_START_SIZE
  * to RS_MAX_TRANSFER, each bounded by the send buffer's room and the
  * peer's target buffer (as rsocket.c: rsend, rsendv). */
@@ -1574,22 +1604,9 @@ static ssize_t rs_sendv_locked(struct rsocket *rs, const struct iovec *iov, int 
 			ret = rs_send_closed(rs);
 			break;
 		}
-		if (!rs_can_send(rs)) {
-			ret = rs_get_comp(rs, rs_nonblocking(rs, flags), rs_conn_can_send);
-			if (ret)
-				break;
-			if (!(rs->state & rs_writable)) {
-				ret = ERR(ECONNRESET);
-				break;
-			}
-		}
-		if (olen < left) {
-			xfer = olen;
-			if (olen < RS_MAX_TRANSFER)
-				olen <<= 1;
-		} else {
-			xfer = left;
-		}
+		if ((ret = rs_wait_send(rs, flags)))
+			break;
+		xfer = rs_next_xfer(&olen, left);
 		if (xfer > (uint32_t)rs->sbuf_bytes_avail)
 			xfer = rs->sbuf_bytes_avail;
 		if (xfer > rs->target_sgl[rs->target_sge].length)
@@ -2325,12 +2342,8 @@ static int rs_send_iomaps(struct rsocket *rs, int flags)
 
 		if (!iomr->pending)
 			continue;
-		if (!rs_can_send(rs)) {
-			if ((ret = rs_get_comp(rs, rs_nonblocking(rs, flags), rs_conn_can_send)))
-				return ret;
-			if (!(rs->state & rs_writable))
-				return ERR(ECONNRESET);
-		}
+		if ((ret = rs_wait_send(rs, flags)))
+			return ret;
 		iomr->pending = false;
 		if ((ret = rs_send_iomap(rs, iomr)))
 			return ret;
@@ -2521,21 +2534,9 @@ static ssize_t rs_iowrite_locked(struct rsocket *rs, const uint8_t *buf, size_t 
 			ret = rs_send_closed(rs);
 			break;
 		}
-		if (!rs_can_send(rs)) {
-			if ((ret = rs_get_comp(rs, rs_nonblocking(rs, flags), rs_conn_can_send)))
-				break;
-			if (!(rs->state & rs_writable)) {
-				ret = ERR(ECONNRESET);
-				break;
-			}
-		}
-		if (olen < left) {
-			xfer = olen;
-			if (olen < RS_MAX_TRANSFER)
-				olen <<= 1;
-		} else {
-			xfer = left;
-		}
+		if ((ret = rs_wait_send(rs, flags)))
+			break;
+		xfer = rs_next_xfer(&olen, left);
 		if (xfer > (uint32_t)rs->sbuf_bytes_avail)
 			xfer = rs->sbuf_bytes_avail;
 		if (xfer > iom->offset + iom->sge.length - offset)

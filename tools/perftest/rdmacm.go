@@ -691,6 +691,11 @@ func (s *session) cmServerQPs(ctx context.Context, outReads int, mk func(ids []*
 // cannot take is rejected.
 func (s *session) cmTake(ctx context.Context, id *cm.ID, outReads int, mk func(ids []*cm.ID) (*res, error)) error {
 	cfg, n := s.cfg, s.nodes
+	// The ID is the node's from now on: cmDestroyNodes destroys it, and
+	// its QP when it has one, whatever happens next.
+	i := len(n.ids)
+	n.ids = append(n.ids, id)
+	n.connected = append(n.connected, false)
 	var err error
 	if s.res == nil {
 		if s.res, err = mk([]*cm.ID{id}); err == nil {
@@ -703,9 +708,6 @@ func (s *session) cmTake(ctx context.Context, id *cm.ID, outReads int, mk func(i
 		id.Reject(nil)
 		return err
 	}
-	i := len(n.ids)
-	n.ids = append(n.ids, id)
-	n.connected = append(n.connected, false)
 	// perftest 4.5 accepts with its own out_reads (later perftests take
 	// the smaller of it and the request's).
 	p := s.cmConnParam(outReads)

@@ -222,3 +222,51 @@ func TestRDMACMServerListensBeforeSync(t *testing.T) {
 		t.Errorf("CM MADs (REQ, RTU, REJ(reason)) on the fabric: %v; want the test QP's REQ accepted at once", mads)
 	}
 }
+
+// TestRDMACMClientConnectsOneFirst checks the order of the test QPs' CM
+// messages with -q 3: the client's first REQ alone, answered (REP) and
+// confirmed (RTU) before the other two REQs leave, so that a REQ that
+// finds no listener yet has no siblings a retry would cancel (cmClientTry);
+// and softnic's server answers that REQ by itself, before the others come
+// (cmServerQPs).
+func TestRDMACMClientConnectsOneFirst(t *testing.T) {
+	var mu sync.Mutex
+	var mads []string // the CM MADs on the fabric, in order
+	cfg := Defaults(Write, BW)
+	cfg.RDMACM, cfg.Iters, cfg.Size, cfg.NumQP = true, 10, 64, 3
+	srv, cli := runCMPairOn(t, cfg, func(f *fabric.Fabric) {
+		f.Tap(func(p fabric.Packet) {
+			if !p.Parsed || p.Wire.DestQP() != 1 {
+				return
+			}
+			mad := ""
+			if _, err := wire.ParseCMReq(p.Wire.Payload); err == nil {
+				mad = "REQ"
+			} else if _, err := wire.ParseCMRep(p.Wire.Payload); err == nil {
+				mad = "REP"
+			} else if _, err := wire.ParseCMRtu(p.Wire.Payload); err == nil {
+				mad = "RTU"
+			}
+			if mad != "" {
+				mu.Lock()
+				mads = append(mads, mad)
+				mu.Unlock()
+			}
+		})
+	})
+	if srv.err != nil || cli.err != nil {
+		t.Fatalf("server: %v\n%s%s\nclient: %v\n%s%s", srv.err, srv.out.String(), srv.errOut.String(), cli.err, cli.out.String(), cli.errOut.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// the exchange's connection up to its RTU (its client may have come
+	// before the server listened, and tried again), then the test QPs'
+	i := slices.Index(mads, "RTU")
+	if i < 0 {
+		t.Fatalf("CM MADs on the fabric: %v; want the exchange's RTU first", mads)
+	}
+	test := mads[i+1:]
+	if len(test) != 9 || !slices.Equal(test[:3], []string{"REQ", "REP", "RTU"}) {
+		t.Errorf("the test QPs' CM MADs: %v; want the first REQ answered and confirmed before the other two REQs", test)
+	}
+}

@@ -184,38 +184,19 @@ func TestRDMACMPairs(t *testing.T) {
 // together here, and the client tries again.)
 func TestRDMACMServerListensBeforeSync(t *testing.T) {
 	client := netip.MustParseAddr("10.0.0.2")
-	var mu sync.Mutex
-	var mads []string // the CM MADs on the fabric, in order
+	var rec cmMADs
 	cfg := Defaults(Write, BW)
 	cfg.RDMACM, cfg.Iters, cfg.Size = true, 10, 64
 	srv, cli := runCMPairOn(t, cfg, func(f *fabric.Fabric) {
 		f.AddFilter(fabric.OnMatch(func(p *fabric.Packet) bool {
 			return p.Parsed && p.Src == client && p.Wire.Opcode == wire.RCAck
 		}, fabric.Delay(30*time.Millisecond)))
-		f.Tap(func(p fabric.Packet) {
-			if !p.Parsed || p.Wire.DestQP() != 1 {
-				return
-			}
-			mad := ""
-			if _, err := wire.ParseCMReq(p.Wire.Payload); err == nil {
-				mad = "REQ"
-			} else if _, err := wire.ParseCMRtu(p.Wire.Payload); err == nil {
-				mad = "RTU"
-			} else if r, err := wire.ParseCMRej(p.Wire.Payload); err == nil {
-				mad = fmt.Sprintf("REJ(%d)", r.Reason())
-			}
-			if mad != "" {
-				mu.Lock()
-				mads = append(mads, mad)
-				mu.Unlock()
-			}
-		})
+		rec.tap(f, false)
 	})
 	if srv.err != nil || cli.err != nil {
 		t.Fatalf("server: %v\n%s%s\nclient: %v\n%s%s", srv.err, srv.out.String(), srv.errOut.String(), cli.err, cli.out.String(), cli.errOut.String())
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	mads := rec.list()
 	// the exchange's connection, then the test QP's: REQ RTU REQ RTU
 	i := slices.Index(mads, "RTU")
 	if i < 0 || !slices.Equal(mads[i:], []string{"RTU", "REQ", "RTU"}) {
@@ -230,35 +211,14 @@ func TestRDMACMServerListensBeforeSync(t *testing.T) {
 // and softnic's server answers that REQ by itself, before the others come
 // (cmServerQPs).
 func TestRDMACMClientConnectsOneFirst(t *testing.T) {
-	var mu sync.Mutex
-	var mads []string // the CM MADs on the fabric, in order
+	var rec cmMADs
 	cfg := Defaults(Write, BW)
 	cfg.RDMACM, cfg.Iters, cfg.Size, cfg.NumQP = true, 10, 64, 3
-	srv, cli := runCMPairOn(t, cfg, func(f *fabric.Fabric) {
-		f.Tap(func(p fabric.Packet) {
-			if !p.Parsed || p.Wire.DestQP() != 1 {
-				return
-			}
-			mad := ""
-			if _, err := wire.ParseCMReq(p.Wire.Payload); err == nil {
-				mad = "REQ"
-			} else if _, err := wire.ParseCMRep(p.Wire.Payload); err == nil {
-				mad = "REP"
-			} else if _, err := wire.ParseCMRtu(p.Wire.Payload); err == nil {
-				mad = "RTU"
-			}
-			if mad != "" {
-				mu.Lock()
-				mads = append(mads, mad)
-				mu.Unlock()
-			}
-		})
-	})
+	srv, cli := runCMPairOn(t, cfg, func(f *fabric.Fabric) { rec.tap(f, true) })
 	if srv.err != nil || cli.err != nil {
 		t.Fatalf("server: %v\n%s%s\nclient: %v\n%s%s", srv.err, srv.out.String(), srv.errOut.String(), cli.err, cli.out.String(), cli.errOut.String())
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	mads := rec.list()
 	// the exchange's connection up to its RTU (its client may have come
 	// before the server listened, and tried again), then the test QPs'
 	i := slices.Index(mads, "RTU")
@@ -269,4 +229,42 @@ func TestRDMACMClientConnectsOneFirst(t *testing.T) {
 	if len(test) != 9 || !slices.Equal(test[:3], []string{"REQ", "REP", "RTU"}) {
 		t.Errorf("the test QPs' CM MADs: %v; want the first REQ answered and confirmed before the other two REQs", test)
 	}
+}
+
+// cmMADs records the CM MADs a fabric carries to QP 1, in order: "REQ",
+// "RTU", "REJ(reason)", and "REP" when asked for.
+type cmMADs struct {
+	mu   sync.Mutex
+	mads []string
+}
+
+// tap records f's CM MADs from now on; withREP names REPs too.
+func (m *cmMADs) tap(f *fabric.Fabric, withREP bool) {
+	f.Tap(func(p fabric.Packet) {
+		if !p.Parsed || p.Wire.DestQP() != 1 {
+			return
+		}
+		mad := ""
+		if _, err := wire.ParseCMReq(p.Wire.Payload); err == nil {
+			mad = "REQ"
+		} else if _, err := wire.ParseCMRep(p.Wire.Payload); err == nil && withREP {
+			mad = "REP"
+		} else if _, err := wire.ParseCMRtu(p.Wire.Payload); err == nil {
+			mad = "RTU"
+		} else if r, err := wire.ParseCMRej(p.Wire.Payload); err == nil {
+			mad = fmt.Sprintf("REJ(%d)", r.Reason())
+		}
+		if mad != "" {
+			m.mu.Lock()
+			m.mads = append(m.mads, mad)
+			m.mu.Unlock()
+		}
+	})
+}
+
+// list returns the MADs recorded so far.
+func (m *cmMADs) list() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.mads)
 }

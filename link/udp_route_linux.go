@@ -10,6 +10,7 @@ package link
 // the link's network namespace whichever thread asks.
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -60,8 +61,8 @@ func (r *rtnl) close() {
 }
 
 // request sends one request of type typ with body and attributes and
-// returns the answer's messages of type want, or the errno of an
-// NLMSG_ERROR.
+// returns the answer's messages of type want (their own memory, which the
+// caller may read after other requests), or the errno of an NLMSG_ERROR.
 func (r *rtnl) request(typ, flags uint16, body []byte, attrs []rtAttr, want uint16) ([]syscall.NetlinkMessage, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -84,10 +85,17 @@ func (r *rtnl) request(typ, flags uint16, body []byte, attrs []rtAttr, want uint
 	}
 	for {
 		n, _, err := unix.Recvfrom(r.fd, r.buf, 0)
+		if err == unix.EINTR {
+			// With SO_RCVTIMEO set, a signal ends the wait whatever
+			// SA_RESTART says (signal(7)).
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
-		msgs, err := syscall.ParseNetlinkMessage(r.buf[:n])
+		// The messages returned are read after r.mu is released, while
+		// another request may fill r.buf: they get a copy of their own.
+		msgs, err := syscall.ParseNetlinkMessage(bytes.Clone(r.buf[:n]))
 		if err != nil {
 			return nil, err
 		}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -111,5 +112,64 @@ func TestUDPLinkResolveRoute(t *testing.T) {
 	a.IP(t, "link", "set", "p30br0", "down")
 	if _, _, err := resolve(l4, "10.94.0.2", time.Second); !errors.Is(err, syscall.ENETUNREACH) {
 		t.Errorf("route to the peer with the veth down: %v, want ENETUNREACH", err)
+	}
+}
+
+// Route questions from several goroutines at once (rdma_resolve_addr on
+// two IDs, as ucmatose -c 2 and udaddy -c 2 ask) each get their own
+// answer: the answers once shared the link's receive buffer, which the
+// next question (a route's, a neighbour's) overwrote while the last answer
+// was still being read: ADDR_ERROR -EINVAL in about one lookup of 400 to
+// a neighbour, or a wrong answer. Half the goroutines ask for the peer
+// on a veth (route and neighbour), half for the link's own address
+// (route only). Root only.
+func TestUDPLinkResolveRouteConcurrent(t *testing.T) {
+	netnstest.Require(t)
+	a := netnstest.New(t, fmt.Sprintf("p41-%d-ra", os.Getpid()))
+	b := netnstest.New(t, fmt.Sprintf("p41-%d-rb", os.Getpid()))
+	netnstest.Veth(t, a, "p41r0", "10.93.0.1/24", b, "p41r1", "10.93.0.2/24", 1500)
+	b.IP(t, "link", "set", "p41r1", "address", "02:93:00:00:00:02")
+	peerMAC := net.HardwareAddr{0x02, 0x93, 0, 0, 0, 2}
+	self, peer := netip.MustParseAddr("10.93.0.1"), netip.MustParseAddr("10.93.0.2")
+	var l *link.UDPLink
+	if err := a.Do(func() error {
+		var err error
+		l, err = link.ListenUDP(link.UDPConfig{Addr: self})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	const goroutines, each = 4, 1500
+	errs := make(chan error, goroutines*each)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		dst := []netip.Addr{peer, self}[g%2]
+		wg.Go(func() {
+			for range each {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				rt, err := link.ResolveRoute(ctx, l, dst)
+				cancel()
+				switch {
+				case err != nil:
+					errs <- err
+				case dst == self && !rt.Local:
+					errs <- fmt.Errorf("route to %v: %+v, want local", dst, rt)
+				case dst == peer && (rt.Local || rt.Src != self || rt.HWAddr.String() != peerMAC.String()):
+					errs <- fmt.Errorf("route to %v: %+v, want from %v to %v", dst, rt, self, peerMAC)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	n := 0
+	for err := range errs {
+		if n++; n <= 3 {
+			t.Error(err)
+		}
+	}
+	if n > 0 {
+		t.Errorf("%d of %d lookups failed", n, goroutines*each)
 	}
 }

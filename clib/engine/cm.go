@@ -321,6 +321,9 @@ func putEvent(ev *cm.Event, newCookie uint64, out *C.struct_sn_cm_event) bool {
 	}
 	out.event = C.uint32_t(ev.Type)
 	out.status = C.int32_t(ev.Status)
+	if ev.Err != nil {
+		debugf("%v, status %d: %v", ev.Type, ev.Status, ev.Err)
+	}
 	p := ev.Conn
 	out.responder_resources = C.uint8_t(p.ResponderResources)
 	out.initiator_depth = C.uint8_t(p.InitiatorDepth)

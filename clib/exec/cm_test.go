@@ -596,6 +596,28 @@ func TestCMNobodyListens(t *testing.T) {
 	})
 }
 
+// TestCMAddrErrorSaysWhy: an address softnic cannot resolve ends as in
+// librdmacm, with RDMA_CM_EVENT_ADDR_ERROR and a negative errno, and with
+// SOFTNIC_DEBUG=1 (softnic exec --debug) the library says why on stderr:
+// here an IPv6 destination from a NIC with only an IPv4 address.
+func TestCMAddrErrorSaysWhy(t *testing.T) {
+	needLibs(t)
+	t.Parallel()
+	needTools(t, "rdmacm-utils", "rping")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, ca := cmPairAddrs()
+	c := cmStart(t, ctx, Options{Addr: ca, Debug: true}, "rping", "-c", "-a", "fd00::1", "-C", "1")
+	<-c.done
+	out := c.out.String()
+	if code := c.cmd.ProcessState.ExitCode(); code == 0 || !strings.Contains(out, "RDMA_CM_EVENT_ADDR_ERROR") {
+		t.Errorf("rping: exit %d, want an RDMA_CM_EVENT_ADDR_ERROR\n%s", code, out)
+	}
+	if want := "softnic: RDMA_CM_EVENT_ADDR_ERROR, status -101: cm: no device in the subnet of fd00::1"; !strings.Contains(out, want) {
+		t.Errorf("rping's stderr lacks %q:\n%s", want, out)
+	}
+}
+
 // TestCMLibrary checks what softnic exec puts in front of a CM program:
 // librdmacm.so.1 beside libibverbs.so.1, with the symbol versions of
 // rdma-core 44's, which every CM program of Debian's links.

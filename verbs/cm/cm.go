@@ -141,8 +141,12 @@ type Event struct {
 	// Status is librdmacm's: 0, a negative errno (-ETIMEDOUT,
 	// -ECONNREFUSED, ...) or for REJECTED the IB CM reject reason.
 	Status int
-	Conn   ConnParam // connected port spaces (TCP, IB)
-	UD     UDParam   // UDP and IPoIB port spaces, multicast joins
+	// Err says why, for an error event whose cause softnic found itself
+	// (ADDR_ERROR from the route lookup: "link: route to ... : invalid
+	// argument"); nil otherwise. librdmacm has only Status.
+	Err  error
+	Conn ConnParam // connected port spaces (TCP, IB)
+	UD   UDParam   // UDP and IPoIB port spaces, multicast joins
 	// McastContext is, for MULTICAST_JOIN and MULTICAST_ERROR, the
 	// context given to JoinMulticast (librdmacm puts it in
 	// param.ud.private_data).

@@ -769,8 +769,8 @@ func TestResolveAddrErrors(t *testing.T) {
 		if err := id.ResolveAddr(netip.AddrPort{}, netip.MustParseAddrPort("[fd00::1]:1"), time.Second); err != nil {
 			t.Fatal(err)
 		}
-		if ev := expect(t, bd.a.ch, cm.EventAddrError); ev.Status >= 0 {
-			t.Errorf("ADDR_ERROR status %d", ev.Status)
+		if ev := expect(t, bd.a.ch, cm.EventAddrError); ev.Status >= 0 || !errors.Is(ev.Err, syscall.Errno(-ev.Status)) {
+			t.Errorf("ADDR_ERROR status %d, why %v", ev.Status, ev.Err)
 		}
 		if err := id.ResolveRoute(time.Second); !errors.Is(err, verbs.EINVAL) {
 			t.Errorf("route without address: %v", err)
@@ -897,8 +897,8 @@ func TestMultipleDevices(t *testing.T) {
 		}
 		id, _ := cB.CreateID(chB, nil, cm.PSTCP, ibv.QPTypeRC)
 		id.ResolveAddr(netip.AddrPort{}, netip.MustParseAddrPort("192.168.0.1:1"), time.Second)
-		if ev := expect(t, chB, cm.EventAddrError); ev.Status != -int(syscall.ENETUNREACH) {
-			t.Errorf("unreachable destination: status %d", ev.Status)
+		if ev := expect(t, chB, cm.EventAddrError); ev.Status != -int(syscall.ENETUNREACH) || !errors.Is(ev.Err, syscall.ENETUNREACH) {
+			t.Errorf("unreachable destination: status %d, why %v", ev.Status, ev.Err)
 		}
 	})
 }

@@ -383,16 +383,16 @@ func (id *ID) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) error 
 		return errf(verbs.EINVAL, "resolve address in state %d", id.state)
 	}
 	d := id.dev
-	status := 0
+	var why error
 	if d != nil && d.addr.Is4() != da.Is4() {
-		status = -int(syscall.EAFNOSUPPORT)
+		why = fmt.Errorf("cm: %v from %v: %w", da, d.addr, syscall.EAFNOSUPPORT)
 	} else if d == nil {
 		if d = c.routeDev(da); d == nil {
-			status = -int(syscall.ENETUNREACH)
+			why = fmt.Errorf("cm: no device in the subnet of %v: %w", da, syscall.ENETUNREACH)
 		}
 	}
-	if status != 0 {
-		id.post(&Event{Type: EventAddrError, Status: status})
+	if why != nil {
+		id.post(&Event{Type: EventAddrError, Status: -int(errno(why)), Err: why})
 		c.mu.Unlock()
 		return id.syncWait()
 	}
@@ -426,7 +426,7 @@ func (id *ID) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) error 
 			// the resolution's status.
 			id.state = stAddrBound
 			id.dev, id.src, id.dst = bound, boundSrc, netip.AddrPort{}
-			id.post(&Event{Type: EventAddrError, Status: -int(errno(err))})
+			id.post(&Event{Type: EventAddrError, Status: -int(errno(err)), Err: err})
 			return
 		}
 		id.state = stAddrResolved

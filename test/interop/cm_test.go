@@ -97,9 +97,11 @@ func (c *tcase) execProgram() string {
 // the libraries in lib and the NIC at addr running prog args, its
 // standard output line-buffered
 // (stdbuf: rping writes its data lines block-buffered and its end on
-// standard error, which in one file could cut a line).
+// standard error, which in one file could cut a line), and --debug, so
+// that a failed case's output says why the library refused a call or
+// ended a resolution (nothing is printed when nothing fails).
 func execArgs(lib string, addr netip.Addr, prog string, args ...string) []string {
-	return append([]string{"exec", "--lib=" + lib, "--addr=" + addr.String(), "--", "stdbuf", "-oL", prog}, args...)
+	return append([]string{"exec", "--debug", "--lib=" + lib, "--addr=" + addr.String(), "--", "stdbuf", "-oL", prog}, args...)
 }
 
 // softnicTool is the softnic command a case runs.

@@ -275,3 +275,29 @@ func TestComputeBW(t *testing.T) {
 		t.Errorf("cg: %s %s %s", cg(1e6), cg(123.456), cg(1.5e-7))
 	}
 }
+
+// perftest measures a bandwidth run's peak only up to 20000 iterations
+// (force_dependecies): beyond, ComputeBW's search, quadratic in the
+// iterations, took 47 s of CPU at 2 M, while the server, done at once,
+// gave up waiting for the end of the run.
+func TestNoPeakBeyond20000(t *testing.T) {
+	for _, tc := range []struct {
+		test   TestKind
+		iters  int
+		noPeak bool
+	}{
+		{BW, 20000, false},
+		{BW, 20001, true},
+		{BW, 2000000, true},
+		{Lat, 2000000, false}, // latency tests have no peak
+	} {
+		c := Defaults(Write, tc.test)
+		c.Iters, c.ServerName = tc.iters, "10.77.0.2"
+		if _, err := c.resolve(); err != nil {
+			t.Fatal(err)
+		}
+		if c.NoPeak != tc.noPeak {
+			t.Errorf("%v with %d iterations: NoPeak %v, want %v", c.Tool(), tc.iters, c.NoPeak, tc.noPeak)
+		}
+	}
+}

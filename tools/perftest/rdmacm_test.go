@@ -244,21 +244,25 @@ func (m *cmMADs) tap(f *fabric.Fabric, withREP bool) {
 		if !p.Parsed || p.Wire.DestQP() != 1 {
 			return
 		}
-		mad := ""
-		if _, err := wire.ParseCMReq(p.Wire.Payload); err == nil {
-			mad = "REQ"
-		} else if _, err := wire.ParseCMRep(p.Wire.Payload); err == nil && withREP {
-			mad = "REP"
-		} else if _, err := wire.ParseCMRtu(p.Wire.Payload); err == nil {
-			mad = "RTU"
-		} else if r, err := wire.ParseCMRej(p.Wire.Payload); err == nil {
-			mad = fmt.Sprintf("REJ(%d)", r.Reason())
+		cm, err := wire.ParseCM(p.Wire.Payload)
+		if err != nil {
+			return
 		}
-		if mad != "" {
-			m.mu.Lock()
-			m.mads = append(m.mads, mad)
-			m.mu.Unlock()
+		mad := wire.CMMsgShortName(cm.AttrID())
+		switch cm.AttrID() {
+		case wire.CMAttrREQ, wire.CMAttrRTU:
+		case wire.CMAttrREP:
+			if !withREP {
+				return
+			}
+		case wire.CMAttrREJ:
+			mad = fmt.Sprintf("REJ(%d)", wire.CMRej(cm).Reason())
+		default:
+			return
 		}
+		m.mu.Lock()
+		m.mads = append(m.mads, mad)
+		m.mu.Unlock()
 	})
 }
 

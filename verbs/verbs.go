@@ -157,7 +157,7 @@ func Open(cfg Config) (*Device, error) {
 // of a SEND or WRITE may leave its ACKs to leave with the application's
 // answer (its next post). The lease ends when the application blocks in
 // one of the device's waits (CompChannel.GetEvent, CQ.Wait,
-// WaitActivity) or 200 µs after its last poll: until then what arrives
+// WaitActivity) or 1 ms after its last poll: until then what arrives
 // waits for the next poll, and ACKs left behind for the next post, poll
 // or wait. CQ.Poll calls it when the CQ is empty; an application
 // that spins on memory instead (the last byte of an RDMA WRITE, as

@@ -89,17 +89,13 @@ func (l *pollLease) now() int64 { return int64(time.Since(l.epoch)) }
 // next poll must come for polling to count as busy. Variables for the
 // tests.
 //
-// leaseTime is 1 ms, five times Linux's usual gro_flush_timeout for
-// preferred busy polling (200 µs, which it was until 2026-11-29): on two
-// vCPUs shared by two spinning programs, a poller preempted for more
-// than 200 µs lost its lease many times a second, and each loss sent the
-// receive goroutine back to the socket, where every datagram woke its
-// thread until a poll of the next lease stepped it off again; with 1 ms
-// Debian's ib_send_bw over softnic's libibverbs made 10–40 % more
-// messages a second, and ib_write_lat's average and tail were no worse
-// (docs/performance.md, "nic.leaseTime: 1 ms"). The price: an application
-// that stops polling without blocking in one of softnic's waits has what
-// arrives wait up to 1 ms for the receive goroutine.
+// leaseTime outlasts the preemptions of a poller on a busy host: a
+// poller that loses its lease to one sends the receive goroutine back to
+// the socket, where every datagram wakes its thread until a poll of the
+// next lease steps it off again (docs/performance.md, "nic.leaseTime:
+// 1 ms"). The price: an application that stops polling without blocking
+// in one of softnic's waits has what arrives wait up to leaseTime for the
+// receive goroutine.
 var (
 	leaseTime = time.Millisecond
 	leaseGap  = 200 * time.Microsecond

@@ -299,6 +299,37 @@ func (qp *QP) PostRecv(wrs ...ibv.RecvWR) (int, error) {
 	return n, err
 }
 
+// RecvStage is where a program posts receives without calling the
+// engine, for a binding whose every call into Go costs (softnic's C
+// libibverbs, whose ibv_post_recv writes them into memory of its own).
+// The QP's receive queue pulls the staged receives, oldest first and
+// before anything posted after them through PostRecv, when it needs one
+// and finds itself empty; a flush (ERR) or a reset also closes the stage,
+// and the program then posts through PostRecv until a modify to INIT, RTR
+// or RTS reopens it. Pull appends the staged WRs to buf and empties the
+// stage (their SGLists valid until the next Pull), closing it with close;
+// Reopen opens it. The stage keeps the count of what the queue holds,
+// staged or not, so that the program refuses a post to a full queue with
+// ENOMEM as PostRecv would: Reserve counts one WR PostRecv is about to
+// queue, false when the queue is full, and Removed(n) n WRs leaving it
+// (taken by a message, flushed, discarded). Every call comes with the
+// queue's lock held: they are never concurrent for one QP.
+type RecvStage interface {
+	Pull(buf []ibv.RecvWR, close bool) []ibv.RecvWR
+	Reopen()
+	Reserve() bool
+	Removed(n int)
+}
+
+// StageRecvs attaches st to the QP's own receive queue (nil detaches it;
+// Destroy does too). EINVAL for a QP on an SRQ or a WQ, and for XRC.
+func (qp *QP) StageRecvs(st RecvStage) error {
+	if err := qp.live(); err != nil {
+		return err
+	}
+	return qp.qp.StageRecvs(st)
+}
+
 // Destroy destroys the QP (ibv_destroy_qp): its outstanding work is
 // dropped without completions, and it no longer holds its PD and CQs.
 // Destroying it again is EINVAL.

@@ -40,6 +40,7 @@ func cprog(t *testing.T, name string) string {
 			{"signals", "signals.c", "-libverbs"},
 			{"threads", "threads.c", "-libverbs", "-lpthread"},
 			{"calls", "calls.c", "-libverbs", "-lpthread"},
+			{"recvs", "recvs.c", "-libverbs", "-lpthread"},
 			{"bench", "bench.c", "-libverbs", "-ldl"},
 			{"libloopplugin.so", "plugin.c", "-shared", "-fPIC", "-libverbs"},
 			{"dlopen", "dlopen.c", "-ldl", "-lpthread"},

@@ -455,6 +455,44 @@ int sne_destroy_qp(sn_handle qp);
 int sne_post_send(sn_handle qp, struct sn_send_wr *wr, struct sn_send_wr **bad);
 int sne_post_send_all(sn_handle qp, struct sn_send_wr *wr, int32_t n);
 int sne_post_recv(sn_handle qp, struct sn_recv_wr *wr, struct sn_recv_wr **bad);
+
+/* A QP's receive stage (verbs.RecvStage): ibv_post_recv writes a receive
+ * of up to SN_STAGE_SGE SGEs here instead of calling the engine, which
+ * pulls the staged receives when its queue needs one. lock is 0 or 1,
+ * taken by either side with an atomic exchange and held only to copy.
+ * Under it: open (the library may stage; the engine closes the stage when
+ * it flushes or resets the queue, and reopens it), head and tail (ent is
+ * a ring of cap entries, cap the queue's max_recv_wr; a receive of more
+ * SGEs than max_sge, the queue's max_recv_sge, goes to the engine, which
+ * refuses it) and posted, the
+ * receives ever posted to the queue, staged or through the engine. removed
+ * counts those that left it (taken, flushed, discarded), atomically,
+ * without the lock: posted - removed is what the queue holds, so the
+ * library refuses the post that would exceed cap with ENOMEM as the
+ * engine does. */
+#define SN_STAGE_SGE 2
+struct sn_stage_ent {
+	uint64_t wr_id;
+	uint32_t num_sge;
+	uint32_t pad;
+	struct sn_sge sge[SN_STAGE_SGE];
+};
+struct sn_rstage {
+	uint32_t lock;
+	uint32_t open;
+	uint32_t cap;
+	uint32_t max_sge;
+	uint64_t posted;
+	uint64_t removed;
+	uint64_t head;
+	uint64_t tail;
+	struct sn_stage_ent ent[];
+};
+/* sne_qp_stage attaches st (cap and max_sge set) to the QP's own receive
+ * queue: EINVAL for a QP without one, or a cap or max_sge that is not the
+ * queue's. The stage must
+ * live until sne_destroy_qp succeeds. */
+int sne_qp_stage(sn_handle qp, struct sn_rstage *st);
 int sne_attach_mcast(sn_handle qp, uint8_t *gid);
 int sne_detach_mcast(sn_handle qp, uint8_t *gid);
 
@@ -490,7 +528,7 @@ int sne_post_wq_recv(sn_handle wq, struct sn_recv_wr *wr,
 	X(destroy_channel) X(get_cq_event) X(create_cq) X(destroy_cq)          \
 	X(resize_cq) X(poll_cq) X(req_notify_cq) X(create_qp) X(open_qp)       \
 	X(modify_qp) X(query_qp) X(destroy_qp) X(post_send) X(post_send_all)   \
-	X(post_recv) X(attach_mcast) X(detach_mcast) X(create_ah)              \
+	X(post_recv) X(qp_stage) X(attach_mcast) X(detach_mcast) X(create_ah)              \
 	X(destroy_ah) X(create_srq) X(modify_srq) X(query_srq) X(destroy_srq)  \
 	X(post_srq_recv) X(post_srq_ops) X(open_xrcd) X(close_xrcd)            \
 	X(create_wq) X(modify_wq) X(destroy_wq) X(post_wq_recv)

@@ -28,6 +28,84 @@ static void cap_to_engine(const struct ibv_qp_cap *in, struct sn_qp_cap *out)
 	out->max_inline_data = in->max_inline_data;
 }
 
+/*
+ * The receive stage (struct sn_rstage in softnic_engine.h): a program that
+ * reposts a receive for each message it takes (perftest's servers, most
+ * RPC loops) would otherwise make a call into Go for each; staged, the
+ * engine takes them in bulk when its queue runs dry. A QP whose stage
+ * cannot be had (no memory) posts through the engine; so does a receive
+ * of more than SN_STAGE_SGE SGEs or than the queue takes (which the
+ * engine refuses with EINVAL), and every receive while the engine
+ * keeps the stage closed (RESET, ERR), which the engine then refuses or
+ * flushes as it does any.
+ */
+static struct sn_rstage *new_stage(sn_handle h, uint32_t cap, uint32_t max_sge)
+{
+	struct sn_rstage *st = calloc(1, sizeof(*st) + (size_t)cap * sizeof(st->ent[0]));
+
+	if (!st)
+		return NULL;
+	st->cap = cap;
+	st->max_sge = max_sge;
+	if (sn_e->qp_stage(h, st)) {
+		free(st);
+		return NULL;
+	}
+	return st;
+}
+
+static inline void sn_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+static void stage_lock(struct sn_rstage *st)
+{
+	while (__atomic_exchange_n(&st->lock, 1, __ATOMIC_ACQUIRE))
+		while (__atomic_load_n(&st->lock, __ATOMIC_RELAXED))
+			sn_cpu_relax();
+}
+
+static void stage_unlock(struct sn_rstage *st)
+{
+	__atomic_store_n(&st->lock, 0, __ATOMIC_RELEASE);
+}
+
+/* stage_recvs stages what it can of the chain wr and returns the first WR
+ * it left for the engine (NULL: all staged), or sets *err to ENOMEM and
+ * *bad to the WR a full queue refuses. */
+static struct ibv_recv_wr *stage_recvs(struct sn_rstage *st, struct ibv_recv_wr *wr,
+				       struct ibv_recv_wr **bad, int *err)
+{
+	stage_lock(st);
+	for (; wr; wr = wr->next) {
+		struct sn_stage_ent *e;
+		uint64_t posted = __atomic_load_n(&st->posted, __ATOMIC_RELAXED);
+
+		if (!st->open || wr->num_sge < 0 || wr->num_sge > SN_STAGE_SGE ||
+		    (uint32_t)wr->num_sge > st->max_sge)
+			break;
+		if (posted - __atomic_load_n(&st->removed, __ATOMIC_ACQUIRE) >= st->cap) {
+			*bad = wr;
+			*err = ENOMEM;
+			break;
+		}
+		e = &st->ent[st->tail % st->cap];
+		e->wr_id = wr->wr_id;
+		e->num_sge = (uint32_t)wr->num_sge;
+		if (wr->num_sge)
+			memcpy(e->sge, wr->sg_list, sizeof(e->sge[0]) * (size_t)wr->num_sge);
+		st->tail++;
+		__atomic_store_n(&st->posted, posted + 1, __ATOMIC_RELAXED);
+	}
+	stage_unlock(st);
+	return wr;
+}
+
 struct ibv_qp *sn_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr)
 {
 	struct sn_qp_init in = { 0 };
@@ -109,6 +187,9 @@ struct ibv_qp *sn_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_
 	q->events_completed = 0;
 	pthread_mutex_init(&q->mutex, NULL);
 	pthread_cond_init(&q->cond, NULL);
+	if (!attr->srq && !(attr->comp_mask & IBV_QP_INIT_ATTR_IND_TABLE) && cap.max_recv_wr > 0 &&
+	    (attr->qp_type == IBV_QPT_RC || attr->qp_type == IBV_QPT_UC || attr->qp_type == IBV_QPT_UD))
+		qp->stage = new_stage(q->handle, cap.max_recv_wr, cap.max_recv_sge);
 	if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && attr->send_ops_flags) {
 		qp->ex = true;
 		sn_qp_ex_init(qp);
@@ -253,6 +334,7 @@ int sn_destroy_qp(struct ibv_qp *q)
 	if (err)
 		return err;
 	sn_qp_ex_free(qp);
+	free(qp->stage);
 	free(qp);
 	return 0;
 }
@@ -277,6 +359,14 @@ int sn_post_send(struct ibv_qp *q, struct ibv_send_wr *wr, struct ibv_send_wr **
 
 int sn_post_recv(struct ibv_qp *q, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
+	struct sn_rstage *st = ((struct sn_qp *)q)->stage;
+	int err = 0;
+
+	if (st) {
+		wr = stage_recvs(st, wr, bad, &err);
+		if (!wr || err)
+			return err;
+	}
 	return sn_e->post_recv(q->handle, (struct sn_recv_wr *)wr, (struct sn_recv_wr **)bad);
 }
 

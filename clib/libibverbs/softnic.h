@@ -157,6 +157,7 @@ struct sn_qp {
 	struct ibv_ah_attr av, alt_av;
 	bool have_av, have_alt_av;
 	struct sn_wr_batch batch;
+	struct sn_rstage *stage; /* NULL: every ibv_post_recv calls the engine */
 };
 
 struct sn_ah {

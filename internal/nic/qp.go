@@ -408,6 +408,43 @@ func (qp *QP) Modify(attr *ibv.QPAttr, mask ibv.AttrMask) error {
 	}
 	qp.n.run(qp.e, run)
 	qp.afterModify()
+	if qp.ownRQ() {
+		// A stage closed by a flush or a reset takes receives again once
+		// the QP does (transport.Stage): not in RESET, and not if the
+		// QP went on to ERR meanwhile.
+		qp.rq.ReopenStage(func() bool {
+			st := qp.t.State()
+			return st != ibv.QPStateReset && st != ibv.QPStateErr
+		})
+	}
+	return nil
+}
+
+// ownRQ reports whether the QP has a receive queue of its own (not an
+// SRQ's or a WQ's, and not XRC's).
+func (qp *QP) ownRQ() bool {
+	return qp.rq != nil && qp.shared == nil && qp.typ != ibv.QPTypeXRCSend && qp.typ != ibv.QPTypeXRCRecv
+}
+
+// StageRecvs attaches st to the QP's own receive queue, nil detaching it
+// (transport.Stage). The stage starts closed, or open when the QP already
+// takes receives.
+func (qp *QP) StageRecvs(st transport.Stage) error {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if err := qp.usable(); err != nil {
+		return err
+	}
+	if !qp.ownRQ() {
+		return fmt.Errorf("%w: QP %#x has no receive queue of its own", errno.Invalid, qp.qpn)
+	}
+	qp.rq.SetStage(st)
+	if st != nil {
+		qp.rq.ReopenStage(func() bool {
+			s := qp.t.State()
+			return s != ibv.QPStateReset && s != ibv.QPStateErr
+		})
+	}
 	return nil
 }
 
@@ -534,6 +571,9 @@ func (qp *QP) Destroy() error {
 	}
 	qp.detachAllMcastLocked()
 	qp.dead.Store(true)
+	if qp.ownRQ() {
+		qp.rq.SetStage(nil) // its memory may go once Destroy returns
+	}
 	qp.n.unregisterQP(qp.qpn, sendsAlone(qp.typ) && qp.t.State() == ibv.QPStateRTS)
 	qp.dropPeerBudgetLocked()
 	if qp.xrcd == nil {

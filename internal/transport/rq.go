@@ -35,6 +35,100 @@ type RecvQueue struct {
 	// armed limit of WQEs (SRQ limit event, ibv_modify_srq(3)); one shot.
 	limit   int    // guarded by mu; 0 = disarmed
 	onLimit func() // set before use
+
+	stage  Stage        // guarded by mu; nil: every receive comes through Post
+	pull   []ibv.RecvWR // guarded by mu: Stage.Pull's buffer
+	closes uint64       // guarded by mu: the Drains that closed the stage
+}
+
+// Stage is where an application posts receives without calling the
+// engine: softnic's libibverbs, whose ibv_post_recv writes them into
+// memory of its own (clib/libibverbs/qp.c) so that a program reposting a
+// receive for each message it takes makes no C-to-Go call for it. The
+// queue pulls what was staged, under its lock and so in posting order,
+// before anything else it does with its WRs: when Take finds it empty,
+// before Post appends (a receive posted through the engine comes after
+// the staged ones), and in Drain, which also closes the stage: after it,
+// the application posts through the engine (a QP in ERR flushes what is
+// posted to it, one in RESET refuses it) until Reopen.
+type Stage interface {
+	// Pull appends the staged WRs to buf, oldest first, and empties the
+	// stage; their SGLists stay valid until the next Pull. With close,
+	// the stage takes nothing more until Reopen.
+	Pull(buf []ibv.RecvWR, close bool) []ibv.RecvWR
+	// Reopen lets the application stage again.
+	Reopen()
+	// Reserve counts one WR posted through Post in the stage's count of
+	// the queue's WRs, staged and not, and reports false when the queue
+	// is full: the application counts what it stages the same way, under
+	// the same lock, so that it refuses a post to a full queue (ENOMEM)
+	// without calling the engine, and never stages one the queue could
+	// not hold.
+	Reserve() bool
+	// Removed counts n WRs leaving the queue (taken, flushed or
+	// discarded).
+	Removed(n int)
+}
+
+// SetStage attaches st to the queue (nil detaches it: once SetStage
+// returns, the queue no longer touches the old one).
+func (q *RecvQueue) SetStage(st Stage) {
+	q.mu.Lock()
+	q.stage = st
+	q.mu.Unlock()
+}
+
+// ReopenStage reopens the stage after a modify, when ok says the QP
+// takes receives. ok runs without the queue's lock (it may take the
+// transport's, which a Take holds while it takes this one); a Drain
+// between it and the reopening (the QP went to ERR and flushed) leaves
+// the stage closed.
+func (q *RecvQueue) ReopenStage(ok func() bool) {
+	q.mu.Lock()
+	st, closes := q.stage, q.closes
+	q.mu.Unlock()
+	if st == nil || !ok() {
+		return
+	}
+	q.mu.Lock()
+	if q.stage == st && q.closes == closes {
+		st.Reopen()
+	}
+	q.mu.Unlock()
+}
+
+// pullLocked moves what the stage holds into the ring, under mu. The
+// application staged no more than the ring has room for (Reserve);
+// anything beyond would be a bug of the stage, and is dropped rather
+// than overwriting a posted WR.
+func (q *RecvQueue) pullLocked(close bool) {
+	if q.stage == nil {
+		return
+	}
+	q.pull = q.stage.Pull(q.pull[:0], close)
+	if close {
+		q.closes++
+	}
+	for i := range q.pull {
+		if q.n == len(q.ring) {
+			break
+		}
+		q.appendLocked(&q.pull[i])
+	}
+	clear(q.pull)
+}
+
+// appendLocked appends wr at the tail, under mu; the caller checked its
+// SGEs and that the ring has room.
+func (q *RecvQueue) appendLocked(wr *ibv.RecvWR) {
+	e := &q.ring[(q.head+q.n)%len(q.ring)]
+	e.WRID = wr.WRID
+	e.SGList = append(e.SGList[:0], wr.SGList...)
+	e.Length = 0
+	for _, s := range wr.SGList {
+		e.Length += uint64(s.Length)
+	}
+	q.n++
 }
 
 // NewRecvQueue makes a receive queue of maxWR entries with up to maxSGE
@@ -66,22 +160,16 @@ func (q *RecvQueue) Len() int {
 func (q *RecvQueue) Post(wrs []ibv.RecvWR) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.pullLocked(false)
 	for i := range wrs {
 		wr := &wrs[i]
 		if len(wr.SGList) > q.maxSGE {
 			return i, fmt.Errorf("%w: %d SGEs, max %d", errno.Invalid, len(wr.SGList), q.maxSGE)
 		}
-		if q.n == len(q.ring) {
+		if q.n == len(q.ring) || q.stage != nil && !q.stage.Reserve() {
 			return i, fmt.Errorf("%w: receive queue holds %d WRs", errno.Full, len(q.ring))
 		}
-		e := &q.ring[(q.head+q.n)%len(q.ring)]
-		e.WRID = wr.WRID
-		e.SGList = append(e.SGList[:0], wr.SGList...)
-		e.Length = 0
-		for _, s := range wr.SGList {
-			e.Length += uint64(s.Length)
-		}
-		q.n++
+		q.appendLocked(wr)
 	}
 	return len(wrs), nil
 }
@@ -90,6 +178,9 @@ func (q *RecvQueue) Post(wrs []ibv.RecvWR) (int, error) {
 // out's SGList is reused.
 func (q *RecvQueue) Take(out *RecvWQE) bool {
 	q.mu.Lock()
+	if q.n == 0 {
+		q.pullLocked(false)
+	}
 	if q.n == 0 {
 		q.mu.Unlock()
 		return false
@@ -100,6 +191,9 @@ func (q *RecvQueue) Take(out *RecvWQE) bool {
 	out.SGList = append(out.SGList[:0], e.SGList...)
 	q.head = (q.head + 1) % len(q.ring)
 	q.n--
+	if q.stage != nil {
+		q.stage.Removed(1)
+	}
 	fire := q.limit > 0 && q.n < q.limit
 	if fire {
 		q.limit = 0
@@ -112,8 +206,12 @@ func (q *RecvQueue) Take(out *RecvWQE) bool {
 	return true
 }
 
-// Drain removes every WR, calling f for each in order (flush on ERR).
+// Drain removes every WR, calling f for each in order (flush on ERR),
+// the staged ones too, and closes the stage (Stage).
 func (q *RecvQueue) Drain(f func(*RecvWQE)) {
+	q.mu.Lock()
+	q.pullLocked(true)
+	q.mu.Unlock()
 	var tmp RecvWQE
 	for q.Take(&tmp) {
 		f(&tmp)

@@ -1,10 +1,11 @@
 /*
  * qp.c - queue pairs, their posts, address handles and multicast.
  *
- * ibv_post_send and ibv_post_recv are one call into the engine each: it
- * reads the program's work request chain where it lies (struct
- * ibv_send_wr has the layout of struct sn_send_wr) and points *bad_wr at
- * the first one it refuses.
+ * ibv_post_send is one call into the engine: it reads the program's work
+ * request chain where it lies (struct ibv_send_wr has the layout of struct
+ * sn_send_wr) and points *bad_wr at the first one it refuses. So is
+ * ibv_post_recv, but for the receives a QP's stage takes without a call
+ * (below: stage_recvs).
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -311,14 +311,14 @@ func (qp *QP) PostRecv(wrs ...ibv.RecvWR) (int, error) {
 // Reopen opens it. The stage keeps the count of what the queue holds,
 // staged or not, so that the program refuses a post to a full queue with
 // ENOMEM as PostRecv would: Reserve counts one WR PostRecv is about to
-// queue, false when the queue is full, and Removed(n) n WRs leaving it
+// queue, false when the queue is full, and Removed one WR leaving it
 // (taken by a message, flushed, discarded). Every call comes with the
 // queue's lock held: they are never concurrent for one QP.
 type RecvStage interface {
 	Pull(buf []ibv.RecvWR, close bool) []ibv.RecvWR
 	Reopen()
 	Reserve() bool
-	Removed(n int)
+	Removed()
 }
 
 // StageRecvs attaches st to the QP's own receive queue (nil detaches it;

@@ -25,7 +25,6 @@ type qpObj struct {
 	bad    []*C.struct_sn_send_wr // the C work request of each of wrs
 	recv   recvScratch
 	inline []byte
-	stage  *recvStage // the library's receive stage, if it has one
 }
 
 var qps table[*qpObj]

@@ -44,7 +44,9 @@ func (s *recvStage) unlock() { atomic.StoreUint32(s.lockWord(), 0) }
 func (s *recvStage) Pull(buf []ibv.RecvWR, close bool) []ibv.RecvWR {
 	s.lock()
 	head, tail := uint64(s.st.head), uint64(s.st.tail)
-	for k := 0; head < tail; head, k = head+1, k+1 {
+	// The library stages no more than the ring holds (Reserve's count);
+	// k stops at the ring's size whatever its memory says.
+	for k := 0; head < tail && k < len(s.ent); head, k = head+1, k+1 {
 		e := &s.ent[head%uint64(len(s.ent))]
 		n := min(int(e.num_sge), C.SN_STAGE_SGE)
 		sg := s.sge[k*C.SN_STAGE_SGE : k*C.SN_STAGE_SGE+n]
@@ -67,8 +69,8 @@ func (s *recvStage) Reopen() {
 }
 
 // Removed implements verbs.RecvStage.
-func (s *recvStage) Removed(n int) {
-	atomic.AddUint64((*uint64)(unsafe.Pointer(&s.st.removed)), uint64(n))
+func (s *recvStage) Removed() {
+	atomic.AddUint64((*uint64)(unsafe.Pointer(&s.st.removed)), 1)
 }
 
 // Reserve implements verbs.RecvStage.
@@ -95,12 +97,8 @@ func sne_qp_stage(h C.sn_handle, st *C.struct_sn_rstage) C.int {
 			attr.Cap.MaxRecvWR, attr.Cap.MaxRecvSGE)
 		return einval
 	}
-	s := newRecvStage(st)
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if err := q.qp.StageRecvs(s); err != nil {
+	if err := q.qp.StageRecvs(newRecvStage(st)); err != nil {
 		return fail(err, "receive stage")
 	}
-	q.stage = s
 	return 0
 }

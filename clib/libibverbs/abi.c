@@ -63,6 +63,12 @@ SAME(struct ibv_recv_wr, next, struct sn_recv_wr, next);
 SAME(struct ibv_recv_wr, sg_list, struct sn_recv_wr, sg_list);
 SAME(struct ibv_recv_wr, num_sge, struct sn_recv_wr, num_sge);
 
+/* The receive stage: the library copies a struct ibv_sge into each of an
+ * entry's (checked above as struct sn_sge), and the engine finds the ring
+ * of entries right after the header (clib/engine/stage.go). */
+_Static_assert(offsetof(struct sn_rstage, ent) == sizeof(struct sn_rstage),
+	       "the stage's entries start at sizeof(struct sn_rstage)");
+
 /* struct ibv_ops_wr */
 SAME_SIZE(struct ibv_ops_wr, struct sn_ops_wr);
 SAME(struct ibv_ops_wr, wr_id, struct sn_ops_wr, wr_id);

@@ -412,12 +412,17 @@ func (qp *QP) Modify(attr *ibv.QPAttr, mask ibv.AttrMask) error {
 		// A stage closed by a flush or a reset takes receives again once
 		// the QP does (transport.Stage): not in RESET, and not if the
 		// QP went on to ERR meanwhile.
-		qp.rq.ReopenStage(func() bool {
-			st := qp.t.State()
-			return st != ibv.QPStateReset && st != ibv.QPStateErr
-		})
+		qp.rq.ReopenStage(qp.takesRecvs)
 	}
 	return nil
+}
+
+// takesRecvs reports whether the QP's state takes receives into its queue
+// as they are posted: not RESET, which refuses them, nor ERR, which
+// flushes them (IBTA 10.8.3.3).
+func (qp *QP) takesRecvs() bool {
+	st := qp.t.State()
+	return st != ibv.QPStateReset && st != ibv.QPStateErr
 }
 
 // ownRQ reports whether the QP has a receive queue of its own (not an
@@ -440,10 +445,7 @@ func (qp *QP) StageRecvs(st transport.Stage) error {
 	}
 	qp.rq.SetStage(st)
 	if st != nil {
-		qp.rq.ReopenStage(func() bool {
-			s := qp.t.State()
-			return s != ibv.QPStateReset && s != ibv.QPStateErr
-		})
+		qp.rq.ReopenStage(qp.takesRecvs)
 	}
 	return nil
 }

@@ -65,9 +65,9 @@ type Stage interface {
 	// without calling the engine, and never stages one the queue could
 	// not hold.
 	Reserve() bool
-	// Removed counts n WRs leaving the queue (taken, flushed or
+	// Removed counts one WR leaving the queue (taken, flushed or
 	// discarded).
-	Removed(n int)
+	Removed()
 }
 
 // SetStage attaches st to the queue (nil detaches it: once SetStage
@@ -192,7 +192,7 @@ func (q *RecvQueue) Take(out *RecvWQE) bool {
 	q.head = (q.head + 1) % len(q.ring)
 	q.n--
 	if q.stage != nil {
-		q.stage.Removed(1)
+		q.stage.Removed()
 	}
 	fire := q.limit > 0 && q.n < q.limit
 	if fire {

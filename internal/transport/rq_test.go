@@ -90,7 +90,7 @@ func (s *fakeStage) Reserve() bool {
 	return true
 }
 
-func (s *fakeStage) Removed(n int) { s.count -= n; s.removed += n }
+func (s *fakeStage) Removed() { s.count--; s.removed++ }
 
 // A staged receive is taken before one posted after it through Post, Take
 // pulls when the ring is empty, the count the stage keeps makes a full

@@ -46,6 +46,7 @@ type Counters struct {
 	Timeouts            uint64 // retransmit timer expiries
 	Reasked             uint64 // requests sent again alone to re-ask responses found lost (READ runs, atomics)
 	EarlyRetries        uint64 // go-back-N retries started two round trips after the last progress, without spending a retry
+	HeldRequests        uint64 // requests received beyond the expected PSN and held for the reorder window instead of NAKed at once
 	// Congestion control (DCQCN), named as mlx5's counters.
 	NPECNMarkedRoCEPackets uint64 // np_ecn_marked_roce_packets: CE-marked packets received
 	NPCNPSent              uint64 // np_cnp_sent: CNPs sent for them

@@ -83,6 +83,7 @@ var deviceCounters = []counter{
 	{name: "np_cnp_sent", help: "CNPs sent in answer to CE-marked packets (mlx5 np_cnp_sent).", get: func(c *ibv.Counters) uint64 { return c.NPCNPSent }},
 	{name: "rp_cnp_handled", help: "CNPs received that a QP's reaction point acted on (mlx5 rp_cnp_handled).", get: func(c *ibv.Counters) uint64 { return c.RPCNPHandled }},
 	{name: "rp_cnp_ignored", help: "CNPs received for a QP without congestion control, dropped (mlx5 rp_cnp_ignored).", get: func(c *ibv.Counters) uint64 { return c.RPCNPIgnored }},
+	{name: "held_requests", help: "Requests received beyond the expected PSN and held for the responder's reorder window instead of NAKed at once (softnic).", get: func(c *ibv.Counters) uint64 { return c.HeldRequests }},
 	{name: "reasked_requests", help: "Requests sent again alone to ask for responses found lost: a run of READ responses, an atomic's (softnic).", get: func(c *ibv.Counters) uint64 { return c.Reasked }},
 	drop("malformed", func(c *ibv.Counters) uint64 { return c.DropMalformed }),
 	drop("no_qp", func(c *ibv.Counters) uint64 { return c.DropNoQP }),

@@ -48,6 +48,7 @@ func (c *Counters) Load() ibv.Counters {
 		Timeouts:            c.Timeouts.Load(),
 		Reasked:             c.Reasked.Load(),
 		EarlyRetries:        c.EarlyRetries.Load(),
+		HeldRequests:        c.HeldRequests.Load(),
 	}
 	s.NPECNMarkedRoCEPackets = c.NPECNMarkedRoCEPackets.Load()
 	s.NPCNPSent = c.NPCNPSent.Load()

@@ -154,6 +154,7 @@ type Counters struct {
 	Timeouts            atomic.Uint64 // retransmit timer expiries
 	Reasked             atomic.Uint64 // requests sent again alone to re-ask responses found lost (READ runs, atomics)
 	EarlyRetries        atomic.Uint64 // go-back-N retries started two round trips after the last progress, without spending a retry
+	HeldRequests        atomic.Uint64 // requests received beyond the expected PSN and held for the reorder window instead of NAKed at once
 	// Congestion control (DCQCN), named as mlx5's counters.
 	NPECNMarkedRoCEPackets atomic.Uint64 // np_ecn_marked_roce_packets: CE-marked packets received
 	NPCNPSent              atomic.Uint64 // np_cnp_sent: CNPs sent for them

@@ -445,7 +445,9 @@ func TestRCSQDRetry(t *testing.T) {
 			"SEND_FIRST/0", "SEND_MIDDLE/1", "SEND_LAST/2!", "RDMA_READ_REQUEST/3!",
 			"SEND_MIDDLE/1", "SEND_LAST/2!", "RDMA_READ_REQUEST/3!")
 		if len(reqs) == 7 {
-			tt.CheckEach(t, reqs[4:], tt.At(start.Add(10*time.Millisecond))) // on the NAK
+			// On the NAK, which the responder sent once its reorder
+			// window passed without the lost packet.
+			tt.CheckEach(t, reqs[4:], tt.At(start.Add(10*time.Millisecond+rc.ReorderWindow)))
 		}
 		if got := a.ctr().Timeouts.Load(); got != 0 {
 			t.Errorf("timeouts %d, want 0", got)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/transport/rc"
 	tt "github.com/softnic/softnic/internal/transport/transporttest"
 	"github.com/softnic/softnic/wire"
 )
@@ -91,8 +92,9 @@ func TestRCLostWriteMiddle(t *testing.T) {
 		if len(reqs) == 11 {
 			tt.Check(t, &reqs[0], tt.RETH(wire.RETHFields{VA: b.mr.Addr() + roff, RKey: b.mr.RKey(), DMALen: size}))
 			tt.CheckEach(t, reqs[1:], tt.HasRETH(false), tt.Pad())
-			// The resend leaves when the NAK arrives, at once.
-			tt.Check(t, &reqs[7], tt.At(reqs[0].At))
+			// The resend leaves when the NAK arrives, at once; the
+			// responder sent it once its reorder window passed.
+			tt.Check(t, &reqs[7], tt.At(reqs[0].At.Add(rc.ReorderWindow)))
 		}
 		tt.CheckSeq(t, "responses", rec.Match(from(b)), "ACKNOWLEDGE/3 NAK_PSN_SEQ_ERR", "ACKNOWLEDGE/6")
 		if got := b.pollAll(); len(got) != 0 {

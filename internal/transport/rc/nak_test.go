@@ -12,7 +12,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/softnic/softnic/fabric"
 	"github.com/softnic/softnic/ibv"
+	"github.com/softnic/softnic/internal/transport/rc"
 	tt "github.com/softnic/softnic/internal/transport/transporttest"
 	"github.com/softnic/softnic/wire"
 )
@@ -300,27 +302,70 @@ func TestRCNakRawRequests(t *testing.T) {
 	}
 }
 
-// The responder NAKs a PSN gap once, with the PSN it expects, stays
-// silent on further out-of-sequence packets (rxe sent_psn_nak), and NAKs
-// a new gap once the expected PSN arrived.
+// The responder NAKs a PSN gap once, with the PSN it expects, when the
+// gap has not closed within the reorder window, stays silent on further
+// out-of-sequence packets (rxe sent_psn_nak), and NAKs a new gap once
+// the expected PSN arrived. The requests beyond each gap are held, and
+// executed in order once it closes (reorder.go).
 func TestRCNakSequenceOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := tt.NewNet(t, 1)
 		b, raw := newRawPeer(t, n, opts{}, 100)
 		rec := n.Recorder()
-		b.postRecv(recvWR(b, 1, 0, 64), recvWR(b, 2, 64, 64))
+		for i := range 6 {
+			b.postRecv(recvWR(b, uint64(i), i*64, 64))
+		}
 		for _, psn := range []wire.PSN{102, 103, 105, 100, 104, 101} {
-			raw.send(wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCSendOnly, PSN: psn, AckReq: true}}, []byte("hello"))
-			n.Settle()
+			raw.send(wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCSendOnly, PSN: psn, AckReq: true}},
+				[]byte{byte(psn)})
+			n.Run(4 * rc.ReorderWindow)
 		}
 		tt.CheckSeq(t, "responses", rec.Match(from(b)),
-			"ACKNOWLEDGE/100 NAK_PSN_SEQ_ERR", "ACKNOWLEDGE/100", "ACKNOWLEDGE/101 NAK_PSN_SEQ_ERR", "ACKNOWLEDGE/101")
-		wcs := b.waitWC(2)
-		wantWC(t, wcs[0], 1, ibv.WCSuccess, ibv.WCRecv)
-		wantWC(t, wcs[1], 2, ibv.WCSuccess, ibv.WCRecv)
+			"ACKNOWLEDGE/100 NAK_PSN_SEQ_ERR", "ACKNOWLEDGE/100", "ACKNOWLEDGE/101 NAK_PSN_SEQ_ERR", "ACKNOWLEDGE/105")
+		for i, wc := range b.waitWC(6) {
+			wantWC(t, wc, uint64(i), ibv.WCSuccess, ibv.WCRecv)
+			if got := b.buf[i*64]; got != byte(100+i) {
+				t.Errorf("receive %d holds the SEND of PSN %d, want %d", i, got, 100+i)
+			}
+		}
 		if got := b.ctr().OutOfSequence.Load(); got != 4 {
 			t.Errorf("out_of_sequence %d, want 4", got)
 		}
+		if got := b.ctr().HeldRequests.Load(); got != 4 {
+			t.Errorf("held_requests %d, want 4", got)
+		}
 		wantState(t, "responder", b, ibv.QPStateRTS)
+	})
+}
+
+// A request overtaken by the next one on the way is no loss: the
+// responder holds the one that came first for the reorder window, the
+// missing one comes within it, and both execute in order with no NAK
+// and no go-back-N (rxe NAKs the first and drops it, and the requester
+// sends both again; reorder.go).
+func TestRCReorderedRequestNoNAK(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := tt.NewNet(t, 1)
+		a, b := newPair(t, n, rcOpts)
+		rec := n.Recorder()
+		// The second WRITE MIDDLE waits until the next packet passed it.
+		n.Fabric().AddFilter(fabric.OnNth(2, ops(a, wire.RCWriteMiddle), fabric.Reorder))
+
+		const size, roff = 6*1024 + 100, 5000 // FIRST, MIDDLE×5, LAST
+		fill(a.buf[:size], 3)
+		before := append([]byte(nil), b.buf...)
+		a.post(rdmaWR(a, b, 7, ibv.WRRDMAWrite, 0, roff, size))
+		wantWC(t, a.waitWC(1)[0], 7, ibv.WCSuccess, ibv.WCRDMAWrite)
+
+		want := append([]byte(nil), before...)
+		copy(want[roff:], a.buf[:size])
+		checkBytes(t, "responder memory", b.buf, want)
+		tt.CheckSeq(t, "responses", rec.Match(from(b)), "ACKNOWLEDGE/6")
+		if got := a.ctr().Retransmits.Load(); got != 0 {
+			t.Errorf("go-back-N retries %d, want 0", got)
+		}
+		if got := b.ctr().HeldRequests.Load(); got != 1 {
+			t.Errorf("held_requests %d, want 1", got)
+		}
 	})
 }

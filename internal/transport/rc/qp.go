@@ -173,10 +173,15 @@ type QP struct {
 	// reads it without the lock (PeerQPN); peerAddr the peer's address
 	// (the path's destination), for the reaction point's check of a
 	// CNP's source (NoteCNP).
-	peerQPN   atomic.Uint32
-	peerAddr  atomic.Pointer[netip.Addr]
-	rnrFired  atomic.Bool // set by the RNR timer
-	sqDrained bool        // guarded by mu: SQ-drained event sent for this SQD
+	peerQPN  atomic.Uint32
+	peerAddr atomic.Pointer[netip.Addr]
+	rnrFired atomic.Bool // set by the RNR timer
+	// reorderTimer ends the responder's reorder window at reorderAt
+	// (reorder.go); guarded by mu.
+	reorderTimer clock.Timer
+	reorderAt    time.Time
+	reorderFired atomic.Bool // set by the reorder timer
+	sqDrained    bool        // guarded by mu: SQ-drained event sent for this SQD
 
 	events transport.EventQueue // guarded by mu; delivered after unlock
 	wc     ibv.WorkCompletion   // guarded by mu; the completion being pushed
@@ -348,11 +353,13 @@ func (qp *QP) resetLocked() {
 	qp.req = requester{}
 	qp.comp = completer{retryCnt: qp.attr.RetryCnt, rnrRetry: qp.attr.RNRRetry}
 	qp.comp.startAt(0)
+	qp.resp.dropHeldLocked(qp)
 	res := qp.resp.resources
 	clear(res)
 	qp.resp = responder{resources: res}
 	qp.timerFired.Store(false)
 	qp.rnrFired.Store(false)
+	qp.reorderFired.Store(false)
 	qp.inbox.Release()
 }
 
@@ -408,6 +415,7 @@ func (qp *QP) Process(out transport.Output) (more bool) {
 	// A read reply in progress goes first: later requests wait behind it
 	// so responses leave in PSN order (rxe_resp.c read_reply).
 	more = qp.resp.readReplyLocked(qp, out, now)
+	qp.resp.replayLocked(qp, out, now)
 	for i, p := range qp.batch {
 		if qp.resp.reading() {
 			// Put the rest back at the front of the inbox: the reply's
@@ -419,8 +427,10 @@ func (qp *QP) Process(out transport.Output) (more bool) {
 		}
 		qp.receiveLocked(p, out, now)
 		p.Release()
+		qp.resp.replayLocked(qp, out, now)
 	}
 	clear(qp.batch)
+	qp.resp.reorderTimerLocked(qp, out, now)
 	qp.resp.flushAckLocked(qp, out)
 	if qp.resp.reading() && !qp.resp.reply.paced {
 		more = qp.resp.readReplyLocked(qp, out, now) || more
@@ -461,7 +471,7 @@ func (qp *QP) receiveLocked(p *transport.RxPacket, out transport.Output, now tim
 			c.DropState.Add(1)
 			return
 		}
-		qp.resp.requestLocked(qp, p, out)
+		qp.resp.requestLocked(qp, pkt, out, now)
 	case pkt.Is(wire.MaskResponse):
 		if !qp.isRC() || qp.state < ibv.QPStateRTS || qp.state == ibv.QPStateErr {
 			c.DropState.Add(1)
@@ -488,6 +498,7 @@ func (qp *QP) toErrorLocked() {
 	}
 	qp.state = ibv.QPStateErr
 	qp.stopTimersLocked()
+	qp.resp.dropHeldLocked(qp)
 	qp.flushLocked()
 	qp.events.Add(ibv.EventQPFatal)
 }
@@ -530,6 +541,7 @@ func (qp *QP) flushEvents() { qp.events.Deliver(&qp.mu, qp.cfg.OnAsync) }
 func (qp *QP) Close() {
 	qp.mu.Lock()
 	qp.stopTimersLocked()
+	qp.resp.dropHeldLocked(qp)
 	qp.leaveBudgetLocked()
 	qp.mu.Unlock()
 	qp.inbox.Release()

@@ -77,6 +77,13 @@ type responder struct {
 	ackPending bool
 	ackPSN     wire.PSN
 
+	// held are requests received beyond psn, in PSN order, waiting
+	// for the one missing (reorder.go).
+	held []heldRequest
+	// gap is the expected PSN the reorder window open (gapOpen) is for.
+	gap     wire.PSN
+	gapOpen bool
+
 	// XRC_RECV: the XRC SRQ the message in progress takes its receive,
 	// PD and CQ from, and its number (xrcTargetLocked).
 	xrcSRQN uint32
@@ -88,8 +95,7 @@ func (r *responder) reading() bool { return r.reply.active }
 // requestLocked runs one request packet through the responder's checks
 // and executes it: CHK_PSN, CHK_OP_SEQ, CHK_OP_VALID, CHK_RESOURCE,
 // CHK_LENGTH, CHK_RKEY, EXECUTE, ACKNOWLEDGE (rxe_resp.c rxe_responder).
-func (r *responder) requestLocked(qp *QP, rx *transport.RxPacket, out transport.Output) {
-	p := &rx.Pkt
+func (r *responder) requestLocked(qp *QP, p *wire.Packet, out transport.Output, now time.Time) {
 	if !qp.isRC() {
 		r.ucRequestLocked(qp, p)
 		return
@@ -100,7 +106,7 @@ func (r *responder) requestLocked(qp *QP, rx *transport.RxPacket, out transport.
 			return
 		}
 	}
-	if e := r.checkLocked(qp, p, out); e != respOK {
+	if e := r.checkLocked(qp, p, out, now); e != respOK {
 		r.errorLocked(qp, out, e, p)
 	}
 }
@@ -143,10 +149,17 @@ func (r *responder) xrcTargetLocked(qp *QP, p *wire.Packet) respErr {
 
 // checkLocked runs the checks and executes the request; it returns the
 // error that stopped it, if any.
-func (r *responder) checkLocked(qp *QP, p *wire.Packet, out transport.Output) respErr {
+func (r *responder) checkLocked(qp *QP, p *wire.Packet, out transport.Output, now time.Time) respErr {
 	switch d := p.PSN().Compare(r.psn); {
 	case d > 0:
-		// A gap: NAK once with the expected PSN (C9-109; rxe check_psn).
+		// A gap: held for the reorder window (holdLocked), else NAKed
+		// once with the expected PSN (C9-109; rxe check_psn).
+		if r.holdLocked(qp, p, now) {
+			// Counted as rxe counts every request beyond the
+			// expected PSN (out_of_sequence, check_psn).
+			qp.cfg.Counters.OutOfSequence.Add(1)
+			return respOK
+		}
 		return errPSNOutOfSeq
 	case d < 0:
 		qp.cfg.Counters.DuplicateRequest.Add(1)
@@ -519,6 +532,12 @@ func (r *responder) sendAtomicAckLocked(qp *QP, out transport.Output, psn wire.P
 
 // nakLocked sends a NAK or RNR NAK now, after any pending ACK.
 func (r *responder) nakLocked(qp *QP, out transport.Output, syn wire.Syndrome, psn wire.PSN) {
+	if syn != wire.NakPSNSequence {
+		// The requester goes back to psn, or the QP to ERR: what was
+		// held is sent again or never executed. A PSN sequence NAK
+		// keeps it (holdLocked).
+		r.dropHeldLocked(qp)
+	}
 	r.flushAckLocked(qp, out)
 	r.sendAckLocked(qp, out, syn, psn)
 }

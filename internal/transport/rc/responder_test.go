@@ -220,7 +220,7 @@ func TestAckBeforeOtherResponses(t *testing.T) {
 
 	h.deliver(sendOnly(0, true), nil)
 	h.deliver(sendOnly(1, true), nil)
-	h.deliver(sendOnly(3, true), nil) // gap
+	h.deliver(sendOnly(3+maxHeldRequests, true), nil) // a gap beyond the reorder window's reach
 	check(t, "ACK then sequence NAK", h.process(), "RC_ACKNOWLEDGE/1", "RC_ACKNOWLEDGE/2 NAK_PSN_SEQ_ERR")
 
 	h.deliver(sendOnly(2, true), nil)

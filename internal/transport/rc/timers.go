@@ -95,6 +95,7 @@ func (qp *QP) stopTimersLocked() {
 		qp.rnrTimer.Stop()
 	}
 	qp.pace.Stop()
+	qp.stopReorderLocked()
 	qp.req.rnrWait = false
 }
 

@@ -139,7 +139,8 @@ func TestXRCTargetRefusals(t *testing.T) {
 	h.post(1, 10)
 	h.post(2, 20)
 	h.deliver(xrcSend(wire.ClassXRC|wire.RCSendFirst.Op(), 0, 1, false), make([]byte, 1024))
-	h.deliver(xrcSend(wire.ClassXRC|wire.RCSendLast.Op(), 5, 2, true), []byte("x"))
+	// Beyond the reorder window's reach: NAKed at once, not held.
+	h.deliver(xrcSend(wire.ClassXRC|wire.RCSendLast.Op(), 1+maxHeldRequests+1, 2, true), []byte("x"))
 	h.deliver(xrcSend(wire.ClassXRC|wire.RCSendLast.Op(), 1, 2, true), []byte("x"))
 	check(t, "a gap, then a LAST naming another SRQ", h.process(), "XRC_ACKNOWLEDGE/1 NAK_PSN_SEQ_ERR", "XRC_ACKNOWLEDGE/1 NAK_INVALID_REQ")
 	if s1, s2 := h.srqs[1], h.srqs[2]; len(s1.cq.wcs) != 1 || s1.cq.wcs[0].WRID != 10 || len(s2.cq.wcs) != 0 {

@@ -369,3 +369,36 @@ func TestRCReorderedRequestNoNAK(t *testing.T) {
 		}
 	})
 }
+
+// An RNR NAK drops what the responder held behind the gap: the requester
+// goes back to the NAKed PSN and sends it all again (reorder.go), so
+// nothing held is executed twice or out of the order it is sent again in.
+func TestRCRNRDropsHeldRequests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := tt.NewNet(t, 1)
+		b, raw := newRawPeer(t, n, opts{}, 100)
+		rec := n.Recorder()
+		send := func(psn wire.PSN) {
+			raw.send(wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCSendOnly, PSN: psn, AckReq: true}},
+				[]byte{byte(psn)})
+			n.Settle()
+		}
+		send(101)
+		send(102)
+		send(100) // no receive posted: RNR NAK
+		b.postRecv(recvWR(b, 0, 0, 64), recvWR(b, 1, 64, 64), recvWR(b, 2, 128, 64))
+		send(100)
+		n.Run(4 * rc.ReorderWindow)
+		tt.CheckSeq(t, "responses", rec.Match(from(b)), "ACKNOWLEDGE/100 RNR_NAK(timer=12)", "ACKNOWLEDGE/100")
+		wantWC(t, b.waitWC(1)[0], 0, ibv.WCSuccess, ibv.WCRecv)
+		b.noWC(time.Millisecond)
+		send(101)
+		send(102)
+		for i, wc := range b.waitWC(2) {
+			wantWC(t, wc, uint64(i+1), ibv.WCSuccess, ibv.WCRecv)
+			if got := b.buf[(i+1)*64]; got != byte(101+i) {
+				t.Errorf("receive %d holds the SEND of PSN %d, want %d", i+1, got, 101+i)
+			}
+		}
+	})
+}

@@ -402,3 +402,41 @@ func TestRCRNRDropsHeldRequests(t *testing.T) {
 		}
 	})
 }
+
+// A PSN sequence NAK drops the READs the responder held behind the gap
+// and keeps the rest: the requester's go-back-N asks each READ again, and
+// one executed from the hold would be answered twice, once now and once
+// for its copy, a duplicate the responder must answer (C9-105); a WRITE
+// held is executed once, its copy acknowledged as a duplicate.
+func TestRCSequenceNAKDropsHeldReads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := tt.NewNet(t, 1)
+		b, raw := newRawPeer(t, n, opts{}, 100)
+		rec := n.Recorder()
+		b.postRecv(recvWR(b, 0, 0, 64))
+		fill(b.buf[4096:8192], 5)
+		write := wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCWriteOnly, PSN: 101},
+			RETH: wire.RETHFields{VA: b.mr.Addr() + 1024, RKey: b.mr.RKey(), DMALen: 4}}
+		read := wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCReadRequest, PSN: 102},
+			RETH: wire.RETHFields{VA: b.mr.Addr() + 4096, RKey: b.mr.RKey(), DMALen: 2048}}
+		send := wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCSendOnly, PSN: 100, AckReq: true}}
+		raw.send(write, []byte("abcd"))
+		raw.send(read, nil) // its answer takes PSNs 102 and 103 at path MTU 1024
+		n.Run(4 * rc.ReorderWindow)
+		// The go-back-N, once the NAK came.
+		raw.send(send, []byte("x"))
+		raw.send(write, []byte("abcd"))
+		raw.send(read, nil)
+		n.Run(time.Millisecond)
+		tt.CheckSeq(t, "responses", rec.Match(from(b)),
+			"ACKNOWLEDGE/100 NAK_PSN_SEQ_ERR", "ACKNOWLEDGE/101",
+			"RDMA_READ_RESPONSE_FIRST/102", "RDMA_READ_RESPONSE_LAST/103")
+		if got := string(b.buf[1024:1028]); got != "abcd" {
+			t.Errorf("WRITE wrote %q, want abcd", got)
+		}
+		wantWC(t, b.waitWC(1)[0], 0, ibv.WCSuccess, ibv.WCRecv)
+		if got := b.ctr().DuplicateRequest.Load(); got != 1 {
+			t.Errorf("duplicate_request %d, want 1 (the WRITE's copy)", got)
+		}
+	})
+}

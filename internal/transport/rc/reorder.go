@@ -104,6 +104,9 @@ func (r *responder) holdLocked(qp *QP, p *wire.Packet, now time.Time) bool {
 // expected PSN passed. Those left behind a new gap get a new window;
 // none left stops the timer.
 func (r *responder) replayLocked(qp *QP, out transport.Output, now time.Time) {
+	if len(r.held) == 0 {
+		return
+	}
 	for len(r.held) > 0 && !r.reading() && qp.state >= ibv.QPStateRTR && qp.state != ibv.QPStateErr {
 		h := r.held[0]
 		if h.pkt.PSN().After(r.psn) {
@@ -125,14 +128,34 @@ func (r *responder) replayLocked(qp *QP, out transport.Output, now time.Time) {
 func (r *responder) watchGapLocked(qp *QP, now time.Time) {
 	switch {
 	case len(r.held) == 0:
-		r.gapOpen = false
-		qp.stopReorderLocked()
+		if r.gapOpen {
+			r.gapOpen = false
+			qp.stopReorderLocked()
+		}
 	case !r.gapOpen || r.gap != r.psn:
 		r.gap, r.gapOpen = r.psn, true
 		if !r.sentNak {
 			qp.armReorderLocked(now)
 		}
 	}
+}
+
+// dropHeldReadsLocked drops the held READ requests when the gap in front
+// of them is NAKed: the requester's go-back-N asks each again, and a READ
+// executed now would be answered twice, now and for the copy as a
+// duplicate (duplicateLocked replays it, as it must for a response lost).
+// The replay stops at each READ dropped until its copy comes.
+func (r *responder) dropHeldReadsLocked() {
+	kept := r.held[:0]
+	for _, h := range r.held {
+		if h.pkt.Is(wire.MaskRead) {
+			heldBytes.Add(-int64(len(h.buf)))
+			continue
+		}
+		kept = append(kept, h)
+	}
+	clear(r.held[len(kept):])
+	r.held = kept
 }
 
 // popHeld drops the first held request.

@@ -535,8 +535,10 @@ func (r *responder) nakLocked(qp *QP, out transport.Output, syn wire.Syndrome, p
 	if syn != wire.NakPSNSequence {
 		// The requester goes back to psn, or the QP to ERR: what was
 		// held is sent again or never executed. A PSN sequence NAK
-		// keeps it (holdLocked).
+		// keeps it (holdLocked), but for the READs.
 		r.dropHeldLocked(qp)
+	} else {
+		r.dropHeldReadsLocked()
 	}
 	r.flushAckLocked(qp, out)
 	r.sendAckLocked(qp, out, syn, psn)

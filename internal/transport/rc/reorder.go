@@ -24,8 +24,9 @@ import (
 // expected PSN and drops it and every one after until the requester's
 // go-back-N brings the missing one (rxe_resp.c check_psn:
 // RESPST_ERR_PSN_OUT_OF_SEQ, then RESPST_CLEANUP while sent_psn_nak).
-// softnic's responder holds them, NAK or not, and executes them in
-// order once the missing request has come: what an IBTA responder does
+// softnic's responder holds them, NAK or not (but for the READ requests
+// a NAK drops, dropHeldReadsLocked), and executes them in order once the
+// missing request has come: what an IBTA responder does
 // when the network delivers those requests after the missing one, which
 // a network that reorders (RoCE over paths that do not keep order,
 // netem's reorder) may do. The requester sees acknowledgements a

@@ -80,22 +80,24 @@ func (r *responder) holdLocked(qp *QP, p *wire.Packet, now time.Time) bool {
 	if i > 0 && r.held[i-1].pkt.PSN() == psn {
 		return true
 	}
-	if len(r.held) == maxHeldRequests || heldBytes.Add(int64(len(p.Raw))) > maxHeldRequestBytes {
-		if len(r.held) < maxHeldRequests {
-			heldBytes.Add(-int64(len(p.Raw)))
-		}
+	if len(r.held) == maxHeldRequests {
+		return false
+	}
+	n := int64(len(p.Raw))
+	if heldBytes.Add(n) > maxHeldRequestBytes {
+		heldBytes.Add(-n)
 		return false
 	}
 	h := heldRequest{buf: append([]byte(nil), p.Raw...)}
 	if wire.Parse(h.buf, &h.pkt) != nil {
-		heldBytes.Add(-int64(len(h.buf)))
+		heldBytes.Add(-n)
 		return false // parsed once already: cannot happen
 	}
 	r.held = append(r.held, heldRequest{})
 	copy(r.held[i+1:], r.held[i:])
 	r.held[i] = h
 	qp.cfg.Counters.HeldRequests.Add(1)
-	r.watchGapLocked(qp, now)
+	r.watchGapLocked(qp, now, len(r.held) == 1)
 	return true
 }
 
@@ -103,11 +105,15 @@ func (r *responder) holdLocked(qp *QP, p *wire.Packet, now time.Time) bool {
 // (the expected PSN reached them), until one is missing or a READ's reply
 // must be sent before the next request (Process), and drops those the
 // expected PSN passed. Those left behind a new gap get a new window;
-// none left stops the timer.
+// none left stops the timer. With none held (the common case, once a
+// packet in Process) it is a length check, inlined.
 func (r *responder) replayLocked(qp *QP, out transport.Output, now time.Time) {
-	if len(r.held) == 0 {
-		return
+	if len(r.held) != 0 {
+		r.replayHeldLocked(qp, out, now)
 	}
+}
+
+func (r *responder) replayHeldLocked(qp *QP, out transport.Output, now time.Time) {
 	for len(r.held) > 0 && !r.reading() && qp.state >= ibv.QPStateRTR && qp.state != ibv.QPStateErr {
 		h := r.held[0]
 		if h.pkt.PSN().After(r.psn) {
@@ -119,22 +125,20 @@ func (r *responder) replayLocked(qp *QP, out transport.Output, now time.Time) {
 			r.requestLocked(qp, &h.pkt, out, now)
 		}
 	}
-	r.watchGapLocked(qp, now)
+	r.watchGapLocked(qp, now, false)
 }
 
 // watchGapLocked opens a reorder window at now for the gap in front of
-// the held requests when it is a new one (the expected PSN moved since
-// the last window opened), unless that gap was NAKed already; with none
-// held it stops the timer.
-func (r *responder) watchGapLocked(qp *QP, now time.Time) {
+// the held requests when it is a new one (first: the first request held
+// since none was; else the expected PSN moved since the last window
+// opened), unless that gap was NAKed already; with none held it stops
+// the timer.
+func (r *responder) watchGapLocked(qp *QP, now time.Time, first bool) {
 	switch {
 	case len(r.held) == 0:
-		if r.gapOpen {
-			r.gapOpen = false
-			qp.stopReorderLocked()
-		}
-	case !r.gapOpen || r.gap != r.psn:
-		r.gap, r.gapOpen = r.psn, true
+		qp.stopReorderLocked()
+	case first || r.gap != r.psn:
+		r.gap = r.psn
 		if !r.sentNak {
 			qp.armReorderLocked(now)
 		}
@@ -175,27 +179,23 @@ func (r *responder) dropHeldLocked(qp *QP) {
 	for len(r.held) > 0 {
 		r.popHeld()
 	}
-	r.gapOpen = false
 	qp.stopReorderLocked()
 }
 
 // reorderTimerLocked NAKs the gap in front of the held requests once
 // reorderWindow has passed without it closing, as an out-of-sequence
-// request that could not be held is (errPSNOutOfSeq: once a gap, with
-// the expected PSN, C9-109); the requests stay held. Each was counted in
-// out_of_sequence as it came.
+// request that could not be held is (nakGapLocked); the requests stay
+// held. Each was counted in out_of_sequence as it came. With none held
+// it reads no atomic: a flag a timer left set is read when one is.
 func (r *responder) reorderTimerLocked(qp *QP, out transport.Output, now time.Time) {
-	if !qp.reorderFired.Swap(false) || len(r.held) == 0 {
+	if len(r.held) == 0 || !qp.reorderFired.Swap(false) {
 		return
 	}
 	if left := qp.reorderAt.Sub(now); left > 0 {
 		qp.resetReorderLocked(left)
 		return
 	}
-	if !r.sentNak {
-		r.sentNak = true
-		r.nakLocked(qp, out, wire.NakPSNSequence, r.psn)
-	}
+	r.nakGapLocked(qp, out)
 }
 
 // armReorderLocked opens a reorder window at now.

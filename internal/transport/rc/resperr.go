@@ -206,11 +206,8 @@ func (r *responder) errorLocked(qp *QP, out transport.Output, e respErr, p *wire
 			syn = wire.RNRNAK(qp.attr.MinRNRTimer)
 		}
 		if rule.atEPSN {
-			// Once per gap (rxe check_psn: sent_psn_nak).
-			if r.sentNak {
-				return
-			}
-			r.sentNak, psn = true, r.psn
+			r.nakGapLocked(qp, out)
+			return
 		}
 		r.nakLocked(qp, out, syn, psn)
 	case classJ:

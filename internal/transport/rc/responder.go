@@ -80,9 +80,8 @@ type responder struct {
 	// held are requests received beyond psn, in PSN order, waiting
 	// for the one missing (reorder.go).
 	held []heldRequest
-	// gap is the expected PSN the reorder window open (gapOpen) is for.
-	gap     wire.PSN
-	gapOpen bool
+	// gap is the expected PSN the last reorder window opened for.
+	gap wire.PSN
 
 	// XRC_RECV: the XRC SRQ the message in progress takes its receive,
 	// PD and CQ from, and its number (xrcTargetLocked).
@@ -528,6 +527,19 @@ func (r *responder) sendAtomicAckLocked(qp *QP, out transport.Output, psn wire.P
 	h.AtomicAckETH.Orig = orig
 	b, n := qp.startPacket(out, &h)
 	qp.finishPacket(out, b, n, 0)
+}
+
+// nakGapLocked NAKs the gap at the expected PSN with a PSN sequence error,
+// once a gap (C9-109; rxe check_psn: sent_psn_nak): an out-of-sequence
+// request that could not be held (errPSNOutOfSeq), or the reorder window
+// passing with the gap still open (reorderTimerLocked). The next request
+// at the expected PSN opens the way for the next gap's (checkLocked).
+func (r *responder) nakGapLocked(qp *QP, out transport.Output) {
+	if r.sentNak {
+		return
+	}
+	r.sentNak = true
+	r.nakLocked(qp, out, wire.NakPSNSequence, r.psn)
 }
 
 // nakLocked sends a NAK or RNR NAK now, after any pending ACK.

@@ -326,6 +326,12 @@ func (r *rawPeer) send(h wire.Headers, payload []byte) {
 	r.Send(h, payload)
 }
 
+// sendOnly sends a SEND ONLY asking for an ACK, with PSN psn and
+// payload.
+func (r *rawPeer) sendOnly(psn wire.PSN, payload []byte) {
+	r.send(wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCSendOnly, PSN: psn, AckReq: true}}, payload)
+}
+
 // run acts on what the transport asked for after a call (transport.Run):
 // the node makes a pass over every woken port, on the test's goroutine,
 // whether the engine would run it at once or on a processor.

@@ -152,3 +152,21 @@ func checkBytes(t testing.TB, what string, got, want []byte) {
 func u64(b []byte) uint64 { return binary.NativeEndian.Uint64(b) }
 
 func binaryPut(b []byte, v uint64) { binary.NativeEndian.PutUint64(b, v) }
+
+// writeSize and writeOff are the WRITE the loss and reorder tests send:
+// seven packets at path MTU 1024 (FIRST, MIDDLE×5, LAST) to writeOff in
+// the peer's buffer.
+const writeSize, writeOff = 6*1024 + 100, 5000
+
+// writeChecked posts that WRITE (wr_id 7) of a's buffer filled from seed,
+// waits for its successful completion and checks b's memory: the data at
+// writeOff, every other byte as it was.
+func writeChecked(t testing.TB, a, b *end, seed int) {
+	t.Helper()
+	fill(a.buf[:writeSize], seed)
+	want := append([]byte(nil), b.buf...)
+	copy(want[writeOff:], a.buf[:writeSize])
+	a.post(rdmaWR(a, b, 7, ibv.WRRDMAWrite, 0, writeOff, writeSize))
+	wantWC(t, a.waitWC(1)[0], 7, ibv.WCSuccess, ibv.WCRDMAWrite)
+	checkBytes(t, "responder memory", b.buf, want)
+}

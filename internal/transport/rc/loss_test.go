@@ -75,15 +75,8 @@ func TestRCLostWriteMiddle(t *testing.T) {
 		rec := n.Recorder()
 		n.Fabric().AddFilter(fabric.DropNth(3, ops(a, wire.RCWriteMiddle)))
 
-		const size, roff = 6*1024 + 100, 5000 // FIRST, MIDDLE×5, LAST
-		fill(a.buf[:size], 2)
-		before := append([]byte(nil), b.buf...)
-		a.post(rdmaWR(a, b, 7, ibv.WRRDMAWrite, 0, roff, size))
-		wantWC(t, a.waitWC(1)[0], 7, ibv.WCSuccess, ibv.WCRDMAWrite)
-
-		want := append([]byte(nil), before...)
-		copy(want[roff:], a.buf[:size])
-		checkBytes(t, "responder memory", b.buf, want)
+		const size, roff = writeSize, writeOff
+		writeChecked(t, a, b, 2)
 		reqs := rec.Match(from(a))
 		tt.CheckSeq(t, "requests", reqs,
 			"RDMA_WRITE_FIRST/0", "RDMA_WRITE_MIDDLE/1", "RDMA_WRITE_MIDDLE/2", "RDMA_WRITE_MIDDLE/3",

@@ -316,8 +316,7 @@ func TestRCNakSequenceOnce(t *testing.T) {
 			b.postRecv(recvWR(b, uint64(i), i*64, 64))
 		}
 		for _, psn := range []wire.PSN{102, 103, 105, 100, 104, 101} {
-			raw.send(wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCSendOnly, PSN: psn, AckReq: true}},
-				[]byte{byte(psn)})
+			raw.sendOnly(psn, []byte{byte(psn)})
 			n.Run(4 * rc.ReorderWindow)
 		}
 		tt.CheckSeq(t, "responses", rec.Match(from(b)),
@@ -351,15 +350,7 @@ func TestRCReorderedRequestNoNAK(t *testing.T) {
 		// The second WRITE MIDDLE waits until the next packet passed it.
 		n.Fabric().AddFilter(fabric.OnNth(2, ops(a, wire.RCWriteMiddle), fabric.Reorder))
 
-		const size, roff = 6*1024 + 100, 5000 // FIRST, MIDDLE×5, LAST
-		fill(a.buf[:size], 3)
-		before := append([]byte(nil), b.buf...)
-		a.post(rdmaWR(a, b, 7, ibv.WRRDMAWrite, 0, roff, size))
-		wantWC(t, a.waitWC(1)[0], 7, ibv.WCSuccess, ibv.WCRDMAWrite)
-
-		want := append([]byte(nil), before...)
-		copy(want[roff:], a.buf[:size])
-		checkBytes(t, "responder memory", b.buf, want)
+		writeChecked(t, a, b, 3)
 		tt.CheckSeq(t, "responses", rec.Match(from(b)), "ACKNOWLEDGE/6")
 		if got := a.ctr().Retransmits.Load(); got != 0 {
 			t.Errorf("go-back-N retries %d, want 0", got)
@@ -379,8 +370,7 @@ func TestRCRNRDropsHeldRequests(t *testing.T) {
 		b, raw := newRawPeer(t, n, opts{}, 100)
 		rec := n.Recorder()
 		send := func(psn wire.PSN) {
-			raw.send(wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCSendOnly, PSN: psn, AckReq: true}},
-				[]byte{byte(psn)})
+			raw.sendOnly(psn, []byte{byte(psn)})
 			n.Settle()
 		}
 		send(101)

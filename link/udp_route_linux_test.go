@@ -63,9 +63,11 @@ func TestUDPLinkResolveRoute(t *testing.T) {
 	})
 
 	resolve := func(l link.Link, dst string, d time.Duration) (link.Route, time.Duration, error) {
+		// The clock starts before the deadline is set: a resolve that
+		// ends at the deadline then measures at least d.
+		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), d)
 		defer cancel()
-		start := time.Now()
 		// Through the pcap recorder: a wrapper forwards the question.
 		rt, err := link.ResolveRoute(ctx, link.NewPcapLink(l, nil), netip.MustParseAddr(dst))
 		return rt, time.Since(start), err

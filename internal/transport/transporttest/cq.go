@@ -72,12 +72,19 @@ type Raw struct {
 // sport.
 func (n *Net) Raw(addr string, dst netip.Addr, sport uint16) *Raw {
 	n.t.Helper()
+	return AttachRaw(n.t, n.fabric, addr, dst, sport)
+}
+
+// AttachRaw attaches a raw endpoint to f at addr sending to dst from UDP
+// port sport: Net.Raw for a fabric the test runs itself (an engine's).
+func AttachRaw(t testing.TB, f *fabric.Fabric, addr string, dst netip.Addr, sport uint16) *Raw {
+	t.Helper()
 	a := netip.MustParseAddr(addr)
-	ep, err := n.fabric.Attach(a)
+	ep, err := f.Attach(a)
 	if err != nil {
-		n.t.Fatal(err)
+		t.Fatal(err)
 	}
-	return &Raw{t: n.t, ep: ep, Encap: wire.Encap{Src: a, Dst: dst, SrcPort: sport,
+	return &Raw{t: t, ep: ep, Encap: wire.Encap{Src: a, Dst: dst, SrcPort: sport,
 		DstPort: wire.UDPPort, HopLimit: transport.RouteHopLimit, FragOff: wire.IPv4DF}}
 }
 
@@ -95,5 +102,33 @@ func (r *Raw) Send(h wire.Headers, payload []byte) {
 	}
 	if _, err := r.ep.WriteBatch([]link.Datagram{{Encap: r.Encap, Buf: b[:n]}}); err != nil {
 		r.t.Fatal(err)
+	}
+}
+
+// Receive returns, parsed, the datagrams queued at the endpoint for it
+// (the responses a QP sent it), without waiting; one that does not parse
+// fails the test.
+func (r *Raw) Receive() []wire.Packet {
+	r.t.Helper()
+	var out []wire.Packet
+	msgs := make([]link.Datagram, 64)
+	for {
+		for i := range msgs {
+			msgs[i].Buf = make([]byte, 0, link.MaxDatagram)
+		}
+		n, err := r.ep.TryReadBatch(msgs)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		for _, m := range msgs[:n] {
+			var p wire.Packet
+			if err := wire.Parse(m.Buf, &p); err != nil {
+				r.t.Fatalf("a datagram to the raw endpoint: %v", err)
+			}
+			out = append(out, p)
+		}
+		if n < len(msgs) {
+			return out
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -296,6 +297,15 @@ func TestDurationRunPeerDiesAtTheEnd(t *testing.T) {
 	}
 	if !strings.Contains(cliErr.String(), "out-of-band exchange") {
 		t.Errorf("the client did not meet the EOF first (the verdict came during the run):\n%s", cliErr.String())
+	}
+	// Each side shows its QP's state after the failure: the client's in
+	// ERR (its retries spent), the server's still in RTR (perftest moves
+	// a passive WRITE server's QP no further, ctx_connect).
+	if !regexp.MustCompile(`(?m)^ QP 0x[0-9a-f]{4}: state ERR, sq_psn 0x[0-9a-f]{6}, rq_psn 0x[0-9a-f]{6}$`).MatchString(cliErr.String()) {
+		t.Errorf("the client did not show its QP in ERR:\n%s", cliErr.String())
+	}
+	if !regexp.MustCompile(`(?m)^ QP 0x[0-9a-f]{4}: state RTR, `).MatchString(srvErr.String()) {
+		t.Errorf("the server did not show its QP in RTR:\n%s", srvErr.String())
 	}
 	// The verdict: 8 local ACK timeouts after the silence began, 2 s
 	// into the run.

@@ -3,6 +3,7 @@ package perftest
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"time"
 	"unsafe"
@@ -431,5 +432,24 @@ func (r *res) advanceRecv(x *rwqe, n uint64, size int) {
 	x.sge[0].Addr += uint64(step)
 	if (n+1)%uint64(r.cycle/step) == 0 {
 		x.sge[0].Addr = x.base
+	}
+}
+
+// maxQPStates is how many QPs printQPStates shows.
+const maxQPStates = 4
+
+// printQPStates shows, after a failed run, the state of the first QPs
+// and where their PSNs stand, as rdma-core's "rdma resource show qp"
+// shows a kernel QP's (state, sq-psn, rq-psn): a run that stopped with
+// its QP in RTS and its peer still sending is told from one whose QP
+// went to ERR.
+func (r *res) printQPStates(w io.Writer) {
+	for i, qp := range r.qps {
+		if i == maxQPStates {
+			fmt.Fprintf(w, " ... and %d more QPs\n", len(r.qps)-i)
+			return
+		}
+		a, _ := qp.Query()
+		fmt.Fprintf(w, " QP 0x%04x: state %v, sq_psn 0x%06x, rq_psn 0x%06x\n", qp.QPN(), a.State, a.SQPSN, a.RQPSN)
 	}
 }

@@ -87,6 +87,9 @@ func Run(ctx context.Context, cfg Config, env Env) (*Result, error) {
 			}
 		}
 	}
+	if err != nil && s.res != nil {
+		s.res.printQPStates(env.Err)
+	}
 	s.cmDisconnect()
 	if s.res != nil {
 		s.res.close()
@@ -221,6 +224,12 @@ func (s *session) run(ctx context.Context) error {
 		OutReads: outReads, Inline: s.res.inline}))
 	stopProgress := s.startProgress()
 	defer stopProgress()
+	return s.test(ctx)
+}
+
+// test runs the test cfg names.
+func (s *session) test(ctx context.Context) error {
+	cfg := s.cfg
 	switch {
 	case cfg.Test == BW && cfg.Verb == Send:
 		return s.sendBW(ctx)

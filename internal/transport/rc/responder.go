@@ -544,14 +544,10 @@ func (r *responder) nakGapLocked(qp *QP, out transport.Output) {
 
 // nakLocked sends a NAK or RNR NAK now, after any pending ACK.
 func (r *responder) nakLocked(qp *QP, out transport.Output, syn wire.Syndrome, psn wire.PSN) {
-	if syn != wire.NakPSNSequence {
-		// The requester goes back to psn, or the QP to ERR: what was
-		// held is sent again or never executed. A PSN sequence NAK
-		// keeps it (holdLocked), but for the READs.
-		r.dropHeldLocked(qp)
-	} else {
-		r.dropHeldReadsLocked()
-	}
+	// The requester goes back to psn, or the QP to ERR: what was held
+	// is sent again or never executed (reorder.go: why a PSN sequence
+	// NAK drops it too).
+	r.dropHeldLocked(qp)
 	r.flushAckLocked(qp, out)
 	r.sendAckLocked(qp, out, syn, psn)
 }

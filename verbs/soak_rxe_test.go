@@ -90,13 +90,14 @@ func TestSoakRxeWriter(t *testing.T) {
 			w.Tick(now)
 			if now.Sub(progress) > 2*time.Second {
 				attr, _ := qp.Query()
-				t.Fatalf("no progress for 2 s at PSN %d of %d (requester at %d, %d retries): responder %v, rq_psn %d; counters %+v",
-					w.Acked(), w.Total(), w.Next(), w.Retries, attr.State, wire.PSN(attr.RQPSN).Diff(psn0), d.dev.Counters())
+				t.Fatalf("no progress for 2 s at WRITE %d of %d (requester at PSN %d, %d retries): responder %v, rq_psn %d; counters %+v",
+					w.Acked(), writes, w.Next(), w.Retries, attr.State, wire.PSN(attr.RQPSN).Diff(psn0), d.dev.Counters())
 			}
 		}
 		if !bytes.Equal(buf, w.Data) {
 			t.Fatal("the WRITEs' data differ from what was sent")
 		}
-		t.Logf("%d packets for %d, %d retransmit timeouts, %v", d.dev.Counters().RcvdPkts, w.Total(), w.Retries, time.Since(start))
+		t.Logf("%d packets for %d, %d retries (%d timeouts), %d WQEs sent again from past their end, %v",
+			d.dev.Counters().RcvdPkts, w.Total(), w.Retries, w.Timeouts, w.Renumbered, time.Since(start))
 	})
 }

@@ -447,3 +447,31 @@ func TestRCSequenceNAKDropsHeld(t *testing.T) {
 		}
 	})
 }
+
+// The request that closes a NAKed gap is acknowledged even when it does
+// not ask (a WRITE MIDDLE): an rxe requester starts no retry on the next
+// NAK until an ACK came after the last (rxe_comp.c started_retry), and
+// would otherwise wait for its timer. A request that asks nothing is
+// not acknowledged otherwise (acceptLocked).
+func TestRCGapClosingRequestAcked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := tt.NewNet(t, 1)
+		b, raw := newRawPeer(t, n, opts{}, 100)
+		rec := n.Recorder()
+		const mtu = 1024
+		first := wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCWriteFirst, PSN: 100},
+			RETH: wire.RETHFields{VA: b.mr.Addr(), RKey: b.mr.RKey(), DMALen: 4 * mtu}}
+		middle := func(psn wire.PSN) wire.Headers {
+			return wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCWriteMiddle, PSN: psn}}
+		}
+		raw.send(first, make([]byte, mtu))
+		raw.send(middle(102), make([]byte, mtu)) // 101 is missing
+		n.Run(4 * rc.ReorderWindow)
+		raw.send(middle(101), make([]byte, mtu)) // the go-back-N
+		n.Run(time.Millisecond)
+		raw.send(middle(102), make([]byte, mtu)) // asks nothing, closes no gap
+		n.Run(time.Millisecond)
+		tt.CheckSeq(t, "responses", rec.Match(from(b)), "ACKNOWLEDGE/101 NAK_PSN_SEQ_ERR", "ACKNOWLEDGE/101")
+		wantState(t, "responder", b, ibv.QPStateRTS)
+	})
+}

@@ -9,14 +9,34 @@ import (
 
 // RxeWriter is a model of rxe's RC requester and completer sending RDMA
 // WRITEs, as ib_write_bw over rxe runs them against softnic's responder
-// in the interop bed: what rxe_req.c and rxe_comp.c do with the
-// responder's ACKs and NAKs, not how fast. It keeps at most
-// RxeMaxUnacked PSNs unacknowledged (RXE_MAX_UNACKED_PSNS), asks for an
-// ACK on each WRITE's last packet, goes back to a PSN sequence NAK's PSN
-// unless a retry is under way already (comp.started_retry, cleared by an
-// ACK that moves it on), and when its retransmit timer expires without
-// progress goes back to its oldest unacknowledged PSN — for ever, as a
-// retry count of 7 means to rxe (rxe_comp.c COMPST_ERROR_RETRY).
+// in the interop bed: what rxe_req.c and rxe_comp.c (Linux 6.1) do with
+// the responder's ACKs and NAKs, WQE by WQE, not how fast.
+//
+// The requester (rxe_requester) sends its WQEs' packets in order while
+// its next PSN is at most RxeMaxUnacked past the oldest unacknowledged
+// one (RXE_MAX_UNACKED_PSNS), numbering a WQE's packets from the PSN its
+// first one goes out with (update_wqe_psn), and asks for an ACK on each
+// WQE's last packet and after RxeMaxPktPerAck without one. A WQE is
+// processing while it is sent, pending once its last packet went.
+//
+// The completer (rxe_completer) takes each response against the oldest
+// WQE not complete: an ACK past its last PSN completes it if it is
+// pending and is ignored if not (check_psn); an ACK within it, or of its
+// last PSN while it is still being sent again, moves the oldest
+// unacknowledged PSN to the one after (COMPST_UPDATE_COMP); a PSN
+// sequence NAK moves it to the NAK's PSN and starts a retry unless one
+// is under way (comp.started_retry, cleared by an ACK). The retransmit
+// timer expires RetransmitTimeout after the last response while
+// something is unacknowledged, and starts a retry for ever (a retry
+// count of 7 is infinite to rxe).
+//
+// A retry (req_retry) sends again from the oldest unacknowledged PSN,
+// from the oldest WQE not complete: it skips as many of that WQE's
+// packets as that PSN is past the WQE's first one (retry_first_write_send)
+// — all of them and one more when the completer moved that PSN past the
+// WQE's end while the WQE was being sent again; the WQE then goes out
+// as a zero-length WRITE ONLY, and every later request one PSN further
+// on than the first time.
 //
 // It sends through Send, which fills in the BTH's destination QP and
 // P_Key; the caller hands it each response (Answer) and the time (Tick).
@@ -29,102 +49,284 @@ type RxeWriter struct {
 	Data    []byte        // what the WRITEs carry, Size each
 	Timeout time.Duration // the retransmit timer's (timeout 14: 67 ms)
 
-	comp    int // the oldest PSN not acknowledged, from PSN
-	req     int // the next PSN to send, from PSN
-	retry   bool
-	started time.Time // the retransmit timer's
-	// Retries counts the retransmit timer's expiries.
-	Retries int
+	wqes []rxeWQE
+	cons int // the oldest WQE not complete
+
+	// The requester's state (qp->req).
+	reqIdx    int      // the WQE it sends
+	reqPSN    wire.PSN // the next PSN
+	reqOpcode wire.Opcode
+	reqNone   bool // reqOpcode is -1: no packet of a message sent
+	noAck     int
+	needRetry bool
+
+	// The completer's (qp->comp).
+	compPSN      wire.PSN
+	startedRetry bool
+	lastHeard    time.Time // the retransmit timer runs from here
+	started      bool
+
+	// Retries counts the retries started (NAK or timeout); Timeouts
+	// the retransmit timer's expiries; Renumbered the WQEs sent again
+	// from past their end (a zero-length WRITE ONLY).
+	Retries, Timeouts, Renumbered int
 }
+
+// rxeWQE is a send WQE (struct rxe_send_wqe) of one WRITE.
+type rxeWQE struct {
+	state           rxeWQEState
+	firstPSN, last  wire.PSN
+	resid           int    // bytes not sent yet (dma.resid)
+	iova            uint64 // where the next packet writes
+	va              uint64 // the WRITE's remote address
+	off             int    // the WRITE's offset in Data
+}
+
+type rxeWQEState int
+
+const (
+	wqePosted rxeWQEState = iota
+	wqeProcessing
+	wqePending
+	wqeDone // completed (the consumer index passed it)
+)
 
 const (
 	// RxeMaxUnacked is rxe's window: RXE_MAX_UNACKED_PSNS.
 	RxeMaxUnacked = 128
+	// RxeMaxPktPerAck is RXE_MAX_PKT_PER_ACK.
+	RxeMaxPktPerAck = 64
 	// RxeMTU is the path MTU RxeWriter's packets fill.
 	RxeMTU = 1024
 )
 
-func (w *RxeWriter) perWQE() int { return w.Size / RxeMTU }
+func (w *RxeWriter) init() {
+	if w.wqes != nil {
+		return
+	}
+	n := len(w.Data) / w.Size
+	w.wqes = make([]rxeWQE, n)
+	for i := range w.wqes {
+		va := w.VA + uint64(i*w.Size)
+		w.wqes[i] = rxeWQE{resid: w.Size, iova: va, va: va, off: i * w.Size}
+	}
+	w.reqPSN, w.compPSN, w.reqNone = w.PSN, w.PSN, true
+}
 
-// Total is the packets of every WRITE.
+// Total is the packets of every WRITE, numbered as first sent.
 func (w *RxeWriter) Total() int { return len(w.Data) / RxeMTU }
 
-// Acked is the packets acknowledged, from the first.
-func (w *RxeWriter) Acked() int { return w.comp }
+// Acked is how many WQEs completed.
+func (w *RxeWriter) Acked() int { return w.cons }
 
-// Next is the offset of the next packet the requester sends.
-func (w *RxeWriter) Next() int { return w.req }
+// Next is the next PSN the requester sends, from PSN.
+func (w *RxeWriter) Next() int { return int(w.reqPSN.Diff(w.PSN)) }
 
-// Done reports whether every packet was acknowledged.
-func (w *RxeWriter) Done() bool { return w.comp >= w.Total() }
+// Done reports whether every WQE completed.
+func (w *RxeWriter) Done() bool { w.init(); return w.cons == len(w.wqes) }
 
 // Start starts the retransmit timer at now.
-func (w *RxeWriter) Start(now time.Time) { w.started = now }
+func (w *RxeWriter) Start(now time.Time) { w.init(); w.lastHeard, w.started = now, true }
 
-// Pump sends what the window allows.
+// Pump sends what the window allows (rxe_requester until it exits).
 func (w *RxeWriter) Pump() {
-	for w.req < w.Total() && w.req < w.comp+RxeMaxUnacked {
-		w.send(w.req)
-		w.req++
+	w.init()
+	for {
+		if w.needRetry {
+			w.retry()
+			w.needRetry = false
+		}
+		if w.reqIdx == len(w.wqes) || w.reqPSN.Compare(w.compPSN.Add(RxeMaxUnacked)) > 0 {
+			return
+		}
+		w.sendOne()
 	}
 }
 
-// send sends packet i (PSN PSN+i).
-func (w *RxeWriter) send(i int) {
-	per := w.perWQE()
-	j := i % per
-	h := wire.Headers{BTH: wire.BTHFields{PSN: w.PSN.Add(uint32(i))}}
-	switch {
-	case per == 1:
-		h.BTH.Opcode = wire.RCWriteOnly
-	case j == 0:
-		h.BTH.Opcode = wire.RCWriteFirst
-	case j == per-1:
-		h.BTH.Opcode = wire.RCWriteLast
-	default:
-		h.BTH.Opcode = wire.RCWriteMiddle
+// nextOpcode is next_opcode_rc for a WRITE: fits when what is left goes
+// in one packet.
+func (w *RxeWriter) nextOpcode(q *rxeWQE) wire.Opcode {
+	fits := q.resid <= RxeMTU
+	if !w.reqNone && (w.reqOpcode == wire.RCWriteFirst || w.reqOpcode == wire.RCWriteMiddle) {
+		if fits {
+			return wire.RCWriteLast
+		}
+		return wire.RCWriteMiddle
 	}
-	if j == 0 {
-		wqe := i / per
-		h.RETH = wire.RETHFields{VA: w.VA + uint64(wqe*w.Size), RKey: w.RKey, DMALen: uint32(w.Size)}
+	if fits {
+		return wire.RCWriteOnly
 	}
-	h.BTH.AckReq = j == per-1
-	w.Send(h, w.Data[i*RxeMTU:(i+1)*RxeMTU])
+	return wire.RCWriteFirst
 }
 
-// Answer takes one response at now: an ACK acknowledges every PSN up to
-// its own, a PSN sequence NAK every one before its own and starts a
-// go-back-N. Anything else is an error (a WRITE to a valid MR has no
-// other answer).
+// sendOne sends the next packet of the WQE the requester is at
+// (rxe_requester: init_req_packet, finish_packet, update_wqe_state,
+// update_wqe_psn, update_state).
+func (w *RxeWriter) sendOne() {
+	q := &w.wqes[w.reqIdx]
+	op := w.nextOpcode(q)
+	info := op.Info()
+	payload := min(q.resid, RxeMTU)
+	h := wire.Headers{BTH: wire.BTHFields{Opcode: op, PSN: w.reqPSN}}
+	if info.Mask&wire.MaskStart != 0 {
+		h.RETH = wire.RETHFields{VA: q.iova, RKey: w.RKey, DMALen: uint32(q.resid)}
+	}
+	end := info.Mask&wire.MaskEnd != 0
+	w.noAck++
+	h.BTH.AckReq = end || w.noAck > RxeMaxPktPerAck
+	if h.BTH.AckReq {
+		w.noAck = 0
+	}
+	start := q.off + (w.Size - q.resid)
+	w.Send(h, w.Data[start:start+payload])
+	// update_wqe_psn: the packets left, this one included.
+	if info.Mask&wire.MaskStart != 0 {
+		num := max((q.resid+RxeMTU-1)/RxeMTU, 1)
+		q.firstPSN, q.last = w.reqPSN, w.reqPSN.Add(uint32(num-1))
+	}
+	w.reqPSN = w.reqPSN.Next()
+	q.resid -= payload
+	q.iova += uint64(payload)
+	if end {
+		q.state = wqePending
+	} else {
+		q.state = wqeProcessing
+	}
+	w.reqOpcode, w.reqNone = op, false
+	if end {
+		w.reqIdx++
+	}
+}
+
+// retry is req_retry: back to the oldest unacknowledged PSN, from the
+// oldest WQE not complete.
+func (w *RxeWriter) retry() {
+	w.Retries++
+	w.reqIdx, w.reqPSN, w.reqNone = w.cons, w.compPSN, true
+	for i := w.cons; i < len(w.wqes); i++ {
+		q := &w.wqes[i]
+		if q.state == wqePosted {
+			break
+		}
+		q.iova, q.resid = q.va, w.Size
+		if i == w.cons {
+			// retry_first_write_send: npsn packets skipped, past the
+			// WQE's end if the oldest unacknowledged PSN is.
+			npsn := int(uint32(w.compPSN-q.firstPSN) & wire.PSNMask)
+			if npsn >= w.Size/RxeMTU {
+				w.Renumbered++
+			}
+			for range npsn {
+				toSend := min(q.resid, RxeMTU)
+				w.reqOpcode, w.reqNone = w.nextOpcode(q), false
+				q.resid -= toSend
+				q.iova += RxeMTU
+			}
+		}
+		q.state = wqePosted
+	}
+}
+
+// Answer takes one response at now (rxe_completer). A NAK other than a
+// PSN sequence error is an error: a WRITE to a valid MR has no other.
 func (w *RxeWriter) Answer(p *wire.Packet, now time.Time) error {
+	w.init()
 	if p.Opcode != wire.RCAck {
 		return fmt.Errorf("the responder sent %v", p.Opcode)
 	}
-	off := int(p.PSN().Diff(w.PSN))
-	switch syn := p.AETH().Syndrome(); {
-	case syn.IsACK():
-		if off >= w.comp {
-			w.comp, w.retry, w.started = off+1, false, now
-			w.req = max(w.req, w.comp)
+	w.lastHeard = now // COMPST_EXIT's mod_timer
+	psn, syn := p.PSN(), p.AETH().Syndrome()
+	if !syn.IsACK() && syn != wire.NakPSNSequence {
+		return fmt.Errorf("the responder sent %v/%d with %v", p.Opcode, psn.Diff(w.PSN), syn)
+	}
+	for w.cons < len(w.wqes) {
+		q := &w.wqes[w.cons]
+		if q.state == wqePosted { // get_wqe: not started
+			return nil
 		}
-	case syn == wire.NakPSNSequence:
-		if off > w.comp {
-			w.comp, w.started = off, now
+		// check_psn
+		if psn.After(q.last) {
+			if q.state != wqePending {
+				return nil
+			}
+			// COMPST_COMP_WQE: complete_wqe, then the next WQE.
+			w.startedRetry = false
+			if !q.last.Before(w.compPSN) {
+				w.compPSN = q.last.Next()
+			}
+			w.complete()
+			continue
 		}
-		if !w.retry {
-			w.req, w.retry = w.comp, true
+		if psn.Before(w.compPSN) {
+			if psn == q.last { // COMPST_COMP_ACK
+				w.complete()
+			}
+			return nil
 		}
-	default:
-		return fmt.Errorf("the responder sent %v/%d with %v", p.Opcode, off, syn)
+		// COMPST_CHECK_ACK
+		if syn == wire.NakPSNSequence {
+			if psn.After(w.compPSN) {
+				w.compPSN = psn
+			}
+			w.errorRetry(false)
+			return nil
+		}
+		w.startedRetry = false
+		if q.state == wqePending && q.last == psn { // COMPST_WRITE_SEND -> COMP_ACK
+			w.complete()
+		}
+		if !psn.Before(w.compPSN) { // COMPST_UPDATE_COMP
+			w.compPSN = psn.Next()
+		}
+		return nil
 	}
 	return nil
 }
 
-// Tick goes back to the oldest PSN not acknowledged when the retransmit
-// timer expired at now.
-func (w *RxeWriter) Tick(now time.Time) {
-	if now.Sub(w.started) >= w.Timeout {
-		w.req, w.started = w.comp, now
-		w.Retries++
+func (w *RxeWriter) complete() {
+	w.wqes[w.cons].state = wqeDone
+	w.cons++
+	if w.reqIdx < w.cons {
+		// The completer took the WQE the requester is sending again
+		// (an ACK of its last PSN while it is not pending, check_psn's
+		// COMPST_COMP_ACK). rxe's requester would go on in its slot,
+		// which perftest fills with its next WQE at once; the model
+		// goes on with the oldest WQE left instead, numbered on.
+		w.reqIdx, w.reqNone = w.cons, true
 	}
+}
+
+// errorRetry is COMPST_ERROR_RETRY: a retry, unless one is under way
+// and this is no timeout.
+func (w *RxeWriter) errorRetry(timeout bool) {
+	if w.cons == len(w.wqes) || w.wqes[w.cons].state == wqePosted {
+		return
+	}
+	if w.startedRetry && !timeout {
+		return
+	}
+	w.startedRetry, w.needRetry = true, true
+}
+
+// Tick runs the retransmit timer at now.
+func (w *RxeWriter) Tick(now time.Time) {
+	w.init()
+	if !w.started || !w.reqPSN.After(w.compPSN) || now.Sub(w.lastHeard) < w.Timeout {
+		return
+	}
+	w.Timeouts++
+	w.lastHeard = now
+	w.errorRetry(true)
+}
+
+// String describes the model's state, for a failing test.
+func (w *RxeWriter) String() string {
+	s := fmt.Sprintf("comp_psn %d, req_psn %d, req WQE %d, started_retry %v, need_retry %v",
+		w.compPSN.Diff(w.PSN), w.reqPSN.Diff(w.PSN), w.reqIdx, w.startedRetry, w.needRetry)
+	if w.cons < len(w.wqes) {
+		q := &w.wqes[w.cons]
+		s += fmt.Sprintf("; oldest WQE %d: state %d, PSNs %d-%d, %d bytes left", w.cons, q.state,
+			q.firstPSN.Diff(w.PSN), q.last.Diff(w.PSN), q.resid)
+	}
+	return s
 }

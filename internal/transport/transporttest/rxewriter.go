@@ -74,12 +74,12 @@ type RxeWriter struct {
 
 // rxeWQE is a send WQE (struct rxe_send_wqe) of one WRITE.
 type rxeWQE struct {
-	state           rxeWQEState
-	firstPSN, last  wire.PSN
-	resid           int    // bytes not sent yet (dma.resid)
-	iova            uint64 // where the next packet writes
-	va              uint64 // the WRITE's remote address
-	off             int    // the WRITE's offset in Data
+	state          rxeWQEState
+	firstPSN, last wire.PSN
+	resid          int    // bytes not sent yet (dma.resid)
+	iova           uint64 // where the next packet writes
+	va             uint64 // the WRITE's remote address
+	off            int    // the WRITE's offset in Data
 }
 
 type rxeWQEState int

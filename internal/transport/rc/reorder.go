@@ -23,41 +23,28 @@ import (
 // Deliberately unlike rxe, which NAKs the first request beyond the
 // expected PSN and drops it and every one after until the requester's
 // go-back-N brings the missing one (rxe_resp.c check_psn:
-// RESPST_ERR_PSN_OUT_OF_SEQ, then RESPST_CLEANUP while sent_psn_nak),
-// softnic's responder holds them for the window and executes them in
-// order if the missing request comes within it: what an IBTA responder
-// does when the network delivers those requests after the missing one,
-// which a network that reorders (RoCE over paths that do not keep
-// order, the fabric's and netem's reorder) may do. A request overtaken
-// by the next one then costs no go-back-N at all, where it cost one as
-// a loss does (docs/performance.md, "rc.reorderWindow").
-//
-// Once the NAK goes out, the responder is rxe's again: the NAK drops
-// what is held, and nothing beyond the expected PSN is held until the
-// missing request comes (C9-109's one NAK a gap, sentNak). Holding on
-// past the NAK and executing what was held when the go-back-N brings
-// the missing request was tried (e615877) and taken back: the ACK past
-// the held requests reaches an rxe requester in the middle of sending
-// its oldest WQE again, and its completer, which takes an ACK of that
-// WQE's last PSN as the oldest unacknowledged PSN while the WQE is not
-// complete (rxe_comp.c check_psn, COMPST_UPDATE_COMP), then goes back
-// past the WQE's end at its next retry (rxe_req.c req_retry: npsn
-// beyond the WQE) and sends a zero-length WRITE ONLY there and every
-// later request one PSN further than before. What the responder held
-// under the old numbering was then wrong, in place and opcode: 2 of 60
-// write_bw runs against rxe at netem's 3 % loss, 5 % reordering ended
-// with an invalid request NAK (a capture shows the zero-length ONLY).
-// Only a requester's go-back-N renumbers, and none happens before the
-// NAK, so what the window holds is always the numbering the missing
-// request belongs to.
+// RESPST_ERR_PSN_OUT_OF_SEQ, then RESPST_CLEANUP while sent_psn_nak).
+// softnic's responder holds them, NAK or not (but for the READ requests
+// a NAK drops, dropHeldReadsLocked), and executes them in order once the
+// missing request has come: what an IBTA responder does
+// when the network delivers those requests after the missing one, which
+// a network that reorders (RoCE over paths that do not keep order,
+// netem's reorder) may do. The requester sees acknowledgements a
+// responder could have sent: the gap NAKed once, then an ACK past the
+// requests held, which moves its go-back-N on (requester.catchUp); the
+// copies it sent again meanwhile are duplicates, answered as such
+// (duplicateLocked). A request overtaken by the next one then costs no
+// go-back-N at all, where it cost one as a loss does, and a lost one
+// costs only what the requester sent again before the ACK past the held
+// requests reached it (docs/performance.md, "rc.reorderWindow").
 //
 // The window delays the NAK of a real loss by its length, so it is
 // short: on the fabric, where a request is overtaken by the next one
 // only, 1 ns to 50 µs gave the same ratios, the longer windows longer
 // transfers. A request overtaken by many, or by much (netem's reorder
-// sends some packets ahead of those delayed 200 µs), comes after the
-// NAK and costs the go-back-N a loss costs. The requester's early retry
-// (QP.armProbeLocked) bounds the delay from its side.
+// sends some packets ahead of those delayed), comes after the NAK; it is
+// still held, and executed when the gap closes. The requester's early
+// retry (QP.armProbeLocked) bounds the delay from its side.
 const reorderWindow = 25 * time.Microsecond
 
 const (
@@ -76,15 +63,14 @@ type heldRequest struct {
 }
 
 // holdLocked keeps request p, received at now beyond the expected PSN,
-// for its turn, and reports whether it did: not while the gap's NAK is
-// out (sentNak), not one further than maxHeldRequests from the expected
-// PSN, nor beyond maxHeldRequests held or maxHeldRequestBytes. A
-// request held already is dropped (a duplicate of it; counted only as
-// out of sequence, as rxe counts it). The first one held opens the
-// reorder window (watchGapLocked).
+// for its turn, and reports whether it did: not one further than
+// maxHeldRequests from the expected PSN, nor beyond maxHeldRequests held
+// or maxHeldRequestBytes. A request held already is dropped (a
+// duplicate of it; counted only as out of sequence, as rxe counts it).
+// The first one held opens the reorder window (watchGapLocked).
 func (r *responder) holdLocked(qp *QP, p *wire.Packet, now time.Time) bool {
 	psn := p.PSN()
-	if r.sentNak || psn.Diff(r.psn) > maxHeldRequests {
+	if psn.Diff(r.psn) > maxHeldRequests {
 		return false
 	}
 	i := len(r.held)
@@ -145,16 +131,36 @@ func (r *responder) replayHeldLocked(qp *QP, out transport.Output, now time.Time
 // watchGapLocked opens a reorder window at now for the gap in front of
 // the held requests when it is a new one (first: the first request held
 // since none was; else the expected PSN moved since the last window
-// opened); with none held it stops the timer. No gap with requests held
-// was NAKed (the NAK drops them, and holdLocked holds none after it).
+// opened), unless that gap was NAKed already; with none held it stops
+// the timer.
 func (r *responder) watchGapLocked(qp *QP, now time.Time, first bool) {
 	switch {
 	case len(r.held) == 0:
 		qp.stopReorderLocked()
 	case first || r.gap != r.psn:
 		r.gap = r.psn
-		qp.armReorderLocked(now)
+		if !r.sentNak {
+			qp.armReorderLocked(now)
+		}
 	}
+}
+
+// dropHeldReadsLocked drops the held READ requests when the gap in front
+// of them is NAKed: the requester's go-back-N asks each again, and a READ
+// executed now would be answered twice, now and for the copy as a
+// duplicate (duplicateLocked replays it, as it must for a response lost).
+// The replay stops at each READ dropped until its copy comes.
+func (r *responder) dropHeldReadsLocked() {
+	kept := r.held[:0]
+	for _, h := range r.held {
+		if h.pkt.Is(wire.MaskRead) {
+			heldBytes.Add(-int64(len(h.buf)))
+			continue
+		}
+		kept = append(kept, h)
+	}
+	clear(r.held[len(kept):])
+	r.held = kept
 }
 
 // popHeld drops the first held request.
@@ -167,8 +173,8 @@ func (r *responder) popHeld() {
 	}
 }
 
-// dropHeldLocked drops every held request (a NAK went out, or the QP
-// went to ERR).
+// dropHeldLocked drops every held request (a NAK that is not a PSN
+// sequence error went out, or the QP went to ERR).
 func (r *responder) dropHeldLocked(qp *QP) {
 	for len(r.held) > 0 {
 		r.popHeld()
@@ -178,9 +184,8 @@ func (r *responder) dropHeldLocked(qp *QP) {
 
 // reorderTimerLocked NAKs the gap in front of the held requests once
 // reorderWindow has passed without it closing, as an out-of-sequence
-// request that could not be held is (nakGapLocked), which drops them:
-// the requester sends them again. Each was counted in out_of_sequence
-// as it came. With none held
+// request that could not be held is (nakGapLocked); the requests stay
+// held. Each was counted in out_of_sequence as it came. With none held
 // it reads no atomic: a flag a timer left set is read when one is.
 func (r *responder) reorderTimerLocked(qp *QP, out transport.Output, now time.Time) {
 	if len(r.held) == 0 || !qp.reorderFired.Swap(false) {

@@ -76,9 +76,6 @@ type responder struct {
 
 	ackPending bool
 	ackPSN     wire.PSN
-	// ackGap: the request at the expected PSN closed a gap that was
-	// NAKed; it is acknowledged whether it asks or not (acceptLocked).
-	ackGap bool
 
 	// held are requests received beyond psn, in PSN order, waiting
 	// for the one missing (reorder.go).
@@ -168,7 +165,7 @@ func (r *responder) checkLocked(qp *QP, p *wire.Packet, out transport.Output, no
 		r.duplicateLocked(qp, p, out)
 		return respOK
 	}
-	r.ackGap, r.sentNak = r.sentNak, false
+	r.sentNak = false
 
 	// CHK_OP_SEQ: MIDDLE/LAST continue an open message of the same kind;
 	// FIRST/ONLY may not interrupt one (C9-92; rxe check_op_seq).
@@ -481,24 +478,13 @@ func (r *responder) newResource() *resource {
 
 // acceptLocked finishes an executed SEND or WRITE packet: the expected
 // PSN moves on, MSN counts completed messages, and an AckReq packet is
-// acknowledged (coalesced with later ones of the same pass), as is the
-// one that closed a NAKed gap. That ACK is softnic's, not rxe's (its
-// responder acknowledges only what asks, rxe_resp.c acknowledge): an
-// rxe requester starts no retry on a NAK until an ACK came after the
-// last one (rxe_comp.c comp.started_retry, cleared by
-// reset_retry_counters), so after its go-back-N only a timeout (67 ms
-// at timeout 14) answered the next gap while the ACK waited for the
-// WQE's last packet. It acknowledges a PSN the requester has just sent
-// again, never a WQE's last one (that one asks): nothing an rxe
-// completer can take past the WQE it is sending again (reorder.go).
+// acknowledged (coalesced with later ones of the same pass).
 func (r *responder) acceptLocked(qp *QP, p *wire.Packet, out transport.Output) {
 	if p.Is(wire.MaskEnd) {
 		r.msn++
 	}
 	r.psn = p.PSN().Next()
-	gap := r.ackGap
-	r.ackGap = false
-	if !qp.isRC() || !p.AckReq() && !gap {
+	if !qp.isRC() || !p.AckReq() {
 		return
 	}
 	r.deferAckLocked(qp, p.PSN())
@@ -558,10 +544,14 @@ func (r *responder) nakGapLocked(qp *QP, out transport.Output) {
 
 // nakLocked sends a NAK or RNR NAK now, after any pending ACK.
 func (r *responder) nakLocked(qp *QP, out transport.Output, syn wire.Syndrome, psn wire.PSN) {
-	// The requester goes back to psn, or the QP to ERR: what was held
-	// is sent again or never executed (reorder.go: why a PSN sequence
-	// NAK drops it too).
-	r.dropHeldLocked(qp)
+	if syn != wire.NakPSNSequence {
+		// The requester goes back to psn, or the QP to ERR: what was
+		// held is sent again or never executed. A PSN sequence NAK
+		// keeps it (holdLocked), but for the READs.
+		r.dropHeldLocked(qp)
+	} else {
+		r.dropHeldReadsLocked()
+	}
 	r.flushAckLocked(qp, out)
 	r.sendAckLocked(qp, out, syn, psn)
 }

@@ -267,8 +267,8 @@ func (m *ifaceWatch) parse(b []byte) {
 		if int(ifi.Index) != m.index {
 			continue
 		}
-		attrs, err := syscall.ParseNetlinkRouteAttr(msg)
-		if err != nil {
+		attrs, ok := parseRtAttrs(msg.Data[unix.SizeofIfInfomsg:])
+		if !ok {
 			continue
 		}
 		if old := m.flags.Swap(ifi.Flags); old&stateFlags != ifi.Flags&stateFlags {
@@ -276,10 +276,10 @@ func (m *ifaceWatch) parse(b []byte) {
 		}
 		for _, a := range attrs {
 			switch {
-			case a.Attr.Type == unix.IFLA_MTU && len(a.Value) >= 4:
-				m.mtu.Store(int32(binary.NativeEndian.Uint32(a.Value)))
-			case a.Attr.Type == unix.IFLA_IFNAME && len(a.Value) > 0:
-				name := string(bytes.TrimRight(a.Value, "\x00"))
+			case a.typ == unix.IFLA_MTU && len(a.val) >= 4:
+				m.mtu.Store(int32(binary.NativeEndian.Uint32(a.val)))
+			case a.typ == unix.IFLA_IFNAME && len(a.val) > 0:
+				name := string(bytes.TrimRight(a.val, "\x00"))
 				m.name.Store(&name)
 			}
 		}

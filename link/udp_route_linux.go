@@ -133,6 +133,27 @@ type rtAttr struct {
 	val []byte
 }
 
+// parseRtAttrs splits b, the route attributes (struct rtattr) after a
+// netlink message's fixed part, each aligned to 4 bytes, and reports
+// whether they were well formed: each at least its header long and
+// within b (what it returns is those before the first that was not). It
+// is syscall.ParseNetlinkRouteAttr's walk with the bounds checked and
+// for any message: that one slices past the end of its buffer when the
+// last attribute's length, aligned, is longer than what is left, and
+// panics (FuzzIfaceMTUParse found it), and knows no neighbour messages.
+func parseRtAttrs(b []byte) ([]rtAttr, bool) {
+	var attrs []rtAttr
+	for len(b) >= unix.SizeofRtAttr {
+		n := int(binary.NativeEndian.Uint16(b))
+		if n < unix.SizeofRtAttr || n > len(b) {
+			return attrs, false
+		}
+		attrs = append(attrs, rtAttr{typ: binary.NativeEndian.Uint16(b[2:]), val: b[unix.SizeofRtAttr:n]})
+		b = b[min((n+unix.RTA_ALIGNTO-1)&^(unix.RTA_ALIGNTO-1), len(b)):]
+	}
+	return attrs, true
+}
+
 func (a rtAttr) append(b []byte) []byte {
 	n := unix.SizeofRtAttr + len(a.val)
 	var h [unix.SizeofRtAttr]byte
@@ -246,22 +267,22 @@ func (l *UDPLink) route(dst netip.Addr) (Route, error) {
 	case unix.RTN_BLACKHOLE:
 		return Route{}, syscall.EINVAL
 	}
-	attrsIn, err := syscall.ParseNetlinkRouteAttr(m)
-	if err != nil {
-		return Route{}, err
+	attrsIn, ok := parseRtAttrs(m.Data[unix.SizeofRtMsg:])
+	if !ok {
+		return Route{}, syscall.EINVAL
 	}
 	for _, a := range attrsIn {
-		switch a.Attr.Type {
+		switch a.typ {
 		case unix.RTA_OIF:
-			if len(a.Value) >= 4 {
-				rt.Iface = int(binary.NativeEndian.Uint32(a.Value))
+			if len(a.val) >= 4 {
+				rt.Iface = int(binary.NativeEndian.Uint32(a.val))
 			}
 		case unix.RTA_GATEWAY:
-			if ip, ok := netip.AddrFromSlice(a.Value); ok {
+			if ip, ok := netip.AddrFromSlice(a.val); ok {
 				rt.Gateway = ip.Unmap()
 			}
 		case unix.RTA_PREFSRC:
-			if ip, ok := netip.AddrFromSlice(a.Value); ok {
+			if ip, ok := netip.AddrFromSlice(a.val); ok {
 				rt.Src = ip.Unmap()
 			}
 		}
@@ -300,21 +321,11 @@ func (l *UDPLink) neigh(ifindex int, hop netip.Addr) (net.HardwareAddr, uint16, 
 	m := &msgs[0]
 	ndm := (*unix.NdMsg)(unsafe.Pointer(&m.Data[0]))
 	var hw net.HardwareAddr
-	// syscall.ParseNetlinkRouteAttr knows no neighbour messages: the
-	// attributes follow the ndmsg, each aligned to 4 bytes.
-	for b := m.Data[unix.SizeofNdMsg:]; len(b) >= unix.SizeofRtAttr; {
-		n := int(binary.NativeEndian.Uint16(b[0:]))
-		if n < unix.SizeofRtAttr || n > len(b) {
-			break
+	attrs, _ := parseRtAttrs(m.Data[unix.SizeofNdMsg:]) // those before a malformed one
+	for _, a := range attrs {
+		if a.typ == unix.NDA_LLADDR {
+			hw = net.HardwareAddr(append([]byte(nil), a.val...))
 		}
-		if binary.NativeEndian.Uint16(b[2:]) == unix.NDA_LLADDR {
-			hw = net.HardwareAddr(append([]byte(nil), b[unix.SizeofRtAttr:n]...))
-		}
-		n = (n + unix.NLMSG_ALIGNTO - 1) &^ (unix.NLMSG_ALIGNTO - 1)
-		if n > len(b) {
-			break
-		}
-		b = b[n:]
 	}
 	return hw, ndm.State, nil
 }

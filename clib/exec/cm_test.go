@@ -460,10 +460,14 @@ func goToolArgs(tool, s string, sa, ca netip.Addr, goTool bool) []string {
 // TestCMPeerDies: a connected rping whose peer is killed (SIGKILL, no
 // chance to disconnect) ends at once with the peer's DREQ, which the
 // killed process's watcher sends as the kernel's rdma_cm sends it for a
-// process over rxe: the server in either role sees DISCONNECTED and exits
-// as rping does on a disconnect (0), where without it a server waiting
-// for its client's next SEND would wait for ever. A pair started again
-// at once on the same addresses runs.
+// process over rxe: the survivor in either role sees DISCONNECTED and
+// exits as rping does on a disconnect, where without it a server waiting
+// for its client's next SEND would wait for ever. The server exits 0;
+// the client exits 0 or, when the disconnect wakes it in the middle of a
+// ping (its DISCONNECTED overwritten by the next ping's RDMA_READ_ADV,
+// rping.c rping_test_client), fails with "wait for RDMA_WRITE_ADV" as it
+// does over rxe (a CI run met it). A pair started again at once on the
+// same addresses runs.
 func TestCMPeerDies(t *testing.T) {
 	needLibs(t)
 	t.Parallel()
@@ -506,8 +510,10 @@ func TestCMPeerDies(t *testing.T) {
 			case err := <-peer.done:
 				took := time.Since(t0)
 				t.Logf("the peer ended %v after the kill: %v", took.Round(time.Millisecond), err)
-				if err != nil || !strings.Contains(peer.out.String(), "DISCONNECT EVENT") {
-					t.Errorf("the peer: %v, want exit 0 on DISCONNECTED\n%s", err, peer.out.String())
+				out := peer.out.String()
+				midPing := killServer && err != nil && strings.Contains(out, "wait for RDMA_WRITE_ADV")
+				if err != nil && !midPing || !strings.Contains(out, "DISCONNECT EVENT") {
+					t.Errorf("the peer: %v, want exit 0 on DISCONNECTED (the client: or rping's failure mid-ping)\n%s", err, out)
 				}
 			case <-ctx.Done():
 				t.Fatalf("the peer never ended:\n%s", peer.out.String())

@@ -63,36 +63,10 @@ func TestSoakRxeWriter(t *testing.T) {
 		f.SetImpairment(fabric.Impairment{Loss: 0.03, Duplicate: 0.01, Reorder: 0.05,
 			Delay: 200 * time.Microsecond, ReorderTimeout: 200 * time.Microsecond})
 
-		// Steps of 10 µs, twice as long after each that brought
-		// nothing, up to 1 ms.
-		step := 10 * time.Microsecond
 		start := time.Now()
-		progress, acked := start, 0
-		w.Start(start)
-		for !w.Done() {
-			w.Pump()
-			time.Sleep(step)
-			now := time.Now()
-			got := raw.Receive()
-			for _, p := range got {
-				if err := w.Answer(&p, now); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if len(got) == 0 {
-				step = min(2*step, time.Millisecond)
-			} else {
-				step = 10 * time.Microsecond
-			}
-			if w.Acked() > acked {
-				acked, progress = w.Acked(), now
-			}
-			w.Tick(now)
-			if now.Sub(progress) > 2*time.Second {
-				attr, _ := qp.Query()
-				t.Fatalf("no progress for 2 s at WRITE %d of %d (requester at PSN %d, %d retries): responder %v, rq_psn %d; counters %+v",
-					w.Acked(), writes, w.Next(), w.Retries, attr.State, wire.PSN(attr.RQPSN).Diff(psn0), d.dev.Counters())
-			}
+		if err := w.Run(time.Sleep, time.Now, raw.Receive, 2*time.Second); err != nil {
+			attr, _ := qp.Query()
+			t.Fatalf("%v; responder %v, rq_psn %d; counters %+v", err, attr.State, wire.PSN(attr.RQPSN).Diff(psn0), d.dev.Counters())
 		}
 		if !bytes.Equal(buf, w.Data) {
 			t.Fatal("the WRITEs' data differ from what was sent")

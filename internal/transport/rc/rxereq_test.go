@@ -56,38 +56,13 @@ func runRxeWriter(t *testing.T, seed int64, imp fabric.Impairment, writes, size 
 		Data: make([]byte, writes*size), Timeout: timeout14}
 	fill(w.Data, int(seed))
 	n.Fabric().SetImpairment(imp)
-	// Steps of 10 µs, twice as long after each that brought nothing,
-	// up to 1 ms: a stall costs no 200,000 passes.
-	step := 10 * time.Microsecond
 	start := n.Now()
-	progress, acked := start, 0
-	w.Start(start)
-	for !w.Done() {
-		w.Pump()
-		n.Run(step)
-		now := n.Now()
-		got := raw.Receive()
-		for _, p := range got {
-			if err := w.Answer(&p, now); err != nil {
-				t.Fatalf("seed %d: %v", seed, err)
-			}
-		}
-		if len(got) == 0 {
-			step = min(2*step, time.Millisecond)
-		} else {
-			step = 10 * time.Microsecond
-		}
-		if w.Acked() > acked {
-			acked, progress = w.Acked(), now
-		}
-		w.Tick(now)
-		if now.Sub(progress) > 2*time.Second {
-			attr := b.query()
-			c := b.ctr()
-			t.Fatalf("seed %d: no progress for 2 s at WRITE %d of %d (requester at PSN %d, %d retries): responder %v, rq_psn %d; held_requests %d, out_of_sequence %d, duplicate_request %d, rcvd %d; requester: %v",
-				seed, w.Acked(), writes, w.Next(), w.Retries, attr.State, wire.PSN(attr.RQPSN).Diff(psn0),
-				c.HeldRequests.Load(), c.OutOfSequence.Load(), c.DuplicateRequest.Load(), c.RcvdPkts.Load(), w)
-		}
+	if err := w.Run(n.Run, n.Now, raw.Receive, 2*time.Second); err != nil {
+		attr := b.query()
+		c := b.ctr()
+		t.Fatalf("seed %d: %v; responder %v, rq_psn %d; held_requests %d, out_of_sequence %d, duplicate_request %d, rcvd %d",
+			seed, err, attr.State, wire.PSN(attr.RQPSN).Diff(psn0),
+			c.HeldRequests.Load(), c.OutOfSequence.Load(), c.DuplicateRequest.Load(), c.RcvdPkts.Load())
 	}
 	checkBytes(t, "written", b.buf, w.Data)
 	c := b.ctr()

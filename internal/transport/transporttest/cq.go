@@ -65,7 +65,9 @@ func (c *CQ) Solicited() bool {
 type Raw struct {
 	t     testing.TB
 	ep    *fabric.Endpoint
-	Encap wire.Encap // the IP/UDP header of what Send sends
+	Encap wire.Encap      // the IP/UDP header of what Send sends
+	rx    []link.Datagram // Receive's, with their buffers
+	pkts  []wire.Packet   // what Receive returned last
 }
 
 // Raw attaches a raw endpoint at addr sending to dst from UDP port
@@ -107,14 +109,26 @@ func (r *Raw) Send(h wire.Headers, payload []byte) {
 
 // Receive returns, parsed, the datagrams queued at the endpoint for it
 // (the responses a QP sent it), without waiting; one that does not parse
-// fails the test.
+// fails the test. The packets are over Receive's own buffers: valid
+// until the next call.
 func (r *Raw) Receive() []wire.Packet {
 	r.t.Helper()
-	var out []wire.Packet
-	msgs := make([]link.Datagram, 64)
-	for {
-		for i := range msgs {
-			msgs[i].Buf = make([]byte, 0, link.MaxDatagram)
+	if r.rx == nil {
+		r.rx = make([]link.Datagram, 64)
+		for i := range r.rx {
+			r.rx[i].Buf = make([]byte, 0, link.MaxDatagram)
+		}
+	}
+	out := r.pkts[:0]
+	for taken := 0; ; {
+		msgs := r.rx[taken:]
+		if len(msgs) == 0 {
+			// Every buffer holds a packet returned: more of them.
+			r.rx = append(r.rx, make([]link.Datagram, len(r.rx))...)
+			for i := taken; i < len(r.rx); i++ {
+				r.rx[i].Buf = make([]byte, 0, link.MaxDatagram)
+			}
+			msgs = r.rx[taken:]
 		}
 		n, err := r.ep.TryReadBatch(msgs)
 		if err != nil {
@@ -127,7 +141,9 @@ func (r *Raw) Receive() []wire.Packet {
 			}
 			out = append(out, p)
 		}
+		taken += n
 		if n < len(msgs) {
+			r.pkts = out
 			return out
 		}
 	}

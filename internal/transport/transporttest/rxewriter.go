@@ -1,6 +1,7 @@
 package transporttest
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -39,7 +40,7 @@ import (
 // on than the first time.
 //
 // It sends through Send, which fills in the BTH's destination QP and
-// P_Key; the caller hands it each response (Answer) and the time (Tick).
+// P_Key; Run drives it.
 type RxeWriter struct {
 	Send    func(h wire.Headers, payload []byte)
 	PSN     wire.PSN      // the first PSN
@@ -64,7 +65,6 @@ type RxeWriter struct {
 	compPSN      wire.PSN
 	startedRetry bool
 	lastHeard    time.Time // the retransmit timer runs from here
-	started      bool
 
 	// Retries counts the retries started (NAK or timeout); Timeouts
 	// the retransmit timer's expiries; Renumbered the WQEs sent again
@@ -100,10 +100,7 @@ const (
 	RxeMTU = 1024
 )
 
-func (w *RxeWriter) init() {
-	if w.wqes != nil {
-		return
-	}
+func (w *RxeWriter) init(now time.Time) {
 	n := len(w.Data) / w.Size
 	w.wqes = make([]rxeWQE, n)
 	for i := range w.wqes {
@@ -111,6 +108,7 @@ func (w *RxeWriter) init() {
 		w.wqes[i] = rxeWQE{resid: w.Size, iova: va, va: va, off: i * w.Size}
 	}
 	w.reqPSN, w.compPSN, w.reqNone = w.PSN, w.PSN, true
+	w.lastHeard = now
 }
 
 // Total is the packets of every WRITE, numbered as first sent.
@@ -122,15 +120,49 @@ func (w *RxeWriter) Acked() int { return w.cons }
 // Next is the next PSN the requester sends, from PSN.
 func (w *RxeWriter) Next() int { return int(w.reqPSN.Diff(w.PSN)) }
 
-// Done reports whether every WQE completed.
-func (w *RxeWriter) Done() bool { w.init(); return w.cons == len(w.wqes) }
+// ErrRxeStalled is Run's error when no WRITE completed for its stall
+// time.
+var ErrRxeStalled = errors.New("no WRITE completed")
 
-// Start starts the retransmit timer at now.
-func (w *RxeWriter) Start(now time.Time) { w.init(); w.lastHeard, w.started = now, true }
+// Run sends every WRITE and returns once the responder acknowledged them
+// all. Each step it sends what the window allows, lets time pass (run;
+// 10 µs, twice as long after a step that brought nothing, up to 1 ms,
+// so a stall costs no 200,000 steps), takes what came back (recv) at
+// now(), and runs its retransmit timer. It fails with ErrRxeStalled when
+// no WRITE completed for stall, and with what answer refused.
+func (w *RxeWriter) Run(run func(time.Duration), now func() time.Time, recv func() []wire.Packet, stall time.Duration) error {
+	w.init(now())
+	step := 10 * time.Microsecond
+	progress, acked := now(), 0
+	for w.cons < len(w.wqes) {
+		w.pump()
+		run(step)
+		t := now()
+		got := recv()
+		for i := range got {
+			if err := w.answer(&got[i], t); err != nil {
+				return err
+			}
+		}
+		if len(got) == 0 {
+			step = min(2*step, time.Millisecond)
+		} else {
+			step = 10 * time.Microsecond
+		}
+		if w.cons > acked {
+			acked, progress = w.cons, t
+		}
+		w.tick(t)
+		if t.Sub(progress) > stall {
+			return fmt.Errorf("%w for %v: WRITE %d of %d, requester at PSN %d, %d retries; %v",
+				ErrRxeStalled, stall, w.cons, len(w.wqes), w.Next(), w.Retries, w)
+		}
+	}
+	return nil
+}
 
-// Pump sends what the window allows (rxe_requester until it exits).
-func (w *RxeWriter) Pump() {
-	w.init()
+// pump sends what the window allows (rxe_requester until it exits).
+func (w *RxeWriter) pump() {
 	for {
 		if w.needRetry {
 			w.retry()
@@ -227,10 +259,9 @@ func (w *RxeWriter) retry() {
 	}
 }
 
-// Answer takes one response at now (rxe_completer). A NAK other than a
+// answer takes one response at now (rxe_completer). A NAK other than a
 // PSN sequence error is an error: a WRITE to a valid MR has no other.
-func (w *RxeWriter) Answer(p *wire.Packet, now time.Time) error {
-	w.init()
+func (w *RxeWriter) answer(p *wire.Packet, now time.Time) error {
 	if p.Opcode != wire.RCAck {
 		return fmt.Errorf("the responder sent %v", p.Opcode)
 	}
@@ -308,10 +339,9 @@ func (w *RxeWriter) errorRetry(timeout bool) {
 	w.startedRetry, w.needRetry = true, true
 }
 
-// Tick runs the retransmit timer at now.
-func (w *RxeWriter) Tick(now time.Time) {
-	w.init()
-	if !w.started || !w.reqPSN.After(w.compPSN) || now.Sub(w.lastHeard) < w.Timeout {
+// tick runs the retransmit timer at now.
+func (w *RxeWriter) tick(now time.Time) {
+	if !w.reqPSN.After(w.compPSN) || now.Sub(w.lastHeard) < w.Timeout {
 		return
 	}
 	w.Timeouts++
